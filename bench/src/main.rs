@@ -1,0 +1,2 @@
+//! `ringraft-bench`: load generator and log benchmark.
+fn main() {}

@@ -1,0 +1,16 @@
+//! ringraft's engine: everything a node keeps and decides, with no sockets.
+//!
+//! - [`record`]: Kafka RecordBatch v2 (the format on disk and on the wire).
+//! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
+//! - [`io`]: the io_uring `GroupCommitWriter` that makes appends durable.
+//! - [`quorum_state`]: the quorum-state file (election state), replaced atomically.
+//! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
+//! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
+
+pub mod io;
+pub mod log;
+pub mod quorum_state;
+pub mod raft;
+pub mod record;
+#[cfg(feature = "sim")]
+pub mod sim;

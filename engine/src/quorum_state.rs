@@ -1,0 +1,1 @@
+//! The quorum-state file.

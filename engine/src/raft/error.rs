@@ -1,0 +1,86 @@
+//! Every error code the quorum uses, in one table (protocol.md sections 0 and 15).
+//!
+//! Kafka's numbers where Kafka has the error; the draft's private ones (205-208) where it does not.
+
+/// A Kafka protocol error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub i16);
+
+macro_rules! error_codes {
+    ($($name:ident = $code:expr, $text:expr;)*) => {
+        impl ErrorCode {
+            $(pub const $name: ErrorCode = ErrorCode($code);)*
+
+            /// The Kafka name of the code, or None for a code this table does not know.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $($code => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+
+            /// A sentence for operators.
+            pub fn description(self) -> &'static str {
+                match self.0 {
+                    $($code => $text,)*
+                    _ => "unknown error code",
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    UNKNOWN_SERVER_ERROR = -1, "unexpected server error";
+    NONE = 0, "no error";
+    OFFSET_OUT_OF_RANGE = 1, "fetch offset out of range";
+    CORRUPT_MESSAGE = 2, "record batch failed its CRC or size check";
+    UNKNOWN_TOPIC_OR_PARTITION = 3, "this server does not host that topic-partition";
+    NOT_LEADER_OR_FOLLOWER = 6, "this server is not the leader";
+    REQUEST_TIMED_OUT = 7, "the request timed out";
+    BROKER_NOT_AVAILABLE = 8, "the server is shutting down or resigned; retry elsewhere";
+    CLUSTER_AUTHORIZATION_FAILED = 31, "cluster authorization failed";
+    UNSUPPORTED_VERSION = 35, "unsupported api version";
+    INVALID_REQUEST = 42, "malformed request";
+    FENCED_LEADER_EPOCH = 74, "the request's epoch is older than the receiver's";
+    UNKNOWN_LEADER_EPOCH = 75, "the request's epoch is newer than the leader's";
+    INCONSISTENT_VOTER_SET = 94, "sender or receiver is not in the receiver's voter set";
+    INCONSISTENT_CLUSTER_ID = 104, "the request's cluster id does not match this cluster";
+    NOT_QUORUM_LEADER = 205, "target broker is not the leader of this quorum";
+    UNKNOWN_VOTER_ID = 206, "target voter is unknown to the leader";
+    NOT_FOLLOWER = 207, "the sender is no longer a voter; continue as an observer";
+    INVALID_QUORUM_STATE = 208, "the request conflicts with the known quorum state";
+}
+
+impl ErrorCode {
+    pub fn is_none(self) -> bool {
+        self == ErrorCode::NONE
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(name) => write!(f, "{name} ({})", self.0),
+            None => write!(f, "error code {}", self.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    #[test]
+    fn codes_match_protocol_table() {
+        assert_eq!(ErrorCode::FENCED_LEADER_EPOCH.0, 74);
+        assert_eq!(ErrorCode::INCONSISTENT_VOTER_SET.0, 94);
+        assert_eq!(ErrorCode::INCONSISTENT_CLUSTER_ID.0, 104);
+        assert_eq!(
+            ErrorCode::NOT_QUORUM_LEADER.name(),
+            Some("NOT_QUORUM_LEADER")
+        );
+        assert_eq!(ErrorCode(9999).name(), None);
+        assert_eq!(ErrorCode::NOT_FOLLOWER.to_string(), "NOT_FOLLOWER (207)");
+    }
+}

@@ -1,0 +1,171 @@
+//! The quorum RPCs as plain data (protocol.md section 17, with the decisions of section 0).
+//!
+//! These are what the core consumes and produces. `net::wire` maps them to and from Kafka's
+//! flexible wire format; the simulator passes them around as they are.
+
+use super::error::ErrorCode;
+use super::types::{Epoch, NodeId, Offset};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoteRequest {
+    pub cluster_id: String,
+    pub candidate_epoch: Epoch,
+    pub candidate_id: NodeId,
+    /// Epoch of the candidate's last batch (0 for an empty log).
+    pub last_epoch: Epoch,
+    /// The candidate's log end offset (protocol.md 5.3: LEO on both sides).
+    pub last_epoch_end_offset: Offset,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoteResponse {
+    pub error: ErrorCode,
+    /// -1 when unknown.
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    pub vote_granted: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BeginQuorumEpochRequest {
+    pub cluster_id: String,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BeginQuorumEpochResponse {
+    pub error: ErrorCode,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndQuorumEpochRequest {
+    pub cluster_id: String,
+    /// The sender.
+    pub replica_id: NodeId,
+    /// The current leader, or -1 when a candidate sends it.
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    /// Most caught-up first.
+    pub preferred_successors: Vec<NodeId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndQuorumEpochResponse {
+    pub error: ErrorCode,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchQuorumRecordsRequest {
+    pub cluster_id: String,
+    pub replica_id: NodeId,
+    pub leader_epoch: Epoch,
+    /// The next offset the requester wants (its log end offset).
+    pub fetch_offset: Offset,
+    /// Epoch of the batch just before `fetch_offset` (0 for an empty log).
+    pub last_fetched_epoch: Epoch,
+    /// True when the sender believes it is a voter.
+    pub is_follower: bool,
+    pub max_wait_ms: i32,
+    /// Tagged field 0: the requester's durable end offset (-1 = unknown). Only this counts toward
+    /// the high watermark; `fetch_offset` says where to read next (pipelined fetches).
+    pub durable_offset: Offset,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchQuorumRecordsResponse {
+    pub error: ErrorCode,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    /// Truncation point, meaningful only when `next_fetch_offset_epoch >= 0`.
+    pub next_fetch_offset: Offset,
+    /// `>= 0` means "truncate" (never test the offset). -1 = no divergence.
+    pub next_fetch_offset_epoch: Epoch,
+    /// Record batches (Kafka RecordBatch v2), in offset order, as slices of the leader's log.
+    pub batches: Vec<super::types::Batch>,
+    /// -1 when unknown.
+    pub high_watermark: Offset,
+    pub first_dirty_offset: Offset,
+    pub last_caught_up_time_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindQuorumRequest {
+    pub replica_id: NodeId,
+    pub boot_timestamp: i64,
+    pub host: String,
+    pub port: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoterEndpoint {
+    pub voter_id: NodeId,
+    pub boot_timestamp: i64,
+    /// Empty when unknown.
+    pub host: String,
+    pub port: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FindQuorumResponse {
+    pub error: ErrorCode,
+    pub cluster_id: String,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    pub voters: Vec<VoterEndpoint>,
+    /// None when no reassignment is in progress.
+    pub target_voters: Option<Vec<VoterEndpoint>>,
+}
+
+/// DescribeQuorum asks about `__cluster_metadata`-0; the wire layer maps Topics[]/Partitions[] to
+/// this and answers UNKNOWN_TOPIC_OR_PARTITION for anything else before it reaches the core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribeQuorumRequest {}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaState {
+    pub replica_id: NodeId,
+    /// -1 when unknown.
+    pub log_end_offset: Offset,
+    /// -1 when unknown.
+    pub last_fetch_timestamp: i64,
+    /// -1 when unknown.
+    pub last_caught_up_timestamp: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DescribeQuorumResponse {
+    pub error: ErrorCode,
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    pub high_watermark: Offset,
+    pub current_voters: Vec<ReplicaState>,
+    pub target_voters: Option<Vec<ReplicaState>>,
+    pub observers: Vec<ReplicaState>,
+}
+
+/// A request the core receives or sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    Vote(VoteRequest),
+    BeginQuorumEpoch(BeginQuorumEpochRequest),
+    EndQuorumEpoch(EndQuorumEpochRequest),
+    FetchQuorumRecords(FetchQuorumRecordsRequest),
+    FindQuorum(FindQuorumRequest),
+    DescribeQuorum(DescribeQuorumRequest),
+}
+
+/// A response the core receives or sends; same variants as [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    Vote(VoteResponse),
+    BeginQuorumEpoch(BeginQuorumEpochResponse),
+    EndQuorumEpoch(EndQuorumEpochResponse),
+    FetchQuorumRecords(FetchQuorumRecordsResponse),
+    FindQuorum(FindQuorumResponse),
+    DescribeQuorum(DescribeQuorumResponse),
+}

@@ -1,0 +1,284 @@
+//! The core's contract with the world: plain types for what goes in and what comes out.
+//!
+//! The core never performs IO, reads a clock or draws randomness. The driver (the node runtime,
+//! a test, or the simulator) feeds it [`Input`]s and carries out the [`Output`]s **in order**:
+//! an [`Output::PersistElectionState`] must be durable before any output after it takes effect,
+//! and [`Output::Log`] operations must reach the log in the order they were emitted.
+
+use bytes::Bytes;
+
+use super::error::ErrorCode;
+use super::message::{Request, Response};
+
+pub type NodeId = i32;
+pub type Epoch = i32;
+pub type Offset = i64;
+
+/// Milliseconds on the driver's monotonic clock. Only differences matter to the core.
+pub type TimeMs = u64;
+
+/// An (offset, epoch) position, ordered by epoch first (protocol.md 5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OffsetAndEpoch {
+    pub offset: Offset,
+    pub epoch: Epoch,
+}
+
+impl PartialOrd for OffsetAndEpoch {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OffsetAndEpoch {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.epoch, self.offset).cmp(&(other.epoch, other.offset))
+    }
+}
+
+/// One Kafka RecordBatch v2, with the header fields the core needs lifted out.
+///
+/// `bytes` is the whole encoded batch; its header's BaseOffset and PartitionLeaderEpoch equal
+/// `base_offset` and `epoch` (neither is covered by the CRC, so the leader can stamp them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub base_offset: Offset,
+    pub epoch: Epoch,
+    /// Number of records; the batch covers `base_offset .. base_offset + record_count`.
+    pub record_count: u32,
+    /// True for control batches (LeaderChange, reassignment): replicated, never handed out as data.
+    pub is_control: bool,
+    pub bytes: Bytes,
+}
+
+impl Batch {
+    /// One past the last offset of the batch.
+    pub fn end_offset(&self) -> Offset {
+        self.base_offset + i64::from(self.record_count)
+    }
+}
+
+/// The election state kept in the quorum-state file (protocol.md section 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectionState {
+    pub epoch: Epoch,
+    /// -1 when no leader is known in `epoch`.
+    pub leader_id: NodeId,
+    /// -1 when this node has not voted in `epoch`.
+    pub voted_id: NodeId,
+    pub current_voters: Vec<NodeId>,
+    pub target_voters: Option<Vec<NodeId>>,
+    pub applied_offset: Offset,
+}
+
+/// How a client append is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acks {
+    /// Answered once the high watermark passes the batch (acks=-1, the default).
+    Quorum,
+    /// Answered once the leader has the batch durable (acks=1).
+    Leader,
+    /// Never answered (acks=0).
+    None,
+}
+
+/// Where an inbound request came from, so its response can be routed back. Opaque to the core.
+pub type RequestId = u64;
+
+/// Correlates a request the core sent with its response. Assigned by the core.
+pub type Correlation = u64;
+
+/// Everything the core reacts to.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// Time advanced to `now` (monotonic, never decreasing).
+    Tick { now: TimeMs },
+    /// A request from a peer node (or from an admin client when `from` is None).
+    Request {
+        id: RequestId,
+        from: Option<NodeId>,
+        request: Request,
+    },
+    /// The response to a request this core sent.
+    Response {
+        from: NodeId,
+        correlation: Correlation,
+        response: Response,
+    },
+    /// A request this core sent failed (connection error, or the transport's request timeout).
+    RequestFailed {
+        to: NodeId,
+        correlation: Correlation,
+    },
+    /// Every [`LogOp`] with `seq <= up_to_seq` is durable (written and fdatasync'd).
+    LogDurable { up_to_seq: u64 },
+    /// A read the core asked for with [`Output::ReadLog`] finished.
+    LogReadDone { read_id: u64, batches: Vec<Batch> },
+    /// A client wants to append one batch. The bytes are a RecordBatch v2 whose BaseOffset and
+    /// PartitionLeaderEpoch the leader overwrites.
+    ClientAppend {
+        id: u64,
+        batch: bytes::BytesMut,
+        record_count: u32,
+        acks: Acks,
+    },
+    /// Resign (if leader) and stop; the core answers with [`Output::ShutdownComplete`].
+    Shutdown,
+}
+
+/// A change to the log, applied in `seq` order.
+#[derive(Clone, Debug)]
+pub enum LogOpKind {
+    /// Append batches at the current end (offsets already assigned and contiguous).
+    Append(Vec<Batch>),
+    /// Drop every record at or beyond `offset`.
+    TruncateTo(Offset),
+}
+
+#[derive(Clone, Debug)]
+pub struct LogOp {
+    /// Strictly increasing per core incarnation, starting at 1.
+    pub seq: u64,
+    pub kind: LogOpKind,
+}
+
+/// The result of a client append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendResult {
+    /// Committed (or durable on the leader, for [`Acks::Leader`]) at these offsets.
+    Appended {
+        base_offset: Offset,
+        last_offset: Offset,
+    },
+    /// Not appended or not known to be committed: NOT_LEADER_OR_FOLLOWER (with a leader hint),
+    /// REQUEST_TIMED_OUT, INVALID_REQUEST, ...
+    Failed {
+        error: ErrorCode,
+        leader_id: NodeId,
+        leader_epoch: Epoch,
+    },
+}
+
+/// Everything the core asks the world to do, in order.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// Make this election state durable before carrying out any later output.
+    PersistElectionState(ElectionState),
+    /// Send a request to a peer; its response comes back as [`Input::Response`].
+    Send {
+        to: NodeId,
+        correlation: Correlation,
+        request: Request,
+    },
+    /// Answer an inbound request.
+    Respond { id: RequestId, response: Response },
+    /// Change the log; durability is reported with [`Input::LogDurable`].
+    Log(LogOp),
+    /// Read batches from `from_offset` up to about `max_bytes` (at least one batch if any) for a
+    /// fetch the in-memory tail cannot serve; answered with [`Input::LogReadDone`].
+    ReadLog {
+        read_id: u64,
+        from_offset: Offset,
+        max_bytes: usize,
+    },
+    /// The high watermark advanced (leader: newly committed; follower: learned).
+    HighWatermark(Offset),
+    /// A client append finished.
+    AppendDone { id: u64, result: AppendResult },
+    /// The role changed (for logs, metrics and the runtime's routing).
+    RoleChanged {
+        role: super::Role,
+        epoch: Epoch,
+        leader_id: NodeId,
+    },
+    /// Shutdown finished (another leader is known, or the shutdown timeout passed).
+    ShutdownComplete,
+    /// A safety rule would be broken (for example a truncation below the high watermark). The
+    /// driver must stop the node: nothing after this is valid.
+    Fatal(String),
+}
+
+/// The core's configuration: the `quorum.*` settings and this node's identity.
+#[derive(Clone, Debug)]
+pub struct RaftConfig {
+    pub node_id: NodeId,
+    pub cluster_id: String,
+    /// The configured voter set (used only when no quorum-state file exists yet).
+    pub voters: Vec<NodeId>,
+    pub fetch_timeout_ms: u64,
+    pub election_timeout_ms: u64,
+    pub election_jitter_max_ms: u64,
+    pub progress_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    /// MaxWaitTimeMs this node puts in its fetches (long poll).
+    pub fetch_max_wait_ms: u64,
+    /// Byte budget of one fetch response.
+    pub fetch_max_bytes: usize,
+    /// Bytes of recent batches the leader keeps in memory to answer fetches without a log read.
+    pub tail_cache_bytes: usize,
+    /// How long a graceful shutdown waits for another leader.
+    pub shutdown_timeout_ms: u64,
+    /// Seed of the core's own deterministic PRNG (jitter, backoff, random bootstrap choice).
+    pub seed: u64,
+}
+
+impl RaftConfig {
+    /// Kafka's final defaults (protocol.md section 0).
+    pub fn new(node_id: NodeId, cluster_id: impl Into<String>, voters: Vec<NodeId>) -> Self {
+        Self {
+            node_id,
+            cluster_id: cluster_id.into(),
+            voters,
+            fetch_timeout_ms: 2000,
+            election_timeout_ms: 1000,
+            election_jitter_max_ms: 1000,
+            progress_timeout_ms: 3000,
+            request_timeout_ms: 2000,
+            retry_backoff_ms: 20,
+            retry_backoff_max_ms: 1000,
+            fetch_max_wait_ms: 500,
+            fetch_max_bytes: 1 << 20,
+            tail_cache_bytes: 64 << 20,
+            shutdown_timeout_ms: 5000,
+            seed: 0,
+        }
+    }
+}
+
+/// What the log looked like when the node started (after recovery), handed to the core once.
+#[derive(Clone, Debug, Default)]
+pub struct LogSnapshot {
+    /// Log end offset (everything below is durable: recovery only keeps what is on disk).
+    pub end_offset: Offset,
+    /// The leader-epoch cache: (epoch, start offset), ascending in both.
+    pub epochs: Vec<(Epoch, Offset)>,
+}
+
+/// Why an error response was produced is always one [`ErrorCode`]; re-exported for convenience.
+pub type Error = ErrorCode;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_and_epoch_orders_by_epoch_first() {
+        let a = OffsetAndEpoch {
+            offset: 100,
+            epoch: 1,
+        };
+        let b = OffsetAndEpoch {
+            offset: 5,
+            epoch: 2,
+        };
+        assert!(a < b);
+        assert!(
+            OffsetAndEpoch {
+                offset: 4,
+                epoch: 2
+            } < b
+        );
+    }
+}
