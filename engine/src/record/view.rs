@@ -44,7 +44,7 @@ pub struct BatchView {
 impl BatchView {
     /// Validates `bytes` as exactly one uncompressed batch.
     pub fn parse(bytes: Bytes) -> Result<BatchView, RecordError> {
-        let header = BatchHeader::read(&bytes)?;
+        let header = BatchHeader::read_framing(&bytes)?;
         if header.total_len() != bytes.len() {
             return Err(RecordError::BadLength {
                 batch_length: header.batch_length,
@@ -64,6 +64,7 @@ impl BatchView {
                 end: bytes.len(),
             });
         }
+        header.check_records_count()?;
         if header.attributes & ATTR_COMPRESSION_MASK != 0 {
             return Err(RecordError::UnsupportedCompression {
                 attributes: header.attributes,
