@@ -503,3 +503,28 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod docs_tests {
+    /// docs/configuration.md documents every key with its default.
+    #[test]
+    fn configuration_doc_lists_every_key() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/configuration.md"
+        ))
+        .expect("docs/configuration.md exists");
+        for (key, default, _) in super::KEYS {
+            let row = doc
+                .lines()
+                .find(|line| line.starts_with(&format!("| `{key}` |")))
+                .unwrap_or_else(|| panic!("docs/configuration.md has no row for {key}"));
+            if let Some(default) = default.filter(|d| !d.is_empty()) {
+                assert!(
+                    row.contains(default),
+                    "{key}: the doc's default is not {default}"
+                );
+            }
+        }
+    }
+}
