@@ -122,6 +122,19 @@ fn assert_matches_spec(view: &BatchView, spec: &BatchSpec) {
     assert_eq!(view.max_timestamp(), max.max(-1));
     let records: Vec<_> = view.records().collect();
     assert_eq!(records.len(), spec.records.len());
+    assert_eq!(view.record_refs().len(), records.len());
+    for (owned, borrowed) in records.iter().zip(view.record_refs()) {
+        assert_eq!(owned.offset_delta, borrowed.offset_delta);
+        assert_eq!(owned.timestamp_delta, borrowed.timestamp_delta);
+        assert_eq!(owned.key.as_deref(), borrowed.key);
+        assert_eq!(owned.value.as_deref(), borrowed.value);
+        let headers: Vec<_> = borrowed.headers().collect();
+        assert_eq!(headers.len(), owned.headers.len());
+        for ((key, value), (owned_key, owned_value)) in headers.iter().zip(&owned.headers) {
+            assert_eq!(key.as_bytes(), &owned_key[..]);
+            assert_eq!(*value, owned_value.as_deref());
+        }
+    }
     for (index, (got, want)) in records.iter().zip(&spec.records).enumerate() {
         assert_eq!(got.offset_delta, index as i32);
         assert_eq!(

@@ -63,6 +63,11 @@ fn check_batch(batch: Vec<u8>) {
         count += 1;
     }
     assert_eq!(count, view.record_count());
+    for (record, borrowed) in view.records().zip(view.record_refs()) {
+        assert_eq!(record.key.as_deref(), borrowed.key);
+        assert_eq!(record.value.as_deref(), borrowed.value);
+        assert_eq!(record.headers.len(), borrowed.headers().count());
+    }
     let raft = view.to_raft_batch();
     assert_eq!(raft.end_offset(), view.next_offset());
     if view.is_control() {

@@ -21,4 +21,4 @@ mod view;
 pub use builder::RecordBatchBuilder;
 pub use error::RecordError;
 pub use header::*;
-pub use view::{BatchView, Record, RecordIter};
+pub use view::{BatchView, Record, RecordIter, RecordRef, RecordRefIter};

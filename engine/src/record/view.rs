@@ -168,6 +168,17 @@ impl BatchView {
         }
     }
 
+    /// The records as borrowed slices: no reference counting, for readers that do not keep
+    /// them (state machines applying records, dumps, checks).
+    pub fn record_refs(&self) -> RecordRefIter<'_> {
+        RecordRefIter {
+            batch: &self.bytes,
+            position: RECORDS_OFFSET,
+            next_index: 0,
+            count: self.record_count(),
+        }
+    }
+
     /// The batch as the Raft core sees it (shares the bytes).
     pub fn to_raft_batch(&self) -> Batch {
         Batch {
@@ -212,6 +223,89 @@ impl Iterator for RecordIter {
 }
 
 impl ExactSizeIterator for RecordIter {}
+
+/// One record of a batch, borrowed from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    headers_count: u32,
+    headers: &'a [u8],
+}
+
+impl<'a> RecordRef<'a> {
+    pub fn offset(&self, base_offset: i64) -> i64 {
+        base_offset + i64::from(self.offset_delta)
+    }
+
+    pub fn timestamp(&self, base_timestamp: i64) -> i64 {
+        base_timestamp.wrapping_add(self.timestamp_delta)
+    }
+
+    pub fn headers_count(&self) -> usize {
+        self.headers_count as usize
+    }
+
+    /// The headers, (key, value), in order.
+    pub fn headers(&self) -> impl ExactSizeIterator<Item = (&'a str, Option<&'a [u8]>)> + 'a {
+        let headers = self.headers;
+        let mut cursor = Cursor {
+            buf: headers,
+            position: 0,
+            end: headers.len(),
+            record: 0,
+        };
+        (0..self.headers_count).map(move |_| {
+            let (key, value) = read_header(&mut cursor).expect("headers were validated");
+            let key = std::str::from_utf8(&headers[key]).expect("header keys were validated");
+            (key, value.map(|range| &headers[range]))
+        })
+    }
+}
+
+/// Iterates the records of a validated batch as borrowed [`RecordRef`]s.
+#[derive(Clone, Debug)]
+pub struct RecordRefIter<'a> {
+    batch: &'a [u8],
+    position: usize,
+    next_index: u32,
+    count: u32,
+}
+
+impl<'a> Iterator for RecordRefIter<'a> {
+    type Item = RecordRef<'a>;
+
+    fn next(&mut self) -> Option<RecordRef<'a>> {
+        if self.next_index == self.count {
+            assert_eq!(self.position, self.batch.len());
+            return None;
+        }
+        let spans = read_record(self.batch, self.position, self.next_index)
+            .expect("record framing was validated by BatchView::parse");
+        self.position = spans.end;
+        self.next_index += 1;
+        let batch = self.batch;
+        Some(RecordRef {
+            attributes: spans.attributes,
+            timestamp_delta: spans.timestamp_delta,
+            offset_delta: spans.offset_delta,
+            key: spans.key.map(|range| &batch[range]),
+            value: spans.value.map(|range| &batch[range]),
+            headers_count: spans.headers_count,
+            headers: &batch[spans.headers_start..spans.end],
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.count - self.next_index) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RecordRefIter<'_> {}
 
 /// Where the fields of one record lie in the batch.
 struct RecordSpans {
