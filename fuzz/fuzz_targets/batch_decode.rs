@@ -33,7 +33,8 @@ fn sealed(rest: &[u8]) -> Vec<u8> {
         return batch;
     }
     let batch_length = (batch.len() - LOG_OVERHEAD) as i32;
-    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
+    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4]
+        .copy_from_slice(&batch_length.to_be_bytes());
     batch[MAGIC_OFFSET] = MAGIC as u8;
     let crc = crc32c::crc32c(&batch[CRC_START..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
