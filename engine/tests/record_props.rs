@@ -5,8 +5,8 @@ use bytes::{Bytes, BytesMut};
 use engine::record::control::{ControlRecord, LeaderChange, QuorumReassignment};
 use engine::record::varint;
 use engine::record::{
-    peek_batch_len, BatchHeader, BatchView, RecordBatchBuilder, RecordError, CRC_OFFSET, CRC_START,
-    RECORDS_OFFSET,
+    peek_batch_len, BatchHeader, BatchIter, BatchView, RecordBatchBuilder, RecordError, CRC_OFFSET,
+    CRC_START, RECORDS_OFFSET,
 };
 use proptest::prelude::*;
 
@@ -341,6 +341,60 @@ proptest! {
                 Err(varint::VarintError::Truncated { read: len })
             );
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Back-to-back batches split exactly; a cut anywhere yields the whole batches before it,
+    /// then (unless the cut is on a boundary) an error positioned at the cut batch's start.
+    #[test]
+    fn batch_iter_splits_and_stops_at_the_first_bad_batch(
+        specs in proptest::collection::vec(batch_spec(4), 1..5),
+        cut in any::<prop::sample::Index>(),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let batches: Vec<Bytes> = specs.iter().map(|spec| build(spec).freeze()).collect();
+        let mut boundaries = vec![0usize];
+        let mut all = Vec::new();
+        for batch in &batches {
+            all.extend_from_slice(batch);
+            boundaries.push(all.len());
+        }
+        let all = Bytes::from(all);
+
+        let mut iter = BatchIter::new(all.clone());
+        let got: Vec<_> = iter.by_ref().map(Result::unwrap).collect();
+        prop_assert_eq!(got.len(), batches.len());
+        for (view, batch) in got.iter().zip(&batches) {
+            prop_assert_eq!(view.bytes(), batch);
+        }
+        prop_assert!(!iter.failed());
+        prop_assert_eq!(iter.position(), all.len());
+
+        let cut = cut.index(all.len());
+        let whole = boundaries.iter().filter(|&&b| b > 0 && b <= cut).count();
+        let mut iter = BatchIter::new(all.slice(..cut));
+        let results: Vec<_> = iter.by_ref().collect();
+        prop_assert_eq!(results.iter().filter(|r| r.is_ok()).count(), whole);
+        let on_boundary = boundaries.contains(&cut);
+        prop_assert_eq!(iter.failed(), !on_boundary);
+        prop_assert_eq!(results.len(), whole + usize::from(!on_boundary));
+        prop_assert_eq!(iter.position(), boundaries[whole]);
+
+        // Corrupt one byte of the CRC-covered part of some batch: the batches before it survive.
+        let mut corrupt = all.to_vec();
+        let at = flip.index(all.len());
+        let batch = boundaries.iter().rposition(|&b| b <= at).unwrap();
+        prop_assume!(at - boundaries[batch] >= CRC_OFFSET);
+        corrupt[at] ^= 0x40;
+        let mut iter = BatchIter::new(Bytes::from(corrupt));
+        let results: Vec<_> = iter.by_ref().collect();
+        prop_assert_eq!(results.len(), batch + 1);
+        prop_assert!(results[..batch].iter().all(Result::is_ok));
+        prop_assert!(results[batch].is_err());
+        prop_assert_eq!(iter.position(), boundaries[batch]);
     }
 }
 

@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
 use engine::record::{
-    peek_batch_len, BatchHeader, BatchView, BATCH_HEADER_LEN, BATCH_LENGTH_OFFSET, CRC_OFFSET,
-    CRC_START, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET,
+    peek_batch_len, BatchHeader, BatchIter, BatchView, BATCH_HEADER_LEN, BATCH_LENGTH_OFFSET,
+    CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     match mode % 4 {
-        0 => check_batch(rest.to_vec()),
+        0 => {
+            check_batch(rest.to_vec());
+            check_scan(rest);
+        }
         1 | 2 => check_batch(sealed(rest)),
         _ => check_control_values(rest),
     }
@@ -76,6 +79,22 @@ fn check_batch(batch: Vec<u8>) {
         let _ = LeaderChange::from_batch(&view);
         let _ = QuorumReassignment::from_batch(&view);
     }
+}
+
+/// Splitting a buffer of batches stops at the first bad one and never overruns.
+fn check_scan(bytes: &[u8]) {
+    let mut iter = BatchIter::new(Bytes::copy_from_slice(bytes));
+    let mut end = 0;
+    for result in iter.by_ref() {
+        match result {
+            Ok(view) => end += view.len(),
+            Err(_) => break,
+        }
+    }
+    assert_eq!(iter.position(), end);
+    assert!(end <= bytes.len());
+    assert_eq!(iter.failed(), end != bytes.len());
+    assert!(iter.next().is_none());
 }
 
 fn check_control_values(value: &[u8]) {
