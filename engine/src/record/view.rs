@@ -360,6 +360,7 @@ fn validate_records(batch: &[u8], count: u32) -> Result<(), RecordError> {
 }
 
 /// Reads the record at `start` that must carry offset delta `index`, checking every length.
+#[inline]
 fn read_record(batch: &[u8], start: usize, index: u32) -> Result<RecordSpans, RecordError> {
     assert!(start >= RECORDS_OFFSET && start <= batch.len());
     let mut cursor = Cursor {
@@ -443,15 +444,18 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
+    #[inline(always)]
     fn remaining(&self) -> &[u8] {
         &self.buf[self.position..self.end]
     }
 
+    #[inline(always)]
     fn byte(&mut self) -> Result<u8, RecordError> {
         let range = self.take(1)?;
         Ok(self.buf[range.start])
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Result<i32, RecordError> {
         let (value, used) = varint::get_varint(self.remaining())
             .map_err(|e| RecordError::varint_at(e, self.position))?;
@@ -459,6 +463,7 @@ impl Cursor<'_> {
         Ok(value)
     }
 
+    #[inline(always)]
     fn varlong(&mut self) -> Result<i64, RecordError> {
         let (value, used) = varint::get_varlong(self.remaining())
             .map_err(|e| RecordError::varint_at(e, self.position))?;
@@ -467,6 +472,7 @@ impl Cursor<'_> {
     }
 
     /// A varint length that must be at least `min`.
+    #[inline(always)]
     fn length(&mut self, field: &'static str, min: i32) -> Result<i32, RecordError> {
         let offset = self.position;
         let length = self.varint()?;
@@ -482,6 +488,7 @@ impl Cursor<'_> {
     }
 
     /// A varint length (-1 = null) followed by that many bytes.
+    #[inline(always)]
     fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Range<usize>>, RecordError> {
         let length = self.length(field, -1)?;
         if length == -1 {
@@ -490,6 +497,7 @@ impl Cursor<'_> {
         self.take(length as usize).map(Some)
     }
 
+    #[inline(always)]
     fn take(&mut self, len: usize) -> Result<Range<usize>, RecordError> {
         let available = self.end - self.position;
         if len > available {
