@@ -263,7 +263,7 @@ proptest! {
             let result = BatchView::parse(corrupt.freeze());
             match index {
                 0..=7 | 12..=15 => prop_assert!(result.is_ok()),
-                8..=11 => prop_assert!(matches!(result, Err(RecordError::BadLength { .. })), "{:?}", result),
+                8..=11 => prop_assert!(matches!(result, Err(RecordError::BadLength { .. } | RecordError::TooShort { .. })), "{:?}", result),
                 _ => prop_assert!(matches!(result, Err(RecordError::BadMagic { .. })), "{:?}", result),
             }
         }
@@ -275,7 +275,8 @@ proptest! {
         prop_assume!(batch.len() < 12_000);
         for len in 0..batch.len() {
             let prefix = batch.slice(..len);
-            prop_assert!(BatchView::parse(prefix.clone()).is_err(), "prefix of {} bytes", len);
+            let error = BatchView::parse(prefix.clone()).unwrap_err();
+            prop_assert!(error.is_incomplete(), "prefix of {} bytes: {}", len, error);
             match peek_batch_len(&prefix) {
                 Ok(None) => prop_assert!(len < 12),
                 Ok(Some(total)) => prop_assert_eq!(total, batch.len()),

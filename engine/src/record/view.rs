@@ -42,18 +42,21 @@ pub struct BatchView {
 }
 
 impl BatchView {
-    /// Validates `bytes` as exactly one uncompressed batch.
+    /// Validates `bytes` as exactly one uncompressed batch. Fewer bytes than the header declares
+    /// is [`RecordError::TooShort`] (see [`RecordError::is_incomplete`]).
     pub fn parse(bytes: Bytes) -> Result<BatchView, RecordError> {
         let header = BatchHeader::read_framing(&bytes)?;
-        if header.total_len() != bytes.len() {
+        if header.total_len() > bytes.len() {
+            return Err(RecordError::TooShort {
+                available: bytes.len(),
+                needed: header.total_len(),
+            });
+        }
+        if header.total_len() < bytes.len() {
             return Err(RecordError::BadLength {
                 batch_length: header.batch_length,
                 declared_size: header.total_len() as i64,
-                reason: if header.total_len() > bytes.len() {
-                    "batch is truncated"
-                } else {
-                    "bytes follow the batch"
-                },
+                reason: "bytes follow the batch",
             });
         }
         let actual = crc32c::crc32c(&bytes[CRC_START..]);
