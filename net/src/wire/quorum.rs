@@ -12,8 +12,6 @@ use engine::raft::{
     FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, FindQuorumRequest, FindQuorumResponse,
     ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
 };
-#[cfg(test)]
-use engine::record::BatchView;
 use engine::record::{BatchIter, RecordError};
 use thiserror::Error;
 
