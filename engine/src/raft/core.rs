@@ -639,8 +639,14 @@ impl RaftCore {
                 }
                 _ => None,
             },
-            RequestKind::Fetch { .. } => {
-                if self.qs.role() != Role::Follower {
+            RequestKind::Fetch {
+                fetch_offset,
+                last_fetched_epoch,
+            } => {
+                let current = fetch_offset == self.log.end_offset()
+                    && last_fetched_epoch == self.log.last_epoch();
+                if self.qs.role() != Role::Follower || !current {
+                    // Not following, or an answer to an older position that no longer matters.
                     None
                 } else if self.qs.is_observer() {
                     // Observers rediscover the leader when it stops answering (11).

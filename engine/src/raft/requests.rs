@@ -127,6 +127,17 @@ impl Outbound {
         self.in_flight.retain(|_, f| !pred(f));
     }
 
+    /// Among in-flight requests matching `pred`, forgets all but the newest.
+    pub(crate) fn keep_newest(&mut self, pred: impl Fn(&InFlight) -> bool) {
+        let newest = self
+            .in_flight
+            .iter()
+            .filter(|(_, f)| pred(f))
+            .map(|(c, _)| *c)
+            .max();
+        self.in_flight.retain(|c, f| !pred(f) || Some(*c) == newest);
+    }
+
     /// Requests whose timeout passed, removed from the in-flight set.
     pub(crate) fn take_expired(&mut self, now: TimeMs) -> Vec<InFlight> {
         let expired: Vec<Correlation> = self
