@@ -146,10 +146,15 @@ fn trailing_and_missing_bytes_are_length_errors() {
         Err(RecordError::BadLength { .. })
     ));
     let shorter = Bytes::copy_from_slice(&batch[..batch.len() - 1]);
-    assert!(matches!(
-        BatchView::parse(shorter),
-        Err(RecordError::BadLength { .. })
-    ));
+    let error = BatchView::parse(shorter).unwrap_err();
+    assert_eq!(
+        error,
+        RecordError::TooShort {
+            available: batch.len() - 1,
+            needed: batch.len()
+        }
+    );
+    assert!(error.is_incomplete());
 }
 
 /// Rewrites the CRC so that a deliberate change of the records reaches the framing checks.
