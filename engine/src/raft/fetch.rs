@@ -82,6 +82,9 @@ impl RaftCore {
             return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
         }
         self.supersede_parked_fetch(req.replica_id, out);
+        if let RoleState::Leader(l) = &mut self.role {
+            l.note_contact(req.replica_id, self.now);
+        }
         let leo = self.log.end_offset();
         if let Some(d) = self
             .log

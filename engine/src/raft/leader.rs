@@ -85,6 +85,15 @@ impl LeaderState {
         }
     }
 
+    /// Any well-formed fetch in this epoch (diverging or not) shows the replica is in contact
+    /// and, for a voter, endorses the leader.
+    pub(crate) fn note_contact(&mut self, replica_id: NodeId, now: TimeMs) {
+        if let Some(p) = self.voters.get_mut(&replica_id) {
+            p.last_fetch_ms = Some(now);
+            self.endorsed.insert(replica_id);
+        }
+    }
+
     /// Records a valid fetch. Observers' progress is tracked for DescribeQuorum only.
     pub(crate) fn record_fetch(
         &mut self,

@@ -283,3 +283,17 @@ fn single_voter_leader_never_resigns() {
     h.run_until(100_000);
     assert_eq!(h.core.role(), Role::Leader);
 }
+
+#[test]
+fn diverging_voter_still_counts_as_in_contact() {
+    let (mut h, _) = elect(2);
+    h.run_until(1_000);
+    // Voter 2 has a stale log (epoch 1 the leader never had): answered with a truncation point,
+    // yet it is alive and connected.
+    let (_, out) = h.request(2, Harness::fetch_request(2, 2, 3, 1, 3));
+    assert!(fetch_of(&responses(&out)[0].1).next_fetch_offset_epoch >= 0);
+    h.run_until(3_999);
+    assert_eq!(h.core.role(), Role::Leader);
+    h.run_until(4_000);
+    assert_eq!(h.core.role(), Role::Resigned);
+}
