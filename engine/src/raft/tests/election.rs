@@ -360,3 +360,34 @@ fn log_comparison_edge_cases() {
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
     assert!(!vote_of(&responses(&out)[0].1).vote_granted);
 }
+
+#[test]
+fn candidate_persists_its_vote_before_asking_for_votes() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    let p = position(&out, is_persist).expect("candidacy persisted");
+    let s = position(&out, |o| {
+        matches!(
+            o,
+            Output::Send {
+                request: Request::Vote(_),
+                ..
+            }
+        )
+    })
+    .expect("votes sent");
+    assert!(p < s, "{out:?}");
+}
+
+#[test]
+fn granting_a_vote_resets_the_election_timer() {
+    let mut h = unattached(1, log(0, &[]));
+    h.run_until(1_500);
+    let before = h.core.next_deadline().unwrap();
+    h.request(2, Harness::vote_request(2, 1, 0, 0));
+    let after = h.core.next_deadline().unwrap();
+    assert!(
+        after >= h.now + 1_000,
+        "a fresh randomized election timeout: {before} -> {after}"
+    );
+}

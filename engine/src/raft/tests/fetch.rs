@@ -379,3 +379,54 @@ fn leader_answers_from_tail_cache_without_log_read() {
         vec![0, 1]
     );
 }
+
+#[test]
+fn log_read_finishing_after_leadership_loss_is_dropped() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(5, &[(1, 0)]),
+    );
+    let votes = sends(&h.tick());
+    h.respond(
+        2,
+        votes[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    let (id, out) = h.request(2, Harness::fetch_request(2, 2, 2, 1, 2));
+    let read_id = match out.iter().find(|o| matches!(o, Output::ReadLog { .. })) {
+        Some(Output::ReadLog { read_id, .. }) => *read_id,
+        other => panic!("{other:?}"),
+    };
+    // Leadership lost while the read is in progress: the fetch is answered at once...
+    let (_, out) = h.request(3, Harness::vote_request(3, 3, 2, 6));
+    let answered: Vec<_> = responses(&out).into_iter().filter(|r| r.0 == id).collect();
+    assert_eq!(
+        fetch_of(&answered[0].1).error,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
+    );
+    // ... and never a second time.
+    let out = h.step(Input::LogReadDone {
+        read_id,
+        batches: vec![batch(2, 1, 3)],
+    });
+    assert!(responses(&out).is_empty());
+}
+
+#[test]
+fn begin_quorum_epoch_connection_failure_is_retried_after_backoff() {
+    let (mut h, out) = super::quorum_epoch::elect(2);
+    let to3 = sends(&out)
+        .into_iter()
+        .find(|s| s.0 == 3 && matches!(s.2, Request::BeginQuorumEpoch(_)))
+        .unwrap();
+    let out = h.step(Input::RequestFailed {
+        to: 3,
+        correlation: to3.1,
+    });
+    assert!(sends(&out).is_empty(), "not at once");
+    let out = h.run_until(30);
+    assert!(sends(&out)
+        .iter()
+        .any(|s| s.0 == 3 && matches!(s.2, Request::BeginQuorumEpoch(_))));
+}
