@@ -285,9 +285,14 @@ impl RaftCore {
     pub(crate) fn handle_fetch_response(
         &mut self,
         f: InFlight,
-        r: FetchQuorumRecordsResponse,
+        mut r: FetchQuorumRecordsResponse,
         out: &mut Vec<Output>,
     ) {
+        // The first draft signalled divergence with OFFSET_OUT_OF_RANGE: accept it like NONE
+        // when the truncation point is set (protocol notes, section 24).
+        if r.error == ErrorCode::OFFSET_OUT_OF_RANGE && r.next_fetch_offset_epoch >= 0 {
+            r.error = ErrorCode::NONE;
+        }
         let RequestKind::Fetch {
             fetch_offset,
             last_fetched_epoch,

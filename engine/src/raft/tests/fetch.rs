@@ -430,3 +430,12 @@ fn begin_quorum_epoch_connection_failure_is_retried_after_backoff() {
         .iter()
         .any(|s| s.0 == 3 && matches!(s.2, Request::BeginQuorumEpoch(_))));
 }
+
+#[test]
+fn offset_out_of_range_with_truncation_point_is_a_truncation() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 4, 2, log(3, &[(1, 0), (3, 1)]));
+    let mut r = diverging(2, 4, 2, 3, -1);
+    r.error = ErrorCode::OFFSET_OUT_OF_RANGE;
+    let out = respond_fetch(&mut h, c, r);
+    assert!(matches!(log_ops(&out)[..], [LogOpKind::TruncateTo(2)]));
+}
