@@ -40,8 +40,8 @@ fn record_benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("record");
     group.sample_size(20);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    group.warm_up_time(Duration::from_millis(300));
+    group.measurement_time(Duration::from_secs(1));
     group.throughput(Throughput::Bytes(batch.len() as u64));
 
     group.bench_function("build_100x1KiB", |b| {

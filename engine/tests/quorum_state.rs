@@ -294,3 +294,70 @@ fn write_into_a_vanished_directory_is_a_write_error() {
     assert!(matches!(error, QuorumStateError::Write { .. }), "{error}");
     assert!(!error.is_fail_stop());
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn election_state() -> impl Strategy<Value = ElectionState> {
+        (
+            0i32..=i32::MAX,
+            -1i32..1000,
+            -1i32..1000,
+            proptest::collection::vec(0i32..1000, 0..9),
+            proptest::option::of(proptest::collection::vec(0i32..1000, 0..9)),
+            -1i64..=i64::MAX,
+        )
+            .prop_map(
+                |(epoch, leader_id, voted_id, current_voters, target_voters, applied_offset)| {
+                    ElectionState {
+                        epoch,
+                        leader_id,
+                        voted_id,
+                        current_voters,
+                        target_voters,
+                        applied_offset,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_state_round_trips(states in proptest::collection::vec(election_state(), 1..4), cluster in "\\PC{0,20}", node in any::<i32>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut file = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+            for state in states {
+                file.write(&state).unwrap();
+                let reopened = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+                prop_assert_eq!(reopened.read().unwrap(), Some(state));
+            }
+        }
+
+        /// Whatever the file holds, reading it gives a state or a typed error, never a panic.
+        #[test]
+        fn arbitrary_contents_never_panic(contents in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
+            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            let _ = file.read();
+        }
+
+        /// One changed byte of a valid file is caught or still yields a well-formed state; it
+        /// never reads as another node's or cluster's state silently.
+        #[test]
+        fn one_changed_byte_never_reads_as_a_foreign_state(index in any::<prop::sample::Index>(), byte in any::<u8>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut contents = GOOD.as_bytes().to_vec();
+            let at = index.index(contents.len());
+            contents[at] = byte;
+            fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
+            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            if let Ok(Some(state)) = file.read() {
+                prop_assert!(state.epoch >= 0 && state.voted_id >= -1 && state.leader_id >= -1);
+            }
+        }
+    }
+}

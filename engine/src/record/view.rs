@@ -34,7 +34,7 @@ impl Record {
 }
 
 /// Exactly one batch, checked in full by [`BatchView::parse`]: header bounds, magic, CRC-32C,
-/// record count, and the framing of every record. Getters read the header in place.
+/// record count, and the framing of every record. The header is decoded once, at parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchView {
     header: BatchHeader,
