@@ -285,5 +285,12 @@ fn bench_follower(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_leader, bench_follower);
+criterion_group! {
+    name = benches;
+    // Short warm-up and measurement: `--quick` stays well under a minute on a shared machine.
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench_leader, bench_follower
+}
 criterion_main!(benches);
