@@ -136,7 +136,7 @@ fn a_large_frame_through_a_tiny_send_buffer_completes_after_partial_sends() {
         ..Config::default()
     };
     let bodies = vec![
-        vec![pattern(8 << 20, 1)],
+        vec![pattern(1 << 20, 1)],
         vec![pattern(8, 2)],
         vec![pattern(100_000, 3)],
     ];

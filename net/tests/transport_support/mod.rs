@@ -223,3 +223,13 @@ pub fn closed_by_peer(stream: &mut TcpStream) -> bool {
         }
     }
 }
+
+/// Poll until no ring operation is in flight (cancellations reaped); fails after PATIENCE.
+pub fn settle(ring: &mut EventLoop, events: &mut Vec<Event>) {
+    let started = Instant::now();
+    while ring.operations_in_flight() > 0 {
+        assert!(started.elapsed() < PATIENCE, "operations stayed in flight");
+        ring.poll(Some(Duration::from_millis(10)), events)
+            .expect("poll");
+    }
+}
