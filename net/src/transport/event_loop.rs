@@ -773,6 +773,10 @@ impl EventLoop {
         conn.state = ConnState::Closing(report);
         conn.send_queue.clear();
         conn.queued_bytes = 0;
+        // Received bytes of a closing connection are never delivered: free them now, so the
+        // budget is back before the cancellations complete.
+        self.buffered_bytes -= conn.decoder.buffered();
+        conn.decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         if conn.ops_in_flight == 0 {
             self.finish_close(key);
             return Ok(());
@@ -793,7 +797,7 @@ impl EventLoop {
         assert_eq!(conn.ops_in_flight, 0);
         assert!(conn.sending.is_none());
         socket::close(conn.fd);
-        self.buffered_bytes -= conn.decoder.buffered();
+        assert_eq!(conn.decoder.buffered(), 0, "freed by begin_close");
         let id = ConnId(key);
         match conn.state {
             ConnState::Closing(Report::Closed(reason)) => {
