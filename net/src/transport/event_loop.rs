@@ -1148,3 +1148,41 @@ impl Drop for EventLoop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iov_bytes(state: &SendState) -> Vec<u8> {
+        state
+            .iovecs
+            .iter()
+            .flat_map(|iov| {
+                // SAFETY: the iovecs point into the state's live pieces.
+                unsafe { std::slice::from_raw_parts(iov.iov_base as *const u8, iov.iov_len) }
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn send_state_resumes_mid_piece_and_caps_iovecs() {
+        let pieces: Vec<Bytes> = (0..IOV_MAX + 10)
+            .map(|i| Bytes::from(vec![i as u8; 3]))
+            .collect();
+        let all: Vec<u8> = pieces.iter().flat_map(|p| p.to_vec()).collect();
+        let mut state = SendState::new(pieces);
+        state.prepare();
+        assert_eq!(state.iovecs.len(), IOV_MAX);
+        assert_eq!(state.msg.msg_iovlen, IOV_MAX);
+        // A short send ending inside the second piece.
+        assert!(!state.advance(4));
+        state.prepare();
+        assert_eq!(iov_bytes(&state)[..], all[4..4 + iov_bytes(&state).len()]);
+        assert_eq!(state.remaining(), all.len() - 4);
+        assert!(!state.advance(3 * IOV_MAX));
+        state.prepare();
+        assert_eq!(iov_bytes(&state)[..], all[4 + 3 * IOV_MAX..]);
+        assert!(state.advance(state.remaining()));
+    }
+}
