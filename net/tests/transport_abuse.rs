@@ -184,3 +184,38 @@ fn a_huge_frame_sent_slowly_hits_the_buffer_budget() {
     // The slow peer got well past the budget before the close, so the cap did the closing.
     assert!(written > BUDGET, "only {written} bytes written");
 }
+
+#[test]
+fn a_flood_of_half_sent_frames_stays_within_the_budget() {
+    const BUDGET: usize = 1 << 20;
+    const FLOODERS: usize = 32;
+    const EACH: usize = 96 * 1024; // 32 x 96 KiB = 3 MiB > BUDGET
+    let server = EchoServer::start(Config {
+        max_buffered_bytes: BUDGET,
+        ..Config::default()
+    });
+    let mut flooders: Vec<TcpStream> = (0..FLOODERS).map(|_| std_client(server.addr)).collect();
+    let chunk = pattern(EACH, 11);
+    for flooder in &mut flooders {
+        // Each claims a 50 MiB frame and sends part of it. Writes to a connection the server
+        // has already closed may fail; that is the point.
+        let _ = flooder.write_all(&(50u32 << 20).to_be_bytes());
+        let _ = flooder.write_all(&chunk);
+    }
+    // Enough flooders are cut off to bring the total back under the budget.
+    let min_closed = FLOODERS - BUDGET / EACH;
+    let seen = server.wait_for(min_closed, |s| {
+        matches!(s, Seen::Closed(_, CloseReason::BufferLimit { .. }))
+    });
+    assert!(!seen.iter().any(|s| matches!(s, Seen::Frame(..))));
+    let mut good = std_client(server.addr);
+    let body = pattern(64, 12);
+    assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+    drop((flooders, good));
+    let report = server.stop();
+    assert!(
+        report.max_buffered_bytes <= BUDGET,
+        "buffered {} bytes, budget {BUDGET}",
+        report.max_buffered_bytes
+    );
+}
