@@ -10,8 +10,8 @@
 use bytes::Bytes;
 use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
 use engine::record::{
-    peek_batch_len, BatchHeader, BatchView, BATCH_HEADER_LEN, BATCH_LENGTH_OFFSET, CRC_OFFSET,
-    CRC_START, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET,
+    peek_batch_len, BatchHeader, BatchIter, BatchView, BATCH_HEADER_LEN, BATCH_LENGTH_OFFSET,
+    CRC_OFFSET, CRC_START, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     match mode % 4 {
-        0 => check_batch(rest.to_vec()),
+        0 => {
+            check_batch(rest.to_vec());
+            check_scan(rest);
+        }
         1 | 2 => check_batch(sealed(rest)),
         _ => check_control_values(rest),
     }
@@ -33,7 +36,8 @@ fn sealed(rest: &[u8]) -> Vec<u8> {
         return batch;
     }
     let batch_length = (batch.len() - LOG_OVERHEAD) as i32;
-    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4].copy_from_slice(&batch_length.to_be_bytes());
+    batch[BATCH_LENGTH_OFFSET..BATCH_LENGTH_OFFSET + 4]
+        .copy_from_slice(&batch_length.to_be_bytes());
     batch[MAGIC_OFFSET] = MAGIC as u8;
     let crc = crc32c::crc32c(&batch[CRC_START..]);
     batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
@@ -63,6 +67,11 @@ fn check_batch(batch: Vec<u8>) {
         count += 1;
     }
     assert_eq!(count, view.record_count());
+    for (record, borrowed) in view.records().zip(view.record_refs()) {
+        assert_eq!(record.key.as_deref(), borrowed.key);
+        assert_eq!(record.value.as_deref(), borrowed.value);
+        assert_eq!(record.headers.len(), borrowed.headers().count());
+    }
     let raft = view.to_raft_batch();
     assert_eq!(raft.end_offset(), view.next_offset());
     if view.is_control() {
@@ -70,6 +79,22 @@ fn check_batch(batch: Vec<u8>) {
         let _ = LeaderChange::from_batch(&view);
         let _ = QuorumReassignment::from_batch(&view);
     }
+}
+
+/// Splitting a buffer of batches stops at the first bad one and never overruns.
+fn check_scan(bytes: &[u8]) {
+    let mut iter = BatchIter::new(Bytes::copy_from_slice(bytes));
+    let mut end = 0;
+    for result in iter.by_ref() {
+        match result {
+            Ok(view) => end += view.len(),
+            Err(_) => break,
+        }
+    }
+    assert_eq!(iter.position(), end);
+    assert!(end <= bytes.len());
+    assert_eq!(iter.failed(), end != bytes.len());
+    assert!(iter.next().is_none());
 }
 
 fn check_control_values(value: &[u8]) {
