@@ -248,6 +248,13 @@ fn build_ring(config: &Config) -> Result<(IoUring, bool), TransportError> {
     }
 }
 
+/// A kernel timespec for `d`; seconds beyond i64 (which would turn negative, EINVAL) saturate.
+fn timespec(d: Duration) -> Timespec {
+    Timespec::new()
+        .sec(d.as_secs().min(i64::MAX as u64))
+        .nsec(d.subsec_nanos())
+}
+
 fn enter_error(source: io::Error) -> TransportError {
     TransportError::Enter { source }
 }
@@ -503,7 +510,7 @@ impl EventLoop {
         let decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         let mut conn = Conn::new(fd, ConnState::Connecting, decoder);
         let raw = Box::new(RawAddr::from_socket_addr(addr));
-        let timeout = Box::new(Timespec::from(self.config.connect_timeout));
+        let timeout = Box::new(timespec(self.config.connect_timeout));
         let connect = opcode::Connect::new(Fd(fd), raw.as_ptr(), raw.len).build();
         let link_timeout = opcode::LinkTimeout::new(&*timeout).build();
         conn.connect_addr = Some(raw);
@@ -845,7 +852,7 @@ impl EventLoop {
 
     /// A timer that fires once after `after` (a ring timeout, so `poll` wakes for it).
     pub fn add_timer(&mut self, after: Duration) -> Result<TimerId, TransportError> {
-        let timespec = Box::new(Timespec::from(after));
+        let timespec = Box::new(timespec(after));
         let ptr: *const Timespec = &*timespec;
         let op = self.ops.insert(Op::Timer {
             _timespec: timespec,
@@ -871,7 +878,11 @@ impl EventLoop {
         }
     }
 
-    fn on_timer(&mut self, op: u64) {
+    fn on_timer(&mut self, op: u64, res: i32) {
+        if res != -libc::ETIME && res != -libc::ECANCELED {
+            // Reported anyway: waking early is harmless, never waking is not.
+            warn!(error = %Errno(-res), "timer failed");
+        }
         match self.ops.remove(op) {
             Some(Op::Timer { cancelled, .. }) => {
                 if !cancelled {
@@ -982,7 +993,7 @@ impl EventLoop {
         let result = match wait {
             None => self.ring.submit_and_wait(1),
             Some(wait) => {
-                let timespec = Timespec::from(wait);
+                let timespec = timespec(wait);
                 let args = SubmitArgs::new().timespec(&timespec);
                 self.ring.submitter().submit_with_args(1, &args)
             }
@@ -1043,7 +1054,7 @@ impl EventLoop {
             OpKind::Recv(conn) => self.on_recv(user_data, conn, res, flags),
             OpKind::Send(conn) => self.on_send(user_data, conn, res),
             OpKind::Timer => {
-                self.on_timer(user_data);
+                self.on_timer(user_data, res);
                 Ok(())
             }
             OpKind::EventFdPoll => self.on_eventfd(user_data, res, more),
