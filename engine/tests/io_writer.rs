@@ -81,11 +81,9 @@ fn concurrent_submitters_are_grouped() {
     let sender = writer.sender();
     // One sequencer (like the raft thread) assigns offsets and seqs; many batches queue up while
     // each write is in flight, so groups hold more than one request.
-    let mut next = 0;
     let total = 2000u64;
     for seq in 1..=total {
-        let b = batch(next, 1, 1, 200);
-        next += 1;
+        let b = batch(seq as i64 - 1, 1, 1, 200);
         sender
             .send(WriterRequest::Append {
                 seq,
