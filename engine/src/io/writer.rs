@@ -571,6 +571,9 @@ impl WriterThread {
         let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
         self.stats.groups.fetch_add(1, Ordering::Relaxed);
         self.stats
+            .batches
+            .fetch_add(write.batches as u64, Ordering::Relaxed);
+        self.stats
             .batch_bytes
             .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
         self.stats.device_bytes.fetch_add(device, Ordering::Relaxed);

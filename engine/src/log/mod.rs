@@ -122,6 +122,8 @@ pub struct GroupWrite {
     pub file_offset: u64,
     /// Bytes of batches in this write (the rest is the rewritten partial block and padding).
     pub new_bytes: usize,
+    /// Batches in this write.
+    pub batches: usize,
     pub zero_fill: Option<(u64, usize)>,
     /// The log end offset once this write is durable.
     pub end_offset: Offset,
@@ -139,6 +141,8 @@ struct Active {
     written_len: usize,
     /// The file is known to hold written zeros (or data) up to here.
     zeroed_end: u64,
+    /// Batches staged since the last write.
+    staged_batches: usize,
 }
 
 /// The log: segments, epoch cache, write state.
@@ -282,6 +286,7 @@ impl Log {
             self.epochs.assign(meta.epoch, meta.base_offset)?;
             let position = self.active.staging_position + self.active.staging.len() as u64;
             self.active.staging.extend_from_slice(batch);
+            self.active.staged_batches += 1;
             let interval = self.config.index_interval_bytes;
             let segment = self.active_segment_mut();
             segment
@@ -364,6 +369,7 @@ impl Log {
             len,
             file_offset,
             new_bytes,
+            batches: self.active.staged_batches,
             zero_fill,
             end_offset: self.end_offset,
         })
@@ -405,6 +411,7 @@ impl Log {
         let dropped = self.active.staging.keep_partial_tail();
         self.active.staging_position += dropped as u64;
         self.active.written_len = self.active.staging.len();
+        self.active.staged_batches = 0;
         self.durable_end_offset = write.end_offset;
         self.active_segment_mut().readable_size = data_end;
     }
@@ -652,6 +659,7 @@ impl Active {
             staging_position,
             written_len: 0,
             zeroed_end: align_up(position),
+            staged_batches: 0,
         }
     }
 }
