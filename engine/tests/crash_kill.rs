@@ -77,7 +77,7 @@ fn run_child(dir: &Path, epoch: i32, seed: u64) {
     let mut out = std::io::stdout().lock();
     let mut seq = 0;
     // Sometimes start like a follower that was told to drop a divergent suffix.
-    if next_offset > 0 && rng.next() % 3 == 0 {
+    if next_offset > 0 && rng.next().is_multiple_of(3) {
         let to = next_offset - (rng.next() % 50) as i64;
         let to = to.max(0);
         writeln!(out, "truncate {to}").unwrap();
