@@ -29,9 +29,13 @@ pub struct LogArgs {
     /// Records per batch.
     #[arg(long, default_value_t = 1)]
     batch_records: u32,
-    /// Closed-loop appender threads.
+    /// Closed-loop writers: each waits for its batch to be durable before sending the next.
     #[arg(long, default_value_t = 1)]
     writers: usize,
+    /// Threads the writers are spread over (default: min(writers, 4)); many writers per thread
+    /// keep the load generator's own context switches from being what is measured.
+    #[arg(long)]
+    threads: Option<usize>,
     /// Seconds measured (after a warm-up of a fifth of this, at most 2 s).
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
@@ -53,6 +57,9 @@ pub struct LogArgs {
     /// Do not fallocate segments.
     #[arg(long)]
     no_preallocate: bool,
+    /// Groups larger than this go out as parallel writes of this size.
+    #[arg(long, default_value_t = WriterConfig::default().split_write_bytes)]
+    split_write_bytes: usize,
     /// Do not register buffers with the ring.
     #[arg(long)]
     no_register_buffers: bool,
@@ -83,6 +90,7 @@ struct Report {
     record_bytes: usize,
     batch_records: u32,
     writers: usize,
+    threads: usize,
     duration_secs: f64,
     segment_bytes: u64,
     zero_ahead_bytes: u64,
@@ -109,12 +117,15 @@ struct Latency {
 struct Sequencer {
     next_offset: i64,
     next_seq: u64,
-    waiters: BTreeMap<u64, Sender<()>>,
+    /// seq -> (thread, writer within the thread).
+    waiters: BTreeMap<u64, (usize, usize)>,
     requests: Sender<WriterRequest>,
 }
 
 struct Shared {
     sequencer: Mutex<Sequencer>,
+    /// Per thread: the writers whose batch became durable.
+    wakers: Vec<Sender<Vec<usize>>>,
     measuring: AtomicBool,
     stop: AtomicBool,
     durable_end: AtomicI64,
@@ -137,6 +148,7 @@ pub fn run(args: LogArgs) -> Result<(), String> {
             SyncArg::Dsync => SyncMode::RwfDsync,
         },
         register_buffers: !args.no_register_buffers,
+        split_write_bytes: args.split_write_bytes,
     };
     let log = Log::open(&run_dir.path, log_config).map_err(|e| e.to_string())?;
     let writer = GroupCommitWriter::start(log, writer_config.clone()).map_err(|e| e.to_string())?;
@@ -158,6 +170,17 @@ fn drive(
     writer: &GroupCommitWriter,
     sync_mode: SyncMode,
 ) -> Result<Report, String> {
+    let threads = args
+        .threads
+        .unwrap_or(args.writers.min(4))
+        .clamp(1, args.writers);
+    let mut wakers = Vec::new();
+    let mut woken = Vec::new();
+    for _ in 0..threads {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        wakers.push(tx);
+        woken.push(rx);
+    }
     let shared = Arc::new(Shared {
         sequencer: Mutex::new(Sequencer {
             next_offset: 0,
@@ -165,6 +188,7 @@ fn drive(
             waiters: BTreeMap::new(),
             requests: writer.sender(),
         }),
+        wakers,
         measuring: AtomicBool::new(false),
         stop: AtomicBool::new(false),
         durable_end: AtomicI64::new(0),
@@ -174,11 +198,17 @@ fn drive(
         let events = writer.events().clone();
         std::thread::spawn(move || dispatch(&shared, &events))
     };
-    let appenders: Vec<_> = (0..args.writers)
-        .map(|i| {
+    let appenders: Vec<_> = woken
+        .into_iter()
+        .enumerate()
+        .map(|(thread, woken)| {
             let shared = Arc::clone(&shared);
+            // Writers are dealt round-robin: thread t runs writers t, t + threads, ...
+            let count = (args.writers + threads - 1 - thread) / threads;
             let (record_bytes, batch_records) = (args.record_bytes, args.batch_records);
-            std::thread::spawn(move || append_loop(i, &shared, record_bytes, batch_records))
+            std::thread::spawn(move || {
+                append_loop(thread, count, &shared, &woken, record_bytes, batch_records)
+            })
         })
         .collect();
     let warmup = Duration::from_secs_f64((args.duration / 5.0).min(2.0));
@@ -220,6 +250,7 @@ fn drive(
         record_bytes: args.record_bytes,
         batch_records: args.batch_records,
         writers: args.writers,
+        threads,
         duration_secs: elapsed,
         segment_bytes: args.segment_bytes,
         zero_ahead_bytes: args.zero_ahead_bytes,
@@ -275,8 +306,14 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
                 let later = sequencer.waiters.split_off(&(up_to_seq + 1));
                 let done = std::mem::replace(&mut sequencer.waiters, later);
                 drop(sequencer);
-                for waiter in done.into_values() {
-                    let _ = waiter.send(());
+                let mut per_thread = vec![Vec::new(); shared.wakers.len()];
+                for (thread, writer) in done.into_values() {
+                    per_thread[thread].push(writer);
+                }
+                for (thread, writers) in per_thread.into_iter().enumerate() {
+                    if !writers.is_empty() {
+                        let _ = shared.wakers[thread].send(writers);
+                    }
                 }
             }
             WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
@@ -286,38 +323,55 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
     }
 }
 
+/// Runs `count` closed-loop writers on this thread: each sends one batch, and sends the next
+/// when the dispatcher reports the previous one durable.
 fn append_loop(
-    id: usize,
+    thread: usize,
+    count: usize,
     shared: &Shared,
+    woken: &Receiver<Vec<usize>>,
     record_bytes: usize,
     batch_records: u32,
 ) -> Result<Histogram<u64>, String> {
     let mut histogram = new_histogram();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let value: Vec<u8> = (0..record_bytes).map(|i| (i * 31 + id * 7) as u8).collect();
+    let value: Vec<u8> = (0..record_bytes)
+        .map(|i| (i * 31 + thread * 7) as u8)
+        .collect();
+    let mut sent_at = vec![Instant::now(); count];
+    let mut ready: Vec<usize> = (0..count).collect();
     while !shared.stop.load(Ordering::Relaxed) {
-        let mut batch = build_batch(&value, batch_records);
-        let started = Instant::now();
+        let batches: Vec<BytesMut> = ready
+            .iter()
+            .map(|_| build_batch(&value, batch_records))
+            .collect();
         {
             let mut sequencer = shared.sequencer.lock().expect("sequencer lock");
-            let (offset, seq) = (sequencer.next_offset, sequencer.next_seq);
-            stamp(&mut batch, offset, 1);
-            sequencer.next_offset += i64::from(batch_records);
-            sequencer.next_seq += 1;
-            sequencer.waiters.insert(seq, tx.clone());
-            let request = WriterRequest::Append {
-                seq,
-                batches: vec![batch.freeze()],
-            };
-            sequencer
-                .requests
-                .send(request)
-                .map_err(|_| "the log writer stopped")?;
+            for (&writer, mut batch) in ready.iter().zip(batches) {
+                let (offset, seq) = (sequencer.next_offset, sequencer.next_seq);
+                stamp(&mut batch, offset, 1);
+                sequencer.next_offset += i64::from(batch_records);
+                sequencer.next_seq += 1;
+                sequencer.waiters.insert(seq, (thread, writer));
+                sent_at[writer] = Instant::now();
+                let request = WriterRequest::Append {
+                    seq,
+                    batches: vec![batch.freeze()],
+                };
+                sequencer
+                    .requests
+                    .send(request)
+                    .map_err(|_| "the log writer stopped")?;
+            }
         }
-        rx.recv().map_err(|_| "the dispatcher stopped")?;
+        ready = woken.recv().map_err(|_| "the dispatcher stopped")?;
+        while let Ok(more) = woken.try_recv() {
+            ready.extend(more);
+        }
         if shared.measuring.load(Ordering::Relaxed) {
-            let micros = started.elapsed().as_micros().max(1) as u64;
-            histogram.saturating_record(micros);
+            for &writer in &ready {
+                let micros = sent_at[writer].elapsed().as_micros().max(1) as u64;
+                histogram.saturating_record(micros);
+            }
         }
     }
     Ok(histogram)
@@ -336,8 +390,8 @@ fn build_batch(value: &[u8], records: u32) -> BytesMut {
 
 fn print_report(args: &LogArgs, r: &Report) {
     println!(
-        "ringraft-bench log: {} B records x {} per batch, {} closed-loop writers, {:.1} s measured",
-        r.record_bytes, r.batch_records, r.writers, r.duration_secs
+        "ringraft-bench log: {} B records x {} per batch, {} closed-loop writers on {} threads, {:.1} s measured",
+        r.record_bytes, r.batch_records, r.writers, r.threads, r.duration_secs
     );
     println!(
         "  durability: {}; segment {} B, preallocate {}, zero-ahead {} B for groups <= {} B; \

@@ -205,7 +205,7 @@ fn rwf_dsync_mode_and_unregistered_buffers_work() {
         let writer_config = WriterConfig {
             sync_mode: mode,
             register_buffers: register,
-            cpu: None,
+            ..WriterConfig::default()
         };
         let writer = start(dir.path(), LogConfig::default(), writer_config);
         assert_eq!(writer.ring_info().registered_buffers, register);
@@ -277,4 +277,32 @@ fn pinning_checks_the_allowed_set() {
         GroupCommitWriter::start(log, bad),
         Err(engine::io::WriterError::Pin(_))
     ));
+}
+
+#[test]
+fn large_groups_split_into_parallel_writes_land_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer_config = WriterConfig {
+        split_write_bytes: 8 << 10,
+        ..WriterConfig::default()
+    };
+    let writer = start(dir.path(), LogConfig::default(), writer_config);
+    let mut written = Vec::new();
+    let mut next = 0;
+    // Several batches per request, so every group spans many 8 KiB writes.
+    for seq in 1..=40u64 {
+        let batches: Vec<_> = (0..8)
+            .map(|_| {
+                let b = batch(next, 1, 2, 1500);
+                next += 2;
+                b
+            })
+            .collect();
+        written.extend(batches.iter().cloned());
+        writer.submit(WriterRequest::Append { seq, batches });
+    }
+    assert_eq!(wait_durable(&writer, 40), next);
+    drop(writer.shutdown().unwrap());
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(read_all(&log), written);
 }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
 use io_uring::{opcode, squeue, types, IoUring};
 
+use super::aligned::align_up;
 use super::file::{self, PinError};
 use crate::log::{GroupWrite, Log, LogError, StageStop};
 use crate::raft::{LogOp, LogOpKind, Offset};
@@ -48,6 +49,9 @@ pub struct WriterConfig {
     /// Register the staging and zero buffers with the ring (needs RLIMIT_MEMLOCK room; falls back
     /// to plain writes with a warning).
     pub register_buffers: bool,
+    /// A group larger than this goes out as several parallel writes of this size (block
+    /// multiple), with the fdatasync drained behind them.
+    pub split_write_bytes: usize,
 }
 
 impl Default for WriterConfig {
@@ -56,6 +60,7 @@ impl Default for WriterConfig {
             cpu: None,
             sync_mode: SyncMode::LinkedFdatasync,
             register_buffers: true,
+            split_write_bytes: 512 << 10,
         }
     }
 }
@@ -284,6 +289,9 @@ enum Queued {
     },
 }
 
+/// At most this many parallel writes per group (the ring has room for them plus two).
+const MAX_SPLIT_WRITES: usize = 64;
+
 /// Index of the staging and the zero buffer in the ring's registered table.
 const STAGING_BUF: u16 = 0;
 const ZEROS_BUF: u16 = 1;
@@ -302,6 +310,7 @@ struct WriterThread {
     shutting_down: bool,
     /// The staging generation the ring's buffer 0 holds (None: write unregistered).
     registered_staging: Option<u64>,
+    split_bytes: usize,
 }
 
 impl WriterThread {
@@ -332,6 +341,7 @@ impl WriterThread {
             last_seq: 0,
             shutting_down: false,
             registered_staging: None,
+            split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
         };
         if config.register_buffers {
             writer.register_buffers();
@@ -533,21 +543,40 @@ impl WriterThread {
         self.refresh_staging_registration();
         let (_, _, generation) = self.log.staging_region();
         let fd = types::Fd(write.fd);
-        let dsync_only = self.sync_mode == SyncMode::RwfDsync && write.zero_fill.is_none();
+        let registered = self.registered_staging == Some(generation);
+        let split = write.len > self.split_bytes;
+        let dsync_only =
+            self.sync_mode == SyncMode::RwfDsync && write.zero_fill.is_none() && !split;
         let rw_flags = if dsync_only { libc::RWF_DSYNC } else { 0 };
-        let data = if self.registered_staging == Some(generation) {
-            opcode::WriteFixed::new(fd, write.buf, write.len as u32, STAGING_BUF)
-                .offset(write.file_offset)
-                .rw_flags(rw_flags)
-                .build()
+        let mut ops: Vec<Op> = Vec::with_capacity(4);
+        // A large group goes out as several writes in flight at once (the device works on them in
+        // parallel, like fio's iodepth); the fdatasync is drained behind all of them.
+        let most = align_up(write.len.div_ceil(MAX_SPLIT_WRITES) as u64) as usize;
+        let chunk = if split {
+            self.split_bytes.max(most)
         } else {
-            opcode::Write::new(fd, write.buf, write.len as u32)
-                .offset(write.file_offset)
-                .rw_flags(rw_flags)
-                .build()
+            write.len
         };
-        let mut chain: Vec<(squeue::Entry, &'static str, u64, u32)> = Vec::with_capacity(3);
-        chain.push((data, "write", write.file_offset, write.len as u32));
+        let mut done = 0;
+        while done < write.len {
+            let len = chunk.min(write.len - done);
+            // SAFETY: done + len <= write.len, within the staging buffer.
+            let buf = unsafe { write.buf.add(done) };
+            let position = write.file_offset + done as u64;
+            let entry = if registered {
+                opcode::WriteFixed::new(fd, buf, len as u32, STAGING_BUF)
+                    .offset(position)
+                    .rw_flags(rw_flags)
+                    .build()
+            } else {
+                opcode::Write::new(fd, buf, len as u32)
+                    .offset(position)
+                    .rw_flags(rw_flags)
+                    .build()
+            };
+            ops.push(Op::new(entry, "write", position, len as u32));
+            done += len;
+        }
         if !dsync_only {
             if let Some((offset, len)) = write.zero_fill {
                 let (zeros, _) = self.log.zeros_region();
@@ -560,14 +589,28 @@ impl WriterThread {
                         .offset(offset)
                         .build()
                 };
-                chain.push((entry, "zero-fill write", offset, len as u32));
+                ops.push(Op::new(entry, "zero-fill write", offset, len as u32));
             }
             let sync = opcode::Fsync::new(fd)
                 .flags(types::FsyncFlags::DATASYNC)
                 .build();
-            chain.push((sync, "fdatasync", write.file_offset, 0));
+            ops.push(Op::new(sync, "fdatasync", write.file_offset, 0));
         }
-        self.submit_chain(&chain)?;
+        // One write: link the sync behind it (IO_LINK), one submission. Several: they run in
+        // parallel (unlinked), and the sync is submitted once all of them completed. (IO_DRAIN
+        // would save that second submission, but drained syncs were seen to hang with
+        // DEFER_TASKRUN on kernel 6.18.)
+        if split {
+            let sync = ops.pop().expect("a sync closes the group");
+            self.submit_ops(&ops)?;
+            self.submit_ops(&[sync])?;
+        } else {
+            let last = ops.len() - 1;
+            for op in &mut ops[..last] {
+                op.flags = squeue::Flags::IO_LINK;
+            }
+            self.submit_ops(&ops)?;
+        }
         let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
         self.stats.groups.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -583,70 +626,86 @@ impl WriterThread {
         Ok(())
     }
 
-    fn submit_chain(
-        &mut self,
-        chain: &[(squeue::Entry, &'static str, u64, u32)],
-    ) -> Result<(), WriterError> {
+    fn submit_ops(&mut self, ops: &[Op]) -> Result<(), WriterError> {
         {
             let mut sq = self.ring.submission();
-            for (i, (entry, ..)) in chain.iter().enumerate() {
-                let mut entry = entry.clone().user_data(i as u64);
-                if i + 1 < chain.len() {
-                    entry = entry.flags(squeue::Flags::IO_LINK);
-                }
+            for (i, op) in ops.iter().enumerate() {
+                let entry = op.entry.clone().user_data(i as u64).flags(op.flags);
                 // SAFETY: the buffers referenced stay alive and untouched until the completions
                 // are reaped below (this thread waits for them).
-                unsafe { sq.push(&entry) }.expect("ring has room for one chain");
+                unsafe { sq.push(&entry) }.expect("the ring has room for one group");
             }
         }
-        let mut results = vec![None; chain.len()];
+        let mut results = vec![None; ops.len()];
         let mut reaped = 0;
-        while reaped < chain.len() {
-            match self.ring.submit_and_wait(chain.len() - reaped) {
+        while reaped < ops.len() {
+            match self.ring.submit_and_wait(ops.len() - reaped) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => {
+                Err(source) => {
                     return Err(WriterError::Io {
                         op: "io_uring_enter",
-                        position: chain[0].2,
-                        source: e,
+                        position: ops[0].position,
+                        source,
                     })
                 }
             }
             for cqe in self.ring.completion() {
                 let i = cqe.user_data() as usize;
                 assert!(
-                    i < chain.len() && results[i].is_none(),
+                    i < ops.len() && results[i].is_none(),
                     "unexpected completion {i}"
                 );
                 results[i] = Some(cqe.result());
                 reaped += 1;
             }
         }
-        // The first failure is the cause; links after it complete with ECANCELED.
-        for ((_, op, position, len), result) in chain.iter().zip(results) {
+        // The first failure is the cause; linked entries after it complete with ECANCELED.
+        for (op, result) in ops.iter().zip(results) {
             let result = result.expect("every entry completed");
             if result < 0 {
                 let source = std::io::Error::from_raw_os_error(-result);
                 return Err(WriterError::Io {
-                    op,
-                    position: *position,
+                    op: op.name,
+                    position: op.position,
                     source,
                 });
             }
-            if *len > 0 && result as u32 != *len {
+            if op.len > 0 && result as u32 != op.len {
                 let source = std::io::Error::new(
                     std::io::ErrorKind::WriteZero,
-                    format!("short write: {result} of {len} bytes"),
+                    format!("short write: {result} of {} bytes", op.len),
                 );
                 return Err(WriterError::Io {
-                    op,
-                    position: *position,
+                    op: op.name,
+                    position: op.position,
                     source,
                 });
             }
         }
         Ok(())
+    }
+}
+
+/// One submission queue entry of a group, with what to report if it fails.
+struct Op {
+    entry: squeue::Entry,
+    flags: squeue::Flags,
+    name: &'static str,
+    position: u64,
+    /// Bytes a write must transfer (0 for the sync).
+    len: u32,
+}
+
+impl Op {
+    fn new(entry: squeue::Entry, name: &'static str, position: u64, len: u32) -> Self {
+        Op {
+            entry,
+            flags: squeue::Flags::empty(),
+            name,
+            position,
+            len,
+        }
     }
 }
 
@@ -660,7 +719,8 @@ fn emit_to(events: &Sender<WriterEvent>, eventfd: &OwnedFd, event: WriterEvent) 
 
 /// SINGLE_ISSUER + DEFER_TASKRUN (+ COOP_TASKRUN) where the kernel has them, else less.
 fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
-    const ENTRIES: u32 = 8;
+    // Enough for a 4 MiB group split in 64 KiB writes, plus zero-fill and sync.
+    const ENTRIES: u32 = 128;
     let full = IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
