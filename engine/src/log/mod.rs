@@ -261,7 +261,9 @@ impl Log {
 
     fn write_group_sync(&self, write: &GroupWrite) -> Result<(), LogError> {
         let path = self.active_segment().path.clone();
-        let data = &self.active.staging.as_full_slice()[..write.len];
+        let group = self.active.in_flight.as_ref().expect("a prepared group");
+        assert_eq!(group.as_ptr(), write.buf);
+        let data = &group.as_full_slice()[..write.len];
         file::write_all_at(&self.active.direct, data, write.file_offset)
             .map_err(LogError::io("write", &path))?;
         if let Some((offset, len)) = write.zero_fill {
