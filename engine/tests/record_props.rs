@@ -5,8 +5,8 @@ use bytes::{Bytes, BytesMut};
 use engine::record::control::{ControlRecord, LeaderChange, QuorumReassignment};
 use engine::record::varint;
 use engine::record::{
-    peek_batch_len, BatchHeader, BatchView, RecordBatchBuilder, RecordError, CRC_OFFSET, CRC_START,
-    RECORDS_OFFSET,
+    peek_batch_len, BatchHeader, BatchIter, BatchView, RecordBatchBuilder, RecordError, CRC_OFFSET,
+    CRC_START, RECORDS_OFFSET,
 };
 use proptest::prelude::*;
 
@@ -122,6 +122,19 @@ fn assert_matches_spec(view: &BatchView, spec: &BatchSpec) {
     assert_eq!(view.max_timestamp(), max.max(-1));
     let records: Vec<_> = view.records().collect();
     assert_eq!(records.len(), spec.records.len());
+    assert_eq!(view.record_refs().len(), records.len());
+    for (owned, borrowed) in records.iter().zip(view.record_refs()) {
+        assert_eq!(owned.offset_delta, borrowed.offset_delta);
+        assert_eq!(owned.timestamp_delta, borrowed.timestamp_delta);
+        assert_eq!(owned.key.as_deref(), borrowed.key);
+        assert_eq!(owned.value.as_deref(), borrowed.value);
+        let headers: Vec<_> = borrowed.headers().collect();
+        assert_eq!(headers.len(), owned.headers.len());
+        for ((key, value), (owned_key, owned_value)) in headers.iter().zip(&owned.headers) {
+            assert_eq!(key.as_bytes(), &owned_key[..]);
+            assert_eq!(*value, owned_value.as_deref());
+        }
+    }
     for (index, (got, want)) in records.iter().zip(&spec.records).enumerate() {
         assert_eq!(got.offset_delta, index as i32);
         assert_eq!(
@@ -250,7 +263,7 @@ proptest! {
             let result = BatchView::parse(corrupt.freeze());
             match index {
                 0..=7 | 12..=15 => prop_assert!(result.is_ok()),
-                8..=11 => prop_assert!(matches!(result, Err(RecordError::BadLength { .. })), "{:?}", result),
+                8..=11 => prop_assert!(matches!(result, Err(RecordError::BadLength { .. } | RecordError::TooShort { .. })), "{:?}", result),
                 _ => prop_assert!(matches!(result, Err(RecordError::BadMagic { .. })), "{:?}", result),
             }
         }
@@ -262,7 +275,8 @@ proptest! {
         prop_assume!(batch.len() < 12_000);
         for len in 0..batch.len() {
             let prefix = batch.slice(..len);
-            prop_assert!(BatchView::parse(prefix.clone()).is_err(), "prefix of {} bytes", len);
+            let error = BatchView::parse(prefix.clone()).unwrap_err();
+            prop_assert!(error.is_incomplete(), "prefix of {} bytes: {}", len, error);
             match peek_batch_len(&prefix) {
                 Ok(None) => prop_assert!(len < 12),
                 Ok(Some(total)) => prop_assert_eq!(total, batch.len()),
@@ -328,6 +342,60 @@ proptest! {
                 Err(varint::VarintError::Truncated { read: len })
             );
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Back-to-back batches split exactly; a cut anywhere yields the whole batches before it,
+    /// then (unless the cut is on a boundary) an error positioned at the cut batch's start.
+    #[test]
+    fn batch_iter_splits_and_stops_at_the_first_bad_batch(
+        specs in proptest::collection::vec(batch_spec(4), 1..5),
+        cut in any::<prop::sample::Index>(),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let batches: Vec<Bytes> = specs.iter().map(|spec| build(spec).freeze()).collect();
+        let mut boundaries = vec![0usize];
+        let mut all = Vec::new();
+        for batch in &batches {
+            all.extend_from_slice(batch);
+            boundaries.push(all.len());
+        }
+        let all = Bytes::from(all);
+
+        let mut iter = BatchIter::new(all.clone());
+        let got: Vec<_> = iter.by_ref().map(Result::unwrap).collect();
+        prop_assert_eq!(got.len(), batches.len());
+        for (view, batch) in got.iter().zip(&batches) {
+            prop_assert_eq!(view.bytes(), batch);
+        }
+        prop_assert!(!iter.failed());
+        prop_assert_eq!(iter.position(), all.len());
+
+        let cut = cut.index(all.len());
+        let whole = boundaries.iter().filter(|&&b| b > 0 && b <= cut).count();
+        let mut iter = BatchIter::new(all.slice(..cut));
+        let results: Vec<_> = iter.by_ref().collect();
+        prop_assert_eq!(results.iter().filter(|r| r.is_ok()).count(), whole);
+        let on_boundary = boundaries.contains(&cut);
+        prop_assert_eq!(iter.failed(), !on_boundary);
+        prop_assert_eq!(results.len(), whole + usize::from(!on_boundary));
+        prop_assert_eq!(iter.position(), boundaries[whole]);
+
+        // Corrupt one byte of the CRC-covered part of some batch: the batches before it survive.
+        let mut corrupt = all.to_vec();
+        let at = flip.index(all.len());
+        let batch = boundaries.iter().rposition(|&b| b <= at).unwrap();
+        prop_assume!(at - boundaries[batch] >= CRC_OFFSET);
+        corrupt[at] ^= 0x40;
+        let mut iter = BatchIter::new(Bytes::from(corrupt));
+        let results: Vec<_> = iter.by_ref().collect();
+        prop_assert_eq!(results.len(), batch + 1);
+        prop_assert!(results[..batch].iter().all(Result::is_ok));
+        prop_assert!(results[batch].is_err());
+        prop_assert_eq!(iter.position(), boundaries[batch]);
     }
 }
 

@@ -77,8 +77,11 @@ pub struct LeaderChange {
     pub granting_voters: Vec<i32>,
 }
 
-/// ringraft's voter-set change record: the current voters and the target of a reassignment in
-/// progress (None when none is).
+/// ringraft's voter-set change record (type 100): the current voters and the target of a
+/// reassignment in progress (None when none is).
+///
+/// Value layout (flexible): ClusterId COMPACT_STRING · CurrentVoters COMPACT_ARRAY of
+/// {VoterId int32, tagged fields} · TargetVoters the same, nullable (0 = null) · tagged fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumReassignment {
     pub cluster_id: String,

@@ -12,7 +12,7 @@ use engine::raft::{
     FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, FindQuorumRequest, FindQuorumResponse,
     ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
 };
-use engine::record::{peek_batch_len, BatchView, RecordError};
+use engine::record::{BatchIter, RecordError};
 use thiserror::Error;
 
 use super::api;
@@ -430,23 +430,15 @@ fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsRespons
 
 /// Splits a records field into validated batches (CRC included), each a slice of the frame.
 pub fn split_batches(records: Bytes) -> Result<Vec<engine::raft::Batch>, DecodeError> {
+    let mut iter = BatchIter::new(records);
     let mut batches = Vec::new();
-    let mut at = 0;
-    while at < records.len() {
-        let len = peek_batch_len(&records[at..])
-            .map_err(|source| DecodeError::Records { at, source })?
-            .filter(|len| at + len <= records.len())
-            .ok_or(DecodeError::Records {
-                at,
-                source: RecordError::TooShort {
-                    available: records.len() - at,
-                    needed: 61,
-                },
-            })?;
-        let view = BatchView::parse(records.slice(at..at + len))
-            .map_err(|source| DecodeError::Records { at, source })?;
-        batches.push(view.to_raft_batch());
-        at += len;
+    while let Some(batch) = iter.next() {
+        let at = iter.position();
+        batches.push(
+            batch
+                .map_err(|source| DecodeError::Records { at, source })?
+                .to_raft_batch(),
+        );
     }
     Ok(batches)
 }
@@ -499,7 +491,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use engine::record::RecordBatchBuilder;
+    use engine::record::{BatchView, RecordBatchBuilder};
 
     fn request_round_trip(request: Request) {
         let mut w = WireWriter::new();
