@@ -1,1 +1,5 @@
-//! Bytes on the wire and the running node (built in issue #4).
+//! Bytes on the wire and (later) the running node.
+//!
+//! - [`wire`]: Kafka framing, request/response headers and primitive types.
+
+pub mod wire;

@@ -3,13 +3,39 @@
 //! Inputs (messages, ticks, durability reports, client appends) go in through
 //! `RaftCore::step`; outputs (messages, quorum-state writes, log operations, commits) come out,
 //! to be carried out in order by the driver. No clock, socket, file or RNG inside.
+//!
+//! Modules, one concept each: `quorum_state` (the only place role transitions happen),
+//! `core` (dispatch, transitions' side effects, timers), `vote`, `quorum_epoch`
+//! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
+//! (common response rules, FindQuorum, DescribeQuorum), `append` (client appends),
+//! `leader` (replica progress, HW, parked fetches), `log_state`, `epoch_cache`, `tail_cache`,
+//! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
+mod append;
+mod core;
+mod discovery;
+mod epoch_cache;
 pub mod error;
+mod fetch;
+mod leader;
+mod log_state;
 pub mod message;
+mod quorum_epoch;
+pub mod quorum_state;
+mod record_glue;
+mod requests;
+mod rng;
+mod tail_cache;
 pub mod types;
+mod vote;
 
+#[cfg(test)]
+mod tests;
+
+pub use self::core::RaftCore;
 pub use error::ErrorCode;
 pub use message::*;
+pub use quorum_state::{InitError, QuorumState, TransitionError};
 pub use types::*;
 
 /// A node's role (protocol.md 2.2). Observers only ever are Unattached or Follower.

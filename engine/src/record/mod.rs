@@ -1,1 +1,24 @@
-//! placeholder: see the module's issue.
+//! Kafka RecordBatch v2 (magic 2), the format of the log on disk and of records on the wire
+//! (protocol.md 19).
+//!
+//! - [`BatchView`]: one batch in a [`bytes::Bytes`], validated in full (CRC-32C, framing of every
+//!   record), read in place; [`BatchView::records`] yields slices of the same buffer.
+//! - [`BatchHeader::read`] / [`peek_batch_len`]: cheap header-only checks for scanning a log.
+//! - [`RecordBatchBuilder`]: packs records into one batch, computes the CRC.
+//! - [`stamp`]: the leader's overwrite of BaseOffset and PartitionLeaderEpoch (outside the CRC).
+//! - [`control`]: LeaderChange and QuorumReassignment control records.
+//! - [`varint`]: varint and zigzag helpers, shared with the wire codec.
+//!
+//! Compressed batches are rejected with [`RecordError::UnsupportedCompression`].
+
+mod builder;
+pub mod control;
+mod error;
+mod header;
+pub mod varint;
+mod view;
+
+pub use builder::RecordBatchBuilder;
+pub use error::RecordError;
+pub use header::*;
+pub use view::{BatchView, Record, RecordIter};

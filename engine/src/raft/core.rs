@@ -1,0 +1,687 @@
+//! `RaftCore`: the state, the dispatch of inputs, transitions with their side effects, timers.
+//! The handlers of each RPC live in their own modules (`vote`, `quorum_epoch`, `fetch`,
+//! `discovery`, `append`) as further `impl RaftCore` blocks.
+
+use std::collections::BTreeSet;
+
+use super::leader::LeaderState;
+use super::log_state::LogState;
+use super::quorum_state::{InitError, QuorumState, TransitionError};
+use super::requests::{Outbound, RequestKind, Retry};
+use super::rng::SplitMix64;
+use super::types::{
+    AppendResult, ElectionState, Epoch, Input, LogSnapshot, NodeId, Offset, Output, RaftConfig,
+    TimeMs,
+};
+use super::{ErrorCode, Role};
+
+/// A candidacy in progress.
+#[derive(Debug, Default)]
+pub(crate) struct CandidateState {
+    pub(crate) granted: BTreeSet<NodeId>,
+    pub(crate) rejected: BTreeSet<NodeId>,
+    /// Lost (or timed out): waiting for the backoff before the next candidacy.
+    pub(crate) backing_off: bool,
+}
+
+/// A resigned leader's EndQuorumEpoch bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct ResignedState {
+    pub(crate) successors: Vec<NodeId>,
+    pub(crate) acked: BTreeSet<NodeId>,
+}
+
+/// Per-role state; replaced on every transition.
+#[derive(Debug)]
+pub(crate) enum RoleState {
+    Passive,
+    Candidate(CandidateState),
+    Leader(Box<LeaderState>),
+    Follower {
+        /// Durable offset carried by the newest fetch sent.
+        sent_durable: Offset,
+    },
+    Resigned(ResignedState),
+}
+
+/// The sans-IO Raft core (see `CORE_API.md` and `docs/protocol.md`).
+pub struct RaftCore {
+    pub(crate) config: RaftConfig,
+    pub(crate) qs: QuorumState,
+    pub(crate) role: RoleState,
+    pub(crate) log: LogState,
+    pub(crate) outbound: Outbound,
+    pub(crate) rng: SplitMix64,
+    pub(crate) now: TimeMs,
+    /// The timer of the current role (election, fetch, backoff, progress check).
+    pub(crate) role_deadline: Option<TimeMs>,
+    /// The highest HW this node has known (never decreases; guards truncation).
+    pub(crate) local_hw: Option<Offset>,
+    initial_persist: bool,
+    started: bool,
+    pub(crate) shutdown_deadline: Option<TimeMs>,
+    pub(crate) stopped: bool,
+    pub(crate) next_read_id: u64,
+    pub(crate) find_quorum_cursor: usize,
+}
+
+impl RaftCore {
+    /// Applies the restart rules of protocol.md 2.3; emits nothing until the first `step`.
+    pub fn new(
+        config: RaftConfig,
+        stored: Option<ElectionState>,
+        log: LogSnapshot,
+        now: TimeMs,
+    ) -> Result<RaftCore, InitError> {
+        if log.end_offset < 0 {
+            return Err(InitError::InvalidConfig("negative log end offset"));
+        }
+        let (qs, initial_persist) = QuorumState::restore(&config, stored, &log)?;
+        let mut rng = SplitMix64::new(config.seed, config.node_id);
+        let first_correlation = rng.next_u64() >> 16;
+        let outbound = Outbound::new(
+            first_correlation,
+            config.retry_backoff_ms,
+            config.retry_backoff_max_ms,
+            config.request_timeout_ms,
+        );
+        Ok(RaftCore {
+            log: LogState::new(&log, config.tail_cache_bytes),
+            config,
+            qs,
+            role: RoleState::Passive,
+            outbound,
+            rng,
+            now,
+            role_deadline: None,
+            local_hw: None,
+            initial_persist,
+            started: false,
+            shutdown_deadline: None,
+            stopped: false,
+            next_read_id: 1,
+            find_quorum_cursor: 0,
+        })
+    }
+
+    /// Feeds one input; outputs are appended to `out` in the order they must be carried out.
+    pub fn step(&mut self, input: Input, out: &mut Vec<Output>) {
+        if self.stopped {
+            return;
+        }
+        if let Input::Tick { now } = input {
+            self.now = self.now.max(now);
+        }
+        if !self.started {
+            self.start(out);
+        }
+        match input {
+            Input::Tick { .. } => self.on_tick(out),
+            Input::Request { id, from, request } => self.on_request(id, from, request, out),
+            Input::Response {
+                from,
+                correlation,
+                response,
+            } => self.on_response(from, correlation, response, out),
+            Input::RequestFailed { to, correlation } => {
+                if let Some(f) = self.outbound.take(correlation, to) {
+                    self.on_request_failure(f, out);
+                }
+            }
+            Input::LogDurable { up_to_seq } => self.on_log_durable(up_to_seq, out),
+            Input::LogReadDone { read_id, batches } => self.on_read_done(read_id, batches, out),
+            Input::ClientAppend {
+                id,
+                batch,
+                record_count,
+                acks,
+            } => self.on_client_append(id, batch, record_count, acks, out),
+            Input::Shutdown => self.on_shutdown(out),
+        }
+        if !self.stopped {
+            self.drive(out);
+        }
+    }
+
+    // ----- read-only views -----
+
+    pub fn node_id(&self) -> NodeId {
+        self.qs.local_id()
+    }
+    pub fn role(&self) -> Role {
+        self.qs.role()
+    }
+    pub fn epoch(&self) -> Epoch {
+        self.qs.epoch()
+    }
+    pub fn leader_id(&self) -> Option<NodeId> {
+        self.qs.leader_id()
+    }
+    pub fn voted_id(&self) -> Option<NodeId> {
+        self.qs.voted_id()
+    }
+    pub fn is_observer(&self) -> bool {
+        self.qs.is_observer()
+    }
+    pub fn voters(&self) -> &[NodeId] {
+        self.qs.voters()
+    }
+    /// Leader: the exposed HW (None until the own-epoch rule allows one). Others: learned HW.
+    pub fn high_watermark(&self) -> Option<Offset> {
+        match &self.role {
+            RoleState::Leader(l) => l.high_watermark,
+            _ => self.local_hw,
+        }
+    }
+    pub fn log_end_offset(&self) -> Offset {
+        self.log.end_offset()
+    }
+    pub fn durable_end_offset(&self) -> Offset {
+        self.log.durable_end_offset()
+    }
+    pub fn last_epoch(&self) -> Epoch {
+        self.log.last_epoch()
+    }
+    /// The quorum-state content the core last asked to persist (or restored).
+    pub fn election_state(&self) -> ElectionState {
+        self.qs.election_state()
+    }
+    /// The earliest time the core wants a Tick.
+    pub fn next_deadline(&self) -> Option<TimeMs> {
+        if self.stopped {
+            return None;
+        }
+        if !self.started {
+            return Some(self.now);
+        }
+        let mut best = self.role_deadline;
+        let mut consider = |t: Option<TimeMs>| {
+            if let Some(t) = t {
+                best = Some(best.map_or(t, |b| b.min(t)));
+            }
+        };
+        consider(self.outbound.next_deadline());
+        consider(self.shutdown_deadline);
+        if let RoleState::Leader(l) = &self.role {
+            consider(l.parked.iter().map(|p| p.deadline).min());
+        }
+        best
+    }
+
+    pub(crate) fn leader_hint(&self) -> NodeId {
+        self.qs.leader_id().unwrap_or(-1)
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown_deadline.is_some()
+    }
+
+    // ----- start and timers -----
+
+    fn start(&mut self, out: &mut Vec<Output>) {
+        self.started = true;
+        if self.initial_persist {
+            self.qs.persist_current(out);
+        }
+        self.emit_role(out);
+        match self.qs.role() {
+            Role::Candidate => self.enter_candidacy(out),
+            Role::Follower => {
+                self.role = RoleState::Follower { sent_durable: -1 };
+                self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
+            }
+            Role::Resigned => {
+                self.role = RoleState::Resigned(ResignedState::default());
+                self.role_deadline = Some(self.election_deadline());
+            }
+            Role::Unattached | Role::Voted => {
+                self.role = RoleState::Passive;
+                if self.qs.is_observer() {
+                    self.role_deadline = None;
+                } else if self.qs.epoch() == 0 || self.qs.voters().len() == 1 {
+                    // First boot (rule 8) or a lone voter: campaign on the first tick.
+                    self.role_deadline = Some(self.now);
+                } else {
+                    self.role_deadline = Some(self.election_deadline());
+                }
+            }
+            Role::Leader => unreachable!("restore never yields Leader"),
+        }
+    }
+
+    /// Randomized election timeout: election timeout plus up to the jitter maximum.
+    pub(crate) fn election_deadline(&mut self) -> TimeMs {
+        self.now
+            + self.config.election_timeout_ms
+            + self.rng.up_to(self.config.election_jitter_max_ms)
+    }
+
+    fn on_tick(&mut self, out: &mut Vec<Output>) {
+        for failed in self.outbound.take_expired(self.now) {
+            self.on_request_failure(failed, out);
+        }
+        for retry in self.outbound.take_due_retries(self.now) {
+            self.run_retry(retry, out);
+        }
+        self.expire_parked_fetches(out);
+        if self.role_deadline.is_some_and(|d| d <= self.now) {
+            self.role_deadline = None;
+            self.on_role_timer(out);
+        }
+        if self.shutdown_deadline.is_some_and(|d| d <= self.now) {
+            self.complete_shutdown(out);
+        }
+    }
+
+    fn on_role_timer(&mut self, out: &mut Vec<Output>) {
+        match self.qs.role() {
+            Role::Unattached | Role::Voted => {
+                if !self.qs.is_observer() && !self.is_shutting_down() {
+                    self.enter_candidate(out);
+                }
+            }
+            Role::Follower => {
+                if self.qs.is_observer() {
+                    // Rediscover the leader (protocol.md 11).
+                    let epoch = self.qs.epoch();
+                    self.enter_unattached(epoch, out);
+                } else if !self.is_shutting_down() {
+                    self.enter_candidate(out);
+                }
+            }
+            Role::Candidate => {
+                let backing_off = matches!(&self.role, RoleState::Candidate(c) if c.backing_off);
+                if backing_off {
+                    self.enter_candidate(out);
+                } else {
+                    self.start_backoff();
+                }
+            }
+            Role::Leader => self.check_quorum(out),
+            Role::Resigned => {
+                if !self.is_shutting_down() {
+                    self.enter_candidate(out);
+                }
+            }
+        }
+    }
+
+    /// A lost or timed-out election: wait a random backoff, then campaign at epoch + 1.
+    pub(crate) fn start_backoff(&mut self) {
+        if let RoleState::Candidate(c) = &mut self.role {
+            c.backing_off = true;
+        }
+        self.outbound.forget(|f| f.kind == RequestKind::Vote);
+        self.role_deadline = Some(self.now + self.rng.up_to(self.config.election_jitter_max_ms));
+    }
+
+    /// Check-quorum (section 0 decision): resign when a majority stopped fetching.
+    fn check_quorum(&mut self, out: &mut Vec<Output>) {
+        let majority = self.qs.majority();
+        let window = self.config.progress_timeout_ms;
+        let RoleState::Leader(l) = &self.role else {
+            return;
+        };
+        match l.quorum_alive_until(majority, window) {
+            None => self.role_deadline = None,
+            Some(until) if until > self.now => self.role_deadline = Some(until),
+            Some(_) => {
+                self.resign(out);
+                self.role_deadline = Some(self.election_deadline());
+            }
+        }
+    }
+
+    /// Keeps the role's background sends going: followers always have a fetch outstanding;
+    /// observers without a leader look for one.
+    fn drive(&mut self, out: &mut Vec<Output>) {
+        match self.qs.role() {
+            Role::Follower => {
+                let (offset, epoch) = (self.log.end_offset(), self.log.last_epoch());
+                let fetching = self.outbound.any_in_flight(|f| {
+                    f.kind
+                        == RequestKind::Fetch {
+                            fetch_offset: offset,
+                            last_fetched_epoch: epoch,
+                        }
+                });
+                let waiting = self.outbound.any_retry(|r| r == Retry::Fetch);
+                if !fetching && !waiting {
+                    self.send_fetch(out);
+                }
+            }
+            Role::Unattached if self.qs.is_observer() => {
+                let looking = self
+                    .outbound
+                    .any_in_flight(|f| f.kind == RequestKind::FindQuorum)
+                    || self.outbound.any_retry(|r| r == Retry::FindQuorum);
+                if !looking {
+                    self.send_find_quorum(out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ----- transitions (QuorumState decides; this adds the side effects) -----
+
+    fn refused(&mut self, err: TransitionError, out: &mut Vec<Output>) -> bool {
+        out.push(Output::Fatal(format!(
+            "node {}: refused transition: {err}",
+            self.qs.local_id()
+        )));
+        self.stopped = true;
+        false
+    }
+
+    pub(crate) fn emit_role(&self, out: &mut Vec<Output>) {
+        out.push(Output::RoleChanged {
+            role: self.qs.role(),
+            epoch: self.qs.epoch(),
+            leader_id: self.leader_hint(),
+        });
+    }
+
+    /// Ends the previous role: every parked fetch, pending read and client append of a leader
+    /// is completed with an error (no purgatory leak), and no earlier request's answer matters.
+    fn leave_role(&mut self, resigned: bool, out: &mut Vec<Output>) {
+        self.outbound.clear();
+        let old = std::mem::replace(&mut self.role, RoleState::Passive);
+        if let RoleState::Leader(l) = old {
+            if let Some(hw) = l.high_watermark {
+                self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
+            }
+            let error = if resigned {
+                ErrorCode::BROKER_NOT_AVAILABLE
+            } else {
+                ErrorCode::NOT_LEADER_OR_FOLLOWER
+            };
+            for p in &l.parked {
+                self.respond_fetch_error(p.request_id, error, out);
+            }
+            for request_id in l.reads.values() {
+                self.respond_fetch_error(*request_id, error, out);
+            }
+            for a in &l.appends {
+                self.fail_append(a.id, a.acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
+            }
+        }
+    }
+
+    pub(crate) fn fail_append(
+        &self,
+        id: u64,
+        acks: super::types::Acks,
+        error: ErrorCode,
+        out: &mut Vec<Output>,
+    ) {
+        if acks == super::types::Acks::None {
+            return;
+        }
+        out.push(Output::AppendDone {
+            id,
+            result: AppendResult::Failed {
+                error,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+            },
+        });
+    }
+
+    pub(crate) fn enter_unattached(&mut self, epoch: Epoch, out: &mut Vec<Output>) -> bool {
+        if let Err(e) = self.qs.become_unattached(epoch, out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(false, out);
+        self.emit_role(out);
+        self.role_deadline = if self.qs.is_observer() || self.is_shutting_down() {
+            None
+        } else {
+            Some(self.election_deadline())
+        };
+        true
+    }
+
+    pub(crate) fn enter_voted(&mut self, candidate: NodeId, out: &mut Vec<Output>) -> bool {
+        if let Err(e) = self.qs.become_voted(candidate, out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(false, out);
+        self.emit_role(out);
+        self.role_deadline = if self.is_shutting_down() {
+            None
+        } else {
+            Some(self.election_deadline())
+        };
+        true
+    }
+
+    pub(crate) fn enter_candidate(&mut self, out: &mut Vec<Output>) -> bool {
+        if let Err(e) = self.qs.become_candidate(out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(false, out);
+        self.emit_role(out);
+        self.enter_candidacy(out);
+        true
+    }
+
+    /// Asks every other voter for its vote (or wins at once as a lone voter).
+    fn enter_candidacy(&mut self, out: &mut Vec<Output>) {
+        let mut c = CandidateState::default();
+        c.granted.insert(self.qs.local_id());
+        self.role = RoleState::Candidate(c);
+        self.role_deadline = Some(self.election_deadline());
+        if self.qs.majority() <= 1 {
+            self.enter_leader(out);
+            return;
+        }
+        let others: Vec<NodeId> = self
+            .qs
+            .voters()
+            .iter()
+            .copied()
+            .filter(|v| *v != self.qs.local_id())
+            .collect();
+        for v in others {
+            self.send_vote(v, out);
+        }
+    }
+
+    pub(crate) fn enter_leader(&mut self, out: &mut Vec<Output>) -> bool {
+        let granted: Vec<NodeId> = match &self.role {
+            RoleState::Candidate(c) => c.granted.iter().copied().collect(),
+            _ => Vec::new(),
+        };
+        if let Err(e) = self.qs.become_leader(granted.len(), out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(false, out);
+        self.emit_role(out);
+        let epoch = self.qs.epoch();
+        let start = self.log.end_offset();
+        let leader = LeaderState::new(epoch, start, self.qs.local_id(), self.qs.voters(), self.now);
+        self.role = RoleState::Leader(Box::new(leader));
+        let bytes = super::record_glue::leader_change_batch(
+            start,
+            epoch,
+            self.qs.local_id(),
+            self.qs.voters(),
+            &granted,
+            self.now as i64,
+        );
+        let batch = super::types::Batch {
+            base_offset: start,
+            epoch,
+            record_count: 1,
+            is_control: true,
+            bytes: bytes.freeze(),
+        };
+        self.log.append(vec![batch], out);
+        let others: Vec<NodeId> = self
+            .qs
+            .voters()
+            .iter()
+            .copied()
+            .filter(|v| *v != self.qs.local_id())
+            .collect();
+        for v in others {
+            self.send_begin_quorum_epoch(v, out);
+        }
+        self.role_deadline = if self.qs.voters().len() > 1 {
+            Some(self.now + self.config.progress_timeout_ms)
+        } else {
+            None
+        };
+        true
+    }
+
+    pub(crate) fn enter_follower(
+        &mut self,
+        epoch: Epoch,
+        leader: NodeId,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        if let Err(e) = self.qs.become_follower(epoch, leader, out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(false, out);
+        self.emit_role(out);
+        self.role = RoleState::Follower { sent_durable: -1 };
+        self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
+        if self.is_shutting_down() {
+            // Another leader is known: a graceful shutdown is complete.
+            self.complete_shutdown(out);
+        }
+        true
+    }
+
+    /// Leader -> Resigned: parked fetches fail with BROKER_NOT_AVAILABLE, appends fail, and
+    /// EndQuorumEpoch goes to the other voters, most caught-up first.
+    pub(crate) fn resign(&mut self, out: &mut Vec<Output>) -> bool {
+        let successors = match &self.role {
+            RoleState::Leader(l) => l.successors(),
+            _ => Vec::new(),
+        };
+        if let Err(e) = self.qs.become_resigned(out) {
+            return self.refused(e, out);
+        }
+        self.leave_role(true, out);
+        self.emit_role(out);
+        self.role = RoleState::Resigned(ResignedState {
+            successors: successors.clone(),
+            acked: BTreeSet::new(),
+        });
+        self.role_deadline = None;
+        for v in successors {
+            self.send_end_quorum_epoch(v, out);
+        }
+        true
+    }
+
+    pub(crate) fn complete_shutdown(&mut self, out: &mut Vec<Output>) {
+        self.leave_role(false, out);
+        out.push(Output::ShutdownComplete);
+        self.stopped = true;
+        self.shutdown_deadline = None;
+        self.role_deadline = None;
+    }
+
+    fn on_shutdown(&mut self, out: &mut Vec<Output>) {
+        if self.is_shutting_down() {
+            return;
+        }
+        self.shutdown_deadline = Some(self.now + self.config.shutdown_timeout_ms);
+        match self.qs.role() {
+            Role::Leader if self.qs.voters().len() > 1 => {
+                self.resign(out);
+            }
+            Role::Leader => {
+                self.resign(out);
+                self.complete_shutdown(out);
+            }
+            // Resigned already: keep waiting for the next leader.
+            Role::Resigned => {}
+            _ => self.complete_shutdown(out),
+        }
+    }
+
+    // ----- failures and retries -----
+
+    pub(crate) fn on_request_failure(
+        &mut self,
+        f: super::requests::InFlight,
+        out: &mut Vec<Output>,
+    ) {
+        if f.epoch != self.qs.epoch() {
+            return;
+        }
+        let retry = match f.kind {
+            RequestKind::Vote => match &self.role {
+                RoleState::Candidate(c)
+                    if !c.backing_off
+                        && !c.granted.contains(&f.to)
+                        && !c.rejected.contains(&f.to) =>
+                {
+                    Some(Retry::Vote(f.to))
+                }
+                _ => None,
+            },
+            RequestKind::BeginQuorumEpoch => match &self.role {
+                RoleState::Leader(l) if !l.endorsed.contains(&f.to) => {
+                    Some(Retry::BeginQuorumEpoch(f.to))
+                }
+                _ => None,
+            },
+            RequestKind::EndQuorumEpoch => match &self.role {
+                RoleState::Resigned(r) if !r.acked.contains(&f.to) => {
+                    Some(Retry::EndQuorumEpoch(f.to))
+                }
+                _ => None,
+            },
+            RequestKind::Fetch { .. } => {
+                if self.qs.role() != Role::Follower {
+                    None
+                } else if self.qs.is_observer() {
+                    // Observers rediscover the leader when it stops answering (11).
+                    let epoch = self.qs.epoch();
+                    self.enter_unattached(epoch, out);
+                    None
+                } else {
+                    self.outbound
+                        .forget(|g| matches!(g.kind, RequestKind::Fetch { .. }));
+                    Some(Retry::Fetch)
+                }
+            }
+            RequestKind::FindQuorum => Some(Retry::FindQuorum),
+        };
+        if let Some(retry) = retry {
+            self.outbound
+                .schedule_retry(self.now, f.to, retry, &mut self.rng);
+        }
+    }
+
+    fn run_retry(&mut self, retry: Retry, out: &mut Vec<Output>) {
+        match retry {
+            Retry::Vote(to) => {
+                let pending = matches!(&self.role, RoleState::Candidate(c)
+                    if !c.backing_off && !c.granted.contains(&to) && !c.rejected.contains(&to));
+                if pending {
+                    self.send_vote(to, out);
+                }
+            }
+            Retry::BeginQuorumEpoch(to) => {
+                if matches!(&self.role, RoleState::Leader(l) if !l.endorsed.contains(&to)) {
+                    self.send_begin_quorum_epoch(to, out);
+                }
+            }
+            Retry::EndQuorumEpoch(to) => {
+                if matches!(&self.role, RoleState::Resigned(r) if !r.acked.contains(&to)) {
+                    self.send_end_quorum_epoch(to, out);
+                }
+            }
+            // drive() sends the fetch / FindQuorum now that no retry is pending.
+            Retry::Fetch | Retry::FindQuorum => {}
+        }
+    }
+}

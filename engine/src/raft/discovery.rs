@@ -1,0 +1,276 @@
+//! Request/response dispatch, the common response rules (protocol.md 12), FindQuorum (11) and
+//! DescribeQuorum (13).
+
+use super::core::{RaftCore, RoleState};
+use super::leader::ReplicaProgress;
+use super::requests::{InFlight, RequestKind, Retry};
+use super::types::{Correlation, Epoch, NodeId, Output, RequestId};
+use super::{
+    DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
+    Request, Response, Role, VoterEndpoint,
+};
+
+/// What is left to do with a response after the common rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Common {
+    /// Go on with the RPC-specific handling.
+    Proceed,
+    /// Handled (stale, or the state changed): nothing more.
+    Done,
+    /// An error worth retrying after a backoff.
+    Retry,
+}
+
+impl RaftCore {
+    pub(crate) fn on_request(
+        &mut self,
+        id: RequestId,
+        _from: Option<NodeId>,
+        request: Request,
+        out: &mut Vec<Output>,
+    ) {
+        match request {
+            Request::Vote(r) => self.handle_vote(id, r, out),
+            Request::BeginQuorumEpoch(r) => self.handle_begin_quorum_epoch(id, r, out),
+            Request::EndQuorumEpoch(r) => self.handle_end_quorum_epoch(id, r, out),
+            Request::FetchQuorumRecords(r) => self.handle_fetch(id, r, out),
+            Request::FindQuorum(r) => self.handle_find_quorum(id, r, out),
+            Request::DescribeQuorum(_) => self.handle_describe_quorum(id, out),
+        }
+    }
+
+    pub(crate) fn on_response(
+        &mut self,
+        from: NodeId,
+        correlation: Correlation,
+        response: Response,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(f) = self.outbound.take(correlation, from) else {
+            return; // unknown, timed out, or from before a transition: ignore
+        };
+        match (f.kind, response) {
+            (RequestKind::Vote, Response::Vote(r)) => self.handle_vote_response(f, r, out),
+            (RequestKind::BeginQuorumEpoch, Response::BeginQuorumEpoch(r)) => {
+                self.handle_begin_quorum_epoch_response(f, r, out)
+            }
+            (RequestKind::EndQuorumEpoch, Response::EndQuorumEpoch(r)) => {
+                self.handle_end_quorum_epoch_response(f, r, out)
+            }
+            (RequestKind::Fetch { .. }, Response::FetchQuorumRecords(r)) => {
+                self.handle_fetch_response(f, r, out)
+            }
+            (RequestKind::FindQuorum, Response::FindQuorum(r)) => {
+                self.handle_find_quorum_response(f, r, out)
+            }
+            _ => {} // a response of the wrong kind: ignore
+        }
+    }
+
+    fn fatal(&mut self, msg: String, out: &mut Vec<Output>) {
+        out.push(Output::Fatal(format!("node {}: {msg}", self.qs.local_id())));
+        self.stopped = true;
+    }
+
+    /// Section 12: stale responses are dropped, newer epochs and leaders are adopted, and
+    /// inconsistent ones are fatal.
+    pub(crate) fn common_response(
+        &mut self,
+        error: ErrorCode,
+        leader_id: NodeId,
+        epoch: Epoch,
+        out: &mut Vec<Output>,
+    ) -> Common {
+        if error == ErrorCode::INCONSISTENT_CLUSTER_ID
+            || error == ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+        {
+            self.fatal(format!("peer answered {error}"), out);
+            return Common::Done;
+        }
+        let me = self.qs.local_id();
+        if epoch < self.qs.epoch() || error == ErrorCode::UNKNOWN_LEADER_EPOCH {
+            return Common::Done;
+        }
+        if epoch > self.qs.epoch() {
+            if leader_id >= 0 && leader_id != me && self.qs.is_voter(leader_id) {
+                self.enter_follower(epoch, leader_id, out);
+            } else {
+                self.enter_unattached(epoch, out);
+            }
+            return Common::Done;
+        }
+        if leader_id >= 0 {
+            if leader_id == me {
+                if !matches!(self.qs.role(), Role::Leader | Role::Resigned) {
+                    self.fatal(format!("a peer names us leader of epoch {epoch}"), out);
+                    return Common::Done;
+                }
+            } else {
+                match self.qs.leader_id() {
+                    Some(known) if known != leader_id => {
+                        self.fatal(
+                            format!(
+                                "epoch {epoch} has leader {known} and, per a peer, {leader_id}"
+                            ),
+                            out,
+                        );
+                        return Common::Done;
+                    }
+                    Some(_) => {}
+                    None => {
+                        if self.qs.is_voter(leader_id) {
+                            self.enter_follower(epoch, leader_id, out);
+                        }
+                        return Common::Done;
+                    }
+                }
+            }
+        }
+        match error {
+            ErrorCode::NONE => Common::Proceed,
+            ErrorCode::INVALID_REQUEST => {
+                self.fatal("a peer found our request invalid".to_string(), out);
+                Common::Done
+            }
+            ErrorCode::FENCED_LEADER_EPOCH | ErrorCode::NOT_LEADER_OR_FOLLOWER => Common::Retry,
+            _ => Common::Retry,
+        }
+    }
+
+    // ----- FindQuorum -----
+
+    pub(crate) fn send_find_quorum(&mut self, out: &mut Vec<Output>) {
+        let voters = self.qs.voters();
+        let to = voters[self.find_quorum_cursor % voters.len()];
+        self.find_quorum_cursor = self.find_quorum_cursor.wrapping_add(1);
+        let request = Request::FindQuorum(FindQuorumRequest {
+            replica_id: self.qs.local_id(),
+            boot_timestamp: -1,
+            host: String::new(),
+            port: -1,
+        });
+        let epoch = self.qs.epoch();
+        self.outbound
+            .send(out, self.now, to, epoch, RequestKind::FindQuorum, request);
+    }
+
+    fn voter_endpoints(&self) -> Vec<VoterEndpoint> {
+        self.qs
+            .voters()
+            .iter()
+            .map(|v| VoterEndpoint {
+                voter_id: *v,
+                boot_timestamp: -1,
+                host: String::new(),
+                port: -1,
+            })
+            .collect()
+    }
+
+    /// Answered by every node with what it knows (endpoints are the runtime's business).
+    pub(crate) fn handle_find_quorum(
+        &mut self,
+        id: RequestId,
+        _req: FindQuorumRequest,
+        out: &mut Vec<Output>,
+    ) {
+        out.push(Output::Respond {
+            id,
+            response: Response::FindQuorum(FindQuorumResponse {
+                error: ErrorCode::NONE,
+                cluster_id: self.config.cluster_id.clone(),
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+                voters: self.voter_endpoints(),
+                target_voters: None,
+            }),
+        });
+    }
+
+    fn handle_find_quorum_response(
+        &mut self,
+        f: InFlight,
+        r: FindQuorumResponse,
+        out: &mut Vec<Output>,
+    ) {
+        if r.error.is_none() && r.cluster_id != self.config.cluster_id {
+            self.fatal(
+                format!("FindQuorum answered cluster id {:?}", r.cluster_id),
+                out,
+            );
+            return;
+        }
+        let outcome = if r.error.is_none() {
+            self.common_response(r.error, r.leader_id, r.leader_epoch, out)
+        } else {
+            Common::Retry
+        };
+        let still_looking = self.qs.role() == Role::Unattached && self.qs.is_observer();
+        if outcome != Common::Done || still_looking {
+            if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
+                self.outbound
+                    .schedule_retry(self.now, f.to, Retry::FindQuorum, &mut self.rng);
+            }
+        } else {
+            self.outbound.reset_backoff(f.to);
+        }
+    }
+
+    // ----- DescribeQuorum -----
+
+    fn replica_state(id: NodeId, p: &ReplicaProgress) -> ReplicaState {
+        ReplicaState {
+            replica_id: id,
+            log_end_offset: p.end_offset,
+            last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| t as i64),
+            last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| t as i64),
+        }
+    }
+
+    pub(crate) fn handle_describe_quorum(&mut self, id: RequestId, out: &mut Vec<Output>) {
+        let response = match &self.role {
+            RoleState::Leader(l) => {
+                let me = self.qs.local_id();
+                let mut voters: Vec<ReplicaState> = Vec::with_capacity(l.voters.len() + 1);
+                for v in self.qs.voters() {
+                    if *v == me {
+                        voters.push(ReplicaState {
+                            replica_id: me,
+                            log_end_offset: self.log.end_offset(),
+                            last_fetch_timestamp: self.now as i64,
+                            last_caught_up_timestamp: self.now as i64,
+                        });
+                    } else if let Some(p) = l.voters.get(v) {
+                        voters.push(Self::replica_state(*v, p));
+                    }
+                }
+                DescribeQuorumResponse {
+                    error: ErrorCode::NONE,
+                    leader_id: me,
+                    leader_epoch: self.qs.epoch(),
+                    high_watermark: l.high_watermark.unwrap_or(-1),
+                    current_voters: voters,
+                    target_voters: None,
+                    observers: l
+                        .observers
+                        .iter()
+                        .map(|(id, p)| Self::replica_state(*id, p))
+                        .collect(),
+                }
+            }
+            _ => DescribeQuorumResponse {
+                error: ErrorCode::NOT_QUORUM_LEADER,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+                high_watermark: -1,
+                current_voters: Vec::new(),
+                target_voters: None,
+                observers: Vec::new(),
+            },
+        };
+        out.push(Output::Respond {
+            id,
+            response: Response::DescribeQuorum(response),
+        });
+    }
+}

@@ -1,0 +1,390 @@
+//! FetchQuorumRecords: the leader's side (protocol.md 8.2, 8.3, long-poll parking) and the
+//! follower's (8.4, 8.5, pipelining with the durable offset).
+
+use super::core::{RaftCore, RoleState};
+use super::discovery::Common;
+use super::leader::ParkedFetch;
+use super::requests::{InFlight, RequestKind, Retry};
+use super::types::{Batch, Offset, OffsetAndEpoch, Output, RequestId};
+use super::{
+    ErrorCode, FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, Request, Response, Role,
+};
+
+impl RaftCore {
+    // ----- leader side -----
+
+    fn respond_fetch(
+        &self,
+        id: RequestId,
+        error: ErrorCode,
+        batches: Vec<Batch>,
+        diverging: Option<OffsetAndEpoch>,
+        out: &mut Vec<Output>,
+    ) {
+        let high_watermark = match &self.role {
+            RoleState::Leader(l) => l.high_watermark.unwrap_or(-1),
+            _ => -1,
+        };
+        out.push(Output::Respond {
+            id,
+            response: Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+                error,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+                next_fetch_offset: diverging.map_or(-1, |d| d.offset),
+                next_fetch_offset_epoch: diverging.map_or(-1, |d| d.epoch),
+                batches,
+                high_watermark,
+                first_dirty_offset: -1,
+                last_caught_up_time_ms: -1,
+            }),
+        });
+    }
+
+    pub(crate) fn respond_fetch_error(
+        &self,
+        id: RequestId,
+        error: ErrorCode,
+        out: &mut Vec<Output>,
+    ) {
+        self.respond_fetch(id, error, Vec::new(), None, out);
+    }
+
+    pub(crate) fn handle_fetch(
+        &mut self,
+        id: RequestId,
+        req: FetchQuorumRecordsRequest,
+        out: &mut Vec<Output>,
+    ) {
+        if req.cluster_id != self.config.cluster_id {
+            return self.respond_fetch_error(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
+        }
+        if req.fetch_offset < 0
+            || req.last_fetched_epoch < 0
+            || req.last_fetched_epoch > req.leader_epoch
+            || req.max_wait_ms < 0
+        {
+            return self.respond_fetch_error(id, ErrorCode::INVALID_REQUEST, out);
+        }
+        if req.leader_epoch < self.qs.epoch() {
+            return self.respond_fetch_error(id, ErrorCode::FENCED_LEADER_EPOCH, out);
+        }
+        if req.leader_epoch > self.qs.epoch() {
+            return self.respond_fetch_error(id, ErrorCode::UNKNOWN_LEADER_EPOCH, out);
+        }
+        if self.is_shutting_down() || self.qs.role() == Role::Resigned {
+            return self.respond_fetch_error(id, ErrorCode::BROKER_NOT_AVAILABLE, out);
+        }
+        if self.qs.role() != Role::Leader {
+            return self.respond_fetch_error(id, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
+        }
+        if req.is_follower && !self.qs.is_voter(req.replica_id) {
+            return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
+        }
+        self.supersede_parked_fetch(req.replica_id, out);
+        let leo = self.log.end_offset();
+        if let Some(d) = self
+            .log
+            .epochs
+            .divergence(req.fetch_offset, req.last_fetched_epoch, leo)
+        {
+            // Answered at once, never parked (test 39).
+            return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), Some(d), out);
+        }
+        if req.replica_id >= 0 && req.replica_id != self.qs.local_id() {
+            if let RoleState::Leader(l) = &mut self.role {
+                l.record_fetch(
+                    req.replica_id,
+                    req.fetch_offset,
+                    req.durable_offset,
+                    leo,
+                    self.now,
+                );
+            }
+        }
+        let hw_advanced = self.update_leader_hw(out);
+        if req.fetch_offset >= leo {
+            if req.max_wait_ms > 0 && !hw_advanced {
+                if let RoleState::Leader(l) = &mut self.role {
+                    l.parked.push(ParkedFetch {
+                        request_id: id,
+                        replica_id: req.replica_id,
+                        fetch_offset: req.fetch_offset,
+                        deadline: self.now + req.max_wait_ms as u64,
+                    });
+                }
+                return;
+            }
+            return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), None, out);
+        }
+        self.respond_with_records(id, req.fetch_offset, out);
+    }
+
+    /// Answers from the tail cache, or asks the driver to read the log.
+    fn respond_with_records(&mut self, id: RequestId, from: Offset, out: &mut Vec<Output>) {
+        if let Some(batches) = self.log.tail.read(from, self.config.fetch_max_bytes) {
+            return self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
+        }
+        let read_id = self.next_read_id;
+        self.next_read_id += 1;
+        if let RoleState::Leader(l) = &mut self.role {
+            l.reads.insert(read_id, id);
+        }
+        out.push(Output::ReadLog {
+            read_id,
+            from_offset: from,
+            max_bytes: self.config.fetch_max_bytes,
+        });
+    }
+
+    pub(crate) fn on_read_done(
+        &mut self,
+        read_id: u64,
+        batches: Vec<Batch>,
+        out: &mut Vec<Output>,
+    ) {
+        let request_id = match &mut self.role {
+            RoleState::Leader(l) => l.reads.remove(&read_id),
+            _ => None,
+        };
+        if let Some(id) = request_id {
+            self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
+        }
+    }
+
+    /// A newer fetch from the same replica replaces its parked one (answered empty).
+    fn supersede_parked_fetch(&mut self, replica_id: i32, out: &mut Vec<Output>) {
+        if replica_id < 0 {
+            return;
+        }
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
+        let Some(pos) = l.parked.iter().position(|p| p.replica_id == replica_id) else {
+            return;
+        };
+        let p = l.parked.swap_remove(pos);
+        self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+    }
+
+    /// New data: every parked fetch gets it.
+    pub(crate) fn complete_parked_with_records(&mut self, out: &mut Vec<Output>) {
+        let parked = match &mut self.role {
+            RoleState::Leader(l) if !l.parked.is_empty() => std::mem::take(&mut l.parked),
+            _ => return,
+        };
+        for p in parked {
+            self.respond_with_records(p.request_id, p.fetch_offset, out);
+        }
+    }
+
+    pub(crate) fn expire_parked_fetches(&mut self, out: &mut Vec<Output>) {
+        let now = self.now;
+        let expired: Vec<ParkedFetch> = match &mut self.role {
+            RoleState::Leader(l) if l.parked.iter().any(|p| p.deadline <= now) => {
+                let (done, keep) = std::mem::take(&mut l.parked)
+                    .into_iter()
+                    .partition(|p| p.deadline <= now);
+                l.parked = keep;
+                done
+            }
+            _ => return,
+        };
+        for p in expired {
+            self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+        }
+    }
+
+    /// Recomputes the leader's HW from durable offsets; on advance completes appends and tells
+    /// parked fetches. Returns whether it advanced.
+    pub(crate) fn update_leader_hw(&mut self, out: &mut Vec<Output>) -> bool {
+        let own = self.log.durable_end_offset();
+        let RoleState::Leader(l) = &mut self.role else {
+            return false;
+        };
+        let Some(hw) = l.maybe_advance_hw(own) else {
+            return false;
+        };
+        self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
+        out.push(Output::HighWatermark(hw));
+        self.complete_appends(out);
+        let parked = match &mut self.role {
+            RoleState::Leader(l) => std::mem::take(&mut l.parked),
+            _ => Vec::new(),
+        };
+        for p in parked {
+            self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+        }
+        true
+    }
+
+    // ----- follower side -----
+
+    pub(crate) fn send_fetch(&mut self, out: &mut Vec<Output>) {
+        let Some(leader) = self.qs.leader_id() else {
+            return;
+        };
+        let fetch_offset = self.log.end_offset();
+        let last_fetched_epoch = self.log.last_epoch();
+        let durable = self.log.durable_end_offset().min(fetch_offset);
+        let request = Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+            cluster_id: self.config.cluster_id.clone(),
+            replica_id: self.qs.local_id(),
+            leader_epoch: self.qs.epoch(),
+            fetch_offset,
+            last_fetched_epoch,
+            is_follower: !self.qs.is_observer(),
+            max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
+            durable_offset: durable,
+        });
+        let epoch = self.qs.epoch();
+        self.outbound.send(
+            out,
+            self.now,
+            leader,
+            epoch,
+            RequestKind::Fetch {
+                fetch_offset,
+                last_fetched_epoch,
+            },
+            request,
+        );
+        if let RoleState::Follower { sent_durable } = &mut self.role {
+            *sent_durable = durable;
+        }
+    }
+
+    /// Pipelining: the outstanding fetch may be parked at the leader with an older durable
+    /// offset; send a fresher one so the leader can advance the HW.
+    pub(crate) fn refresh_durable_offset(&mut self, out: &mut Vec<Output>) {
+        let durable = self.log.durable_end_offset().min(self.log.end_offset());
+        let RoleState::Follower { sent_durable } = &self.role else {
+            return;
+        };
+        if durable <= *sent_durable {
+            return;
+        }
+        let current = RequestKind::Fetch {
+            fetch_offset: self.log.end_offset(),
+            last_fetched_epoch: self.log.last_epoch(),
+        };
+        if !self.outbound.any_in_flight(|f| f.kind == current) {
+            return; // the next fetch (sent by drive) carries it
+        }
+        // At most two fetches in flight: the older ones are dropped (the leader answers a
+        // superseded parked fetch at once).
+        self.outbound
+            .forget(|f| matches!(f.kind, RequestKind::Fetch { .. }) && f.kind != current);
+        self.send_fetch(out);
+    }
+
+    pub(crate) fn handle_fetch_response(
+        &mut self,
+        f: InFlight,
+        r: FetchQuorumRecordsResponse,
+        out: &mut Vec<Output>,
+    ) {
+        let RequestKind::Fetch {
+            fetch_offset,
+            last_fetched_epoch,
+        } = f.kind
+        else {
+            return;
+        };
+        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+            Common::Proceed => {}
+            Common::Done => {
+                self.retry_fetch_later(f, out);
+                return;
+            }
+            Common::Retry => {
+                if r.error == ErrorCode::BROKER_NOT_AVAILABLE && self.qs.is_observer() {
+                    let epoch = self.qs.epoch();
+                    self.enter_unattached(epoch, out);
+                } else {
+                    self.retry_fetch_later(f, out);
+                }
+                return;
+            }
+        }
+        if self.qs.role() != Role::Follower || self.qs.leader_id() != Some(f.to) {
+            return;
+        }
+        if fetch_offset != self.log.end_offset() || last_fetched_epoch != self.log.last_epoch() {
+            return; // an answer to an older position (pipelined or superseded): drop
+        }
+        self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
+        self.outbound.reset_backoff(f.to);
+        if r.next_fetch_offset_epoch >= 0 {
+            let leader_point = OffsetAndEpoch {
+                offset: r.next_fetch_offset,
+                epoch: r.next_fetch_offset_epoch,
+            };
+            self.truncate_diverged(leader_point, out);
+            // The HW of a divergence answer is not applied: the remaining log may still
+            // diverge (8.5 may need several rounds; pitfall 23.7).
+            return;
+        }
+        self.append_fetched(r.batches, r.leader_epoch, out);
+        if r.high_watermark >= 0 {
+            let hw = r.high_watermark.min(self.log.end_offset());
+            if self.local_hw.is_none_or(|h| hw > h) {
+                self.local_hw = Some(hw);
+                out.push(Output::HighWatermark(hw));
+            }
+        }
+    }
+
+    fn retry_fetch_later(&mut self, f: InFlight, _out: &mut [Output]) {
+        if self.qs.role() == Role::Follower
+            && self.qs.epoch() == f.epoch
+            && !self.outbound.any_retry(|r| r == Retry::Fetch)
+        {
+            self.outbound
+                .forget(|g| matches!(g.kind, RequestKind::Fetch { .. }));
+            self.outbound
+                .schedule_retry(self.now, f.to, Retry::Fetch, &mut self.rng);
+        }
+    }
+
+    fn truncate_diverged(&mut self, leader_point: OffsetAndEpoch, out: &mut Vec<Output>) {
+        let leo = self.log.end_offset();
+        let point = self.log.epochs.truncation_point(leader_point, leo);
+        if let Some(hw) = self.local_hw {
+            if point < hw {
+                out.push(Output::Fatal(format!(
+                    "node {}: leader asks to truncate to {point}, below the high watermark {hw}",
+                    self.qs.local_id()
+                )));
+                self.stopped = true;
+                return;
+            }
+        }
+        self.log.truncate_to(point, out);
+    }
+
+    /// Appends the contiguous run of batches starting at our LEO as ONE log op.
+    fn append_fetched(&mut self, batches: Vec<Batch>, leader_epoch: i32, out: &mut Vec<Output>) {
+        let mut next = self.log.end_offset();
+        let mut last_epoch = self.log.last_epoch();
+        let mut take = Vec::with_capacity(batches.len());
+        for b in batches {
+            if b.end_offset() <= next {
+                continue;
+            }
+            if b.base_offset != next
+                || b.epoch < last_epoch
+                || b.epoch > leader_epoch
+                || b.record_count == 0
+            {
+                break;
+            }
+            next = b.end_offset();
+            last_epoch = b.epoch;
+            take.push(b);
+        }
+        if !take.is_empty() {
+            self.log.append(take, out);
+        }
+    }
+}

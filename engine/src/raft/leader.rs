@@ -1,0 +1,200 @@
+//! The leader's bookkeeping: per-replica progress (durable end offsets of voters, fetch times),
+//! endorsements, the high watermark, parked (long-poll) fetches, log reads in progress and
+//! client appends waiting for commit.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::types::{Acks, Epoch, NodeId, Offset, RequestId, TimeMs};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplicaProgress {
+    /// The replica's last fetch offset (its log end offset); -1 unknown.
+    pub(crate) end_offset: Offset,
+    /// What counts toward the high watermark: its reported durable end offset; -1 unknown.
+    pub(crate) durable_offset: Offset,
+    pub(crate) last_fetch_ms: Option<TimeMs>,
+    pub(crate) last_caught_up_ms: Option<TimeMs>,
+}
+
+impl ReplicaProgress {
+    fn unknown() -> Self {
+        Self {
+            end_offset: -1,
+            durable_offset: -1,
+            last_fetch_ms: None,
+            last_caught_up_ms: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ParkedFetch {
+    pub(crate) request_id: RequestId,
+    pub(crate) replica_id: NodeId,
+    pub(crate) fetch_offset: Offset,
+    pub(crate) deadline: TimeMs,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingAppend {
+    pub(crate) id: u64,
+    pub(crate) base_offset: Offset,
+    pub(crate) end_offset: Offset,
+    pub(crate) acks: Acks,
+}
+
+#[derive(Debug)]
+pub(crate) struct LeaderState {
+    /// LEO when leadership began: the LeaderChange record sits here; the HW must pass it.
+    pub(crate) epoch_start_offset: Offset,
+    pub(crate) high_watermark: Option<Offset>,
+    /// Every voter except the leader itself.
+    pub(crate) voters: BTreeMap<NodeId, ReplicaProgress>,
+    pub(crate) observers: BTreeMap<NodeId, ReplicaProgress>,
+    pub(crate) endorsed: BTreeSet<NodeId>,
+    pub(crate) parked: Vec<ParkedFetch>,
+    /// read id -> the fetch waiting for it.
+    pub(crate) reads: BTreeMap<u64, RequestId>,
+    pub(crate) appends: VecDeque<PendingAppend>,
+    pub(crate) since_ms: TimeMs,
+}
+
+impl LeaderState {
+    pub(crate) fn new(
+        epoch: Epoch,
+        epoch_start_offset: Offset,
+        local_id: NodeId,
+        voters: &[NodeId],
+        now: TimeMs,
+    ) -> Self {
+        let _ = epoch;
+        Self {
+            epoch_start_offset,
+            high_watermark: None,
+            voters: voters
+                .iter()
+                .filter(|v| **v != local_id)
+                .map(|v| (*v, ReplicaProgress::unknown()))
+                .collect(),
+            observers: BTreeMap::new(),
+            endorsed: BTreeSet::new(),
+            parked: Vec::new(),
+            reads: BTreeMap::new(),
+            appends: VecDeque::new(),
+            since_ms: now,
+        }
+    }
+
+    /// Records a valid fetch. Observers' progress is tracked for DescribeQuorum only.
+    pub(crate) fn record_fetch(
+        &mut self,
+        replica_id: NodeId,
+        fetch_offset: Offset,
+        durable_offset: Offset,
+        leader_end: Offset,
+        now: TimeMs,
+    ) {
+        let (map, is_voter) = if self.voters.contains_key(&replica_id) {
+            (&mut self.voters, true)
+        } else {
+            (&mut self.observers, false)
+        };
+        let p = map
+            .entry(replica_id)
+            .or_insert_with(ReplicaProgress::unknown);
+        p.end_offset = fetch_offset;
+        // Only what the follower made durable, and never beyond what it asks from (its log
+        // matches ours only up to the fetch offset). A regression (lost disk) is tolerated.
+        p.durable_offset = durable_offset.min(fetch_offset);
+        p.last_fetch_ms = Some(now);
+        if fetch_offset >= leader_end {
+            p.last_caught_up_ms = Some(now);
+        }
+        if is_voter {
+            self.endorsed.insert(replica_id);
+        }
+    }
+
+    /// The offset a majority of voters has durable (protocol.md 9.2): element n/2 of the
+    /// voters' durable offsets sorted descending, the leader counting its own durable end.
+    pub(crate) fn majority_offset(&self, own_durable: Offset) -> Offset {
+        let mut offsets: Vec<Offset> = Vec::with_capacity(self.voters.len() + 1);
+        offsets.push(own_durable);
+        offsets.extend(self.voters.values().map(|p| p.durable_offset));
+        offsets.sort_unstable_by(|a, b| b.cmp(a));
+        offsets[offsets.len() / 2]
+    }
+
+    /// Recomputes the HW; returns the new value if it advanced (rules 9.3 and 9.4).
+    pub(crate) fn maybe_advance_hw(&mut self, own_durable: Offset) -> Option<Offset> {
+        let candidate = self.majority_offset(own_durable);
+        if candidate <= self.epoch_start_offset {
+            return None;
+        }
+        if self.high_watermark.is_some_and(|hw| candidate <= hw) {
+            return None;
+        }
+        self.high_watermark = Some(candidate);
+        Some(candidate)
+    }
+
+    /// True while a majority of voters (the leader included) fetched within `window_ms`.
+    /// Returns the time at which that stops being true if nothing else arrives.
+    pub(crate) fn quorum_alive_until(&self, majority: usize, window_ms: u64) -> Option<TimeMs> {
+        let needed_others = majority - 1;
+        if needed_others == 0 {
+            return None; // a single-voter quorum never loses contact with itself
+        }
+        let mut times: Vec<TimeMs> = self
+            .voters
+            .values()
+            .map(|p| p.last_fetch_ms.unwrap_or(self.since_ms))
+            .collect();
+        times.sort_unstable_by(|a, b| b.cmp(a));
+        let oldest_needed = times
+            .get(needed_others - 1)
+            .copied()
+            .unwrap_or(self.since_ms);
+        Some(oldest_needed.max(self.since_ms) + window_ms)
+    }
+
+    /// Voters sorted by descending durable offset (ties by id): the preferred successors.
+    pub(crate) fn successors(&self) -> Vec<NodeId> {
+        let mut v: Vec<(Offset, NodeId)> = self
+            .voters
+            .iter()
+            .map(|(id, p)| (p.durable_offset, *id))
+            .collect();
+        v.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v.into_iter().map(|(_, id)| id).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn majority_offset_is_element_n_over_2_descending() {
+        let mut l = LeaderState::new(1, 0, 1, &[1, 2, 3], 0);
+        l.voters.get_mut(&2).unwrap().durable_offset = 5;
+        assert_eq!(l.majority_offset(10), 5);
+        l.voters.get_mut(&3).unwrap().durable_offset = 7;
+        assert_eq!(l.majority_offset(10), 7);
+        let mut two = LeaderState::new(1, 0, 1, &[1, 2], 0);
+        two.voters.get_mut(&2).unwrap().durable_offset = 3;
+        assert_eq!(two.majority_offset(10), 3, "size 2 needs both");
+    }
+
+    #[test]
+    fn hw_waits_for_epoch_start_and_never_decreases() {
+        let mut l = LeaderState::new(1, 4, 1, &[1, 2, 3], 0);
+        l.voters.get_mut(&2).unwrap().durable_offset = 4;
+        assert_eq!(l.maybe_advance_hw(5), None, "== epoch start is not enough");
+        l.voters.get_mut(&2).unwrap().durable_offset = 5;
+        assert_eq!(l.maybe_advance_hw(5), Some(5));
+        l.voters.get_mut(&2).unwrap().durable_offset = 2;
+        assert_eq!(l.maybe_advance_hw(5), None);
+        assert_eq!(l.high_watermark, Some(5));
+    }
+}

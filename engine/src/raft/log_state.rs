@@ -1,0 +1,117 @@
+//! What the core knows of its own log: end offset (including appends not yet durable), the
+//! durable end offset reported by the driver, the ops in flight to the log, the epoch cache and
+//! the in-memory tail.
+
+use std::collections::VecDeque;
+
+use super::epoch_cache::EpochCache;
+use super::tail_cache::TailCache;
+use super::types::{Batch, Epoch, LogOp, LogOpKind, LogSnapshot, Offset, Output};
+
+#[derive(Clone, Copy, Debug)]
+struct PendingOp {
+    seq: u64,
+    /// Log end offset once this op is applied.
+    end_after: Offset,
+    /// For a truncation: its offset (data at or above it is no longer ours).
+    truncated_to: Option<Offset>,
+}
+
+#[derive(Debug)]
+pub(crate) struct LogState {
+    end_offset: Offset,
+    durable_end_offset: Offset,
+    next_seq: u64,
+    pending: VecDeque<PendingOp>,
+    pub(crate) epochs: EpochCache,
+    pub(crate) tail: TailCache,
+}
+
+impl LogState {
+    pub(crate) fn new(snapshot: &LogSnapshot, tail_cache_bytes: usize) -> Self {
+        Self {
+            end_offset: snapshot.end_offset,
+            durable_end_offset: snapshot.end_offset,
+            next_seq: 1,
+            pending: VecDeque::new(),
+            epochs: EpochCache::new(snapshot.epochs.clone()),
+            tail: TailCache::new(tail_cache_bytes),
+        }
+    }
+
+    pub(crate) fn end_offset(&self) -> Offset {
+        self.end_offset
+    }
+
+    pub(crate) fn durable_end_offset(&self) -> Offset {
+        self.durable_end_offset
+    }
+
+    pub(crate) fn last_epoch(&self) -> Epoch {
+        self.epochs.last_epoch()
+    }
+
+    /// Appends contiguous batches as ONE log op. Returns its seq.
+    pub(crate) fn append(&mut self, batches: Vec<Batch>, out: &mut Vec<Output>) -> u64 {
+        assert!(!batches.is_empty());
+        for b in &batches {
+            assert_eq!(b.base_offset, self.end_offset, "append must be contiguous");
+            assert!(b.record_count > 0);
+            self.epochs.assign(b.epoch, b.base_offset);
+            self.end_offset = b.end_offset();
+            self.tail.push(b.clone());
+        }
+        let seq = self.push_op(None);
+        out.push(Output::Log(LogOp {
+            seq,
+            kind: LogOpKind::Append(batches),
+        }));
+        seq
+    }
+
+    /// Drops everything at or beyond `offset`.
+    pub(crate) fn truncate_to(&mut self, offset: Offset, out: &mut Vec<Output>) {
+        assert!(offset <= self.end_offset && offset >= 0);
+        self.end_offset = offset;
+        self.durable_end_offset = self.durable_end_offset.min(offset);
+        self.epochs.truncate_to(offset);
+        self.tail.truncate_to(offset);
+        let seq = self.push_op(Some(offset));
+        out.push(Output::Log(LogOp {
+            seq,
+            kind: LogOpKind::TruncateTo(offset),
+        }));
+    }
+
+    fn push_op(&mut self, truncated_to: Option<Offset>) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.pending.push_back(PendingOp {
+            seq,
+            end_after: self.end_offset,
+            truncated_to,
+        });
+        seq
+    }
+
+    /// The driver reports ops up to `up_to_seq` durable. Returns true if the durable end moved.
+    pub(crate) fn mark_durable(&mut self, up_to_seq: u64) -> bool {
+        let mut last = None;
+        while self.pending.front().is_some_and(|op| op.seq <= up_to_seq) {
+            last = self.pending.pop_front();
+        }
+        let Some(last) = last else {
+            return false;
+        };
+        let mut durable = last.end_after;
+        // Data above a truncation that is not yet durable is not ours any more.
+        for op in &self.pending {
+            if let Some(t) = op.truncated_to {
+                durable = durable.min(t);
+            }
+        }
+        let before = self.durable_end_offset;
+        self.durable_end_offset = durable;
+        durable != before
+    }
+}

@@ -1,0 +1,232 @@
+//! BeginQuorumEpoch (protocol.md 6) and EndQuorumEpoch (7).
+
+use super::core::{RaftCore, RoleState};
+use super::discovery::Common;
+use super::requests::{InFlight, RequestKind, Retry};
+use super::types::{NodeId, Output, RequestId};
+use super::{
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
+    EndQuorumEpochResponse, ErrorCode, Request, Response, Role,
+};
+
+impl RaftCore {
+    pub(crate) fn send_begin_quorum_epoch(&mut self, to: NodeId, out: &mut Vec<Output>) {
+        let request = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            cluster_id: self.config.cluster_id.clone(),
+            leader_id: self.qs.local_id(),
+            leader_epoch: self.qs.epoch(),
+        });
+        let epoch = self.qs.epoch();
+        self.outbound.send(
+            out,
+            self.now,
+            to,
+            epoch,
+            RequestKind::BeginQuorumEpoch,
+            request,
+        );
+    }
+
+    pub(crate) fn send_end_quorum_epoch(&mut self, to: NodeId, out: &mut Vec<Output>) {
+        let successors = match &self.role {
+            RoleState::Resigned(r) => r.successors.clone(),
+            _ => return,
+        };
+        let request = Request::EndQuorumEpoch(EndQuorumEpochRequest {
+            cluster_id: self.config.cluster_id.clone(),
+            replica_id: self.qs.local_id(),
+            leader_id: self.qs.local_id(),
+            leader_epoch: self.qs.epoch(),
+            preferred_successors: successors,
+        });
+        let epoch = self.qs.epoch();
+        self.outbound.send(
+            out,
+            self.now,
+            to,
+            epoch,
+            RequestKind::EndQuorumEpoch,
+            request,
+        );
+    }
+
+    fn respond_begin(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
+        out.push(Output::Respond {
+            id,
+            response: Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+                error,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+            }),
+        });
+    }
+
+    fn respond_end(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
+        out.push(Output::Respond {
+            id,
+            response: Response::EndQuorumEpoch(EndQuorumEpochResponse {
+                error,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+            }),
+        });
+    }
+
+    pub(crate) fn handle_begin_quorum_epoch(
+        &mut self,
+        id: RequestId,
+        req: BeginQuorumEpochRequest,
+        out: &mut Vec<Output>,
+    ) {
+        if req.cluster_id != self.config.cluster_id {
+            return self.respond_begin(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
+        }
+        if req.leader_id < 0 {
+            return self.respond_begin(id, ErrorCode::INVALID_REQUEST, out);
+        }
+        if req.leader_epoch < self.qs.epoch() {
+            return self.respond_begin(id, ErrorCode::FENCED_LEADER_EPOCH, out);
+        }
+        if self.qs.is_observer() || !self.qs.is_voter(req.leader_id) {
+            return self.respond_begin(id, ErrorCode::INCONSISTENT_VOTER_SET, out);
+        }
+        let me = self.qs.local_id();
+        let error = if req.leader_id == me {
+            // Only we can announce ourselves, and we never send it to ourselves.
+            ErrorCode::INVALID_QUORUM_STATE
+        } else if req.leader_epoch > self.qs.epoch() {
+            self.enter_follower(req.leader_epoch, req.leader_id, out);
+            ErrorCode::NONE
+        } else {
+            match self.qs.leader_id() {
+                None => {
+                    self.enter_follower(req.leader_epoch, req.leader_id, out);
+                    ErrorCode::NONE
+                }
+                Some(l) if l == req.leader_id => ErrorCode::NONE,
+                // Two leaders in one epoch: refuse (6 step 5).
+                Some(_) => ErrorCode::INVALID_QUORUM_STATE,
+            }
+        };
+        if !self.stopped || error.is_none() {
+            self.respond_begin(id, error, out);
+        }
+    }
+
+    pub(crate) fn handle_begin_quorum_epoch_response(
+        &mut self,
+        f: InFlight,
+        r: BeginQuorumEpochResponse,
+        out: &mut Vec<Output>,
+    ) {
+        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+            Common::Done => {}
+            Common::Retry => {
+                if self.qs.role() == Role::Leader {
+                    self.outbound.schedule_retry(
+                        self.now,
+                        f.to,
+                        Retry::BeginQuorumEpoch(f.to),
+                        &mut self.rng,
+                    );
+                }
+            }
+            Common::Proceed => {
+                if let RoleState::Leader(l) = &mut self.role {
+                    l.endorsed.insert(f.to);
+                    self.outbound.reset_backoff(f.to);
+                }
+            }
+        }
+    }
+
+    /// Delay before a successor at position `p` of `n` becomes candidate (7 step 3): strictly
+    /// increasing with `p` so the most caught-up voter usually wins.
+    fn successor_delay(&self, p: usize, n: usize) -> u64 {
+        let max = self.config.election_jitter_max_ms;
+        let base = max >> (n.saturating_sub(1)).min(63);
+        (base << (p - 1).min(63)).min(max)
+    }
+
+    pub(crate) fn handle_end_quorum_epoch(
+        &mut self,
+        id: RequestId,
+        req: EndQuorumEpochRequest,
+        out: &mut Vec<Output>,
+    ) {
+        if req.cluster_id != self.config.cluster_id {
+            return self.respond_end(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
+        }
+        if req.replica_id < 0 {
+            return self.respond_end(id, ErrorCode::INVALID_REQUEST, out);
+        }
+        if req.leader_epoch < self.qs.epoch() {
+            return self.respond_end(id, ErrorCode::FENCED_LEADER_EPOCH, out);
+        }
+        if self.qs.is_observer() || !self.qs.is_voter(req.replica_id) {
+            return self.respond_end(id, ErrorCode::INCONSISTENT_VOTER_SET, out);
+        }
+        let me = self.qs.local_id();
+        if req.leader_epoch > self.qs.epoch() {
+            let ok = if req.leader_id >= 0 && req.leader_id != me && self.qs.is_voter(req.leader_id)
+            {
+                self.enter_follower(req.leader_epoch, req.leader_id, out)
+            } else {
+                self.enter_unattached(req.leader_epoch, out)
+            };
+            if !ok || self.stopped {
+                return;
+            }
+        }
+        let eligible = !self.is_shutting_down()
+            && match self.qs.role() {
+                Role::Unattached => true,
+                Role::Follower => self.qs.leader_id() == Some(req.replica_id),
+                Role::Voted => self.qs.voted_id() == Some(req.replica_id),
+                Role::Leader | Role::Candidate | Role::Resigned => false,
+            };
+        let mut error = ErrorCode::NONE;
+        if eligible {
+            let n = req.preferred_successors.len();
+            match req.preferred_successors.iter().position(|s| *s == me) {
+                None => error = ErrorCode::INCONSISTENT_VOTER_SET,
+                Some(0) => {
+                    self.enter_candidate(out);
+                }
+                Some(p) => {
+                    let delay = self.successor_delay(p, n);
+                    self.role_deadline = Some(self.now + delay);
+                }
+            }
+        }
+        if !self.stopped {
+            self.respond_end(id, error, out);
+        }
+    }
+
+    pub(crate) fn handle_end_quorum_epoch_response(
+        &mut self,
+        f: InFlight,
+        r: EndQuorumEpochResponse,
+        out: &mut Vec<Output>,
+    ) {
+        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+            Common::Done => {}
+            Common::Retry => {
+                if self.qs.role() == Role::Resigned {
+                    self.outbound.schedule_retry(
+                        self.now,
+                        f.to,
+                        Retry::EndQuorumEpoch(f.to),
+                        &mut self.rng,
+                    );
+                }
+            }
+            Common::Proceed => {
+                if let RoleState::Resigned(r) = &mut self.role {
+                    r.acked.insert(f.to);
+                }
+            }
+        }
+    }
+}

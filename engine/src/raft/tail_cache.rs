@@ -1,0 +1,111 @@
+//! Recent batches kept in memory (as `Bytes`, no copy) so the leader answers most fetches
+//! without a log read. Bounded by `tail_cache_bytes`; the oldest batches go first.
+
+use std::collections::VecDeque;
+
+use super::types::{Batch, Offset};
+
+#[derive(Debug)]
+pub(crate) struct TailCache {
+    batches: VecDeque<Batch>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl TailCache {
+    pub(crate) fn new(budget: usize) -> Self {
+        Self {
+            batches: VecDeque::new(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    pub(crate) fn push(&mut self, batch: Batch) {
+        if self
+            .batches
+            .back()
+            .is_some_and(|last| last.end_offset() != batch.base_offset)
+        {
+            // Not contiguous (cannot happen with well-formed ops): start over rather than
+            // serve a gap.
+            self.clear();
+        }
+        self.bytes += batch.bytes.len();
+        self.batches.push_back(batch);
+        // Always keep the newest batch even if it alone exceeds the budget.
+        while self.bytes > self.budget && self.batches.len() > 1 {
+            let old = self.batches.pop_front().expect("non-empty");
+            self.bytes -= old.bytes.len();
+        }
+    }
+
+    pub(crate) fn truncate_to(&mut self, offset: Offset) {
+        while self.batches.back().is_some_and(|b| b.end_offset() > offset) {
+            let b = self.batches.pop_back().expect("non-empty");
+            self.bytes -= b.bytes.len();
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.batches.clear();
+        self.bytes = 0;
+    }
+
+    /// Batches from the one containing `from`, up to about `max_bytes` (at least one), or None
+    /// when `from` is not covered by the cache.
+    pub(crate) fn read(&self, from: Offset, max_bytes: usize) -> Option<Vec<Batch>> {
+        let first = self.batches.front()?;
+        if from < first.base_offset {
+            return None;
+        }
+        let idx = self.batches.partition_point(|b| b.end_offset() <= from);
+        if idx == self.batches.len() {
+            return None;
+        }
+        let mut taken = 0usize;
+        let mut result = Vec::new();
+        for b in self.batches.range(idx..) {
+            if !result.is_empty() && taken + b.bytes.len() > max_bytes {
+                break;
+            }
+            taken += b.bytes.len();
+            result.push(b.clone());
+        }
+        Some(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn batch(base: Offset, count: u32, len: usize) -> Batch {
+        Batch {
+            base_offset: base,
+            epoch: 1,
+            record_count: count,
+            is_control: false,
+            bytes: Bytes::from(vec![0u8; len]),
+        }
+    }
+
+    #[test]
+    fn evicts_oldest_and_reads_from_containing_batch() {
+        let mut c = TailCache::new(250);
+        c.push(batch(0, 2, 100));
+        c.push(batch(2, 2, 100));
+        c.push(batch(4, 2, 100));
+        assert!(c.read(0, 1000).is_none(), "first batch evicted");
+        let r = c.read(3, 1000).expect("cached");
+        assert_eq!(
+            r.iter().map(|b| b.base_offset).collect::<Vec<_>>(),
+            vec![2, 4]
+        );
+        assert_eq!(c.read(2, 150).expect("cached").len(), 1);
+        assert!(c.read(6, 1000).is_none());
+        c.truncate_to(4);
+        assert!(c.read(4, 1000).is_none());
+    }
+}

@@ -1,0 +1,120 @@
+//! Vote (protocol.md 5.2-5.5): handling requests as a voter, responses as a candidate.
+
+use super::core::{RaftCore, RoleState};
+use super::requests::{InFlight, RequestKind, Retry};
+use super::types::{NodeId, Output, RequestId};
+use super::{ErrorCode, Request, Response, Role, VoteRequest, VoteResponse};
+
+impl RaftCore {
+    pub(crate) fn send_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
+        let request = Request::Vote(VoteRequest {
+            cluster_id: self.config.cluster_id.clone(),
+            candidate_epoch: self.qs.epoch(),
+            candidate_id: self.qs.local_id(),
+            last_epoch: self.log.last_epoch(),
+            last_epoch_end_offset: self.log.end_offset(),
+        });
+        let epoch = self.qs.epoch();
+        self.outbound
+            .send(out, self.now, to, epoch, RequestKind::Vote, request);
+    }
+
+    fn respond_vote(&self, id: RequestId, error: ErrorCode, granted: bool, out: &mut Vec<Output>) {
+        out.push(Output::Respond {
+            id,
+            response: Response::Vote(VoteResponse {
+                error,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+                vote_granted: granted,
+            }),
+        });
+    }
+
+    /// Is the candidate's log at least as up to date as ours (5.3: (last epoch, LEO))?
+    fn candidate_log_ok(&self, req: &VoteRequest) -> bool {
+        (req.last_epoch, req.last_epoch_end_offset)
+            >= (self.log.last_epoch(), self.log.end_offset())
+    }
+
+    pub(crate) fn handle_vote(&mut self, id: RequestId, req: VoteRequest, out: &mut Vec<Output>) {
+        if req.cluster_id != self.config.cluster_id {
+            return self.respond_vote(id, ErrorCode::INCONSISTENT_CLUSTER_ID, false, out);
+        }
+        if req.candidate_id < 0
+            || req.last_epoch_end_offset < 0
+            || req.last_epoch < 0
+            || req.last_epoch >= req.candidate_epoch
+        {
+            return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);
+        }
+        if req.candidate_epoch < self.qs.epoch() {
+            return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
+        }
+        if self.qs.is_observer() || !self.qs.is_voter(req.candidate_id) {
+            return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
+        }
+        if req.candidate_id == self.qs.local_id() {
+            return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);
+        }
+        if req.candidate_epoch > self.qs.epoch() {
+            // Adopt the epoch even if the vote is refused below (5.4 step 4, pitfall 23.18:
+            // to_unattached arms an election timer, not the fetch timer).
+            if !self.enter_unattached(req.candidate_epoch, out) {
+                return;
+            }
+        }
+        let granted = match self.qs.role() {
+            Role::Unattached => {
+                self.candidate_log_ok(&req) && self.enter_voted(req.candidate_id, out)
+            }
+            Role::Voted => self.qs.voted_id() == Some(req.candidate_id),
+            // Leader, Candidate, Resigned (never in its own epoch) and Follower refuse.
+            _ => false,
+        };
+        if self.stopped {
+            return;
+        }
+        self.respond_vote(id, ErrorCode::NONE, granted, out);
+    }
+
+    pub(crate) fn handle_vote_response(
+        &mut self,
+        f: InFlight,
+        r: VoteResponse,
+        out: &mut Vec<Output>,
+    ) {
+        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+            super::discovery::Common::Done => return,
+            super::discovery::Common::Retry => {
+                if matches!(&self.role, RoleState::Candidate(c) if !c.backing_off) {
+                    self.outbound
+                        .schedule_retry(self.now, f.to, Retry::Vote(f.to), &mut self.rng);
+                }
+                return;
+            }
+            super::discovery::Common::Proceed => {}
+        }
+        let majority = self.qs.majority();
+        let voters = self.qs.voters().len();
+        let RoleState::Candidate(c) = &mut self.role else {
+            return;
+        };
+        if c.backing_off {
+            return;
+        }
+        self.outbound.reset_backoff(f.to);
+        if r.vote_granted {
+            c.granted.insert(f.to);
+            if c.granted.len() >= majority {
+                self.enter_leader(out);
+            }
+        } else {
+            c.rejected.insert(f.to);
+            if voters - c.rejected.len() < majority {
+                // Lost: back off now rather than wait for the election timeout (5.5).
+                self.start_backoff();
+            }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Control records (protocol.md 16): LeaderChange (Kafka's type 2 and layout, so Kafka tools can
+//! read it) and ringraft's QuorumReassignment (private type 100).
+//!
+//! A control batch has attribute bit 5 set. Each control record's key is `int16 version (0),
+//! int16 type`; its value is a flexible-version message (compact arrays and strings, tagged
+//! fields), as Kafka writes `LeaderChangeMessage`.
+
+use bytes::{BufMut, BytesMut};
+
+use super::builder::RecordBatchBuilder;
+use super::error::RecordError;
+use super::varint::{self, put_uvarint};
+use super::view::BatchView;
+
+/// The type in a control record's key. Unknown types are kept, not rejected: a reader that does
+/// not understand one skips it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ControlRecordType(pub i16);
+
+impl ControlRecordType {
+    pub const ABORT: Self = Self(0);
+    pub const COMMIT: Self = Self(1);
+    pub const LEADER_CHANGE: Self = Self(2);
+    pub const SNAPSHOT_HEADER: Self = Self(3);
+    pub const SNAPSHOT_FOOTER: Self = Self(4);
+    pub const KRAFT_VERSION: Self = Self(5);
+    pub const KRAFT_VOTERS: Self = Self(6);
+    /// ringraft's own: a voter-set change (AlterQuorum), protocol.md section 0.
+    pub const QUORUM_REASSIGNMENT: Self = Self(100);
+
+    /// The version of the key layout ringraft writes.
+    pub const KEY_VERSION: i16 = 0;
+
+    /// The 4-byte key of a control record of this type.
+    pub fn key(self) -> [u8; 4] {
+        let mut key = [0u8; 4];
+        key[..2].copy_from_slice(&Self::KEY_VERSION.to_be_bytes());
+        key[2..].copy_from_slice(&self.0.to_be_bytes());
+        key
+    }
+
+    /// Reads the type from a control record's key (`record` names the record in errors). Later
+    /// key versions may append fields, so only the first four bytes are read.
+    pub fn from_key(key: Option<&[u8]>, record: u32) -> Result<Self, RecordError> {
+        let key = key.ok_or(RecordError::BadControlKey {
+            record,
+            reason: "key is null",
+        })?;
+        if key.len() < 4 {
+            return Err(RecordError::BadControlKey {
+                record,
+                reason: "key shorter than 4 bytes",
+            });
+        }
+        let version = i16::from_be_bytes([key[0], key[1]]);
+        if version < 0 {
+            return Err(RecordError::BadControlKey {
+                record,
+                reason: "negative key version",
+            });
+        }
+        Ok(Self(i16::from_be_bytes([key[2], key[3]])))
+    }
+}
+
+/// Kafka's `LeaderChangeMessage` (version 0, flexible): written by a new leader as the first
+/// record of its epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderChange {
+    pub version: i16,
+    pub leader_id: i32,
+    /// All voters of the epoch.
+    pub voters: Vec<i32>,
+    /// The voters that granted the leader its votes.
+    pub granting_voters: Vec<i32>,
+}
+
+/// ringraft's voter-set change record: the current voters and the target of a reassignment in
+/// progress (None when none is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumReassignment {
+    pub cluster_id: String,
+    pub current_voters: Vec<i32>,
+    pub target_voters: Option<Vec<i32>>,
+}
+
+/// A decoded control record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlRecord {
+    LeaderChange(LeaderChange),
+    QuorumReassignment(QuorumReassignment),
+    /// A type ringraft does not interpret, with its raw value.
+    Other {
+        control_type: ControlRecordType,
+        value: Option<bytes::Bytes>,
+    },
+}
+
+impl LeaderChange {
+    pub fn encode(&self) -> BytesMut {
+        let mut out =
+            BytesMut::with_capacity(16 + 10 * (self.voters.len() + self.granting_voters.len()));
+        out.put_i16(self.version);
+        out.put_i32(self.leader_id);
+        put_voters(&mut out, &self.voters);
+        put_voters(&mut out, &self.granting_voters);
+        put_uvarint(&mut out, 0); // tagged fields
+        out
+    }
+
+    pub fn decode(value: &[u8]) -> Result<Self, RecordError> {
+        let mut reader = ValueReader::new(value, ControlRecordType::LEADER_CHANGE);
+        let version = reader.i16()?;
+        let leader_id = reader.i32()?;
+        let voters = reader
+            .voters()?
+            .ok_or_else(|| reader.error("Voters is null"))?;
+        let granting_voters = reader
+            .voters()?
+            .ok_or_else(|| reader.error("GrantingVoters is null"))?;
+        reader.skip_tagged_fields()?;
+        reader.finish()?;
+        Ok(Self {
+            version,
+            leader_id,
+            voters,
+            granting_voters,
+        })
+    }
+
+    /// A control batch holding this one record.
+    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
+        control_batch(
+            ControlRecordType::LEADER_CHANGE,
+            &self.encode(),
+            base_offset,
+            epoch,
+            timestamp_ms,
+        )
+    }
+
+    /// Decodes a control batch holding exactly one LeaderChange record.
+    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
+        let value = single_control_value(batch, ControlRecordType::LEADER_CHANGE)?;
+        Self::decode(&value)
+    }
+}
+
+impl QuorumReassignment {
+    pub fn encode(&self) -> BytesMut {
+        let voters = self.current_voters.len() + self.target_voters.as_ref().map_or(0, Vec::len);
+        let mut out = BytesMut::with_capacity(8 + self.cluster_id.len() + 10 * voters);
+        put_uvarint(&mut out, compact_len(self.cluster_id.len()));
+        out.put_slice(self.cluster_id.as_bytes());
+        put_voters(&mut out, &self.current_voters);
+        match &self.target_voters {
+            None => put_uvarint(&mut out, 0),
+            Some(target) => put_voters(&mut out, target),
+        }
+        put_uvarint(&mut out, 0); // tagged fields
+        out
+    }
+
+    pub fn decode(value: &[u8]) -> Result<Self, RecordError> {
+        let mut reader = ValueReader::new(value, ControlRecordType::QUORUM_REASSIGNMENT);
+        let cluster_id = reader.compact_string()?;
+        let current_voters = reader
+            .voters()?
+            .ok_or_else(|| reader.error("CurrentVoters is null"))?;
+        let target_voters = reader.voters()?;
+        reader.skip_tagged_fields()?;
+        reader.finish()?;
+        Ok(Self {
+            cluster_id,
+            current_voters,
+            target_voters,
+        })
+    }
+
+    /// A control batch holding this one record.
+    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
+        control_batch(
+            ControlRecordType::QUORUM_REASSIGNMENT,
+            &self.encode(),
+            base_offset,
+            epoch,
+            timestamp_ms,
+        )
+    }
+
+    /// Decodes a control batch holding exactly one QuorumReassignment record.
+    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
+        let value = single_control_value(batch, ControlRecordType::QUORUM_REASSIGNMENT)?;
+        Self::decode(&value)
+    }
+}
+
+impl ControlRecord {
+    /// Decodes every record of a control batch, in order.
+    pub fn decode_batch(batch: &BatchView) -> Result<Vec<ControlRecord>, RecordError> {
+        if !batch.is_control() {
+            return Err(RecordError::NotControlBatch {
+                base_offset: batch.base_offset(),
+            });
+        }
+        batch
+            .records()
+            .enumerate()
+            .map(|(index, record)| {
+                let control_type =
+                    ControlRecordType::from_key(record.key.as_deref(), index as u32)?;
+                let value = || {
+                    record.value.clone().ok_or(RecordError::BadControlValue {
+                        control_type: control_type.0,
+                        offset: 0,
+                        reason: "value is null",
+                    })
+                };
+                Ok(match control_type {
+                    ControlRecordType::LEADER_CHANGE => {
+                        ControlRecord::LeaderChange(LeaderChange::decode(&value()?)?)
+                    }
+                    ControlRecordType::QUORUM_REASSIGNMENT => {
+                        ControlRecord::QuorumReassignment(QuorumReassignment::decode(&value()?)?)
+                    }
+                    _ => ControlRecord::Other {
+                        control_type,
+                        value: record.value,
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+fn control_batch(
+    control_type: ControlRecordType,
+    value: &[u8],
+    base_offset: i64,
+    epoch: i32,
+    timestamp_ms: i64,
+) -> BytesMut {
+    let mut builder =
+        RecordBatchBuilder::with_capacity(base_offset, epoch, 16 + value.len()).control(true);
+    builder.append(timestamp_ms, Some(&control_type.key()), Some(value), &[]);
+    builder.build()
+}
+
+fn single_control_value(
+    batch: &BatchView,
+    expected: ControlRecordType,
+) -> Result<bytes::Bytes, RecordError> {
+    if !batch.is_control() {
+        return Err(RecordError::NotControlBatch {
+            base_offset: batch.base_offset(),
+        });
+    }
+    if batch.record_count() != 1 {
+        return Err(RecordError::ControlRecordCount {
+            count: batch.record_count(),
+            expected: 1,
+        });
+    }
+    let record = batch.records().next().expect("one record");
+    let actual = ControlRecordType::from_key(record.key.as_deref(), 0)?;
+    if actual != expected {
+        return Err(RecordError::UnexpectedControlType {
+            record: 0,
+            expected: expected.0,
+            actual: actual.0,
+        });
+    }
+    record.value.ok_or(RecordError::BadControlValue {
+        control_type: expected.0,
+        offset: 0,
+        reason: "value is null",
+    })
+}
+
+fn compact_len(len: usize) -> u32 {
+    u32::try_from(len + 1).expect("compact length exceeds u32")
+}
+
+/// A compact array of `Voter { VoterId int32, tagged fields }`.
+fn put_voters(out: &mut BytesMut, voters: &[i32]) {
+    put_uvarint(out, compact_len(voters.len()));
+    for &voter in voters {
+        out.put_i32(voter);
+        put_uvarint(out, 0);
+    }
+}
+
+/// Reads a flexible message, naming the byte of the value where decoding failed.
+struct ValueReader<'a> {
+    buf: &'a [u8],
+    position: usize,
+    control_type: ControlRecordType,
+}
+
+impl<'a> ValueReader<'a> {
+    fn new(buf: &'a [u8], control_type: ControlRecordType) -> Self {
+        Self {
+            buf,
+            position: 0,
+            control_type,
+        }
+    }
+
+    fn error(&self, reason: &'static str) -> RecordError {
+        RecordError::BadControlValue {
+            control_type: self.control_type.0,
+            offset: self.position,
+            reason,
+        }
+    }
+
+    fn take(&mut self, len: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
+        if self.buf.len() - self.position < len {
+            return Err(self.error(what));
+        }
+        let slice = &self.buf[self.position..self.position + len];
+        self.position += len;
+        Ok(slice)
+    }
+
+    fn i16(&mut self) -> Result<i16, RecordError> {
+        let bytes = self.take(2, "truncated int16")?;
+        Ok(i16::from_be_bytes([bytes[0], bytes[1]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, RecordError> {
+        let bytes = self.take(4, "truncated int32")?;
+        Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    fn uvarint(&mut self) -> Result<u32, RecordError> {
+        let (value, used) = varint::get_uvarint(&self.buf[self.position..])
+            .map_err(|_| self.error("bad unsigned varint"))?;
+        self.position += used;
+        Ok(value)
+    }
+
+    /// A compact length: None for null (0), else the length (stored + 1).
+    fn compact_len(&mut self) -> Result<Option<usize>, RecordError> {
+        let raw = self.uvarint()?;
+        Ok(raw.checked_sub(1).map(|len| len as usize))
+    }
+
+    fn compact_string(&mut self) -> Result<String, RecordError> {
+        let len = self
+            .compact_len()?
+            .ok_or_else(|| self.error("string is null"))?;
+        let at = self.position;
+        let bytes = self.take(len, "string runs past the value")?;
+        std::str::from_utf8(bytes).map(str::to_owned).map_err(|_| {
+            self.position = at;
+            self.error("string is not UTF-8")
+        })
+    }
+
+    /// A nullable compact array of Voter structs.
+    fn voters(&mut self) -> Result<Option<Vec<i32>>, RecordError> {
+        let Some(count) = self.compact_len()? else {
+            return Ok(None);
+        };
+        // A voter takes at least 5 bytes: refuse counts the value cannot hold before allocating.
+        if count > (self.buf.len() - self.position) / 5 {
+            return Err(self.error("voter count exceeds the value"));
+        }
+        let mut voters = Vec::with_capacity(count);
+        for _ in 0..count {
+            voters.push(self.i32()?);
+            self.skip_tagged_fields()?;
+        }
+        Ok(Some(voters))
+    }
+
+    /// Skips a tagged-fields section; tags must be strictly increasing.
+    fn skip_tagged_fields(&mut self) -> Result<(), RecordError> {
+        let count = self.uvarint()?;
+        let mut previous: Option<u32> = None;
+        for _ in 0..count {
+            let tag = self.uvarint()?;
+            if previous.is_some_and(|p| tag <= p) {
+                return Err(self.error("tagged fields out of order"));
+            }
+            previous = Some(tag);
+            let size = self.uvarint()? as usize;
+            self.take(size, "tagged field runs past the value")?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<(), RecordError> {
+        if self.position != self.buf.len() {
+            return Err(self.error("bytes after the message"));
+        }
+        Ok(())
+    }
+}

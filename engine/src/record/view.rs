@@ -1,0 +1,412 @@
+//! A validated, zero-copy view of one RecordBatch v2 held in a [`Bytes`].
+
+use std::ops::Range;
+
+use bytes::Bytes;
+
+use super::error::RecordError;
+use super::header::{BatchHeader, ATTR_COMPRESSION_MASK, CRC_START, RECORDS_OFFSET};
+use super::varint;
+use crate::raft::Batch;
+
+/// One record of a batch. Key, value and headers are slices of the batch's [`Bytes`] (no copy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    /// (key, value); keys are valid UTF-8 (checked by [`BatchView::parse`]).
+    pub headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl Record {
+    /// The record's absolute offset in a batch starting at `base_offset`.
+    pub fn offset(&self, base_offset: i64) -> i64 {
+        base_offset + i64::from(self.offset_delta)
+    }
+
+    /// The record's timestamp in a batch whose BaseTimestamp is `base_timestamp`.
+    pub fn timestamp(&self, base_timestamp: i64) -> i64 {
+        base_timestamp.wrapping_add(self.timestamp_delta)
+    }
+}
+
+/// Exactly one batch, checked in full by [`BatchView::parse`]: header bounds, magic, CRC-32C,
+/// record count, and the framing of every record. Getters read the header in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchView {
+    header: BatchHeader,
+    bytes: Bytes,
+}
+
+impl BatchView {
+    /// Validates `bytes` as exactly one uncompressed batch.
+    pub fn parse(bytes: Bytes) -> Result<BatchView, RecordError> {
+        let header = BatchHeader::read(&bytes)?;
+        if header.total_len() != bytes.len() {
+            return Err(RecordError::BadLength {
+                batch_length: header.batch_length,
+                declared_size: header.total_len() as i64,
+                reason: if header.total_len() > bytes.len() {
+                    "batch is truncated"
+                } else {
+                    "bytes follow the batch"
+                },
+            });
+        }
+        let actual = crc32c::crc32c(&bytes[CRC_START..]);
+        if actual != header.crc {
+            return Err(RecordError::CrcMismatch {
+                expected: header.crc,
+                actual,
+                end: bytes.len(),
+            });
+        }
+        if header.attributes & ATTR_COMPRESSION_MASK != 0 {
+            return Err(RecordError::UnsupportedCompression {
+                attributes: header.attributes,
+                codec: header.compression(),
+            });
+        }
+        validate_records(&bytes, header.records_count as u32)?;
+        Ok(BatchView { header, bytes })
+    }
+
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.header.base_offset
+    }
+
+    pub fn last_offset(&self) -> i64 {
+        self.header.last_offset()
+    }
+
+    /// One past the last offset.
+    pub fn next_offset(&self) -> i64 {
+        self.header.next_offset()
+    }
+
+    pub fn partition_leader_epoch(&self) -> i32 {
+        self.header.partition_leader_epoch
+    }
+
+    pub fn record_count(&self) -> u32 {
+        self.header.records_count as u32
+    }
+
+    pub fn attributes(&self) -> i16 {
+        self.header.attributes
+    }
+
+    pub fn is_control(&self) -> bool {
+        self.header.is_control()
+    }
+
+    pub fn is_transactional(&self) -> bool {
+        self.header.is_transactional()
+    }
+
+    pub fn is_log_append_time(&self) -> bool {
+        self.header.is_log_append_time()
+    }
+
+    pub fn crc(&self) -> u32 {
+        self.header.crc
+    }
+
+    pub fn base_timestamp(&self) -> i64 {
+        self.header.base_timestamp
+    }
+
+    pub fn max_timestamp(&self) -> i64 {
+        self.header.max_timestamp
+    }
+
+    pub fn producer_id(&self) -> i64 {
+        self.header.producer_id
+    }
+
+    pub fn producer_epoch(&self) -> i16 {
+        self.header.producer_epoch
+    }
+
+    pub fn base_sequence(&self) -> i32 {
+        self.header.base_sequence
+    }
+
+    /// Size of the whole batch in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Always false: a valid batch holds at least one record. Here for clippy's `len` rule.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The records, in offset order, as slices of the batch.
+    pub fn records(&self) -> RecordIter {
+        RecordIter {
+            bytes: self.bytes.clone(),
+            position: RECORDS_OFFSET,
+            next_index: 0,
+            count: self.record_count(),
+        }
+    }
+
+    /// The batch as the Raft core sees it (shares the bytes).
+    pub fn to_raft_batch(&self) -> Batch {
+        Batch {
+            base_offset: self.base_offset(),
+            epoch: self.partition_leader_epoch(),
+            record_count: self.record_count(),
+            is_control: self.is_control(),
+            bytes: self.bytes.clone(),
+        }
+    }
+}
+
+/// Iterates the records of a validated batch. Yields `Record`s, not results: the framing was
+/// already checked by [`BatchView::parse`].
+#[derive(Clone, Debug)]
+pub struct RecordIter {
+    bytes: Bytes,
+    position: usize,
+    next_index: u32,
+    count: u32,
+}
+
+impl Iterator for RecordIter {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        if self.next_index == self.count {
+            assert_eq!(self.position, self.bytes.len());
+            return None;
+        }
+        let spans = read_record(&self.bytes, self.position, self.next_index)
+            .expect("record framing was validated by BatchView::parse");
+        self.position = spans.end;
+        self.next_index += 1;
+        Some(spans.to_record(&self.bytes))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.count - self.next_index) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RecordIter {}
+
+/// Where the fields of one record lie in the batch.
+struct RecordSpans {
+    attributes: i8,
+    timestamp_delta: i64,
+    offset_delta: i32,
+    key: Option<Range<usize>>,
+    value: Option<Range<usize>>,
+    headers_count: u32,
+    headers_start: usize,
+    /// One past the record's last byte.
+    end: usize,
+}
+
+impl RecordSpans {
+    fn to_record(&self, bytes: &Bytes) -> Record {
+        let slice = |range: &Option<Range<usize>>| range.clone().map(|r| bytes.slice(r));
+        let mut headers = Vec::with_capacity(self.headers_count as usize);
+        let mut cursor = Cursor {
+            buf: bytes,
+            position: self.headers_start,
+            end: self.end,
+            record: 0,
+        };
+        for _ in 0..self.headers_count {
+            let (key, value) = read_header(&mut cursor).expect("headers were validated");
+            headers.push((bytes.slice(key), slice(&value)));
+        }
+        Record {
+            attributes: self.attributes,
+            timestamp_delta: self.timestamp_delta,
+            offset_delta: self.offset_delta,
+            key: slice(&self.key),
+            value: slice(&self.value),
+            headers,
+        }
+    }
+}
+
+fn validate_records(batch: &[u8], count: u32) -> Result<(), RecordError> {
+    let mut position = RECORDS_OFFSET;
+    for index in 0..count {
+        position = read_record(batch, position, index)?.end;
+    }
+    if position != batch.len() {
+        return Err(RecordError::TrailingBytes {
+            offset: position,
+            extra: batch.len() - position,
+        });
+    }
+    Ok(())
+}
+
+/// Reads the record at `start` that must carry offset delta `index`, checking every length.
+fn read_record(batch: &[u8], start: usize, index: u32) -> Result<RecordSpans, RecordError> {
+    assert!(start >= RECORDS_OFFSET && start <= batch.len());
+    let mut cursor = Cursor {
+        buf: batch,
+        position: start,
+        end: batch.len(),
+        record: index,
+    };
+    let length = cursor.varint()?;
+    let available = batch.len() - cursor.position;
+    if length < 0 || length as usize > available {
+        return Err(RecordError::BadRecordLength {
+            record: index,
+            offset: start,
+            length,
+            available,
+        });
+    }
+    let body_start = cursor.position;
+    cursor.end = body_start + length as usize;
+
+    let attributes = cursor.byte()? as i8;
+    let timestamp_delta = cursor.varlong()?;
+    let delta_at = cursor.position;
+    let offset_delta = cursor.varint()?;
+    if i64::from(offset_delta) != i64::from(index) {
+        return Err(RecordError::BadOffsetDelta {
+            record: index,
+            offset: delta_at,
+            expected: index as i32,
+            actual: offset_delta,
+        });
+    }
+    let key = cursor.nullable_bytes("key")?;
+    let value = cursor.nullable_bytes("value")?;
+    let headers_count = cursor.length("header count", 0)?;
+    let headers_start = cursor.position;
+    for _ in 0..headers_count {
+        read_header(&mut cursor)?;
+    }
+    if cursor.position != cursor.end {
+        return Err(RecordError::RecordLengthMismatch {
+            record: index,
+            offset: start,
+            declared: length as usize,
+            used: cursor.position - body_start,
+        });
+    }
+    Ok(RecordSpans {
+        attributes,
+        timestamp_delta,
+        offset_delta,
+        key,
+        value,
+        headers_count: headers_count as u32,
+        headers_start,
+        end: cursor.end,
+    })
+}
+
+fn read_header(cursor: &mut Cursor) -> Result<(Range<usize>, Option<Range<usize>>), RecordError> {
+    let key_at = cursor.position;
+    let key_len = cursor.length("header key", 0)?;
+    let key = cursor.take(key_len as usize)?;
+    if std::str::from_utf8(&cursor.buf[key.clone()]).is_err() {
+        return Err(RecordError::BadHeaderKey {
+            record: cursor.record,
+            offset: key_at,
+        });
+    }
+    let value = cursor.nullable_bytes("header value")?;
+    Ok((key, value))
+}
+
+/// Reads fields of one record, never past `end` (the record's end once its Length is known).
+struct Cursor<'a> {
+    buf: &'a [u8],
+    position: usize,
+    end: usize,
+    record: u32,
+}
+
+impl Cursor<'_> {
+    fn remaining(&self) -> &[u8] {
+        &self.buf[self.position..self.end]
+    }
+
+    fn byte(&mut self) -> Result<u8, RecordError> {
+        let range = self.take(1)?;
+        Ok(self.buf[range.start])
+    }
+
+    fn varint(&mut self) -> Result<i32, RecordError> {
+        let (value, used) = varint::get_varint(self.remaining())
+            .map_err(|e| RecordError::varint_at(e, self.position))?;
+        self.position += used;
+        Ok(value)
+    }
+
+    fn varlong(&mut self) -> Result<i64, RecordError> {
+        let (value, used) = varint::get_varlong(self.remaining())
+            .map_err(|e| RecordError::varint_at(e, self.position))?;
+        self.position += used;
+        Ok(value)
+    }
+
+    /// A varint length that must be at least `min`.
+    fn length(&mut self, field: &'static str, min: i32) -> Result<i32, RecordError> {
+        let offset = self.position;
+        let length = self.varint()?;
+        if length < min {
+            return Err(RecordError::BadFieldLength {
+                record: self.record,
+                offset,
+                field,
+                length,
+            });
+        }
+        Ok(length)
+    }
+
+    /// A varint length (-1 = null) followed by that many bytes.
+    fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Range<usize>>, RecordError> {
+        let length = self.length(field, -1)?;
+        if length == -1 {
+            return Ok(None);
+        }
+        self.take(length as usize).map(Some)
+    }
+
+    fn take(&mut self, len: usize) -> Result<Range<usize>, RecordError> {
+        let available = self.end - self.position;
+        if len > available {
+            return Err(RecordError::RecordOverrun {
+                record: self.record,
+                offset: self.position,
+                needed: len,
+                available,
+            });
+        }
+        let range = self.position..self.position + len;
+        self.position += len;
+        Ok(range)
+    }
+}

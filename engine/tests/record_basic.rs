@@ -1,0 +1,291 @@
+//! Hand-written cases for engine::record: round trips, header fields, stamping, control records,
+//! and specific malformed batches with the error each must produce.
+
+use bytes::{Bytes, BytesMut};
+use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
+use engine::record::{
+    peek_batch_len, stamp, BatchHeader, BatchView, RecordBatchBuilder, RecordError,
+    BATCH_HEADER_LEN, CRC_OFFSET, CRC_START, MAGIC_OFFSET, RECORDS_OFFSET,
+};
+
+fn three_record_batch() -> BytesMut {
+    let mut builder = RecordBatchBuilder::new(100, 7).producer(42, 3, 9);
+    builder.append(1_000, Some(b"k1"), Some(b"v1"), &[]);
+    builder.append(999, None, Some(b""), &[("h", Some(b"x")), ("empty", None)]);
+    builder.append(1_005, Some(b""), None, &[]);
+    assert_eq!(builder.len(), 3);
+    let size = builder.estimated_size();
+    let batch = builder.build();
+    assert_eq!(batch.len(), size);
+    batch
+}
+
+#[test]
+fn built_batch_parses_back() {
+    let view = BatchView::parse(three_record_batch().freeze()).unwrap();
+    assert_eq!(view.base_offset(), 100);
+    assert_eq!(view.last_offset(), 102);
+    assert_eq!(view.next_offset(), 103);
+    assert_eq!(view.partition_leader_epoch(), 7);
+    assert_eq!(view.record_count(), 3);
+    assert!(!view.is_control());
+    assert_eq!(view.base_timestamp(), 1_000);
+    assert_eq!(view.max_timestamp(), 1_005);
+    assert_eq!(view.producer_id(), 42);
+    assert_eq!(view.producer_epoch(), 3);
+    assert_eq!(view.base_sequence(), 9);
+
+    let records: Vec<_> = view.records().collect();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[0].key.as_deref(), Some(&b"k1"[..]));
+    assert_eq!(records[0].value.as_deref(), Some(&b"v1"[..]));
+    assert_eq!(records[0].offset(view.base_offset()), 100);
+    assert_eq!(records[1].key, None);
+    assert_eq!(records[1].value.as_deref(), Some(&b""[..]));
+    assert_eq!(records[1].timestamp(view.base_timestamp()), 999);
+    assert_eq!(
+        records[1].headers,
+        vec![
+            (Bytes::from_static(b"h"), Some(Bytes::from_static(b"x"))),
+            (Bytes::from_static(b"empty"), None)
+        ]
+    );
+    assert_eq!(records[2].value, None);
+    assert_eq!(records[2].offset_delta, 2);
+}
+
+#[test]
+fn record_slices_share_the_batch_buffer() {
+    let view = BatchView::parse(three_record_batch().freeze()).unwrap();
+    let range = view.bytes().as_ptr_range();
+    let record = view.records().next().unwrap();
+    let key = record.key.unwrap();
+    assert!(range.contains(&key.as_ptr()));
+}
+
+#[test]
+fn raft_batch_carries_header_fields() {
+    let view = BatchView::parse(three_record_batch().freeze()).unwrap();
+    let batch = view.to_raft_batch();
+    assert_eq!(batch.base_offset, 100);
+    assert_eq!(batch.epoch, 7);
+    assert_eq!(batch.record_count, 3);
+    assert!(!batch.is_control);
+    assert_eq!(batch.end_offset(), 103);
+    assert_eq!(&batch.bytes, view.bytes());
+}
+
+#[test]
+fn stamp_keeps_the_crc_valid() {
+    let mut batch = three_record_batch();
+    let crc_before = BatchView::parse(batch.clone().freeze()).unwrap().crc();
+    stamp(&mut batch, 5_000, 12);
+    let view = BatchView::parse(batch.freeze()).unwrap();
+    assert_eq!(view.base_offset(), 5_000);
+    assert_eq!(view.partition_leader_epoch(), 12);
+    assert_eq!(view.crc(), crc_before);
+}
+
+#[test]
+#[should_panic(expected = "BatchLength disagrees")]
+fn stamp_refuses_a_partial_batch() {
+    let mut batch = three_record_batch();
+    let len = batch.len();
+    stamp(&mut batch[..len - 1], 0, 0);
+}
+
+#[test]
+fn peek_and_header_read_see_the_length() {
+    let batch = three_record_batch();
+    assert_eq!(peek_batch_len(&batch[..11]), Ok(None));
+    assert_eq!(peek_batch_len(&batch[..12]), Ok(Some(batch.len())));
+    assert_eq!(peek_batch_len(&batch), Ok(Some(batch.len())));
+    let header = BatchHeader::read(&batch).unwrap();
+    assert_eq!(header.total_len(), batch.len());
+    assert_eq!(header.records_count, 3);
+    assert!(matches!(
+        BatchHeader::read(&batch[..BATCH_HEADER_LEN - 1]),
+        Err(RecordError::TooShort { .. })
+    ));
+    // Header-only reads do not need the records.
+    assert!(BatchHeader::read(&batch[..BATCH_HEADER_LEN]).is_ok());
+}
+
+#[test]
+fn corrupt_crc_region_is_a_crc_mismatch() {
+    let mut batch = three_record_batch();
+    let last = batch.len() - 1;
+    batch[last] ^= 0x01;
+    assert!(matches!(
+        BatchView::parse(batch.freeze()),
+        Err(RecordError::CrcMismatch { .. })
+    ));
+}
+
+#[test]
+fn bad_magic_is_named() {
+    let mut batch = three_record_batch();
+    batch[MAGIC_OFFSET] = 1;
+    assert_eq!(
+        BatchView::parse(batch.clone().freeze()),
+        Err(RecordError::BadMagic { magic: 1 })
+    );
+    assert_eq!(
+        peek_batch_len(&batch),
+        Err(RecordError::BadMagic { magic: 1 })
+    );
+}
+
+#[test]
+fn trailing_and_missing_bytes_are_length_errors() {
+    let batch = three_record_batch();
+    let mut longer = batch.to_vec();
+    longer.push(0);
+    assert!(matches!(
+        BatchView::parse(Bytes::from(longer)),
+        Err(RecordError::BadLength { .. })
+    ));
+    let shorter = Bytes::copy_from_slice(&batch[..batch.len() - 1]);
+    assert!(matches!(
+        BatchView::parse(shorter),
+        Err(RecordError::BadLength { .. })
+    ));
+}
+
+/// Rewrites the CRC so that a deliberate change of the records reaches the framing checks.
+fn recrc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[test]
+fn wrong_offset_delta_is_named() {
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    builder.append(0, None, Some(b"a"), &[]);
+    builder.append(0, None, Some(b"b"), &[]);
+    let mut batch = builder.build();
+    // Record 0: Length(1) Attributes(1) TimestampDelta(1) then OffsetDelta.
+    let delta_at = RECORDS_OFFSET + 3;
+    assert_eq!(batch[delta_at], 0);
+    batch[delta_at] = 2; // zigzag 1
+    recrc(&mut batch);
+    assert_eq!(
+        BatchView::parse(batch.freeze()),
+        Err(RecordError::BadOffsetDelta {
+            record: 0,
+            offset: delta_at,
+            expected: 0,
+            actual: 1
+        })
+    );
+}
+
+#[test]
+fn record_count_must_match_last_offset_delta() {
+    let mut batch = three_record_batch();
+    batch[60] = 2; // RecordsCount 2, LastOffsetDelta still 2
+    recrc(&mut batch);
+    assert_eq!(
+        BatchView::parse(batch.freeze()),
+        Err(RecordError::RecordCountMismatch {
+            records_count: 2,
+            last_offset_delta: 2
+        })
+    );
+}
+
+#[test]
+fn compressed_batches_are_refused() {
+    let mut batch = three_record_batch();
+    batch[22] |= 0x01; // gzip
+    recrc(&mut batch);
+    assert!(matches!(
+        BatchView::parse(batch.freeze()),
+        Err(RecordError::UnsupportedCompression { codec: 1, .. })
+    ));
+}
+
+#[test]
+fn leader_change_round_trips_through_a_control_batch() {
+    let message = LeaderChange {
+        version: 0,
+        leader_id: 2,
+        voters: vec![1, 2, 3],
+        granting_voters: vec![2, 3],
+    };
+    let view = BatchView::parse(message.to_batch(10, 4, 77).freeze()).unwrap();
+    assert!(view.is_control());
+    assert_eq!(view.base_offset(), 10);
+    assert_eq!(view.partition_leader_epoch(), 4);
+    let record = view.records().next().unwrap();
+    assert_eq!(record.key.as_deref(), Some(&[0u8, 0, 0, 2][..]));
+    assert_eq!(LeaderChange::from_batch(&view), Ok(message.clone()));
+    assert_eq!(
+        ControlRecord::decode_batch(&view),
+        Ok(vec![ControlRecord::LeaderChange(message)])
+    );
+    assert!(matches!(
+        QuorumReassignment::from_batch(&view),
+        Err(RecordError::UnexpectedControlType {
+            expected: 100,
+            actual: 2,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn leader_change_value_matches_kafka_layout() {
+    let message = LeaderChange {
+        version: 0,
+        leader_id: 1,
+        voters: vec![1],
+        granting_voters: vec![],
+    };
+    assert_eq!(
+        &message.encode()[..],
+        &[0, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 1, 0x00, 0x01, 0x00][..]
+    );
+}
+
+#[test]
+fn quorum_reassignment_round_trips() {
+    for target in [None, Some(vec![1, 2, 4]), Some(vec![])] {
+        let message = QuorumReassignment {
+            cluster_id: "cluster-α".to_string(),
+            current_voters: vec![1, 2, 3],
+            target_voters: target,
+        };
+        let view = BatchView::parse(message.to_batch(0, 1, 5).freeze()).unwrap();
+        assert_eq!(QuorumReassignment::from_batch(&view), Ok(message.clone()));
+        let record = view.records().next().unwrap();
+        assert_eq!(
+            ControlRecordType::from_key(record.key.as_deref(), 0),
+            Ok(ControlRecordType::QUORUM_REASSIGNMENT)
+        );
+    }
+}
+
+#[test]
+fn data_batch_is_not_a_control_batch() {
+    let view = BatchView::parse(three_record_batch().freeze()).unwrap();
+    assert!(matches!(
+        LeaderChange::from_batch(&view),
+        Err(RecordError::NotControlBatch { base_offset: 100 })
+    ));
+}
+
+#[test]
+fn truncated_control_value_is_an_error() {
+    let message = LeaderChange {
+        version: 0,
+        leader_id: 1,
+        voters: vec![1, 2],
+        granting_voters: vec![1],
+    };
+    let value = message.encode();
+    for len in 0..value.len() {
+        assert!(LeaderChange::decode(&value[..len]).is_err(), "len {len}");
+    }
+    assert_eq!(LeaderChange::decode(&value), Ok(message));
+}

@@ -1,0 +1,137 @@
+//! Size-prefixed framing: an int32 byte count, then that many bytes (protocol.md 18.1).
+//!
+//! [`FrameDecoder`] takes bytes as they arrive from a socket and yields whole frames as
+//! [`Bytes`] without copying them again. A size below the smallest header or above the limit is a
+//! [`FrameError`]: the connection cannot be resynchronised and must be closed.
+
+use bytes::{Buf, Bytes, BytesMut};
+use thiserror::Error;
+
+use super::header::RequestPrefix;
+
+/// Kafka's default `socket.request.max.bytes` (100 MiB).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum FrameError {
+    #[error("frame size {size} is negative")]
+    Negative { size: i32 },
+    #[error("frame size {size} is below the {min}-byte minimum")]
+    TooSmall { size: usize, min: usize },
+    #[error("frame size {size} exceeds the limit of {max} bytes")]
+    TooLarge { size: usize, max: usize },
+}
+
+pub struct FrameDecoder {
+    buf: BytesMut,
+    min_frame: usize,
+    max_frame: usize,
+}
+
+impl FrameDecoder {
+    /// For a server reading requests: every frame holds at least a request prefix.
+    pub fn for_requests(max_frame: usize) -> Self {
+        Self::new(RequestPrefix::LEN, max_frame)
+    }
+
+    /// For a client reading responses: every frame holds at least a correlation id.
+    pub fn for_responses(max_frame: usize) -> Self {
+        Self::new(4, max_frame)
+    }
+
+    fn new(min_frame: usize, max_frame: usize) -> Self {
+        assert!(min_frame <= max_frame);
+        Self {
+            buf: BytesMut::new(),
+            min_frame,
+            max_frame,
+        }
+    }
+
+    /// Bytes received but not yet handed out as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn extend(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The next whole frame, if one has arrived. The size is checked as soon as its 4 bytes are
+    /// in, so an oversized frame is refused before its body is buffered.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let size = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        let size = usize::try_from(size).map_err(|_| FrameError::Negative { size })?;
+        if size < self.min_frame {
+            return Err(FrameError::TooSmall {
+                size,
+                min: self.min_frame,
+            });
+        }
+        if size > self.max_frame {
+            return Err(FrameError::TooLarge {
+                size,
+                max: self.max_frame,
+            });
+        }
+        if self.buf.len() < 4 + size {
+            self.buf.reserve(4 + size - self.buf.len());
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(size).freeze()))
+    }
+}
+
+/// The 4-byte size prefix of a frame of `body_len` bytes.
+pub fn size_prefix(body_len: usize) -> [u8; 4] {
+    let size = i32::try_from(body_len).expect("frame below 2 GiB");
+    size.to_be_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_arrive_in_pieces() {
+        let mut d = FrameDecoder::for_requests(1024);
+        let mut stream = Vec::new();
+        for body in [&[1u8; 8][..], &[2u8; 20][..]] {
+            stream.extend_from_slice(&size_prefix(body.len()));
+            stream.extend_from_slice(body);
+        }
+        let mut frames = Vec::new();
+        for byte in stream {
+            d.extend(&[byte]);
+            while let Some(frame) = d.next_frame().unwrap() {
+                frames.push(frame);
+            }
+        }
+        assert_eq!(frames.len(), 2);
+        assert_eq!(&frames[1][..], &[2u8; 20]);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn bad_sizes_are_refused_before_buffering() {
+        let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+        d.extend(&0x7fff_ffffu32.to_be_bytes());
+        assert!(matches!(d.next_frame(), Err(FrameError::TooLarge { .. })));
+        let mut d = FrameDecoder::for_requests(1024);
+        d.extend(&(-1i32).to_be_bytes());
+        assert!(matches!(
+            d.next_frame(),
+            Err(FrameError::Negative { size: -1 })
+        ));
+        let mut d = FrameDecoder::for_requests(1024);
+        d.extend(&3i32.to_be_bytes());
+        assert!(matches!(
+            d.next_frame(),
+            Err(FrameError::TooSmall { size: 3, .. })
+        ));
+    }
+}

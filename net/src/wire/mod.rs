@@ -1,0 +1,10 @@
+//! Kafka wire format: framing, headers and primitive types (protocol.md section 18).
+//! Message codecs (one module per API) build on these.
+
+pub mod frame;
+pub mod header;
+pub mod primitives;
+
+pub use frame::{FrameDecoder, FrameError};
+pub use header::{RequestHeader, RequestPrefix, ResponseHeader};
+pub use primitives::{WireError, WireReader, WireWriter};
