@@ -400,7 +400,7 @@ impl Simulation {
     fn stop_cleanly(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         node.core = None;
-        node.disk.flush_all();
+        node.disk.close();
         node.pending.clear();
         self.client.in_flight.retain(|_, a| a.node != i);
         node.tick_at = None;
@@ -672,6 +672,13 @@ impl Simulation {
         let mut result = Ok(());
         for (k, o) in out.drain(..).enumerate() {
             if crash_at == Some(k) {
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "mid-step-crash",
+                    i as NodeId,
+                    k as i64,
+                    0,
+                ));
                 self.kill(i);
                 self.schedule_restart(i);
                 break;
@@ -725,6 +732,13 @@ impl Simulation {
                 let epoch_rule = !node.lost_state;
                 self.checker
                     .on_persist(id, node.persisted.as_ref(), &state, epoch_rule)?;
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "persist",
+                    id,
+                    i64::from(state.epoch),
+                    (i64::from(state.leader_id) + 1) * 100_000 + i64::from(state.voted_id) + 1,
+                ));
                 self.nodes[i].persisted = Some(state);
                 Ok(())
             }
@@ -759,6 +773,13 @@ impl Simulation {
                 if let (Some((candidate, epoch)), Response::Vote(v)) = (p.vote, &response) {
                     if v.vote_granted {
                         self.checker.on_vote_granted(id, epoch, candidate)?;
+                        self.trace.push(TraceEntry::new(
+                            self.now,
+                            "grant",
+                            id,
+                            i64::from(candidate),
+                            i64::from(epoch),
+                        ));
                     }
                 }
                 self.send(Message::Response {
@@ -911,6 +932,14 @@ impl Simulation {
         }
         let (id, epoch) = (node.id, node.epoch);
         if node.role == Role::Leader {
+            self.trace.push(TraceEntry::new(
+                self.now,
+                "leader-hw",
+                id,
+                hw,
+                i64::from(epoch),
+            ));
+            let node = &self.nodes[i];
             let voter_logs: Vec<&[Batch]> = self.nodes[..self.cfg.voters]
                 .iter()
                 .map(|n| n.disk.durable.as_slice())

@@ -176,10 +176,11 @@ impl SimDisk {
         self.durable_seq = self.durable_seq.max(up_to);
     }
 
-    /// A clean close: the OS writes everything back.
-    pub fn flush_all(&mut self) {
+    /// A clean close: the OS writes everything back; the next incarnation's seqs start over.
+    pub fn close(&mut self) {
         self.make_durable(self.last_seq);
         assert_eq!(self.durable, self.written);
+        *self = Self::with_log(std::mem::take(&mut self.durable));
     }
 
     /// Power loss: what recovery finds. Keeps a random prefix of the pending ops; the op at the

@@ -116,6 +116,8 @@ pub struct Checker {
     /// Committed batches, contiguous from offset 0.
     committed: Vec<BatchId>,
     committed_values: BTreeSet<u64>,
+    /// For each epoch whose leader exposed a HW: the index of the last batch below it.
+    committed_by_epoch: BTreeMap<Epoch, usize>,
     /// The highest HW any leader exposed.
     max_exposed_hw: Offset,
     /// (epoch, hw) of the last observation of the leader of the highest epoch.
@@ -250,9 +252,21 @@ impl Checker {
         }
     }
 
-    /// `log` holds every committed batch (checked through the last one: log matching does the rest).
-    fn holds_committed(&self, log: &[Batch]) -> bool {
-        let Some(last) = self.committed.last() else {
+    /// The last batch committed by a leader of an epoch before `epoch` (Raft's leader
+    /// completeness is about the committing leader's epoch, not the batch's).
+    fn last_committed_before(&self, epoch: Epoch) -> Option<&BatchId> {
+        let index = self
+            .committed_by_epoch
+            .range(..epoch)
+            .map(|(_, &i)| i)
+            .max()?;
+        Some(&self.committed[index])
+    }
+
+    /// `log` (of a leader of `epoch`) holds every batch committed in earlier epochs; checked
+    /// through the last one, log matching does the rest.
+    fn holds_committed(&self, epoch: Epoch, log: &[Batch]) -> bool {
+        let Some(last) = self.last_committed_before(epoch) else {
             return true;
         };
         batch_index_covering(log, last.base).is_some_and(|i| BatchId::of(&log[i]) == *last)
@@ -260,12 +274,12 @@ impl Checker {
 
     pub fn on_became_leader(&mut self, node: NodeId, epoch: Epoch, log: &[Batch]) -> Checked {
         self.claim_leader(epoch, node, node)?;
-        if !self.holds_committed(log) {
+        if !self.holds_committed(epoch, log) {
             return breach(
                 Invariant::LeaderCompleteness,
                 format!(
                     "node {node} became leader of epoch {epoch} without committed batch {:?}",
-                    self.committed.last()
+                    self.last_committed_before(epoch)
                 ),
             );
         }
@@ -282,12 +296,12 @@ impl Checker {
         voter_logs: &[&[Batch]],
     ) -> Checked {
         self.check_leader_monotonic(node, epoch, hw)?;
-        if !self.holds_committed(log) {
+        if !self.holds_committed(epoch, log) {
             return breach(
                 Invariant::LeaderCompleteness,
                 format!(
                     "leader {node} of epoch {epoch} exposes HW {hw} without committed batch {:?}",
-                    self.committed.last()
+                    self.last_committed_before(epoch)
                 ),
             );
         }
@@ -304,7 +318,11 @@ impl Checker {
             self.check_majority(node, hw, &log[i], voter_logs)?;
         }
         self.max_exposed_hw = self.max_exposed_hw.max(hw);
-        self.extend_committed(node, hw, log)
+        self.extend_committed(node, hw, log)?;
+        let last = self.committed.partition_point(|c| c.base < hw) - 1;
+        let entry = self.committed_by_epoch.entry(epoch).or_insert(last);
+        *entry = (*entry).max(last);
+        Ok(())
     }
 
     fn check_leader_monotonic(&mut self, node: NodeId, epoch: Epoch, hw: Offset) -> Checked {

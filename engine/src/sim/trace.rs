@@ -46,6 +46,25 @@ impl TraceEntry {
             "start" => format!("node {} starts (incarnation {})", self.node, self.a),
             "one-way" => format!("link {} -> {} cut", self.node, self.a),
             "partition" => format!("network split into {} groups", self.a),
+            "grant" => format!(
+                "node {} grants its epoch-{} vote to {}",
+                self.node, self.b, self.a
+            ),
+            "persist" => format!(
+                "node {} persists epoch {} leader {} voted {}",
+                self.node,
+                self.a,
+                self.b / 100_000 - 1,
+                self.b % 100_000 - 1
+            ),
+            "leader-hw" => format!(
+                "leader {} (epoch {}) exposes HW {}",
+                self.node, self.b, self.a
+            ),
+            "mid-step-crash" => format!(
+                "node {} crashes after {} outputs of a step",
+                self.node, self.a
+            ),
             "chaos" => format!("chaos roll {} on node {}", self.a, self.node),
             kind => format!("{kind} node {}", self.node),
         };

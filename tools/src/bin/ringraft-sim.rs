@@ -33,6 +33,9 @@ struct Cli {
     /// Also kill nodes and delete their persistent state (relaxes two invariants).
     #[arg(long)]
     delete_state: bool,
+    /// Events shown before a violation.
+    #[arg(long, default_value_t = 40)]
+    trace: usize,
     /// Print a summary line for every seed (default: about 20 lines per run).
     #[arg(long)]
     verbose: bool,
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
     for seed in cli.first_seed..cli.first_seed.saturating_add(cli.seeds) {
         let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
         cfg.delete_state = cli.delete_state;
+        cfg.trace_len = cli.trace;
         match run_seed(cfg) {
             Ok(s) => {
                 totals.seeds += 1;
