@@ -200,29 +200,44 @@ fn same_seed_same_trace() {
     assert_ne!(a.trace_hash, c.trace_hash);
 }
 
-/// The fixed batch: seeds across cluster shapes. Scaled to about two minutes at the test
-/// profile on a small shared machine; `ringraft-sim` runs more.
+/// The fixed batch: 4,500 seeds of 3,000 fault events each (plus the final calm) across cluster
+/// shapes, one shape also losing disks. About a minute at the test profile on a small shared
+/// machine; `ringraft-sim` runs more.
 #[test]
 fn fixed_batch_of_random_seeds() {
-    let shapes: [(usize, usize, u64); 6] = [
-        (1, 0, 100),
-        (1, 2, 100),
-        (3, 0, 400),
-        (3, 2, 300),
-        (5, 0, 300),
-        (5, 1, 300),
+    // (voters, observers, seeds, delete_state)
+    let shapes: [(usize, usize, u64, bool); 7] = [
+        (1, 0, 300, false),
+        (1, 2, 200, false),
+        (3, 0, 1_200, false),
+        (3, 2, 800, false),
+        (5, 0, 800, false),
+        (5, 1, 800, false),
+        (3, 1, 400, true),
     ];
-    let events = 2_000;
-    let mut total_events = 0;
-    let mut total_seeds = 0;
-    for (shape, &(voters, observers, seeds)) in shapes.iter().enumerate() {
+    let events = 3_000;
+    let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
+    for (shape, &(voters, observers, seeds, delete_state)) in shapes.iter().enumerate() {
         let first = 1_000_000 * (shape as u64 + 1);
         for seed in first..first + seeds {
-            let s = ok(run_seed(SimConfig::random(seed, events, voters, observers)));
+            let mut cfg = SimConfig::random(seed, events, voters, observers);
+            cfg.delete_state = delete_state;
+            let s = ok(run_seed(cfg));
             assert!(s.fault_events >= events, "seed {seed} ran out of events");
             total_events += s.events;
             total_seeds += 1;
+            elections += s.elections;
+            commits += s.commits;
         }
     }
-    eprintln!("{total_seeds} seeds, {total_events} events without a violation");
+    // Guards against a simulator that silently stopped doing anything.
+    assert!(
+        elections >= total_seeds,
+        "{elections} elections in {total_seeds} seeds"
+    );
+    assert!(
+        commits >= 10 * total_seeds,
+        "{commits} commits in {total_seeds} seeds"
+    );
+    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits: no violation");
 }

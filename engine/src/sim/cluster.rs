@@ -376,7 +376,9 @@ impl Simulation {
         node.disk = SimDisk::default();
         node.lost_state = true;
         let id = node.id;
-        self.checker.forget_votes_of(id);
+        if !node.observer {
+            self.checker.forget_votes_of(id);
+        }
         self.trace
             .push(TraceEntry::new(self.now, "delete-state", id, 0, 0));
     }
@@ -1234,13 +1236,38 @@ impl Simulation {
                 self.net.duplicate = self.rng.float(0.0, 0.05);
             }
             _ => {
-                if self.cfg.delete_state && !self.nodes[target].lost_state {
+                if self.cfg.delete_state && self.may_lose_state(target) {
                     self.kill_and_delete_state(target);
                     self.schedule_restart(target);
                 }
             }
         }
         Ok(())
+    }
+
+    /// Losing a disk is only survivable when the data is redundant (KAFKA-12181): any
+    /// observer, or one voter once per run while every other voter runs and holds everything
+    /// the victim has (the leader may still count the victim's old durable offset).
+    fn may_lose_state(&self, i: usize) -> bool {
+        if self.nodes[i].observer {
+            return true;
+        }
+        if self.nodes.iter().any(|n| n.lost_state && !n.observer) {
+            return false;
+        }
+        let victim = &self.nodes[i].disk.written;
+        let Some(last) = victim.last() else {
+            return true;
+        };
+        self.nodes[..self.cfg.voters]
+            .iter()
+            .filter(|n| n.id != self.nodes[i].id)
+            .all(|n| {
+                let log = &n.disk.durable;
+                n.running()
+                    && disk::batch_index_covering(log, last.base_offset)
+                        .is_some_and(|j| log[j].epoch == last.epoch)
+            })
     }
 
     fn shutdown_inner(&mut self, i: usize) -> Checked {
