@@ -61,7 +61,15 @@ fn main() -> ExitCode {
         let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
         cfg.delete_state = cli.delete_state;
         cfg.trace_len = cli.trace;
-        match run_seed(cfg) {
+        let replay = cfg.replay_command();
+        // A panic inside the core (an assertion) is a failure of this seed like any other.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
+        let Ok(outcome) = outcome else {
+            println!("PANIC at seed {seed} (message above)\nreplay: {replay}");
+            print_totals(&totals, 1);
+            return ExitCode::FAILURE;
+        };
+        match outcome {
             Ok(s) => {
                 totals.seeds += 1;
                 totals.events += s.events;
