@@ -68,6 +68,11 @@ enum Event {
     Restart {
         node: usize,
     },
+    /// Kill `node` if it still leads `epoch`.
+    KillIfLeader {
+        node: usize,
+        epoch: Epoch,
+    },
     PhaseChange,
 }
 
@@ -566,6 +571,18 @@ impl Simulation {
                 self.sweep(node)
             }
             Event::PhaseChange => self.phase_change(),
+            Event::KillIfLeader { node, epoch } => {
+                let leads = self.nodes[node]
+                    .core
+                    .as_ref()
+                    .is_some_and(|c| c.role() == Role::Leader && c.epoch() == epoch);
+                if leads && self.phase == Phase::Faults {
+                    self.count_event("kill-new-leader", node as NodeId, i64::from(epoch), 0);
+                    self.kill(node);
+                    self.schedule_restart(node);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -847,6 +864,12 @@ impl Simulation {
                     ));
                     let log = &self.nodes[i].disk.written;
                     self.checker.on_became_leader(id, epoch, log)?;
+                    // A leader dying right after its election, before its LeaderChange record
+                    // is everywhere: the window of the HW and completeness bugs (Figure 8).
+                    if self.phase == Phase::Faults && self.rng.chance(0.25) {
+                        let delay = self.rng.range(0, 30);
+                        self.schedule(delay, Event::KillIfLeader { node: i, epoch });
+                    }
                 }
                 Ok(())
             }
@@ -1212,7 +1235,13 @@ impl Simulation {
                     self.shutdown_inner(target)?;
                 }
             }
-            35..=49 => {
+            35..=41 => {
+                // Isolate the leader: it keeps taking appends it can never commit.
+                let leader = self.current_leader().map_or(target as NodeId, |(l, _)| l);
+                let rest: Vec<NodeId> = (0..n as NodeId).filter(|&x| x != leader).collect();
+                self.partition(&[&[leader], &rest]);
+            }
+            42..=49 => {
                 let ids: Vec<NodeId> = (0..n as NodeId).collect();
                 let (mut a, mut b) = (Vec::new(), Vec::new());
                 for id in ids {
