@@ -501,3 +501,136 @@ impl Checker {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn state(epoch: Epoch, leader_id: NodeId, voted_id: NodeId) -> ElectionState {
+        ElectionState {
+            epoch,
+            leader_id,
+            voted_id,
+            current_voters: vec![0, 1, 2],
+            target_voters: None,
+            applied_offset: 0,
+        }
+    }
+
+    fn batch(checker: &mut Checker, base: Offset, epoch: Epoch, value: u64) -> Batch {
+        let mut bytes = super::super::batch::client_batch(value, 1, 0);
+        checker.register_client_batch(&bytes, value);
+        bytes[0..8].copy_from_slice(&base.to_be_bytes());
+        bytes[12..16].copy_from_slice(&epoch.to_be_bytes());
+        Batch {
+            base_offset: base,
+            epoch,
+            record_count: 1,
+            is_control: false,
+            bytes: Bytes::from(bytes),
+        }
+    }
+
+    fn broken(r: Checked) -> Invariant {
+        r.expect_err("the rule must break").invariant
+    }
+
+    #[test]
+    fn a_second_vote_or_a_second_leader_in_an_epoch_breaks() {
+        let mut c = Checker::default();
+        c.on_persist(0, None, &state(3, -1, 1), true).unwrap();
+        c.on_vote_granted(0, 3, 1).unwrap();
+        assert_eq!(
+            broken(c.on_vote_granted(0, 4, 1)),
+            Invariant::VotePersistedBeforeGranted
+        );
+        let prev = state(3, -1, 1);
+        assert_eq!(
+            broken(c.on_persist(0, Some(&prev), &state(3, -1, 2), true)),
+            Invariant::OneVotePerEpoch
+        );
+        assert_eq!(
+            broken(c.on_persist(0, Some(&prev), &state(2, -1, -1), true)),
+            Invariant::MonotonicEpoch
+        );
+        c.on_persist(1, None, &state(3, 1, -1), true).unwrap();
+        assert_eq!(
+            broken(c.on_persist(2, None, &state(3, 2, -1), true)),
+            Invariant::SingleLeader
+        );
+    }
+
+    #[test]
+    fn log_matching_compares_batch_and_predecessor() {
+        let mut c = Checker::default();
+        let a = batch(&mut c, 0, 1, 1);
+        let b = batch(&mut c, 1, 1, 2);
+        let other = batch(&mut c, 1, 1, 3);
+        c.on_append(0, None, &[a.clone(), b.clone()]).unwrap();
+        c.on_append(1, Some(&a), std::slice::from_ref(&b)).unwrap();
+        assert_eq!(
+            broken(c.on_append(2, Some(&a), &[other])),
+            Invariant::LogMatching
+        );
+        let x = batch(&mut c, 0, 2, 4);
+        assert_eq!(
+            broken(c.on_append(2, Some(&x), &[b])),
+            Invariant::LogMatching
+        );
+    }
+
+    #[test]
+    fn hw_needs_a_durable_majority_and_commits_stay_put() {
+        let mut c = Checker::default();
+        let a = batch(&mut c, 0, 1, 1);
+        let b = batch(&mut c, 1, 1, 2);
+        let log = vec![a.clone(), b.clone()];
+        let empty: Vec<Batch> = Vec::new();
+        let only_a = vec![a.clone()];
+        // Only the leader holds offset 1 durably: HW 2 must not be exposed.
+        let voters: Vec<&[Batch]> = vec![&log, &only_a, &empty];
+        assert_eq!(
+            broken(c.on_leader_hw(0, 1, 2, &log, &voters)),
+            Invariant::MajorityReachedHighWatermark
+        );
+        let voters: Vec<&[Batch]> = vec![&log, &log, &empty];
+        c.on_leader_hw(0, 1, 2, &log, &voters).unwrap();
+        assert_eq!(
+            broken(c.on_leader_hw(0, 1, 1, &log, &voters)),
+            Invariant::MonotonicHighWatermark
+        );
+        // A follower whose log differs below its HW.
+        let forked = vec![a.clone(), batch(&mut c, 1, 1, 9)];
+        let mut verified = 0;
+        assert_eq!(
+            broken(c.on_node_hw(1, 2, &forked, &mut verified)),
+            Invariant::ConsistentCommittedData
+        );
+        let mut verified = 0;
+        c.on_node_hw(1, 2, &log, &mut verified).unwrap();
+        assert_eq!(
+            broken(c.on_node_hw(1, 3, &log, &mut verified)),
+            Invariant::FollowerHighWatermarkBounded
+        );
+        // A later leader without the committed batch.
+        assert_eq!(
+            broken(c.on_became_leader(2, 2, &only_a)),
+            Invariant::LeaderCompleteness
+        );
+        assert_eq!(
+            broken(c.on_truncate(1, 1, Some(2))),
+            Invariant::NoTruncationBelowHighWatermark
+        );
+        let ack = Acked {
+            value: 2,
+            base_offset: 1,
+            last_offset: 1,
+        };
+        c.on_ack(0, ack, &log, true).unwrap();
+        assert_eq!(
+            broken(c.check_acked_in(2, &only_a)),
+            Invariant::AcknowledgedAppendKept
+        );
+    }
+}
