@@ -130,6 +130,8 @@ struct SimNode {
     shutdown_since: Option<TimeMs>,
     /// The disk's last scheduled completion (durability is reported in seq order).
     disk_busy_until: TimeMs,
+    /// Until then every write is slow (an fsync stall).
+    disk_slow_until: TimeMs,
 }
 
 impl SimNode {
@@ -267,6 +269,7 @@ impl Simulation {
                 verified: 0,
                 shutdown_since: None,
                 disk_busy_until: 0,
+                disk_slow_until: 0,
             });
         }
         for i in 0..sim.nodes.len() {
@@ -930,6 +933,9 @@ impl Simulation {
         if self.rng.chance(0.05) {
             latency += self.rng.range(10, 40);
         }
+        if self.now < self.nodes[i].disk_slow_until {
+            latency += self.rng.range(50, 300);
+        }
         let done = (self.now + latency).max(self.nodes[i].disk_busy_until);
         self.nodes[i].disk_busy_until = done;
         let incarnation = self.nodes[i].incarnation;
@@ -1198,6 +1204,9 @@ impl Simulation {
     /// Stop injecting faults: heal the network and bring dead nodes back soon.
     fn calm_down(&mut self) {
         self.heal();
+        for n in &mut self.nodes {
+            n.disk_slow_until = 0;
+        }
         self.mid_step_crash = 0.0;
         for i in 0..self.nodes.len() {
             if !self.nodes[i].running() {
@@ -1259,8 +1268,20 @@ impl Simulation {
                     self.block_one_way(target as NodeId, to);
                 }
             }
-            60..=74 => self.heal(),
-            75..=89 => {
+            60..=71 => self.heal(),
+            72..=79 => {
+                // An fsync stall: the node's disk takes 50-300 ms per write for a while.
+                let stall = self.rng.range(200, 2_000);
+                self.nodes[target].disk_slow_until = self.now + stall;
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "slow-disk",
+                    target as NodeId,
+                    stall as i64,
+                    0,
+                ));
+            }
+            80..=89 => {
                 self.net.loss = self.rng.float(0.0, 0.2);
                 self.net.duplicate = self.rng.float(0.0, 0.05);
             }
