@@ -252,6 +252,7 @@ impl Simulation {
             mid_step_crash: 0.0,
             cfg,
         };
+        sim.checker.outcome_only = sim.cfg.outcome_only;
         for i in 0..sim.cfg.voters + sim.cfg.observers {
             sim.nodes.push(SimNode {
                 id: i as NodeId,

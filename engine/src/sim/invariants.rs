@@ -127,6 +127,10 @@ pub struct Checker {
     pub acked: Vec<Acked>,
     /// Set when a node lost its persistent state (protocol.md 21: these two rules are off).
     pub state_loss: bool,
+    /// Off: skip the two rules that watch the mechanism (MajorityReachedHighWatermark,
+    /// VotePersistedBeforeGranted) and judge only by outcomes (lost or diverging data, two
+    /// leaders, double votes). Used to see what a durability bug actually breaks.
+    pub outcome_only: bool,
 }
 
 impl Checker {
@@ -205,6 +209,9 @@ impl Checker {
 
     /// `node` sent a granted vote to `candidate` for `epoch`.
     pub fn on_vote_granted(&self, node: NodeId, epoch: Epoch, candidate: NodeId) -> Checked {
+        if self.outcome_only {
+            return Ok(());
+        }
         match self.votes.get(&(node, epoch)) {
             Some(&v) if v == candidate => Ok(()),
             other => breach(
@@ -314,7 +321,7 @@ impl Checker {
                 format!("leader {node} exposes HW {hw} beyond its log end"),
             );
         };
-        if !self.state_loss {
+        if !self.state_loss && !self.outcome_only {
             self.check_majority(node, hw, &log[i], voter_logs)?;
         }
         self.max_exposed_hw = self.max_exposed_hw.max(hw);

@@ -32,6 +32,9 @@ pub struct SimConfig {
     /// Also kill a node and delete its persistent state now and then (turns off
     /// MajorityReachedHighWatermark and the victim's MonotonicEpoch, as protocol.md 21 says).
     pub delete_state: bool,
+    /// Judge only by outcomes: skip MajorityReachedHighWatermark and
+    /// VotePersistedBeforeGranted, which watch the mechanism directly.
+    pub outcome_only: bool,
     /// A client keeps appending.
     pub client: bool,
     /// How long the final calm may take before liveness is declared broken.
@@ -50,6 +53,7 @@ impl SimConfig {
             observers,
             faults: true,
             delete_state: false,
+            outcome_only: false,
             client: true,
             liveness_ms: 30_000,
             trace_len: 40,
@@ -71,6 +75,9 @@ impl SimConfig {
         );
         if self.delete_state {
             cmd.push_str(" --delete-state");
+        }
+        if self.outcome_only {
+            cmd.push_str(" --outcome-only");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");

@@ -33,6 +33,10 @@ struct Cli {
     /// Also kill nodes and delete their persistent state (relaxes two invariants).
     #[arg(long)]
     delete_state: bool,
+    /// Judge by outcomes only: skip the two invariants that watch the mechanism
+    /// (MajorityReachedHighWatermark, VotePersistedBeforeGranted).
+    #[arg(long)]
+    outcome_only: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
         cfg.delete_state = cli.delete_state;
         cfg.trace_len = cli.trace;
+        cfg.outcome_only = cli.outcome_only;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
