@@ -150,6 +150,39 @@ fn five_voters_split_two_three_then_heal() {
 }
 
 #[test]
+fn old_leader_partitioned_away_steps_down_and_catches_up() {
+    let mut sim = scripted(61, 3, 1);
+    let (old, epoch) = wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 5, 10_000);
+    let old_hw = sim.high_watermark(old).expect("a leader with a HW");
+    sim.partition(&[
+        &[old],
+        &[0, 1, 2, 3]
+            .into_iter()
+            .filter(|&n| n != old)
+            .collect::<Vec<_>>(),
+    ]);
+    let found = ok(sim.run_until(10_000, |s| {
+        s.current_leader()
+            .is_some_and(|(l, e)| l != old && e > epoch && s.high_watermark(l).is_some())
+    }));
+    assert!(found, "the majority elects a new leader");
+    wait_acks(&mut sim, 5, 10_000);
+    // Cut off, the old leader cannot have committed anything new.
+    assert!(sim.high_watermark(old).unwrap_or(0) <= old_hw);
+    sim.heal();
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(10_000, |s| {
+        s.role(old) != Some(Role::Leader) && s.high_watermark(old).is_some_and(|hw| hw >= target)
+    }));
+    assert!(
+        caught_up,
+        "the old leader steps down and catches up to {target}"
+    );
+    finish(&mut sim);
+}
+
+#[test]
 fn back_to_back_leader_failures() {
     let mut sim = scripted(41, 5, 1);
     let (mut leader, mut epoch) = wait_leader(&mut sim, 10_000);
