@@ -1,1 +1,368 @@
-//! The quorum-state file.
+//! The quorum-state file (protocol.md section 3): the election state a voter must never forget.
+//!
+//! One line of JSON in `<dir>/quorum-state`, for example
+//! `{"clusterId":"c1","nodeId":1,"leaderId":2,"leaderEpoch":5,"votedId":2,"appliedOffset":0,
+//! "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"targetVoters":null,"data_version":0}`.
+//!
+//! Writes replace the file atomically: write `quorum-state.tmp`, fsync it, rename it over
+//! `quorum-state`, fsync the directory. A crash at any point leaves the old or the new content,
+//! never a mix. Any fsync failure is [`QuorumStateError::SyncFailed`]: after a failed fsync the
+//! kernel's view of the file is unknown, so the node must stop (fail-stop), not retry.
+//!
+//! Reads refuse anything doubtful with a typed error naming the file: unreadable, truncated or
+//! corrupt JSON, an unknown `data_version`, or a file written by another node id or for another
+//! cluster. Nothing is ever silently cleared: a voter that forgot its vote could vote twice.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::raft::{ElectionState, NodeId};
+
+/// The file's name inside the node's metadata log directory.
+pub const FILE_NAME: &str = "quorum-state";
+/// The temporary file a write goes through before the rename.
+pub const TEMP_FILE_NAME: &str = "quorum-state.tmp";
+/// The only `data_version` this build reads and writes.
+pub const DATA_VERSION: i64 = 0;
+
+#[derive(Debug, Error)]
+pub enum QuorumStateError {
+    #[error("quorum-state directory {path} is not usable: {source}")]
+    Directory { path: PathBuf, source: io::Error },
+    #[error("cannot read quorum-state file {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    /// Not valid JSON of the expected shape, truncated, or with values out of range. The node
+    /// must not start: fix or restore the file by hand (never delete it on a voter that voted).
+    #[error("quorum-state file {path} is corrupt: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error(
+        "quorum-state file {path} has data_version {found}; this build reads only {supported}"
+    )]
+    UnknownVersion {
+        path: PathBuf,
+        found: String,
+        supported: i64,
+    },
+    /// The file was written by another node id: the directory or `broker.id` is misconfigured.
+    #[error(
+        "quorum-state file {path} belongs to node {found}, but this node is {expected} \
+         (check broker.id and log.dirs)"
+    )]
+    NodeIdMismatch {
+        path: PathBuf,
+        expected: NodeId,
+        found: NodeId,
+    },
+    /// The file belongs to another cluster: the directory or `cluster.id` is misconfigured.
+    #[error(
+        "quorum-state file {path} belongs to cluster {found:?}, but this node is in cluster \
+         {expected:?} (check cluster.id and log.dirs)"
+    )]
+    ClusterIdMismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    /// Creating, writing or renaming failed before anything was made durable: the old file is
+    /// intact.
+    #[error("cannot write quorum-state file {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    /// fsync of the file or of its directory failed. Fatal: stop the node.
+    #[error("fsync of {path} failed: {source}; the node must stop (fail-stop)")]
+    SyncFailed { path: PathBuf, source: io::Error },
+}
+
+impl QuorumStateError {
+    /// True for the errors after which the node must stop at once rather than report and exit.
+    pub fn is_fail_stop(&self) -> bool {
+        matches!(self, Self::SyncFailed { .. })
+    }
+}
+
+/// The file's JSON, field for field (serialized in this order).
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct QuorumStateData {
+    cluster_id: String,
+    node_id: NodeId,
+    leader_id: NodeId,
+    leader_epoch: i32,
+    voted_id: NodeId,
+    applied_offset: i64,
+    current_voters: Vec<Voter>,
+    target_voters: Option<Vec<Voter>>,
+    #[serde(rename = "data_version")]
+    data_version: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Voter {
+    voter_id: NodeId,
+}
+
+fn voters(ids: &[NodeId]) -> Vec<Voter> {
+    ids.iter().map(|&voter_id| Voter { voter_id }).collect()
+}
+
+fn voter_ids(voters: &[Voter]) -> Vec<NodeId> {
+    voters.iter().map(|voter| voter.voter_id).collect()
+}
+
+/// The quorum-state file of one node.
+#[derive(Debug)]
+pub struct QuorumStateFile {
+    dir: PathBuf,
+    path: PathBuf,
+    temp_path: PathBuf,
+    node_id: NodeId,
+    cluster_id: String,
+    /// `File::sync_all` except in tests that inject failures.
+    sync: fn(&File) -> io::Result<()>,
+}
+
+impl QuorumStateFile {
+    /// Opens the file's directory (which must exist) and removes a temporary file a crash may
+    /// have left mid-write: it was never renamed, so it never was the state. One handle per
+    /// directory: the node owns its metadata directory exclusively.
+    pub fn open(
+        dir: &Path,
+        node_id: NodeId,
+        cluster_id: impl Into<String>,
+    ) -> Result<Self, QuorumStateError> {
+        let directory_error = |source| QuorumStateError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let metadata = fs::metadata(dir).map_err(directory_error)?;
+        if !metadata.is_dir() {
+            return Err(directory_error(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "not a directory",
+            )));
+        }
+        let file = Self {
+            dir: dir.to_path_buf(),
+            path: dir.join(FILE_NAME),
+            temp_path: dir.join(TEMP_FILE_NAME),
+            node_id,
+            cluster_id: cluster_id.into(),
+            sync: File::sync_all,
+        };
+        match fs::remove_file(&file.temp_path) {
+            Ok(()) => {
+                tracing::warn!(path = %file.temp_path.display(), "removed an unfinished quorum-state write");
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(QuorumStateError::Write {
+                    path: file.temp_path,
+                    source,
+                })
+            }
+        }
+        Ok(file)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stored election state, or None when the file does not exist (a new node).
+    pub fn read(&self) -> Result<Option<ElectionState>, QuorumStateError> {
+        let text = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(QuorumStateError::Read {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        };
+        let data = self.decode(&text)?;
+        self.check_identity(&data)?;
+        Ok(Some(ElectionState {
+            epoch: data.leader_epoch,
+            leader_id: data.leader_id,
+            voted_id: data.voted_id,
+            current_voters: voter_ids(&data.current_voters),
+            target_voters: data.target_voters.as_deref().map(voter_ids),
+            applied_offset: data.applied_offset,
+        }))
+    }
+
+    /// Replaces the file with `state`, durably. On `Ok` the new state survives a crash.
+    pub fn write(&mut self, state: &ElectionState) -> Result<(), QuorumStateError> {
+        assert!(state.epoch >= 0, "negative epoch {}", state.epoch);
+        assert!(state.leader_id >= -1 && state.voted_id >= -1);
+        let data = QuorumStateData {
+            cluster_id: self.cluster_id.clone(),
+            node_id: self.node_id,
+            leader_id: state.leader_id,
+            leader_epoch: state.epoch,
+            voted_id: state.voted_id,
+            applied_offset: state.applied_offset,
+            current_voters: voters(&state.current_voters),
+            target_voters: state.target_voters.as_deref().map(voters),
+            data_version: DATA_VERSION,
+        };
+        let mut line = serde_json::to_vec(&data).expect("plain data serializes");
+        line.push(b'\n');
+        self.write_temp(&line)?;
+        fs::rename(&self.temp_path, &self.path).map_err(|source| QuorumStateError::Write {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.sync_directory()
+    }
+
+    fn write_temp(&self, contents: &[u8]) -> Result<(), QuorumStateError> {
+        let write_error = |source| QuorumStateError::Write {
+            path: self.temp_path.clone(),
+            source,
+        };
+        let mut temp = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&self.temp_path)
+            .map_err(write_error)?;
+        temp.write_all(contents).map_err(write_error)?;
+        (self.sync)(&temp).map_err(|source| QuorumStateError::SyncFailed {
+            path: self.temp_path.clone(),
+            source,
+        })
+    }
+
+    /// Makes the rename durable: without it a crash can bring back the old directory entry.
+    fn sync_directory(&self) -> Result<(), QuorumStateError> {
+        let sync_error = |source| QuorumStateError::SyncFailed {
+            path: self.dir.clone(),
+            source,
+        };
+        let dir = File::open(&self.dir).map_err(sync_error)?;
+        (self.sync)(&dir).map_err(sync_error)
+    }
+
+    fn corrupt(&self, reason: impl Into<String>) -> QuorumStateError {
+        QuorumStateError::Corrupt {
+            path: self.path.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    fn decode(&self, text: &[u8]) -> Result<QuorumStateData, QuorumStateError> {
+        let text = std::str::from_utf8(text).map_err(|_| self.corrupt("not UTF-8"))?;
+        let Some(line) = text.strip_suffix('\n') else {
+            return Err(self.corrupt(format!(
+                "{} bytes without the final newline (truncated?)",
+                text.len()
+            )));
+        };
+        if line.contains('\n') {
+            return Err(self.corrupt("more than one line"));
+        }
+        // The version first, so a newer format reports as such rather than as corrupt.
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| self.corrupt(e.to_string()))?;
+        let version = value
+            .get("data_version")
+            .ok_or_else(|| self.corrupt("no data_version field"))?;
+        if version.as_i64() != Some(DATA_VERSION) {
+            return Err(QuorumStateError::UnknownVersion {
+                path: self.path.clone(),
+                found: version.to_string(),
+                supported: DATA_VERSION,
+            });
+        }
+        let data: QuorumStateData =
+            serde_json::from_value(value).map_err(|e| self.corrupt(e.to_string()))?;
+        self.check_ranges(&data)?;
+        Ok(data)
+    }
+
+    fn check_ranges(&self, data: &QuorumStateData) -> Result<(), QuorumStateError> {
+        if data.leader_epoch < 0 {
+            return Err(self.corrupt(format!("negative leaderEpoch {}", data.leader_epoch)));
+        }
+        if data.leader_id < -1 {
+            return Err(self.corrupt(format!("leaderId {} below -1", data.leader_id)));
+        }
+        if data.voted_id < -1 {
+            return Err(self.corrupt(format!("votedId {} below -1", data.voted_id)));
+        }
+        Ok(())
+    }
+
+    fn check_identity(&self, data: &QuorumStateData) -> Result<(), QuorumStateError> {
+        if data.cluster_id != self.cluster_id {
+            return Err(QuorumStateError::ClusterIdMismatch {
+                path: self.path.clone(),
+                expected: self.cluster_id.clone(),
+                found: data.cluster_id.clone(),
+            });
+        }
+        if data.node_id != self.node_id {
+            return Err(QuorumStateError::NodeIdMismatch {
+                path: self.path.clone(),
+                expected: self.node_id,
+                found: data.node_id,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(epoch: i32) -> ElectionState {
+        ElectionState {
+            epoch,
+            leader_id: 2,
+            voted_id: 2,
+            current_voters: vec![1, 2, 3],
+            target_voters: None,
+            applied_offset: 7,
+        }
+    }
+
+    fn failing_sync(_: &File) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EIO))
+    }
+
+    #[test]
+    fn failed_fsync_is_fatal_and_keeps_the_old_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+        file.write(&state(1)).unwrap();
+        file.sync = failing_sync;
+        let error = file.write(&state(2)).unwrap_err();
+        assert!(error.is_fail_stop(), "{error}");
+        assert!(
+            matches!(error, QuorumStateError::SyncFailed { ref path, .. } if path.ends_with(TEMP_FILE_NAME))
+        );
+        // The rename never happened: the durable state is still epoch 1.
+        assert_eq!(file.read().unwrap(), Some(state(1)));
+    }
+
+    #[test]
+    fn the_line_has_the_documented_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = QuorumStateFile::open(dir.path(), 1, "c1").unwrap();
+        file.write(&state(5)).unwrap();
+        let text = fs::read_to_string(file.path()).unwrap();
+        assert_eq!(
+            text,
+            "{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
+             \"appliedOffset\":7,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2},{\"voterId\":3}],\
+             \"targetVoters\":null,\"data_version\":0}\n"
+        );
+    }
+}

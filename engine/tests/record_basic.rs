@@ -146,10 +146,15 @@ fn trailing_and_missing_bytes_are_length_errors() {
         Err(RecordError::BadLength { .. })
     ));
     let shorter = Bytes::copy_from_slice(&batch[..batch.len() - 1]);
-    assert!(matches!(
-        BatchView::parse(shorter),
-        Err(RecordError::BadLength { .. })
-    ));
+    let error = BatchView::parse(shorter).unwrap_err();
+    assert_eq!(
+        error,
+        RecordError::TooShort {
+            available: batch.len() - 1,
+            needed: batch.len()
+        }
+    );
+    assert!(error.is_incomplete());
 }
 
 /// Rewrites the CRC so that a deliberate change of the records reaches the framing checks.
@@ -288,4 +293,80 @@ fn truncated_control_value_is_an_error() {
         assert!(LeaderChange::decode(&value[..len]).is_err(), "len {len}");
     }
     assert_eq!(LeaderChange::decode(&value), Ok(message));
+}
+
+#[test]
+fn log_append_time_and_transactional_attributes() {
+    let mut builder = RecordBatchBuilder::new(0, 1)
+        .log_append_time(9_999)
+        .transactional(true)
+        .base_timestamp(500);
+    builder.append(1_000, None, Some(b"v"), &[]);
+    builder.append(2_000, None, Some(b"w"), &[]);
+    let view = BatchView::parse(builder.build().freeze()).unwrap();
+    assert!(view.is_log_append_time());
+    assert!(view.is_transactional());
+    assert!(!view.is_control());
+    assert_eq!(view.attributes(), (1 << 3) | (1 << 4));
+    assert_eq!(view.base_timestamp(), 500);
+    assert_eq!(view.max_timestamp(), 9_999);
+    let timestamps: Vec<_> = view
+        .records()
+        .map(|r| r.timestamp(view.base_timestamp()))
+        .collect();
+    assert_eq!(timestamps, [1_000, 2_000]);
+}
+
+#[test]
+fn batch_length_bounds_are_checked_before_reading_on() {
+    let mut batch = three_record_batch();
+    for bad_length in [-1i32, 0, 48, 55, (128 << 20) - 11, i32::MAX] {
+        batch[8..12].copy_from_slice(&bad_length.to_be_bytes());
+        assert!(
+            matches!(
+                peek_batch_len(&batch),
+                Err(RecordError::BadLength { batch_length, .. }) if batch_length == bad_length
+            ),
+            "{bad_length}"
+        );
+        assert!(matches!(
+            BatchHeader::read(&batch),
+            Err(RecordError::BadLength { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_record_count_the_bytes_cannot_hold_is_refused_by_the_header_check() {
+    let mut batch = three_record_batch();
+    let huge: i32 = 1 << 30;
+    batch[23..27].copy_from_slice(&(huge - 1).to_be_bytes());
+    batch[57..61].copy_from_slice(&huge.to_be_bytes());
+    assert_eq!(
+        BatchHeader::read(&batch),
+        Err(RecordError::RecordCountMismatch {
+            records_count: huge,
+            last_offset_delta: huge - 1
+        })
+    );
+}
+
+#[test]
+fn non_utf8_header_key_is_named() {
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    builder.append(0, None, None, &[("ab", None)]);
+    let mut batch = builder.build();
+    // Record: Length Attributes TimestampDelta OffsetDelta KeyLength ValueLength HeadersCount
+    // HeaderKeyLength then the key.
+    let key_at = RECORDS_OFFSET + 8;
+    assert_eq!(&batch[key_at..key_at + 2], b"ab");
+    batch[key_at] = 0xff;
+    recrc(&mut batch);
+    assert_eq!(
+        BatchView::parse(batch.freeze()),
+        Err(RecordError::BadHeaderKey {
+            record: 0,
+            offset: key_at - 1
+        })
+    );
 }

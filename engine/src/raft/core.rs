@@ -231,8 +231,24 @@ impl RaftCore {
                 self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
             }
             Role::Resigned => {
-                self.role = RoleState::Resigned(ResignedState::default());
+                // A leader that restarted: tell the others at once so that they need not wait
+                // for their fetch timeout (successors by id: progress was lost with the crash).
+                let me = self.qs.local_id();
+                let others: Vec<NodeId> = self
+                    .qs
+                    .voters()
+                    .iter()
+                    .copied()
+                    .filter(|v| *v != me)
+                    .collect();
+                self.role = RoleState::Resigned(ResignedState {
+                    successors: others.clone(),
+                    acked: BTreeSet::new(),
+                });
                 self.role_deadline = Some(self.election_deadline());
+                for v in others {
+                    self.send_end_quorum_epoch(v, out);
+                }
             }
             Role::Unattached | Role::Voted => {
                 self.role = RoleState::Passive;
@@ -639,8 +655,14 @@ impl RaftCore {
                 }
                 _ => None,
             },
-            RequestKind::Fetch { .. } => {
-                if self.qs.role() != Role::Follower {
+            RequestKind::Fetch {
+                fetch_offset,
+                last_fetched_epoch,
+            } => {
+                let current = fetch_offset == self.log.end_offset()
+                    && last_fetched_epoch == self.log.last_epoch();
+                if self.qs.role() != Role::Follower || !current {
+                    // Not following, or an answer to an older position that no longer matters.
                     None
                 } else if self.qs.is_observer() {
                     // Observers rediscover the leader when it stops answering (11).

@@ -189,3 +189,97 @@ mod tests {
         assert_eq!(t.last_epoch(), 1);
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Epoch cache of a log given as one epoch per offset (non-decreasing).
+    fn cache_of(log: &[Epoch]) -> EpochCache {
+        let mut c = EpochCache::default();
+        for (offset, epoch) in log.iter().enumerate() {
+            c.assign(*epoch, offset as Offset);
+        }
+        c
+    }
+
+    /// Two logs obeying log matching: a common prefix, then suffixes written in disjoint epochs
+    /// (follower: odd, leader: even, all newer than the prefix). One side (never both) may first
+    /// extend the prefix's last epoch: the old leader of that epoch reached it but not the other.
+    /// The leader's log ends in its own, newest epoch.
+    fn logs() -> impl Strategy<Value = (Vec<Epoch>, Vec<Epoch>, usize)> {
+        (
+            proptest::collection::vec(1..4i32, 0..12),
+            proptest::collection::vec(0..4i32, 0..12),
+            proptest::collection::vec(0..4i32, 0..12),
+            (0..4usize, any::<bool>(), any::<bool>()),
+        )
+            .prop_map(|(p, f, l, (extend, leader_extends, follower_low))| {
+                let mut prefix: Vec<Epoch> = Vec::new();
+                let mut e = 1;
+                for step in p {
+                    e += step / 3; // mostly the same epoch, sometimes the next
+                    prefix.push(e);
+                }
+                let last = prefix.last().copied().unwrap_or(0);
+                let base = 2 * last + 2;
+                let mut follower = prefix.clone();
+                let mut leader = prefix.clone();
+                if !prefix.is_empty() {
+                    let side = if leader_extends {
+                        &mut leader
+                    } else {
+                        &mut follower
+                    };
+                    side.extend(std::iter::repeat_n(last, extend));
+                }
+                let mut fe = if follower_low { base - 1 } else { base + 1 };
+                for step in f {
+                    follower.push(fe);
+                    fe += 2 * (step / 3);
+                }
+                let mut le = base;
+                for step in l {
+                    leader.push(le);
+                    le += 2 * (step / 3);
+                }
+                let newest = leader
+                    .iter()
+                    .chain(follower.iter())
+                    .max()
+                    .copied()
+                    .unwrap_or(0);
+                leader.push(newest + 1);
+                (leader, follower, prefix.len())
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn divergence_rounds_converge_without_cutting_the_common_prefix((leader, mut follower, common) in logs()) {
+            let lc = cache_of(&leader);
+            for _round in 0..64 {
+                let fc = cache_of(&follower);
+                let leo = follower.len() as Offset;
+                let last = fc.last_epoch();
+                match lc.divergence(leo, last, leader.len() as Offset) {
+                    None => {
+                        prop_assert!(follower.len() <= leader.len());
+                        prop_assert_eq!(&follower[..], &leader[..follower.len()]);
+                        return Ok(());
+                    }
+                    Some(point) => {
+                        prop_assert!(point.epoch >= 0);
+                        let to = fc.truncation_point(point, leo);
+                        prop_assert!(to as usize >= common.min(follower.len()),
+                            "truncated to {} inside the common prefix {}", to, common);
+                        prop_assert!(to < leo, "no progress at {}", to);
+                        follower.truncate(to as usize);
+                    }
+                }
+            }
+            prop_assert!(false, "did not converge");
+        }
+    }
+}

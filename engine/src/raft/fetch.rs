@@ -82,6 +82,9 @@ impl RaftCore {
             return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
         }
         self.supersede_parked_fetch(req.replica_id, out);
+        if let RoleState::Leader(l) = &mut self.role {
+            l.note_contact(req.replica_id, self.now);
+        }
         let leo = self.log.end_offset();
         if let Some(d) = self
             .log
@@ -271,19 +274,25 @@ impl RaftCore {
         if !self.outbound.any_in_flight(|f| f.kind == current) {
             return; // the next fetch (sent by drive) carries it
         }
-        // At most two fetches in flight: the older ones are dropped (the leader answers a
-        // superseded parked fetch at once).
+        // At most two fetches in flight: older ones are dropped (the leader answers a
+        // superseded parked fetch at once, and either answer at this position is usable).
         self.outbound
             .forget(|f| matches!(f.kind, RequestKind::Fetch { .. }) && f.kind != current);
+        self.outbound.keep_newest(|f| f.kind == current);
         self.send_fetch(out);
     }
 
     pub(crate) fn handle_fetch_response(
         &mut self,
         f: InFlight,
-        r: FetchQuorumRecordsResponse,
+        mut r: FetchQuorumRecordsResponse,
         out: &mut Vec<Output>,
     ) {
+        // The first draft signalled divergence with OFFSET_OUT_OF_RANGE: accept it like NONE
+        // when the truncation point is set (protocol notes, section 24).
+        if r.error == ErrorCode::OFFSET_OUT_OF_RANGE && r.next_fetch_offset_epoch >= 0 {
+            r.error = ErrorCode::NONE;
+        }
         let RequestKind::Fetch {
             fetch_offset,
             last_fetched_epoch,
@@ -294,7 +303,7 @@ impl RaftCore {
         match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
             Common::Proceed => {}
             Common::Done => {
-                self.retry_fetch_later(f, out);
+                self.retry_fetch_later(f);
                 return;
             }
             Common::Retry => {
@@ -302,7 +311,7 @@ impl RaftCore {
                     let epoch = self.qs.epoch();
                     self.enter_unattached(epoch, out);
                 } else {
-                    self.retry_fetch_later(f, out);
+                    self.retry_fetch_later(f);
                 }
                 return;
             }
@@ -335,9 +344,15 @@ impl RaftCore {
         }
     }
 
-    fn retry_fetch_later(&mut self, f: InFlight, _out: &mut [Output]) {
+    /// After an error answer at the current position: back off before fetching again.
+    fn retry_fetch_later(&mut self, f: InFlight) {
+        let current = RequestKind::Fetch {
+            fetch_offset: self.log.end_offset(),
+            last_fetched_epoch: self.log.last_epoch(),
+        };
         if self.qs.role() == Role::Follower
             && self.qs.epoch() == f.epoch
+            && f.kind == current
             && !self.outbound.any_retry(|r| r == Retry::Fetch)
         {
             self.outbound

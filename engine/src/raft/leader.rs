@@ -85,6 +85,15 @@ impl LeaderState {
         }
     }
 
+    /// Any well-formed fetch in this epoch (diverging or not) shows the replica is in contact
+    /// and, for a voter, endorses the leader.
+    pub(crate) fn note_contact(&mut self, replica_id: NodeId, now: TimeMs) {
+        if let Some(p) = self.voters.get_mut(&replica_id) {
+            p.last_fetch_ms = Some(now);
+            self.endorsed.insert(replica_id);
+        }
+    }
+
     /// Records a valid fetch. Observers' progress is tracked for DescribeQuorum only.
     pub(crate) fn record_fetch(
         &mut self,
@@ -118,11 +127,22 @@ impl LeaderState {
     /// The offset a majority of voters has durable (protocol.md 9.2): element n/2 of the
     /// voters' durable offsets sorted descending, the leader counting its own durable end.
     pub(crate) fn majority_offset(&self, own_durable: Offset) -> Offset {
-        let mut offsets: Vec<Offset> = Vec::with_capacity(self.voters.len() + 1);
-        offsets.push(own_durable);
-        offsets.extend(self.voters.values().map(|p| p.durable_offset));
+        // No allocation on this hot path for quorums of up to 16 voters.
+        let mut small = [Offset::MIN; 16];
+        let mut large = Vec::new();
+        let n = self.voters.len() + 1;
+        let offsets: &mut [Offset] = if n <= small.len() {
+            &mut small[..n]
+        } else {
+            large.resize(n, Offset::MIN);
+            &mut large[..]
+        };
+        offsets[0] = own_durable;
+        for (slot, p) in offsets[1..].iter_mut().zip(self.voters.values()) {
+            *slot = p.durable_offset;
+        }
         offsets.sort_unstable_by(|a, b| b.cmp(a));
-        offsets[offsets.len() / 2]
+        offsets[n / 2]
     }
 
     /// Recomputes the HW; returns the new value if it advanced (rules 9.3 and 9.4).

@@ -41,7 +41,9 @@ pub(crate) enum Retry {
 #[derive(Debug)]
 pub(crate) struct Outbound {
     next_correlation: Correlation,
-    in_flight: BTreeMap<Correlation, InFlight>,
+    /// In send (= correlation) order; a handful of entries, so a Vec beats a map here
+    /// (a map of one entry allocates and frees its node on every send/answer).
+    in_flight: Vec<(Correlation, InFlight)>,
     /// (due time, sequence) -> what to resend.
     retries: BTreeMap<(TimeMs, u64), Retry>,
     retry_seq: u64,
@@ -62,7 +64,7 @@ impl Outbound {
     ) -> Self {
         Self {
             next_correlation: first_correlation,
-            in_flight: BTreeMap::new(),
+            in_flight: Vec::new(),
             retries: BTreeMap::new(),
             retry_seq: 0,
             attempts: BTreeMap::new(),
@@ -83,7 +85,7 @@ impl Outbound {
     ) -> Correlation {
         let correlation = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
-        self.in_flight.insert(
+        self.in_flight.push((
             correlation,
             InFlight {
                 to,
@@ -91,7 +93,7 @@ impl Outbound {
                 kind,
                 deadline: now + self.request_timeout_ms,
             },
-        );
+        ));
         out.push(Output::Send {
             to,
             correlation,
@@ -102,10 +104,11 @@ impl Outbound {
 
     /// Removes and returns the request a response or failure refers to.
     pub(crate) fn take(&mut self, correlation: Correlation, from: NodeId) -> Option<InFlight> {
-        match self.in_flight.get(&correlation) {
-            Some(f) if f.to == from => self.in_flight.remove(&correlation),
-            _ => None,
-        }
+        let idx = self
+            .in_flight
+            .iter()
+            .position(|(c, f)| *c == correlation && f.to == from)?;
+        Some(self.in_flight.remove(idx).1)
     }
 
     /// Forgets everything: after a role change no answer to an earlier request matters.
@@ -115,7 +118,7 @@ impl Outbound {
     }
 
     pub(crate) fn any_in_flight(&self, pred: impl Fn(&InFlight) -> bool) -> bool {
-        self.in_flight.values().any(pred)
+        self.in_flight.iter().any(|(_, f)| pred(f))
     }
 
     pub(crate) fn any_retry(&self, pred: impl Fn(Retry) -> bool) -> bool {
@@ -124,21 +127,31 @@ impl Outbound {
 
     /// Forgets in-flight requests matching `pred` (their answers will be ignored).
     pub(crate) fn forget(&mut self, pred: impl Fn(&InFlight) -> bool) {
-        self.in_flight.retain(|_, f| !pred(f));
+        self.in_flight.retain(|(_, f)| !pred(f));
+    }
+
+    /// Among in-flight requests matching `pred`, forgets all but the newest.
+    pub(crate) fn keep_newest(&mut self, pred: impl Fn(&InFlight) -> bool) {
+        let newest = self
+            .in_flight
+            .iter()
+            .rev()
+            .find(|(_, f)| pred(f))
+            .map(|(c, _)| *c);
+        self.in_flight
+            .retain(|(c, f)| !pred(f) || Some(*c) == newest);
     }
 
     /// Requests whose timeout passed, removed from the in-flight set.
     pub(crate) fn take_expired(&mut self, now: TimeMs) -> Vec<InFlight> {
-        let expired: Vec<Correlation> = self
-            .in_flight
-            .iter()
-            .filter(|(_, f)| f.deadline <= now)
-            .map(|(c, _)| *c)
-            .collect();
-        expired
+        if !self.in_flight.iter().any(|(_, f)| f.deadline <= now) {
+            return Vec::new();
+        }
+        let (expired, alive): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
             .into_iter()
-            .filter_map(|c| self.in_flight.remove(&c))
-            .collect()
+            .partition(|(_, f)| f.deadline <= now);
+        self.in_flight = alive;
+        expired.into_iter().map(|(_, f)| f).collect()
     }
 
     /// Retries that are due, removed from the schedule.
@@ -186,7 +199,7 @@ impl Outbound {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<TimeMs> {
-        let inflight = self.in_flight.values().map(|f| f.deadline).min();
+        let inflight = self.in_flight.iter().map(|(_, f)| f.deadline).min();
         let retry = self.retries.keys().next().map(|k| k.0);
         match (inflight, retry) {
             (Some(a), Some(b)) => Some(a.min(b)),

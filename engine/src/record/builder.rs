@@ -6,7 +6,7 @@ use super::header::{
     RawBatchHeader, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, BATCH_HEADER_LEN,
     CRC_START, LOG_OVERHEAD, MAGIC, MAX_BATCH_SIZE,
 };
-use super::varint::{self, put_varint, put_varlong};
+use super::varint;
 use zerocopy::FromBytes;
 
 /// Accumulates records into one batch. Each `append` computes the record's size first, so its
@@ -122,24 +122,29 @@ impl RecordBatchBuilder {
                 .map(|(k, v)| nullable_len(Some(k.as_bytes())) + nullable_len(*v))
                 .sum::<usize>();
         let body_len_i32 = len_i32(body_len);
-        self.buf
-            .reserve(varint::varint_len(body_len_i32) + body_len);
+        let record_len = varint::varint_len(body_len_i32) + body_len;
 
-        let before = self.buf.len();
-        put_varint(&mut self.buf, body_len_i32);
-        let body_start = self.buf.len();
-        self.buf.put_u8(0); // record attributes: unused in v2
-        put_varlong(&mut self.buf, timestamp_delta);
-        put_varint(&mut self.buf, offset_delta);
-        put_nullable(&mut self.buf, key);
-        put_nullable(&mut self.buf, value);
-        put_varint(&mut self.buf, len_i32(headers.len()));
+        // Grow once, then store fields by index: no capacity check or call per varint.
+        let start = self.buf.len();
+        self.buf.resize(start + record_len, 0);
+        let mut out = SliceWriter {
+            buf: &mut self.buf[start..],
+            position: 0,
+        };
+        out.varint(body_len_i32);
+        let body_start = out.position;
+        out.byte(0); // record attributes: unused in v2
+        out.varlong(timestamp_delta);
+        out.varint(offset_delta);
+        out.nullable(key);
+        out.nullable(value);
+        out.varint(len_i32(headers.len()));
         for (header_key, header_value) in headers {
-            put_nullable(&mut self.buf, Some(header_key.as_bytes()));
-            put_nullable(&mut self.buf, *header_value);
+            out.nullable(Some(header_key.as_bytes()));
+            out.nullable(*header_value);
         }
-        assert_eq!(self.buf.len() - body_start, body_len);
-        assert!(self.buf.len() > before);
+        assert_eq!(out.position - body_start, body_len);
+        assert_eq!(out.position, record_len);
 
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
         self.count += 1;
@@ -204,12 +209,47 @@ fn nullable_len(field: Option<&[u8]>) -> usize {
     }
 }
 
-fn put_nullable(out: &mut BytesMut, field: Option<&[u8]>) {
-    match field {
-        None => put_varint(out, -1),
-        Some(bytes) => {
-            put_varint(out, len_i32(bytes.len()));
-            out.put_slice(bytes);
+/// Writes a record into space already reserved for it (sizes computed beforehand).
+struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    position: usize,
+}
+
+impl SliceWriter<'_> {
+    #[inline(always)]
+    fn byte(&mut self, byte: u8) {
+        self.buf[self.position] = byte;
+        self.position += 1;
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, value: i32) {
+        self.uvarlong(u64::from(varint::zigzag32(value)));
+    }
+
+    #[inline(always)]
+    fn varlong(&mut self, value: i64) {
+        self.uvarlong(varint::zigzag64(value));
+    }
+
+    #[inline(always)]
+    fn uvarlong(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.byte((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.byte(value as u8);
+    }
+
+    #[inline(always)]
+    fn nullable(&mut self, field: Option<&[u8]>) {
+        match field {
+            None => self.varint(-1),
+            Some(bytes) => {
+                self.varint(len_i32(bytes.len()));
+                self.buf[self.position..self.position + bytes.len()].copy_from_slice(bytes);
+                self.position += bytes.len();
+            }
         }
     }
 }

@@ -63,8 +63,10 @@ impl ControlRecordType {
     }
 }
 
-/// Kafka's `LeaderChangeMessage` (version 0, flexible): written by a new leader as the first
-/// record of its epoch.
+/// Kafka's `LeaderChangeMessage` (flexible): written by a new leader as the first record of its
+/// epoch. `version` is both the message's Version field and its schema version: ringraft writes
+/// 0; version 1 (Kafka's, which adds a 16-byte VoterDirectoryId to each voter) is read too, the
+/// directory ids dropped, and written with nil directory ids.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderChange {
     pub version: i16,
@@ -75,8 +77,11 @@ pub struct LeaderChange {
     pub granting_voters: Vec<i32>,
 }
 
-/// ringraft's voter-set change record: the current voters and the target of a reassignment in
-/// progress (None when none is).
+/// ringraft's voter-set change record (type 100): the current voters and the target of a
+/// reassignment in progress (None when none is).
+///
+/// Value layout (flexible): ClusterId COMPACT_STRING · CurrentVoters COMPACT_ARRAY of
+/// {VoterId int32, tagged fields} · TargetVoters the same, nullable (0 = null) · tagged fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumReassignment {
     pub cluster_id: String,
@@ -100,10 +105,11 @@ impl LeaderChange {
     pub fn encode(&self) -> BytesMut {
         let mut out =
             BytesMut::with_capacity(16 + 10 * (self.voters.len() + self.granting_voters.len()));
+        let directory_ids = self.version >= 1;
         out.put_i16(self.version);
         out.put_i32(self.leader_id);
-        put_voters(&mut out, &self.voters);
-        put_voters(&mut out, &self.granting_voters);
+        put_voters(&mut out, &self.voters, directory_ids);
+        put_voters(&mut out, &self.granting_voters, directory_ids);
         put_uvarint(&mut out, 0); // tagged fields
         out
     }
@@ -111,12 +117,16 @@ impl LeaderChange {
     pub fn decode(value: &[u8]) -> Result<Self, RecordError> {
         let mut reader = ValueReader::new(value, ControlRecordType::LEADER_CHANGE);
         let version = reader.i16()?;
+        if version < 0 {
+            return Err(reader.error("negative Version"));
+        }
+        let directory_ids = version >= 1;
         let leader_id = reader.i32()?;
         let voters = reader
-            .voters()?
+            .voters(directory_ids)?
             .ok_or_else(|| reader.error("Voters is null"))?;
         let granting_voters = reader
-            .voters()?
+            .voters(directory_ids)?
             .ok_or_else(|| reader.error("GrantingVoters is null"))?;
         reader.skip_tagged_fields()?;
         reader.finish()?;
@@ -152,10 +162,10 @@ impl QuorumReassignment {
         let mut out = BytesMut::with_capacity(8 + self.cluster_id.len() + 10 * voters);
         put_uvarint(&mut out, compact_len(self.cluster_id.len()));
         out.put_slice(self.cluster_id.as_bytes());
-        put_voters(&mut out, &self.current_voters);
+        put_voters(&mut out, &self.current_voters, false);
         match &self.target_voters {
             None => put_uvarint(&mut out, 0),
-            Some(target) => put_voters(&mut out, target),
+            Some(target) => put_voters(&mut out, target, false),
         }
         put_uvarint(&mut out, 0); // tagged fields
         out
@@ -165,9 +175,9 @@ impl QuorumReassignment {
         let mut reader = ValueReader::new(value, ControlRecordType::QUORUM_REASSIGNMENT);
         let cluster_id = reader.compact_string()?;
         let current_voters = reader
-            .voters()?
+            .voters(false)?
             .ok_or_else(|| reader.error("CurrentVoters is null"))?;
-        let target_voters = reader.voters()?;
+        let target_voters = reader.voters(false)?;
         reader.skip_tagged_fields()?;
         reader.finish()?;
         Ok(Self {
@@ -281,14 +291,19 @@ fn compact_len(len: usize) -> u32 {
     u32::try_from(len + 1).expect("compact length exceeds u32")
 }
 
-/// A compact array of `Voter { VoterId int32, tagged fields }`.
-fn put_voters(out: &mut BytesMut, voters: &[i32]) {
+/// A compact array of `Voter { VoterId int32, [VoterDirectoryId uuid,] tagged fields }`.
+fn put_voters(out: &mut BytesMut, voters: &[i32], directory_ids: bool) {
     put_uvarint(out, compact_len(voters.len()));
     for &voter in voters {
         out.put_i32(voter);
+        if directory_ids {
+            out.put_bytes(0, DIRECTORY_ID_LEN);
+        }
         put_uvarint(out, 0);
     }
 }
+
+const DIRECTORY_ID_LEN: usize = 16;
 
 /// Reads a flexible message, naming the byte of the value where decoding failed.
 struct ValueReader<'a> {
@@ -358,18 +373,22 @@ impl<'a> ValueReader<'a> {
         })
     }
 
-    /// A nullable compact array of Voter structs.
-    fn voters(&mut self) -> Result<Option<Vec<i32>>, RecordError> {
+    /// A nullable compact array of Voter structs (directory ids read and dropped).
+    fn voters(&mut self, directory_ids: bool) -> Result<Option<Vec<i32>>, RecordError> {
         let Some(count) = self.compact_len()? else {
             return Ok(None);
         };
-        // A voter takes at least 5 bytes: refuse counts the value cannot hold before allocating.
-        if count > (self.buf.len() - self.position) / 5 {
+        // Refuse counts the value cannot hold before allocating for them.
+        let min_voter_len = 5 + if directory_ids { DIRECTORY_ID_LEN } else { 0 };
+        if count > (self.buf.len() - self.position) / min_voter_len {
             return Err(self.error("voter count exceeds the value"));
         }
         let mut voters = Vec::with_capacity(count);
         for _ in 0..count {
             voters.push(self.i32()?);
+            if directory_ids {
+                self.take(DIRECTORY_ID_LEN, "truncated VoterDirectoryId")?;
+            }
             self.skip_tagged_fields()?;
         }
         Ok(Some(voters))

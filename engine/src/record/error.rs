@@ -9,8 +9,9 @@ use super::varint::VarintError;
 
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum RecordError {
-    /// Fewer bytes than the structure being read needs.
-    #[error("record batch too short: {available} bytes, need at least {needed}")]
+    /// Fewer bytes than the structure being read needs (a header, or the batch its header
+    /// declares).
+    #[error("record batch too short: {available} bytes, need {needed}")]
     TooShort { available: usize, needed: usize },
     /// BatchLength is outside the sane bounds, or disagrees with the bytes given.
     #[error("bad BatchLength {batch_length} (batch size {declared_size}): {reason}")]
@@ -114,6 +115,12 @@ pub enum RecordError {
 }
 
 impl RecordError {
+    /// True when the bytes end before the batch does: a torn write at the end of a log, or a
+    /// fetch response cut at its byte limit, rather than damage to bytes that are present.
+    pub fn is_incomplete(&self) -> bool {
+        matches!(self, Self::TooShort { .. })
+    }
+
     /// Lifts a varint error at `offset` (from the batch start) into a batch error.
     pub fn varint_at(error: VarintError, offset: usize) -> Self {
         match error {

@@ -83,6 +83,16 @@ impl BatchHeader {
     /// Decodes and sanity-checks the header at the start of `buf` (which may hold less than the
     /// whole batch): magic 2, BatchLength within bounds, RecordsCount = LastOffsetDelta + 1 >= 1.
     pub fn read(buf: &[u8]) -> Result<BatchHeader, RecordError> {
+        let header = Self::read_framing(buf)?;
+        header.check_records_count()?;
+        Ok(header)
+    }
+
+    /// Checks only what locates the batch (magic, BatchLength). [`BatchView::parse`] checks the
+    /// CRC next and the count after it, so damage inside the CRC's span reports as a CRC mismatch.
+    ///
+    /// [`BatchView::parse`]: super::BatchView::parse
+    pub(super) fn read_framing(buf: &[u8]) -> Result<BatchHeader, RecordError> {
         let (raw, _) = RawBatchHeader::ref_from_prefix(buf).map_err(|_| RecordError::TooShort {
             available: buf.len(),
             needed: BATCH_HEADER_LEN,
@@ -90,7 +100,6 @@ impl BatchHeader {
         let header = BatchHeader::from_raw(raw);
         check_magic(header.magic)?;
         check_batch_length(header.batch_length)?;
-        header.check_records_count()?;
         Ok(header)
     }
 
@@ -112,7 +121,7 @@ impl BatchHeader {
         }
     }
 
-    fn check_records_count(&self) -> Result<(), RecordError> {
+    pub(super) fn check_records_count(&self) -> Result<(), RecordError> {
         let mismatch = RecordError::RecordCountMismatch {
             records_count: self.records_count,
             last_offset_delta: self.last_offset_delta,

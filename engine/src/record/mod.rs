@@ -4,6 +4,7 @@
 //! - [`BatchView`]: one batch in a [`bytes::Bytes`], validated in full (CRC-32C, framing of every
 //!   record), read in place; [`BatchView::records`] yields slices of the same buffer.
 //! - [`BatchHeader::read`] / [`peek_batch_len`]: cheap header-only checks for scanning a log.
+//! - [`BatchIter`]: the batches of a buffer holding several, up to the first bad one.
 //! - [`RecordBatchBuilder`]: packs records into one batch, computes the CRC.
 //! - [`stamp`]: the leader's overwrite of BaseOffset and PartitionLeaderEpoch (outside the CRC).
 //! - [`control`]: LeaderChange and QuorumReassignment control records.
@@ -15,10 +16,12 @@ mod builder;
 pub mod control;
 mod error;
 mod header;
+mod scan;
 pub mod varint;
 mod view;
 
 pub use builder::RecordBatchBuilder;
 pub use error::RecordError;
 pub use header::*;
-pub use view::{BatchView, Record, RecordIter};
+pub use scan::BatchIter;
+pub use view::{BatchView, Record, RecordIter, RecordRef, RecordRefIter};

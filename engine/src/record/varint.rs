@@ -110,7 +110,7 @@ pub fn put_varlong(out: &mut impl BufMut, value: i64) {
 }
 
 /// Decodes an unsigned varint from the start of `buf`: `(value, bytes used)`.
-#[inline]
+#[inline(always)]
 pub fn get_uvarint(buf: &[u8]) -> Result<(u32, usize), VarintError> {
     // Fast path: one byte, by far the most common case for lengths and deltas.
     if let Some(&first) = buf.first() {
@@ -126,20 +126,20 @@ pub fn get_uvarint(buf: &[u8]) -> Result<(u32, usize), VarintError> {
 }
 
 /// Decodes an unsigned varlong from the start of `buf`: `(value, bytes used)`.
-#[inline]
+#[inline(always)]
 pub fn get_uvarlong(buf: &[u8]) -> Result<(u64, usize), VarintError> {
     get_unsigned(buf, MAX_VARLONG_LEN)
 }
 
 /// Decodes a zigzag varint from the start of `buf`: `(value, bytes used)`.
-#[inline]
+#[inline(always)]
 pub fn get_varint(buf: &[u8]) -> Result<(i32, usize), VarintError> {
     let (raw, used) = get_uvarint(buf)?;
     Ok((unzigzag32(raw), used))
 }
 
 /// Decodes a zigzag varlong from the start of `buf`: `(value, bytes used)`.
-#[inline]
+#[inline(always)]
 pub fn get_varlong(buf: &[u8]) -> Result<(i64, usize), VarintError> {
     let (raw, used) = get_uvarlong(buf)?;
     Ok((unzigzag64(raw), used))
@@ -147,6 +147,7 @@ pub fn get_varlong(buf: &[u8]) -> Result<(i64, usize), VarintError> {
 
 /// Reads up to `max_len` bytes of base-128 groups. The value is checked to fit 64 bits here;
 /// narrower callers check their own range.
+#[inline(always)]
 fn get_unsigned(buf: &[u8], max_len: usize) -> Result<(u64, usize), VarintError> {
     assert!(max_len <= MAX_VARLONG_LEN);
     let mut value: u64 = 0;

@@ -34,7 +34,7 @@ impl Record {
 }
 
 /// Exactly one batch, checked in full by [`BatchView::parse`]: header bounds, magic, CRC-32C,
-/// record count, and the framing of every record. Getters read the header in place.
+/// record count, and the framing of every record. The header is decoded once, at parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchView {
     header: BatchHeader,
@@ -42,18 +42,21 @@ pub struct BatchView {
 }
 
 impl BatchView {
-    /// Validates `bytes` as exactly one uncompressed batch.
+    /// Validates `bytes` as exactly one uncompressed batch. Fewer bytes than the header declares
+    /// is [`RecordError::TooShort`] (see [`RecordError::is_incomplete`]).
     pub fn parse(bytes: Bytes) -> Result<BatchView, RecordError> {
-        let header = BatchHeader::read(&bytes)?;
-        if header.total_len() != bytes.len() {
+        let header = BatchHeader::read_framing(&bytes)?;
+        if header.total_len() > bytes.len() {
+            return Err(RecordError::TooShort {
+                available: bytes.len(),
+                needed: header.total_len(),
+            });
+        }
+        if header.total_len() < bytes.len() {
             return Err(RecordError::BadLength {
                 batch_length: header.batch_length,
                 declared_size: header.total_len() as i64,
-                reason: if header.total_len() > bytes.len() {
-                    "batch is truncated"
-                } else {
-                    "bytes follow the batch"
-                },
+                reason: "bytes follow the batch",
             });
         }
         let actual = crc32c::crc32c(&bytes[CRC_START..]);
@@ -64,6 +67,7 @@ impl BatchView {
                 end: bytes.len(),
             });
         }
+        header.check_records_count()?;
         if header.attributes & ATTR_COMPRESSION_MASK != 0 {
             return Err(RecordError::UnsupportedCompression {
                 attributes: header.attributes,
@@ -167,6 +171,17 @@ impl BatchView {
         }
     }
 
+    /// The records as borrowed slices: no reference counting, for readers that do not keep
+    /// them (state machines applying records, dumps, checks).
+    pub fn record_refs(&self) -> RecordRefIter<'_> {
+        RecordRefIter {
+            batch: &self.bytes,
+            position: RECORDS_OFFSET,
+            next_index: 0,
+            count: self.record_count(),
+        }
+    }
+
     /// The batch as the Raft core sees it (shares the bytes).
     pub fn to_raft_batch(&self) -> Batch {
         Batch {
@@ -211,6 +226,89 @@ impl Iterator for RecordIter {
 }
 
 impl ExactSizeIterator for RecordIter {}
+
+/// One record of a batch, borrowed from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub attributes: i8,
+    pub timestamp_delta: i64,
+    pub offset_delta: i32,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    headers_count: u32,
+    headers: &'a [u8],
+}
+
+impl<'a> RecordRef<'a> {
+    pub fn offset(&self, base_offset: i64) -> i64 {
+        base_offset + i64::from(self.offset_delta)
+    }
+
+    pub fn timestamp(&self, base_timestamp: i64) -> i64 {
+        base_timestamp.wrapping_add(self.timestamp_delta)
+    }
+
+    pub fn headers_count(&self) -> usize {
+        self.headers_count as usize
+    }
+
+    /// The headers, (key, value), in order.
+    pub fn headers(&self) -> impl ExactSizeIterator<Item = (&'a str, Option<&'a [u8]>)> + 'a {
+        let headers = self.headers;
+        let mut cursor = Cursor {
+            buf: headers,
+            position: 0,
+            end: headers.len(),
+            record: 0,
+        };
+        (0..self.headers_count).map(move |_| {
+            let (key, value) = read_header(&mut cursor).expect("headers were validated");
+            let key = std::str::from_utf8(&headers[key]).expect("header keys were validated");
+            (key, value.map(|range| &headers[range]))
+        })
+    }
+}
+
+/// Iterates the records of a validated batch as borrowed [`RecordRef`]s.
+#[derive(Clone, Debug)]
+pub struct RecordRefIter<'a> {
+    batch: &'a [u8],
+    position: usize,
+    next_index: u32,
+    count: u32,
+}
+
+impl<'a> Iterator for RecordRefIter<'a> {
+    type Item = RecordRef<'a>;
+
+    fn next(&mut self) -> Option<RecordRef<'a>> {
+        if self.next_index == self.count {
+            assert_eq!(self.position, self.batch.len());
+            return None;
+        }
+        let spans = read_record(self.batch, self.position, self.next_index)
+            .expect("record framing was validated by BatchView::parse");
+        self.position = spans.end;
+        self.next_index += 1;
+        let batch = self.batch;
+        Some(RecordRef {
+            attributes: spans.attributes,
+            timestamp_delta: spans.timestamp_delta,
+            offset_delta: spans.offset_delta,
+            key: spans.key.map(|range| &batch[range]),
+            value: spans.value.map(|range| &batch[range]),
+            headers_count: spans.headers_count,
+            headers: &batch[spans.headers_start..spans.end],
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.count - self.next_index) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RecordRefIter<'_> {}
 
 /// Where the fields of one record lie in the batch.
 struct RecordSpans {
@@ -265,6 +363,7 @@ fn validate_records(batch: &[u8], count: u32) -> Result<(), RecordError> {
 }
 
 /// Reads the record at `start` that must carry offset delta `index`, checking every length.
+#[inline]
 fn read_record(batch: &[u8], start: usize, index: u32) -> Result<RecordSpans, RecordError> {
     assert!(start >= RECORDS_OFFSET && start <= batch.len());
     let mut cursor = Cursor {
@@ -348,15 +447,18 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
+    #[inline(always)]
     fn remaining(&self) -> &[u8] {
         &self.buf[self.position..self.end]
     }
 
+    #[inline(always)]
     fn byte(&mut self) -> Result<u8, RecordError> {
         let range = self.take(1)?;
         Ok(self.buf[range.start])
     }
 
+    #[inline(always)]
     fn varint(&mut self) -> Result<i32, RecordError> {
         let (value, used) = varint::get_varint(self.remaining())
             .map_err(|e| RecordError::varint_at(e, self.position))?;
@@ -364,6 +466,7 @@ impl Cursor<'_> {
         Ok(value)
     }
 
+    #[inline(always)]
     fn varlong(&mut self) -> Result<i64, RecordError> {
         let (value, used) = varint::get_varlong(self.remaining())
             .map_err(|e| RecordError::varint_at(e, self.position))?;
@@ -372,6 +475,7 @@ impl Cursor<'_> {
     }
 
     /// A varint length that must be at least `min`.
+    #[inline(always)]
     fn length(&mut self, field: &'static str, min: i32) -> Result<i32, RecordError> {
         let offset = self.position;
         let length = self.varint()?;
@@ -387,6 +491,7 @@ impl Cursor<'_> {
     }
 
     /// A varint length (-1 = null) followed by that many bytes.
+    #[inline(always)]
     fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Range<usize>>, RecordError> {
         let length = self.length(field, -1)?;
         if length == -1 {
@@ -395,6 +500,7 @@ impl Cursor<'_> {
         self.take(length as usize).map(Some)
     }
 
+    #[inline(always)]
     fn take(&mut self, len: usize) -> Result<Range<usize>, RecordError> {
         let available = self.end - self.position;
         if len > available {

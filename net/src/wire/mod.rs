@@ -1,9 +1,12 @@
 //! Kafka wire format: framing, headers and primitive types (protocol.md section 18).
 //! Message codecs (one module per API) build on these.
 
+pub mod api;
+pub mod client;
 pub mod frame;
 pub mod header;
 pub mod primitives;
+pub mod quorum;
 
 pub use frame::{FrameDecoder, FrameError};
 pub use header::{RequestHeader, RequestPrefix, ResponseHeader};

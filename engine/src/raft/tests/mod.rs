@@ -1,1 +1,12 @@
-//! Scenario tests of the core (protocol.md section 22).
+//! Scenario tests of the core, named after the behaviours of protocol.md section 22, driven
+//! through `step()` with the harness in `harness.rs`.
+
+mod harness;
+
+mod discovery;
+mod election;
+mod fetch;
+mod high_watermark;
+mod init;
+mod quorum_epoch;
+mod transitions;

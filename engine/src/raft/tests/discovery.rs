@@ -1,0 +1,165 @@
+//! Observers, FindQuorum and DescribeQuorum (section 22, items 55-60).
+
+use super::harness::*;
+use super::quorum_epoch::elect;
+use crate::raft::*;
+
+const VOTERS: &[NodeId] = &[1, 2, 3];
+
+fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends(out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
+fn find_response(leader: NodeId, epoch: Epoch) -> Response {
+    Response::FindQuorum(FindQuorumResponse {
+        error: ErrorCode::NONE,
+        cluster_id: CLUSTER.into(),
+        leader_id: leader,
+        leader_epoch: epoch,
+        voters: Vec::new(),
+        target_voters: None,
+    })
+}
+
+#[test]
+fn observer_find_quorum_after_fetch_timeout() {
+    let (mut h, _) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Unattached, None)
+    );
+    assert_eq!(find_sends(&out).len(), 1);
+}
+
+#[test]
+fn observer_adopts_leader_from_find_quorum() {
+    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let finds = find_sends(&h.tick());
+    let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Follower, Some(2), 3)
+    );
+    let fetch = sends(&out);
+    assert_eq!(fetch.len(), 1);
+    let r = fetch_req(&fetch[0].2);
+    assert!(!r.is_follower, "observers fetch with is_follower = false");
+}
+
+#[test]
+fn observer_find_quorum_failure() {
+    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let first = find_sends(&h.tick());
+    let out = h.step(Input::RequestFailed {
+        to: first[0].0,
+        correlation: first[0].1,
+    });
+    assert!(find_sends(&out).is_empty(), "retried only after a backoff");
+    let out = h.run_until(100);
+    let again = find_sends(&out);
+    assert_eq!(again.len(), 1);
+    assert_ne!(again[0].0, first[0].0, "another bootstrap server");
+}
+
+#[test]
+fn observer_leader_rediscovery_after_broker_not_available_error() {
+    let (mut h, c) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
+    let mut r = Harness::fetch_response(2, 2, vec![], -1);
+    r.error = ErrorCode::BROKER_NOT_AVAILABLE;
+    let out = h.respond(2, c, Response::FetchQuorumRecords(r));
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert_eq!(find_sends(&out).len(), 1);
+}
+
+#[test]
+fn observer_leader_rediscovery_after_request_timeout() {
+    let mut c = config(4, VOTERS);
+    c.request_timeout_ms = 500;
+    let mut h = Harness::new(c, Some(stored(2, 2, -1, VOTERS)), log(0, &[]));
+    h.tick();
+    let out = h.run_until(500);
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert_eq!(find_sends(&out).len(), 1);
+}
+
+#[test]
+fn leader_handles_find_quorum() {
+    let (mut h, _) = elect(2);
+    let (_, out) = h.request(
+        4,
+        Request::FindQuorum(FindQuorumRequest {
+            replica_id: 4,
+            boot_timestamp: 1,
+            host: "h".into(),
+            port: 1,
+        }),
+    );
+    match &responses(&out)[0].1 {
+        Response::FindQuorum(r) => {
+            assert_eq!(
+                (r.error, r.leader_id, r.leader_epoch),
+                (ErrorCode::NONE, 1, 2)
+            );
+            assert_eq!(r.cluster_id, CLUSTER);
+            assert_eq!(
+                r.voters.iter().map(|v| v.voter_id).collect::<Vec<_>>(),
+                vec![1, 2, 3]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn describe_quorum_on_leader() {
+    let (mut h, _) = elect(2);
+    h.durable_all();
+    h.run_until(10);
+    h.request(2, Harness::fetch_request(2, 2, 1, 2, 1));
+    let mut obs = Harness::fetch_request(9, 2, 0, 0, 0);
+    if let Request::FetchQuorumRecords(r) = &mut obs {
+        r.is_follower = false;
+    }
+    h.request(9, obs);
+    let (_, out) = h.request(0, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    match &responses(&out)[0].1 {
+        Response::DescribeQuorum(r) => {
+            assert_eq!(
+                (r.error, r.leader_id, r.leader_epoch, r.high_watermark),
+                (ErrorCode::NONE, 1, 2, 1)
+            );
+            let leos: Vec<(NodeId, Offset)> = r
+                .current_voters
+                .iter()
+                .map(|v| (v.replica_id, v.log_end_offset))
+                .collect();
+            assert_eq!(leos, vec![(1, 1), (2, 1), (3, -1)]);
+            assert_eq!(r.current_voters[1].last_fetch_timestamp, 10);
+            assert_eq!(
+                r.observers.iter().map(|o| o.replica_id).collect::<Vec<_>>(),
+                vec![9]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn describe_quorum_on_non_leader() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(0, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    match &responses(&out)[0].1 {
+        Response::DescribeQuorum(r) => {
+            assert_eq!(
+                (r.error, r.leader_id, r.leader_epoch),
+                (ErrorCode::NOT_QUORUM_LEADER, 2, 2)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

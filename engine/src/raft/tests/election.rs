@@ -1,0 +1,393 @@
+//! Elections and votes (section 22, items 10-25).
+
+use super::harness::*;
+use crate::raft::*;
+
+const VOTERS: &[NodeId] = &[1, 2, 3];
+
+fn unattached(epoch: Epoch, log_: LogSnapshot) -> Harness {
+    let mut h = Harness::new(config(1, VOTERS), Some(stored(epoch, -1, -1, VOTERS)), log_);
+    h.tick();
+    h
+}
+
+#[test]
+fn handle_valid_vote_request_as_follower() {
+    let mut h = unattached(1, log(0, &[]));
+    let (id, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
+    let p = position(&out, is_persist).expect("vote persisted");
+    let r = position(&out, is_respond).expect("answered");
+    assert!(p < r, "the vote is durable before it is granted: {out:?}");
+    assert_eq!(persisted(&out)[0].voted_id, 2);
+    let resp = responses(&out);
+    assert_eq!(resp[0].0, id);
+    let v = vote_of(&resp[0].1);
+    assert!(v.vote_granted);
+    assert_eq!(
+        (v.error, v.leader_epoch, v.leader_id),
+        (ErrorCode::NONE, 1, -1)
+    );
+    assert_eq!((h.core.role(), h.core.voted_id()), (Role::Voted, Some(2)));
+}
+
+#[test]
+fn handle_vote_request_as_follower_with_elected_leader() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 1, 2, log(0, &[]));
+    let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
+    let v = vote_of(&responses(&out)[0].1).clone();
+    assert!(!v.vote_granted);
+    assert_eq!((v.error, v.leader_id), (ErrorCode::NONE, 2));
+    assert!(persisted(&out).is_empty());
+}
+
+#[test]
+fn handle_vote_request_as_follower_with_voted_candidate() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(1, -1, 2, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
+    assert!(
+        vote_of(&responses(&out)[0].1).vote_granted,
+        "idempotent re-grant"
+    );
+    assert!(persisted(&out).is_empty());
+    assert_eq!(h.core.voted_id(), Some(2));
+}
+
+#[test]
+fn handle_invalid_vote_request_with_older_epoch() {
+    let mut h = unattached(5, log(0, &[]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
+    let v = vote_of(&responses(&out)[0].1).clone();
+    assert_eq!(
+        (v.error, v.leader_epoch, v.vote_granted),
+        (ErrorCode::FENCED_LEADER_EPOCH, 5, false)
+    );
+    assert!(persisted(&out).is_empty());
+    assert_eq!(h.core.epoch(), 5);
+}
+
+#[test]
+fn handle_invalid_vote_request_as_observer() {
+    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
+    assert_eq!(
+        vote_of(&responses(&out)[0].1).error,
+        ErrorCode::INCONSISTENT_VOTER_SET
+    );
+    assert_eq!(h.core.epoch(), 0, "an observer does not adopt the epoch");
+}
+
+#[test]
+fn voter_only_request_validation() {
+    let mut h = unattached(1, log(0, &[]));
+    let (_, out) = h.request(9, Harness::vote_request(9, 2, 0, 0));
+    assert_eq!(
+        vote_of(&responses(&out)[0].1).error,
+        ErrorCode::INCONSISTENT_VOTER_SET
+    );
+    let (_, out) = h.request(9, Harness::begin_request(9, 2));
+    assert!(matches!(&responses(&out)[0].1,
+        Response::BeginQuorumEpoch(r) if r.error == ErrorCode::INCONSISTENT_VOTER_SET));
+    let (_, out) = h.request(9, Harness::end_request(9, 2, &[1]));
+    assert!(matches!(&responses(&out)[0].1,
+        Response::EndQuorumEpoch(r) if r.error == ErrorCode::INCONSISTENT_VOTER_SET));
+    assert_eq!(h.core.epoch(), 1);
+    assert!(persisted(&out).is_empty());
+}
+
+#[test]
+fn invalid_vote_request() {
+    let mut h = unattached(1, log(0, &[]));
+    for req in [
+        Harness::vote_request(2, 2, 0, -1),
+        Harness::vote_request(2, 2, -1, 0),
+        Harness::vote_request(2, 2, 2, 0),
+        Harness::vote_request(2, 2, 3, 0),
+        Harness::vote_request(-1, 2, 0, 0),
+    ] {
+        let (_, out) = h.request(2, req);
+        let v = vote_of(&responses(&out)[0].1).clone();
+        assert_eq!(
+            (v.error, v.vote_granted),
+            (ErrorCode::INVALID_REQUEST, false)
+        );
+        assert!(persisted(&out).is_empty());
+    }
+}
+
+#[test]
+fn vote_with_cluster_id_mismatch_is_rejected() {
+    let mut h = unattached(1, log(0, &[]));
+    let req = Request::Vote(VoteRequest {
+        cluster_id: "other".into(),
+        candidate_epoch: 2,
+        candidate_id: 2,
+        last_epoch: 0,
+        last_epoch_end_offset: 0,
+    });
+    let (_, out) = h.request(2, req);
+    assert_eq!(
+        vote_of(&responses(&out)[0].1).error,
+        ErrorCode::INCONSISTENT_CLUSTER_ID
+    );
+    assert_eq!(h.core.epoch(), 1);
+}
+
+#[test]
+fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
+    let mut c = config(1, VOTERS);
+    c.fetch_timeout_ms = 10_000;
+    let mut h = Harness::new(c, Some(stored(2, -1, -1, VOTERS)), log(5, &[(2, 0)]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    let s = persisted(&out);
+    assert_eq!((s[0].epoch, s[0].voted_id, s[0].leader_id), (3, -1, -1));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
+    // An election timer (<= 1000 + 1000 jitter), not the 10 s fetch timer (pitfall 23.18).
+    assert!(h.core.next_deadline().unwrap() <= h.now + 2_000);
+}
+
+#[test]
+fn leader_ignore_vote_request_on_same_epoch() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
+    let v = vote_of(&responses(&out)[0].1).clone();
+    assert!(!v.vote_granted);
+    assert_eq!(v.leader_id, 1);
+    assert_eq!(h.core.role(), Role::Leader);
+}
+
+#[test]
+fn candidate_ignore_vote_request_on_same_epoch() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert_eq!(h.core.role(), Role::Candidate);
+}
+
+#[test]
+fn leader_steps_down_on_higher_epoch_vote() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    // Our log: the LeaderChange batch of epoch 2 at offset 0 (LEO 1).
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 1));
+    let s = persisted(&out);
+    assert_eq!((s[0].epoch, s[0].leader_id, s[0].voted_id), (3, -1, -1));
+    assert_eq!((s[1].epoch, s[1].voted_id), (3, 2));
+    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert_eq!(h.core.role(), Role::Voted);
+}
+
+#[test]
+fn initialize_as_candidate_and_become_leader() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(3, &[(1, 0)]),
+    );
+    let out = h.tick();
+    let votes = sends(&out);
+    let out = h.respond(
+        2,
+        votes[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+    assert_eq!(persisted(&out)[0].leader_id, 1);
+    match &log_ops(&out)[..] {
+        [LogOpKind::Append(b)] => {
+            assert_eq!(b.len(), 1);
+            assert_eq!(
+                (b[0].base_offset, b[0].epoch, b[0].is_control),
+                (3, 2, true)
+            );
+            let view = crate::record::BatchView::parse(b[0].bytes.clone()).expect("valid batch");
+            let lc = crate::record::control::LeaderChange::from_batch(&view).expect("LeaderChange");
+            assert_eq!((lc.leader_id, lc.granting_voters.clone()), (1, vec![1, 2]));
+        }
+        other => panic!("{other:?}"),
+    }
+    let begins: Vec<NodeId> = sends(&out)
+        .iter()
+        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(begins, vec![2, 3]);
+}
+
+#[test]
+fn retry_election() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    let out = h.tick();
+    let votes = sends(&out);
+    h.respond(
+        2,
+        votes[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, false),
+    );
+    let out = h.respond(
+        3,
+        votes[1].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, false),
+    );
+    assert!(sends(&out).is_empty() && persisted(&out).is_empty());
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.voted_id()),
+        (Role::Candidate, 2, Some(1))
+    );
+    // Lost: backoff (<= jitter max) starts at once, not after the election timeout.
+    assert!(h.core.next_deadline().unwrap() <= 1_000);
+    let out = h.run_until(1_000);
+    assert_eq!(h.core.epoch(), 3);
+    assert_eq!(persisted(&out)[0].voted_id, 1);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn vote_request_timeout() {
+    let mut c = config(1, VOTERS);
+    c.request_timeout_ms = 300;
+    c.election_timeout_ms = 5_000;
+    let mut h = Harness::new(c, Some(stored(2, -1, 1, VOTERS)), log(0, &[]));
+    let first = sends(&h.tick());
+    let out = h.run_until(400);
+    let again = sends(&out);
+    assert_eq!(again.len(), 2, "both unanswered votes re-sent");
+    assert!(
+        again.iter().all(|s| first.iter().all(|f| f.1 != s.1)),
+        "new correlations"
+    );
+    // A late grant for the timed-out request is ignored.
+    h.respond(
+        2,
+        first[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    assert_eq!(h.core.role(), Role::Candidate);
+    h.respond(
+        2,
+        again[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+}
+
+#[test]
+fn vote_response_ignored_after_becoming_follower() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    let votes = sends(&h.tick());
+    h.request(2, Harness::begin_request(2, 2));
+    assert_eq!(h.core.role(), Role::Follower);
+    let out = h.respond(
+        3,
+        votes[1].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    assert!(persisted(&out).is_empty());
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(2))
+    );
+}
+
+#[test]
+fn voter_become_candidate_after_fetch_timeout() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let out = h.run_until(1_999);
+    assert_eq!(h.core.role(), Role::Follower, "{out:?}");
+    let out = h.run_until(2_000);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
+    assert_eq!(persisted(&out)[0].epoch, 4);
+}
+
+#[test]
+fn follower_as_observer_does_not_become_candidate_after_fetch_timeout() {
+    let (mut h, _) = Harness::follower(4, VOTERS, 3, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
+    assert!(sends(&out)
+        .iter()
+        .any(|s| matches!(s.2, Request::FindQuorum(_))));
+    assert!(!sends(&out).iter().any(|s| matches!(s.2, Request::Vote(_))));
+}
+
+#[test]
+fn unattached_as_observer_does_not_become_candidate() {
+    let mut h = Harness::new(
+        config(4, VOTERS),
+        Some(stored(3, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    let out = h.run_until(20_000);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
+    assert!(!sends(&out).iter().any(|s| matches!(s.2, Request::Vote(_))));
+}
+
+#[test]
+fn log_comparison_edge_cases() {
+    // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
+    let mut h = unattached(2, log(10, &[(1, 0)]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
+    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    // Equal epochs: end offset must be >=.
+    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
+    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+}
+
+#[test]
+fn candidate_persists_its_vote_before_asking_for_votes() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    let p = position(&out, is_persist).expect("candidacy persisted");
+    let s = position(&out, |o| {
+        matches!(
+            o,
+            Output::Send {
+                request: Request::Vote(_),
+                ..
+            }
+        )
+    })
+    .expect("votes sent");
+    assert!(p < s, "{out:?}");
+}
+
+#[test]
+fn granting_a_vote_resets_the_election_timer() {
+    let mut h = unattached(1, log(0, &[]));
+    h.run_until(1_500);
+    let before = h.core.next_deadline().unwrap();
+    h.request(2, Harness::vote_request(2, 1, 0, 0));
+    let after = h.core.next_deadline().unwrap();
+    assert!(
+        after >= h.now + 1_000,
+        "a fresh randomized election timeout: {before} -> {after}"
+    );
+}

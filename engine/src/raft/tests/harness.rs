@@ -1,0 +1,368 @@
+//! A small driver for one core: builds it in a given state, feeds inputs, collects outputs.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::raft::*;
+use crate::record::RecordBatchBuilder;
+
+pub(crate) const CLUSTER: &str = "test-cluster";
+
+pub(crate) fn config(id: NodeId, voters: &[NodeId]) -> RaftConfig {
+    let mut c = RaftConfig::new(id, CLUSTER, voters.to_vec());
+    c.seed = 42;
+    c
+}
+
+pub(crate) fn stored(
+    epoch: Epoch,
+    leader: NodeId,
+    voted: NodeId,
+    voters: &[NodeId],
+) -> ElectionState {
+    ElectionState {
+        epoch,
+        leader_id: leader,
+        voted_id: voted,
+        current_voters: voters.to_vec(),
+        target_voters: None,
+        applied_offset: 0,
+    }
+}
+
+/// A log with `end_offset` and epoch cache `epochs`.
+pub(crate) fn log(end_offset: Offset, epochs: &[(Epoch, Offset)]) -> LogSnapshot {
+    LogSnapshot {
+        end_offset,
+        epochs: epochs.to_vec(),
+    }
+}
+
+/// A real RecordBatch v2 with `count` records (offsets and epoch not yet stamped).
+pub(crate) fn client_batch(count: u32) -> BytesMut {
+    let mut b = RecordBatchBuilder::new(0, 0);
+    for i in 0..count {
+        b.append(1_000, None, Some(format!("value-{i}").as_bytes()), &[]);
+    }
+    b.build()
+}
+
+pub(crate) fn batch(base_offset: Offset, epoch: Epoch, count: u32) -> Batch {
+    let mut bytes = client_batch(count);
+    crate::record::stamp(&mut bytes, base_offset, epoch);
+    Batch {
+        base_offset,
+        epoch,
+        record_count: count,
+        is_control: false,
+        bytes: Bytes::from(bytes),
+    }
+}
+
+pub(crate) struct Harness {
+    pub(crate) core: RaftCore,
+    pub(crate) now: TimeMs,
+    next_request: RequestId,
+    /// Highest log op seq seen, for `durable_all`.
+    pub(crate) last_seq: u64,
+}
+
+impl Harness {
+    pub(crate) fn new(config: RaftConfig, stored: Option<ElectionState>, log: LogSnapshot) -> Self {
+        let core = RaftCore::new(config, stored, log, 0).expect("core starts");
+        Self {
+            core,
+            now: 0,
+            next_request: 1,
+            last_seq: 0,
+        }
+    }
+
+    pub(crate) fn step(&mut self, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.core.step(input, &mut out);
+        for o in &out {
+            if let Output::Log(op) = o {
+                assert!(op.seq > self.last_seq, "log op seqs must increase");
+                self.last_seq = op.seq;
+            }
+        }
+        out
+    }
+
+    pub(crate) fn tick(&mut self) -> Vec<Output> {
+        let now = self.now;
+        self.step(Input::Tick { now })
+    }
+
+    /// Ticks at every deadline until `until` (inclusive), collecting everything.
+    pub(crate) fn run_until(&mut self, until: TimeMs) -> Vec<Output> {
+        let mut all = Vec::new();
+        loop {
+            match self.core.next_deadline() {
+                Some(d) if d <= until => {
+                    self.now = self.now.max(d);
+                    all.extend(self.tick());
+                }
+                _ => break,
+            }
+        }
+        self.now = self.now.max(until);
+        all.extend(self.tick());
+        all
+    }
+
+    pub(crate) fn request(&mut self, from: NodeId, request: Request) -> (RequestId, Vec<Output>) {
+        let id = self.next_request;
+        self.next_request += 1;
+        let out = self.step(Input::Request {
+            id,
+            from: Some(from),
+            request,
+        });
+        (id, out)
+    }
+
+    pub(crate) fn durable_all(&mut self) -> Vec<Output> {
+        let up_to_seq = self.last_seq;
+        self.step(Input::LogDurable { up_to_seq })
+    }
+
+    pub(crate) fn respond(
+        &mut self,
+        from: NodeId,
+        correlation: Correlation,
+        response: Response,
+    ) -> Vec<Output> {
+        self.step(Input::Response {
+            from,
+            correlation,
+            response,
+        })
+    }
+
+    // ----- request builders -----
+
+    pub(crate) fn vote_request(
+        candidate: NodeId,
+        epoch: Epoch,
+        last_epoch: Epoch,
+        leo: Offset,
+    ) -> Request {
+        Request::Vote(VoteRequest {
+            cluster_id: CLUSTER.into(),
+            candidate_epoch: epoch,
+            candidate_id: candidate,
+            last_epoch,
+            last_epoch_end_offset: leo,
+        })
+    }
+
+    pub(crate) fn begin_request(leader: NodeId, epoch: Epoch) -> Request {
+        Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            cluster_id: CLUSTER.into(),
+            leader_id: leader,
+            leader_epoch: epoch,
+        })
+    }
+
+    pub(crate) fn end_request(leader: NodeId, epoch: Epoch, successors: &[NodeId]) -> Request {
+        Request::EndQuorumEpoch(EndQuorumEpochRequest {
+            cluster_id: CLUSTER.into(),
+            replica_id: leader,
+            leader_id: leader,
+            leader_epoch: epoch,
+            preferred_successors: successors.to_vec(),
+        })
+    }
+
+    pub(crate) fn fetch_request(
+        replica: NodeId,
+        epoch: Epoch,
+        offset: Offset,
+        last_epoch: Epoch,
+        durable: Offset,
+    ) -> Request {
+        Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+            cluster_id: CLUSTER.into(),
+            replica_id: replica,
+            leader_epoch: epoch,
+            fetch_offset: offset,
+            last_fetched_epoch: last_epoch,
+            is_follower: true,
+            max_wait_ms: 500,
+            durable_offset: durable,
+        })
+    }
+
+    pub(crate) fn vote_response(
+        error: ErrorCode,
+        leader: NodeId,
+        epoch: Epoch,
+        granted: bool,
+    ) -> Response {
+        Response::Vote(VoteResponse {
+            error,
+            leader_id: leader,
+            leader_epoch: epoch,
+            vote_granted: granted,
+        })
+    }
+
+    pub(crate) fn fetch_response(
+        leader: NodeId,
+        epoch: Epoch,
+        batches: Vec<Batch>,
+        hw: Offset,
+    ) -> FetchQuorumRecordsResponse {
+        FetchQuorumRecordsResponse {
+            error: ErrorCode::NONE,
+            leader_id: leader,
+            leader_epoch: epoch,
+            next_fetch_offset: -1,
+            next_fetch_offset_epoch: -1,
+            batches,
+            high_watermark: hw,
+            first_dirty_offset: -1,
+            last_caught_up_time_ms: -1,
+        }
+    }
+
+    // ----- state builders -----
+
+    /// A leader of `epoch` among `voters` (elected from a stored self-vote; its LeaderChange
+    /// record appended but not yet durable).
+    pub(crate) fn leader(id: NodeId, voters: &[NodeId], epoch: Epoch, log: LogSnapshot) -> Self {
+        let mut h = Harness::new(config(id, voters), Some(stored(epoch, -1, id, voters)), log);
+        let out = h.tick();
+        let votes = sends(&out);
+        for (to, correlation, _) in votes {
+            h.respond(
+                to,
+                correlation,
+                Self::vote_response(ErrorCode::NONE, -1, epoch, true),
+            );
+            if h.core.role() == Role::Leader {
+                break;
+            }
+        }
+        assert_eq!(h.core.role(), Role::Leader);
+        h
+    }
+
+    /// A follower of `leader` in `epoch` that has sent its first fetch.
+    pub(crate) fn follower(
+        id: NodeId,
+        voters: &[NodeId],
+        epoch: Epoch,
+        leader: NodeId,
+        log: LogSnapshot,
+    ) -> (Self, Correlation) {
+        let mut h = Harness::new(
+            config(id, voters),
+            Some(stored(epoch, leader, -1, voters)),
+            log,
+        );
+        let out = h.tick();
+        let fetch = sends(&out);
+        assert_eq!(fetch.len(), 1);
+        (h, fetch[0].1)
+    }
+}
+
+// ----- output inspection -----
+
+pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send {
+                to,
+                correlation,
+                request,
+            } => Some((*to, *correlation, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn responses(out: &[Output]) -> Vec<(RequestId, Response)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Respond { id, response } => Some((*id, response.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn persisted(out: &[Output]) -> Vec<ElectionState> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::PersistElectionState(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn log_ops(out: &[Output]) -> Vec<LogOpKind> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Log(op) => Some(op.kind.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn appends_done(out: &[Output]) -> Vec<(u64, AppendResult)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::AppendDone { id, result } => Some((*id, result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn hw_outputs(out: &[Output]) -> Vec<Offset> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::HighWatermark(h) => Some(*h),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn has_fatal(out: &[Output]) -> bool {
+    out.iter().any(|o| matches!(o, Output::Fatal(_)))
+}
+
+/// Index of the first output matching `pred`.
+pub(crate) fn position(out: &[Output], pred: impl Fn(&Output) -> bool) -> Option<usize> {
+    out.iter().position(pred)
+}
+
+pub(crate) fn is_persist(o: &Output) -> bool {
+    matches!(o, Output::PersistElectionState(_))
+}
+
+pub(crate) fn is_respond(o: &Output) -> bool {
+    matches!(o, Output::Respond { .. })
+}
+
+pub(crate) fn vote_of(r: &Response) -> &VoteResponse {
+    match r {
+        Response::Vote(v) => v,
+        other => panic!("expected a Vote response, got {other:?}"),
+    }
+}
+
+pub(crate) fn fetch_of(r: &Response) -> &FetchQuorumRecordsResponse {
+    match r {
+        Response::FetchQuorumRecords(v) => v,
+        other => panic!("expected a fetch response, got {other:?}"),
+    }
+}
+
+pub(crate) fn fetch_req(r: &Request) -> &FetchQuorumRecordsRequest {
+    match r {
+        Request::FetchQuorumRecords(v) => v,
+        other => panic!("expected a fetch request, got {other:?}"),
+    }
+}

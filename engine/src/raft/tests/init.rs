@@ -1,0 +1,169 @@
+//! Initialization (section 22, items 1-9).
+
+use super::harness::*;
+use crate::raft::*;
+
+#[test]
+fn initialize_single_member_quorum() {
+    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
+    let out = h.tick();
+    let states = persisted(&out);
+    assert_eq!(states.last().unwrap().epoch, 1);
+    assert_eq!(states.last().unwrap().leader_id, 1);
+    assert_eq!(h.core.role(), Role::Leader);
+    assert_eq!(h.core.epoch(), 1);
+    // The LeaderChange control batch is appended at the epoch start offset.
+    match &log_ops(&out)[..] {
+        [LogOpKind::Append(b)] => {
+            assert_eq!(
+                (b[0].base_offset, b[0].epoch, b[0].is_control),
+                (0, 1, true)
+            );
+        }
+        other => panic!("unexpected log ops {other:?}"),
+    }
+    assert_eq!(h.core.high_watermark(), None);
+    let out = h.durable_all();
+    assert_eq!(hw_outputs(&out), vec![1]);
+    assert_eq!(h.core.high_watermark(), Some(1));
+}
+
+#[test]
+fn initialize_as_leader_from_state_store() {
+    let mut h = Harness::new(
+        config(1, &[1, 2, 3]),
+        Some(stored(5, 1, -1, &[1, 2, 3])),
+        log(0, &[]),
+    );
+    assert_eq!(h.core.role(), Role::Resigned);
+    assert_eq!(h.core.epoch(), 5);
+    let out = h.tick();
+    assert!(persisted(&out).is_empty(), "restored state is unchanged");
+    // It announces its resignation so the others need not wait for their fetch timeout.
+    let ends: Vec<NodeId> = sends(&out)
+        .iter()
+        .filter(|s| matches!(&s.2, Request::EndQuorumEpoch(r) if r.leader_epoch == 5))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(ends, vec![2, 3]);
+    // Never leader again in epoch 5: after the election timeout it campaigns in epoch 6.
+    let out = h.run_until(2_001);
+    assert_eq!(h.core.role(), Role::Candidate);
+    assert_eq!(h.core.epoch(), 6);
+    assert_eq!(persisted(&out)[0].voted_id, 1);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn initialize_as_candidate_from_state_store() {
+    let mut h = Harness::new(
+        config(1, &[1, 2, 3]),
+        Some(stored(2, -1, 1, &[1, 2, 3])),
+        log(0, &[]),
+    );
+    assert_eq!(h.core.role(), Role::Candidate);
+    let out = h.tick();
+    assert!(persisted(&out).is_empty(), "same epoch, same vote");
+    let votes = sends(&out);
+    assert_eq!(votes.iter().map(|v| v.0).collect::<Vec<_>>(), vec![2, 3]);
+    for (_, _, r) in &votes {
+        assert_eq!(r, &Harness::vote_request(1, 2, 0, 0));
+    }
+}
+
+#[test]
+fn initialize_as_follower_empty_log() {
+    let (h, _) = Harness::follower(1, &[1, 2, 3], 3, 2, log(0, &[]));
+    assert_eq!(h.core.role(), Role::Follower);
+    assert_eq!(h.core.leader_id(), Some(2));
+}
+
+#[test]
+fn initialize_as_follower_non_empty_log() {
+    let mut h = Harness::new(
+        config(1, &[1, 2, 3]),
+        Some(stored(3, 2, -1, &[1, 2, 3])),
+        log(1, &[(3, 0)]),
+    );
+    let out = h.tick();
+    let s = sends(&out);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].0, 2);
+    let f = fetch_req(&s[0].2);
+    assert_eq!(
+        (f.fetch_offset, f.last_fetched_epoch, f.leader_epoch),
+        (1, 3, 3)
+    );
+    assert!(f.is_follower);
+}
+
+#[test]
+fn initialize_primordial_epoch() {
+    let mut h = Harness::new(config(1, &[1, 2, 3]), None, log(0, &[]));
+    assert_eq!((h.core.epoch(), h.core.role()), (0, Role::Unattached));
+    let out = h.tick();
+    let states = persisted(&out);
+    assert_eq!(states[0].epoch, 0, "the bootstrap state is written first");
+    assert_eq!(states[0].current_voters, vec![1, 2, 3]);
+    assert_eq!((states[1].epoch, states[1].voted_id), (1, 1));
+    assert_eq!(h.core.role(), Role::Candidate);
+    assert_eq!(sends(&out).len(), 2);
+}
+
+#[test]
+fn initialize_with_corrupted_store_fails() {
+    let bad = stored(3, 2, 2, &[1, 2, 3]);
+    let err = RaftCore::new(config(1, &[1, 2, 3]), Some(bad), log(0, &[]), 0).err();
+    assert!(
+        matches!(err, Some(InitError::InvalidStoredState(_))),
+        "{err:?}"
+    );
+    let negative = stored(-1, -1, -1, &[1, 2, 3]);
+    assert!(RaftCore::new(config(1, &[1, 2, 3]), Some(negative), log(0, &[]), 0).is_err());
+}
+
+#[test]
+fn inconsistent_voters_between_config_and_state() {
+    let err = RaftCore::new(
+        config(1, &[1, 2, 3]),
+        Some(stored(1, -1, -1, &[1, 2, 4])),
+        log(0, &[]),
+        0,
+    )
+    .err();
+    assert_eq!(
+        err,
+        Some(InitError::VotersMismatch {
+            stored: vec![1, 2, 4],
+            configured: vec![1, 2, 3]
+        })
+    );
+}
+
+#[test]
+fn epoch_in_log_larger_than_in_file_starts_unattached() {
+    let mut h = Harness::new(
+        config(1, &[1, 2, 3]),
+        Some(stored(2, 2, -1, &[1, 2, 3])),
+        log(5, &[(1, 0), (4, 3)]),
+    );
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 4));
+    let out = h.tick();
+    assert_eq!(
+        persisted(&out)[0].epoch,
+        4,
+        "the adopted epoch is persisted first"
+    );
+}
+
+#[test]
+fn initialize_observer_no_previous_state() {
+    let mut h = Harness::new(config(4, &[1, 2, 3]), None, log(0, &[]));
+    assert!(h.core.is_observer());
+    let out = h.tick();
+    assert_eq!(h.core.role(), Role::Unattached);
+    let s = sends(&out);
+    assert_eq!(s.len(), 1);
+    assert!(matches!(s[0].2, Request::FindQuorum(_)));
+    assert!([1, 2, 3].contains(&s[0].0));
+}

@@ -1,0 +1,274 @@
+//! BeginQuorumEpoch / EndQuorumEpoch and graceful shutdown (section 22, items 26-36).
+
+use super::harness::*;
+use crate::raft::*;
+
+const VOTERS: &[NodeId] = &[1, 2, 3];
+
+/// Node 1 elected in `epoch` with node 2's vote; returns the outputs of the winning step.
+pub(crate) fn elect(epoch: Epoch) -> (Harness, Vec<Output>) {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(epoch, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    let votes = sends(&h.tick());
+    let out = h.respond(
+        2,
+        votes[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, epoch, true),
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+    (h, out)
+}
+
+fn begin_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends(out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
+fn end_sends(out: &[Output]) -> Vec<(NodeId, EndQuorumEpochRequest)> {
+    sends(out)
+        .into_iter()
+        .filter_map(|s| match s.2 {
+            Request::EndQuorumEpoch(r) => Some((s.0, r)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn begin_error(out: &[Output]) -> ErrorCode {
+    match &responses(out)[0].1 {
+        Response::BeginQuorumEpoch(r) => r.error,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn end_error(out: &[Output]) -> ErrorCode {
+    match &responses(out)[0].1 {
+        Response::EndQuorumEpoch(r) => r.error,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn handle_begin_quorum_request() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(1, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    let (_, out) = h.request(2, Harness::begin_request(2, 2));
+    let p = position(&out, is_persist).unwrap();
+    let r = position(&out, is_respond).unwrap();
+    assert!(p < r);
+    assert_eq!(
+        (persisted(&out)[0].epoch, persisted(&out)[0].leader_id),
+        (2, 2)
+    );
+    assert_eq!(begin_error(&out), ErrorCode::NONE);
+    let fetches: Vec<_> = sends(&out).into_iter().filter(|s| s.0 == 2).collect();
+    assert_eq!(fetches.len(), 1, "starts fetching from the new leader");
+    assert_eq!(fetch_req(&fetches[0].2).leader_epoch, 2);
+}
+
+#[test]
+fn handle_begin_quorum_response() {
+    let (mut h, out) = elect(2);
+    let begins = begin_sends(&out);
+    assert_eq!(begins.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2, 3]);
+    h.respond(
+        2,
+        begins[0].1,
+        Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+            error: ErrorCode::NONE,
+            leader_id: 1,
+            leader_epoch: 2,
+        }),
+    );
+    // Voter 3 never answers: only it gets BeginQuorumEpoch again.
+    let out = h.run_until(2_200);
+    let again = begin_sends(&out);
+    assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![3]);
+}
+
+#[test]
+fn fetch_should_be_treated_as_leader_endorsement() {
+    let (mut h, _) = elect(2);
+    let (_, out) = h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    assert_eq!(fetch_of(&responses(&out)[0].1).error, ErrorCode::NONE);
+    let out = h.run_until(2_200);
+    let again = begin_sends(&out);
+    assert_eq!(
+        again.iter().map(|b| b.0).collect::<Vec<_>>(),
+        vec![3],
+        "no resend to 2"
+    );
+}
+
+#[test]
+fn begin_quorum_epoch_with_different_leader_for_known_epoch_is_rejected() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(3, Harness::begin_request(3, 2));
+    assert_eq!(begin_error(&out), ErrorCode::INVALID_QUORUM_STATE);
+    assert!(persisted(&out).is_empty());
+    assert_eq!(h.core.leader_id(), Some(2));
+    // The same leader again is a no-op success.
+    let (_, out) = h.request(2, Harness::begin_request(2, 2));
+    assert_eq!(begin_error(&out), ErrorCode::NONE);
+    assert!(persisted(&out).is_empty());
+}
+
+#[test]
+fn handle_end_quorum_request() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    assert_eq!(end_error(&out), ErrorCode::NONE);
+    let p = position(&out, is_persist).unwrap();
+    assert!(p < position(&out, is_respond).unwrap());
+}
+
+#[test]
+fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(2, Harness::end_request(2, 2, &[3, 1]));
+    assert_eq!(end_error(&out), ErrorCode::NONE);
+    assert_eq!(h.core.role(), Role::Follower);
+    // Position 1 of 2 successors: min(1000, (1000 >> 1) << 0) = 500 ms.
+    h.run_until(499);
+    assert_eq!(h.core.role(), Role::Follower);
+    h.run_until(500);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
+
+#[test]
+fn end_quorum_ignored_if_already_candidate() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!(end_error(&out), ErrorCode::NONE);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 2));
+    assert!(persisted(&out).is_empty());
+}
+
+#[test]
+fn end_quorum_ignored_if_already_leader() {
+    let (mut h, _) = elect(2);
+    let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!(end_error(&out), ErrorCode::NONE);
+    assert_eq!(h.core.role(), Role::Leader);
+    let (_, out) = h.request(2, Harness::end_request(2, 1, &[1, 3]));
+    assert_eq!(end_error(&out), ErrorCode::FENCED_LEADER_EPOCH);
+}
+
+#[test]
+fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
+
+#[test]
+fn end_quorum_starts_new_election_immediately_if_received_from_voted_candidate() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 2, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
+
+#[test]
+fn end_quorum_epoch_not_listing_receiver_is_inconsistent() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(2, Harness::end_request(2, 2, &[3]));
+    assert_eq!(end_error(&out), ErrorCode::INCONSISTENT_VOTER_SET);
+    assert_eq!(h.core.role(), Role::Follower);
+}
+
+#[test]
+fn end_quorum_epoch_sent_based_on_fetch_offset() {
+    let (mut h, _) = elect(2);
+    h.durable_all();
+    // Voter 3 has the LeaderChange record durable, voter 2 nothing yet.
+    h.request(3, Harness::fetch_request(3, 2, 1, 2, 1));
+    h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    let out = h.step(Input::Shutdown);
+    assert_eq!(h.core.role(), Role::Resigned);
+    let ends = end_sends(&out);
+    assert_eq!(ends.iter().map(|e| e.0).collect::<Vec<_>>(), vec![3, 2]);
+    for (_, r) in &ends {
+        assert_eq!(r.preferred_successors, vec![3, 2]);
+        assert_eq!((r.leader_id, r.leader_epoch), (1, 2));
+    }
+}
+
+#[test]
+fn leader_graceful_shutdown() {
+    let (mut h, _) = elect(2);
+    let out = h.step(Input::Shutdown);
+    assert!(!out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+    assert_eq!(end_sends(&out).len(), 2);
+    let (_, out) = h.request(2, Harness::begin_request(2, 3));
+    assert!(out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+}
+
+#[test]
+fn leader_graceful_shutdown_timeout() {
+    let (mut h, _) = elect(2);
+    h.step(Input::Shutdown);
+    let out = h.run_until(4_999);
+    assert!(!out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+    let out = h.run_until(5_000);
+    assert!(out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+    assert_eq!(h.core.next_deadline(), None);
+}
+
+#[test]
+fn follower_graceful_shutdown() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let out = h.step(Input::Shutdown);
+    assert!(out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+}
+
+#[test]
+fn graceful_shutdown_single_member_quorum() {
+    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
+    h.tick();
+    assert_eq!(h.core.role(), Role::Leader);
+    let out = h.step(Input::Shutdown);
+    assert!(out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+}
+
+#[test]
+fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(5, 1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    assert_eq!(h.core.role(), Role::Resigned);
+    let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(persisted(&out).is_empty());
+    let (_, out) = h.request(2, Harness::vote_request(2, 6, 0, 0));
+    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Voted, 6));
+}

@@ -1,0 +1,363 @@
+//! The quorum-state file on a real filesystem (tempfile under /tmp, ext4 here).
+
+use std::fs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use engine::quorum_state::{QuorumStateError, QuorumStateFile, FILE_NAME, TEMP_FILE_NAME};
+use engine::raft::ElectionState;
+
+fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
+    ElectionState {
+        epoch,
+        leader_id: -1,
+        voted_id,
+        current_voters: vec![1, 2, 3],
+        target_voters: target,
+        applied_offset: 40 + i64::from(epoch),
+    }
+}
+
+#[test]
+fn missing_file_reads_as_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+    assert_eq!(file.read().unwrap(), None);
+}
+
+#[test]
+fn written_state_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+    for written in [
+        state(0, -1, None),
+        state(3, 2, Some(vec![1, 2, 4])),
+        state(4, -1, Some(vec![])),
+        ElectionState {
+            epoch: i32::MAX,
+            leader_id: 3,
+            voted_id: 3,
+            current_voters: vec![],
+            target_voters: None,
+            applied_offset: i64::MAX,
+        },
+    ] {
+        file.write(&written).unwrap();
+        assert_eq!(file.read().unwrap(), Some(written.clone()));
+        // A fresh handle (a restart) reads the same.
+        let reopened = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+        assert_eq!(reopened.read().unwrap(), Some(written));
+    }
+    assert!(!dir.path().join(TEMP_FILE_NAME).exists());
+}
+
+#[test]
+fn open_needs_an_existing_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    assert!(matches!(
+        QuorumStateFile::open(&missing, 1, "c"),
+        Err(QuorumStateError::Directory { .. })
+    ));
+    let plain = dir.path().join("plain");
+    fs::write(&plain, b"x").unwrap();
+    assert!(matches!(
+        QuorumStateFile::open(&plain, 1, "c"),
+        Err(QuorumStateError::Directory { .. })
+    ));
+}
+
+/// A crash during a write leaves the temporary file behind; the state is the old one and the
+/// next open discards the leftover.
+#[test]
+fn unfinished_write_leaves_the_old_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    file.write(&state(1, 1, None)).unwrap();
+    let temp = dir.path().join(TEMP_FILE_NAME);
+    fs::write(
+        &temp,
+        b"{\"clusterId\":\"c\",\"nodeId\":1,\"leaderId\":-1,\"leaderE",
+    )
+    .unwrap();
+    assert_eq!(file.read().unwrap(), Some(state(1, 1, None)));
+    let reopened = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    assert!(!temp.exists());
+    assert_eq!(reopened.read().unwrap(), Some(state(1, 1, None)));
+}
+
+/// rename(2) swaps the file atomically: a reader racing a writer always sees a whole state,
+/// the old or the new one.
+#[test]
+fn concurrent_reader_never_sees_a_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let states = [
+        state(1, 1, None),
+        state(2, 3, Some(vec![1, 2, 3, 4, 5, 6, 7])),
+    ];
+    writer.write(&states[0]).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    // Opened before the writes start: open discards a leftover temporary file, which would
+    // race with the writer's (one handle per directory is the rule outside this test).
+    let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let reader = {
+        let done = done.clone();
+        let states = states.clone();
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !done.load(Ordering::Relaxed) || reads == 0 {
+                let read = file.read().unwrap().expect("the file always exists");
+                assert!(states.contains(&read), "{read:?}");
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for round in 0..200 {
+        writer.write(&states[round % 2]).unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+}
+
+fn write_raw(dir: &std::path::Path, contents: &str) -> QuorumStateFile {
+    fs::write(dir.join(FILE_NAME), contents).unwrap();
+    QuorumStateFile::open(dir, 1, "c").unwrap()
+}
+
+const GOOD: &str = "{\"clusterId\":\"c\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\"appliedOffset\":0,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],\"targetVoters\":null,\"data_version\":0}\n";
+
+#[test]
+fn hand_written_file_in_the_documented_format_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_raw(dir.path(), GOOD);
+    assert_eq!(
+        file.read().unwrap(),
+        Some(ElectionState {
+            epoch: 5,
+            leader_id: 2,
+            voted_id: 2,
+            current_voters: vec![1, 2],
+            target_voters: None,
+            applied_offset: 0,
+        })
+    );
+}
+
+#[test]
+fn every_truncation_is_reported_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    for len in 0..GOOD.len() {
+        let file = write_raw(dir.path(), &GOOD[..len]);
+        let error = file.read().unwrap_err();
+        assert!(
+            matches!(error, QuorumStateError::Corrupt { .. }),
+            "len {len}: {error}"
+        );
+        assert!(error.to_string().contains(FILE_NAME), "{error}");
+    }
+}
+
+#[test]
+fn corrupt_files_are_errors_naming_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("garbage\n", "expected value"),
+        ("\n", "EOF"),
+        (
+            &GOOD.replace("\"leaderEpoch\":5", "\"leaderEpoch\":-5"),
+            "negative leaderEpoch",
+        ),
+        (
+            &GOOD.replace("\"votedId\":2", "\"votedId\":-7"),
+            "votedId -7",
+        ),
+        (
+            &GOOD.replace("\"votedId\":2", "\"votedId\":\"2\""),
+            "invalid type",
+        ),
+        (
+            &GOOD.replace("\"votedId\":2,", ""),
+            "missing field `votedId`",
+        ),
+        (
+            &GOOD.replace("\"currentVoters\"", "\"currentVoterz\""),
+            "unknown field",
+        ),
+        (
+            &GOOD.replace("{\"voterId\":1}", "{\"voterId\":1,\"x\":0}"),
+            "unknown field",
+        ),
+        (
+            &GOOD.replace(
+                "\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}]",
+                "\"currentVoters\":null",
+            ),
+            "invalid type: null",
+        ),
+        (&GOOD.replace(",\"data_version\":0", ""), "no data_version"),
+        (&GOOD.replace("\n", "\n{}\n"), "more than one line"),
+        (&GOOD.replace("\n", " {}\n"), "trailing characters"),
+    ];
+    for (contents, reason) in cases {
+        let file = write_raw(dir.path(), contents);
+        match file.read() {
+            Err(QuorumStateError::Corrupt { path, reason: got }) => {
+                assert_eq!(path, dir.path().join(FILE_NAME));
+                assert!(got.contains(reason), "{contents:?}: {got}");
+            }
+            other => panic!("{contents:?}: {other:?}"),
+        }
+    }
+    let file = write_raw(dir.path(), "");
+    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+    fs::write(dir.path().join(FILE_NAME), [0xff, 0xfe, b'\n']).unwrap();
+    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+}
+
+#[test]
+fn unknown_data_version_is_its_own_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // A newer format may change other fields too: the version is what gets reported.
+    let newer = GOOD
+        .replace("\"data_version\":0", "\"data_version\":1")
+        .replace("\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],", "");
+    let file = write_raw(dir.path(), &newer);
+    match file.read() {
+        Err(QuorumStateError::UnknownVersion {
+            found, supported, ..
+        }) => {
+            assert_eq!(found, "1");
+            assert_eq!(supported, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn another_clusters_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateFile::open(dir.path(), 1, "cluster-a").unwrap();
+    file.write(&state(2, 1, None)).unwrap();
+    let other = QuorumStateFile::open(dir.path(), 1, "cluster-b").unwrap();
+    match other.read() {
+        Err(QuorumStateError::ClusterIdMismatch {
+            expected, found, ..
+        }) => {
+            assert_eq!(expected, "cluster-b");
+            assert_eq!(found, "cluster-a");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Refused, not cleared: the original owner still reads its state.
+    assert_eq!(file.read().unwrap(), Some(state(2, 1, None)));
+}
+
+#[test]
+fn another_nodes_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    file.write(&state(2, 1, None)).unwrap();
+    let other = QuorumStateFile::open(dir.path(), 2, "c").unwrap();
+    let error = other.read().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            QuorumStateError::NodeIdMismatch {
+                expected: 2,
+                found: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("broker.id"));
+}
+
+#[test]
+fn unreadable_file_is_a_read_error() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join(FILE_NAME)).unwrap();
+    let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    assert!(matches!(file.read(), Err(QuorumStateError::Read { .. })));
+}
+
+#[test]
+fn write_into_a_vanished_directory_is_a_write_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("meta");
+    fs::create_dir(&sub).unwrap();
+    let mut file = QuorumStateFile::open(&sub, 1, "c").unwrap();
+    fs::remove_dir(&sub).unwrap();
+    let error = file.write(&state(1, 1, None)).unwrap_err();
+    assert!(matches!(error, QuorumStateError::Write { .. }), "{error}");
+    assert!(!error.is_fail_stop());
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn election_state() -> impl Strategy<Value = ElectionState> {
+        (
+            0i32..=i32::MAX,
+            -1i32..1000,
+            -1i32..1000,
+            proptest::collection::vec(0i32..1000, 0..9),
+            proptest::option::of(proptest::collection::vec(0i32..1000, 0..9)),
+            -1i64..=i64::MAX,
+        )
+            .prop_map(
+                |(epoch, leader_id, voted_id, current_voters, target_voters, applied_offset)| {
+                    ElectionState {
+                        epoch,
+                        leader_id,
+                        voted_id,
+                        current_voters,
+                        target_voters,
+                        applied_offset,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_state_round_trips(states in proptest::collection::vec(election_state(), 1..4), cluster in "\\PC{0,20}", node in any::<i32>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut file = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+            for state in states {
+                file.write(&state).unwrap();
+                let reopened = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+                prop_assert_eq!(reopened.read().unwrap(), Some(state));
+            }
+        }
+
+        /// Whatever the file holds, reading it gives a state or a typed error, never a panic.
+        #[test]
+        fn arbitrary_contents_never_panic(contents in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
+            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            let _ = file.read();
+        }
+
+        /// One changed byte of a valid file is caught or still yields a well-formed state; it
+        /// never reads as another node's or cluster's state silently.
+        #[test]
+        fn one_changed_byte_never_reads_as_a_foreign_state(index in any::<prop::sample::Index>(), byte in any::<u8>()) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut contents = GOOD.as_bytes().to_vec();
+            let at = index.index(contents.len());
+            contents[at] = byte;
+            fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
+            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            if let Ok(Some(state)) = file.read() {
+                prop_assert!(state.epoch >= 0 && state.voted_id >= -1 && state.leader_id >= -1);
+            }
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! `server.properties`: the node's configuration (design.md section 8, protocol.md section 4).
+//!
+//! Kafka-style keys. An unknown key, a bad value or a missing required key is an error that
+//! names the key, so a typo never silently falls back to a default.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+use engine::raft::{NodeId, RaftConfig};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a properties file: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("unknown configuration key `{key}`")]
+    UnknownKey { key: String },
+    #[error("missing required configuration key `{key}`")]
+    Missing { key: &'static str },
+    #[error("bad value for `{key}`: `{value}`: {reason}")]
+    BadValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("--override takes key=value, got `{0}`")]
+    BadOverride(String),
+}
+
+/// A voter as `quorum.voters` names it: `id@host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoterAddress {
+    pub id: NodeId,
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for VoterAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}:{}", self.id, self.host, self.port)
+    }
+}
+
+impl VoterAddress {
+    /// Resolves the address (the first one the resolver gives).
+    pub fn socket_addr(&self) -> std::io::Result<SocketAddr> {
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("{} resolves to nothing", self.host)))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeConfig {
+    pub broker_id: NodeId,
+    pub cluster_id: String,
+    /// Where this node listens (`listeners`, e.g. `PLAINTEXT://127.0.0.1:9093`).
+    pub listener: (String, u16),
+    pub log_dir: PathBuf,
+    /// The initial voter set with endpoints. Empty for an observer that uses bootstrap servers.
+    pub voters: Vec<VoterAddress>,
+    pub bootstrap_servers: Vec<(String, u16)>,
+    pub fetch_timeout_ms: u64,
+    pub election_timeout_ms: u64,
+    pub election_jitter_max_ms: u64,
+    pub progress_timeout_ms: u64,
+    pub request_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    pub segment_bytes: u64,
+    pub max_request_bytes: usize,
+    pub raft_cpu: Option<usize>,
+    pub log_cpu: Option<usize>,
+}
+
+/// Every key the node accepts, with its default (None = required or no default) and meaning.
+/// docs/configuration.md is written from this table.
+pub const KEYS: &[(&str, Option<&str>, &str)] = &[
+    ("broker.id", None, "this node's id; also its voter id"),
+    (
+        "cluster.id",
+        None,
+        "the cluster's id; every request must carry it",
+    ),
+    (
+        "listeners",
+        None,
+        "where to listen, `PLAINTEXT://host:port` or `host:port`",
+    ),
+    (
+        "log.dirs",
+        None,
+        "the directory of the log and the quorum-state file (one directory)",
+    ),
+    (
+        "quorum.voters",
+        Some(""),
+        "the initial voters, `id@host:port,...` (first start only)",
+    ),
+    (
+        "bootstrap.servers",
+        Some(""),
+        "servers an observer asks to find the quorum, `host:port,...`",
+    ),
+    (
+        "quorum.fetch.timeout.ms",
+        Some("2000"),
+        "a follower without a successful fetch for this long starts an election",
+    ),
+    (
+        "quorum.election.timeout.ms",
+        Some("1000"),
+        "a candidate without a majority for this long retries",
+    ),
+    (
+        "quorum.election.jitter.max.ms",
+        Some("1000"),
+        "maximum random delay added before an election",
+    ),
+    (
+        "quorum.progress.timeout.ms",
+        Some("3000"),
+        "a leader without fetches from a majority for this long resigns",
+    ),
+    (
+        "quorum.request.timeout.ms",
+        Some("2000"),
+        "a request without a response for this long fails",
+    ),
+    (
+        "quorum.retry.backoff.ms",
+        Some("20"),
+        "first delay before a failed request is retried",
+    ),
+    (
+        "quorum.retry.backoff.max.ms",
+        Some("1000"),
+        "cap of the exponential retry backoff",
+    ),
+    (
+        "log.segment.bytes",
+        Some("1073741824"),
+        "size at which a log segment is rolled",
+    ),
+    (
+        "socket.request.max.bytes",
+        Some("104857600"),
+        "largest frame accepted",
+    ),
+    (
+        "raft.cpu",
+        Some(""),
+        "pin the raft thread (sockets, Raft core) to this CPU",
+    ),
+    (
+        "log.cpu",
+        Some(""),
+        "pin the log thread (io_uring writer) to this CPU",
+    ),
+];
+
+impl NodeConfig {
+    /// Reads `path` and applies `overrides` (`key=value`, later ones win).
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let file = std::fs::File::open(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let props = java_properties::read(std::io::BufReader::new(file)).map_err(|e| {
+            ConfigError::Syntax {
+                path: path.to_owned(),
+                message: e.to_string(),
+            }
+        })?;
+        let mut map: BTreeMap<String, String> = props.into_iter().collect();
+        for o in overrides {
+            let (key, value) = o
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadOverride(o.clone()))?;
+            map.insert(key.trim().to_owned(), value.trim().to_owned());
+        }
+        Self::from_map(&map)
+    }
+
+    /// Builds the configuration from key/value pairs.
+    pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        if let Some(key) = map
+            .keys()
+            .find(|k| !KEYS.iter().any(|(known, _, _)| known == k))
+        {
+            return Err(ConfigError::UnknownKey { key: key.clone() });
+        }
+        let props = Props(map);
+        let config = NodeConfig {
+            broker_id: props.parse_required("broker.id", parse_node_id)?,
+            cluster_id: props.parse_required("cluster.id", parse_cluster_id)?,
+            listener: props.parse_required("listeners", parse_listener)?,
+            log_dir: props.parse_required("log.dirs", |v| Ok(PathBuf::from(v)))?,
+            voters: props.parse_or_default("quorum.voters", parse_voters)?,
+            bootstrap_servers: props.parse_or_default("bootstrap.servers", parse_host_ports)?,
+            fetch_timeout_ms: props.parse_or_default("quorum.fetch.timeout.ms", parse_positive)?,
+            election_timeout_ms: props
+                .parse_or_default("quorum.election.timeout.ms", parse_positive)?,
+            election_jitter_max_ms: props
+                .parse_or_default("quorum.election.jitter.max.ms", parse_u64)?,
+            progress_timeout_ms: props
+                .parse_or_default("quorum.progress.timeout.ms", parse_positive)?,
+            request_timeout_ms: props
+                .parse_or_default("quorum.request.timeout.ms", parse_positive)?,
+            retry_backoff_ms: props.parse_or_default("quorum.retry.backoff.ms", parse_positive)?,
+            retry_backoff_max_ms: props
+                .parse_or_default("quorum.retry.backoff.max.ms", parse_positive)?,
+            segment_bytes: props.parse_or_default("log.segment.bytes", parse_segment_bytes)?,
+            max_request_bytes: props.parse_or_default("socket.request.max.bytes", |v| {
+                parse_positive(v).map(|n| n as usize)
+            })?,
+            raft_cpu: props.parse_or_default("raft.cpu", parse_cpu)?,
+            log_cpu: props.parse_or_default("log.cpu", parse_cpu)?,
+        };
+        config.check_relations()?;
+        Ok(config)
+    }
+
+    fn check_relations(&self) -> Result<(), ConfigError> {
+        if self.retry_backoff_max_ms < self.retry_backoff_ms {
+            return Err(ConfigError::BadValue {
+                key: "quorum.retry.backoff.max.ms".into(),
+                value: self.retry_backoff_max_ms.to_string(),
+                reason: format!("below quorum.retry.backoff.ms ({})", self.retry_backoff_ms),
+            });
+        }
+        if self.voters.is_empty() && self.bootstrap_servers.is_empty() {
+            return Err(ConfigError::Missing {
+                key: "quorum.voters",
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether this node is a voter of the configured (initial) voter set.
+    pub fn is_voter(&self) -> bool {
+        self.voters.iter().any(|v| v.id == self.broker_id)
+    }
+
+    /// The Raft core's configuration.
+    pub fn raft_config(&self, seed: u64) -> RaftConfig {
+        let mut raft = RaftConfig::new(
+            self.broker_id,
+            self.cluster_id.clone(),
+            self.voters.iter().map(|v| v.id).collect(),
+        );
+        raft.fetch_timeout_ms = self.fetch_timeout_ms;
+        raft.election_timeout_ms = self.election_timeout_ms;
+        raft.election_jitter_max_ms = self.election_jitter_max_ms;
+        raft.progress_timeout_ms = self.progress_timeout_ms;
+        raft.request_timeout_ms = self.request_timeout_ms;
+        raft.retry_backoff_ms = self.retry_backoff_ms;
+        raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
+        raft.seed = seed;
+        raft
+    }
+}
+
+struct Props<'a>(&'a BTreeMap<String, String>);
+
+impl Props<'_> {
+    fn parse_required<T>(
+        &self,
+        key: &'static str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        let value = self
+            .0
+            .get(key)
+            .filter(|v| !v.is_empty())
+            .ok_or(ConfigError::Missing { key })?;
+        parse(value).map_err(|reason| bad(key, value, reason))
+    }
+
+    fn parse_or_default<T>(
+        &self,
+        key: &'static str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        let default = KEYS
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .and_then(|(_, default, _)| *default)
+            .expect("every optional key has a default in KEYS");
+        let value = self.0.get(key).map(String::as_str).unwrap_or(default);
+        parse(value).map_err(|reason| bad(key, value, reason))
+    }
+}
+
+fn bad(key: &str, value: &str, reason: String) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason,
+    }
+}
+
+fn parse_u64(v: &str) -> Result<u64, String> {
+    v.trim()
+        .parse::<u64>()
+        .map_err(|e| format!("not a non-negative integer ({e})"))
+}
+
+fn parse_positive(v: &str) -> Result<u64, String> {
+    match parse_u64(v)? {
+        0 => Err("must be greater than 0".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_node_id(v: &str) -> Result<NodeId, String> {
+    let id: i32 = v
+        .trim()
+        .parse()
+        .map_err(|e| format!("not an integer ({e})"))?;
+    if id < 0 {
+        return Err("must be >= 0".into());
+    }
+    Ok(id)
+}
+
+fn parse_cluster_id(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    if v.len() > 255
+        || !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err("use at most 255 of A-Z a-z 0-9 - _ .".into());
+    }
+    Ok(v.to_owned())
+}
+
+fn parse_segment_bytes(v: &str) -> Result<u64, String> {
+    let n = parse_u64(v)?;
+    if n < 1 << 20 {
+        return Err("must be at least 1048576 (1 MiB)".into());
+    }
+    Ok(n)
+}
+
+fn parse_cpu(v: &str) -> Result<Option<usize>, String> {
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    v.trim()
+        .parse::<usize>()
+        .map(Some)
+        .map_err(|e| format!("not a CPU number ({e})"))
+}
+
+fn parse_host_port(v: &str) -> Result<(String, u16), String> {
+    let (host, port) = v.trim().rsplit_once(':').ok_or("expected host:port")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err("empty host".into());
+    }
+    let port: u16 = port.parse().map_err(|e| format!("bad port ({e})"))?;
+    Ok((host.to_owned(), port))
+}
+
+fn parse_listener(v: &str) -> Result<(String, u16), String> {
+    let v = v.trim();
+    if v.contains(',') {
+        return Err("exactly one listener is supported".into());
+    }
+    let address = match v.split_once("://") {
+        Some(("PLAINTEXT", rest)) => rest,
+        Some((protocol, _)) => {
+            return Err(format!(
+                "protocol {protocol} is not supported (only PLAINTEXT)"
+            ))
+        }
+        None => v,
+    };
+    parse_host_port(address)
+}
+
+fn parse_host_ports(v: &str) -> Result<Vec<(String, u16)>, String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(parse_host_port)
+        .collect()
+}
+
+fn parse_voters(v: &str) -> Result<Vec<VoterAddress>, String> {
+    let mut voters: Vec<VoterAddress> = Vec::new();
+    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (id, address) = entry
+            .split_once('@')
+            .ok_or(format!("`{entry}`: expected id@host:port"))?;
+        let id = parse_node_id(id).map_err(|e| format!("`{entry}`: {e}"))?;
+        let (host, port) = parse_host_port(address).map_err(|e| format!("`{entry}`: {e}"))?;
+        if voters.iter().any(|v| v.id == id) {
+            return Err(format!("voter {id} is listed twice"));
+        }
+        voters.push(VoterAddress { id, host, port });
+    }
+    Ok(voters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> BTreeMap<String, String> {
+        [
+            ("broker.id", "1"),
+            ("cluster.id", "ringraft-test"),
+            ("listeners", "PLAINTEXT://127.0.0.1:9093"),
+            ("log.dirs", "/var/lib/ringraft"),
+            (
+                "quorum.voters",
+                "1@127.0.0.1:9093,2@127.0.0.1:9094,3@localhost:9095",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    #[test]
+    fn minimal_config_gets_kafkas_defaults() {
+        let config = NodeConfig::from_map(&base()).unwrap();
+        assert_eq!(config.broker_id, 1);
+        assert_eq!(config.listener, ("127.0.0.1".to_owned(), 9093));
+        assert_eq!(config.voters.len(), 3);
+        assert_eq!(config.voters[2].to_string(), "3@localhost:9095");
+        assert!(config.is_voter());
+        let raft = config.raft_config(7);
+        assert_eq!(raft.voters, vec![1, 2, 3]);
+        assert_eq!(
+            (raft.fetch_timeout_ms, raft.election_timeout_ms),
+            (2000, 1000)
+        );
+        assert_eq!(
+            (raft.retry_backoff_ms, raft.retry_backoff_max_ms),
+            (20, 1000)
+        );
+        assert_eq!(config.raft_cpu, None);
+    }
+
+    #[test]
+    fn every_error_names_its_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("broker.id", "-1", "broker.id"),
+            ("quorum.fetch.timeout.ms", "0", "quorum.fetch.timeout.ms"),
+            ("quorum.voters", "1@h:1,1@h:2", "quorum.voters"),
+            ("quorum.voters", "x@h:1", "quorum.voters"),
+            ("listeners", "SSL://h:1", "listeners"),
+            ("log.segment.bytes", "10", "log.segment.bytes"),
+            ("raft.cpu", "zero", "raft.cpu"),
+            (
+                "quorum.retry.backoff.max.ms",
+                "5",
+                "quorum.retry.backoff.max.ms",
+            ),
+            ("quorum.fetch.timout.ms", "5", "quorum.fetch.timout.ms"),
+        ];
+        for (key, value, named) in cases {
+            let mut map = base();
+            map.insert(key.to_string(), value.to_string());
+            let err = NodeConfig::from_map(&map).unwrap_err().to_string();
+            assert!(err.contains(named), "{key}={value}: {err}");
+        }
+        let mut map = base();
+        map.remove("cluster.id");
+        assert!(NodeConfig::from_map(&map)
+            .unwrap_err()
+            .to_string()
+            .contains("cluster.id"));
+    }
+
+    #[test]
+    fn file_and_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        let text: String = base().iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(&path, format!("# comment\n{text}")).unwrap();
+        let config = NodeConfig::load(&path, &["broker.id=2".into(), "raft.cpu=1".into()]).unwrap();
+        assert_eq!((config.broker_id, config.raft_cpu), (2, Some(1)));
+        assert!(matches!(
+            NodeConfig::load(&path, &["nokey".into()]),
+            Err(ConfigError::BadOverride(_))
+        ));
+        assert!(matches!(
+            NodeConfig::load(&dir.path().join("missing"), &[]),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+}
+
+#[cfg(test)]
+mod docs_tests {
+    /// docs/configuration.md documents every key with its default.
+    #[test]
+    fn configuration_doc_lists_every_key() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/configuration.md"
+        ))
+        .expect("docs/configuration.md exists");
+        for (key, default, _) in super::KEYS {
+            let row = doc
+                .lines()
+                .find(|line| line.starts_with(&format!("| `{key}` |")))
+                .unwrap_or_else(|| panic!("docs/configuration.md has no row for {key}"));
+            if let Some(default) = default.filter(|d| !d.is_empty()) {
+                assert!(
+                    row.contains(default),
+                    "{key}: the doc's default is not {default}"
+                );
+            }
+        }
+    }
+}

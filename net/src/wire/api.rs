@@ -1,0 +1,82 @@
+//! Api keys and the versions this server speaks (protocol.md section 0).
+
+/// An API this server knows, with its key and supported version range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiSpec {
+    pub key: i16,
+    pub name: &'static str,
+    pub min_version: i16,
+    pub max_version: i16,
+    /// The first flexible version (request header v2 / response header v1), if any.
+    pub first_flexible: Option<i16>,
+}
+
+impl ApiSpec {
+    pub fn supports(&self, version: i16) -> bool {
+        (self.min_version..=self.max_version).contains(&version)
+    }
+
+    /// Whether `version` uses the flexible headers (KIP-482).
+    pub fn is_flexible(&self, version: i16) -> bool {
+        self.first_flexible.is_some_and(|first| version >= first)
+    }
+
+    /// The response header is flexible too, except for ApiVersions, whose response header is
+    /// always v0 so a client can read it before it knows what the server speaks.
+    pub fn response_header_flexible(&self, version: i16) -> bool {
+        self.key != API_VERSIONS && self.is_flexible(version)
+    }
+}
+
+pub const VOTE: i16 = 52;
+pub const BEGIN_QUORUM_EPOCH: i16 = 53;
+pub const END_QUORUM_EPOCH: i16 = 54;
+pub const DESCRIBE_QUORUM: i16 = 55;
+pub const API_VERSIONS: i16 = 18;
+/// Private keys for the draft's RPCs that Kafka never numbered.
+pub const FETCH_QUORUM_RECORDS: i16 = 1000;
+pub const FIND_QUORUM: i16 = 1001;
+pub const ALTER_QUORUM: i16 = 1002;
+
+const fn quorum_rpc(key: i16, name: &'static str) -> ApiSpec {
+    ApiSpec {
+        key,
+        name,
+        min_version: 0,
+        max_version: 0,
+        first_flexible: Some(0),
+    }
+}
+
+/// The quorum RPCs: version 0, flexible.
+pub const QUORUM_APIS: [ApiSpec; 6] = [
+    quorum_rpc(VOTE, "Vote"),
+    quorum_rpc(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch"),
+    quorum_rpc(END_QUORUM_EPOCH, "EndQuorumEpoch"),
+    quorum_rpc(DESCRIBE_QUORUM, "DescribeQuorum"),
+    quorum_rpc(FETCH_QUORUM_RECORDS, "FetchQuorumRecords"),
+    quorum_rpc(FIND_QUORUM, "FindQuorum"),
+];
+
+/// The spec of a quorum RPC by key.
+pub fn quorum_api(key: i16) -> Option<&'static ApiSpec> {
+    QUORUM_APIS.iter().find(|spec| spec.key == key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_private_ones_avoid_kafkas_range() {
+        let mut keys: Vec<i16> = QUORUM_APIS.iter().map(|a| a.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), QUORUM_APIS.len());
+        for key in [FETCH_QUORUM_RECORDS, FIND_QUORUM, ALTER_QUORUM] {
+            assert!(key >= 1000);
+        }
+        assert!(quorum_api(VOTE).unwrap().is_flexible(0));
+        assert!(!quorum_api(VOTE).unwrap().supports(1));
+    }
+}

@@ -1,0 +1,693 @@
+//! The quorum RPCs on the wire (protocol.md section 17, decisions of section 0): version 0,
+//! flexible (compact strings and arrays, a tagged-field section after every struct).
+//!
+//! Bodies map one to one onto `engine::raft::{Request, Response}`. FetchQuorumRecords responses
+//! encode to a chain of [`Bytes`] in which the record batches are the log's own buffers, so a
+//! response is sent as an iovec chain without copying the records.
+
+use bytes::Bytes;
+use engine::raft::{
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, DescribeQuorumRequest,
+    DescribeQuorumResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, ErrorCode,
+    FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, FindQuorumRequest, FindQuorumResponse,
+    ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
+};
+use engine::record::{BatchIter, RecordError};
+use thiserror::Error;
+
+use super::api;
+use super::primitives::{WireError, WireReader, WireWriter};
+
+/// The one topic-partition the quorum serves.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+pub const METADATA_PARTITION: i32 = 0;
+
+/// Tagged field of FetchQuorumRecords requests: the requester's durable end offset.
+const TAG_DURABLE_OFFSET: u32 = 0;
+/// Tagged fields of DescribeQuorum: the partition's target voters, and per replica timestamps.
+const TAG_TARGET_VOTERS: u32 = 0;
+const TAG_LAST_CAUGHT_UP: u32 = 0;
+const TAG_LAST_FETCH: u32 = 1;
+
+#[derive(Debug, Error)]
+pub enum DecodeError {
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    #[error("records at byte {at} of the records field: {source}")]
+    Records { at: usize, source: RecordError },
+    #[error("api key {0} is not a quorum RPC")]
+    UnknownApi(i16),
+    #[error("DescribeQuorum asks about {topic}-{partition}; this server hosts only {METADATA_TOPIC}-{METADATA_PARTITION}")]
+    UnknownPartition { topic: String, partition: i32 },
+    #[error("DescribeQuorum must name exactly one partition, it names {0}")]
+    PartitionCount(usize),
+}
+
+impl DecodeError {
+    /// The Kafka error code a server answers with for a request that failed to decode this way.
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            DecodeError::Records { .. } => ErrorCode::CORRUPT_MESSAGE,
+            DecodeError::UnknownPartition { .. } => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            _ => ErrorCode::INVALID_REQUEST,
+        }
+    }
+}
+
+/// The api key a request travels under.
+pub fn request_api_key(request: &Request) -> i16 {
+    match request {
+        Request::Vote(_) => api::VOTE,
+        Request::BeginQuorumEpoch(_) => api::BEGIN_QUORUM_EPOCH,
+        Request::EndQuorumEpoch(_) => api::END_QUORUM_EPOCH,
+        Request::FetchQuorumRecords(_) => api::FETCH_QUORUM_RECORDS,
+        Request::FindQuorum(_) => api::FIND_QUORUM,
+        Request::DescribeQuorum(_) => api::DESCRIBE_QUORUM,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+pub fn encode_request(request: &Request, w: &mut WireWriter) {
+    match request {
+        Request::Vote(r) => {
+            w.compact_string(&r.cluster_id);
+            w.i32(r.candidate_epoch);
+            w.i32(r.candidate_id);
+            w.i32(r.last_epoch);
+            w.i64(r.last_epoch_end_offset);
+        }
+        Request::BeginQuorumEpoch(r) => {
+            w.compact_string(&r.cluster_id);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+        }
+        Request::EndQuorumEpoch(r) => {
+            w.compact_string(&r.cluster_id);
+            w.i32(r.replica_id);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+            w.compact_array_len(Some(r.preferred_successors.len()));
+            for id in &r.preferred_successors {
+                w.i32(*id);
+            }
+        }
+        Request::FetchQuorumRecords(r) => {
+            w.compact_string(&r.cluster_id);
+            w.i32(r.replica_id);
+            w.i32(r.leader_epoch);
+            w.i64(r.fetch_offset);
+            w.i32(r.last_fetched_epoch);
+            w.bool(r.is_follower);
+            w.i32(r.max_wait_ms);
+            if r.durable_offset != -1 {
+                let payload = r.durable_offset.to_be_bytes();
+                w.tagged_fields(&[(TAG_DURABLE_OFFSET, &payload)]);
+                return;
+            }
+        }
+        Request::FindQuorum(r) => {
+            w.i32(r.replica_id);
+            w.i64(r.boot_timestamp);
+            w.compact_string(&r.host);
+            w.i32(r.port);
+        }
+        Request::DescribeQuorum(DescribeQuorumRequest {}) => {
+            w.compact_array_len(Some(1));
+            w.compact_string(METADATA_TOPIC);
+            w.compact_array_len(Some(1));
+            w.i32(METADATA_PARTITION);
+            w.no_tagged_fields(); // partition
+            w.no_tagged_fields(); // topic
+        }
+    }
+    w.no_tagged_fields();
+}
+
+pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, DecodeError> {
+    let request = match api_key {
+        api::VOTE => Request::Vote(VoteRequest {
+            cluster_id: r.compact_string("cluster id")?,
+            candidate_epoch: r.i32("candidate epoch")?,
+            candidate_id: r.i32("candidate id")?,
+            last_epoch: r.i32("last epoch")?,
+            last_epoch_end_offset: r.i64("last epoch end offset")?,
+        }),
+        api::BEGIN_QUORUM_EPOCH => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            cluster_id: r.compact_string("cluster id")?,
+            leader_id: r.i32("leader id")?,
+            leader_epoch: r.i32("leader epoch")?,
+        }),
+        api::END_QUORUM_EPOCH => {
+            let cluster_id = r.compact_string("cluster id")?;
+            let replica_id = r.i32("replica id")?;
+            let leader_id = r.i32("leader id")?;
+            let leader_epoch = r.i32("leader epoch")?;
+            let count = r.compact_array_len("preferred successors", 4)?.unwrap_or(0);
+            let mut preferred_successors = Vec::with_capacity(count);
+            for _ in 0..count {
+                preferred_successors.push(r.i32("preferred successor")?);
+            }
+            Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                cluster_id,
+                replica_id,
+                leader_id,
+                leader_epoch,
+                preferred_successors,
+            })
+        }
+        api::FETCH_QUORUM_RECORDS => {
+            let mut fetch = FetchQuorumRecordsRequest {
+                cluster_id: r.compact_string("cluster id")?,
+                replica_id: r.i32("replica id")?,
+                leader_epoch: r.i32("leader epoch")?,
+                fetch_offset: r.i64("fetch offset")?,
+                last_fetched_epoch: r.i32("last fetched epoch")?,
+                is_follower: r.bool("is follower")?,
+                max_wait_ms: r.i32("max wait ms")?,
+                durable_offset: -1,
+            };
+            r.tagged_fields(|tag, payload| {
+                if tag != TAG_DURABLE_OFFSET {
+                    return Ok(false);
+                }
+                fetch.durable_offset = WireReader::new(payload).i64("durable offset")?;
+                Ok(true)
+            })?;
+            r.finish()?;
+            return Ok(Request::FetchQuorumRecords(fetch));
+        }
+        api::FIND_QUORUM => Request::FindQuorum(FindQuorumRequest {
+            replica_id: r.i32("replica id")?,
+            boot_timestamp: r.i64("boot timestamp")?,
+            host: r.compact_string("host")?,
+            port: r.i32("port")?,
+        }),
+        api::DESCRIBE_QUORUM => {
+            decode_describe_topics(r)?;
+            Request::DescribeQuorum(DescribeQuorumRequest {})
+        }
+        other => return Err(DecodeError::UnknownApi(other)),
+    };
+    r.skip_tagged_fields()?;
+    r.finish()?;
+    Ok(request)
+}
+
+/// Topics[]{TopicName, Partitions[]{PartitionIndex}}: exactly `__cluster_metadata`-0.
+fn decode_describe_topics(r: &mut WireReader) -> Result<(), DecodeError> {
+    let topics = r.compact_array_len("topics", 3)?.unwrap_or(0);
+    let mut partitions_seen = 0;
+    for _ in 0..topics {
+        let topic = r.compact_string("topic name")?;
+        let partitions = r.compact_array_len("partitions", 5)?.unwrap_or(0);
+        for _ in 0..partitions {
+            let partition = r.i32("partition index")?;
+            r.skip_tagged_fields()?;
+            if topic != METADATA_TOPIC || partition != METADATA_PARTITION {
+                return Err(DecodeError::UnknownPartition { topic, partition });
+            }
+            partitions_seen += 1;
+        }
+        r.skip_tagged_fields()?;
+    }
+    if partitions_seen != 1 {
+        return Err(DecodeError::PartitionCount(partitions_seen));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+/// Encodes a response body. The result is a chain: FetchQuorumRecords responses put each record
+/// batch in as its own [`Bytes`] (the log's buffer), everything else is one piece.
+pub fn encode_response(response: &Response, w: WireWriter) -> Vec<Bytes> {
+    let mut w = w;
+    match response {
+        Response::Vote(r) => {
+            w.i16(r.error.0);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+            w.bool(r.vote_granted);
+        }
+        Response::BeginQuorumEpoch(r) => {
+            w.i16(r.error.0);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+        }
+        Response::EndQuorumEpoch(r) => {
+            w.i16(r.error.0);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+        }
+        Response::FetchQuorumRecords(r) => return encode_fetch_response(r, w),
+        Response::FindQuorum(r) => {
+            w.i16(r.error.0);
+            w.compact_string(&r.cluster_id);
+            w.i32(r.leader_id);
+            w.i32(r.leader_epoch);
+            write_endpoints(&mut w, Some(&r.voters));
+            write_endpoints(&mut w, r.target_voters.as_deref());
+        }
+        Response::DescribeQuorum(r) => encode_describe_response(r, &mut w),
+    }
+    w.no_tagged_fields();
+    vec![w.into_inner().freeze()]
+}
+
+fn encode_fetch_response(r: &FetchQuorumRecordsResponse, mut w: WireWriter) -> Vec<Bytes> {
+    w.i16(r.error.0);
+    w.i32(r.leader_id);
+    w.i32(r.leader_epoch);
+    w.i64(r.next_fetch_offset);
+    w.i32(r.next_fetch_offset_epoch);
+    let records_len: usize = r.batches.iter().map(|b| b.bytes.len()).sum();
+    w.compact_bytes_len(Some(records_len));
+    let mut chain = Vec::with_capacity(r.batches.len() + 2);
+    chain.push(w.into_inner().freeze());
+    chain.extend(r.batches.iter().map(|b| b.bytes.clone()));
+    let mut tail = WireWriter::with_capacity(32);
+    tail.i64(r.high_watermark);
+    tail.i64(r.first_dirty_offset);
+    tail.i64(r.last_caught_up_time_ms);
+    tail.no_tagged_fields();
+    chain.push(tail.into_inner().freeze());
+    chain
+}
+
+fn write_endpoints(w: &mut WireWriter, voters: Option<&[VoterEndpoint]>) {
+    w.compact_array_len(voters.map(<[VoterEndpoint]>::len));
+    for v in voters.unwrap_or_default() {
+        w.i32(v.voter_id);
+        w.i64(v.boot_timestamp);
+        w.compact_string(&v.host);
+        w.i32(v.port);
+        w.no_tagged_fields();
+    }
+}
+
+fn read_endpoints(r: &mut WireReader) -> Result<Option<Vec<VoterEndpoint>>, WireError> {
+    let Some(count) = r.compact_array_len("voters", 18)? else {
+        return Ok(None);
+    };
+    let mut voters = Vec::with_capacity(count);
+    for _ in 0..count {
+        voters.push(VoterEndpoint {
+            voter_id: r.i32("voter id")?,
+            boot_timestamp: r.i64("boot timestamp")?,
+            host: r.compact_string("host")?,
+            port: r.i32("port")?,
+        });
+        r.skip_tagged_fields()?;
+    }
+    Ok(Some(voters))
+}
+
+fn encode_describe_response(r: &DescribeQuorumResponse, w: &mut WireWriter) {
+    // A failure of the whole request goes in the top-level code; a partition-level answer
+    // (including NOT_QUORUM_LEADER) in the partition's.
+    w.i16(ErrorCode::NONE.0);
+    w.compact_array_len(Some(1));
+    w.compact_string(METADATA_TOPIC);
+    w.compact_array_len(Some(1));
+    w.i32(METADATA_PARTITION);
+    w.i16(r.error.0);
+    w.i32(r.leader_id);
+    w.i32(r.leader_epoch);
+    w.i64(r.high_watermark);
+    write_replicas(w, &r.current_voters);
+    write_replicas(w, &r.observers);
+    match &r.target_voters {
+        None => w.no_tagged_fields(),
+        Some(target) => {
+            let mut inner = WireWriter::new();
+            write_replicas(&mut inner, target);
+            w.tagged_fields(&[(TAG_TARGET_VOTERS, &inner.into_inner())]);
+        }
+    }
+    w.no_tagged_fields(); // topic
+}
+
+fn write_replicas(w: &mut WireWriter, replicas: &[ReplicaState]) {
+    w.compact_array_len(Some(replicas.len()));
+    for replica in replicas {
+        w.i32(replica.replica_id);
+        w.i64(replica.log_end_offset);
+        let caught_up = replica.last_caught_up_timestamp.to_be_bytes();
+        let fetched = replica.last_fetch_timestamp.to_be_bytes();
+        let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
+        if replica.last_caught_up_timestamp != -1 {
+            tags.push((TAG_LAST_CAUGHT_UP, &caught_up));
+        }
+        if replica.last_fetch_timestamp != -1 {
+            tags.push((TAG_LAST_FETCH, &fetched));
+        }
+        w.tagged_fields(&tags);
+    }
+}
+
+fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
+    let count = r.compact_array_len("replicas", 13)?.unwrap_or(0);
+    let mut replicas = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut replica = ReplicaState {
+            replica_id: r.i32("replica id")?,
+            log_end_offset: r.i64("log end offset")?,
+            last_fetch_timestamp: -1,
+            last_caught_up_timestamp: -1,
+        };
+        r.tagged_fields(|tag, payload| {
+            let value = || WireReader::new(payload.clone()).i64("replica timestamp");
+            match tag {
+                TAG_LAST_CAUGHT_UP => replica.last_caught_up_timestamp = value()?,
+                TAG_LAST_FETCH => replica.last_fetch_timestamp = value()?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })?;
+        replicas.push(replica);
+    }
+    Ok(replicas)
+}
+
+pub fn decode_response(api_key: i16, r: &mut WireReader) -> Result<Response, DecodeError> {
+    let response = match api_key {
+        api::VOTE => Response::Vote(VoteResponse {
+            error: ErrorCode(r.i16("error code")?),
+            leader_id: r.i32("leader id")?,
+            leader_epoch: r.i32("leader epoch")?,
+            vote_granted: r.bool("vote granted")?,
+        }),
+        api::BEGIN_QUORUM_EPOCH => Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+            error: ErrorCode(r.i16("error code")?),
+            leader_id: r.i32("leader id")?,
+            leader_epoch: r.i32("leader epoch")?,
+        }),
+        api::END_QUORUM_EPOCH => Response::EndQuorumEpoch(EndQuorumEpochResponse {
+            error: ErrorCode(r.i16("error code")?),
+            leader_id: r.i32("leader id")?,
+            leader_epoch: r.i32("leader epoch")?,
+        }),
+        api::FETCH_QUORUM_RECORDS => Response::FetchQuorumRecords(decode_fetch_response(r)?),
+        api::FIND_QUORUM => Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode(r.i16("error code")?),
+            cluster_id: r.compact_string("cluster id")?,
+            leader_id: r.i32("leader id")?,
+            leader_epoch: r.i32("leader epoch")?,
+            voters: read_endpoints(r)?.unwrap_or_default(),
+            target_voters: read_endpoints(r)?,
+        }),
+        api::DESCRIBE_QUORUM => Response::DescribeQuorum(decode_describe_response(r)?),
+        other => return Err(DecodeError::UnknownApi(other)),
+    };
+    r.skip_tagged_fields()?;
+    r.finish()?;
+    Ok(response)
+}
+
+fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsResponse, DecodeError> {
+    let error = ErrorCode(r.i16("error code")?);
+    let leader_id = r.i32("leader id")?;
+    let leader_epoch = r.i32("leader epoch")?;
+    let next_fetch_offset = r.i64("next fetch offset")?;
+    let next_fetch_offset_epoch = r.i32("next fetch offset epoch")?;
+    let records = r.compact_nullable_bytes("records")?.unwrap_or_default();
+    let batches = split_batches(records)?;
+    Ok(FetchQuorumRecordsResponse {
+        error,
+        leader_id,
+        leader_epoch,
+        next_fetch_offset,
+        next_fetch_offset_epoch,
+        batches,
+        high_watermark: r.i64("high watermark")?,
+        first_dirty_offset: r.i64("first dirty offset")?,
+        last_caught_up_time_ms: r.i64("last caught up time")?,
+    })
+}
+
+/// Splits a records field into validated batches (CRC included), each a slice of the frame.
+pub fn split_batches(records: Bytes) -> Result<Vec<engine::raft::Batch>, DecodeError> {
+    let mut iter = BatchIter::new(records);
+    let mut batches = Vec::new();
+    while let Some(batch) = iter.next() {
+        let at = iter.position();
+        batches.push(
+            batch
+                .map_err(|source| DecodeError::Records { at, source })?
+                .to_raft_batch(),
+        );
+    }
+    Ok(batches)
+}
+
+fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse, DecodeError> {
+    let top_error = ErrorCode(r.i16("error code")?);
+    let topics = r.compact_array_len("topics", 3)?.unwrap_or(0);
+    let mut found = None;
+    for _ in 0..topics {
+        let topic = r.compact_string("topic name")?;
+        let partitions = r.compact_array_len("partitions", 31)?.unwrap_or(0);
+        for _ in 0..partitions {
+            let partition = r.i32("partition index")?;
+            let mut response = DescribeQuorumResponse {
+                error: ErrorCode(r.i16("partition error code")?),
+                leader_id: r.i32("leader id")?,
+                leader_epoch: r.i32("leader epoch")?,
+                high_watermark: r.i64("high watermark")?,
+                current_voters: read_replicas(r)?,
+                observers: read_replicas(r)?,
+                target_voters: None,
+            };
+            r.tagged_fields(|tag, payload| {
+                if tag != TAG_TARGET_VOTERS {
+                    return Ok(false);
+                }
+                let mut inner = WireReader::new(payload);
+                response.target_voters = Some(read_replicas(&mut inner)?);
+                inner.finish()?;
+                Ok(true)
+            })?;
+            if topic == METADATA_TOPIC && partition == METADATA_PARTITION {
+                found = Some(response);
+            }
+        }
+        r.skip_tagged_fields()?;
+    }
+    match found {
+        Some(mut response) => {
+            if !top_error.is_none() {
+                response.error = top_error;
+            }
+            Ok(response)
+        }
+        None => Err(DecodeError::PartitionCount(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use engine::record::{BatchView, RecordBatchBuilder};
+
+    fn request_round_trip(request: Request) {
+        let mut w = WireWriter::new();
+        encode_request(&request, &mut w);
+        let mut r = WireReader::new(w.into_inner().freeze());
+        let decoded = decode_request(request_api_key(&request), &mut r).unwrap();
+        assert_eq!(decoded, request);
+    }
+
+    fn response_round_trip(api_key: i16, response: Response) {
+        let chain = encode_response(&response, WireWriter::new());
+        let mut joined = BytesMut::new();
+        for piece in &chain {
+            joined.extend_from_slice(piece);
+        }
+        let mut r = WireReader::new(joined.freeze());
+        assert_eq!(decode_response(api_key, &mut r).unwrap(), response);
+    }
+
+    fn batch(base: i64, epoch: i32, n: usize) -> engine::raft::Batch {
+        let mut b = RecordBatchBuilder::new(base, epoch);
+        for i in 0..n {
+            b.append(0, None, Some(format!("v{i}").as_bytes()), &[]);
+        }
+        BatchView::parse(b.build().freeze())
+            .unwrap()
+            .to_raft_batch()
+    }
+
+    #[test]
+    fn every_request_round_trips() {
+        request_round_trip(Request::Vote(VoteRequest {
+            cluster_id: "c".into(),
+            candidate_epoch: 5,
+            candidate_id: 2,
+            last_epoch: 4,
+            last_epoch_end_offset: 100,
+        }));
+        request_round_trip(Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+            cluster_id: "c".into(),
+            leader_id: 1,
+            leader_epoch: 3,
+        }));
+        request_round_trip(Request::EndQuorumEpoch(EndQuorumEpochRequest {
+            cluster_id: "c".into(),
+            replica_id: 1,
+            leader_id: 1,
+            leader_epoch: 3,
+            preferred_successors: vec![3, 2],
+        }));
+        for durable_offset in [-1, 0, 77] {
+            request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+                cluster_id: "c".into(),
+                replica_id: 2,
+                leader_epoch: 3,
+                fetch_offset: 80,
+                last_fetched_epoch: 3,
+                is_follower: true,
+                max_wait_ms: 500,
+                durable_offset,
+            }));
+        }
+        request_round_trip(Request::FindQuorum(FindQuorumRequest {
+            replica_id: 4,
+            boot_timestamp: 1_700_000_000_000,
+            host: "127.0.0.1".into(),
+            port: 9093,
+        }));
+        request_round_trip(Request::DescribeQuorum(DescribeQuorumRequest {}));
+    }
+
+    #[test]
+    fn every_response_round_trips() {
+        response_round_trip(
+            api::VOTE,
+            Response::Vote(VoteResponse {
+                error: ErrorCode::FENCED_LEADER_EPOCH,
+                leader_id: -1,
+                leader_epoch: 9,
+                vote_granted: false,
+            }),
+        );
+        response_round_trip(
+            api::FETCH_QUORUM_RECORDS,
+            Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+                error: ErrorCode::NONE,
+                leader_id: 1,
+                leader_epoch: 3,
+                next_fetch_offset: -1,
+                next_fetch_offset_epoch: -1,
+                batches: vec![batch(10, 3, 2), batch(12, 3, 5)],
+                high_watermark: 11,
+                first_dirty_offset: -1,
+                last_caught_up_time_ms: -1,
+            }),
+        );
+        let voter = |id| VoterEndpoint {
+            voter_id: id,
+            boot_timestamp: 5,
+            host: "h".into(),
+            port: 1,
+        };
+        response_round_trip(
+            api::FIND_QUORUM,
+            Response::FindQuorum(FindQuorumResponse {
+                error: ErrorCode::NONE,
+                cluster_id: "c".into(),
+                leader_id: 2,
+                leader_epoch: 4,
+                voters: vec![voter(1), voter(2)],
+                target_voters: Some(vec![voter(3)]),
+            }),
+        );
+        let replica = |id, ts| ReplicaState {
+            replica_id: id,
+            log_end_offset: 40,
+            last_fetch_timestamp: ts,
+            last_caught_up_timestamp: ts,
+        };
+        response_round_trip(
+            api::DESCRIBE_QUORUM,
+            Response::DescribeQuorum(DescribeQuorumResponse {
+                error: ErrorCode::NONE,
+                leader_id: 1,
+                leader_epoch: 2,
+                high_watermark: 39,
+                current_voters: vec![replica(1, -1), replica(2, 12345)],
+                target_voters: Some(vec![replica(4, 7)]),
+                observers: vec![],
+            }),
+        );
+    }
+
+    #[test]
+    fn fetch_response_chains_the_log_buffers_without_copying() {
+        let b = batch(0, 1, 3);
+        let response = Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+            error: ErrorCode::NONE,
+            leader_id: 1,
+            leader_epoch: 1,
+            next_fetch_offset: -1,
+            next_fetch_offset_epoch: -1,
+            batches: vec![b.clone()],
+            high_watermark: 3,
+            first_dirty_offset: -1,
+            last_caught_up_time_ms: -1,
+        });
+        let chain = encode_response(&response, WireWriter::new());
+        assert_eq!(chain.len(), 3);
+        assert_eq!(
+            chain[1].as_ptr(),
+            b.bytes.as_ptr(),
+            "the batch is the log's own buffer"
+        );
+    }
+
+    #[test]
+    fn corrupt_records_and_foreign_partitions_get_kafka_codes() {
+        let mut b = batch(0, 1, 2);
+        let mut bytes = BytesMut::from(&b.bytes[..]);
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        b.bytes = bytes.freeze();
+        let err = split_batches(b.bytes.clone()).unwrap_err();
+        assert_eq!(err.error_code(), ErrorCode::CORRUPT_MESSAGE);
+
+        let mut w = WireWriter::new();
+        w.compact_array_len(Some(1));
+        w.compact_string("other");
+        w.compact_array_len(Some(1));
+        w.i32(0);
+        w.no_tagged_fields();
+        w.no_tagged_fields();
+        w.no_tagged_fields();
+        let mut r = WireReader::new(w.into_inner().freeze());
+        let err = decode_request(api::DESCRIBE_QUORUM, &mut r).unwrap_err();
+        assert_eq!(err.error_code(), ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+
+    #[test]
+    fn every_prefix_of_every_request_is_an_error_not_a_panic() {
+        let mut w = WireWriter::new();
+        encode_request(
+            &Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                cluster_id: "cluster".into(),
+                replica_id: 1,
+                leader_id: 1,
+                leader_epoch: 3,
+                preferred_successors: vec![3, 2],
+            }),
+            &mut w,
+        );
+        let full = w.into_inner().freeze();
+        for cut in 0..full.len() {
+            let mut r = WireReader::new(full.slice(..cut));
+            assert!(decode_request(api::END_QUORUM_EPOCH, &mut r).is_err());
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Our bytes against an independent Kafka codec (the `kafka-protocol` crate) wherever Kafka has
+//! the same message: request headers, ApiVersions, Produce, DescribeQuorum.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{
+    self as kp, ApiVersionsRequest as KpApiVersionsRequest,
+    ApiVersionsResponse as KpApiVersionsResponse, ProduceRequest as KpProduceRequest,
+    ProduceResponse as KpProduceResponse, RequestHeader as KpRequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use net::wire::client::{
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartition,
+    ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopic, ProduceTopicResponse,
+    PRODUCE_SPEC,
+};
+use net::wire::{RequestHeader, WireReader, WireWriter};
+
+fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
+    let mut w = WireWriter::new();
+    f(&mut w);
+    w.into_inner().freeze()
+}
+
+fn theirs<T: Encodable>(msg: &T, version: i16) -> Bytes {
+    let mut buf = BytesMut::new();
+    msg.encode(&mut buf, version).unwrap();
+    buf.freeze()
+}
+
+#[test]
+fn request_headers_match_kafka_in_v1_and_v2() {
+    for (version, flexible) in [(1i16, false), (2, true)] {
+        let header = RequestHeader {
+            api_key: 0,
+            api_version: 9,
+            correlation_id: 42,
+            client_id: Some("ringraft-bench".into()),
+        };
+        let kp_header = KpRequestHeader::default()
+            .with_request_api_key(0)
+            .with_request_api_version(9)
+            .with_correlation_id(42)
+            .with_client_id(Some(StrBytes::from_static_str("ringraft-bench")));
+        assert_eq!(
+            ours(|w| header.write(w, flexible)),
+            theirs(&kp_header, version)
+        );
+        let mut r = WireReader::new(theirs(&kp_header, version));
+        assert_eq!(RequestHeader::read(&mut r, flexible).unwrap(), header);
+    }
+}
+
+#[test]
+fn api_versions_match_kafka_in_every_version() {
+    for version in 0..=4i16 {
+        let request = ApiVersionsRequest {
+            client_software_name: (version >= 3).then(|| "ringraft".into()),
+            client_software_version: (version >= 3).then(|| "0.1.0".into()),
+        };
+        let kp_request = KpApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("ringraft"))
+            .with_client_software_version(StrBytes::from_static_str("0.1.0"));
+        assert_eq!(
+            ours(|w| request.encode(w, version)),
+            theirs(&kp_request, version)
+        );
+
+        let response = ApiVersionsResponse {
+            error: engine::raft::ErrorCode::NONE,
+            api_keys: vec![
+                ApiVersionRange {
+                    api_key: 0,
+                    min_version: 3,
+                    max_version: 9,
+                },
+                ApiVersionRange {
+                    api_key: 18,
+                    min_version: 0,
+                    max_version: 4,
+                },
+            ],
+            throttle_time_ms: 0,
+        };
+        let kp_response = KpApiVersionsResponse::default().with_api_keys(vec![
+            kp::api_versions_response::ApiVersion::default()
+                .with_api_key(0)
+                .with_min_version(3)
+                .with_max_version(9),
+            kp::api_versions_response::ApiVersion::default()
+                .with_api_key(18)
+                .with_min_version(0)
+                .with_max_version(4),
+        ]);
+        let kafka_bytes = theirs(&kp_response, version);
+        assert_eq!(
+            ours(|w| response.encode(w, version)),
+            kafka_bytes,
+            "v{version}"
+        );
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(
+            ApiVersionsResponse::decode(&mut r, version).unwrap(),
+            response
+        );
+    }
+}
+
+#[test]
+fn produce_matches_kafka_in_every_supported_version() {
+    let records = Bytes::from_static(b"opaque record batch bytes");
+    for version in PRODUCE_SPEC.min_version..=PRODUCE_SPEC.max_version {
+        let request = ProduceRequest {
+            transactional_id: None,
+            acks: -1,
+            timeout_ms: 1500,
+            topics: vec![ProduceTopic {
+                name: "__cluster_metadata".into(),
+                partitions: vec![ProducePartition {
+                    index: 0,
+                    records: Some(records.clone()),
+                }],
+            }],
+        };
+        let kp_request = KpProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1500)
+            .with_topic_data(vec![kp::produce_request::TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                .with_partition_data(vec![
+                    kp::produce_request::PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records.clone())),
+                ])]);
+        let kafka_bytes = theirs(&kp_request, version);
+        assert_eq!(
+            ours(|w| request.encode(w, version)),
+            kafka_bytes,
+            "request v{version}"
+        );
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(ProduceRequest::decode(&mut r, version).unwrap(), request);
+
+        let response = ProduceResponse {
+            topics: vec![ProduceTopicResponse {
+                name: "__cluster_metadata".into(),
+                partitions: vec![ProducePartitionResponse {
+                    index: 0,
+                    error: engine::raft::ErrorCode::NONE,
+                    base_offset: 1234,
+                    log_append_time_ms: -1,
+                    log_start_offset: if version >= 5 { 0 } else { -1 },
+                    error_message: None,
+                }],
+            }],
+            throttle_time_ms: 0,
+        };
+        let kp_response = KpProduceResponse::default().with_responses(vec![
+            kp::produce_response::TopicProduceResponse::default()
+                .with_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                .with_partition_responses(vec![
+                    kp::produce_response::PartitionProduceResponse::default()
+                        .with_index(0)
+                        .with_base_offset(1234)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(0),
+                ]),
+        ]);
+        let kafka_bytes = theirs(&kp_response, version);
+        assert_eq!(
+            ours(|w| response.encode(w, version)),
+            kafka_bytes,
+            "response v{version}"
+        );
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(ProduceResponse::decode(&mut r, version).unwrap(), response);
+        let _ =
+            KpProduceResponse::decode(&mut ours(|w| response.encode(w, version)), version).unwrap();
+    }
+}
+
+#[test]
+fn describe_quorum_matches_kafkas_v0_layout() {
+    use engine::raft::{DescribeQuorumRequest, ReplicaState, Request, Response};
+    use net::wire::quorum::{decode_request, decode_response, encode_request, encode_response};
+
+    let kp_request = kp::DescribeQuorumRequest::default().with_topics(vec![
+        kp::describe_quorum_request::TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![
+                kp::describe_quorum_request::PartitionData::default().with_partition_index(0)
+            ]),
+    ]);
+    let ours_request =
+        ours(|w| encode_request(&Request::DescribeQuorum(DescribeQuorumRequest {}), w));
+    assert_eq!(ours_request, theirs(&kp_request, 0));
+    let mut r = WireReader::new(theirs(&kp_request, 0));
+    decode_request(net::wire::api::DESCRIBE_QUORUM, &mut r).unwrap();
+
+    // Kafka's decoder reads our response (our timestamps and target voters are tagged fields it
+    // skips), and we read Kafka's.
+    let response = Response::DescribeQuorum(engine::raft::DescribeQuorumResponse {
+        error: engine::raft::ErrorCode::NONE,
+        leader_id: 1,
+        leader_epoch: 5,
+        high_watermark: 99,
+        current_voters: vec![ReplicaState {
+            replica_id: 1,
+            log_end_offset: 100,
+            last_fetch_timestamp: 7,
+            last_caught_up_timestamp: 8,
+        }],
+        target_voters: Some(vec![]),
+        observers: vec![],
+    });
+    let mut joined = BytesMut::new();
+    for piece in encode_response(&response, WireWriter::new()) {
+        joined.extend_from_slice(&piece);
+    }
+    let decoded = kp::DescribeQuorumResponse::decode(&mut joined.clone().freeze(), 0).unwrap();
+    let partition = &decoded.topics[0].partitions[0];
+    assert_eq!(partition.leader_id.0, 1);
+    assert_eq!(partition.high_watermark, 99);
+    assert_eq!(partition.current_voters[0].log_end_offset, 100);
+
+    let mut kafka_bytes = BytesMut::new();
+    decoded.encode(&mut kafka_bytes, 0).unwrap();
+    let mut r = WireReader::new(kafka_bytes.freeze());
+    let Response::DescribeQuorum(back) = decode_response(55, &mut r).unwrap() else {
+        panic!("not a DescribeQuorum response");
+    };
+    assert_eq!(back.high_watermark, 99);
+    assert_eq!(back.current_voters[0].replica_id, 1);
+}
