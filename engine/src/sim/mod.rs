@@ -29,8 +29,8 @@ pub struct SimConfig {
     pub observers: usize,
     /// Random faults (kills, shutdowns, partitions, loss, duplication, torn writes).
     pub faults: bool,
-    /// Also kill a node and delete its persistent state now and then (turns off
-    /// MajorityReachedHighWatermark and the victim's MonotonicEpoch, as protocol.md 21 says).
+    /// Also kill an observer and delete its persistent state now and then. (Voters lose their
+    /// state only in scripted scenarios: see `Simulation::kill_and_delete_state`.)
     pub delete_state: bool,
     /// Judge only by outcomes: skip MajorityReachedHighWatermark and
     /// VotePersistedBeforeGranted, which watch the mechanism directly.
