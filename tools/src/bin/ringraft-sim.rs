@@ -30,7 +30,7 @@ struct Cli {
     /// Number of observers.
     #[arg(long, default_value_t = 1)]
     observers: usize,
-    /// Also kill nodes and delete their persistent state (relaxes two invariants).
+    /// Also kill observers and delete their persistent state (voters: scripted scenario only).
     #[arg(long)]
     delete_state: bool,
     /// Judge by outcomes only: skip the two invariants that watch the mechanism
