@@ -1,1 +1,710 @@
-//! placeholder: see the module's issue.
+//! The segmented log on disk: segment files of Kafka RecordBatch v2 batches named by base offset,
+//! a sparse offset index per segment, the leader-epoch cache with its checkpoint, recovery on
+//! open, reads, appends and truncation.
+//!
+//! The write path is split so that two drivers share it: [`Log::append`] writes and syncs with
+//! plain syscalls (tests, tools), and [`crate::io::GroupCommitWriter`] stages many appends with
+//! [`Log::stage`], writes the group through io_uring, and calls [`Log::complete_group_write`].
+//! See docs/storage.md for the layout and the rules.
+
+mod batch_meta;
+mod checkpoint;
+mod epoch_cache;
+mod recovery;
+mod segment;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+pub use batch_meta::{BatchMeta, BATCH_HEADER_LEN};
+pub use checkpoint::{Checkpoint, CHECKPOINT_FILE};
+pub use epoch_cache::{EpochCache, EpochCacheError};
+pub use segment::{parse_segment_file_name, segment_file_name};
+
+use crate::io::aligned::{align_down, align_up, AlignedBuf, BLOCK};
+use crate::io::file;
+use crate::raft::{Epoch, LogSnapshot, Offset};
+use segment::{Segment, SparseIndex};
+
+/// How the log lays out and preallocates its files.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// Roll to a new segment when the next batch would take the active one past this size
+    /// (Kafka's `log.segment.bytes`).
+    pub segment_bytes: u64,
+    /// One sparse-index entry per this many bytes of batches (Kafka's `log.index.interval.bytes`).
+    pub index_interval_bytes: u64,
+    /// fallocate each new segment to `segment_bytes`.
+    pub preallocate: bool,
+    /// Bytes one group write may carry (the staging buffer's capacity; a larger batch grows it).
+    pub max_group_bytes: usize,
+    /// Zero-fill this many bytes ahead of the write head, as an extra linked write in a group
+    /// (0 = never). Writes over zeroed blocks sync faster than writes into unwritten extents.
+    pub zero_ahead_bytes: u64,
+    /// Only groups of at most this many bytes carry a zero-fill (large groups would pay for
+    /// writing every byte twice). `usize::MAX` = always, 0 = never.
+    pub zero_ahead_max_group_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1 << 30,
+            index_interval_bytes: 4096,
+            preallocate: true,
+            max_group_bytes: 4 << 20,
+            zero_ahead_bytes: 1 << 20,
+            zero_ahead_max_group_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Everything that can go wrong in the log.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "corrupt log: {path} at byte {position} (offset {offset}): {reason}; valid data follows, \
+         so this is not a torn tail. Restore this replica from a peer."
+    )]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        offset: Offset,
+        reason: String,
+    },
+    #[error("append at offset {got} but the log ends at {expected}")]
+    OffsetMismatch { expected: Offset, got: Offset },
+    #[error("invalid batch appended at offset {offset}: {reason}")]
+    InvalidBatch { offset: Offset, reason: String },
+    #[error(transparent)]
+    Epoch(#[from] EpochCacheError),
+}
+
+impl LogError {
+    fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LogError + 'a {
+        move |source| LogError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Why [`Log::stage`] stopped before the end of the batches it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageStop {
+    /// Every batch was staged.
+    Done,
+    /// The staging buffer is full: write the group, then stage the rest.
+    GroupFull,
+    /// The next batch belongs in a new segment: write the group, [`Log::roll`], stage the rest.
+    NeedsRoll,
+}
+
+/// One group write as the writer submits it: `len` bytes (block multiple) from `buf` at
+/// `file_offset` of `fd`, then optionally `zero_len` zeros at `zero_offset`, then a data sync.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupWrite {
+    pub fd: RawFd,
+    pub buf: *const u8,
+    pub len: usize,
+    pub file_offset: u64,
+    /// Bytes of batches in this write (the rest is the rewritten partial block and padding).
+    pub new_bytes: usize,
+    /// Batches in this write.
+    pub batches: usize,
+    pub zero_fill: Option<(u64, usize)>,
+    /// The log end offset once this write is durable.
+    pub end_offset: Offset,
+}
+
+/// The write state of the last segment.
+struct Active {
+    /// O_DIRECT handle of the last segment.
+    direct: File,
+    /// Bytes of the file from `staging_position`: the rewritten partial block, then staged batches.
+    staging: AlignedBuf,
+    /// Block-aligned file position of `staging[0]`.
+    staging_position: u64,
+    /// Staging bytes already written (the partial block kept from the last group).
+    written_len: usize,
+    /// The file is known to hold written zeros (or data) up to here.
+    zeroed_end: u64,
+    /// Batches staged since the last write.
+    staged_batches: usize,
+}
+
+/// The log: segments, epoch cache, write state.
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<Offset, Segment>,
+    epochs: EpochCache,
+    end_offset: Offset,
+    durable_end_offset: Offset,
+    active: Active,
+    /// Zeros for zero-fill ahead (allocated once, registered by the writer).
+    zeros: AlignedBuf,
+    checkpoint: Checkpoint,
+    /// Bumped when the staging buffer is replaced (the writer re-registers it).
+    staging_generation: u64,
+    /// The offset the recovery scan at open started from.
+    recovery_start: Offset,
+}
+
+impl Log {
+    /// Opens (or creates) the log in `dir`, recovering it: see [`recovery`] and docs/storage.md.
+    pub fn open(dir: impl AsRef<Path>, config: LogConfig) -> Result<Log, LogError> {
+        assert!(
+            config.segment_bytes >= BLOCK as u64,
+            "segment_bytes below one block"
+        );
+        assert!(
+            config.max_group_bytes >= 2 * BLOCK,
+            "max_group_bytes below two blocks"
+        );
+        recovery::open(dir.as_ref(), config)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// One past the last offset appended (staged batches included).
+    pub fn end_offset(&self) -> Offset {
+        self.end_offset
+    }
+
+    /// One past the last offset known to be on disk (written and fdatasync'd).
+    pub fn durable_end_offset(&self) -> Offset {
+        self.durable_end_offset
+    }
+
+    /// The first offset in the log.
+    pub fn start_offset(&self) -> Offset {
+        *self.segments.keys().next().expect("a log has a segment")
+    }
+
+    /// The epoch of the last batch (0 for an empty log).
+    pub fn last_epoch(&self) -> Epoch {
+        self.epochs.last_epoch()
+    }
+
+    pub fn epoch_cache(&self) -> &EpochCache {
+        &self.epochs
+    }
+
+    /// protocol.md 8.3: the largest cached epoch <= `epoch` and where it ends.
+    pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
+        self.epochs.end_offset_for_epoch(epoch, self.end_offset)
+    }
+
+    /// What the Raft core is handed at start-up.
+    pub fn snapshot(&self) -> LogSnapshot {
+        LogSnapshot {
+            end_offset: self.end_offset,
+            epochs: self.epochs.entries().to_vec(),
+        }
+    }
+
+    /// The offset the recovery scan at open started from (the checkpoint's recovery point): the
+    /// open validated every batch from here to the end.
+    pub fn recovery_start(&self) -> Offset {
+        self.recovery_start
+    }
+
+    /// Base offsets of the segment files, ascending.
+    pub fn segment_bases(&self) -> Vec<Offset> {
+        self.segments.keys().copied().collect()
+    }
+
+    /// Appends whole batches whose base offsets continue the log, writes and fdatasyncs them
+    /// before returning (the simple synchronous path; the node uses the GroupCommitWriter).
+    pub fn append(&mut self, batches: &[Bytes]) -> Result<Offset, LogError> {
+        let mut next = 0;
+        loop {
+            let (staged, stop) = self.stage(&batches[next..])?;
+            next += staged;
+            if let Some(write) = self.prepare_group_write() {
+                self.write_group_sync(&write)?;
+                self.complete_group_write(&write);
+            }
+            match stop {
+                StageStop::Done => return Ok(self.end_offset),
+                StageStop::GroupFull => {}
+                StageStop::NeedsRoll => self.roll()?,
+            }
+        }
+    }
+
+    fn write_group_sync(&self, write: &GroupWrite) -> Result<(), LogError> {
+        let path = self.active_segment().path.clone();
+        let data = &self.active.staging.as_full_slice()[..write.len];
+        file::write_all_at(&self.active.direct, data, write.file_offset)
+            .map_err(LogError::io("write", &path))?;
+        if let Some((offset, len)) = write.zero_fill {
+            file::write_all_at(
+                &self.active.direct,
+                &self.zeros.as_full_slice()[..len],
+                offset,
+            )
+            .map_err(LogError::io("write zeros", &path))?;
+        }
+        file::fdatasync(&self.active.direct).map_err(LogError::io("fdatasync", &path))
+    }
+
+    /// Copies as many of `batches` as fit into the staging buffer (without writing them), checking
+    /// that each continues the log. Returns how many were staged and why it stopped.
+    pub fn stage(&mut self, batches: &[Bytes]) -> Result<(usize, StageStop), LogError> {
+        for (i, batch) in batches.iter().enumerate() {
+            let meta = self.check_appended(batch)?;
+            let segment_size = self.active_segment().size;
+            if segment_size > 0 && segment_size + batch.len() as u64 > self.config.segment_bytes {
+                return Ok((i, StageStop::NeedsRoll));
+            }
+            if batch.len() > self.active.staging.remaining() {
+                if self.active.staging.len() > self.active.written_len {
+                    return Ok((i, StageStop::GroupFull));
+                }
+                self.grow_staging(batch.len());
+            }
+            self.epochs.assign(meta.epoch, meta.base_offset)?;
+            let position = self.active.staging_position + self.active.staging.len() as u64;
+            self.active.staging.extend_from_slice(batch);
+            self.active.staged_batches += 1;
+            let interval = self.config.index_interval_bytes;
+            let segment = self.active_segment_mut();
+            segment
+                .index
+                .lock()
+                .note(meta.base_offset, position, interval);
+            segment.size += batch.len() as u64;
+            segment.end_offset = meta.next_offset();
+            self.end_offset = meta.next_offset();
+        }
+        Ok((batches.len(), StageStop::Done))
+    }
+
+    fn check_appended(&self, batch: &Bytes) -> Result<BatchMeta, LogError> {
+        let meta = match batch_meta::peek(batch) {
+            batch_meta::Peek::Header(meta) => meta,
+            other => {
+                return Err(LogError::InvalidBatch {
+                    offset: self.end_offset,
+                    reason: format!("{other:?}"),
+                })
+            }
+        };
+        if meta.len != batch.len() {
+            return Err(LogError::InvalidBatch {
+                offset: self.end_offset,
+                reason: format!("header says {} bytes, buffer has {}", meta.len, batch.len()),
+            });
+        }
+        if meta.base_offset != self.end_offset {
+            return Err(LogError::OffsetMismatch {
+                expected: self.end_offset,
+                got: meta.base_offset,
+            });
+        }
+        Ok(meta)
+    }
+
+    fn grow_staging(&mut self, batch_len: usize) {
+        let needed = self.active.staging.len() + batch_len + BLOCK;
+        let mut grown = AlignedBuf::zeroed(needed.max(self.config.max_group_bytes));
+        grown.extend_from_slice(self.active.staging.filled());
+        self.active.staging = grown;
+        self.staging_generation += 1;
+    }
+
+    /// The staging buffer's address and capacity and its generation (bumped when replaced), for
+    /// registration with a ring.
+    pub fn staging_region(&self) -> (*const u8, usize, u64) {
+        (
+            self.active.staging.as_ptr(),
+            self.active.staging.capacity(),
+            self.staging_generation,
+        )
+    }
+
+    /// The zero buffer's address and length, for registration with a ring.
+    pub fn zeros_region(&self) -> (*const u8, usize) {
+        (self.zeros.as_ptr(), self.zeros.capacity())
+    }
+
+    /// True when batches are staged but not yet written.
+    pub fn has_staged(&self) -> bool {
+        self.active.staging.len() > self.active.written_len
+    }
+
+    /// Pads the staged group to a block and describes its write (None when nothing is staged).
+    pub fn prepare_group_write(&mut self) -> Option<GroupWrite> {
+        if !self.has_staged() {
+            return None;
+        }
+        let new_bytes = self.active.staging.len() - self.active.written_len;
+        let len = self.active.staging.pad_to_block();
+        let file_offset = self.active.staging_position;
+        let write_end = file_offset + len as u64;
+        let zero_fill = self.zero_fill_for(new_bytes, write_end);
+        Some(GroupWrite {
+            fd: self.active.direct.as_raw_fd(),
+            buf: self.active.staging.as_ptr(),
+            len,
+            file_offset,
+            new_bytes,
+            batches: self.active.staged_batches,
+            zero_fill,
+            end_offset: self.end_offset,
+        })
+    }
+
+    fn zero_fill_for(&self, new_bytes: usize, write_end: u64) -> Option<(u64, usize)> {
+        let chunk = self
+            .config
+            .zero_ahead_bytes
+            .min(self.zeros.capacity() as u64);
+        if chunk == 0 || new_bytes > self.config.zero_ahead_max_group_bytes {
+            return None;
+        }
+        let zeroed = self.active.zeroed_end.max(write_end);
+        // Refill when less than half a chunk of zeroed space is left ahead of this write.
+        if zeroed >= write_end + chunk / 2 {
+            return None;
+        }
+        let limit = self.config.segment_bytes.max(write_end);
+        let len = chunk.min(limit - zeroed);
+        (len > 0).then_some((zeroed, len as usize))
+    }
+
+    /// Records that `write` is written and synced: the staged batches are durable, and the
+    /// last partial block stays in the staging buffer to be rewritten with the next group.
+    pub fn complete_group_write(&mut self, write: &GroupWrite) {
+        assert_eq!(write.file_offset, self.active.staging_position);
+        assert_eq!(write.end_offset, self.end_offset);
+        let data_end = self.active.staging_position + self.active.staging.len() as u64;
+        let mut zeroed_end = self
+            .active
+            .zeroed_end
+            .max(write.file_offset + write.len as u64);
+        if let Some((offset, len)) = write.zero_fill {
+            assert!(offset <= zeroed_end);
+            zeroed_end = zeroed_end.max(offset + len as u64);
+        }
+        self.active.zeroed_end = zeroed_end;
+        let dropped = self.active.staging.keep_partial_tail();
+        self.active.staging_position += dropped as u64;
+        self.active.written_len = self.active.staging.len();
+        self.active.staged_batches = 0;
+        self.durable_end_offset = write.end_offset;
+        self.active_segment_mut().readable_size = data_end;
+    }
+
+    /// Starts a new segment at the end offset. Everything staged must be written first.
+    pub fn roll(&mut self) -> Result<(), LogError> {
+        assert!(!self.has_staged(), "roll with unwritten batches");
+        let old = self.active_segment();
+        let (old_path, old_size) = (old.path.clone(), old.size);
+        // Trim the preallocated tail so a sealed segment's length is its data (recovery relies on
+        // it), and make that durable before the next segment exists.
+        self.active
+            .direct
+            .set_len(old_size)
+            .map_err(LogError::io("truncate", &old_path))?;
+        self.active
+            .direct
+            .sync_all()
+            .map_err(LogError::io("fsync", &old_path))?;
+        let base = self.end_offset;
+        let (segment, direct) = create_segment(&self.dir, base, &self.config)?;
+        self.segments.insert(base, segment);
+        self.active = Active::new(direct, &self.config, 0);
+        self.staging_generation += 1;
+        self.store_checkpoint(base, base, 0)
+    }
+
+    /// Drops every batch at or beyond `offset` and makes that durable. A truncation point inside
+    /// a batch drops the whole batch. Returns the new end offset.
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<Offset, LogError> {
+        assert!(!self.has_staged(), "truncate with unwritten batches");
+        if offset >= self.end_offset {
+            return Ok(self.end_offset);
+        }
+        let target_base = self.segment_base_for_truncation(offset);
+        let (position, new_end) = self.position_of(target_base, offset)?;
+        if self.checkpoint.offset > new_end {
+            let epochs = self.epochs.entries_before(new_end);
+            self.checkpoint = Checkpoint::new(new_end, target_base, position, epochs);
+            self.checkpoint
+                .store(&self.dir)
+                .map_err(LogError::io("store checkpoint", &self.dir))?;
+        }
+        self.remove_segments_after(target_base)?;
+        self.reopen_as_active(target_base, position, new_end)?;
+        self.epochs.truncate_from(new_end);
+        self.end_offset = new_end;
+        self.durable_end_offset = new_end;
+        Ok(new_end)
+    }
+
+    fn segment_base_for_truncation(&self, offset: Offset) -> Offset {
+        let first = self.start_offset();
+        self.segments
+            .range(..offset)
+            .next_back()
+            .map_or(first, |(&base, _)| base)
+    }
+
+    /// Byte position in segment `base` where the batch holding `offset` starts (or the segment
+    /// end), and that batch's base offset.
+    fn position_of(&self, base: Offset, offset: Offset) -> Result<(u64, Offset), LogError> {
+        let segment = &self.segments[&base];
+        segment
+            .ensure_indexed(self.config.index_interval_bytes)
+            .map_err(LogError::io("read", &segment.path))?;
+        let mut position = segment.index.lock().lookup(offset);
+        let mut reader = segment.chunk_reader(segment.readable_size);
+        while position < segment.readable_size {
+            let header = reader
+                .get(position, BATCH_HEADER_LEN)
+                .map_err(LogError::io("read", &segment.path))?;
+            let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
+                break;
+            };
+            if meta.last_offset >= offset {
+                return Ok((position, meta.base_offset));
+            }
+            position += meta.len as u64;
+        }
+        Ok((position, segment.end_offset))
+    }
+
+    fn remove_segments_after(&mut self, base: Offset) -> Result<(), LogError> {
+        let doomed: Vec<Offset> = self.segments.range(base + 1..).map(|(&b, _)| b).collect();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        for b in doomed.iter().rev() {
+            let segment = self.segments.remove(b).expect("listed segment");
+            std::fs::remove_file(&segment.path).map_err(LogError::io("remove", &segment.path))?;
+        }
+        file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))
+    }
+
+    /// Makes segment `base` the active one, cut at `position`, with its tail zeroed and
+    /// preallocated again, durably.
+    fn reopen_as_active(
+        &mut self,
+        base: Offset,
+        position: u64,
+        end_offset: Offset,
+    ) -> Result<(), LogError> {
+        let segment = &self.segments[&base];
+        let path = segment.path.clone();
+        let direct = file::open_direct(&path, false).map_err(LogError::io("open", &path))?;
+        direct
+            .set_len(position)
+            .map_err(LogError::io("truncate", &path))?;
+        if self.config.preallocate && self.config.segment_bytes > position {
+            file::fallocate(&direct, 0, self.config.segment_bytes)
+                .map_err(LogError::io("fallocate", &path))?;
+        }
+        direct.sync_all().map_err(LogError::io("fsync", &path))?;
+        let mut active = Active::new(direct, &self.config, position);
+        load_partial_block(&mut active, &segment.reader, position)
+            .map_err(LogError::io("read", &path))?;
+        self.active = active;
+        self.staging_generation += 1;
+        let segment = self.segments.get_mut(&base).expect("target segment");
+        segment.size = position;
+        segment.readable_size = position;
+        segment.end_offset = end_offset;
+        segment.index.lock().truncate_at(position);
+        Ok(())
+    }
+
+    /// Reads whole batches from the one holding `from_offset` on, up to about `max_bytes` (at least
+    /// one batch when any exists there). Only written batches are returned.
+    pub fn read(&self, from_offset: Offset, max_bytes: usize) -> Result<Vec<Bytes>, LogError> {
+        let mut out = Vec::new();
+        let mut budget = max_bytes;
+        let start = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map(|(&b, _)| b);
+        let Some(start) = start else {
+            return Ok(out);
+        };
+        for segment in self.segments.range(start..).map(|(_, s)| s) {
+            let done = self.read_segment(segment, from_offset, &mut budget, &mut out)?;
+            if done {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads from one segment; returns true when the budget is spent.
+    fn read_segment(
+        &self,
+        segment: &Segment,
+        from_offset: Offset,
+        budget: &mut usize,
+        out: &mut Vec<Bytes>,
+    ) -> Result<bool, LogError> {
+        let io_err = LogError::io("read", &segment.path);
+        segment
+            .ensure_indexed(self.config.index_interval_bytes)
+            .map_err(io_err)?;
+        let mut position = segment.index.lock().lookup(from_offset);
+        let limit = segment.readable_size;
+        let mut reader = segment.chunk_reader(limit);
+        while position < limit {
+            let header = reader
+                .get(position, BATCH_HEADER_LEN)
+                .map_err(LogError::io("read", &segment.path))?;
+            let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
+                break;
+            };
+            if meta.last_offset >= from_offset {
+                if !out.is_empty() && meta.len > *budget {
+                    return Ok(true);
+                }
+                let batch = reader
+                    .get(position, meta.len)
+                    .map_err(LogError::io("read", &segment.path))?;
+                if batch.len() < meta.len {
+                    break;
+                }
+                *budget = budget.saturating_sub(meta.len);
+                out.push(batch);
+                if *budget == 0 {
+                    return Ok(true);
+                }
+            }
+            position += meta.len as u64;
+        }
+        Ok(false)
+    }
+
+    /// Writes a checkpoint at the durable end, so the next open scans nothing. Call on shutdown.
+    pub fn checkpoint_now(&mut self) -> Result<(), LogError> {
+        assert!(!self.has_staged(), "checkpoint with unwritten batches");
+        let base = self.active_base();
+        let position = self.active_segment().size;
+        self.store_checkpoint(self.end_offset, base, position)
+    }
+
+    fn store_checkpoint(
+        &mut self,
+        offset: Offset,
+        base: Offset,
+        position: u64,
+    ) -> Result<(), LogError> {
+        let checkpoint =
+            Checkpoint::new(offset, base, position, self.epochs.entries_before(offset));
+        checkpoint
+            .store(&self.dir)
+            .map_err(LogError::io("store checkpoint", &self.dir))?;
+        self.checkpoint = checkpoint;
+        Ok(())
+    }
+
+    fn active_base(&self) -> Offset {
+        *self
+            .segments
+            .keys()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    fn active_segment(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    fn active_segment_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
+    }
+}
+
+impl Active {
+    fn new(direct: File, config: &LogConfig, position: u64) -> Self {
+        let staging_position = align_down(position);
+        Active {
+            direct,
+            staging: AlignedBuf::zeroed(config.max_group_bytes),
+            staging_position,
+            written_len: 0,
+            zeroed_end: align_up(position),
+            staged_batches: 0,
+        }
+    }
+}
+
+/// Loads the bytes of the last partial block before `position` into a fresh staging buffer, so
+/// the next group rewrites that block whole.
+fn load_partial_block(active: &mut Active, reader: &File, position: u64) -> std::io::Result<()> {
+    let tail = (position - active.staging_position) as usize;
+    if tail > 0 {
+        let slice = &mut active.staging.as_mut_slice()[..tail];
+        let got = file::read_at_most(reader, slice, active.staging_position)?;
+        if got != tail {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "segment shorter than its recovered size",
+            ));
+        }
+    }
+    active.staging.set_len(tail);
+    active.written_len = tail;
+    Ok(())
+}
+
+/// Creates segment `base` (fallocated when configured), durably, with its directory entry.
+fn create_segment(
+    dir: &Path,
+    base: Offset,
+    config: &LogConfig,
+) -> Result<(Segment, File), LogError> {
+    let path = dir.join(segment_file_name(base));
+    let direct = file::open_direct(&path, true).map_err(LogError::io("create", &path))?;
+    if config.preallocate {
+        file::fallocate(&direct, 0, config.segment_bytes)
+            .map_err(LogError::io("fallocate", &path))?;
+    }
+    direct.sync_all().map_err(LogError::io("fsync", &path))?;
+    file::fsync_dir(dir).map_err(LogError::io("fsync dir", dir))?;
+    let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+    let segment = Segment {
+        path,
+        reader,
+        size: 0,
+        readable_size: 0,
+        end_offset: base,
+        index: parking_lot::Mutex::new(SparseIndex::new(true)),
+    };
+    Ok((segment, direct))
+}

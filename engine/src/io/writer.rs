@@ -1,0 +1,739 @@
+//! The group-commit writer: one thread, one io_uring, owning the log's files.
+//!
+//! Requests arrive on a channel. While a group's write and fdatasync are in flight the channel
+//! keeps collecting; when they complete, everything queued becomes the next group: staged into the
+//! log's aligned buffer, written with one O_DIRECT write (the last partial block of the previous
+//! group rewritten in front of it), with a linked fdatasync behind it. Each new durable point is
+//! reported as [`WriterEvent::Durable`] on a channel, and the writer's eventfd is signalled so a
+//! thread parked in its own io_uring can watch it. An IO error is fatal: reported once as
+//! [`WriterEvent::Fatal`], after which the thread stops and nothing later is reported durable.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender};
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::aligned::align_up;
+use super::file::{self, PinError};
+use crate::log::{GroupWrite, Log, LogError, StageStop};
+use crate::raft::{LogOp, LogOpKind, Offset};
+
+/// How a group is made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// The O_DIRECT write with an fdatasync linked behind it (IOSQE_IO_LINK).
+    LinkedFdatasync,
+    /// One O_DIRECT write with RWF_DSYNC (a zero-fill, when due, still goes with a linked fdatasync).
+    RwfDsync,
+}
+
+impl std::fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SyncMode::LinkedFdatasync => "O_DIRECT write + linked fdatasync",
+            SyncMode::RwfDsync => "O_DIRECT write with RWF_DSYNC",
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    /// Pin the writer thread to this CPU (checked against sched_getaffinity first).
+    pub cpu: Option<usize>,
+    pub sync_mode: SyncMode,
+    /// Register the staging and zero buffers with the ring (needs RLIMIT_MEMLOCK room; falls back
+    /// to plain writes with a warning).
+    pub register_buffers: bool,
+    /// A group larger than this goes out as several parallel writes of this size (block
+    /// multiple), with the fdatasync drained behind them.
+    pub split_write_bytes: usize,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            cpu: None,
+            sync_mode: SyncMode::LinkedFdatasync,
+            register_buffers: true,
+            split_write_bytes: 512 << 10,
+        }
+    }
+}
+
+/// What the writer is asked to do. `seq` follows [`LogOp::seq`]: strictly increasing.
+#[derive(Debug)]
+pub enum WriterRequest {
+    /// Append whole batches whose base offsets continue the log.
+    Append { seq: u64, batches: Vec<Bytes> },
+    /// Drop everything at or beyond `offset`, durably.
+    TruncateTo { seq: u64, offset: Offset },
+    /// Read written batches (answered with [`WriterEvent::ReadDone`]).
+    Read {
+        read_id: u64,
+        from_offset: Offset,
+        max_bytes: usize,
+    },
+    /// Finish what is queued, checkpoint, and stop (answered with [`WriterEvent::Stopped`]).
+    Shutdown,
+}
+
+impl WriterRequest {
+    /// The request that carries out one of the Raft core's log operations.
+    pub fn from_log_op(op: LogOp) -> Self {
+        match op.kind {
+            LogOpKind::Append(batches) => WriterRequest::Append {
+                seq: op.seq,
+                batches: batches.into_iter().map(|batch| batch.bytes).collect(),
+            },
+            LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
+                seq: op.seq,
+                offset,
+            },
+        }
+    }
+}
+
+/// What the writer reports.
+#[derive(Debug)]
+pub enum WriterEvent {
+    /// Every request with `seq <= up_to_seq` is durable; the log ends at `end_offset`.
+    Durable { up_to_seq: u64, end_offset: Offset },
+    ReadDone {
+        read_id: u64,
+        result: Result<Vec<Bytes>, LogError>,
+    },
+    /// The writer stopped on an error; nothing after the last `Durable` is known to be on disk.
+    /// Sent once. The node must stop: see [`exit_on_fatal`].
+    Fatal(WriterError),
+    /// Clean shutdown finished.
+    Stopped { end_offset: Offset },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error(
+        "creating the io_uring failed: {0} (check the kernel.io_uring_disabled sysctl and seccomp)"
+    )]
+    Ring(std::io::Error),
+    #[error("eventfd: {0}")]
+    EventFd(std::io::Error),
+    #[error("pinning the log writer: {0}")]
+    Pin(#[from] PinError),
+    #[error("spawning the log writer thread: {0}")]
+    Spawn(std::io::Error),
+    #[error("{op} failed at file position {position}: {source}")]
+    Io {
+        op: &'static str,
+        position: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("request seq {seq} after seq {last}: seqs must increase")]
+    SeqOrder { seq: u64, last: u64 },
+}
+
+/// Stops the process after a fatal storage error, with a clear message (exit code 74, EX_IOERR).
+/// After a failed write or fdatasync the page cache state is unknown, so continuing could
+/// acknowledge data that is not on disk (fail-stop).
+pub fn exit_on_fatal(error: &WriterError) -> ! {
+    eprintln!(
+        "ringraft: fatal storage error in the log writer: {error}. Stopping (fail-stop): after a \
+         failed write or fsync nothing later can be trusted to be durable. Check the disk, then \
+         restart; recovery truncates any torn tail."
+    );
+    std::process::exit(74)
+}
+
+/// How the ring ended up configured.
+#[derive(Clone, Debug, Default)]
+pub struct RingInfo {
+    pub single_issuer: bool,
+    pub defer_taskrun: bool,
+    pub registered_buffers: bool,
+    pub pinned_cpu: Option<usize>,
+}
+
+/// Counters kept by the writer thread (relaxed atomics; read them for reports).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Groups written (each one write plus one sync).
+    pub groups: AtomicU64,
+    /// Bytes of batches written (excluding rewritten partial blocks and padding).
+    pub batch_bytes: AtomicU64,
+    /// Bytes submitted to the device, rewrites, padding and zero-fill included.
+    pub device_bytes: AtomicU64,
+    pub batches: AtomicU64,
+    pub zero_fills: AtomicU64,
+}
+
+/// Handle to the writer thread.
+pub struct GroupCommitWriter {
+    requests: Sender<WriterRequest>,
+    events: Receiver<WriterEvent>,
+    eventfd: Arc<OwnedFd>,
+    stats: Arc<WriterStats>,
+    info: RingInfo,
+    thread: Option<JoinHandle<Option<Log>>>,
+}
+
+impl GroupCommitWriter {
+    /// Starts the writer thread, which takes ownership of `log`. The ring is created on that
+    /// thread (SINGLE_ISSUER requires it); set-up errors are returned here.
+    pub fn start(log: Log, config: WriterConfig) -> Result<Self, WriterError> {
+        // SAFETY: plain syscall.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(WriterError::EventFd(std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd is a fresh eventfd we own.
+        let eventfd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let (request_tx, request_rx) = crossbeam_channel::unbounded();
+        let (event_tx, event_rx) = crossbeam_channel::unbounded();
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
+        let stats = Arc::new(WriterStats::default());
+        let thread_stats = Arc::clone(&stats);
+        let thread_eventfd = Arc::clone(&eventfd);
+        let thread = std::thread::Builder::new()
+            .name("ringraft-log".into())
+            .spawn(move || {
+                let setup = WriterThread::new(
+                    log,
+                    &config,
+                    request_rx,
+                    event_tx,
+                    thread_eventfd,
+                    thread_stats,
+                );
+                match setup {
+                    Ok(writer) => {
+                        let _ = ready_tx.send(Ok(writer.info.clone()));
+                        writer.run()
+                    }
+                    Err(error) => {
+                        let _ = ready_tx.send(Err(error));
+                        None
+                    }
+                }
+            })
+            .map_err(WriterError::Spawn)?;
+        let info = ready_rx.recv().expect("writer thread reports its set-up")?;
+        Ok(Self {
+            requests: request_tx,
+            events: event_rx,
+            eventfd,
+            stats,
+            info,
+            thread: Some(thread),
+        })
+    }
+
+    /// Where to send requests (clone it freely; send order is processing order).
+    pub fn sender(&self) -> Sender<WriterRequest> {
+        self.requests.clone()
+    }
+
+    pub fn submit(&self, request: WriterRequest) {
+        // A closed channel means the writer stopped after a Fatal, which it reported.
+        let _ = self.requests.send(request);
+    }
+
+    pub fn events(&self) -> &Receiver<WriterEvent> {
+        &self.events
+    }
+
+    /// An eventfd (non-blocking) signalled after each event is queued; read it to reset.
+    pub fn eventfd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    pub fn stats(&self) -> &Arc<WriterStats> {
+        &self.stats
+    }
+
+    pub fn ring_info(&self) -> &RingInfo {
+        &self.info
+    }
+
+    /// Asks for a clean shutdown and waits; returns the log (None after a fatal error).
+    pub fn shutdown(mut self) -> Option<Log> {
+        let _ = self.requests.send(WriterRequest::Shutdown);
+        self.thread.take().and_then(|t| t.join().ok()).flatten()
+    }
+}
+
+impl Drop for GroupCommitWriter {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = self.requests.send(WriterRequest::Shutdown);
+            let _ = thread.join();
+        }
+    }
+}
+
+enum Queued {
+    Append {
+        seq: u64,
+        batches: Vec<Bytes>,
+        next: usize,
+    },
+    TruncateTo {
+        seq: u64,
+        offset: Offset,
+    },
+}
+
+/// At most this many parallel writes per group (the ring has room for them plus two).
+const MAX_SPLIT_WRITES: usize = 64;
+
+/// Index of the staging and the zero buffer in the ring's registered table.
+const STAGING_BUF: u16 = 0;
+const ZEROS_BUF: u16 = 1;
+
+struct WriterThread {
+    log: Log,
+    ring: IoUring,
+    sync_mode: SyncMode,
+    requests: Receiver<WriterRequest>,
+    events: Sender<WriterEvent>,
+    eventfd: Arc<OwnedFd>,
+    stats: Arc<WriterStats>,
+    info: RingInfo,
+    queue: VecDeque<Queued>,
+    last_seq: u64,
+    shutting_down: bool,
+    /// The staging generation the ring's buffer 0 holds (None: write unregistered).
+    registered_staging: Option<u64>,
+    split_bytes: usize,
+}
+
+impl WriterThread {
+    fn new(
+        log: Log,
+        config: &WriterConfig,
+        requests: Receiver<WriterRequest>,
+        events: Sender<WriterEvent>,
+        eventfd: Arc<OwnedFd>,
+        stats: Arc<WriterStats>,
+    ) -> Result<Self, WriterError> {
+        let mut info = RingInfo::default();
+        if let Some(cpu) = config.cpu {
+            file::pin_current_thread(cpu)?;
+            info.pinned_cpu = Some(cpu);
+        }
+        let ring = build_ring(&mut info)?;
+        let mut writer = WriterThread {
+            log,
+            ring,
+            sync_mode: config.sync_mode,
+            requests,
+            events,
+            eventfd,
+            stats,
+            info,
+            queue: VecDeque::new(),
+            last_seq: 0,
+            shutting_down: false,
+            registered_staging: None,
+            split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
+        };
+        if config.register_buffers {
+            writer.register_buffers();
+        }
+        Ok(writer)
+    }
+
+    fn register_buffers(&mut self) {
+        let (staging, staging_len, generation) = self.log.staging_region();
+        let (zeros, zeros_len) = self.log.zeros_region();
+        let iovecs = [
+            libc::iovec {
+                iov_base: staging as *mut _,
+                iov_len: staging_len,
+            },
+            libc::iovec {
+                iov_base: zeros as *mut _,
+                iov_len: zeros_len,
+            },
+        ];
+        // SAFETY: both buffers live as long as the log, which this thread owns and outlives the
+        // ring's use of them; a replaced staging buffer is re-registered (or written unregistered)
+        // before use, see `write_group`.
+        match unsafe { self.ring.submitter().register_buffers(&iovecs) } {
+            Ok(()) => {
+                self.registered_staging = Some(generation);
+                self.info.registered_buffers = true;
+            }
+            Err(error) => tracing::warn!(
+                %error,
+                memlock_limit = ?file::memlock_limit(),
+                bytes = staging_len + zeros_len,
+                "could not register the log's buffers with io_uring (raise `ulimit -l` or grant \
+                 CAP_IPC_LOCK); writing from unregistered buffers"
+            ),
+        }
+    }
+
+    /// Re-registers a replaced staging buffer in slot 0; on failure it is written unregistered.
+    fn refresh_staging_registration(&mut self) {
+        let (staging, len, generation) = self.log.staging_region();
+        if !self.info.registered_buffers || self.registered_staging == Some(generation) {
+            return;
+        }
+        let iovec = [libc::iovec {
+            iov_base: staging as *mut _,
+            iov_len: len,
+        }];
+        // SAFETY: as in `register_buffers`.
+        let updated = unsafe {
+            self.ring
+                .submitter()
+                .register_buffers_update(STAGING_BUF as u32, &iovec, None)
+        };
+        self.registered_staging = updated.ok().map(|()| generation);
+    }
+
+    fn run(mut self) -> Option<Log> {
+        loop {
+            if self.queue.is_empty() && !self.shutting_down {
+                match self.requests.recv() {
+                    Ok(request) => self.accept(request),
+                    Err(_) => self.shutting_down = true,
+                }
+            }
+            while let Ok(request) = self.requests.try_recv() {
+                self.accept(request);
+            }
+            if let Err(error) = self.accept_check().and_then(|()| self.process()) {
+                tracing::error!(%error, "log writer stopped on a fatal error");
+                self.emit(WriterEvent::Fatal(error));
+                return None;
+            }
+            if self.shutting_down && self.queue.is_empty() {
+                return self.finish();
+            }
+        }
+    }
+
+    /// Clean shutdown: checkpoint (so the next open scans nothing), report, hand the log back.
+    fn finish(self) -> Option<Log> {
+        let WriterThread {
+            mut log,
+            ring,
+            events,
+            eventfd,
+            ..
+        } = self;
+        let event = match log.checkpoint_now() {
+            Ok(()) => WriterEvent::Stopped {
+                end_offset: log.end_offset(),
+            },
+            Err(error) => WriterEvent::Fatal(error.into()),
+        };
+        let stopped = matches!(event, WriterEvent::Stopped { .. });
+        emit_to(&events, &eventfd, event);
+        // The registered buffers belong to the log: release them before handing it back.
+        let _ = ring.submitter().unregister_buffers();
+        drop(ring);
+        stopped.then_some(log)
+    }
+
+    fn accept(&mut self, request: WriterRequest) {
+        match request {
+            WriterRequest::Append { seq, batches } => self.queue.push_back(Queued::Append {
+                seq,
+                batches,
+                next: 0,
+            }),
+            WriterRequest::TruncateTo { seq, offset } => {
+                self.queue.push_back(Queued::TruncateTo { seq, offset })
+            }
+            WriterRequest::Read {
+                read_id,
+                from_offset,
+                max_bytes,
+            } => {
+                let result = self.log.read(from_offset, max_bytes);
+                self.emit(WriterEvent::ReadDone { read_id, result });
+            }
+            WriterRequest::Shutdown => self.shutting_down = true,
+        }
+    }
+
+    /// Checks that queued seqs increase (a driver bug otherwise, and fatal: durability reports
+    /// would be ambiguous).
+    fn accept_check(&mut self) -> Result<(), WriterError> {
+        for queued in &self.queue {
+            let seq = match queued {
+                Queued::Append { seq, next: 0, .. } | Queued::TruncateTo { seq, .. } => *seq,
+                Queued::Append { .. } => continue,
+            };
+            if seq <= self.last_seq {
+                return Err(WriterError::SeqOrder {
+                    seq,
+                    last: self.last_seq,
+                });
+            }
+            self.last_seq = seq;
+        }
+        Ok(())
+    }
+
+    /// Writes groups until the queue is empty.
+    fn process(&mut self) -> Result<(), WriterError> {
+        while !self.queue.is_empty() {
+            let (done_seq, stop) = self.stage_group()?;
+            if let Some(write) = self.log.prepare_group_write() {
+                self.write_group(&write)?;
+                self.log.complete_group_write(&write);
+            }
+            if let Some(seq) = done_seq {
+                self.report_durable(seq);
+            }
+            if stop == StageStop::NeedsRoll {
+                self.log.roll()?;
+            }
+            if let Some(Queued::TruncateTo { seq, offset }) = self.queue.front() {
+                let (seq, offset) = (*seq, *offset);
+                self.log.truncate_to(offset)?;
+                self.queue.pop_front();
+                self.report_durable(seq);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stages queued appends until a truncation, a full group, or a roll. Returns the last seq
+    /// staged whole.
+    fn stage_group(&mut self) -> Result<(Option<u64>, StageStop), WriterError> {
+        let mut done_seq = None;
+        while let Some(Queued::Append { seq, batches, next }) = self.queue.front_mut() {
+            let (staged, stop) = self.log.stage(&batches[*next..])?;
+            *next += staged;
+            if *next == batches.len() {
+                done_seq = Some(*seq);
+                self.queue.pop_front();
+            }
+            if stop != StageStop::Done {
+                return Ok((done_seq, stop));
+            }
+        }
+        Ok((done_seq, StageStop::Done))
+    }
+
+    fn report_durable(&mut self, seq: u64) {
+        self.emit(WriterEvent::Durable {
+            up_to_seq: seq,
+            end_offset: self.log.durable_end_offset(),
+        });
+    }
+
+    fn emit(&self, event: WriterEvent) {
+        emit_to(&self.events, &self.eventfd, event);
+    }
+
+    /// Submits the group's write (+ zero-fill) + sync as one linked chain and waits for it.
+    fn write_group(&mut self, write: &GroupWrite) -> Result<(), WriterError> {
+        self.refresh_staging_registration();
+        let (_, _, generation) = self.log.staging_region();
+        let fd = types::Fd(write.fd);
+        let registered = self.registered_staging == Some(generation);
+        let split = write.len > self.split_bytes;
+        let dsync_only =
+            self.sync_mode == SyncMode::RwfDsync && write.zero_fill.is_none() && !split;
+        let rw_flags = if dsync_only { libc::RWF_DSYNC } else { 0 };
+        let mut ops: Vec<Op> = Vec::with_capacity(4);
+        // A large group goes out as several writes in flight at once (the device works on them in
+        // parallel, like fio's iodepth); the fdatasync is drained behind all of them.
+        let most = align_up(write.len.div_ceil(MAX_SPLIT_WRITES) as u64) as usize;
+        let chunk = if split {
+            self.split_bytes.max(most)
+        } else {
+            write.len
+        };
+        let mut done = 0;
+        while done < write.len {
+            let len = chunk.min(write.len - done);
+            // SAFETY: done + len <= write.len, within the staging buffer.
+            let buf = unsafe { write.buf.add(done) };
+            let position = write.file_offset + done as u64;
+            let entry = if registered {
+                opcode::WriteFixed::new(fd, buf, len as u32, STAGING_BUF)
+                    .offset(position)
+                    .rw_flags(rw_flags)
+                    .build()
+            } else {
+                opcode::Write::new(fd, buf, len as u32)
+                    .offset(position)
+                    .rw_flags(rw_flags)
+                    .build()
+            };
+            ops.push(Op::new(entry, "write", position, len as u32));
+            done += len;
+        }
+        if !dsync_only {
+            if let Some((offset, len)) = write.zero_fill {
+                let (zeros, _) = self.log.zeros_region();
+                let entry = if self.info.registered_buffers {
+                    opcode::WriteFixed::new(fd, zeros, len as u32, ZEROS_BUF)
+                        .offset(offset)
+                        .build()
+                } else {
+                    opcode::Write::new(fd, zeros, len as u32)
+                        .offset(offset)
+                        .build()
+                };
+                ops.push(Op::new(entry, "zero-fill write", offset, len as u32));
+            }
+            let sync = opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build();
+            ops.push(Op::new(sync, "fdatasync", write.file_offset, 0));
+        }
+        // One write: link the sync behind it (IO_LINK), one submission. Several: they run in
+        // parallel (unlinked), and the sync is submitted once all of them completed. (IO_DRAIN
+        // would save that second submission, but drained syncs were seen to hang with
+        // DEFER_TASKRUN on kernel 6.18.)
+        if split {
+            let sync = ops.pop().expect("a sync closes the group");
+            self.submit_ops(&ops)?;
+            self.submit_ops(&[sync])?;
+        } else {
+            let last = ops.len() - 1;
+            for op in &mut ops[..last] {
+                op.flags = squeue::Flags::IO_LINK;
+            }
+            self.submit_ops(&ops)?;
+        }
+        let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
+        self.stats.groups.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .batches
+            .fetch_add(write.batches as u64, Ordering::Relaxed);
+        self.stats
+            .batch_bytes
+            .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
+        self.stats.device_bytes.fetch_add(device, Ordering::Relaxed);
+        self.stats
+            .zero_fills
+            .fetch_add(u64::from(write.zero_fill.is_some()), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn submit_ops(&mut self, ops: &[Op]) -> Result<(), WriterError> {
+        {
+            let mut sq = self.ring.submission();
+            for (i, op) in ops.iter().enumerate() {
+                let entry = op.entry.clone().user_data(i as u64).flags(op.flags);
+                // SAFETY: the buffers referenced stay alive and untouched until the completions
+                // are reaped below (this thread waits for them).
+                unsafe { sq.push(&entry) }.expect("the ring has room for one group");
+            }
+        }
+        let mut results = vec![None; ops.len()];
+        let mut reaped = 0;
+        while reaped < ops.len() {
+            match self.ring.submit_and_wait(ops.len() - reaped) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(source) => {
+                    return Err(WriterError::Io {
+                        op: "io_uring_enter",
+                        position: ops[0].position,
+                        source,
+                    })
+                }
+            }
+            for cqe in self.ring.completion() {
+                let i = cqe.user_data() as usize;
+                assert!(
+                    i < ops.len() && results[i].is_none(),
+                    "unexpected completion {i}"
+                );
+                results[i] = Some(cqe.result());
+                reaped += 1;
+            }
+        }
+        // The first failure is the cause; linked entries after it complete with ECANCELED.
+        for (op, result) in ops.iter().zip(results) {
+            let result = result.expect("every entry completed");
+            if result < 0 {
+                let source = std::io::Error::from_raw_os_error(-result);
+                return Err(WriterError::Io {
+                    op: op.name,
+                    position: op.position,
+                    source,
+                });
+            }
+            if op.len > 0 && result as u32 != op.len {
+                let source = std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!("short write: {result} of {} bytes", op.len),
+                );
+                return Err(WriterError::Io {
+                    op: op.name,
+                    position: op.position,
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One submission queue entry of a group, with what to report if it fails.
+struct Op {
+    entry: squeue::Entry,
+    flags: squeue::Flags,
+    name: &'static str,
+    position: u64,
+    /// Bytes a write must transfer (0 for the sync).
+    len: u32,
+}
+
+impl Op {
+    fn new(entry: squeue::Entry, name: &'static str, position: u64, len: u32) -> Self {
+        Op {
+            entry,
+            flags: squeue::Flags::empty(),
+            name,
+            position,
+            len,
+        }
+    }
+}
+
+fn emit_to(events: &Sender<WriterEvent>, eventfd: &OwnedFd, event: WriterEvent) {
+    let _ = events.send(event);
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter (EAGAIN) is fine:
+    // the reader is already due to wake.
+    unsafe { libc::write(eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+}
+
+/// SINGLE_ISSUER + DEFER_TASKRUN (+ COOP_TASKRUN) where the kernel has them, else less.
+fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
+    // Enough for a 4 MiB group split in 64 KiB writes, plus zero-fill and sync.
+    const ENTRIES: u32 = 128;
+    let full = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_coop_taskrun()
+        .build(ENTRIES);
+    if let Ok(ring) = full {
+        info.single_issuer = true;
+        info.defer_taskrun = true;
+        return Ok(ring);
+    }
+    if let Ok(ring) = IoUring::builder().setup_single_issuer().build(ENTRIES) {
+        info.single_issuer = true;
+        return Ok(ring);
+    }
+    IoUring::new(ENTRIES).map_err(WriterError::Ring)
+}

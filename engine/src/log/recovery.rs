@@ -1,0 +1,345 @@
+//! Opening a log: find the segments, start from the checkpoint, scan to the end validating every
+//! batch, cut a torn tail, refuse corruption that valid data follows.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use parking_lot::Mutex;
+
+use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
+use super::checkpoint::Checkpoint;
+use super::epoch_cache::EpochCache;
+use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SparseIndex};
+use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError};
+use crate::io::aligned::AlignedBuf;
+use crate::io::file;
+use crate::raft::Offset;
+
+/// Size of the zero buffer used for zero-fill ahead.
+const ZEROS_BYTES: usize = 1 << 20;
+
+pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
+    std::fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
+    let bases = list_segments(dir).map_err(LogError::io("list", dir))?;
+    if bases.is_empty() {
+        return create_empty(dir, config);
+    }
+    let start = choose_start(dir, &bases)?;
+    let mut epochs = start.epochs;
+    let mut segments = BTreeMap::new();
+    for (i, &base) in bases[..start.index].iter().enumerate() {
+        segments.insert(base, open_sealed(dir, base, bases[i + 1])?);
+    }
+    let mut expected = start.offset;
+    let mut position = start.position;
+    let mut torn_tail = false;
+    for (i, &base) in bases.iter().enumerate().skip(start.index) {
+        let last = i + 1 == bases.len();
+        let path = dir.join(segment_file_name(base));
+        if i > start.index && base != expected {
+            return Err(LogError::Corrupt {
+                path,
+                position: 0,
+                offset: expected,
+                reason: format!(
+                    "segment starts at offset {base} but the previous one ends at {expected}"
+                ),
+            });
+        }
+        let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+        let length = reader
+            .metadata()
+            .map_err(LogError::io("stat", &path))?
+            .len();
+        let mut index = SparseIndex::new(true);
+        let scan = scan_segment(
+            &reader,
+            length,
+            position,
+            expected,
+            &mut epochs,
+            &mut index,
+            config.index_interval_bytes,
+        )
+        .map_err(LogError::io("read", &path))?;
+        match &scan.stop {
+            ScanStop::FileEnd => {}
+            ScanStop::Zeros if last => {}
+            ScanStop::Invalid {
+                reason,
+                followed_by_valid,
+            } if last && !followed_by_valid => {
+                tracing::warn!(path = %path.display(), position = scan.end_position, offset = scan.end_offset,
+                    reason = %reason, "torn tail: truncating the log to the last valid batch");
+                torn_tail = true;
+            }
+            stop => {
+                return Err(LogError::Corrupt {
+                    path,
+                    position: scan.end_position,
+                    offset: scan.end_offset,
+                    reason: match stop {
+                        ScanStop::Invalid { reason, .. } => reason.clone(),
+                        _ => "zeros inside a sealed segment".to_string(),
+                    },
+                })
+            }
+        }
+        segments.insert(
+            base,
+            Segment {
+                path,
+                reader,
+                size: scan.end_position,
+                readable_size: scan.end_position,
+                end_offset: scan.end_offset,
+                index: Mutex::new(index),
+            },
+        );
+        expected = scan.end_offset;
+        position = 0;
+    }
+    epochs.truncate_from(expected);
+    let active = open_active(
+        segments.values().next_back().expect("segments"),
+        &config,
+        torn_tail,
+    )?;
+    Ok(Log {
+        dir: dir.to_path_buf(),
+        config,
+        segments,
+        epochs,
+        end_offset: expected,
+        durable_end_offset: expected,
+        active,
+        zeros: AlignedBuf::zeroed(ZEROS_BYTES),
+        recovery_start: start.offset,
+        checkpoint: start.checkpoint,
+        staging_generation: 0,
+    })
+}
+
+fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
+    let (segment, direct) = create_segment(dir, 0, &config)?;
+    let checkpoint = Checkpoint::new(0, 0, 0, Vec::new());
+    checkpoint
+        .store(dir)
+        .map_err(LogError::io("store checkpoint", dir))?;
+    let mut segments = BTreeMap::new();
+    segments.insert(0, segment);
+    Ok(Log {
+        dir: dir.to_path_buf(),
+        active: Active::new(direct, &config, 0),
+        config,
+        segments,
+        epochs: EpochCache::new(),
+        end_offset: 0,
+        durable_end_offset: 0,
+        zeros: AlignedBuf::zeroed(ZEROS_BYTES),
+        checkpoint,
+        staging_generation: 0,
+        recovery_start: 0,
+    })
+}
+
+/// Where the scan starts.
+struct Start {
+    index: usize,
+    position: u64,
+    offset: Offset,
+    epochs: EpochCache,
+    checkpoint: Checkpoint,
+}
+
+/// Starts at the checkpoint when it is readable and consistent with the files, else at the first
+/// segment (the checkpoint is derived data: losing it costs a longer scan, never correctness).
+fn choose_start(dir: &Path, bases: &[Offset]) -> Result<Start, LogError> {
+    let full = Start {
+        index: 0,
+        position: 0,
+        offset: bases[0],
+        epochs: EpochCache::new(),
+        checkpoint: Checkpoint::new(bases[0], bases[0], 0, Vec::new()),
+    };
+    let loaded = Checkpoint::load(dir).map_err(LogError::io("read checkpoint", dir))?;
+    let checkpoint = match loaded {
+        None => return Ok(full),
+        Some(Err(reason)) => {
+            tracing::warn!(dir = %dir.display(), %reason, "unreadable recovery checkpoint: scanning the whole log");
+            return Ok(full);
+        }
+        Some(Ok(checkpoint)) => checkpoint,
+    };
+    let Some(index) = bases.iter().position(|&b| b == checkpoint.segment_base) else {
+        tracing::warn!(dir = %dir.display(), "recovery checkpoint names a missing segment: scanning the whole log");
+        return Ok(full);
+    };
+    let path = dir.join(segment_file_name(checkpoint.segment_base));
+    let length = std::fs::metadata(&path)
+        .map_err(LogError::io("stat", &path))?
+        .len();
+    let epochs = EpochCache::from_entries(&checkpoint.epochs);
+    match epochs {
+        Ok(epochs)
+            if checkpoint.position <= length && checkpoint.offset >= checkpoint.segment_base =>
+        {
+            Ok(Start {
+                index,
+                position: checkpoint.position,
+                offset: checkpoint.offset,
+                epochs,
+                checkpoint,
+            })
+        }
+        _ => {
+            tracing::warn!(dir = %dir.display(), "recovery checkpoint inconsistent with the files: scanning the whole log");
+            Ok(full)
+        }
+    }
+}
+
+/// A segment before the checkpoint: trusted as written (sealed segments are trimmed to their data
+/// when the next one is created), indexed on first read.
+fn open_sealed(dir: &Path, base: Offset, next_base: Offset) -> Result<Segment, LogError> {
+    let path = dir.join(segment_file_name(base));
+    let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+    let size = reader
+        .metadata()
+        .map_err(LogError::io("stat", &path))?
+        .len();
+    Ok(Segment {
+        path,
+        reader,
+        size,
+        readable_size: size,
+        end_offset: next_base,
+        index: Mutex::new(SparseIndex::new(false)),
+    })
+}
+
+/// Opens the last segment for O_DIRECT appends; cuts a torn tail and restores preallocation.
+fn open_active(segment: &Segment, config: &LogConfig, torn_tail: bool) -> Result<Active, LogError> {
+    let path = &segment.path;
+    let direct = file::open_direct(path, false).map_err(LogError::io("open", path))?;
+    let length = direct.metadata().map_err(LogError::io("stat", path))?.len();
+    let mut changed = false;
+    if torn_tail {
+        // Zero everything after the last valid batch so the next open sees a clean end.
+        direct
+            .set_len(segment.size)
+            .map_err(LogError::io("truncate", path))?;
+        changed = true;
+    }
+    if config.preallocate && (torn_tail || length < config.segment_bytes) {
+        file::fallocate(&direct, 0, config.segment_bytes)
+            .map_err(LogError::io("fallocate", path))?;
+        changed = true;
+    }
+    if changed {
+        direct.sync_all().map_err(LogError::io("fsync", path))?;
+    }
+    let mut active = Active::new(direct, config, segment.size);
+    load_partial_block(&mut active, &segment.reader, segment.size)
+        .map_err(LogError::io("read", path))?;
+    Ok(active)
+}
+
+struct ScanOutcome {
+    /// Position after the last valid batch.
+    end_position: u64,
+    /// Offset after the last valid batch.
+    end_offset: Offset,
+    stop: ScanStop,
+}
+
+enum ScanStop {
+    /// The last valid batch ends exactly at the end of the file.
+    FileEnd,
+    /// Zeros follow the last valid batch (the unwritten, preallocated end of the active segment).
+    Zeros,
+    /// Something that is not a valid continuation of the log.
+    Invalid {
+        reason: String,
+        followed_by_valid: bool,
+    },
+}
+
+/// Validates batches from `position` (offset `offset`) to the first stop, noting index hints and
+/// epochs.
+fn scan_segment(
+    file: &File,
+    length: u64,
+    mut position: u64,
+    mut offset: Offset,
+    epochs: &mut EpochCache,
+    index: &mut SparseIndex,
+    interval: u64,
+) -> std::io::Result<ScanOutcome> {
+    let mut reader = ChunkReader::new(file, length);
+    let stop = loop {
+        if position >= length {
+            break ScanStop::FileEnd;
+        }
+        let header = reader.get(position, BATCH_HEADER_LEN)?;
+        let meta = match batch_meta::peek(&header) {
+            Peek::End => break ScanStop::Zeros,
+            Peek::Incomplete => break invalid("a batch header cut short".into(), false),
+            Peek::Invalid(reason) => break invalid(reason, false),
+            Peek::Header(meta) => meta,
+        };
+        let bytes = reader.get(position, meta.len)?;
+        if bytes.len() < meta.len {
+            break invalid(
+                format!(
+                    "a {}-byte batch cut short at {} bytes",
+                    meta.len,
+                    bytes.len()
+                ),
+                false,
+            );
+        }
+        let checked = batch_meta::validate(&bytes).and_then(|meta| {
+            if meta.base_offset != offset {
+                return Err(format!(
+                    "batch at offset {} where {offset} was expected",
+                    meta.base_offset
+                ));
+            }
+            epochs
+                .assign(meta.epoch, meta.base_offset)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(reason) = checked {
+            let followed = valid_batch_at(&mut reader, position + meta.len as u64)?;
+            break invalid(reason, followed);
+        }
+        index.note(meta.base_offset, position, interval);
+        position += meta.len as u64;
+        offset = meta.next_offset();
+    };
+    Ok(ScanOutcome {
+        end_position: position,
+        end_offset: offset,
+        stop,
+    })
+}
+
+fn invalid(reason: String, followed_by_valid: bool) -> ScanStop {
+    ScanStop::Invalid {
+        reason,
+        followed_by_valid,
+    }
+}
+
+/// True when a whole batch with a valid CRC starts at `position`: the bad batch before it is
+/// corruption inside the log, not a torn tail.
+fn valid_batch_at(reader: &mut ChunkReader<'_>, position: u64) -> std::io::Result<bool> {
+    let header = reader.get(position, BATCH_HEADER_LEN)?;
+    let Peek::Header(meta) = batch_meta::peek(&header) else {
+        return Ok(false);
+    };
+    let bytes = reader.get(position, meta.len)?;
+    Ok(bytes.len() == meta.len && batch_meta::validate(&bytes).is_ok())
+}

@@ -1,0 +1,308 @@
+//! The io_uring group-commit writer on real files: durability reports by seq, group commit under
+//! concurrent submitters, reads, truncation, rolls, fail-stop on a bad request, and reopen.
+
+mod log_support;
+
+use std::time::Duration;
+
+use engine::io::{GroupCommitWriter, SyncMode, WriterConfig, WriterEvent, WriterRequest};
+use engine::log::{Log, LogConfig};
+use engine::raft::{Batch, LogOp, LogOpKind};
+use log_support::{batch, header, read_all, small_config};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn start(dir: &std::path::Path, config: LogConfig, writer: WriterConfig) -> GroupCommitWriter {
+    GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap()
+}
+
+/// Waits for the Durable event covering `seq`; returns its end offset.
+fn wait_durable(writer: &GroupCommitWriter, seq: u64) -> i64 {
+    loop {
+        match writer.events().recv_timeout(WAIT).expect("writer event") {
+            WriterEvent::Durable {
+                up_to_seq,
+                end_offset,
+            } if up_to_seq >= seq => return end_offset,
+            WriterEvent::Durable { .. } => {}
+            WriterEvent::Fatal(error) => panic!("writer failed: {error}"),
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+}
+
+fn drain_eventfd(fd: i32) -> u64 {
+    let mut value = 0u64;
+    // SAFETY: reads 8 bytes into a valid u64 from the writer's non-blocking eventfd.
+    let n = unsafe { libc::read(fd, (&mut value as *mut u64).cast(), 8) };
+    if n == 8 {
+        value
+    } else {
+        0
+    }
+}
+
+#[test]
+fn appends_become_durable_in_seq_order_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    assert!(writer.ring_info().single_issuer || !writer.ring_info().defer_taskrun);
+    let mut written = Vec::new();
+    let mut next = 0;
+    for seq in 1..=100u64 {
+        let b = batch(next, 1, 4, 64);
+        next += 4;
+        written.push(b.clone());
+        writer.submit(WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        });
+    }
+    assert_eq!(wait_durable(&writer, 100), 400);
+    assert!(
+        drain_eventfd(writer.eventfd()) >= 1,
+        "the eventfd is signalled"
+    );
+    let stats = writer.stats();
+    let groups = stats.groups.load(std::sync::atomic::Ordering::Relaxed);
+    assert!((1..=100).contains(&groups));
+    let log = writer.shutdown().expect("clean shutdown returns the log");
+    assert_eq!(log.end_offset(), 400);
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.recovery_start(), 400, "shutdown checkpoints the end");
+    assert_eq!(read_all(&log), written);
+}
+
+#[test]
+fn concurrent_submitters_are_grouped() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    let sender = writer.sender();
+    // One sequencer (like the raft thread) assigns offsets and seqs; many batches queue up while
+    // each write is in flight, so groups hold more than one request.
+    let total = 2000u64;
+    for seq in 1..=total {
+        let b = batch(seq as i64 - 1, 1, 1, 200);
+        sender
+            .send(WriterRequest::Append {
+                seq,
+                batches: vec![b],
+            })
+            .unwrap();
+    }
+    assert_eq!(wait_durable(&writer, total), total as i64);
+    let groups = writer
+        .stats()
+        .groups
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        groups < total,
+        "{groups} groups for {total} appends: no grouping happened"
+    );
+    let log = writer.shutdown().unwrap();
+    let all = read_all(&log);
+    assert_eq!(all.len(), total as usize);
+    for (i, b) in all.iter().enumerate() {
+        assert_eq!(header(b).0, i as i64);
+    }
+}
+
+#[test]
+fn truncate_and_read_through_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), small_config(32 << 10), WriterConfig::default());
+    let mut next = 0;
+    let mut seq = 0;
+    for epoch in [1, 2] {
+        for _ in 0..100 {
+            seq += 1;
+            let b = batch(next, epoch, 2, 300);
+            next += 2;
+            writer.submit(WriterRequest::Append {
+                seq,
+                batches: vec![b],
+            });
+        }
+    }
+    assert_eq!(wait_durable(&writer, seq), 400);
+    seq += 1;
+    writer.submit(WriterRequest::TruncateTo { seq, offset: 150 });
+    assert_eq!(wait_durable(&writer, seq), 150);
+    writer.submit(WriterRequest::Read {
+        read_id: 7,
+        from_offset: 140,
+        max_bytes: 1 << 20,
+    });
+    match writer.events().recv_timeout(WAIT).unwrap() {
+        WriterEvent::ReadDone { read_id: 7, result } => {
+            let got = result.unwrap();
+            assert_eq!(got.len(), 5);
+            assert_eq!(header(&got[0]).0, 140);
+            assert_eq!(header(got.last().unwrap()).0, 148);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // Appends continue from the truncation point, in a new epoch, through the LogOp mapping.
+    let b = batch(150, 3, 2, 10);
+    let op = LogOp {
+        seq: seq + 1,
+        kind: LogOpKind::Append(vec![Batch {
+            base_offset: 150,
+            epoch: 3,
+            record_count: 2,
+            is_control: false,
+            bytes: b,
+        }]),
+    };
+    writer.submit(WriterRequest::from_log_op(op));
+    assert_eq!(wait_durable(&writer, seq + 1), 152);
+    let log = writer.shutdown().unwrap();
+    assert_eq!(log.epoch_cache().entries(), &[(1, 0), (3, 150)]);
+    drop(log);
+    let log = Log::open(dir.path(), small_config(32 << 10)).unwrap();
+    assert_eq!(log.end_offset(), 152);
+    assert_eq!(log.epoch_cache().entries(), &[(1, 0), (3, 150)]);
+}
+
+#[test]
+fn rolls_inside_the_writer_and_large_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 256 << 10,
+        max_group_bytes: 64 << 10,
+        ..LogConfig::default()
+    };
+    let writer = start(dir.path(), config.clone(), WriterConfig::default());
+    let mut next = 0;
+    let mut written = Vec::new();
+    for seq in 1..=60u64 {
+        // Some batches are larger than the staging buffer (it grows for them).
+        let value = if seq % 10 == 0 { 100 << 10 } else { 5000 };
+        let b = batch(next, 1, 3, value);
+        next += 3;
+        written.push(b.clone());
+        writer.submit(WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        });
+    }
+    assert_eq!(wait_durable(&writer, 60), 180);
+    let log = writer.shutdown().unwrap();
+    assert!(log.segment_bases().len() > 3);
+    drop(log);
+    let log = Log::open(dir.path(), config).unwrap();
+    assert_eq!(read_all(&log), written);
+}
+
+#[test]
+fn rwf_dsync_mode_and_unregistered_buffers_work() {
+    for (mode, register) in [
+        (SyncMode::RwfDsync, true),
+        (SyncMode::LinkedFdatasync, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let writer_config = WriterConfig {
+            sync_mode: mode,
+            register_buffers: register,
+            ..WriterConfig::default()
+        };
+        let writer = start(dir.path(), LogConfig::default(), writer_config);
+        assert_eq!(writer.ring_info().registered_buffers, register);
+        let mut written = Vec::new();
+        for seq in 1..=50u64 {
+            let b = batch(seq as i64 - 1, 1, 1, 3000);
+            written.push(b.clone());
+            writer.submit(WriterRequest::Append {
+                seq,
+                batches: vec![b],
+            });
+        }
+        assert_eq!(wait_durable(&writer, 50), 50);
+        drop(writer.shutdown().unwrap());
+        let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+        assert_eq!(read_all(&log), written);
+    }
+}
+
+#[test]
+fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    writer.submit(WriterRequest::Append {
+        seq: 1,
+        batches: vec![batch(0, 1, 1, 10)],
+    });
+    assert_eq!(wait_durable(&writer, 1), 1);
+    // A gap in offsets is a driver bug: fail-stop.
+    writer.submit(WriterRequest::Append {
+        seq: 2,
+        batches: vec![batch(5, 1, 1, 10)],
+    });
+    writer.submit(WriterRequest::Append {
+        seq: 3,
+        batches: vec![batch(1, 1, 1, 10)],
+    });
+    let mut fatals = 0;
+    while let Ok(event) = writer.events().recv_timeout(Duration::from_secs(2)) {
+        match event {
+            WriterEvent::Fatal(_) => fatals += 1,
+            WriterEvent::Durable { up_to_seq, .. } => {
+                panic!("seq {up_to_seq} reported durable after a fatal error")
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(fatals, 1);
+    assert!(writer.shutdown().is_none());
+}
+
+#[test]
+fn pinning_checks_the_allowed_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = engine::io::file::allowed_cpus().unwrap();
+    let writer_config = WriterConfig {
+        cpu: Some(allowed[0]),
+        ..WriterConfig::default()
+    };
+    let writer = start(dir.path(), LogConfig::default(), writer_config);
+    assert_eq!(writer.ring_info().pinned_cpu, Some(allowed[0]));
+    drop(writer);
+    let bad = WriterConfig {
+        cpu: Some(100_000),
+        ..WriterConfig::default()
+    };
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert!(matches!(
+        GroupCommitWriter::start(log, bad),
+        Err(engine::io::WriterError::Pin(_))
+    ));
+}
+
+#[test]
+fn large_groups_split_into_parallel_writes_land_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer_config = WriterConfig {
+        split_write_bytes: 8 << 10,
+        ..WriterConfig::default()
+    };
+    let writer = start(dir.path(), LogConfig::default(), writer_config);
+    let mut written = Vec::new();
+    let mut next = 0;
+    // Several batches per request, so every group spans many 8 KiB writes.
+    for seq in 1..=40u64 {
+        let batches: Vec<_> = (0..8)
+            .map(|_| {
+                let b = batch(next, 1, 2, 1500);
+                next += 2;
+                b
+            })
+            .collect();
+        written.extend(batches.iter().cloned());
+        writer.submit(WriterRequest::Append { seq, batches });
+    }
+    assert_eq!(wait_durable(&writer, 40), next);
+    drop(writer.shutdown().unwrap());
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(read_all(&log), written);
+}

@@ -1,0 +1,72 @@
+//! Shared helpers for the log, writer and crash tests.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use engine::log::{Log, LogConfig};
+use engine::record::{BatchHeader, BatchView, RecordBatchBuilder};
+
+/// A RecordBatch v2 with `records` records of `value_len`-byte values, built by engine::record.
+pub fn batch(base_offset: i64, epoch: i32, records: u32, value_len: usize) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(base_offset, epoch);
+    for i in 0..records {
+        let value: Vec<u8> = (0..value_len)
+            .map(|j| (j as u8) ^ (base_offset as u8) ^ (i as u8))
+            .collect();
+        builder.append(1_700_000_000_000 + i64::from(i), None, Some(&value), &[]);
+    }
+    builder.build().freeze()
+}
+
+/// Base offset, epoch and record count of a stored batch.
+pub fn header(batch: &[u8]) -> (i64, i32, u32) {
+    let header = BatchHeader::read(batch).unwrap();
+    (
+        header.base_offset,
+        header.partition_leader_epoch,
+        header.records_count as u32,
+    )
+}
+
+/// Whether a stored batch is valid in full (CRC-32C and records).
+pub fn crc_ok(batch: &Bytes) -> bool {
+    BatchView::parse(batch.clone()).is_ok()
+}
+
+/// A small-segment config so tests roll often.
+pub fn small_config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        ..LogConfig::default()
+    }
+}
+
+/// Appends `count` batches of `records` records each in `epoch`, one `append` call each.
+pub fn append_batches(
+    log: &mut Log,
+    count: usize,
+    epoch: i32,
+    records: u32,
+    value_len: usize,
+) -> Vec<Bytes> {
+    let mut written = Vec::new();
+    for _ in 0..count {
+        let b = batch(log.end_offset(), epoch, records, value_len);
+        log.append(std::slice::from_ref(&b)).unwrap();
+        written.push(b);
+    }
+    written
+}
+
+/// Every batch of the log, read in `max_bytes` steps.
+pub fn read_all(log: &Log) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut next = log.start_offset();
+    loop {
+        let got = log.read(next, 64 << 10).unwrap();
+        let Some(last) = got.last() else { break };
+        let (base, _, count) = header(last);
+        next = base + i64::from(count);
+        out.extend(got);
+    }
+    out
+}
