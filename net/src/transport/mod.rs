@@ -1,0 +1,171 @@
+//! Thread-per-core TCP over io_uring: one [`EventLoop`] per thread, driven by its owner.
+//!
+//! The loop owns one ring, every socket it opened or accepted, and a slab of in-flight
+//! operations keyed by the ring's `user_data`. The owner (the node's raft thread) calls
+//! [`EventLoop::poll`] with the time until its next deadline, gets back [`Event`]s (whole frames,
+//! accepted and closed connections, fired timers, eventfd wakes), reacts, and queues sends with
+//! [`EventLoop::send`]; nothing here spawns a thread or blocks outside `poll`.
+//!
+//! Sketch of the raft thread's loop:
+//! ```no_run
+//! # use net::transport::{Config, Event, EventLoop};
+//! # use std::time::Duration;
+//! let mut ring = EventLoop::new(Config::default())?;
+//! let listener = ring.listen("127.0.0.1:9092".parse().unwrap())?;
+//! let mut events = Vec::new();
+//! loop {
+//!     // next_deadline from the Raft core: wake then even if nothing arrives.
+//!     ring.poll(Some(Duration::from_millis(50)), &mut events)?;
+//!     for event in events.drain(..) {
+//!         match event {
+//!             Event::Frame { conn, bytes } => { /* decode, step the core, ring.send(conn, chain)? */ }
+//!             Event::Closed { conn, reason } => { /* forget the connection */ }
+//!             _ => {}
+//!         }
+//!     }
+//! #   break;
+//! }
+//! # Ok::<(), net::transport::TransportError>(())
+//! ```
+
+mod buf_ring;
+mod error;
+mod event_loop;
+mod slab;
+mod socket;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use error::{CloseReason, ConnectError, Errno, TransportError};
+pub use event_loop::EventLoop;
+
+use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
+
+/// A connection (accepted or outbound). Ids are never reused within a loop's life in practice
+/// (a generation counter per slot), so a stale id is refused rather than misdirected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub(crate) u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ListenerId(pub(crate) u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerId(pub(crate) u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WatchId(pub(crate) u64);
+
+#[derive(Debug)]
+pub enum Event {
+    Accepted {
+        listener: ListenerId,
+        conn: ConnId,
+        peer: SocketAddr,
+    },
+    Connected {
+        conn: ConnId,
+    },
+    /// The outbound connection never opened; the id is gone (no `Closed` follows).
+    ConnectFailed {
+        conn: ConnId,
+        error: ConnectError,
+    },
+    /// One whole frame without its 4-byte size prefix. Accepted connections carry requests
+    /// (at least a request prefix, 8 bytes), outbound ones responses (at least 4 bytes).
+    Frame {
+        conn: ConnId,
+        bytes: Bytes,
+    },
+    /// The connection is gone, its socket closed, its queued sends dropped. Also reported after
+    /// a local [`EventLoop::close`] of an open connection.
+    Closed {
+        conn: ConnId,
+        reason: CloseReason,
+    },
+    TimerFired {
+        id: TimerId,
+    },
+    /// The watched eventfd was written; `count` is the counter value read (and reset).
+    EventFd {
+        id: WatchId,
+        count: u64,
+    },
+}
+
+/// What to ask of the kernel. The defaults suit a node; tests turn features off to exercise the
+/// fallbacks.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Submission queue entries (the completion queue gets four times as many).
+    pub ring_entries: u32,
+    /// Try IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN | COOP_TASKRUN first.
+    pub try_single_issuer: bool,
+    /// Receive through a provided buffer ring with multishot recv; else one recv buffer per
+    /// connection and a re-armed single-shot recv.
+    pub use_buf_ring: bool,
+    /// Multishot accept; else a re-armed single-shot accept.
+    pub use_multishot_accept: bool,
+    /// Buffers in the provided ring (power of two, at most 32768) and their size.
+    pub recv_buffer_count: u16,
+    pub recv_buffer_size: u32,
+    /// Largest frame accepted from a peer (Kafka's `socket.request.max.bytes`).
+    pub max_frame_bytes: usize,
+    /// Cap on received bytes not yet handed out as frames, summed over all connections. The
+    /// connection whose receive crosses it is closed, so a flood of half-sent huge frames cannot
+    /// exhaust memory.
+    pub max_buffered_bytes: usize,
+    /// Accepted connections beyond this many open ones are closed at once.
+    pub max_connections: usize,
+    pub listen_backlog: u32,
+    pub connect_timeout: Duration,
+    /// SO_SNDBUF for every socket, if set (tests use a small one to force partial sends).
+    pub send_buffer_bytes: Option<usize>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            ring_entries: 256,
+            try_single_issuer: true,
+            use_buf_ring: true,
+            use_multishot_accept: true,
+            recv_buffer_count: 256,
+            recv_buffer_size: 16 * 1024,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_buffered_bytes: 256 * 1024 * 1024,
+            max_connections: 1024,
+            listen_backlog: 1024,
+            connect_timeout: Duration::from_secs(2),
+            send_buffer_bytes: None,
+        }
+    }
+}
+
+/// Which io_uring features the loop ended up with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Features {
+    /// SINGLE_ISSUER | DEFER_TASKRUN | COOP_TASKRUN were accepted.
+    pub single_issuer_defer_taskrun: bool,
+    /// Receives use a provided buffer ring with multishot recv.
+    pub buf_ring: bool,
+    /// Accepts use multishot accept.
+    pub multishot_accept: bool,
+}
+
+/// Counters since the loop was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub accepted: u64,
+    /// Accepted connections closed at once because `max_connections` were open.
+    pub refused: u64,
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    /// sendmsg completions (each may carry several queued frames).
+    pub sends: u64,
+    /// sendmsg completions that sent less than asked and were resubmitted for the rest.
+    pub partial_sends: u64,
+}
