@@ -252,14 +252,14 @@ impl Node {
         while !self.shutdown_done {
             let timeout = self.poll_timeout();
             self.ring.poll(Some(timeout), &mut events)?;
+            // The core reads time only from ticks: tick once per wake-up, before the events,
+            // so the timers it arms for them start from the present (not the last deadline).
+            let now = self.now_ms();
+            self.step(Input::Tick { now });
             for event in events.drain(..) {
                 self.on_event(event);
             }
             self.drain_writer();
-            let now = self.now_ms();
-            if self.core.next_deadline().is_none_or(|d| d <= now) {
-                self.step(Input::Tick { now });
-            }
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
                 warn!("graceful shutdown timed out; stopping anyway");
                 self.shutdown_done = true;
@@ -362,6 +362,7 @@ impl Node {
                 Ok(event) => event,
                 Err(_) => return,
             };
+            tracing::trace!(?event, "writer");
             match event {
                 WriterEvent::Durable { up_to_seq, .. } => {
                     self.step(Input::LogDurable { up_to_seq });
@@ -476,6 +477,7 @@ impl Node {
             self.step(Input::RequestFailed { to, correlation });
             return;
         }
+        tracing::trace!(to, api_key, wire_correlation, ?request, "send");
         self.peers[index]
             .in_flight
             .insert(wire_correlation, (correlation, api_key));
@@ -519,6 +521,7 @@ impl Node {
         let to = peer.id;
         let failed = std::mem::take(&mut peer.in_flight);
         for (correlation, _) in failed.into_values() {
+            tracing::trace!(to, correlation, "request failed");
             self.step(Input::RequestFailed { to, correlation });
         }
     }
@@ -537,7 +540,9 @@ impl Node {
             return;
         };
         let from = self.peers[index].id;
-        match quorum::decode_response(api_key, &mut r) {
+        let decoded = quorum::decode_response(api_key, &mut r);
+        tracing::trace!(from, api_key, ?decoded, "response");
+        match decoded {
             Ok(response) => self.step(Input::Response {
                 from,
                 correlation,
@@ -600,6 +605,7 @@ impl Node {
             },
             key => match quorum::decode_request(key, &mut r) {
                 Ok(request) => {
+                    tracing::trace!(?request, "request");
                     let id = self.next_request_id;
                     self.next_request_id += 1;
                     self.requests.insert(
@@ -626,6 +632,7 @@ impl Node {
     }
 
     fn respond(&mut self, id: u64, response: &Response) {
+        tracing::trace!(id, ?response, "respond");
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
