@@ -115,8 +115,8 @@ fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
     let mut errors = Vec::new();
     for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let answer = resolve(server).and_then(|addr| {
-            let mut client = BlockingClient::connect(addr, Duration::from_secs(5))
-                .map_err(|e| e.to_string())?;
+            let mut client =
+                BlockingClient::connect(addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
             client.describe_quorum().map_err(|e| e.to_string())
         });
         match answer {

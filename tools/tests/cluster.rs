@@ -111,8 +111,7 @@ fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
             let mut i = 0u64;
             let mut target = 0usize;
             while !stop.load(Ordering::Relaxed) {
-                let Ok(mut client) =
-                    BlockingClient::connect(addrs[target], Duration::from_secs(2))
+                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
                 else {
                     target = (target + 1) % addrs.len();
                     std::thread::sleep(Duration::from_millis(20));
@@ -147,7 +146,10 @@ fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
     stop.store(true, Ordering::Relaxed);
     producer.join().unwrap();
     let acked = acked.lock().unwrap().clone();
-    assert!(acked.len() >= before + 30, "the new leader committed nothing");
+    assert!(
+        acked.len() >= before + 30,
+        "the new leader committed nothing"
+    );
     cluster.stop_all();
     for node in &cluster.nodes {
         if node.id == first_leader {
@@ -207,15 +209,25 @@ fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing()
     garbage
         .write_raw(&[0, 0, 0, 12, 0x7f, 0x7f, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
         .unwrap();
-    assert!(garbage.is_closed_by_peer(), "unknown api key: connection stays open");
+    assert!(
+        garbage.is_closed_by_peer(),
+        "unknown api key: connection stays open"
+    );
 
     let mut huge = BlockingClient::connect(addr, TIMEOUT).unwrap();
-    huge.write_raw(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0]).unwrap();
-    assert!(huge.is_closed_by_peer(), "2 GiB frame: connection stays open");
+    huge.write_raw(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0])
+        .unwrap();
+    assert!(
+        huge.is_closed_by_peer(),
+        "2 GiB frame: connection stays open"
+    );
 
     let mut negative = BlockingClient::connect(addr, TIMEOUT).unwrap();
     negative.write_raw(&[0xff, 0xff, 0xff, 0xf0]).unwrap();
-    assert!(negative.is_closed_by_peer(), "negative size: connection stays open");
+    assert!(
+        negative.is_closed_by_peer(),
+        "negative size: connection stays open"
+    );
 
     let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
     let first = produce_one(&mut client, "after garbage").unwrap();

@@ -123,7 +123,11 @@ impl BlockingClient {
         })?;
         let mut r = self.response(corr, false)?;
         // An unsupported version is answered with the v0 body.
-        let body_version = if (0..=4).contains(&version) { version } else { 0 };
+        let body_version = if (0..=4).contains(&version) {
+            version
+        } else {
+            0
+        };
         ApiVersionsResponse::decode(&mut r, body_version).map_err(|e| self.decode_error(e))
     }
 

@@ -90,13 +90,17 @@ struct PendingRequest {
     version: i16,
 }
 
+/// One partition of a Produce request: topic, partition index, and its outcome (error, base
+/// offset) once known.
+type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
+
 /// A Produce request waiting for the outcome of its appends.
 struct PendingProduce {
     conn: ConnId,
     correlation_id: i32,
     version: i16,
     /// One entry per partition in request order; None while its append is outstanding.
-    partitions: Vec<(String, i32, Option<(ErrorCode, i64)>)>,
+    partitions: Vec<ProduceSlot>,
     outstanding: usize,
 }
 
@@ -184,8 +188,9 @@ impl Node {
             max_frame_bytes: config.max_request_bytes,
             ..crate::transport::Config::default()
         })?;
-        let listen_addr = resolve(&config.listener.0, config.listener.1)
-            .map_err(|e| NodeError::Listener(format!("{}:{}", config.listener.0, config.listener.1), e))?;
+        let listen_addr = resolve(&config.listener.0, config.listener.1).map_err(|e| {
+            NodeError::Listener(format!("{}:{}", config.listener.0, config.listener.1), e)
+        })?;
         let listener = ring.listen(listen_addr)?;
         let local_addr = ring.local_addr(listener)?;
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
@@ -343,7 +348,13 @@ impl Node {
                 role,
                 epoch,
                 leader_id,
-            } => info!(node = self.config.broker_id, ?role, epoch, leader_id, "role changed"),
+            } => info!(
+                node = self.config.broker_id,
+                ?role,
+                epoch,
+                leader_id,
+                "role changed"
+            ),
             Output::ShutdownComplete => self.shutdown_done = true,
             Output::Fatal(message) => {
                 eprintln!("ringraft: fatal: the Raft core stopped the node: {message}");
@@ -714,18 +725,18 @@ impl Node {
         for topic in &request.topics {
             for partition in &topic.partitions {
                 let slot = partitions.len();
-                let outcome = if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION
-                {
-                    Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
-                } else {
-                    match partition.records.clone().map(BatchView::parse) {
-                        Some(Ok(view)) if !view.is_control() => {
-                            appends.push((slot, view));
-                            None
+                let outcome =
+                    if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
+                        Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
+                    } else {
+                        match partition.records.clone().map(BatchView::parse) {
+                            Some(Ok(view)) if !view.is_control() => {
+                                appends.push((slot, view));
+                                None
+                            }
+                            _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
                         }
-                        _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
-                    }
-                };
+                    };
                 partitions.push((topic.name.clone(), partition.index, outcome));
             }
         }
@@ -840,7 +851,10 @@ impl Node {
         ResponseHeader {
             correlation_id: produce.correlation_id,
         }
-        .write(&mut w, PRODUCE_SPEC.response_header_flexible(produce.version));
+        .write(
+            &mut w,
+            PRODUCE_SPEC.response_header_flexible(produce.version),
+        );
         response.encode(&mut w, produce.version);
         self.send_frame(produce.conn, vec![w.into_inner().freeze()]);
     }

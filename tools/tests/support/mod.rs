@@ -193,7 +193,11 @@ pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
     let mut offset = log.start_offset();
     while offset < log.end_offset() {
         let pieces = log.read(offset, 1 << 20).unwrap();
-        assert!(!pieces.is_empty(), "log {} ends early at {offset}", dir.display());
+        assert!(
+            !pieces.is_empty(),
+            "log {} ends early at {offset}",
+            dir.display()
+        );
         for piece in pieces {
             let view = BatchView::parse(piece).unwrap();
             if !view.is_control() {
