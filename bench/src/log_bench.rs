@@ -193,11 +193,14 @@ fn drive(
         stop: AtomicBool::new(false),
         durable_end: AtomicI64::new(0),
     });
-    let dispatcher = {
+    // With one thread, it reads the writer's events itself, as the raft thread would; with more,
+    // a dispatcher thread wakes each thread's writers.
+    let direct = threads == 1;
+    let dispatcher = (!direct).then(|| {
         let shared = Arc::clone(&shared);
         let events = writer.events().clone();
         std::thread::spawn(move || dispatch(&shared, &events))
-    };
+    });
     let appenders: Vec<_> = woken
         .into_iter()
         .enumerate()
@@ -206,8 +209,13 @@ fn drive(
             // Writers are dealt round-robin: thread t runs writers t, t + threads, ...
             let count = (args.writers + threads - 1 - thread) / threads;
             let (record_bytes, batch_records) = (args.record_bytes, args.batch_records);
+            let source = if direct {
+                Wakeups::Direct(writer.events().clone())
+            } else {
+                Wakeups::Dispatcher(woken)
+            };
             std::thread::spawn(move || {
-                append_loop(thread, count, &shared, &woken, record_bytes, batch_records)
+                append_loop(thread, count, &shared, &source, record_bytes, batch_records)
             })
         })
         .collect();
@@ -325,11 +333,53 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
 
 /// Runs `count` closed-loop writers on this thread: each sends one batch, and sends the next
 /// when the dispatcher reports the previous one durable.
+/// Where an appender thread learns that its writers' batches are durable.
+enum Wakeups {
+    /// From the dispatcher thread: the writers (indexes in this thread) to wake.
+    Dispatcher(Receiver<Vec<usize>>),
+    /// Straight from the log writer's events (the only appender thread).
+    Direct(Receiver<WriterEvent>),
+}
+
+impl Wakeups {
+    fn next(&self, shared: &Shared) -> Result<Vec<usize>, String> {
+        match self {
+            Wakeups::Dispatcher(woken) => {
+                let mut ready = woken.recv().map_err(|_| "the dispatcher stopped")?;
+                while let Ok(more) = woken.try_recv() {
+                    ready.extend(more);
+                }
+                Ok(ready)
+            }
+            Wakeups::Direct(events) => loop {
+                match events.recv().map_err(|_| "the log writer stopped")? {
+                    WriterEvent::Durable {
+                        up_to_seq,
+                        end_offset,
+                    } => {
+                        shared.durable_end.store(end_offset, Ordering::Relaxed);
+                        let mut sequencer = shared.sequencer.lock().expect("sequencer lock");
+                        let later = sequencer.waiters.split_off(&(up_to_seq + 1));
+                        let done = std::mem::replace(&mut sequencer.waiters, later);
+                        drop(sequencer);
+                        if !done.is_empty() {
+                            return Ok(done.into_values().map(|(_, writer)| writer).collect());
+                        }
+                    }
+                    WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
+                    WriterEvent::Stopped { .. } => return Err("the log writer stopped".into()),
+                    WriterEvent::ReadDone { .. } => {}
+                }
+            },
+        }
+    }
+}
+
 fn append_loop(
     thread: usize,
     count: usize,
     shared: &Shared,
-    woken: &Receiver<Vec<usize>>,
+    wakeups: &Wakeups,
     record_bytes: usize,
     batch_records: u32,
 ) -> Result<Histogram<u64>, String> {
@@ -363,10 +413,7 @@ fn append_loop(
                     .map_err(|_| "the log writer stopped")?;
             }
         }
-        ready = woken.recv().map_err(|_| "the dispatcher stopped")?;
-        while let Ok(more) = woken.try_recv() {
-            ready.extend(more);
-        }
+        ready = wakeups.next(shared)?;
         if shared.measuring.load(Ordering::Relaxed) {
             for &writer in &ready {
                 let micros = sent_at[writer].elapsed().as_micros().max(1) as u64;

@@ -205,3 +205,20 @@ fn a_connect_that_gets_no_answer_times_out() {
     // SAFETY: we own fd.
     unsafe { libc::close(fd) };
 }
+
+#[test]
+fn a_huge_timer_does_not_fire_and_can_be_cancelled() {
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let forever = ring.add_timer(Duration::MAX).unwrap();
+    let soon = ring.add_timer(Duration::from_millis(20)).unwrap();
+    let mut events = Vec::new();
+    poll_until(&mut ring, &mut events, |e| fired(e).contains(&soon));
+    ring.poll(Some(Duration::from_millis(20)), &mut events)
+        .unwrap();
+    assert_eq!(fired(&events), vec![soon]);
+    // A huge poll timeout is clamped the same way (returns at once: the cancel completes).
+    assert!(ring.cancel_timer(forever).unwrap());
+    ring.poll(Some(Duration::MAX), &mut events).unwrap();
+    settle(&mut ring, &mut events);
+    assert_eq!(fired(&events), vec![soon]);
+}

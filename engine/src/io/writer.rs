@@ -292,13 +292,10 @@ enum Queued {
 /// At most this many parallel writes per group (the ring has room for them plus two).
 const MAX_SPLIT_WRITES: usize = 64;
 
-/// Index of the staging and the zero buffer in the ring's registered table.
-const STAGING_BUF: u16 = 0;
-const ZEROS_BUF: u16 = 1;
-
 struct WriterThread {
-    log: Log,
+    // The ring is declared (so dropped) before the log whose buffers it may still reference.
     ring: IoUring,
+    log: Log,
     sync_mode: SyncMode,
     requests: Receiver<WriterRequest>,
     events: Sender<WriterEvent>,
@@ -308,8 +305,14 @@ struct WriterThread {
     queue: VecDeque<Queued>,
     last_seq: u64,
     shutting_down: bool,
-    /// The staging generation the ring's buffer 0 holds (None: write unregistered).
-    registered_staging: Option<u64>,
+    /// Buffers registered with the ring, by slot (staging buffers, then the zero buffer).
+    registered: Vec<(*const u8, usize)>,
+    /// A request that broke the seq order (fatal at the next staging).
+    pending_error: Option<WriterError>,
+    /// The last seq whose batches are all staged (reported once their group is durable).
+    staged_seq: Option<u64>,
+    /// The group write in flight and the seq it makes durable.
+    in_flight: Option<(GroupWrite, Option<u64>, Vec<Op>)>,
     split_bytes: usize,
 }
 
@@ -340,7 +343,10 @@ impl WriterThread {
             queue: VecDeque::new(),
             last_seq: 0,
             shutting_down: false,
-            registered_staging: None,
+            registered: Vec::new(),
+            staged_seq: None,
+            in_flight: None,
+            pending_error: None,
             split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
         };
         if config.register_buffers {
@@ -350,53 +356,41 @@ impl WriterThread {
     }
 
     fn register_buffers(&mut self) {
-        let (staging, staging_len, generation) = self.log.staging_region();
-        let (zeros, zeros_len) = self.log.zeros_region();
-        let iovecs = [
-            libc::iovec {
-                iov_base: staging as *mut _,
-                iov_len: staging_len,
-            },
-            libc::iovec {
-                iov_base: zeros as *mut _,
-                iov_len: zeros_len,
-            },
-        ];
-        // SAFETY: both buffers live as long as the log, which this thread owns and outlives the
-        // ring's use of them; a replaced staging buffer is re-registered (or written unregistered)
-        // before use, see `write_group`.
+        let mut regions = self.log.staging_regions();
+        regions.push(self.log.zeros_region());
+        let iovecs: Vec<libc::iovec> = regions
+            .iter()
+            .map(|&(base, len)| libc::iovec {
+                iov_base: base as *mut _,
+                iov_len: len,
+            })
+            .collect();
+        let bytes: usize = regions.iter().map(|&(_, len)| len).sum();
+        // SAFETY: the buffers live as long as the log, which this thread owns; they are
+        // unregistered before the log is handed back (`finish`). A buffer not in this table is
+        // written with a plain Write (see `slot_of`).
         match unsafe { self.ring.submitter().register_buffers(&iovecs) } {
             Ok(()) => {
-                self.registered_staging = Some(generation);
+                self.registered = regions;
                 self.info.registered_buffers = true;
             }
             Err(error) => tracing::warn!(
                 %error,
                 memlock_limit = ?file::memlock_limit(),
-                bytes = staging_len + zeros_len,
+                bytes,
                 "could not register the log's buffers with io_uring (raise `ulimit -l` or grant \
                  CAP_IPC_LOCK); writing from unregistered buffers"
             ),
         }
     }
 
-    /// Re-registers a replaced staging buffer in slot 0; on failure it is written unregistered.
-    fn refresh_staging_registration(&mut self) {
-        let (staging, len, generation) = self.log.staging_region();
-        if !self.info.registered_buffers || self.registered_staging == Some(generation) {
-            return;
-        }
-        let iovec = [libc::iovec {
-            iov_base: staging as *mut _,
-            iov_len: len,
-        }];
-        // SAFETY: as in `register_buffers`.
-        let updated = unsafe {
-            self.ring
-                .submitter()
-                .register_buffers_update(STAGING_BUF as u32, &iovec, None)
-        };
-        self.registered_staging = updated.ok().map(|()| generation);
+    /// The registered slot holding `[buf, buf + len)`, if any.
+    fn slot_of(&self, buf: *const u8, len: usize) -> Option<u16> {
+        let at = buf as usize;
+        self.registered
+            .iter()
+            .position(|&(base, size)| at >= base as usize && at + len <= base as usize + size)
+            .map(|slot| slot as u16)
     }
 
     fn run(mut self) -> Option<Log> {
@@ -407,10 +401,8 @@ impl WriterThread {
                     Err(_) => self.shutting_down = true,
                 }
             }
-            while let Ok(request) = self.requests.try_recv() {
-                self.accept(request);
-            }
-            if let Err(error) = self.accept_check().and_then(|()| self.process()) {
+            self.drain_requests();
+            if let Err(error) = self.process() {
                 tracing::error!(%error, "log writer stopped on a fatal error");
                 self.emit(WriterEvent::Fatal(error));
                 return None;
@@ -444,14 +436,24 @@ impl WriterThread {
         stopped.then_some(log)
     }
 
+    fn drain_requests(&mut self) {
+        while let Ok(request) = self.requests.try_recv() {
+            self.accept(request);
+        }
+    }
+
     fn accept(&mut self, request: WriterRequest) {
         match request {
-            WriterRequest::Append { seq, batches } => self.queue.push_back(Queued::Append {
-                seq,
-                batches,
-                next: 0,
-            }),
+            WriterRequest::Append { seq, batches } => {
+                self.check_seq(seq);
+                self.queue.push_back(Queued::Append {
+                    seq,
+                    batches,
+                    next: 0,
+                })
+            }
             WriterRequest::TruncateTo { seq, offset } => {
+                self.check_seq(seq);
                 self.queue.push_back(Queued::TruncateTo { seq, offset })
             }
             WriterRequest::Read {
@@ -466,65 +468,71 @@ impl WriterThread {
         }
     }
 
-    /// Checks that queued seqs increase (a driver bug otherwise, and fatal: durability reports
-    /// would be ambiguous).
-    fn accept_check(&mut self) -> Result<(), WriterError> {
-        for queued in &self.queue {
-            let seq = match queued {
-                Queued::Append { seq, next: 0, .. } | Queued::TruncateTo { seq, .. } => *seq,
-                Queued::Append { .. } => continue,
-            };
-            if seq <= self.last_seq {
-                return Err(WriterError::SeqOrder {
-                    seq,
-                    last: self.last_seq,
-                });
-            }
-            self.last_seq = seq;
+    /// Checks that a request's seq follows the last one (a driver bug otherwise, and fatal:
+    /// durability reports would be ambiguous); the error surfaces at the next staging.
+    fn check_seq(&mut self, seq: u64) {
+        if seq <= self.last_seq && self.pending_error.is_none() {
+            self.pending_error = Some(WriterError::SeqOrder {
+                seq,
+                last: self.last_seq,
+            });
         }
-        Ok(())
+        self.last_seq = self.last_seq.max(seq);
     }
 
-    /// Writes groups until the queue is empty.
+    /// Writes groups until the queue is empty and nothing is staged. While a group's write is in
+    /// flight, requests that arrived meanwhile are staged into the other buffer, so the copy
+    /// overlaps the IO and the next group goes out as soon as this one is durable.
     fn process(&mut self) -> Result<(), WriterError> {
-        while !self.queue.is_empty() {
-            let (done_seq, stop) = self.stage_group()?;
-            if let Some(write) = self.log.prepare_group_write() {
-                self.write_group(&write)?;
-                self.log.complete_group_write(&write);
+        loop {
+            let stop = self.stage_group()?;
+            let Some(write) = self.log.prepare_group_write() else {
+                if stop == StageStop::NeedsRoll {
+                    self.log.roll()?;
+                    continue;
+                }
+                if let Some(seq) = self.staged_seq.take() {
+                    self.report_durable(seq); // appends with no batches
+                }
+                match self.queue.front() {
+                    Some(&Queued::TruncateTo { seq, offset }) => {
+                        self.log.truncate_to(offset)?;
+                        self.queue.pop_front();
+                        self.report_durable(seq);
+                        continue;
+                    }
+                    None => return Ok(()),
+                    Some(Queued::Append { .. }) => unreachable!("an append stages or rolls"),
+                }
+            };
+            let done_seq = self.staged_seq.take();
+            self.submit_group(write, done_seq)?;
+            if stop == StageStop::Done {
+                self.drain_requests();
+                self.stage_group()?;
             }
-            if let Some(seq) = done_seq {
-                self.report_durable(seq);
-            }
-            if stop == StageStop::NeedsRoll {
-                self.log.roll()?;
-            }
-            if let Some(Queued::TruncateTo { seq, offset }) = self.queue.front() {
-                let (seq, offset) = (*seq, *offset);
-                self.log.truncate_to(offset)?;
-                self.queue.pop_front();
-                self.report_durable(seq);
-            }
+            self.wait_group()?;
         }
-        Ok(())
     }
 
-    /// Stages queued appends until a truncation, a full group, or a roll. Returns the last seq
-    /// staged whole.
-    fn stage_group(&mut self) -> Result<(Option<u64>, StageStop), WriterError> {
-        let mut done_seq = None;
+    /// Stages queued appends until a truncation, a full group, or a roll. Notes the last seq
+    /// staged whole in `staged_seq`.
+    fn stage_group(&mut self) -> Result<StageStop, WriterError> {
+        if let Some(error) = self.pending_error.take() {
+            return Err(error);
+        }
         while let Some(Queued::Append { seq, batches, next }) = self.queue.front_mut() {
             let (staged, stop) = self.log.stage(&batches[*next..])?;
             *next += staged;
             if *next == batches.len() {
-                done_seq = Some(*seq);
+                self.staged_seq = Some(*seq);
                 self.queue.pop_front();
             }
             if stop != StageStop::Done {
-                return Ok((done_seq, stop));
+                return Ok(stop);
             }
         }
-        Ok((done_seq, StageStop::Done))
+        Ok(StageStop::Done)
     }
 
     fn report_durable(&mut self, seq: u64) {
@@ -538,57 +546,96 @@ impl WriterThread {
         emit_to(&self.events, &self.eventfd, event);
     }
 
-    /// Submits the group's write (+ zero-fill) + sync as one linked chain and waits for it.
-    fn write_group(&mut self, write: &GroupWrite) -> Result<(), WriterError> {
-        self.refresh_staging_registration();
-        let (_, _, generation) = self.log.staging_region();
+    /// Submits the group's writes and sync without waiting: one write with the sync linked behind
+    /// it (IO_LINK), or several parallel writes whose sync `wait_group` submits once they are done.
+    /// (IO_DRAIN would save that second submission, but drained syncs were seen to hang with
+    /// DEFER_TASKRUN on kernel 6.18.)
+    fn submit_group(
+        &mut self,
+        write: GroupWrite,
+        done_seq: Option<u64>,
+    ) -> Result<(), WriterError> {
+        assert!(self.in_flight.is_none());
+        let mut ops = self.group_ops(&write);
+        let split = ops.iter().filter(|op| op.name == "write").count() > 1;
+        let deferred_sync = if split { ops.pop() } else { None };
+        if !split {
+            let last = ops.len() - 1;
+            for op in &mut ops[..last] {
+                op.flags = squeue::Flags::IO_LINK;
+            }
+        }
+        self.push_and_submit(&ops)?;
+        let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
+        let stats = &self.stats;
+        stats.groups.fetch_add(1, Ordering::Relaxed);
+        stats
+            .batches
+            .fetch_add(write.batches as u64, Ordering::Relaxed);
+        stats
+            .batch_bytes
+            .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
+        stats.device_bytes.fetch_add(device, Ordering::Relaxed);
+        stats
+            .zero_fills
+            .fetch_add(u64::from(write.zero_fill.is_some()), Ordering::Relaxed);
+        let mut pending = ops;
+        pending.extend(deferred_sync);
+        self.in_flight = Some((write, done_seq, pending));
+        Ok(())
+    }
+
+    /// Waits for the group in flight, then marks it durable and reports its seq.
+    fn wait_group(&mut self) -> Result<(), WriterError> {
+        let (write, done_seq, mut ops) = self.in_flight.take().expect("a group in flight");
+        let deferred_sync = (ops.len() > 1
+            && ops.iter().filter(|op| op.name == "write").count() > 1)
+            .then(|| ops.pop())
+            .flatten();
+        self.wait_ops(&ops)?;
+        if let Some(sync) = deferred_sync {
+            self.push_and_submit(std::slice::from_ref(&sync))?;
+            self.wait_ops(std::slice::from_ref(&sync))?;
+        }
+        self.log.complete_group_write(&write);
+        if let Some(seq) = done_seq {
+            self.report_durable(seq);
+        }
+        Ok(())
+    }
+
+    /// The entries of one group: its data write(s), a zero-fill when due, the sync.
+    fn group_ops(&self, write: &GroupWrite) -> Vec<Op> {
         let fd = types::Fd(write.fd);
-        let registered = self.registered_staging == Some(generation);
         let split = write.len > self.split_bytes;
         let dsync_only =
             self.sync_mode == SyncMode::RwfDsync && write.zero_fill.is_none() && !split;
         let rw_flags = if dsync_only { libc::RWF_DSYNC } else { 0 };
-        let mut ops: Vec<Op> = Vec::with_capacity(4);
-        // A large group goes out as several writes in flight at once (the device works on them in
-        // parallel, like fio's iodepth); the fdatasync is drained behind all of them.
         let most = align_up(write.len.div_ceil(MAX_SPLIT_WRITES) as u64) as usize;
         let chunk = if split {
             self.split_bytes.max(most)
         } else {
             write.len
         };
+        let mut ops = Vec::with_capacity(4);
         let mut done = 0;
         while done < write.len {
             let len = chunk.min(write.len - done);
-            // SAFETY: done + len <= write.len, within the staging buffer.
+            // SAFETY: done + len <= write.len, within the group's buffer.
             let buf = unsafe { write.buf.add(done) };
             let position = write.file_offset + done as u64;
-            let entry = if registered {
-                opcode::WriteFixed::new(fd, buf, len as u32, STAGING_BUF)
-                    .offset(position)
-                    .rw_flags(rw_flags)
-                    .build()
-            } else {
-                opcode::Write::new(fd, buf, len as u32)
-                    .offset(position)
-                    .rw_flags(rw_flags)
-                    .build()
-            };
-            ops.push(Op::new(entry, "write", position, len as u32));
+            ops.push(Op::new(
+                self.write_entry(fd, buf, len, position, rw_flags),
+                "write",
+                position,
+                len as u32,
+            ));
             done += len;
         }
         if !dsync_only {
             if let Some((offset, len)) = write.zero_fill {
                 let (zeros, _) = self.log.zeros_region();
-                let entry = if self.info.registered_buffers {
-                    opcode::WriteFixed::new(fd, zeros, len as u32, ZEROS_BUF)
-                        .offset(offset)
-                        .build()
-                } else {
-                    opcode::Write::new(fd, zeros, len as u32)
-                        .offset(offset)
-                        .build()
-                };
+                let entry = self.write_entry(fd, zeros, len, offset, 0);
                 ops.push(Op::new(entry, "zero-fill write", offset, len as u32));
             }
             let sync = opcode::Fsync::new(fd)
@@ -596,46 +643,57 @@ impl WriterThread {
                 .build();
             ops.push(Op::new(sync, "fdatasync", write.file_offset, 0));
         }
-        // One write: link the sync behind it (IO_LINK), one submission. Several: they run in
-        // parallel (unlinked), and the sync is submitted once all of them completed. (IO_DRAIN
-        // would save that second submission, but drained syncs were seen to hang with
-        // DEFER_TASKRUN on kernel 6.18.)
-        if split {
-            let sync = ops.pop().expect("a sync closes the group");
-            self.submit_ops(&ops)?;
-            self.submit_ops(&[sync])?;
-        } else {
-            let last = ops.len() - 1;
-            for op in &mut ops[..last] {
-                op.flags = squeue::Flags::IO_LINK;
-            }
-            self.submit_ops(&ops)?;
-        }
-        let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
-        self.stats.groups.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .batches
-            .fetch_add(write.batches as u64, Ordering::Relaxed);
-        self.stats
-            .batch_bytes
-            .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
-        self.stats.device_bytes.fetch_add(device, Ordering::Relaxed);
-        self.stats
-            .zero_fills
-            .fetch_add(u64::from(write.zero_fill.is_some()), Ordering::Relaxed);
-        Ok(())
+        ops
     }
 
-    fn submit_ops(&mut self, ops: &[Op]) -> Result<(), WriterError> {
+    /// WriteFixed from a registered buffer, else a plain Write.
+    fn write_entry(
+        &self,
+        fd: types::Fd,
+        buf: *const u8,
+        len: usize,
+        position: u64,
+        rw_flags: i32,
+    ) -> squeue::Entry {
+        match self.slot_of(buf, len) {
+            Some(slot) => opcode::WriteFixed::new(fd, buf, len as u32, slot)
+                .offset(position)
+                .rw_flags(rw_flags)
+                .build(),
+            None => opcode::Write::new(fd, buf, len as u32)
+                .offset(position)
+                .rw_flags(rw_flags)
+                .build(),
+        }
+    }
+
+    fn push_and_submit(&mut self, ops: &[Op]) -> Result<(), WriterError> {
         {
             let mut sq = self.ring.submission();
             for (i, op) in ops.iter().enumerate() {
                 let entry = op.entry.clone().user_data(i as u64).flags(op.flags);
                 // SAFETY: the buffers referenced stay alive and untouched until the completions
-                // are reaped below (this thread waits for them).
+                // are reaped (the log keeps a group's buffer aside until complete_group_write).
                 unsafe { sq.push(&entry) }.expect("the ring has room for one group");
             }
         }
+        loop {
+            match self.ring.submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(source) => {
+                    return Err(WriterError::Io {
+                        op: "io_uring_enter",
+                        position: ops[0].position,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Waits for the completions of `ops` (submitted by `push_and_submit`) and checks them.
+    fn wait_ops(&mut self, ops: &[Op]) -> Result<(), WriterError> {
         let mut results = vec![None; ops.len()];
         let mut reaped = 0;
         while reaped < ops.len() {

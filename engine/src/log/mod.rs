@@ -40,7 +40,9 @@ pub struct LogConfig {
     pub index_interval_bytes: u64,
     /// fallocate each new segment to `segment_bytes`.
     pub preallocate: bool,
-    /// Bytes one group write may carry (the staging buffer's capacity; a larger batch grows it).
+    /// Bytes one group write may carry (each of the two staging buffers' capacity; a larger batch
+    /// grows one). Both buffers plus the 1 MiB zero buffer are registered with the ring, which
+    /// needs that much RLIMIT_MEMLOCK room (7 MiB with the default; 8 MiB is a common limit).
     pub max_group_bytes: usize,
     /// Zero-fill this many bytes ahead of the write head, as an extra linked write in a group
     /// (0 = never). Writes over zeroed blocks sync faster than writes into unwritten extents.
@@ -56,7 +58,7 @@ impl Default for LogConfig {
             segment_bytes: 1 << 30,
             index_interval_bytes: 4096,
             preallocate: true,
-            max_group_bytes: 4 << 20,
+            max_group_bytes: 3 << 20,
             zero_ahead_bytes: 1 << 20,
             zero_ahead_max_group_bytes: 64 << 10,
         }
@@ -127,6 +129,8 @@ pub struct GroupWrite {
     pub zero_fill: Option<(u64, usize)>,
     /// The log end offset once this write is durable.
     pub end_offset: Offset,
+    /// File position after the group's last batch.
+    pub data_end: u64,
 }
 
 /// The write state of the last segment.
@@ -143,6 +147,11 @@ struct Active {
     zeroed_end: u64,
     /// Batches staged since the last write.
     staged_batches: usize,
+    /// Free staging buffers of the standard size: while one group's write is in flight from one
+    /// buffer, the next group is staged in another.
+    spares: Vec<AlignedBuf>,
+    /// The buffer of the group write in flight, if any.
+    in_flight: Option<AlignedBuf>,
 }
 
 /// The log: segments, epoch cache, write state.
@@ -157,8 +166,6 @@ pub struct Log {
     /// Zeros for zero-fill ahead (allocated once, registered by the writer).
     zeros: AlignedBuf,
     checkpoint: Checkpoint,
-    /// Bumped when the staging buffer is replaced (the writer re-registers it).
-    staging_generation: u64,
     /// The offset the recovery scan at open started from.
     recovery_start: Offset,
 }
@@ -254,7 +261,9 @@ impl Log {
 
     fn write_group_sync(&self, write: &GroupWrite) -> Result<(), LogError> {
         let path = self.active_segment().path.clone();
-        let data = &self.active.staging.as_full_slice()[..write.len];
+        let group = self.active.in_flight.as_ref().expect("a prepared group");
+        assert_eq!(group.as_ptr(), write.buf);
+        let data = &group.as_full_slice()[..write.len];
         file::write_all_at(&self.active.direct, data, write.file_offset)
             .map_err(LogError::io("write", &path))?;
         if let Some((offset, len)) = write.zero_fill {
@@ -329,18 +338,21 @@ impl Log {
         let needed = self.active.staging.len() + batch_len + BLOCK;
         let mut grown = AlignedBuf::zeroed(needed.max(self.config.max_group_bytes));
         grown.extend_from_slice(self.active.staging.filled());
-        self.active.staging = grown;
-        self.staging_generation += 1;
+        let standard = std::mem::replace(&mut self.active.staging, grown);
+        self.active
+            .keep_spare(standard, self.config.max_group_bytes);
     }
 
-    /// The staging buffer's address and capacity and its generation (bumped when replaced), for
-    /// registration with a ring.
-    pub fn staging_region(&self) -> (*const u8, usize, u64) {
-        (
-            self.active.staging.as_ptr(),
-            self.active.staging.capacity(),
-            self.staging_generation,
-        )
+    /// The two staging buffers' addresses and capacities, for registration with a ring (a buffer
+    /// grown for a large batch later is not among them: the writer checks each write's address).
+    pub fn staging_regions(&self) -> Vec<(*const u8, usize)> {
+        let active = &self.active;
+        let staging = std::iter::once(&active.staging);
+        staging
+            .chain(&active.spares)
+            .chain(&active.in_flight)
+            .map(|buf| (buf.as_ptr(), buf.capacity()))
+            .collect()
     }
 
     /// The zero buffer's address and length, for registration with a ring.
@@ -353,25 +365,48 @@ impl Log {
         self.active.staging.len() > self.active.written_len
     }
 
-    /// Pads the staged group to a block and describes its write (None when nothing is staged).
+    /// Pads the staged group to a block and describes its write (None when nothing is staged or
+    /// a write is already in flight). The group's buffer stays untouched until
+    /// [`Self::complete_group_write`]; meanwhile [`Self::stage`] fills the other buffer, which
+    /// starts with a copy of the group's last partial block.
     pub fn prepare_group_write(&mut self) -> Option<GroupWrite> {
-        if !self.has_staged() {
+        if !self.has_staged() || self.active.in_flight.is_some() {
             return None;
         }
-        let new_bytes = self.active.staging.len() - self.active.written_len;
-        let len = self.active.staging.pad_to_block();
-        let file_offset = self.active.staging_position;
+        let active = &mut self.active;
+        let new_bytes = active.staging.len() - active.written_len;
+        let data_len = active.staging.len();
+        let len = active.staging.pad_to_block();
+        let file_offset = active.staging_position;
         let write_end = file_offset + len as u64;
-        let zero_fill = self.zero_fill_for(new_bytes, write_end);
-        Some(GroupWrite {
-            fd: self.active.direct.as_raw_fd(),
-            buf: self.active.staging.as_ptr(),
+        let write = GroupWrite {
+            fd: active.direct.as_raw_fd(),
+            buf: active.staging.as_ptr(),
             len,
             file_offset,
             new_bytes,
-            batches: self.active.staged_batches,
-            zero_fill,
+            batches: active.staged_batches,
+            zero_fill: None,
             end_offset: self.end_offset,
+            data_end: file_offset + data_len as u64,
+        };
+        let capacity = self.config.max_group_bytes;
+        let active = &mut self.active;
+        let mut next = active
+            .spares
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::zeroed(capacity));
+        next.set_len(0);
+        let tail_start = align_down(data_len as u64) as usize;
+        next.extend_from_slice(&active.staging.filled()[tail_start..]);
+        let group = std::mem::replace(&mut active.staging, next);
+        active.in_flight = Some(group);
+        active.staging_position += tail_start as u64;
+        active.written_len = active.staging.len();
+        active.staged_batches = 0;
+        Some(GroupWrite {
+            zero_fill: self.zero_fill_for(new_bytes, write_end),
+            ..write
         })
     }
 
@@ -393,12 +428,16 @@ impl Log {
         (len > 0).then_some((zeroed, len as usize))
     }
 
-    /// Records that `write` is written and synced: the staged batches are durable, and the
-    /// last partial block stays in the staging buffer to be rewritten with the next group.
+    /// Records that `write` is written and synced: its batches are durable and readable, and its
+    /// buffer becomes the spare. (Its last partial block was already carried into the staging
+    /// buffer by [`Self::prepare_group_write`], to be rewritten with the next group.)
     pub fn complete_group_write(&mut self, write: &GroupWrite) {
-        assert_eq!(write.file_offset, self.active.staging_position);
-        assert_eq!(write.end_offset, self.end_offset);
-        let data_end = self.active.staging_position + self.active.staging.len() as u64;
+        let group = self
+            .active
+            .in_flight
+            .take()
+            .expect("a group write in flight");
+        assert_eq!(group.as_ptr(), write.buf);
         let mut zeroed_end = self
             .active
             .zeroed_end
@@ -408,17 +447,24 @@ impl Log {
             zeroed_end = zeroed_end.max(offset + len as u64);
         }
         self.active.zeroed_end = zeroed_end;
-        let dropped = self.active.staging.keep_partial_tail();
-        self.active.staging_position += dropped as u64;
-        self.active.written_len = self.active.staging.len();
-        self.active.staged_batches = 0;
+        self.active.keep_spare(group, self.config.max_group_bytes);
+        assert!(write.end_offset >= self.durable_end_offset);
         self.durable_end_offset = write.end_offset;
-        self.active_segment_mut().readable_size = data_end;
+        let segment = self.active_segment_mut();
+        segment.readable_size = segment.readable_size.max(write.data_end);
+    }
+
+    /// True while a group write is in flight.
+    pub fn write_in_flight(&self) -> bool {
+        self.active.in_flight.is_some()
     }
 
     /// Starts a new segment at the end offset. Everything staged must be written first.
     pub fn roll(&mut self) -> Result<(), LogError> {
-        assert!(!self.has_staged(), "roll with unwritten batches");
+        assert!(
+            !self.has_staged() && !self.write_in_flight(),
+            "roll with unwritten batches"
+        );
         let old = self.active_segment();
         let (old_path, old_size) = (old.path.clone(), old.size);
         // Trim the preallocated tail so a sealed segment's length is its data (recovery relies on
@@ -434,15 +480,18 @@ impl Log {
         let base = self.end_offset;
         let (segment, direct) = create_segment(&self.dir, base, &self.config)?;
         self.segments.insert(base, segment);
-        self.active = Active::new(direct, &self.config, 0);
-        self.staging_generation += 1;
+        let buffers = self.active.take_buffers(&self.config);
+        self.active = Active::new(direct, 0, buffers);
         self.store_checkpoint(base, base, 0)
     }
 
     /// Drops every batch at or beyond `offset` and makes that durable. A truncation point inside
     /// a batch drops the whole batch. Returns the new end offset.
     pub fn truncate_to(&mut self, offset: Offset) -> Result<Offset, LogError> {
-        assert!(!self.has_staged(), "truncate with unwritten batches");
+        assert!(
+            !self.has_staged() && !self.write_in_flight(),
+            "truncate with unwritten batches"
+        );
         if offset >= self.end_offset {
             return Ok(self.end_offset);
         }
@@ -526,11 +575,11 @@ impl Log {
                 .map_err(LogError::io("fallocate", &path))?;
         }
         direct.sync_all().map_err(LogError::io("fsync", &path))?;
-        let mut active = Active::new(direct, &self.config, position);
+        let buffers = self.active.take_buffers(&self.config);
+        let mut active = Active::new(direct, position, buffers);
         load_partial_block(&mut active, &segment.reader, position)
             .map_err(LogError::io("read", &path))?;
         self.active = active;
-        self.staging_generation += 1;
         let segment = self.segments.get_mut(&base).expect("target segment");
         segment.size = position;
         segment.readable_size = position;
@@ -606,7 +655,10 @@ impl Log {
 
     /// Writes a checkpoint at the durable end, so the next open scans nothing. Call on shutdown.
     pub fn checkpoint_now(&mut self) -> Result<(), LogError> {
-        assert!(!self.has_staged(), "checkpoint with unwritten batches");
+        assert!(
+            !self.has_staged() && !self.write_in_flight(),
+            "checkpoint with unwritten batches"
+        );
         let base = self.active_base();
         let position = self.active_segment().size;
         self.store_checkpoint(self.end_offset, base, position)
@@ -651,16 +703,47 @@ impl Log {
 }
 
 impl Active {
-    fn new(direct: File, config: &LogConfig, position: u64) -> Self {
-        let staging_position = align_down(position);
+    fn new(direct: File, position: u64, buffers: (AlignedBuf, AlignedBuf)) -> Self {
+        let (mut staging, mut spare) = buffers;
+        staging.set_len(0);
+        spare.set_len(0);
         Active {
             direct,
-            staging: AlignedBuf::zeroed(config.max_group_bytes),
-            staging_position,
+            staging,
+            staging_position: align_down(position),
             written_len: 0,
             zeroed_end: align_up(position),
             staged_batches: 0,
+            spares: vec![spare],
+            in_flight: None,
         }
+    }
+
+    /// Keeps a free buffer for reuse if it has the standard size (a buffer grown for one large
+    /// batch is dropped: it is not registered with the ring) and fewer than two are kept.
+    fn keep_spare(&mut self, buf: AlignedBuf, standard: usize) {
+        if buf.capacity() == standard && self.spares.len() < 2 {
+            self.spares.push(buf);
+        }
+    }
+
+    /// Fresh staging buffers for a log's first active segment.
+    fn new_buffers(config: &LogConfig) -> (AlignedBuf, AlignedBuf) {
+        (
+            AlignedBuf::zeroed(config.max_group_bytes),
+            AlignedBuf::zeroed(config.max_group_bytes),
+        )
+    }
+
+    /// The staging buffers, to carry over to the next active segment (they stay registered).
+    fn take_buffers(&mut self, config: &LogConfig) -> (AlignedBuf, AlignedBuf) {
+        assert!(self.in_flight.is_none());
+        let staging = std::mem::replace(&mut self.staging, AlignedBuf::zeroed(BLOCK));
+        let spare = self
+            .spares
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::zeroed(config.max_group_bytes));
+        (staging, spare)
     }
 }
 

@@ -117,7 +117,6 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         zeros: AlignedBuf::zeroed(ZEROS_BYTES),
         recovery_start: start.offset,
         checkpoint: start.checkpoint,
-        staging_generation: 0,
     })
 }
 
@@ -131,7 +130,7 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     segments.insert(0, segment);
     Ok(Log {
         dir: dir.to_path_buf(),
-        active: Active::new(direct, &config, 0),
+        active: Active::new(direct, 0, Active::new_buffers(&config)),
         config,
         segments,
         epochs: EpochCache::new(),
@@ -139,7 +138,6 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         durable_end_offset: 0,
         zeros: AlignedBuf::zeroed(ZEROS_BYTES),
         checkpoint,
-        staging_generation: 0,
         recovery_start: 0,
     })
 }
@@ -240,7 +238,7 @@ fn open_active(segment: &Segment, config: &LogConfig, torn_tail: bool) -> Result
     if changed {
         direct.sync_all().map_err(LogError::io("fsync", path))?;
     }
-    let mut active = Active::new(direct, config, segment.size);
+    let mut active = Active::new(direct, segment.size, Active::new_buffers(config));
     load_partial_block(&mut active, &segment.reader, segment.size)
         .map_err(LogError::io("read", path))?;
     Ok(active)

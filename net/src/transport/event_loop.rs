@@ -248,6 +248,13 @@ fn build_ring(config: &Config) -> Result<(IoUring, bool), TransportError> {
     }
 }
 
+/// A kernel timespec for `d`; seconds beyond i64 (which would turn negative, EINVAL) saturate.
+fn timespec(d: Duration) -> Timespec {
+    Timespec::new()
+        .sec(d.as_secs().min(i64::MAX as u64))
+        .nsec(d.subsec_nanos())
+}
+
 fn enter_error(source: io::Error) -> TransportError {
     TransportError::Enter { source }
 }
@@ -503,7 +510,7 @@ impl EventLoop {
         let decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         let mut conn = Conn::new(fd, ConnState::Connecting, decoder);
         let raw = Box::new(RawAddr::from_socket_addr(addr));
-        let timeout = Box::new(Timespec::from(self.config.connect_timeout));
+        let timeout = Box::new(timespec(self.config.connect_timeout));
         let connect = opcode::Connect::new(Fd(fd), raw.as_ptr(), raw.len).build();
         let link_timeout = opcode::LinkTimeout::new(&*timeout).build();
         conn.connect_addr = Some(raw);
@@ -773,6 +780,10 @@ impl EventLoop {
         conn.state = ConnState::Closing(report);
         conn.send_queue.clear();
         conn.queued_bytes = 0;
+        // Received bytes of a closing connection are never delivered: free them now, so the
+        // budget is back before the cancellations complete.
+        self.buffered_bytes -= conn.decoder.buffered();
+        conn.decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         if conn.ops_in_flight == 0 {
             self.finish_close(key);
             return Ok(());
@@ -793,7 +804,7 @@ impl EventLoop {
         assert_eq!(conn.ops_in_flight, 0);
         assert!(conn.sending.is_none());
         socket::close(conn.fd);
-        self.buffered_bytes -= conn.decoder.buffered();
+        assert_eq!(conn.decoder.buffered(), 0, "freed by begin_close");
         let id = ConnId(key);
         match conn.state {
             ConnState::Closing(Report::Closed(reason)) => {
@@ -841,7 +852,7 @@ impl EventLoop {
 
     /// A timer that fires once after `after` (a ring timeout, so `poll` wakes for it).
     pub fn add_timer(&mut self, after: Duration) -> Result<TimerId, TransportError> {
-        let timespec = Box::new(Timespec::from(after));
+        let timespec = Box::new(timespec(after));
         let ptr: *const Timespec = &*timespec;
         let op = self.ops.insert(Op::Timer {
             _timespec: timespec,
@@ -867,7 +878,11 @@ impl EventLoop {
         }
     }
 
-    fn on_timer(&mut self, op: u64) {
+    fn on_timer(&mut self, op: u64, res: i32) {
+        if res != -libc::ETIME && res != -libc::ECANCELED {
+            // Reported anyway: waking early is harmless, never waking is not.
+            warn!(error = %Errno(-res), "timer failed");
+        }
         match self.ops.remove(op) {
             Some(Op::Timer { cancelled, .. }) => {
                 if !cancelled {
@@ -978,7 +993,7 @@ impl EventLoop {
         let result = match wait {
             None => self.ring.submit_and_wait(1),
             Some(wait) => {
-                let timespec = Timespec::from(wait);
+                let timespec = timespec(wait);
                 let args = SubmitArgs::new().timespec(&timespec);
                 self.ring.submitter().submit_with_args(1, &args)
             }
@@ -1039,7 +1054,7 @@ impl EventLoop {
             OpKind::Recv(conn) => self.on_recv(user_data, conn, res, flags),
             OpKind::Send(conn) => self.on_send(user_data, conn, res),
             OpKind::Timer => {
-                self.on_timer(user_data);
+                self.on_timer(user_data, res);
                 Ok(())
             }
             OpKind::EventFdPoll => self.on_eventfd(user_data, res, more),
@@ -1142,5 +1157,43 @@ impl Drop for EventLoop {
                 debug!(error = %e, "unregistering the provided buffers");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iov_bytes(state: &SendState) -> Vec<u8> {
+        state
+            .iovecs
+            .iter()
+            .flat_map(|iov| {
+                // SAFETY: the iovecs point into the state's live pieces.
+                unsafe { std::slice::from_raw_parts(iov.iov_base as *const u8, iov.iov_len) }
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn send_state_resumes_mid_piece_and_caps_iovecs() {
+        let pieces: Vec<Bytes> = (0..IOV_MAX + 10)
+            .map(|i| Bytes::from(vec![i as u8; 3]))
+            .collect();
+        let all: Vec<u8> = pieces.iter().flat_map(|p| p.to_vec()).collect();
+        let mut state = SendState::new(pieces);
+        state.prepare();
+        assert_eq!(state.iovecs.len(), IOV_MAX);
+        assert_eq!(state.msg.msg_iovlen, IOV_MAX);
+        // A short send ending inside the second piece.
+        assert!(!state.advance(4));
+        state.prepare();
+        assert_eq!(iov_bytes(&state)[..], all[4..4 + iov_bytes(&state).len()]);
+        assert_eq!(state.remaining(), all.len() - 4);
+        assert!(!state.advance(3 * IOV_MAX));
+        state.prepare();
+        assert_eq!(iov_bytes(&state)[..], all[4 + 3 * IOV_MAX..]);
+        assert!(state.advance(state.remaining()));
     }
 }

@@ -12,6 +12,9 @@ use super::header::RequestPrefix;
 /// Kafka's default `socket.request.max.bytes` (100 MiB).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
 
+/// How far beyond the received bytes the buffer grows at a time while a frame arrives.
+const RESERVE_STEP: usize = 64 * 1024;
+
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum FrameError {
     #[error("frame size {size} is negative")]
@@ -78,7 +81,10 @@ impl FrameDecoder {
             });
         }
         if self.buf.len() < 4 + size {
-            self.buf.reserve(4 + size - self.buf.len());
+            // Grow toward the declared size in steps: a peer that declares 100 MiB and sends
+            // nothing must not make us reserve 100 MiB.
+            let missing = 4 + size - self.buf.len();
+            self.buf.reserve(missing.min(RESERVE_STEP));
             return Ok(None);
         }
         self.buf.advance(4);
@@ -114,6 +120,14 @@ mod tests {
         assert_eq!(frames.len(), 2);
         assert_eq!(&frames[1][..], &[2u8; 20]);
         assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn a_declared_size_reserves_memory_only_as_bytes_arrive() {
+        let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+        d.extend(&size_prefix(DEFAULT_MAX_FRAME_BYTES));
+        assert_eq!(d.next_frame().unwrap(), None);
+        assert!(d.buf.capacity() <= 4 * RESERVE_STEP, "reserved {}", d.buf.capacity());
     }
 
     #[test]

@@ -1,0 +1,221 @@
+//! Misbehaving peers: bad frame sizes and garbage close only their own connection, many
+//! connections come and go, extra connections beyond the limit are refused, and a peer that
+//! dribbles a huge frame cannot make the loop buffer without bound.
+
+mod transport_support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use net::transport::{CloseReason, Config};
+use net::wire::FrameError;
+use transport_support::{closed_by_peer, pattern, std_client, std_round_trip, EchoServer, Seen};
+
+fn frame_errors(seen: &[Seen]) -> Vec<FrameError> {
+    seen.iter()
+        .filter_map(|s| match s {
+            Seen::Closed(_, CloseReason::Frame(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Garbage from a fixed xorshift seed; its first four bytes, read as a size, are invalid.
+fn garbage() -> Vec<u8> {
+    let bytes = pattern(4096, 0xbad).to_vec();
+    let size = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    assert!(
+        !(8..=100 << 20).contains(&size),
+        "the seed must give an invalid size, got {size}"
+    );
+    bytes
+}
+
+#[test]
+fn bad_sizes_and_garbage_close_only_their_connection() {
+    let server = EchoServer::start(Config::default());
+    let mut good = std_client(server.addr);
+    let body = pattern(100, 9);
+    assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+
+    let attacks: Vec<Vec<u8>> = vec![
+        0x7fff_ffffu32.to_be_bytes().to_vec(), // 2 GiB
+        0x8000_0000u32.to_be_bytes().to_vec(), // i32::MIN
+        (-1i32).to_be_bytes().to_vec(),
+        3i32.to_be_bytes().to_vec(), // below the request prefix
+        garbage(),
+    ];
+    for attack in &attacks {
+        let mut bad = std_client(server.addr);
+        bad.write_all(attack).unwrap();
+        assert!(
+            closed_by_peer(&mut bad),
+            "server kept a bad connection open"
+        );
+        // The good connection is still served.
+        assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+    }
+    let seen = server.wait_for(attacks.len(), |s| {
+        matches!(s, Seen::Closed(_, CloseReason::Frame(_)))
+    });
+    let errors = frame_errors(&seen);
+    assert!(matches!(
+        errors[..],
+        [
+            FrameError::TooLarge {
+                size: 0x7fff_ffff,
+                ..
+            },
+            FrameError::Negative { size: i32::MIN },
+            FrameError::Negative { size: -1 },
+            FrameError::TooSmall { size: 3, .. },
+            _,
+        ]
+    ));
+    drop(good);
+    server.wait_for(1, |s| matches!(s, Seen::Closed(_, CloseReason::PeerClosed)));
+    let report = server.stop();
+    assert_eq!(report.connections_at_stop, 0);
+    assert_eq!(report.stats.accepted, 1 + attacks.len() as u64);
+}
+
+#[test]
+fn two_hundred_concurrent_connections_open_and_close() {
+    const CLIENTS: usize = 200;
+    let server = EchoServer::start(Config::default());
+    let mut clients: Vec<TcpStream> = (0..CLIENTS).map(|_| std_client(server.addr)).collect();
+    // All open at once: each sends, then each reads its own echo.
+    for (i, client) in clients.iter_mut().enumerate() {
+        let body = pattern(8 + i, i as u64);
+        client
+            .write_all(&net::wire::frame::size_prefix(body.len()))
+            .unwrap();
+        client.write_all(&body).unwrap();
+    }
+    for (i, client) in clients.iter_mut().enumerate() {
+        let echoed = transport_support::read_frame(client).unwrap();
+        assert_eq!(echoed, &pattern(8 + i, i as u64)[..], "client {i}");
+    }
+    drop(clients);
+    let seen = server.wait_for(CLIENTS, |s| {
+        matches!(s, Seen::Closed(_, CloseReason::PeerClosed))
+    });
+    assert!(seen.iter().all(|s| !matches!(
+        s,
+        Seen::Closed(_, reason) if *reason != CloseReason::PeerClosed
+    )));
+    let report = server.stop();
+    assert_eq!(report.stats.accepted, CLIENTS as u64);
+    assert_eq!(report.stats.frames_received, CLIENTS as u64);
+    assert_eq!(report.connections_at_stop, 0);
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused() {
+    let server = EchoServer::start(Config {
+        max_connections: 4,
+        ..Config::default()
+    });
+    let body = pattern(16, 3);
+    let mut served = Vec::new();
+    for _ in 0..4 {
+        let mut client = std_client(server.addr);
+        assert_eq!(std_round_trip(&mut client, &body).unwrap(), &body[..]);
+        served.push(client);
+    }
+    for _ in 0..3 {
+        let mut extra = std_client(server.addr);
+        // Whatever it sends, it gets no answer but the close.
+        let _ = extra.write_all(&net::wire::frame::size_prefix(body.len()));
+        assert!(closed_by_peer(&mut extra));
+    }
+    // Closing one makes room for another.
+    drop(served.pop());
+    server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
+    let mut late = std_client(server.addr);
+    assert_eq!(std_round_trip(&mut late, &body).unwrap(), &body[..]);
+    drop((served, late));
+    let report = server.stop();
+    assert_eq!(report.stats.refused, 3);
+    assert_eq!(report.stats.accepted, 5);
+}
+
+#[test]
+fn a_huge_frame_sent_slowly_hits_the_buffer_budget() {
+    const BUDGET: usize = 1 << 20;
+    let server = EchoServer::start(Config {
+        max_buffered_bytes: BUDGET,
+        ..Config::default()
+    });
+    let mut good = std_client(server.addr);
+    let body = pattern(32, 5);
+    // Claims 64 MiB (below the 100 MiB frame limit), then trickles.
+    let mut slow = std_client(server.addr);
+    slow.write_all(&(64u32 << 20).to_be_bytes()).unwrap();
+    let chunk = pattern(64 * 1024, 6);
+    let mut written = 0usize;
+    while written < 16 * BUDGET {
+        if slow.write_all(&chunk).is_err() {
+            break; // the server closed it
+        }
+        written += chunk.len();
+        std::thread::sleep(Duration::from_millis(1));
+        if written.is_multiple_of(256 * 1024) {
+            // Others are served meanwhile.
+            assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+        }
+    }
+    assert!(closed_by_peer(&mut slow));
+    let seen = server.wait_for(1, |s| {
+        matches!(s, Seen::Closed(_, CloseReason::BufferLimit { .. }))
+    });
+    assert!(!seen
+        .iter()
+        .any(|s| matches!(s, Seen::Frame(_, len) if *len > 1000)));
+    assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+    drop(good);
+    let report = server.stop();
+    assert!(
+        report.max_buffered_bytes <= BUDGET,
+        "buffered {} bytes, budget {BUDGET}",
+        report.max_buffered_bytes
+    );
+    // The slow peer got well past the budget before the close, so the cap did the closing.
+    assert!(written > BUDGET, "only {written} bytes written");
+}
+
+#[test]
+fn a_flood_of_half_sent_frames_stays_within_the_budget() {
+    const BUDGET: usize = 1 << 20;
+    const FLOODERS: usize = 32;
+    const EACH: usize = 96 * 1024; // 32 x 96 KiB = 3 MiB > BUDGET
+    let server = EchoServer::start(Config {
+        max_buffered_bytes: BUDGET,
+        ..Config::default()
+    });
+    let mut flooders: Vec<TcpStream> = (0..FLOODERS).map(|_| std_client(server.addr)).collect();
+    let chunk = pattern(EACH, 11);
+    for flooder in &mut flooders {
+        // Each claims a 50 MiB frame and sends part of it. Writes to a connection the server
+        // has already closed may fail; that is the point.
+        let _ = flooder.write_all(&(50u32 << 20).to_be_bytes());
+        let _ = flooder.write_all(&chunk);
+    }
+    // Enough flooders are cut off to bring the total back under the budget.
+    let min_closed = FLOODERS - BUDGET / EACH;
+    let seen = server.wait_for(min_closed, |s| {
+        matches!(s, Seen::Closed(_, CloseReason::BufferLimit { .. }))
+    });
+    assert!(!seen.iter().any(|s| matches!(s, Seen::Frame(..))));
+    let mut good = std_client(server.addr);
+    let body = pattern(64, 12);
+    assert_eq!(std_round_trip(&mut good, &body).unwrap(), &body[..]);
+    drop((flooders, good));
+    let report = server.stop();
+    assert!(
+        report.max_buffered_bytes <= BUDGET,
+        "buffered {} bytes, budget {BUDGET}",
+        report.max_buffered_bytes
+    );
+}
