@@ -127,7 +127,11 @@ mod tests {
         let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
         d.extend(&size_prefix(DEFAULT_MAX_FRAME_BYTES));
         assert_eq!(d.next_frame().unwrap(), None);
-        assert!(d.buf.capacity() <= 4 * RESERVE_STEP, "reserved {}", d.buf.capacity());
+        assert!(
+            d.buf.capacity() <= 4 * RESERVE_STEP,
+            "reserved {}",
+            d.buf.capacity()
+        );
     }
 
     #[test]
