@@ -123,18 +123,40 @@ impl Cluster {
         node.process = Some(ProcessGuard { child });
     }
 
-    /// Stops every running node: SIGTERM, then SIGKILL if it has not exited in time.
-    pub fn stop_all(&mut self) {
+    /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
+    /// time. Returns (id, exit status) per node that was running; None = had to be killed.
+    pub fn stop_all(&mut self) -> Vec<(i32, Option<std::process::ExitStatus>)> {
         for node in &mut self.nodes {
             if let Some(p) = node.process.as_ref() {
                 p.signal(libc::SIGTERM);
             }
         }
+        let mut statuses = Vec::new();
         for node in &mut self.nodes {
             if let Some(mut p) = node.process.take() {
-                p.wait_exit(Duration::from_secs(15));
+                statuses.push((node.id, p.wait_exit(Duration::from_secs(15))));
             }
         }
+        statuses
+    }
+
+    /// Waits (bounded) until the leader reports every voter's log end offset at `offset` or
+    /// beyond.
+    pub fn wait_for_voters_at(&self, leader: i32, offset: i64) {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(mut client) =
+                BlockingClient::connect(self.addr(leader), Duration::from_secs(1))
+            {
+                if let Ok(d) = client.describe_quorum() {
+                    if d.current_voters.iter().all(|v| v.log_end_offset >= offset) {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("voters did not reach offset {offset} within {WAIT:?}");
     }
 
     /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
