@@ -62,11 +62,15 @@ pub enum NodeError {
     Pin(#[from] engine::io::file::PinError),
     #[error("installing the SIGTERM/SIGINT handler: {0}")]
     Signals(std::io::Error),
+    #[error("not supported yet: {0}")]
+    Unsupported(&'static str),
 }
 
 /// The first reconnection delay to a peer, doubled per failure up to [`MAX_RECONNECT`].
 const MIN_RECONNECT: Duration = Duration::from_millis(50);
 const MAX_RECONNECT: Duration = Duration::from_secs(1);
+/// Bytes queued on one connection beyond which it is closed (a reader that stopped reading).
+const MAX_QUEUED_SEND_BYTES: usize = 256 << 20;
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -145,6 +149,12 @@ impl Node {
     /// Start-up: lock the log directory, check and read the quorum-state file, recover the log,
     /// start the writer thread, listen. Every failure is a typed error that names its cause.
     pub fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        if config.voters.is_empty() {
+            return Err(NodeError::Unsupported(
+                "an observer that finds the quorum through bootstrap.servers alone (set \
+                 quorum.voters: a node not among them runs as an observer of those voters)",
+            ));
+        }
         std::fs::create_dir_all(&config.log_dir).map_err(|source| NodeError::LogDir {
             path: config.log_dir.clone(),
             source,
@@ -488,6 +498,7 @@ impl Node {
             self.step(Input::RequestFailed { to, correlation });
             return;
         }
+        self.bound_send_queue(conn);
         tracing::trace!(to, api_key, wire_correlation, ?request, "send");
         self.peers[index]
             .in_flight
@@ -668,6 +679,23 @@ impl Node {
         chain[0] = first.freeze();
         if let Err(error) = self.ring.send(conn, chain) {
             debug!(?conn, %error, "send");
+        }
+        self.bound_send_queue(conn);
+    }
+
+    /// A peer or client that stops reading would make its send queue grow without bound:
+    /// past [`MAX_QUEUED_SEND_BYTES`] its connection is closed (its requests then fail).
+    fn bound_send_queue(&mut self, conn: ConnId) {
+        if self
+            .ring
+            .queued_send_bytes(conn)
+            .is_some_and(|queued| queued > MAX_QUEUED_SEND_BYTES)
+        {
+            warn!(
+                ?conn,
+                "send queue over {MAX_QUEUED_SEND_BYTES} bytes: closing"
+            );
+            self.close(conn, "send queue full");
         }
     }
 
