@@ -31,8 +31,16 @@ impl ShutdownSignals {
         }
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let previous = SIGNAL_EVENTFD.swap(raw, Ordering::SeqCst);
-        assert!(previous < 0, "shutdown signals installed twice");
+        // One node per process: a second install is an error, not a silent steal.
+        if SIGNAL_EVENTFD
+            .compare_exchange(-1, raw, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "shutdown signals are already routed to another node in this process",
+            ));
+        }
         for signal in [libc::SIGTERM, libc::SIGINT] {
             // SAFETY: installing a handler that only calls write(2).
             unsafe {
@@ -51,5 +59,12 @@ impl ShutdownSignals {
     pub fn eventfd(&self) -> RawFd {
         use std::os::fd::AsRawFd;
         self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for ShutdownSignals {
+    fn drop(&mut self) {
+        // Before the descriptor closes, so a late signal cannot write to a reused number.
+        SIGNAL_EVENTFD.store(-1, Ordering::SeqCst);
     }
 }
