@@ -160,6 +160,7 @@ impl Node {
             source,
         })?;
         let lock = DirLock::acquire(&config.log_dir)?;
+        probe_fdatasync(&config.log_dir);
         let quorum_state =
             QuorumStateFile::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
@@ -906,6 +907,39 @@ fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
         }
     }
     batches
+}
+
+/// fdatasync latency above this gets a start-up warning: every commit waits for one.
+const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
+
+/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is
+/// slow (design.md section 10). A probe failure is only a warning: the log's own writes will
+/// report a real problem with its path.
+fn probe_fdatasync(dir: &std::path::Path) {
+    use std::io::Write;
+    let path = dir.join(".fdatasync-probe");
+    let probe = || -> std::io::Result<Duration> {
+        let mut file = std::fs::File::create(&path)?;
+        let block = [0u8; 4096];
+        let mut worst = Duration::ZERO;
+        for _ in 0..3 {
+            let started = Instant::now();
+            file.write_all(&block)?;
+            file.sync_data()?;
+            worst = worst.max(started.elapsed());
+        }
+        Ok(worst)
+    };
+    match probe() {
+        Ok(worst) if worst > SLOW_FDATASYNC => warn!(
+            dir = %dir.display(),
+            worst_ms = worst.as_millis() as u64,
+            "fdatasync is slow on the log directory's device: every commit waits for one"
+        ),
+        Ok(worst) => debug!(worst_us = worst.as_micros() as u64, "fdatasync probe"),
+        Err(error) => warn!(%error, dir = %dir.display(), "fdatasync probe failed"),
+    }
+    let _ = std::fs::remove_file(&path);
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
