@@ -253,3 +253,34 @@ fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing()
     let second = produce_one(&mut client, "still committing").unwrap();
     assert!(second > first);
 }
+
+#[test]
+fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let stopped = cluster.node(follower).process.take().unwrap();
+    stopped.signal(libc::SIGTERM);
+    drop(stopped);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..200 {
+        let value = format!("while-{follower}-was-down-{i}");
+        acked.push((produce_one(&mut client, &value).unwrap(), value));
+    }
+    drop(client);
+    cluster.stop_all();
+    // After a restart no leader has these batches in memory: the lagging follower's fetches are
+    // served by reads of the leader's log (Output::ReadLog through the log thread).
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+    cluster.stop_all();
+    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
+    for (node, log) in cluster.nodes.iter().zip(&logs) {
+        assert_log_holds(log, &acked, &format!("node {}", node.id));
+    }
+    assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[1], logs[2]);
+}
