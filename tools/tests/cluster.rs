@@ -284,3 +284,41 @@ fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
     assert_eq!(logs[0], logs[1]);
     assert_eq!(logs[1], logs[2]);
 }
+
+#[test]
+fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let first = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(first), TIMEOUT).unwrap();
+    let mut acked = vec![(
+        produce_one(&mut client, "before pause").unwrap(),
+        "before pause".to_string(),
+    )];
+    drop(client);
+    // SIGSTOP: its sockets stay open but nothing answers; the others must time it out.
+    cluster
+        .node(first)
+        .process
+        .as_ref()
+        .unwrap()
+        .signal(libc::SIGSTOP);
+    let second = cluster.wait_for_leader(Some(first));
+    let mut client = BlockingClient::connect(cluster.addr(second), TIMEOUT).unwrap();
+    let offset = produce_one(&mut client, "during pause").unwrap();
+    acked.push((offset, "during pause".into()));
+    cluster
+        .node(first)
+        .process
+        .as_ref()
+        .unwrap()
+        .signal(libc::SIGCONT);
+    let offset = produce_one(&mut client, "after resume").unwrap();
+    acked.push((offset, "after resume".into()));
+    let leader = cluster.wait_for_leader(None);
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+    cluster.stop_all();
+    for node in &cluster.nodes {
+        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
+    }
+}
