@@ -82,8 +82,8 @@ struct Peer {
     /// No connection attempt before this (backoff after a failure).
     retry_at: Instant,
     backoff: Duration,
-    /// Wire correlation id → (core correlation, api key).
-    in_flight: BTreeMap<i32, (Correlation, i16)>,
+    /// Wire correlation id → (core correlation, api key, sent at).
+    in_flight: BTreeMap<i32, (Correlation, i16, Instant)>,
 }
 
 /// An inbound request waiting for the core's answer.
@@ -501,9 +501,15 @@ impl Node {
         }
         self.bound_send_queue(conn);
         tracing::trace!(to, api_key, wire_correlation, ?request, "send");
-        self.peers[index]
-            .in_flight
-            .insert(wire_correlation, (correlation, api_key));
+        let now = Instant::now();
+        let peer = &mut self.peers[index];
+        // The core has long since timed out (and retried) a request unanswered for twice its
+        // request timeout; a peer that is paused but connected must not grow this map forever.
+        let stale = Duration::from_millis(2 * self.config.request_timeout_ms);
+        peer.in_flight
+            .retain(|_, (_, _, sent)| now.duration_since(*sent) < stale);
+        peer.in_flight
+            .insert(wire_correlation, (correlation, api_key, now));
     }
 
     /// The connection to peer `index`, opening one if none is open and the backoff allows.
@@ -543,7 +549,7 @@ impl Node {
         }
         let to = peer.id;
         let failed = std::mem::take(&mut peer.in_flight);
-        for (correlation, _) in failed.into_values() {
+        for (correlation, _, _) in failed.into_values() {
             tracing::trace!(to, correlation, "request failed");
             self.step(Input::RequestFailed { to, correlation });
         }
@@ -556,10 +562,11 @@ impl Node {
             self.close(conn, "unreadable response header");
             return;
         };
-        let Some((correlation, api_key)) =
+        let Some((correlation, api_key, _)) =
             self.peers[index].in_flight.remove(&header.correlation_id)
         else {
-            self.close(conn, "response to no request in flight");
+            // Pruned as stale: the core gave up on it long ago.
+            debug!(peer = self.peers[index].id, "late response dropped");
             return;
         };
         let from = self.peers[index].id;
