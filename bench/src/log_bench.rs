@@ -57,6 +57,10 @@ pub struct LogArgs {
     /// Do not fallocate segments.
     #[arg(long)]
     no_preallocate: bool,
+    /// Capacity of each staging buffer: the largest group (above 3 MiB the buffers no longer fit
+    /// a memlock limit of 8 MiB and are written unregistered).
+    #[arg(long, default_value_t = LogConfig::default().max_group_bytes)]
+    max_group_bytes: usize,
     /// Groups larger than this go out as parallel writes of this size.
     #[arg(long, default_value_t = WriterConfig::default().split_write_bytes)]
     split_write_bytes: usize,
@@ -139,6 +143,7 @@ pub fn run(args: LogArgs) -> Result<(), String> {
         preallocate: !args.no_preallocate,
         zero_ahead_bytes: args.zero_ahead_bytes,
         zero_ahead_max_group_bytes: args.zero_ahead_max_group_bytes,
+        max_group_bytes: args.max_group_bytes,
         ..LogConfig::default()
     };
     let writer_config = WriterConfig {

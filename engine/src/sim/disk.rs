@@ -1,0 +1,314 @@
+//! A node's simulated disk: the log as written (page cache) and as durable (survives a crash).
+//!
+//! Log operations reach the written log at once; they become durable in `seq` order when the
+//! simulator says so. A crash keeps the durable log plus a random prefix of the operations that
+//! were still pending, the last of which may be torn (a prefix of its batches survives).
+
+use std::collections::VecDeque;
+
+use crate::raft::{Batch, Epoch, LogOp, LogOpKind, LogSnapshot, Offset};
+
+use super::rng::SimRng;
+
+/// Why a log operation could not be applied as the contract says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogOpError {
+    SeqNotIncreasing {
+        previous: u64,
+        seq: u64,
+    },
+    AppendNotAtEnd {
+        log_end: Offset,
+        base_offset: Offset,
+    },
+    EmptyBatch {
+        base_offset: Offset,
+    },
+    EpochDecreasing {
+        last: Epoch,
+        epoch: Epoch,
+    },
+    HeaderMismatch {
+        base_offset: Offset,
+        epoch: Epoch,
+    },
+    TruncateMidBatch {
+        offset: Offset,
+        batch_base: Offset,
+    },
+}
+
+impl std::fmt::Display for LogOpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SimDisk {
+    /// The log as the node sees it: every op applied, durable or not.
+    pub written: Vec<Batch>,
+    /// The log as a crash right now would find it at the least.
+    pub durable: Vec<Batch>,
+    /// Ops applied to `written` but not yet to `durable`, in seq order.
+    pending: VecDeque<LogOp>,
+    last_seq: u64,
+    durable_seq: u64,
+}
+
+pub fn end_offset(log: &[Batch]) -> Offset {
+    log.last().map_or(0, Batch::end_offset)
+}
+
+pub fn last_epoch(log: &[Batch]) -> Epoch {
+    log.last().map_or(0, |b| b.epoch)
+}
+
+/// Index of the batch holding `offset`, if any.
+pub fn batch_index_covering(log: &[Batch], offset: Offset) -> Option<usize> {
+    let i = log.partition_point(|b| b.end_offset() <= offset);
+    (i < log.len() && log[i].base_offset <= offset).then_some(i)
+}
+
+/// The epoch cache of a log: (epoch, start offset) for each epoch change.
+pub fn epoch_cache(log: &[Batch]) -> Vec<(Epoch, Offset)> {
+    let mut epochs: Vec<(Epoch, Offset)> = Vec::new();
+    for b in log {
+        if epochs.last().is_none_or(|&(e, _)| e != b.epoch) {
+            epochs.push((b.epoch, b.base_offset));
+        }
+    }
+    epochs
+}
+
+fn check_append(log: &[Batch], batches: &[Batch]) -> Result<(), LogOpError> {
+    let mut end = end_offset(log);
+    let mut epoch = last_epoch(log);
+    for b in batches {
+        if b.base_offset != end {
+            return Err(LogOpError::AppendNotAtEnd {
+                log_end: end,
+                base_offset: b.base_offset,
+            });
+        }
+        if b.record_count == 0 {
+            return Err(LogOpError::EmptyBatch {
+                base_offset: b.base_offset,
+            });
+        }
+        if b.epoch < epoch {
+            return Err(LogOpError::EpochDecreasing {
+                last: epoch,
+                epoch: b.epoch,
+            });
+        }
+        if super::batch::stamped_header(&b.bytes) != Some((b.base_offset, b.epoch)) {
+            return Err(LogOpError::HeaderMismatch {
+                base_offset: b.base_offset,
+                epoch: b.epoch,
+            });
+        }
+        end = b.end_offset();
+        epoch = b.epoch;
+    }
+    Ok(())
+}
+
+fn apply_kind(log: &mut Vec<Batch>, kind: &LogOpKind) {
+    match kind {
+        LogOpKind::Append(batches) => log.extend(batches.iter().cloned()),
+        LogOpKind::TruncateTo(offset) => {
+            let keep = log.partition_point(|b| b.base_offset < *offset);
+            log.truncate(keep);
+        }
+    }
+}
+
+impl SimDisk {
+    /// A disk holding `log`, all durable (a fresh node, or one that just recovered).
+    pub fn with_log(log: Vec<Batch>) -> Self {
+        Self {
+            written: log.clone(),
+            durable: log,
+            ..Self::default()
+        }
+    }
+
+    /// Applies `op` to the written log (validated against the contract first).
+    pub fn apply(&mut self, op: LogOp) -> Result<(), LogOpError> {
+        if op.seq <= self.last_seq {
+            return Err(LogOpError::SeqNotIncreasing {
+                previous: self.last_seq,
+                seq: op.seq,
+            });
+        }
+        match &op.kind {
+            LogOpKind::Append(batches) => check_append(&self.written, batches)?,
+            LogOpKind::TruncateTo(offset) => {
+                if let Some(i) = batch_index_covering(&self.written, *offset) {
+                    if self.written[i].base_offset != *offset {
+                        return Err(LogOpError::TruncateMidBatch {
+                            offset: *offset,
+                            batch_base: self.written[i].base_offset,
+                        });
+                    }
+                }
+            }
+        }
+        apply_kind(&mut self.written, &op.kind);
+        self.last_seq = op.seq;
+        self.pending.push_back(op);
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// Every op with `seq <= up_to` reached the platter.
+    pub fn make_durable(&mut self, up_to: u64) {
+        assert!(up_to <= self.last_seq);
+        while self.pending.front().is_some_and(|op| op.seq <= up_to) {
+            let op = self.pending.pop_front().expect("front checked");
+            apply_kind(&mut self.durable, &op.kind);
+        }
+        self.durable_seq = self.durable_seq.max(up_to);
+    }
+
+    /// A clean close: the OS writes everything back; the next incarnation's seqs start over.
+    pub fn close(&mut self) {
+        self.make_durable(self.last_seq);
+        assert_eq!(self.durable, self.written);
+        *self = Self::with_log(std::mem::take(&mut self.durable));
+    }
+
+    /// Power loss: what recovery finds. Keeps a random prefix of the pending ops; the op at the
+    /// cut, if an append, may leave a prefix of its batches (a torn write).
+    pub fn crash(&mut self, rng: &mut SimRng, tear: bool) -> Vec<Batch> {
+        let mut recovered = std::mem::take(&mut self.durable);
+        if tear && !self.pending.is_empty() {
+            let survivors = rng.index(self.pending.len() + 1);
+            for op in self.pending.iter().take(survivors) {
+                apply_kind(&mut recovered, &op.kind);
+            }
+            if let Some(LogOp {
+                kind: LogOpKind::Append(batches),
+                ..
+            }) = self.pending.get(survivors)
+            {
+                let torn = rng.index(batches.len() + 1);
+                recovered.extend(batches.iter().take(torn).cloned());
+            }
+        }
+        *self = Self::with_log(recovered.clone());
+        recovered
+    }
+
+    /// What the core gets at start: the recovered log's end and epoch cache.
+    pub fn snapshot(&self) -> LogSnapshot {
+        assert_eq!(
+            self.written, self.durable,
+            "snapshot only right after recovery"
+        );
+        LogSnapshot {
+            end_offset: end_offset(&self.written),
+            epochs: epoch_cache(&self.written),
+        }
+    }
+
+    /// Whole batches from exactly `from`, about `max_bytes` (at least one batch if any).
+    pub fn read(&self, from: Offset, max_bytes: usize) -> Vec<Batch> {
+        let start = self.written.partition_point(|b| b.base_offset < from);
+        if start >= self.written.len() || self.written[start].base_offset != from {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for b in &self.written[start..] {
+            if !out.is_empty() && bytes + b.bytes.len() > max_bytes {
+                break;
+            }
+            bytes += b.bytes.len();
+            out.push(b.clone());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn batch(base: Offset, epoch: Epoch, count: u32) -> Batch {
+        let mut bytes = super::super::batch::client_batch(base as u64, count, 0);
+        bytes[0..8].copy_from_slice(&base.to_be_bytes());
+        bytes[12..16].copy_from_slice(&epoch.to_be_bytes());
+        Batch {
+            base_offset: base,
+            epoch,
+            record_count: count,
+            is_control: false,
+            bytes: Bytes::from(bytes),
+        }
+    }
+
+    fn append(seq: u64, batches: Vec<Batch>) -> LogOp {
+        LogOp {
+            seq,
+            kind: LogOpKind::Append(batches),
+        }
+    }
+
+    #[test]
+    fn crash_keeps_durable_prefix_and_maybe_some_pending() {
+        let mut rng = SimRng::new(3);
+        for _ in 0..50 {
+            let mut disk = SimDisk::default();
+            disk.apply(append(1, vec![batch(0, 1, 2)])).unwrap();
+            disk.apply(append(2, vec![batch(2, 1, 1), batch(3, 1, 1)]))
+                .unwrap();
+            disk.make_durable(1);
+            disk.apply(LogOp {
+                seq: 3,
+                kind: LogOpKind::TruncateTo(3),
+            })
+            .unwrap();
+            let written = disk.written.clone();
+            assert_eq!(end_offset(&written), 3);
+            let recovered = disk.crash(&mut rng, true);
+            assert!(end_offset(&recovered) >= 2);
+            assert_eq!(recovered[0], written[0]);
+            assert!(recovered.len() <= 3);
+            assert_eq!(disk.last_seq(), 0);
+        }
+    }
+
+    #[test]
+    fn contract_breaches_are_reported() {
+        let mut disk = SimDisk::default();
+        disk.apply(append(1, vec![batch(0, 2, 2)])).unwrap();
+        assert!(matches!(
+            disk.apply(append(1, vec![batch(2, 2, 1)])),
+            Err(LogOpError::SeqNotIncreasing { .. })
+        ));
+        assert!(matches!(
+            disk.apply(append(2, vec![batch(5, 2, 1)])),
+            Err(LogOpError::AppendNotAtEnd { .. })
+        ));
+        assert!(matches!(
+            disk.apply(append(2, vec![batch(2, 1, 1)])),
+            Err(LogOpError::EpochDecreasing { .. })
+        ));
+        assert!(matches!(
+            disk.apply(LogOp {
+                seq: 2,
+                kind: LogOpKind::TruncateTo(1)
+            }),
+            Err(LogOpError::TruncateMidBatch { .. })
+        ));
+        assert_eq!(disk.read(0, 1).len(), 1);
+        assert!(disk.read(1, 100).is_empty());
+    }
+}

@@ -1,0 +1,276 @@
+//! The simulator against the real Raft core: a fixed batch of random seeds, the named scenarios
+//! of protocol.md 21, and determinism.
+//!
+//! A failure prints the violated invariant, the last events and the command that replays it.
+
+use engine::raft::{NodeId, Role};
+use engine::sim::{run_seed, SimConfig, Simulation, Violation};
+
+fn ok<T>(r: Result<T, Box<Violation>>) -> T {
+    r.unwrap_or_else(|v| panic!("{v}"))
+}
+
+fn scripted(seed: u64, voters: usize, observers: usize) -> Simulation {
+    ok(Simulation::new(SimConfig::scripted(
+        seed, voters, observers,
+    )))
+}
+
+/// Waits for a leader with an exposed HW; returns it.
+fn wait_leader(sim: &mut Simulation, ms: u64) -> (NodeId, i32) {
+    let found = ok(sim.run_until(ms, |s| {
+        s.current_leader()
+            .is_some_and(|(l, _)| s.high_watermark(l).is_some())
+    }));
+    assert!(
+        found,
+        "no leader with a high watermark within {ms} ms (t={})",
+        sim.now()
+    );
+    sim.current_leader().expect("found")
+}
+
+/// Waits until the client has `n` more acknowledged appends.
+fn wait_acks(sim: &mut Simulation, n: usize, ms: u64) {
+    let target = sim.acked() + n;
+    let done = ok(sim.run_until(ms, |s| s.acked() >= target));
+    assert!(done, "only {} of {target} acks within {ms} ms", sim.acked());
+}
+
+fn finish(sim: &mut Simulation) {
+    ok(sim.check_liveness());
+    ok(sim.check_acknowledged());
+}
+
+#[test]
+fn initial_election_with_1_to_5_voters_and_observers() {
+    for voters in 1..=5 {
+        for observers in 0..=2 {
+            let mut sim = scripted(
+                100 + voters as u64 * 10 + observers as u64,
+                voters,
+                observers,
+            );
+            let (leader, epoch) = wait_leader(&mut sim, 10_000);
+            assert!((leader as usize) < voters, "an observer cannot lead");
+            assert!(epoch >= 1);
+            let leaders = (0..sim.node_count() as NodeId)
+                .filter(|&n| sim.role(n) == Some(Role::Leader))
+                .count();
+            assert_eq!(leaders, 1, "{voters} voters: one leader");
+            wait_acks(&mut sim, 10, 10_000);
+            finish(&mut sim);
+        }
+    }
+}
+
+#[test]
+fn new_leader_after_leader_kill_and_old_leader_catches_up() {
+    let mut sim = scripted(7, 3, 1);
+    let (old, epoch) = wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 10, 10_000);
+    sim.kill(old as usize);
+    let found = ok(sim.run_until(10_000, |s| {
+        s.current_leader()
+            .is_some_and(|(l, e)| l != old && e > epoch)
+    }));
+    assert!(found, "a new leader after the kill");
+    wait_acks(&mut sim, 10, 10_000);
+    ok(sim.restart(old as usize));
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(10_000, |s| {
+        s.high_watermark(old).is_some_and(|hw| hw >= target)
+    }));
+    assert!(caught_up, "the old leader catches up to {target}");
+    finish(&mut sim);
+}
+
+#[test]
+fn new_leader_after_graceful_shutdown() {
+    for (voters, observers) in [(3, 0), (3, 2), (5, 1)] {
+        let mut sim = scripted(11 + voters as u64, voters, observers);
+        let (old, epoch) = wait_leader(&mut sim, 10_000);
+        wait_acks(&mut sim, 5, 10_000);
+        ok(sim.shutdown(old as usize));
+        let found = ok(sim.run_until(10_000, |s| {
+            !s.is_running(old)
+                && s.current_leader()
+                    .is_some_and(|(l, e)| l != old && e > epoch)
+        }));
+        assert!(found, "shutdown completes and another voter leads");
+        wait_acks(&mut sim, 5, 10_000);
+        finish(&mut sim);
+    }
+}
+
+#[test]
+fn all_killed_then_only_a_majority_restarted() {
+    let mut sim = scripted(21, 5, 1);
+    wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 20, 10_000);
+    for i in 0..6 {
+        sim.kill(i);
+    }
+    ok(sim.run_for(500));
+    for i in [1, 3, 4, 5] {
+        ok(sim.restart(i));
+    }
+    let (leader, _) = wait_leader(&mut sim, 15_000);
+    assert!([1, 3, 4].contains(&leader));
+    wait_acks(&mut sim, 10, 10_000);
+    ok(sim.check_acknowledged());
+    finish(&mut sim);
+}
+
+#[test]
+fn five_voters_split_two_three_then_heal() {
+    let mut sim = scripted(31, 5, 0);
+    wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 5, 10_000);
+    sim.partition(&[&[0, 1], &[2, 3, 4]]);
+    let majority_leads = ok(sim.run_until(15_000, |s| {
+        s.current_leader()
+            .is_some_and(|(l, _)| l >= 2 && s.high_watermark(l).is_some())
+    }));
+    assert!(majority_leads, "the majority side elects a leader");
+    let before = sim.committed_end();
+    wait_acks(&mut sim, 10, 15_000);
+    assert!(sim.committed_end() > before, "the majority side commits");
+    // The minority side cannot have learned anything committed after the split.
+    for n in [0, 1] {
+        assert!(sim.high_watermark(n).unwrap_or(0) <= before);
+    }
+    sim.heal();
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(15_000, |s| {
+        (0..5).all(|n| s.high_watermark(n).is_some_and(|hw| hw >= target))
+    }));
+    assert!(caught_up, "everyone catches up after the heal");
+    finish(&mut sim);
+}
+
+#[test]
+fn old_leader_partitioned_away_steps_down_and_catches_up() {
+    let mut sim = scripted(61, 3, 1);
+    let (old, epoch) = wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 5, 10_000);
+    let old_hw = sim.high_watermark(old).expect("a leader with a HW");
+    sim.partition(&[
+        &[old],
+        &[0, 1, 2, 3]
+            .into_iter()
+            .filter(|&n| n != old)
+            .collect::<Vec<_>>(),
+    ]);
+    let found = ok(sim.run_until(10_000, |s| {
+        s.current_leader()
+            .is_some_and(|(l, e)| l != old && e > epoch && s.high_watermark(l).is_some())
+    }));
+    assert!(found, "the majority elects a new leader");
+    wait_acks(&mut sim, 5, 10_000);
+    // Cut off, the old leader cannot have committed anything new.
+    assert!(sim.high_watermark(old).unwrap_or(0) <= old_hw);
+    sim.heal();
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(10_000, |s| {
+        s.role(old) != Some(Role::Leader) && s.high_watermark(old).is_some_and(|hw| hw >= target)
+    }));
+    assert!(
+        caught_up,
+        "the old leader steps down and catches up to {target}"
+    );
+    finish(&mut sim);
+}
+
+#[test]
+fn back_to_back_leader_failures() {
+    let mut sim = scripted(41, 5, 1);
+    let (mut leader, mut epoch) = wait_leader(&mut sim, 10_000);
+    let mut killed = Vec::new();
+    for _ in 0..2 {
+        wait_acks(&mut sim, 3, 10_000);
+        sim.kill(leader as usize);
+        killed.push(leader);
+        let dead = killed.clone();
+        let found = ok(sim.run_until(15_000, |s| {
+            s.current_leader()
+                .is_some_and(|(l, e)| !dead.contains(&l) && e > epoch)
+        }));
+        assert!(found, "a leader after {} failures", killed.len());
+        (leader, epoch) = sim.current_leader().expect("found");
+    }
+    for k in killed {
+        ok(sim.restart(k as usize));
+    }
+    finish(&mut sim);
+}
+
+#[test]
+fn single_node_losing_its_state_keeps_committed_data() {
+    let mut sim = scripted(51, 3, 1);
+    let (leader, _) = wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 10, 10_000);
+    let follower = (0..3).find(|&n| n != leader).expect("three voters");
+    sim.kill_and_delete_state(follower as usize);
+    ok(sim.run_for(200));
+    ok(sim.restart(follower as usize));
+    wait_acks(&mut sim, 10, 10_000);
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(10_000, |s| {
+        s.high_watermark(follower).is_some_and(|hw| hw >= target)
+    }));
+    assert!(caught_up, "the wiped node catches up");
+    finish(&mut sim);
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let cfg = SimConfig::random(2024, 1_500, 3, 1);
+    let a = ok(run_seed(cfg.clone()));
+    let b = ok(run_seed(cfg));
+    assert_eq!(a, b, "two runs of one seed must be identical");
+    let c = ok(run_seed(SimConfig::random(2025, 1_500, 3, 1)));
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+/// The fixed batch: 4,500 seeds of 3,000 fault events each (plus the final calm) across cluster
+/// shapes, one shape also losing observers' disks. About a minute at the test profile on a small shared
+/// machine; `ringraft-sim` runs more.
+#[test]
+fn fixed_batch_of_random_seeds() {
+    // (voters, observers, seeds, delete_state)
+    let shapes: [(usize, usize, u64, bool); 7] = [
+        (1, 0, 300, false),
+        (1, 2, 200, false),
+        (3, 0, 1_200, false),
+        (3, 2, 800, false),
+        (5, 0, 800, false),
+        (5, 1, 800, false),
+        (3, 2, 400, true),
+    ];
+    let events = 3_000;
+    let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
+    for (shape, &(voters, observers, seeds, delete_state)) in shapes.iter().enumerate() {
+        let first = 1_000_000 * (shape as u64 + 1);
+        for seed in first..first + seeds {
+            let mut cfg = SimConfig::random(seed, events, voters, observers);
+            cfg.delete_state = delete_state;
+            let s = ok(run_seed(cfg));
+            assert!(s.fault_events >= events, "seed {seed} ran out of events");
+            total_events += s.events;
+            total_seeds += 1;
+            elections += s.elections;
+            commits += s.commits;
+        }
+    }
+    // Guards against a simulator that silently stopped doing anything.
+    assert!(
+        elections >= total_seeds,
+        "{elections} elections in {total_seeds} seeds"
+    );
+    assert!(
+        commits >= 10 * total_seeds,
+        "{commits} commits in {total_seeds} seeds"
+    );
+    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits: no violation");
+}
