@@ -1,5 +1,13 @@
-//! `ringraft`: the node and its admin tool.
-use clap::Parser;
+//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`).
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use engine::raft::{DescribeQuorumResponse, ErrorCode, ReplicaState};
+use engine::record::BatchView;
+use net::node::{BlockingClient, NodeConfig};
 
 #[derive(Parser)]
 #[command(
@@ -7,8 +15,345 @@ use clap::Parser;
     version,
     about = "A Raft replicated log (KIP-595 draft) on io_uring"
 )]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _ = Cli::parse();
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node.
+    Serve {
+        #[arg(long)]
+        config: PathBuf,
+        /// `key=value`, applied after the file (repeatable).
+        #[arg(long = "override")]
+        overrides: Vec<String>,
+        #[arg(long)]
+        raft_cpu: Option<usize>,
+        #[arg(long)]
+        log_cpu: Option<usize>,
+    },
+    /// Inspect the quorum.
+    Quorum {
+        /// `host:port[,host:port...]`: asked in turn until the leader answers.
+        #[arg(long)]
+        bootstrap_server: String,
+        #[arg(long)]
+        describe: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a log directory's batches.
+    DumpLog { dir: PathBuf },
+    /// Measure committed records/s: blocking Produce (acks=-1) from several connections.
+    ProduceBench {
+        /// `host:port,...`: the leader among them is found with DescribeQuorum.
+        #[arg(long)]
+        bootstrap_server: String,
+        #[arg(long, default_value_t = 20000)]
+        records: u64,
+        #[arg(long, default_value_t = 1024)]
+        record_bytes: usize,
+        /// Records per batch (one Produce request carries one batch).
+        #[arg(long, default_value_t = 1)]
+        batch_records: usize,
+        /// Connections, each with one request in flight.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve {
+            config,
+            mut overrides,
+            raft_cpu,
+            log_cpu,
+        } => {
+            if let Some(cpu) = raft_cpu {
+                overrides.push(format!("raft.cpu={cpu}"));
+            }
+            if let Some(cpu) = log_cpu {
+                overrides.push(format!("log.cpu={cpu}"));
+            }
+            serve(&config, &overrides)
+        }
+        Command::Quorum {
+            bootstrap_server,
+            describe,
+            json,
+        } => {
+            if describe {
+                describe_quorum(&bootstrap_server, json)
+            } else {
+                Err("nothing to do: pass --describe".into())
+            }
+        }
+        Command::DumpLog { dir } => dump_log(&dir),
+        Command::ProduceBench {
+            bootstrap_server,
+            records,
+            record_bytes,
+            batch_records,
+            connections,
+        } => produce_bench(
+            &bootstrap_server,
+            records,
+            record_bytes,
+            batch_records.max(1),
+            connections.max(1),
+        ),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("ringraft: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(config: &std::path::Path, overrides: &[String]) -> Result<(), String> {
+    let config = NodeConfig::load(config, overrides).map_err(|e| format!("config: {e}"))?;
+    net::node::serve(config).map_err(|e| format!("cannot run the node: {e}"))
+}
+
+fn resolve(server: &str) -> Result<SocketAddr, String> {
+    server
+        .to_socket_addrs()
+        .map_err(|e| format!("{server}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{server} resolves to nothing"))
+}
+
+/// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the
+/// leader's id, and the server whose answer comes from that leader (error NONE) is the one
+/// printed. With one server that is not the leader, its answer (with the leader hint) is printed.
+fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
+    let mut last = None;
+    let mut errors = Vec::new();
+    for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let answer = resolve(server).and_then(|addr| {
+            let mut client =
+                BlockingClient::connect(addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+            client.describe_quorum().map_err(|e| e.to_string())
+        });
+        match answer {
+            Ok(response) if response.error.is_none() => {
+                last = Some(response);
+                break;
+            }
+            Ok(response) => last = Some(response),
+            Err(error) => errors.push(error),
+        }
+    }
+    let response = last.ok_or_else(|| format!("no server answered: {}", errors.join("; ")))?;
+    if json {
+        println!("{}", describe_json(&response));
+    } else {
+        print_describe(&response);
+    }
+    if response.error.is_none() {
+        Ok(())
+    } else if response.error == ErrorCode::NOT_QUORUM_LEADER {
+        Err(format!(
+            "not the leader; the leader is node {} (epoch {}): list its address in --bootstrap-server",
+            response.leader_id, response.leader_epoch
+        ))
+    } else {
+        Err(format!("DescribeQuorum failed: {}", response.error))
+    }
+}
+
+fn lag(leo: i64, hw: i64) -> i64 {
+    if leo < 0 || hw < 0 {
+        -1
+    } else {
+        (hw - leo).max(0)
+    }
+}
+
+fn print_describe(r: &DescribeQuorumResponse) {
+    println!(
+        "leader: {}  epoch: {}  high watermark: {}  error: {}",
+        r.leader_id, r.leader_epoch, r.high_watermark, r.error
+    );
+    let print = |kind: &str, replicas: &[ReplicaState]| {
+        for s in replicas {
+            println!(
+                "  {kind} {:>4}  log end offset {:>10}  lag {:>8}  last fetch {:>14}  last caught up {:>14}",
+                s.replica_id,
+                s.log_end_offset,
+                lag(s.log_end_offset, r.high_watermark),
+                s.last_fetch_timestamp,
+                s.last_caught_up_timestamp
+            );
+        }
+    };
+    print("voter   ", &r.current_voters);
+    print("observer", &r.observers);
+}
+
+fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
+    let replicas = |list: &[ReplicaState]| -> Vec<serde_json::Value> {
+        list.iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.replica_id,
+                    "logEndOffset": s.log_end_offset,
+                    "lag": lag(s.log_end_offset, r.high_watermark),
+                    "lastFetchTimestamp": s.last_fetch_timestamp,
+                    "lastCaughtUpTimestamp": s.last_caught_up_timestamp,
+                })
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "error": r.error.0,
+        "leaderId": r.leader_id,
+        "leaderEpoch": r.leader_epoch,
+        "highWatermark": r.high_watermark,
+        "voters": replicas(&r.current_voters),
+        "observers": replicas(&r.observers),
+    })
+}
+
+/// Prints every batch of a log directory, read with the log's own reader (read-only use: the
+/// directory must not be in use by a running node).
+fn dump_log(dir: &std::path::Path) -> Result<(), String> {
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
+        .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
+    let mut offset = log.start_offset();
+    let end = log.end_offset();
+    println!("log {}  start {}  end {}", dir.display(), offset, end);
+    while offset < end {
+        let pieces = log
+            .read(offset, 1 << 20)
+            .map_err(|e| format!("reading at {offset}: {e}"))?;
+        if pieces.is_empty() {
+            break;
+        }
+        for piece in pieces {
+            let len = piece.len();
+            match BatchView::parse(piece) {
+                Ok(view) => {
+                    let control = if view.is_control() {
+                        engine::record::control::ControlRecord::decode_batch(&view)
+                            .ok()
+                            .and_then(|records| records.first().map(|r| format!("{r:?}")))
+                            .unwrap_or_else(|| "control".into())
+                    } else {
+                        "data".into()
+                    };
+                    println!(
+                        "offsets {}..={}  epoch {}  records {}  bytes {}  crc ok  {}",
+                        view.base_offset(),
+                        view.last_offset(),
+                        view.partition_leader_epoch(),
+                        view.record_count(),
+                        len,
+                        control
+                    );
+                    offset = view.next_offset();
+                }
+                Err(error) => {
+                    println!("at offset {offset}: bad batch ({len} bytes): {error}");
+                    return Err(format!("bad batch at offset {offset}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn find_leader(servers: &str) -> Result<SocketAddr, String> {
+    for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let addr = resolve(server)?;
+        let Ok(mut client) = BlockingClient::connect(addr, Duration::from_secs(5)) else {
+            continue;
+        };
+        if let Ok(d) = client.describe_quorum() {
+            if d.error.is_none() {
+                return Ok(addr);
+            }
+        }
+    }
+    Err(format!("no leader among {servers}"))
+}
+
+fn produce_bench(
+    servers: &str,
+    records: u64,
+    record_bytes: usize,
+    batch_records: usize,
+    connections: usize,
+) -> Result<(), String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    let leader = find_leader(servers)?;
+    let value = vec![b'x'; record_bytes];
+    let mut builder = engine::record::RecordBatchBuilder::new(0, 0);
+    for _ in 0..batch_records {
+        builder.append(0, None, Some(&value), &[]);
+    }
+    let batch = bytes::Bytes::from(builder.build());
+    let batches = records.div_ceil(batch_records as u64);
+    let next = Arc::new(AtomicU64::new(0));
+    let started = std::time::Instant::now();
+    let threads: Vec<_> = (0..connections)
+        .map(|_| {
+            let next = Arc::clone(&next);
+            let batch = batch.clone();
+            std::thread::spawn(move || -> Result<Vec<u64>, String> {
+                let mut client = BlockingClient::connect(leader, Duration::from_secs(10))
+                    .map_err(|e| e.to_string())?;
+                let mut latencies = Vec::new();
+                while next.fetch_add(1, Ordering::Relaxed) < batches {
+                    let sent = std::time::Instant::now();
+                    let response = client
+                        .produce(9, -1, batch.clone())
+                        .map_err(|e| e.to_string())?
+                        .ok_or("no response")?;
+                    let error = response.topics[0].partitions[0].error;
+                    if !error.is_none() {
+                        return Err(format!("produce failed: {error}"));
+                    }
+                    latencies.push(sent.elapsed().as_micros() as u64);
+                }
+                Ok(latencies)
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for thread in threads {
+        latencies.extend(thread.join().map_err(|_| "bench thread panicked")??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    let committed = latencies.len() as u64 * batch_records as u64;
+    println!(
+        "leader {leader}: acks=-1, {record_bytes}-byte records, {batch_records} per batch, \
+         {connections} connections (one request in flight each), unpinned"
+    );
+    println!(
+        "committed {committed} records in {elapsed:.2} s: {:.0} records/s, {:.1} MiB/s; \
+         latency p50 {} us, p99 {} us, max {} us",
+        committed as f64 / elapsed,
+        committed as f64 * record_bytes as f64 / elapsed / (1 << 20) as f64,
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    Ok(())
 }

@@ -60,8 +60,19 @@ impl RaftCore {
         if req.candidate_epoch > self.qs.epoch() {
             // Adopt the epoch even if the vote is refused below (5.4 step 4, pitfall 23.18:
             // to_unattached arms an election timer, not the fetch timer).
+            let earlier_deadline = self.role_deadline;
             if !self.enter_unattached(req.candidate_epoch, out) {
                 return;
+            }
+            // Only a granted vote may postpone this node's own election (Raft 5.2). A voter
+            // whose log is behind retries after at most the jitter, sooner than the others'
+            // election timeout: if each refusal re-armed a fresh timer, it would keep bumping
+            // the epoch and no up-to-date voter would ever stand (a livelock the process tests
+            // hit after a full restart with one lagging voter).
+            if !self.candidate_log_ok(&req) {
+                if let (Some(earlier), Some(fresh)) = (earlier_deadline, self.role_deadline) {
+                    self.role_deadline = Some(earlier.min(fresh));
+                }
             }
         }
         let granted = match self.qs.role() {

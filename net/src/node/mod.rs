@@ -1,5 +1,12 @@
-//! The running node: configuration, thread wiring, request routing.
+//! The running node: configuration, the directory lock, shutdown signals, the raft thread's
+//! event loop ([`runtime::Node`]) and a small blocking client for tools and tests.
 
+pub mod client;
 pub mod config;
+pub mod lock;
+pub mod runtime;
+pub mod signals;
 
+pub use client::{BlockingClient, ClientError};
 pub use config::{ConfigError, NodeConfig, VoterAddress};
+pub use runtime::{serve, Node, NodeError};

@@ -449,7 +449,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
     let mut found = None;
     for _ in 0..topics {
         let topic = r.compact_string("topic name")?;
-        let partitions = r.compact_array_len("partitions", 31)?.unwrap_or(0);
+        let partitions = r.compact_array_len("partitions", 25)?.unwrap_or(0);
         for _ in 0..partitions {
             let partition = r.i32("partition index")?;
             let mut response = DescribeQuorumResponse {

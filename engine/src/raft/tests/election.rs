@@ -391,3 +391,26 @@ fn granting_a_vote_resets_the_election_timer() {
         "a fresh randomized election timeout: {before} -> {after}"
     );
 }
+
+#[test]
+fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, -1, VOTERS)),
+        log(5, &[(2, 0)]),
+    );
+    h.tick();
+    h.run_until(h.now + 900);
+    let before = h.core.next_deadline().unwrap();
+    // A candidate with a shorter log bumps the epoch again and again.
+    for epoch in 3..6 {
+        let (_, out) = h.request(2, Harness::vote_request(2, epoch, 1, 1));
+        assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+        assert!(
+            h.core.next_deadline().unwrap() <= before,
+            "a refused vote re-armed the election timer"
+        );
+    }
+    h.run_until(before);
+    assert_eq!(h.core.role(), Role::Candidate);
+}

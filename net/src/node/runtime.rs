@@ -1,0 +1,963 @@
+//! The raft thread: one io_uring event loop that owns every socket, the Raft core and its
+//! timers, and hands log operations to the group-commit writer thread.
+//!
+//! Loop: poll the ring until the core's next deadline → decode each frame → step the core →
+//! carry out its outputs in order (persist the election state, send, respond, hand log ops to
+//! the writer) → the writer's durable reports come back through its eventfd.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
+use engine::log::{Log, LogConfig};
+use engine::quorum_state::QuorumStateFile;
+use engine::raft::{
+    Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output, RaftCore, Request,
+    Response, Role,
+};
+use engine::record::BatchView;
+use tracing::{debug, info, warn};
+
+use super::config::NodeConfig;
+use super::lock::DirLock;
+use super::signals::ShutdownSignals;
+use crate::transport::{ConnId, Event, EventLoop, WatchId};
+use crate::wire::api::{self, ApiSpec};
+use crate::wire::client::{
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartitionResponse,
+    ProduceRequest, ProduceResponse, ProduceTopicResponse, API_VERSIONS_SPEC, PRODUCE,
+    PRODUCE_SPEC,
+};
+use crate::wire::frame::size_prefix;
+use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
+use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};
+
+/// Why a node could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("creating the log directory {path}: {source}")]
+    LogDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Lock(#[from] super::lock::LockError),
+    #[error("quorum-state file: {0}")]
+    QuorumState(#[from] engine::quorum_state::QuorumStateError),
+    #[error("opening the log: {0}")]
+    Log(#[from] engine::log::LogError),
+    #[error("starting the Raft core: {0}")]
+    Core(#[from] engine::raft::InitError),
+    #[error("starting the log writer: {0}")]
+    Writer(#[from] engine::io::WriterError),
+    #[error("transport: {0}")]
+    Transport(#[from] crate::transport::TransportError),
+    #[error("listener address {0}: {1}")]
+    Listener(String, std::io::Error),
+    #[error("voter {0}: cannot resolve its address: {1}")]
+    VoterAddress(String, std::io::Error),
+    #[error("pinning the raft thread: {0}")]
+    Pin(#[from] engine::io::file::PinError),
+    #[error("installing the SIGTERM/SIGINT handler: {0}")]
+    Signals(std::io::Error),
+    #[error("not supported yet: {0}")]
+    Unsupported(&'static str),
+}
+
+/// The first reconnection delay to a peer, doubled per failure up to [`MAX_RECONNECT`].
+const MIN_RECONNECT: Duration = Duration::from_millis(50);
+const MAX_RECONNECT: Duration = Duration::from_secs(1);
+/// Bytes queued on one connection beyond which it is closed (a reader that stopped reading).
+const MAX_QUEUED_SEND_BYTES: usize = 256 << 20;
+/// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// An outbound connection to a peer voter and the requests in flight on it.
+struct Peer {
+    id: NodeId,
+    addr: SocketAddr,
+    conn: Option<ConnId>,
+    /// No connection attempt before this (backoff after a failure).
+    retry_at: Instant,
+    backoff: Duration,
+    /// Wire correlation id → (core correlation, api key, sent at).
+    in_flight: BTreeMap<i32, (Correlation, i16, Instant)>,
+}
+
+/// An inbound request waiting for the core's answer.
+struct PendingRequest {
+    conn: ConnId,
+    correlation_id: i32,
+    spec: &'static ApiSpec,
+    version: i16,
+}
+
+/// One partition of a Produce request: topic, partition index, and its outcome (error, base
+/// offset) once known.
+type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
+
+/// A Produce request waiting for the outcome of its appends.
+struct PendingProduce {
+    conn: ConnId,
+    correlation_id: i32,
+    version: i16,
+    /// One entry per partition in request order; None while its append is outstanding.
+    partitions: Vec<ProduceSlot>,
+    outstanding: usize,
+}
+
+/// A running node. Build with [`Node::start`], then [`Node::run`] until shutdown.
+pub struct Node {
+    config: NodeConfig,
+    _lock: DirLock,
+    quorum_state: QuorumStateFile,
+    core: RaftCore,
+    writer: Option<GroupCommitWriter>,
+    ring: EventLoop,
+    writer_watch: WatchId,
+    signal_watch: WatchId,
+    _signals: ShutdownSignals,
+    started: Instant,
+    local_addr: SocketAddr,
+    peers: Vec<Peer>,
+    /// Connection → peer index, for outbound connections.
+    peer_conns: BTreeMap<ConnId, usize>,
+    next_wire_correlation: i32,
+    next_request_id: u64,
+    requests: BTreeMap<u64, PendingRequest>,
+    next_produce_id: u64,
+    produces: BTreeMap<u64, PendingProduce>,
+    /// Client append id → (produce id, partition slot).
+    appends: BTreeMap<u64, (u64, usize)>,
+    next_append_id: u64,
+    shutdown_deadline: Option<Instant>,
+    shutdown_done: bool,
+    outputs: Vec<Output>,
+}
+
+fn boot_seed(node_id: NodeId) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (u64::from(node_id as u32) << 32) ^ u64::from(std::process::id())
+}
+
+impl Node {
+    /// Start-up: lock the log directory, check and read the quorum-state file, recover the log,
+    /// start the writer thread, listen. Every failure is a typed error that names its cause.
+    pub fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        if config.voters.is_empty() {
+            return Err(NodeError::Unsupported(
+                "an observer that finds the quorum through bootstrap.servers alone (set \
+                 quorum.voters: a node not among them runs as an observer of those voters)",
+            ));
+        }
+        std::fs::create_dir_all(&config.log_dir).map_err(|source| NodeError::LogDir {
+            path: config.log_dir.clone(),
+            source,
+        })?;
+        let lock = DirLock::acquire(&config.log_dir)?;
+        probe_fdatasync(&config.log_dir);
+        let quorum_state =
+            QuorumStateFile::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
+        let stored = quorum_state.read()?;
+        let log_config = LogConfig {
+            segment_bytes: config.segment_bytes,
+            ..LogConfig::default()
+        };
+        let log = Log::open(&config.log_dir, log_config)?;
+        let snapshot = log.snapshot();
+        info!(
+            node = config.broker_id,
+            end_offset = snapshot.end_offset,
+            stored = ?stored,
+            "recovered the log"
+        );
+        let started = Instant::now();
+        let core = RaftCore::new(
+            config.raft_config(boot_seed(config.broker_id)),
+            stored,
+            snapshot,
+            0,
+        )?;
+        // Signals first, so every thread spawned later shares the handler.
+        let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
+        let writer = GroupCommitWriter::start(
+            log,
+            WriterConfig {
+                cpu: config.log_cpu,
+                ..WriterConfig::default()
+            },
+        )?;
+        if let Some(cpu) = config.raft_cpu {
+            engine::io::file::pin_current_thread(cpu)?;
+        }
+        let mut ring = EventLoop::new(crate::transport::Config {
+            max_frame_bytes: config.max_request_bytes,
+            ..crate::transport::Config::default()
+        })?;
+        let listen_addr = resolve(&config.listener.0, config.listener.1).map_err(|e| {
+            NodeError::Listener(format!("{}:{}", config.listener.0, config.listener.1), e)
+        })?;
+        let listener = ring.listen(listen_addr)?;
+        let local_addr = ring.local_addr(listener)?;
+        let writer_watch = ring.watch_eventfd(writer.eventfd())?;
+        let signal_watch = ring.watch_eventfd(signals.eventfd())?;
+        let peers = config
+            .voters
+            .iter()
+            .filter(|v| v.id != config.broker_id)
+            .map(|v| {
+                let addr = v
+                    .socket_addr()
+                    .map_err(|e| NodeError::VoterAddress(v.to_string(), e))?;
+                Ok(Peer {
+                    id: v.id,
+                    addr,
+                    conn: None,
+                    retry_at: started,
+                    backoff: MIN_RECONNECT,
+                    in_flight: BTreeMap::new(),
+                })
+            })
+            .collect::<Result<Vec<_>, NodeError>>()?;
+        info!(node = config.broker_id, %local_addr, "listening");
+        Ok(Node {
+            config,
+            _lock: lock,
+            quorum_state,
+            core,
+            writer: Some(writer),
+            ring,
+            writer_watch,
+            signal_watch,
+            _signals: signals,
+            started,
+            local_addr,
+            peers,
+            peer_conns: BTreeMap::new(),
+            next_wire_correlation: 1,
+            next_request_id: 1,
+            requests: BTreeMap::new(),
+            next_produce_id: 1,
+            produces: BTreeMap::new(),
+            appends: BTreeMap::new(),
+            next_append_id: 1,
+            shutdown_deadline: None,
+            shutdown_done: false,
+            outputs: Vec::new(),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs until a graceful shutdown finishes (SIGTERM/SIGINT). Fatal conditions exit the
+    /// process (fail-stop) rather than return.
+    pub fn run(mut self) -> Result<(), NodeError> {
+        let mut events = Vec::new();
+        self.step(Input::Tick { now: 0 });
+        while !self.shutdown_done {
+            let timeout = self.poll_timeout();
+            self.ring.poll(Some(timeout), &mut events)?;
+            // The core reads time only from ticks: tick once per wake-up, before the events,
+            // so the timers it arms for them start from the present (not the last deadline).
+            let now = self.now_ms();
+            self.step(Input::Tick { now });
+            for event in events.drain(..) {
+                self.on_event(event);
+            }
+            self.drain_writer();
+            if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
+                warn!("graceful shutdown timed out; stopping anyway");
+                self.shutdown_done = true;
+            }
+        }
+        self.finish_shutdown();
+        Ok(())
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        let now = self.now_ms();
+        let core_wait = self
+            .core
+            .next_deadline()
+            .map(|d| Duration::from_millis(d.saturating_sub(now)))
+            .unwrap_or(Duration::from_millis(100));
+        core_wait.min(Duration::from_millis(100))
+    }
+
+    /// Lets queued sends (EndQuorumEpoch, last responses) go out, then stops the writer cleanly.
+    fn finish_shutdown(&mut self) {
+        let until = Instant::now() + Duration::from_millis(200);
+        let mut events = Vec::new();
+        while Instant::now() < until {
+            if self
+                .ring
+                .poll(Some(Duration::from_millis(20)), &mut events)
+                .is_err()
+            {
+                break;
+            }
+            events.clear();
+        }
+        if let Some(writer) = self.writer.take() {
+            writer.shutdown();
+        }
+        info!(node = self.config.broker_id, "stopped");
+    }
+
+    // ---- core -------------------------------------------------------------------------------
+
+    fn step(&mut self, input: Input) {
+        let mut out = std::mem::take(&mut self.outputs);
+        self.core.step(input, &mut out);
+        for output in out.drain(..) {
+            self.carry_out(output);
+        }
+        self.outputs = out;
+    }
+
+    fn carry_out(&mut self, output: Output) {
+        match output {
+            Output::PersistElectionState(state) => {
+                if let Err(error) = self.quorum_state.write(&state) {
+                    eprintln!(
+                        "ringraft: fatal: persisting the election state failed: {error}. \
+                         Stopping (fail-stop)."
+                    );
+                    std::process::exit(75);
+                }
+            }
+            Output::Send {
+                to,
+                correlation,
+                request,
+            } => self.send_to_peer(to, correlation, request),
+            Output::Respond { id, response } => self.respond(id, &response),
+            Output::Log(op) => self.writer().submit(WriterRequest::from_log_op(op)),
+            Output::ReadLog {
+                read_id,
+                from_offset,
+                max_bytes,
+            } => self.writer().submit(WriterRequest::Read {
+                read_id,
+                from_offset,
+                max_bytes,
+            }),
+            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
+            Output::AppendDone { id, result } => self.append_done(id, result),
+            Output::RoleChanged {
+                role,
+                epoch,
+                leader_id,
+            } => info!(
+                node = self.config.broker_id,
+                ?role,
+                epoch,
+                leader_id,
+                "role changed"
+            ),
+            Output::ShutdownComplete => self.shutdown_done = true,
+            Output::Fatal(message) => {
+                eprintln!("ringraft: fatal: the Raft core stopped the node: {message}");
+                std::process::exit(70);
+            }
+        }
+    }
+
+    fn writer(&self) -> &GroupCommitWriter {
+        self.writer.as_ref().expect("writer runs until shutdown")
+    }
+
+    fn drain_writer(&mut self) {
+        loop {
+            let event = match self.writer().events().try_recv() {
+                Ok(event) => event,
+                Err(_) => return,
+            };
+            tracing::trace!(?event, "writer");
+            match event {
+                WriterEvent::Durable { up_to_seq, .. } => {
+                    self.step(Input::LogDurable { up_to_seq });
+                }
+                WriterEvent::ReadDone { read_id, result } => {
+                    let batches = match result {
+                        Ok(pieces) => to_batches(pieces),
+                        Err(error) => {
+                            warn!(%error, "log read failed");
+                            Vec::new()
+                        }
+                    };
+                    self.step(Input::LogReadDone { read_id, batches });
+                }
+                WriterEvent::Fatal(error) => exit_on_fatal(&error),
+                WriterEvent::Stopped { .. } => {}
+            }
+        }
+    }
+
+    // ---- events -----------------------------------------------------------------------------
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Accepted { conn, peer, .. } => debug!(?conn, %peer, "accepted"),
+            Event::Connected { conn } => {
+                if let Some(&index) = self.peer_conns.get(&conn) {
+                    self.peers[index].backoff = MIN_RECONNECT;
+                    debug!(peer = self.peers[index].id, "connected");
+                }
+            }
+            Event::ConnectFailed { conn, error } => {
+                debug!(?conn, %error, "connect failed");
+                self.peer_gone(conn);
+            }
+            Event::Closed { conn, reason } => {
+                debug!(?conn, %reason, "closed");
+                if self.peer_conns.contains_key(&conn) {
+                    self.peer_gone(conn);
+                } else {
+                    self.inbound_gone(conn);
+                }
+            }
+            Event::Frame { conn, bytes } => {
+                if self.peer_conns.contains_key(&conn) {
+                    self.on_response_frame(conn, bytes);
+                } else {
+                    self.on_request_frame(conn, bytes);
+                }
+            }
+            Event::TimerFired { .. } => {}
+            Event::EventFd { id, .. } => {
+                if id == self.signal_watch {
+                    self.begin_shutdown();
+                } else {
+                    debug_assert_eq!(id, self.writer_watch);
+                }
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        info!(node = self.config.broker_id, "shutting down (signal)");
+        let timeout = Duration::from_millis(self.config.raft_config(0).shutdown_timeout_ms);
+        self.shutdown_deadline = Some(Instant::now() + timeout + SHUTDOWN_GRACE);
+        self.step(Input::Shutdown);
+    }
+
+    fn close(&mut self, conn: ConnId, why: &str) {
+        debug!(?conn, why, "closing connection");
+        let _ = self.ring.close(conn);
+    }
+
+    /// An inbound connection closed: its pending requests can no longer be answered.
+    fn inbound_gone(&mut self, conn: ConnId) {
+        self.requests.retain(|_, r| r.conn != conn);
+        self.produces.retain(|_, p| p.conn != conn);
+    }
+
+    // ---- peers ------------------------------------------------------------------------------
+
+    fn send_to_peer(&mut self, to: NodeId, correlation: Correlation, request: Request) {
+        let Some(index) = self.peers.iter().position(|p| p.id == to) else {
+            warn!(to, "request to a node that is not a configured voter");
+            self.step(Input::RequestFailed { to, correlation });
+            return;
+        };
+        let Some(conn) = self.peer_conn(index) else {
+            self.step(Input::RequestFailed { to, correlation });
+            return;
+        };
+        let api_key = quorum::request_api_key(&request);
+        let wire_correlation = self.next_wire_correlation;
+        self.next_wire_correlation = self.next_wire_correlation.wrapping_add(1).max(1);
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0); // size, filled below
+        RequestHeader {
+            api_key,
+            api_version: 0,
+            correlation_id: wire_correlation,
+            client_id: Some(format!("ringraft-{}", self.config.broker_id)),
+        }
+        .write(&mut w, true);
+        quorum::encode_request(&request, &mut w);
+        let mut frame = w.into_inner();
+        let size = size_prefix(frame.len() - 4);
+        frame[..4].copy_from_slice(&size);
+        if self.ring.send(conn, vec![frame.freeze()]).is_err() {
+            self.step(Input::RequestFailed { to, correlation });
+            return;
+        }
+        self.bound_send_queue(conn);
+        tracing::trace!(to, api_key, wire_correlation, ?request, "send");
+        let now = Instant::now();
+        let peer = &mut self.peers[index];
+        // The core has long since timed out (and retried) a request unanswered for twice its
+        // request timeout; a peer that is paused but connected must not grow this map forever.
+        let stale = Duration::from_millis(2 * self.config.request_timeout_ms);
+        peer.in_flight
+            .retain(|_, (_, _, sent)| now.duration_since(*sent) < stale);
+        peer.in_flight
+            .insert(wire_correlation, (correlation, api_key, now));
+    }
+
+    /// The connection to peer `index`, opening one if none is open and the backoff allows.
+    fn peer_conn(&mut self, index: usize) -> Option<ConnId> {
+        let peer = &mut self.peers[index];
+        if let Some(conn) = peer.conn {
+            return Some(conn);
+        }
+        let now = Instant::now();
+        if now < peer.retry_at {
+            return None;
+        }
+        match self.ring.connect(peer.addr) {
+            Ok(conn) => {
+                peer.conn = Some(conn);
+                peer.retry_at = now + peer.backoff;
+                peer.backoff = (peer.backoff * 2).min(MAX_RECONNECT);
+                self.peer_conns.insert(conn, index);
+                Some(conn)
+            }
+            Err(error) => {
+                warn!(peer = peer.id, %error, "connect");
+                peer.retry_at = now + peer.backoff;
+                None
+            }
+        }
+    }
+
+    /// A peer connection failed or closed: every request in flight on it failed.
+    fn peer_gone(&mut self, conn: ConnId) {
+        let Some(index) = self.peer_conns.remove(&conn) else {
+            return;
+        };
+        let peer = &mut self.peers[index];
+        if peer.conn == Some(conn) {
+            peer.conn = None;
+        }
+        let to = peer.id;
+        let failed = std::mem::take(&mut peer.in_flight);
+        for (correlation, _, _) in failed.into_values() {
+            tracing::trace!(to, correlation, "request failed");
+            self.step(Input::RequestFailed { to, correlation });
+        }
+    }
+
+    fn on_response_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        let index = self.peer_conns[&conn];
+        let mut r = WireReader::new(bytes);
+        let Ok(header) = ResponseHeader::read(&mut r, true) else {
+            self.close(conn, "unreadable response header");
+            return;
+        };
+        let Some((correlation, api_key, _)) =
+            self.peers[index].in_flight.remove(&header.correlation_id)
+        else {
+            // Pruned as stale: the core gave up on it long ago.
+            debug!(peer = self.peers[index].id, "late response dropped");
+            return;
+        };
+        let from = self.peers[index].id;
+        let decoded = quorum::decode_response(api_key, &mut r);
+        tracing::trace!(from, api_key, ?decoded, "response");
+        match decoded {
+            Ok(response) => self.step(Input::Response {
+                from,
+                correlation,
+                response,
+            }),
+            Err(error) => {
+                warn!(from, %error, "undecodable response");
+                self.step(Input::RequestFailed {
+                    to: from,
+                    correlation,
+                });
+                self.close(conn, "undecodable response");
+            }
+        }
+    }
+
+    // ---- inbound requests -------------------------------------------------------------------
+
+    fn on_request_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        let mut r = WireReader::new(bytes);
+        let Ok(prefix) = RequestPrefix::read(&mut r) else {
+            self.close(conn, "short request");
+            return;
+        };
+        let spec: &'static ApiSpec = match prefix.api_key {
+            api::API_VERSIONS => &API_VERSIONS_SPEC,
+            PRODUCE => &PRODUCE_SPEC,
+            key => match api::quorum_api(key) {
+                Some(spec) => spec,
+                None => {
+                    self.close(conn, "unknown api key");
+                    return;
+                }
+            },
+        };
+        if !spec.supports(prefix.api_version) {
+            if spec.key == api::API_VERSIONS {
+                self.answer_api_versions(conn, prefix.correlation_id, 0, true);
+            } else {
+                self.close(conn, "unsupported api version");
+            }
+            return;
+        }
+        let flexible = spec.is_flexible(prefix.api_version);
+        let Ok(header) = RequestHeader::read_rest(&mut r, prefix, flexible) else {
+            self.close(conn, "bad request header");
+            return;
+        };
+        match spec.key {
+            api::API_VERSIONS => {
+                if ApiVersionsRequest::decode(&mut r, header.api_version).is_err() {
+                    self.close(conn, "bad ApiVersions body");
+                    return;
+                }
+                self.answer_api_versions(conn, header.correlation_id, header.api_version, false);
+            }
+            PRODUCE => match ProduceRequest::decode(&mut r, header.api_version) {
+                Ok(request) => self.on_produce(conn, &header, request),
+                Err(_) => self.close(conn, "bad Produce body"),
+            },
+            key => match quorum::decode_request(key, &mut r) {
+                Ok(request) => {
+                    tracing::trace!(?request, "request");
+                    let id = self.next_request_id;
+                    self.next_request_id += 1;
+                    self.requests.insert(
+                        id,
+                        PendingRequest {
+                            conn,
+                            correlation_id: header.correlation_id,
+                            spec,
+                            version: header.api_version,
+                        },
+                    );
+                    self.step(Input::Request {
+                        id,
+                        from: None,
+                        request,
+                    });
+                }
+                Err(error) => {
+                    debug!(%error, "undecodable quorum request");
+                    self.close(conn, "bad quorum request body");
+                }
+            },
+        }
+    }
+
+    fn respond(&mut self, id: u64, response: &Response) {
+        tracing::trace!(id, ?response, "respond");
+        let Some(pending) = self.requests.remove(&id) else {
+            return; // the connection closed meanwhile
+        };
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0);
+        ResponseHeader {
+            correlation_id: pending.correlation_id,
+        }
+        .write(
+            &mut w,
+            pending.spec.response_header_flexible(pending.version),
+        );
+        let chain = quorum::encode_response(response, w);
+        self.send_frame(pending.conn, chain);
+    }
+
+    /// Sends a chain whose first piece starts with 4 placeholder bytes for the size.
+    fn send_frame(&mut self, conn: ConnId, mut chain: Vec<Bytes>) {
+        let total: usize = chain.iter().map(Bytes::len).sum();
+        let mut first = BytesMut::from(&chain[0][..]);
+        first[..4].copy_from_slice(&size_prefix(total - 4));
+        chain[0] = first.freeze();
+        if let Err(error) = self.ring.send(conn, chain) {
+            debug!(?conn, %error, "send");
+        }
+        self.bound_send_queue(conn);
+    }
+
+    /// A peer or client that stops reading would make its send queue grow without bound:
+    /// past [`MAX_QUEUED_SEND_BYTES`] its connection is closed (its requests then fail).
+    fn bound_send_queue(&mut self, conn: ConnId) {
+        if self
+            .ring
+            .queued_send_bytes(conn)
+            .is_some_and(|queued| queued > MAX_QUEUED_SEND_BYTES)
+        {
+            warn!(
+                ?conn,
+                "send queue over {MAX_QUEUED_SEND_BYTES} bytes: closing"
+            );
+            self.close(conn, "send queue full");
+        }
+    }
+
+    fn answer_api_versions(&mut self, conn: ConnId, correlation_id: i32, version: i16, bad: bool) {
+        let mut api_keys = vec![
+            ApiVersionRange {
+                api_key: PRODUCE_SPEC.key,
+                min_version: PRODUCE_SPEC.min_version,
+                max_version: PRODUCE_SPEC.max_version,
+            },
+            ApiVersionRange {
+                api_key: API_VERSIONS_SPEC.key,
+                min_version: API_VERSIONS_SPEC.min_version,
+                max_version: API_VERSIONS_SPEC.max_version,
+            },
+        ];
+        api_keys.extend(api::QUORUM_APIS.iter().map(|s| ApiVersionRange {
+            api_key: s.key,
+            min_version: s.min_version,
+            max_version: s.max_version,
+        }));
+        let response = ApiVersionsResponse {
+            error: if bad {
+                ErrorCode::UNSUPPORTED_VERSION
+            } else {
+                ErrorCode::NONE
+            },
+            api_keys,
+            throttle_time_ms: 0,
+        };
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0);
+        ResponseHeader { correlation_id }.write(&mut w, false);
+        response.encode(&mut w, version);
+        self.send_frame(conn, vec![w.into_inner().freeze()]);
+    }
+
+    // ---- Produce ----------------------------------------------------------------------------
+
+    fn on_produce(&mut self, conn: ConnId, header: &RequestHeader, request: ProduceRequest) {
+        let acks = match request.acks {
+            -1 => Acks::Quorum,
+            1 => Acks::Leader,
+            0 => Acks::None,
+            _ => {
+                // INVALID_REQUIRED_ACKS (21) for every partition.
+                self.reject_produce(conn, header, &request, ErrorCode(21));
+                return;
+            }
+        };
+        let produce_id = self.next_produce_id;
+        self.next_produce_id += 1;
+        let mut partitions = Vec::new();
+        let mut appends = Vec::new();
+        for topic in &request.topics {
+            for partition in &topic.partitions {
+                let slot = partitions.len();
+                let outcome =
+                    if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
+                        Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
+                    } else {
+                        match partition.records.clone().map(BatchView::parse) {
+                            Some(Ok(view)) if !view.is_control() => {
+                                appends.push((slot, view));
+                                None
+                            }
+                            _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
+                        }
+                    };
+                partitions.push((topic.name.clone(), partition.index, outcome));
+            }
+        }
+        let outstanding = appends.len();
+        if acks != Acks::None {
+            self.produces.insert(
+                produce_id,
+                PendingProduce {
+                    conn,
+                    correlation_id: header.correlation_id,
+                    version: header.api_version,
+                    partitions,
+                    outstanding,
+                },
+            );
+        }
+        for (slot, view) in appends {
+            let id = self.next_append_id;
+            self.next_append_id += 1;
+            if acks != Acks::None {
+                self.appends.insert(id, (produce_id, slot));
+            }
+            let record_count = view.record_count();
+            self.step(Input::ClientAppend {
+                id,
+                batch: BytesMut::from(&view.bytes()[..]),
+                record_count,
+                acks,
+            });
+        }
+        if outstanding == 0 {
+            self.finish_produce(produce_id);
+        }
+    }
+
+    fn reject_produce(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        request: &ProduceRequest,
+        error: ErrorCode,
+    ) {
+        let partitions = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.clone(), p.index, Some((error, -1))))
+            })
+            .collect();
+        self.produces.insert(
+            0,
+            PendingProduce {
+                conn,
+                correlation_id: header.correlation_id,
+                version: header.api_version,
+                partitions,
+                outstanding: 0,
+            },
+        );
+        self.finish_produce(0);
+    }
+
+    fn append_done(&mut self, id: u64, result: AppendResult) {
+        let Some((produce_id, slot)) = self.appends.remove(&id) else {
+            return;
+        };
+        let Some(produce) = self.produces.get_mut(&produce_id) else {
+            return; // the client went away
+        };
+        let outcome = match result {
+            AppendResult::Appended { base_offset, .. } => (ErrorCode::NONE, base_offset),
+            AppendResult::Failed { error, .. } => (error, -1),
+        };
+        produce.partitions[slot].2 = Some(outcome);
+        produce.outstanding -= 1;
+        if produce.outstanding == 0 {
+            self.finish_produce(produce_id);
+        }
+    }
+
+    fn finish_produce(&mut self, produce_id: u64) {
+        let Some(produce) = self.produces.remove(&produce_id) else {
+            return;
+        };
+        let mut topics: Vec<ProduceTopicResponse> = Vec::new();
+        for (name, index, outcome) in produce.partitions {
+            let (error, base_offset) = outcome.expect("every partition answered");
+            let partition = ProducePartitionResponse {
+                index,
+                error,
+                base_offset,
+                log_append_time_ms: -1,
+                log_start_offset: 0,
+                error_message: None,
+            };
+            match topics.last_mut() {
+                Some(topic) if topic.name == name => topic.partitions.push(partition),
+                _ => topics.push(ProduceTopicResponse {
+                    name,
+                    partitions: vec![partition],
+                }),
+            }
+        }
+        let response = ProduceResponse {
+            topics,
+            throttle_time_ms: 0,
+        };
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0);
+        ResponseHeader {
+            correlation_id: produce.correlation_id,
+        }
+        .write(
+            &mut w,
+            PRODUCE_SPEC.response_header_flexible(produce.version),
+        );
+        response.encode(&mut w, produce.version);
+        self.send_frame(produce.conn, vec![w.into_inner().freeze()]);
+    }
+
+    /// The role, for tests and logs.
+    pub fn role(&self) -> Role {
+        self.core.role()
+    }
+}
+
+/// Log reads return raw batches; the core wants them with their header fields lifted out.
+fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
+    let mut batches = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match BatchView::parse(piece) {
+            Ok(view) => batches.push(view.to_raft_batch()),
+            Err(error) => {
+                warn!(%error, "a batch read from the log failed validation; read cut short");
+                break;
+            }
+        }
+    }
+    batches
+}
+
+/// fdatasync latency above this gets a start-up warning: every commit waits for one.
+const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
+
+/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is
+/// slow (design.md section 10). A probe failure is only a warning: the log's own writes will
+/// report a real problem with its path.
+fn probe_fdatasync(dir: &std::path::Path) {
+    use std::io::Write;
+    let path = dir.join(".fdatasync-probe");
+    let probe = || -> std::io::Result<Duration> {
+        let mut file = std::fs::File::create(&path)?;
+        let block = [0u8; 4096];
+        let mut worst = Duration::ZERO;
+        for _ in 0..3 {
+            let started = Instant::now();
+            file.write_all(&block)?;
+            file.sync_data()?;
+            worst = worst.max(started.elapsed());
+        }
+        Ok(worst)
+    };
+    match probe() {
+        Ok(worst) if worst > SLOW_FDATASYNC => warn!(
+            dir = %dir.display(),
+            worst_ms = worst.as_millis() as u64,
+            "fdatasync is slow on the log directory's device: every commit waits for one"
+        ),
+        Ok(worst) => debug!(worst_us = worst.as_micros() as u64, "fdatasync probe"),
+        Err(error) => warn!(%error, dir = %dir.display(), "fdatasync probe failed"),
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{host} resolves to nothing")))
+}
+
+/// Loads nothing: builds, then runs a node until shutdown.
+pub fn serve(config: NodeConfig) -> Result<(), NodeError> {
+    Node::start(config)?.run()
+}

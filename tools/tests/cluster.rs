@@ -1,0 +1,324 @@
+//! Process tests: real `ringraft serve` processes on 127.0.0.1 (see support/mod.rs). Every wait
+//! is bounded and every process is killed when its guard drops.
+
+mod support;
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::raft::ErrorCode;
+use net::node::BlockingClient;
+use support::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every acknowledged (offset, value) is in `log` at that offset, and the log's data records
+/// are in strictly increasing offset order.
+fn assert_log_holds(log: &[(i64, String)], acked: &[(i64, String)], name: &str) {
+    assert!(
+        log.windows(2).all(|w| w[0].0 < w[1].0),
+        "{name}: offsets not increasing"
+    );
+    for (offset, value) in acked {
+        let found = log.iter().find(|(o, _)| o == offset);
+        assert_eq!(
+            found.map(|(_, v)| v.as_str()),
+            Some(value.as_str()),
+            "{name}: acknowledged record {value} at offset {offset} missing or different"
+        );
+    }
+}
+
+#[test]
+fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..50 {
+        let value = format!("record-{i}");
+        let offset = produce_one(&mut client, &value).unwrap();
+        if let Some((previous, _)) = acked.last() {
+            assert!(offset > *previous, "offsets must increase");
+        }
+        acked.push((offset, value));
+    }
+    // A follower refuses produces with NOT_LEADER_OR_FOLLOWER.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    let refused = to_follower
+        .produce(9, -1, batch("to-a-follower"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        refused.topics[0].partitions[0].error,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
+    );
+    // Acknowledged means durable on a majority: let the third voter catch up before stopping.
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+    for (id, status) in cluster.stop_all() {
+        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
+    for (node, log) in cluster.nodes.iter().zip(&logs) {
+        assert_log_holds(log, &acked, &format!("node {}", node.id));
+    }
+    assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[1], logs[2]);
+
+    // A restart recovers the logs and the election state and keeps appending after them.
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let after_restart = produce_one(&mut client, "after restart").unwrap();
+    assert!(after_restart > acked.last().unwrap().0);
+    acked.push((after_restart, "after restart".into()));
+    cluster.wait_for_voters_at(leader, after_restart + 1);
+    cluster.stop_all();
+    for node in &cluster.nodes {
+        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
+    }
+}
+
+#[test]
+fn api_versions_and_bad_produce_batches_get_kafka_errors() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let versions = client.api_versions(3).unwrap();
+    assert_eq!(versions.error, ErrorCode::NONE);
+    assert!(versions
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 0 && k.min_version == 3 && k.max_version == 9));
+    let unsupported = client.api_versions(99).unwrap();
+    assert_eq!(unsupported.error, ErrorCode::UNSUPPORTED_VERSION);
+
+    let mut corrupt = batch("will be corrupted").to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff; // breaks the CRC
+    let response = client.produce(9, -1, corrupt.into()).unwrap().unwrap();
+    assert_eq!(
+        response.topics[0].partitions[0].error,
+        ErrorCode::CORRUPT_MESSAGE
+    );
+    // The connection is still usable and an older Produce version works.
+    let response = client.produce(3, 1, batch("v3 acks=1")).unwrap().unwrap();
+    assert_eq!(response.topics[0].partitions[0].error, ErrorCode::NONE);
+    assert!(client.produce(9, 0, batch("acks=0")).unwrap().is_none());
+    produce_one(&mut client, "after acks=0").unwrap();
+}
+
+#[test]
+fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let first_leader = cluster.wait_for_leader(None);
+    let addrs: Vec<_> = (1..=3).map(|id| cluster.addr(id)).collect();
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let acked = Arc::clone(&acked);
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            let mut target = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
+                else {
+                    target = (target + 1) % addrs.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    i += 1;
+                    match produce_one(&mut client, &value) {
+                        Ok(offset) => acked.lock().unwrap().push((offset, value)),
+                        Err(_) => break,
+                    }
+                }
+                target = (target + 1) % addrs.len();
+            }
+        })
+    };
+    // Let some load commit, then kill the leader mid-stream.
+    let deadline = Instant::now() + WAIT;
+    while acked.lock().unwrap().len() < 30 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(acked.lock().unwrap().len() >= 30, "no load committed");
+    cluster.node(first_leader).process.take(); // SIGKILL via the guard
+    let new_leader = cluster.wait_for_leader(Some(first_leader));
+    assert_ne!(new_leader, first_leader);
+    let before = acked.lock().unwrap().len();
+    let deadline = Instant::now() + WAIT;
+    while acked.lock().unwrap().len() < before + 30 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() >= before + 30,
+        "the new leader committed nothing"
+    );
+    // The killed leader restarts, recovers its log and catches up from the new leader.
+    cluster.start(first_leader, &[]);
+    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
+    cluster.wait_for_voters_at(new_leader, last + 1);
+    cluster.stop_all();
+    for node in &cluster.nodes {
+        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
+    }
+}
+
+#[test]
+fn restart_with_a_wrong_cluster_id_or_a_locked_directory_fails_clearly() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    cluster.wait_for_leader(None);
+    // A second process on node 1's directory while node 1 runs.
+    let config = cluster.node(1).config.clone();
+    let mut second = ProcessGuard {
+        child: spawn(&config, &[], Stdio::piped()),
+    };
+    let status = second.wait_exit(TIMEOUT).expect("second process exits");
+    assert!(!status.success());
+    let stderr = read_stderr(&mut second);
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+
+    cluster.stop_all();
+    let mut wrong = ProcessGuard {
+        child: spawn(&config, &["cluster.id=another-cluster"], Stdio::piped()),
+    };
+    let status = wrong.wait_exit(TIMEOUT).expect("wrong cluster id exits");
+    assert!(!status.success());
+    let stderr = read_stderr(&mut wrong);
+    assert!(stderr.contains("another-cluster"), "{stderr}");
+    assert!(stderr.contains(CLUSTER_ID), "{stderr}");
+}
+
+fn read_stderr(guard: &mut ProcessGuard) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    guard
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+#[test]
+fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let addr = cluster.addr(leader);
+
+    let mut garbage = BlockingClient::connect(addr, TIMEOUT).unwrap();
+    garbage
+        .write_raw(&[0, 0, 0, 12, 0x7f, 0x7f, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+        .unwrap();
+    assert!(
+        garbage.is_closed_by_peer(),
+        "unknown api key: connection stays open"
+    );
+
+    let mut huge = BlockingClient::connect(addr, TIMEOUT).unwrap();
+    huge.write_raw(&[0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0])
+        .unwrap();
+    assert!(
+        huge.is_closed_by_peer(),
+        "2 GiB frame: connection stays open"
+    );
+
+    let mut negative = BlockingClient::connect(addr, TIMEOUT).unwrap();
+    negative.write_raw(&[0xff, 0xff, 0xff, 0xf0]).unwrap();
+    assert!(
+        negative.is_closed_by_peer(),
+        "negative size: connection stays open"
+    );
+
+    let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+    let first = produce_one(&mut client, "after garbage").unwrap();
+    let second = produce_one(&mut client, "still committing").unwrap();
+    assert!(second > first);
+}
+
+#[test]
+fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let stopped = cluster.node(follower).process.take().unwrap();
+    stopped.signal(libc::SIGTERM);
+    drop(stopped);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..200 {
+        let value = format!("while-{follower}-was-down-{i}");
+        acked.push((produce_one(&mut client, &value).unwrap(), value));
+    }
+    drop(client);
+    cluster.stop_all();
+    // After a restart no leader has these batches in memory: the lagging follower's fetches are
+    // served by reads of the leader's log (Output::ReadLog through the log thread).
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+    cluster.stop_all();
+    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
+    for (node, log) in cluster.nodes.iter().zip(&logs) {
+        assert_log_holds(log, &acked, &format!("node {}", node.id));
+    }
+    assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[1], logs[2]);
+}
+
+#[test]
+fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let first = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(first), TIMEOUT).unwrap();
+    let mut acked = vec![(
+        produce_one(&mut client, "before pause").unwrap(),
+        "before pause".to_string(),
+    )];
+    drop(client);
+    // SIGSTOP: its sockets stay open but nothing answers; the others must time it out.
+    cluster
+        .node(first)
+        .process
+        .as_ref()
+        .unwrap()
+        .signal(libc::SIGSTOP);
+    let second = cluster.wait_for_leader(Some(first));
+    let mut client = BlockingClient::connect(cluster.addr(second), TIMEOUT).unwrap();
+    let offset = produce_one(&mut client, "during pause").unwrap();
+    acked.push((offset, "during pause".into()));
+    cluster
+        .node(first)
+        .process
+        .as_ref()
+        .unwrap()
+        .signal(libc::SIGCONT);
+    let offset = produce_one(&mut client, "after resume").unwrap();
+    acked.push((offset, "after resume".into()));
+    let leader = cluster.wait_for_leader(None);
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+    cluster.stop_all();
+    for node in &cluster.nodes {
+        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
+    }
+}

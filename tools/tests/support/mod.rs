@@ -1,0 +1,252 @@
+//! Process-test support: a cluster of real `ringraft serve` processes on 127.0.0.1, each killed
+//! when its guard drops, and a checker that reads every voter's log after the fact.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use engine::raft::ErrorCode;
+use engine::record::{BatchView, RecordBatchBuilder};
+use net::node::BlockingClient;
+
+pub const WAIT: Duration = Duration::from_secs(20);
+pub const CLUSTER_ID: &str = "process-test";
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+pub struct ProcessGuard {
+    pub child: Child,
+}
+
+impl ProcessGuard {
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: plain syscall on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    /// Waits (bounded) for the process to exit; Some(status) if it did.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for ProcessGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Node {
+    pub id: i32,
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub process: Option<ProcessGuard>,
+}
+
+pub struct Cluster {
+    pub root: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_ringraft")
+}
+
+impl Cluster {
+    /// Writes the server.properties of `count` voters (not started).
+    pub fn new(count: i32) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
+        let voters = (1..=count)
+            .map(|id| format!("{id}@127.0.0.1:{}", ports[(id - 1) as usize]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = (1..=count)
+            .map(|id| {
+                let port = ports[(id - 1) as usize];
+                let dir = root.path().join(format!("node-{id}"));
+                let config = root.path().join(format!("server-{id}.properties"));
+                std::fs::write(
+                    &config,
+                    format!(
+                        "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
+                         log.dirs={}\nquorum.voters={voters}\n",
+                        dir.display()
+                    ),
+                )
+                .unwrap();
+                Node {
+                    id,
+                    addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                    dir,
+                    config,
+                    process: None,
+                }
+            })
+            .collect();
+        Cluster { root, nodes }
+    }
+
+    pub fn node(&mut self, id: i32) -> &mut Node {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    pub fn start_all(&mut self) {
+        for id in 1..=self.nodes.len() as i32 {
+            self.start(id, &[]);
+        }
+    }
+
+    pub fn start(&mut self, id: i32, overrides: &[&str]) {
+        let node = self.node(id);
+        let child = spawn(&node.config, overrides, Stdio::null());
+        node.process = Some(ProcessGuard { child });
+    }
+
+    /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
+    /// time. Returns (id, exit status) per node that was running; None = had to be killed.
+    pub fn stop_all(&mut self) -> Vec<(i32, Option<std::process::ExitStatus>)> {
+        for node in &mut self.nodes {
+            if let Some(p) = node.process.as_ref() {
+                p.signal(libc::SIGTERM);
+            }
+        }
+        let mut statuses = Vec::new();
+        for node in &mut self.nodes {
+            if let Some(mut p) = node.process.take() {
+                statuses.push((node.id, p.wait_exit(Duration::from_secs(15))));
+            }
+        }
+        statuses
+    }
+
+    /// Waits (bounded) until the leader reports every voter's log end offset at `offset` or
+    /// beyond.
+    pub fn wait_for_voters_at(&self, leader: i32, offset: i64) {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if let Ok(mut client) =
+                BlockingClient::connect(self.addr(leader), Duration::from_secs(1))
+            {
+                if let Ok(d) = client.describe_quorum() {
+                    if d.current_voters.iter().all(|v| v.log_end_offset >= offset) {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("voters did not reach offset {offset} within {WAIT:?}");
+    }
+
+    /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
+    pub fn wait_for_leader(&self, exclude: Option<i32>) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            for node in &self.nodes {
+                if Some(node.id) == exclude || node.process.is_none() {
+                    continue;
+                }
+                let Ok(mut client) = BlockingClient::connect(node.addr, Duration::from_secs(1))
+                else {
+                    continue;
+                };
+                if let Ok(d) = client.describe_quorum() {
+                    if d.error == ErrorCode::NONE && d.leader_id == node.id {
+                        return node.id;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no leader within {WAIT:?}");
+    }
+
+    pub fn addr(&self, id: i32) -> SocketAddr {
+        self.nodes[(id - 1) as usize].addr
+    }
+}
+
+pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
+    let mut command = Command::new(binary());
+    command.arg("serve").arg("--config").arg(config);
+    for o in overrides {
+        command.arg("--override").arg(o);
+    }
+    command
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
+/// One batch of one record whose value is `value`.
+pub fn batch(value: &str) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    builder.append(0, None, Some(value.as_bytes()), &[]);
+    builder.build().freeze()
+}
+
+/// Every data record in a log directory as (offset, value), read with the log's reader.
+pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let mut offset = log.start_offset();
+    while offset < log.end_offset() {
+        let pieces = log.read(offset, 1 << 20).unwrap();
+        assert!(
+            !pieces.is_empty(),
+            "log {} ends early at {offset}",
+            dir.display()
+        );
+        for piece in pieces {
+            let view = BatchView::parse(piece).unwrap();
+            if !view.is_control() {
+                for record in view.records() {
+                    let value = record.value.clone().unwrap_or_default();
+                    out.push((
+                        record.offset(view.base_offset()),
+                        String::from_utf8(value.to_vec()).unwrap(),
+                    ));
+                }
+            }
+            offset = view.next_offset();
+        }
+    }
+    out
+}
+
+/// Produces `value` with acks=-1 to `addr`; Ok(base offset) when acknowledged.
+pub fn produce_one(client: &mut BlockingClient, value: &str) -> Result<i64, String> {
+    let response = client
+        .produce(9, -1, batch(value))
+        .map_err(|e| e.to_string())?
+        .expect("acks=-1 is answered");
+    let partition = &response.topics[0].partitions[0];
+    if partition.error == ErrorCode::NONE {
+        Ok(partition.base_offset)
+    } else {
+        Err(format!("error {}", partition.error))
+    }
+}
