@@ -91,7 +91,9 @@ pub type Correlation = u64;
 /// Everything the core reacts to.
 #[derive(Clone, Debug)]
 pub enum Input {
-    /// Time advanced to `now` (monotonic, never decreasing).
+    /// Time advanced to `now` (monotonic, never decreasing). The core's clock is the last Tick:
+    /// a driver ticks on every wake-up, before it hands the core that wake-up's messages, or
+    /// timers reset by those messages are measured from a stale time and fire early.
     Tick { now: TimeMs },
     /// A request from a peer node (or from an admin client when `from` is None).
     Request {
