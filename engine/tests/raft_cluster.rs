@@ -167,7 +167,10 @@ impl Cluster {
                 self.node(id).committed.insert(aid, result);
             }
             Output::Fatal(msg) => panic!("fatal on node {id}: {msg}"),
-            Output::HighWatermark(_) | Output::RoleChanged { .. } | Output::ShutdownComplete => {}
+            Output::HighWatermark(_)
+            | Output::RoleChanged { .. }
+            | Output::ShutdownComplete
+            | Output::EndpointChanged(_) => {}
         }
     }
 

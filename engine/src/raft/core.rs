@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::endpoints::EndpointTable;
 use super::leader::LeaderState;
 use super::log_state::LogState;
 use super::quorum_state::{InitError, QuorumState, TransitionError};
@@ -63,6 +64,7 @@ pub struct RaftCore {
     pub(crate) stopped: bool,
     pub(crate) next_read_id: u64,
     pub(crate) find_quorum_cursor: usize,
+    pub(crate) endpoints: EndpointTable,
 }
 
 impl RaftCore {
@@ -85,6 +87,7 @@ impl RaftCore {
             config.retry_backoff_max_ms,
             config.request_timeout_ms,
         );
+        let endpoints = EndpointTable::new(&config.voter_endpoints);
         Ok(RaftCore {
             log: LogState::new(&log, config.tail_cache_bytes),
             config,
@@ -100,6 +103,7 @@ impl RaftCore {
             shutdown_deadline: None,
             stopped: false,
             next_read_id: 1,
+            endpoints,
             find_quorum_cursor: 0,
         })
     }
@@ -366,16 +370,14 @@ impl RaftCore {
                     self.send_fetch(out);
                 }
             }
-            Role::Unattached if self.qs.is_observer() => {
-                let looking = self
-                    .outbound
-                    .any_in_flight(|f| f.kind == RequestKind::FindQuorum)
-                    || self.outbound.any_retry(|r| r == Retry::FindQuorum);
-                if !looking {
-                    self.send_find_quorum(out);
-                }
+            Role::Unattached if self.qs.is_observer() && !self.looking_for_quorum() => {
+                self.send_find_quorum(out);
             }
             _ => {}
+        }
+        // Section 22 item 59: a node missing some voter's endpoint keeps asking.
+        if self.missing_endpoints() && !self.looking_for_quorum() {
+            self.send_find_quorum(out);
         }
     }
 

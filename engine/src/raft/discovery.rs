@@ -139,15 +139,45 @@ impl RaftCore {
 
     // ----- FindQuorum -----
 
+    pub(crate) fn looking_for_quorum(&self) -> bool {
+        self.outbound
+            .any_in_flight(|f| f.kind == RequestKind::FindQuorum)
+            || self.outbound.any_retry(|r| r == Retry::FindQuorum)
+    }
+
+    /// True when this node advertises an endpoint (takes part in discovery) and does not know
+    /// every other voter's.
+    pub(crate) fn missing_endpoints(&self) -> bool {
+        let local = self.qs.local_id();
+        !self.config.host.is_empty()
+            && self
+                .qs
+                .voters()
+                .iter()
+                .any(|v| *v != local && !self.endpoints.is_known(*v))
+    }
+
+    /// Asks the next voter (round robin) whose endpoint is known, or any voter if none is.
     pub(crate) fn send_find_quorum(&mut self, out: &mut Vec<Output>) {
-        let voters = self.qs.voters();
-        let to = voters[self.find_quorum_cursor % voters.len()];
+        let local = self.qs.local_id();
+        let voters: Vec<NodeId> = self.qs.voters().to_vec();
+        let reachable: Vec<NodeId> = voters
+            .iter()
+            .copied()
+            .filter(|v| *v != local && (self.config.host.is_empty() || self.endpoints.is_known(*v)))
+            .collect();
+        let candidates = if reachable.is_empty() {
+            &voters
+        } else {
+            &reachable
+        };
+        let to = candidates[self.find_quorum_cursor % candidates.len()];
         self.find_quorum_cursor = self.find_quorum_cursor.wrapping_add(1);
         let request = Request::FindQuorum(FindQuorumRequest {
-            replica_id: self.qs.local_id(),
-            boot_timestamp: -1,
-            host: String::new(),
-            port: -1,
+            replica_id: local,
+            boot_timestamp: self.config.boot_timestamp,
+            host: self.config.host.clone(),
+            port: self.config.port,
         });
         let epoch = self.qs.epoch();
         self.outbound
@@ -155,25 +185,55 @@ impl RaftCore {
     }
 
     fn voter_endpoints(&self) -> Vec<VoterEndpoint> {
+        let local = self.qs.local_id();
         self.qs
             .voters()
             .iter()
-            .map(|v| VoterEndpoint {
-                voter_id: *v,
-                boot_timestamp: -1,
-                host: String::new(),
-                port: -1,
+            .map(|v| {
+                if *v == local && !self.config.host.is_empty() {
+                    self.local_endpoint()
+                } else {
+                    self.endpoints.get(*v)
+                }
             })
             .collect()
     }
 
-    /// Answered by every node with what it knows (endpoints are the runtime's business).
+    fn local_endpoint(&self) -> VoterEndpoint {
+        VoterEndpoint {
+            voter_id: self.qs.local_id(),
+            boot_timestamp: self.config.boot_timestamp,
+            host: self.config.host.clone(),
+            port: self.config.port,
+        }
+    }
+
+    /// Records a voter's advertised endpoint if it is newer; tells the driver when it changed.
+    fn learn_endpoint(&mut self, endpoint: VoterEndpoint, out: &mut Vec<Output>) {
+        let is_other_voter = endpoint.voter_id != self.qs.local_id()
+            && self.qs.voters().contains(&endpoint.voter_id);
+        if is_other_voter && self.endpoints.learn(endpoint.clone()) {
+            out.push(Output::EndpointChanged(endpoint));
+        }
+    }
+
+    /// Answered by every node with what it knows; a voter's advertisement is remembered when its
+    /// boot timestamp is newer than what this node knew (protocol.md 11).
     pub(crate) fn handle_find_quorum(
         &mut self,
         id: RequestId,
-        _req: FindQuorumRequest,
+        req: FindQuorumRequest,
         out: &mut Vec<Output>,
     ) {
+        self.learn_endpoint(
+            VoterEndpoint {
+                voter_id: req.replica_id,
+                boot_timestamp: req.boot_timestamp,
+                host: req.host,
+                port: req.port,
+            },
+            out,
+        );
         out.push(Output::Respond {
             id,
             response: Response::FindQuorum(FindQuorumResponse {
@@ -200,12 +260,18 @@ impl RaftCore {
             );
             return;
         }
+        if r.error.is_none() {
+            for endpoint in r.voters.iter().chain(r.target_voters.iter().flatten()) {
+                self.learn_endpoint(endpoint.clone(), out);
+            }
+        }
         let outcome = if r.error.is_none() {
             self.common_response(r.error, r.leader_id, r.leader_epoch, out)
         } else {
             Common::Retry
         };
-        let still_looking = self.qs.role() == Role::Unattached && self.qs.is_observer();
+        let still_looking = (self.qs.role() == Role::Unattached && self.qs.is_observer())
+            || self.missing_endpoints();
         if outcome != Common::Done || still_looking {
             if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
                 self.outbound

@@ -7,13 +7,15 @@
 //! Modules, one concept each: `quorum_state` (the only place role transitions happen),
 //! `core` (dispatch, transitions' side effects, timers), `vote`, `quorum_epoch`
 //! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
-//! (common response rules, FindQuorum, DescribeQuorum), `append` (client appends),
+//! (common response rules, FindQuorum, DescribeQuorum), `endpoints` (voter endpoints learned
+//! through FindQuorum), `append` (client appends),
 //! `leader` (replica progress, HW, parked fetches), `log_state`, `epoch_cache`, `tail_cache`,
 //! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
 mod append;
 mod core;
 mod discovery;
+mod endpoints;
 mod epoch_cache;
 pub mod error;
 mod fetch;

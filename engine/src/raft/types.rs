@@ -195,6 +195,8 @@ pub enum Output {
     },
     /// Shutdown finished (another leader is known, or the shutdown timeout passed).
     ShutdownComplete,
+    /// FindQuorum taught this node a voter's (new) endpoint: connect there from now on.
+    EndpointChanged(super::message::VoterEndpoint),
     /// A safety rule would be broken (for example a truncation below the high watermark). The
     /// driver must stop the node: nothing after this is valid.
     Fatal(String),
@@ -224,6 +226,13 @@ pub struct RaftConfig {
     pub shutdown_timeout_ms: u64,
     /// Seed of the core's own deterministic PRNG (jitter, backoff, random bootstrap choice).
     pub seed: u64,
+    /// The endpoint this node advertises in FindQuorum (its listener) and its boot timestamp.
+    /// An empty host means the node takes no part in endpoint discovery (as in the simulator).
+    pub host: String,
+    pub port: i32,
+    pub boot_timestamp: i64,
+    /// Voter endpoints known at start (from `quorum.voters`); FindQuorum keeps them current.
+    pub voter_endpoints: Vec<super::message::VoterEndpoint>,
 }
 
 impl RaftConfig {
@@ -245,6 +254,10 @@ impl RaftConfig {
             tail_cache_bytes: 64 << 20,
             shutdown_timeout_ms: 5000,
             seed: 0,
+            host: String::new(),
+            port: -1,
+            boot_timestamp: 0,
+            voter_endpoints: Vec::new(),
         }
     }
 }

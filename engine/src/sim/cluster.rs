@@ -893,6 +893,8 @@ impl Simulation {
                 }
                 Ok(())
             }
+            // The simulated network routes by node id: an endpoint has nothing to change.
+            Output::EndpointChanged(_) => Ok(()),
             Output::Fatal(msg) => breach(Invariant::FatalOutput, format!("node {id}: {msg}")),
         }
     }

@@ -8,7 +8,7 @@ use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use engine::raft::{NodeId, RaftConfig};
+use engine::raft::{NodeId, RaftConfig, VoterEndpoint};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -265,6 +265,20 @@ impl NodeConfig {
         raft.retry_backoff_ms = self.retry_backoff_ms;
         raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
         raft.seed = seed;
+        // FindQuorum advertises the listener; the configured voters' endpoints are known from the
+        // start (boot timestamp 0, so any advertisement by a running voter replaces them).
+        raft.host = self.listener.0.clone();
+        raft.port = i32::from(self.listener.1);
+        raft.voter_endpoints = self
+            .voters
+            .iter()
+            .map(|v| VoterEndpoint {
+                voter_id: v.id,
+                boot_timestamp: 0,
+                host: v.host.clone(),
+                port: i32::from(v.port),
+            })
+            .collect();
         raft
     }
 }

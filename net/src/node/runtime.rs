@@ -15,7 +15,7 @@ use engine::log::{Log, LogConfig};
 use engine::quorum_state::QuorumStateFile;
 use engine::raft::{
     Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output, RaftCore, Request,
-    Response, Role,
+    Response, Role, VoterEndpoint,
 };
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
@@ -177,12 +177,12 @@ impl Node {
             "recovered the log"
         );
         let started = Instant::now();
-        let core = RaftCore::new(
-            config.raft_config(boot_seed(config.broker_id)),
-            stored,
-            snapshot,
-            0,
-        )?;
+        let mut raft_config = config.raft_config(boot_seed(config.broker_id));
+        raft_config.boot_timestamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
         let writer = GroupCommitWriter::start(
@@ -367,6 +367,7 @@ impl Node {
                 "role changed"
             ),
             Output::ShutdownComplete => self.shutdown_done = true,
+            Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
             Output::Fatal(message) => {
                 eprintln!("ringraft: fatal: the Raft core stopped the node: {message}");
                 std::process::exit(70);
@@ -510,6 +511,41 @@ impl Node {
             .retain(|_, (_, _, sent)| now.duration_since(*sent) < stale);
         peer.in_flight
             .insert(wire_correlation, (correlation, api_key, now));
+    }
+
+    /// FindQuorum says a voter now listens elsewhere (it restarted with a newer boot timestamp):
+    /// connect there from now on; requests in flight on the old connection fail and are retried.
+    fn peer_moved(&mut self, endpoint: &VoterEndpoint) {
+        let Some(index) = self.peers.iter().position(|p| p.id == endpoint.voter_id) else {
+            return;
+        };
+        let Ok(port) = u16::try_from(endpoint.port) else {
+            warn!(
+                peer = endpoint.voter_id,
+                port = endpoint.port,
+                "advertised port out of range"
+            );
+            return;
+        };
+        let addr = match resolve(&endpoint.host, port) {
+            Ok(addr) => addr,
+            Err(error) => {
+                warn!(peer = endpoint.voter_id, host = %endpoint.host, %error, "cannot resolve");
+                return;
+            }
+        };
+        if self.peers[index].addr == addr {
+            return;
+        }
+        info!(peer = endpoint.voter_id, %addr, "voter endpoint changed");
+        self.peers[index].addr = addr;
+        self.peers[index].retry_at = Instant::now();
+        if let Some(conn) = self.peers[index].conn {
+            if let Err(error) = self.ring.close(conn) {
+                debug!(peer = endpoint.voter_id, %error, "closing the old connection");
+            }
+            self.peer_gone(conn);
+        }
     }
 
     /// The connection to peer `index`, opening one if none is open and the backoff allows.

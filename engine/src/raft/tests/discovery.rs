@@ -163,3 +163,116 @@ fn describe_quorum_on_non_leader() {
         other => panic!("{other:?}"),
     }
 }
+
+fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
+    VoterEndpoint {
+        voter_id: id,
+        boot_timestamp: boot,
+        host: "127.0.0.1".into(),
+        port,
+    }
+}
+
+/// A voter that advertises itself and knows every voter's endpoint from its configuration.
+fn advertising_config(id: NodeId) -> RaftConfig {
+    let mut c = config(id, VOTERS);
+    c.host = "127.0.0.1".into();
+    c.port = 9090 + id;
+    c.boot_timestamp = 100;
+    c.voter_endpoints = VOTERS
+        .iter()
+        .filter(|v| **v != id)
+        .map(|v| endpoint(*v, 0, 9090 + v))
+        .collect();
+    c
+}
+
+fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::EndpointChanged(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
+    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
+    h.tick();
+    // A voter restarted on another port with a newer boot timestamp: adopted, driver told.
+    let (_, out) = h.request(
+        2,
+        Request::FindQuorum(FindQuorumRequest {
+            replica_id: 2,
+            boot_timestamp: 500,
+            host: "127.0.0.1".into(),
+            port: 7777,
+        }),
+    );
+    assert_eq!(endpoint_changes(&out), vec![endpoint(2, 500, 7777)]);
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("not a FindQuorum response");
+    };
+    assert_eq!(
+        r.voters,
+        vec![
+            endpoint(1, 100, 9091),
+            endpoint(2, 500, 7777),
+            endpoint(3, 0, 9093)
+        ]
+    );
+    // An older advertisement of the same voter never replaces the newer one.
+    let (_, out) = h.request(
+        2,
+        Request::FindQuorum(FindQuorumRequest {
+            replica_id: 2,
+            boot_timestamp: 400,
+            host: "127.0.0.1".into(),
+            port: 6666,
+        }),
+    );
+    assert!(endpoint_changes(&out).is_empty());
+    // An observer's advertisement is not a voter endpoint.
+    let (_, out) = h.request(
+        4,
+        Request::FindQuorum(FindQuorumRequest {
+            replica_id: 4,
+            boot_timestamp: 900,
+            host: "127.0.0.1".into(),
+            port: 5555,
+        }),
+    );
+    assert!(endpoint_changes(&out).is_empty());
+}
+
+#[test]
+fn unknown_voter_endpoints_keep_find_quorum_going_until_known() {
+    let mut c = advertising_config(1);
+    c.voter_endpoints.retain(|e| e.voter_id != 3); // voter 3's address is unknown
+    let mut h = Harness::new(c, None, log(0, &[]));
+    let finds = find_sends(&h.tick());
+    assert_eq!(finds.len(), 1);
+    assert_eq!(finds[0].0, 2, "asks a voter it can reach");
+    // The answer does not know voter 3 either: ask again after a backoff.
+    let mut answer = find_response(-1, 1);
+    if let Response::FindQuorum(r) = &mut answer {
+        r.voters = vec![endpoint(2, 0, 9092)];
+    }
+    h.respond(finds[0].0, finds[0].1, answer);
+    let out = h.run_until(h.now + 2_000);
+    let again = find_sends(&out);
+    assert!(!again.is_empty(), "keeps asking while voter 3 is unknown");
+    // Once an answer names voter 3, the driver learns it and the asking stops.
+    let mut answer = find_response(-1, 1);
+    if let Response::FindQuorum(r) = &mut answer {
+        r.voters = vec![endpoint(3, 7, 9093)];
+    }
+    let out = h.respond(again[0].0, again[0].1, answer);
+    assert_eq!(endpoint_changes(&out), vec![endpoint(3, 7, 9093)]);
+    let later = h.run_until(h.now + 5_000);
+    assert!(
+        find_sends(&later).is_empty(),
+        "no FindQuorum once every endpoint is known"
+    );
+}
