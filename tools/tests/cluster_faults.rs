@@ -363,3 +363,23 @@ fn an_observer_replicates_committed_records_and_never_votes() {
         assert!(state.contains("\"votedId\":-1"), "observer voted: {state}");
     }
 }
+
+#[test]
+fn a_pinning_cpu_outside_the_allowed_set_fails_at_start_up_naming_the_set() {
+    let cluster = Cluster::new(1);
+    let beyond = engine::io::file::allowed_cpus().unwrap().last().unwrap() + 1;
+    let setting = format!("log.cpu={beyond}");
+    let mut node = ProcessGuard {
+        child: spawn(&cluster.nodes[0].config, &[&setting], Stdio::piped()),
+    };
+    let status = node.wait_exit(TIMEOUT).expect("a bad log.cpu exits");
+    assert!(!status.success());
+    let stderr = read_stderr(&mut node);
+    assert!(
+        stderr.contains(&format!(
+            "{setting} is outside this process's allowed CPU set"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
