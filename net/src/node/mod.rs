@@ -6,6 +6,7 @@ pub mod config;
 pub mod lock;
 pub mod runtime;
 pub mod signals;
+pub mod startup_checks;
 
 pub use client::{BlockingClient, ClientError};
 pub use config::{ConfigError, NodeConfig, VoterAddress};

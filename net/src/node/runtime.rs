@@ -44,6 +44,8 @@ pub enum NodeError {
     },
     #[error(transparent)]
     Lock(#[from] super::lock::LockError),
+    #[error(transparent)]
+    StartupCheck(#[from] super::startup_checks::StartupCheckError),
     #[error("quorum-state file: {0}")]
     QuorumState(#[from] engine::quorum_state::QuorumStateError),
     #[error("opening the log: {0}")]
@@ -160,14 +162,16 @@ impl Node {
             source,
         })?;
         let lock = DirLock::acquire(&config.log_dir)?;
-        probe_fdatasync(&config.log_dir);
-        let quorum_state =
-            QuorumStateFile::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
-        let stored = quorum_state.read()?;
         let log_config = LogConfig {
             segment_bytes: config.segment_bytes,
             ..LogConfig::default()
         };
+        // After the lock: the O_DIRECT probe writes a file in the directory.
+        super::startup_checks::run(&config, &log_config)?;
+        probe_fdatasync(&config.log_dir);
+        let quorum_state =
+            QuorumStateFile::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
+        let stored = quorum_state.read()?;
         let log = Log::open(&config.log_dir, log_config)?;
         let snapshot = log.snapshot();
         info!(

@@ -1,0 +1,282 @@
+//! Start-up checks (design.md section 10): what the host must provide, checked before the node
+//! opens anything, so that a misconfigured host fails with one line naming the cause and the
+//! remedy instead of an errno deep inside the log writer.
+
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use engine::log::LogConfig;
+
+use super::NodeConfig;
+
+/// The probe's block: the log writes O_DIRECT in 4 KiB-aligned blocks.
+const PROBE_BLOCK: usize = 4096;
+const PROBE_FILE: &str = ".o_direct-probe";
+/// The log's zero-fill buffer, registered with the writer's ring next to the two staging buffers.
+const ZERO_BUFFER_BYTES: u64 = 1 << 20;
+
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupCheckError {
+    #[error(
+        "the log directory {dir} ({filesystem}) does not support O_DIRECT writes: put log.dirs on \
+         a local ext4 or xfs filesystem (not tmpfs, overlay or a network filesystem)"
+    )]
+    NoDirectIo { dir: PathBuf, filesystem: String },
+    #[error("probing O_DIRECT in the log directory {dir}: {source}")]
+    DirectIoProbe { dir: PathBuf, source: io::Error },
+    #[error(
+        "{key}={cpu} is outside this process's allowed CPU set {allowed}: pick one of those CPUs, \
+         or widen the set (`taskset -p $$`, the container's or cgroup's cpuset)"
+    )]
+    CpuNotAllowed {
+        key: &'static str,
+        cpu: usize,
+        allowed: String,
+    },
+    #[error("reading the allowed CPU set (sched_getaffinity): {0}")]
+    Affinity(io::Error),
+    #[error(transparent)]
+    IoUring(#[from] crate::transport::TransportError),
+}
+
+/// Runs every check; the first failure stops the start-up. Warnings (memlock) are logged.
+pub fn run(config: &NodeConfig, log_config: &LogConfig) -> Result<(), StartupCheckError> {
+    check_io_uring()?;
+    check_cpus(config)?;
+    check_direct_io(&config.log_dir)?;
+    if let Some(warning) = memlock_warning(
+        engine::io::file::memlock_limit(),
+        registered_bytes(log_config),
+    ) {
+        tracing::warn!("{warning}");
+    }
+    Ok(())
+}
+
+/// A ring of two entries: if the kernel or a seccomp filter refuses io_uring, say so first.
+fn check_io_uring() -> Result<(), StartupCheckError> {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => Ok(()),
+        Err(source) => Err(crate::transport::TransportError::IoUringUnavailable { source }.into()),
+    }
+}
+
+fn check_cpus(config: &NodeConfig) -> Result<(), StartupCheckError> {
+    if config.raft_cpu.is_none() && config.log_cpu.is_none() {
+        return Ok(());
+    }
+    let allowed = engine::io::file::allowed_cpus().map_err(|e| match e {
+        engine::io::file::PinError::Syscall(source) => StartupCheckError::Affinity(source),
+        other => StartupCheckError::Affinity(io::Error::other(other.to_string())),
+    })?;
+    check_cpu("raft.cpu", config.raft_cpu, &allowed)?;
+    check_cpu("log.cpu", config.log_cpu, &allowed)
+}
+
+/// `cpu` (set by `key`) must be in `allowed`.
+pub fn check_cpu(
+    key: &'static str,
+    cpu: Option<usize>,
+    allowed: &[usize],
+) -> Result<(), StartupCheckError> {
+    match cpu {
+        Some(cpu) if !allowed.contains(&cpu) => Err(StartupCheckError::CpuNotAllowed {
+            key,
+            cpu,
+            allowed: cpu_list(allowed),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `0-3,6,8-9`, the form of /proc/PID/status's Cpus_allowed_list.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for &cpu in cpus {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == cpu => *end = cpu,
+            _ => ranges.push((cpu, cpu)),
+        }
+    }
+    if ranges.is_empty() {
+        return "{} (empty)".into();
+    }
+    ranges
+        .iter()
+        .map(|&(start, end)| {
+            if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Writes one aligned block with O_DIRECT in `dir` (created by the caller), then removes it.
+pub fn check_direct_io(dir: &Path) -> Result<(), StartupCheckError> {
+    let path = dir.join(PROBE_FILE);
+    let result = write_direct_block(&path);
+    let _ = std::fs::remove_file(&path);
+    match result {
+        Ok(()) => Ok(()),
+        Err(error) if error.raw_os_error() == Some(libc::EINVAL) => {
+            Err(StartupCheckError::NoDirectIo {
+                dir: dir.to_path_buf(),
+                filesystem: filesystem_name(dir),
+            })
+        }
+        Err(source) => Err(StartupCheckError::DirectIoProbe {
+            dir: dir.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn write_direct_block(path: &Path) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    let block = AlignedBlock::zeroed();
+    file.write_all(block.as_slice())
+}
+
+/// One zeroed, 4 KiB-aligned block (O_DIRECT needs an aligned buffer).
+struct AlignedBlock {
+    ptr: *mut u8,
+}
+
+impl AlignedBlock {
+    fn layout() -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(PROBE_BLOCK, PROBE_BLOCK).expect("valid layout")
+    }
+
+    fn zeroed() -> Self {
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(Self::layout()) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout());
+        }
+        Self { ptr }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr points at PROBE_BLOCK initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, PROBE_BLOCK) }
+    }
+}
+
+impl Drop for AlignedBlock {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, Self::layout()) };
+    }
+}
+
+/// "tmpfs", "overlay" or the statfs magic, for the error message.
+fn filesystem_name(dir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return "unknown filesystem".into();
+    };
+    // SAFETY: statfs is plain data.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid NUL-terminated path and out pointer.
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return "unknown filesystem".into();
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
+    match stat.f_type as i64 {
+        TMPFS_MAGIC => "tmpfs".into(),
+        OVERLAYFS_MAGIC => "overlay".into(),
+        magic => format!("filesystem magic {magic:#x}"),
+    }
+}
+
+/// Bytes the log writer registers with its ring: both staging buffers and the zero buffer.
+pub fn registered_bytes(log_config: &LogConfig) -> u64 {
+    2 * log_config.max_group_bytes as u64 + ZERO_BUFFER_BYTES
+}
+
+/// A warning if RLIMIT_MEMLOCK (`limit`, None = unlimited) is below `needed`.
+pub fn memlock_warning(limit: Option<u64>, needed: u64) -> Option<String> {
+    let limit = limit?;
+    (limit < needed).then(|| {
+        format!(
+            "RLIMIT_MEMLOCK is {} KiB but the log writer registers {} KiB of buffers with \
+             io_uring: it will fall back to unregistered writes (slower); raise it with \
+             `ulimit -l {}` (LimitMEMLOCK= in a systemd unit, --ulimit memlock= in docker) or \
+             grant CAP_IPC_LOCK",
+            limit / 1024,
+            needed / 1024,
+            needed.div_ceil(1024)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_outside_the_allowed_set_names_the_key_and_the_set() {
+        let error = check_cpu("log.cpu", Some(7), &[0, 1, 2, 5]).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("log.cpu=7"), "{message}");
+        assert!(message.contains("0-2,5"), "{message}");
+        assert!(check_cpu("raft.cpu", Some(5), &[0, 1, 2, 5]).is_ok());
+        assert!(check_cpu("raft.cpu", None, &[0]).is_ok());
+    }
+
+    #[test]
+    fn the_real_allowed_set_accepts_its_own_cpus_and_refuses_one_beyond() {
+        let allowed = engine::io::file::allowed_cpus().unwrap();
+        let first = *allowed.first().unwrap();
+        let beyond = *allowed.last().unwrap() + 1;
+        assert!(check_cpu("raft.cpu", Some(first), &allowed).is_ok());
+        assert!(check_cpu("raft.cpu", Some(beyond), &allowed).is_err());
+    }
+
+    #[test]
+    fn cpu_lists_collapse_runs() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(cpu_list(&[1, 3, 4, 9]), "1,3-4,9");
+    }
+
+    #[test]
+    fn the_o_direct_probe_passes_on_the_temp_dir_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        check_direct_io(dir.path()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_o_direct_probe_reports_a_missing_directory_with_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let error = check_direct_io(&missing).unwrap_err();
+        assert!(
+            matches!(error, StartupCheckError::DirectIoProbe { .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_memlock_limit_below_the_registered_buffers_warns_with_the_remedy() {
+        let needed = registered_bytes(&LogConfig::default());
+        let warning = memlock_warning(Some(needed - 1), needed).unwrap();
+        assert!(warning.contains("ulimit -l"), "{warning}");
+        assert!(warning.contains("CAP_IPC_LOCK"), "{warning}");
+        assert!(memlock_warning(Some(needed), needed).is_none());
+        assert!(memlock_warning(None, needed).is_none());
+    }
+}

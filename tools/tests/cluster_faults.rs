@@ -1,0 +1,385 @@
+//! Process tests of faults: a wrong `broker.id`, every voter SIGKILLed at once, bad input and a
+//! connection flood against a live node, and an observer. Real `ringraft serve` processes on
+//! 127.0.0.1 (see support/mod.rs); every wait is bounded and every process is killed when its
+//! guard drops.
+
+mod support;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use engine::raft::{ErrorCode, Request, Response, VoteRequest};
+use net::node::BlockingClient;
+use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+use support::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn read_stderr(guard: &mut ProcessGuard) -> String {
+    let mut out = String::new();
+    guard
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+#[test]
+fn restart_with_a_wrong_broker_id_names_both_ids() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    cluster.wait_for_leader(None);
+    cluster.stop_all();
+    // Node 1's directory, started as node 2: the quorum-state file says node 1.
+    let config = cluster.node(1).config.clone();
+    let mut wrong = ProcessGuard {
+        child: spawn(&config, &["broker.id=2"], Stdio::piped()),
+    };
+    let status = wrong.wait_exit(TIMEOUT).expect("wrong broker id exits");
+    assert!(!status.success(), "wrong broker id exited with {status}");
+    let stderr = read_stderr(&mut wrong);
+    assert!(stderr.contains("belongs to node 1"), "{stderr}");
+    assert!(stderr.contains("this node is 2"), "{stderr}");
+}
+
+/// Acknowledged (offset, value) pairs, shared with the producing thread.
+type Acked = Arc<Mutex<Vec<(i64, String)>>>;
+
+/// Produces `load-N` records from a thread, moving to the next node on any error, until
+/// `stop`; every acknowledged (offset, value) goes into the returned list.
+fn start_load(
+    addrs: Vec<SocketAddr>,
+    stop: Arc<AtomicBool>,
+) -> (Acked, std::thread::JoinHandle<()>) {
+    let acked: Acked = Arc::new(Mutex::new(Vec::new()));
+    let handle = {
+        let acked = Arc::clone(&acked);
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            let mut target = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
+                else {
+                    target = (target + 1) % addrs.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    i += 1;
+                    match produce_one(&mut client, &value) {
+                        Ok(offset) => acked.lock().unwrap().push((offset, value)),
+                        Err(_) => break,
+                    }
+                }
+                target = (target + 1) % addrs.len();
+            }
+        })
+    };
+    (acked, handle)
+}
+
+/// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
+/// in the acknowledged order.
+fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
+    let mut previous_position = None;
+    for (offset, value) in acked {
+        let positions: Vec<usize> = log
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, v))| v == value)
+            .map(|(p, _)| p)
+            .collect();
+        let [position] = positions[..] else {
+            return false;
+        };
+        if log[position].0 != *offset || previous_position.is_some_and(|p| p >= position) {
+            return false;
+        }
+        previous_position = Some(position);
+    }
+    true
+}
+
+#[test]
+fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    cluster.wait_for_leader(None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (acked, producer) = start_load((1..=3).map(|id| cluster.addr(id)).collect(), stop.clone());
+    let deadline = Instant::now() + WAIT;
+    while acked.lock().unwrap().len() < 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(acked.lock().unwrap().len() >= 100, "no load committed");
+    // SIGKILL all three before reaping any: no node gets to finish a write the others miss.
+    for node in &cluster.nodes {
+        node.process.as_ref().unwrap().signal(libc::SIGKILL);
+    }
+    for id in 1..=3 {
+        cluster.node(id).process.take();
+    }
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    let mut acked = acked.lock().unwrap().clone();
+    acked.sort();
+    eprintln!("{} records acknowledged before the kill", acked.len());
+
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let after = produce_one(&mut client, "after the crash").unwrap();
+    assert!(
+        after > acked.last().unwrap().0,
+        "new record below the old ones"
+    );
+    drop(client);
+    cluster.stop_all();
+    let holding = cluster
+        .nodes
+        .iter()
+        .filter(|n| log_holds_once_in_order(&read_log(&n.dir), &acked))
+        .count();
+    assert!(
+        holding >= 2,
+        "only {holding} of 3 logs hold all {} acknowledged records once and in order",
+        acked.len()
+    );
+}
+
+/// Sends one frame (size prefix added) on a fresh connection; returns the stream.
+fn send_frame(addr: SocketAddr, body: &[u8]) -> TcpStream {
+    use std::io::Write;
+    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    stream.write_all(&frame).unwrap();
+    stream
+}
+
+/// True if the peer closes the connection (EOF or reset) without sending anything.
+fn closed_by_peer(mut stream: TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    match stream.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+/// A Vote request (header v2) whose body carries `cluster_id`.
+fn vote_request(cluster_id: &str) -> Vec<u8> {
+    let mut w = WireWriter::with_capacity(128);
+    RequestHeader {
+        api_key: api::VOTE,
+        api_version: 0,
+        correlation_id: 77,
+        client_id: Some("fault-test".into()),
+    }
+    .write(&mut w, true);
+    let request = Request::Vote(VoteRequest {
+        cluster_id: cluster_id.into(),
+        candidate_epoch: 0,
+        candidate_id: 9,
+        last_epoch: 0,
+        last_epoch_end_offset: 0,
+    });
+    quorum::encode_request(&request, &mut w);
+    w.into_inner().to_vec()
+}
+
+fn read_vote_response(mut stream: TcpStream) -> Response {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut r = WireReader::new(Bytes::from(body));
+    let header = ResponseHeader::read(&mut r, true).unwrap();
+    assert_eq!(header.correlation_id, 77);
+    quorum::decode_response(api::VOTE, &mut r).unwrap()
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so a failure can be replayed.
+fn noise(len: usize, mut state: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn bad_input_and_a_connection_flood_leave_the_node_committing() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let addr = cluster.addr(leader);
+
+    // ApiVersions v3 header cut inside the correlation id.
+    let truncated = send_frame(addr, &[0, 18, 0, 3, 0, 0]);
+    assert!(closed_by_peer(truncated), "truncated header: no close");
+    for seed in 1..=5u64 {
+        let random = send_frame(addr, &noise(64, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        assert!(
+            closed_by_peer(random),
+            "random bytes (seed {seed}): no close"
+        );
+    }
+    let wrong_cluster = send_frame(addr, &vote_request("another-cluster"));
+    match read_vote_response(wrong_cluster) {
+        Response::Vote(vote) => {
+            assert_eq!(vote.error, ErrorCode::INCONSISTENT_CLUSTER_ID);
+            assert!(!vote.vote_granted);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
+    let flood: Vec<_> = (0..200)
+        .map(|_| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let mut client = BlockingClient::connect(addr, WAIT).map_err(|e| e.to_string())?;
+                for _ in 0..3 {
+                    let versions = client.api_versions(3).map_err(|e| e.to_string())?;
+                    assert_eq!(versions.error, ErrorCode::NONE);
+                }
+                client.describe_quorum().map_err(|e| e.to_string())?;
+                Ok(())
+            })
+        })
+        .collect();
+    let failures: Vec<String> = flood
+        .into_iter()
+        .filter_map(|t| t.join().unwrap().err())
+        .collect();
+    assert!(failures.is_empty(), "flood: {failures:?}");
+
+    let pid = cluster.node(leader).process.as_ref().unwrap().child.id();
+    let rss = rss_kib(pid);
+    eprintln!("leader RSS after the flood: {rss} KiB");
+    assert!(rss < 512 * 1024, "leader RSS {rss} KiB after the flood");
+    let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+    produce_one(&mut client, "after the flood").unwrap();
+}
+
+/// Adds node `id`, not among the voters, with the voters' `quorum.voters` line.
+fn add_observer(cluster: &mut Cluster, id: i32) {
+    let voters_config = std::fs::read_to_string(&cluster.node(1).config).unwrap();
+    let voters_line = voters_config
+        .lines()
+        .find(|l| l.starts_with("quorum.voters="))
+        .unwrap()
+        .to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let dir: PathBuf = cluster.root.path().join(format!("node-{id}"));
+    let config = cluster.root.path().join(format!("server-{id}.properties"));
+    std::fs::write(
+        &config,
+        format!(
+            "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://{addr}\n\
+             log.dirs={}\n{voters_line}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(cluster.nodes.len() as i32, id - 1);
+    cluster.nodes.push(Node {
+        id,
+        addr,
+        dir,
+        config,
+        process: None,
+    });
+}
+
+#[test]
+fn an_observer_replicates_committed_records_and_never_votes() {
+    let mut cluster = Cluster::new(3);
+    add_observer(&mut cluster, 4);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(Some(4));
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let value = format!("observed-{i}");
+        acked.push((produce_one(&mut client, &value).unwrap(), value));
+    }
+    let end = acked.last().unwrap().0 + 1;
+    // The leader lists node 4 as an observer once it fetches, and sees it reach the end.
+    let deadline = Instant::now() + WAIT;
+    let mut observer_seen = None;
+    while Instant::now() < deadline {
+        let d = client.describe_quorum().unwrap();
+        assert!(d.current_voters.iter().all(|v| v.replica_id != 4));
+        observer_seen = d.observers.iter().find(|o| o.replica_id == 4).cloned();
+        if observer_seen
+            .as_ref()
+            .is_some_and(|o| o.log_end_offset >= end)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let observer = observer_seen.expect("DescribeQuorum never listed node 4 as an observer");
+    assert!(observer.log_end_offset >= end, "observer at {observer:?}");
+    drop(client);
+    cluster.wait_for_voters_at(leader, end);
+    for (id, status) in cluster.stop_all() {
+        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+    let observer_log = read_log(&cluster.node(4).dir);
+    assert!(
+        log_holds_once_in_order(&observer_log, &acked),
+        "observer log {observer_log:?}"
+    );
+    // An observer never votes: its quorum-state file, if written, records no vote.
+    let state_path = cluster.node(4).dir.join("quorum-state");
+    if let Ok(state) = std::fs::read_to_string(&state_path) {
+        assert!(state.contains("\"votedId\":-1"), "observer voted: {state}");
+    }
+}
+
+#[test]
+fn a_pinning_cpu_outside_the_allowed_set_fails_at_start_up_naming_the_set() {
+    let cluster = Cluster::new(1);
+    let beyond = engine::io::file::allowed_cpus().unwrap().last().unwrap() + 1;
+    let setting = format!("log.cpu={beyond}");
+    let mut node = ProcessGuard {
+        child: spawn(&cluster.nodes[0].config, &[&setting], Stdio::piped()),
+    };
+    let status = node.wait_exit(TIMEOUT).expect("a bad log.cpu exits");
+    assert!(!status.success());
+    let stderr = read_stderr(&mut node);
+    assert!(
+        stderr.contains(&format!(
+            "{setting} is outside this process's allowed CPU set"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
