@@ -1,24 +1,34 @@
 //! `ringraft-bench`: load generator and log benchmark.
 //!
+//! With no subcommand (or `cluster`) it starts a local cluster of `ringraft serve` processes (or
+//! joins one with `--bootstrap-server`) and drives Produce load at its leader.
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
-//! node's log). A cluster mode joins as another subcommand.
+//! node's log).
 
+mod cluster_bench;
 mod log_bench;
+mod produce_load;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "ringraft-bench",
-    about = "ringraft load generator and benchmarks"
+    about = "ringraft load generator and benchmarks",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// With no subcommand: the `cluster` benchmark with these options.
+    #[command(flatten)]
+    cluster: cluster_bench::ClusterArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Start a local cluster (or join one) and drive Produce load at its leader (the default).
+    Cluster(cluster_bench::ClusterArgs),
     /// Closed-loop appenders against the log's group-commit writer on one disk.
     Log(log_bench::LogArgs),
 }
@@ -32,7 +42,9 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Log(args) => log_bench::run(args),
+        None => cluster_bench::run(cli.cluster),
+        Some(Command::Cluster(args)) => cluster_bench::run(args),
+        Some(Command::Log(args)) => log_bench::run(args),
     };
     if let Err(error) = result {
         eprintln!("ringraft-bench: {error}");

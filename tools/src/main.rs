@@ -1,4 +1,5 @@
-//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`).
+//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`). Load
+//! generation lives in `ringraft-bench`.
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,22 +47,6 @@ enum Command {
     },
     /// Print a log directory's batches.
     DumpLog { dir: PathBuf },
-    /// Measure committed records/s: blocking Produce (acks=-1) from several connections.
-    ProduceBench {
-        /// `host:port,...`: the leader among them is found with DescribeQuorum.
-        #[arg(long)]
-        bootstrap_server: String,
-        #[arg(long, default_value_t = 20000)]
-        records: u64,
-        #[arg(long, default_value_t = 1024)]
-        record_bytes: usize,
-        /// Records per batch (one Produce request carries one batch).
-        #[arg(long, default_value_t = 1)]
-        batch_records: usize,
-        /// Connections, each with one request in flight.
-        #[arg(long, default_value_t = 16)]
-        connections: usize,
-    },
 }
 
 fn main() -> ExitCode {
@@ -100,19 +85,6 @@ fn main() -> ExitCode {
             }
         }
         Command::DumpLog { dir } => dump_log(&dir),
-        Command::ProduceBench {
-            bootstrap_server,
-            records,
-            record_bytes,
-            batch_records,
-            connections,
-        } => produce_bench(
-            &bootstrap_server,
-            records,
-            record_bytes,
-            batch_records.max(1),
-            connections.max(1),
-        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -273,87 +245,5 @@ fn dump_log(dir: &std::path::Path) -> Result<(), String> {
             }
         }
     }
-    Ok(())
-}
-
-fn find_leader(servers: &str) -> Result<SocketAddr, String> {
-    for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let addr = resolve(server)?;
-        let Ok(mut client) = BlockingClient::connect(addr, Duration::from_secs(5)) else {
-            continue;
-        };
-        if let Ok(d) = client.describe_quorum() {
-            if d.error.is_none() {
-                return Ok(addr);
-            }
-        }
-    }
-    Err(format!("no leader among {servers}"))
-}
-
-fn produce_bench(
-    servers: &str,
-    records: u64,
-    record_bytes: usize,
-    batch_records: usize,
-    connections: usize,
-) -> Result<(), String> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    let leader = find_leader(servers)?;
-    let value = vec![b'x'; record_bytes];
-    let mut builder = engine::record::RecordBatchBuilder::new(0, 0);
-    for _ in 0..batch_records {
-        builder.append(0, None, Some(&value), &[]);
-    }
-    let batch = bytes::Bytes::from(builder.build());
-    let batches = records.div_ceil(batch_records as u64);
-    let next = Arc::new(AtomicU64::new(0));
-    let started = std::time::Instant::now();
-    let threads: Vec<_> = (0..connections)
-        .map(|_| {
-            let next = Arc::clone(&next);
-            let batch = batch.clone();
-            std::thread::spawn(move || -> Result<Vec<u64>, String> {
-                let mut client = BlockingClient::connect(leader, Duration::from_secs(10))
-                    .map_err(|e| e.to_string())?;
-                let mut latencies = Vec::new();
-                while next.fetch_add(1, Ordering::Relaxed) < batches {
-                    let sent = std::time::Instant::now();
-                    let response = client
-                        .produce(9, -1, batch.clone())
-                        .map_err(|e| e.to_string())?
-                        .ok_or("no response")?;
-                    let error = response.topics[0].partitions[0].error;
-                    if !error.is_none() {
-                        return Err(format!("produce failed: {error}"));
-                    }
-                    latencies.push(sent.elapsed().as_micros() as u64);
-                }
-                Ok(latencies)
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for thread in threads {
-        latencies.extend(thread.join().map_err(|_| "bench thread panicked")??);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    latencies.sort_unstable();
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
-    let committed = latencies.len() as u64 * batch_records as u64;
-    println!(
-        "leader {leader}: acks=-1, {record_bytes}-byte records, {batch_records} per batch, \
-         {connections} connections (one request in flight each), unpinned"
-    );
-    println!(
-        "committed {committed} records in {elapsed:.2} s: {:.0} records/s, {:.1} MiB/s; \
-         latency p50 {} us, p99 {} us, max {} us",
-        committed as f64 / elapsed,
-        committed as f64 * record_bytes as f64 / elapsed / (1 << 20) as f64,
-        at(0.5),
-        at(0.99),
-        at(1.0)
-    );
     Ok(())
 }
