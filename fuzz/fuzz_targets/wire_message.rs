@@ -1,15 +1,16 @@
-//! Arbitrary bytes into every wire decoder a node exposes to the network: the frame splitter,
-//! request headers, the quorum RPCs (requests and responses), ApiVersions and Produce. They must
-//! return errors, never panic, and never allocate beyond what the input can hold.
+//! Arbitrary bytes into every message decoder a node exposes to the network: request headers,
+//! the quorum RPCs (requests and responses), ApiVersions and Produce. They must return errors,
+//! never panic, and never allocate beyond what the input can hold. (The frame splitter has its
+//! own target, `wire_frame`.)
 //!
-//! The first byte picks the decoder and the chunking; the rest is the input.
+//! The first byte picks the decoder and its version; the rest is the input.
 
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use net::wire::client::{ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, ProduceResponse};
-use net::wire::{api, quorum, FrameDecoder, RequestHeader, WireReader};
+use net::wire::{api, quorum, RequestHeader, WireReader};
 
 const QUORUM_KEYS: [i16; 6] = [
     api::VOTE,
@@ -26,7 +27,6 @@ fuzz_target!(|data: &[u8]| {
     };
     let input = Bytes::copy_from_slice(rest);
     match mode % 8 {
-        0 => frames(rest, usize::from(mode >> 3) + 1),
         1 => {
             let key = QUORUM_KEYS[usize::from(mode >> 3) % QUORUM_KEYS.len()];
             let _ = quorum::decode_request(key, &mut WireReader::new(input));
@@ -51,29 +51,3 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
-
-/// Feeds the bytes in chunks of `chunk` bytes and decodes each whole frame as a request.
-fn frames(data: &[u8], chunk: usize) {
-    let mut decoder = FrameDecoder::for_requests(1 << 20);
-    for piece in data.chunks(chunk) {
-        decoder.extend(piece);
-        loop {
-            match decoder.next_frame() {
-                Ok(Some(frame)) => request(frame),
-                Ok(None) => break,
-                Err(_) => return, // the connection would be closed
-            }
-        }
-        assert!(decoder.buffered() <= data.len());
-    }
-}
-
-fn request(frame: Bytes) {
-    let mut r = WireReader::new(frame);
-    let Ok(header) = RequestHeader::read(&mut r, true) else {
-        return;
-    };
-    if QUORUM_KEYS.contains(&header.api_key) {
-        let _ = quorum::decode_request(header.api_key, &mut r);
-    }
-}
