@@ -5,7 +5,7 @@ mod support;
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::raft::ErrorCode;
@@ -120,33 +120,8 @@ fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
     cluster.start_all();
     let first_leader = cluster.wait_for_leader(None);
     let addrs: Vec<_> = (1..=3).map(|id| cluster.addr(id)).collect();
-    let acked = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let producer = {
-        let acked = Arc::clone(&acked);
-        let stop = Arc::clone(&stop);
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            let mut target = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
-                else {
-                    target = (target + 1) % addrs.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    let value = format!("load-{i}");
-                    i += 1;
-                    match produce_one(&mut client, &value) {
-                        Ok(offset) => acked.lock().unwrap().push((offset, value)),
-                        Err(_) => break,
-                    }
-                }
-                target = (target + 1) % addrs.len();
-            }
-        })
-    };
+    let (acked, producer) = start_load(addrs, Arc::clone(&stop));
     // Let some load commit, then kill the leader mid-stream.
     let deadline = Instant::now() + WAIT;
     while acked.lock().unwrap().len() < 30 && Instant::now() < deadline {

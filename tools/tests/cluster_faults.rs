@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -49,43 +49,6 @@ fn restart_with_a_wrong_broker_id_names_both_ids() {
     let stderr = read_stderr(&mut wrong);
     assert!(stderr.contains("belongs to node 1"), "{stderr}");
     assert!(stderr.contains("this node is 2"), "{stderr}");
-}
-
-/// Acknowledged (offset, value) pairs, shared with the producing thread.
-type Acked = Arc<Mutex<Vec<(i64, String)>>>;
-
-/// Produces `load-N` records from a thread, moving to the next node on any error, until
-/// `stop`; every acknowledged (offset, value) goes into the returned list.
-fn start_load(
-    addrs: Vec<SocketAddr>,
-    stop: Arc<AtomicBool>,
-) -> (Acked, std::thread::JoinHandle<()>) {
-    let acked: Acked = Arc::new(Mutex::new(Vec::new()));
-    let handle = {
-        let acked = Arc::clone(&acked);
-        std::thread::spawn(move || {
-            let mut i = 0u64;
-            let mut target = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
-                else {
-                    target = (target + 1) % addrs.len();
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    let value = format!("load-{i}");
-                    i += 1;
-                    match produce_one(&mut client, &value) {
-                        Ok(offset) => acked.lock().unwrap().push((offset, value)),
-                        Err(_) => break,
-                    }
-                }
-                target = (target + 1) % addrs.len();
-            }
-        })
-    };
-    (acked, handle)
 }
 
 /// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and

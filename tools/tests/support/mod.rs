@@ -6,6 +6,8 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -249,4 +251,41 @@ pub fn produce_one(client: &mut BlockingClient, value: &str) -> Result<i64, Stri
     } else {
         Err(format!("error {}", partition.error))
     }
+}
+
+/// Acknowledged (offset, value) pairs, shared with the producing thread.
+pub type Acked = Arc<Mutex<Vec<(i64, String)>>>;
+
+/// Produces `load-N` records from a thread, moving to the next node on any error, until
+/// `stop`; every acknowledged (offset, value) goes into the returned list.
+pub fn start_load(
+    addrs: Vec<SocketAddr>,
+    stop: Arc<AtomicBool>,
+) -> (Acked, std::thread::JoinHandle<()>) {
+    let acked: Acked = Arc::new(Mutex::new(Vec::new()));
+    let handle = {
+        let acked = Arc::clone(&acked);
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            let mut target = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
+                else {
+                    target = (target + 1) % addrs.len();
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let value = format!("load-{i}");
+                    i += 1;
+                    match produce_one(&mut client, &value) {
+                        Ok(offset) => acked.lock().unwrap().push((offset, value)),
+                        Err(_) => break,
+                    }
+                }
+                target = (target + 1) % addrs.len();
+            }
+        })
+    };
+    (acked, handle)
 }
