@@ -285,7 +285,10 @@ impl RaftCore {
             );
             return;
         }
-        if r.error.is_none() && !self.qs.voters_known() && !r.voters.is_empty() {
+        // An answer without voters (the server knows none yet) or with impossible ids teaches
+        // nothing: ask again after the backoff.
+        let usable_voters = !r.voters.is_empty() && r.voters.iter().all(|v| v.voter_id >= 0);
+        if r.error.is_none() && !self.qs.voters_known() && usable_voters {
             let voters: Vec<NodeId> = r.voters.iter().map(|v| v.voter_id).collect();
             if let Err(e) = self.qs.adopt_voters(voters, out) {
                 // Never adopt a set that makes this node a voter: it would vote without a

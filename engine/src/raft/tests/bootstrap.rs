@@ -200,6 +200,16 @@ fn bootstrap_server_that_knows_nothing_teaches_nothing() {
 }
 
 #[test]
+fn an_answer_with_impossible_voter_ids_is_not_adopted() {
+    let (mut h, out) = first_answer(1, answer(CLUSTER, -1, 0, &[1, -7]));
+    assert!(!has_fatal(&out));
+    assert!(h.core.voters().is_empty());
+    assert!(persisted(&out).is_empty());
+    let finds = find_sends(&h.run_until(h.now + 100));
+    assert_eq!(finds.len(), 1, "asked again");
+}
+
+#[test]
 fn failed_bootstrap_server_is_retried_on_the_next_one_with_backoff() {
     let mut h = Harness::new(bootstrap_config(OBSERVER, 3), None, log(0, &[]));
     let mut asked = Vec::new();
@@ -322,4 +332,24 @@ fn voter_requests_to_a_node_without_a_voter_set_are_refused() {
     assert!(!has_fatal(&out));
     assert_eq!(h.core.role(), Role::Unattached);
     assert_eq!(h.core.leader_id(), None);
+}
+
+#[test]
+fn a_voter_restarts_from_its_own_file_without_quorum_voters() {
+    // The file, not the configuration, holds the voter set after the first start (protocol
+    // notes 11), and with it the node's vote history: a voter stays a voter.
+    let mut h = Harness::new(
+        bootstrap_config(2, 1),
+        Some(stored(4, -1, 2, VOTERS)),
+        log(0, &[]),
+    );
+    assert!(!h.core.is_observer());
+    let out = h.tick();
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
+    let votes: Vec<NodeId> = sends(&out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::Vote(_)))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(votes, vec![1, 3]);
 }
