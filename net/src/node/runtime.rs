@@ -21,6 +21,7 @@ use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
 use super::config::NodeConfig;
+use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
 use super::signals::ShutdownSignals;
 use crate::transport::{ConnId, Event, EventLoop, WatchId};
@@ -137,6 +138,7 @@ pub struct Node {
     shutdown_deadline: Option<Instant>,
     shutdown_done: bool,
     outputs: Vec<Output>,
+    counters: NodeCounters,
 }
 
 fn boot_seed(node_id: NodeId) -> u64 {
@@ -253,6 +255,7 @@ impl Node {
             shutdown_deadline: None,
             shutdown_done: false,
             outputs: Vec::new(),
+            counters: NodeCounters::default(),
         })
     }
 
@@ -272,6 +275,8 @@ impl Node {
         while !self.shutdown_done {
             let timeout = self.poll_timeout();
             self.ring.poll(Some(timeout), &mut events)?;
+            self.counters.wakeups += 1;
+            self.counters.events += events.len() as u64;
             // The core reads time only from ticks: tick once per wake-up, before the events,
             // so the timers it arms for them start from the present (not the last deadline).
             let now = self.now_ms();
@@ -314,6 +319,12 @@ impl Node {
             events.clear();
         }
         if let Some(writer) = self.writer.take() {
+            let stats = NodeStatsLine {
+                node: &self.counters,
+                transport: self.ring.stats(),
+                writer: writer.stats(),
+            };
+            info!(node = self.config.broker_id, "node stats: {stats}");
             writer.shutdown();
         }
         info!(node = self.config.broker_id, "stopped");
@@ -352,11 +363,14 @@ impl Node {
                 read_id,
                 from_offset,
                 max_bytes,
-            } => self.writer().submit(WriterRequest::Read {
-                read_id,
-                from_offset,
-                max_bytes,
-            }),
+            } => {
+                self.counters.log_reads += 1;
+                self.writer().submit(WriterRequest::Read {
+                    read_id,
+                    from_offset,
+                    max_bytes,
+                })
+            }
             Output::HighWatermark(hw) => debug!(hw, "high watermark"),
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::RoleChanged {
@@ -706,6 +720,12 @@ impl Node {
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
+        if let Response::FetchQuorumRecords(fetch) = response {
+            if !fetch.batches.is_empty() {
+                self.counters.fetch_data_responses += 1;
+                self.counters.fetch_batches += fetch.batches.len() as u64;
+            }
+        }
         let mut w = WireWriter::with_capacity(128);
         w.i32(0);
         ResponseHeader {
@@ -817,6 +837,8 @@ impl Node {
             }
         }
         let outstanding = appends.len();
+        self.counters.produce_requests += 1;
+        self.counters.produce_batches += outstanding as u64;
         if acks != Acks::None {
             self.produces.insert(
                 produce_id,
