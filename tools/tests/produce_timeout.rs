@@ -110,10 +110,6 @@ impl PipelinedProducer {
     }
 }
 
-fn error_name(error: ErrorCode) -> String {
-    format!("{error} ({})", error.0)
-}
-
 #[test]
 fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_in_order() {
     let mut cluster = Cluster::new(3);
@@ -156,7 +152,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
         error,
         ErrorCode::REQUEST_TIMED_OUT,
         "no quorum: the 500 ms produce times out, got {}",
-        error_name(error)
+        error
     );
     assert_eq!(offset, -1);
 
@@ -167,7 +163,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
         error,
         ErrorCode::NOT_LEADER_OR_FOLLOWER,
         "the leader resigned: its waiting produce is answered, got {}",
-        error_name(error)
+        error
     );
 
     let (corr, error, _) = producer.receive();
@@ -176,7 +172,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
         error == ErrorCode::REQUEST_TIMED_OUT || error == ErrorCode::NOT_LEADER_OR_FOLLOWER,
         "the third produce is answered with a timeout (or the resignation if the leader \
          resigned before its 500 ms passed), got {}",
-        error_name(error)
+        error
     );
     eprintln!(
         "timed out after {first_answer:?}; the waiting produce answered after \
@@ -216,7 +212,7 @@ fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
     for corr in sent {
         let (got, error, offset) = producer.receive();
         assert_eq!(got, corr, "responses in request order");
-        assert_eq!(error, ErrorCode::NONE, "got {}", error_name(error));
+        assert_eq!(error, ErrorCode::NONE, "got {}", error);
         offsets.push(offset);
     }
     assert!(
