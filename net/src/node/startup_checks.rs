@@ -40,6 +40,14 @@ pub enum StartupCheckError {
     },
     #[error("reading the allowed CPU set (sched_getaffinity): {0}")]
     Affinity(io::Error),
+    #[error(
+        "io_uring is disabled by the sysctl kernel.io_uring_disabled={value} ({source}): {remedy}"
+    )]
+    IoUringDisabled {
+        value: u8,
+        source: io::Error,
+        remedy: &'static str,
+    },
     #[error(transparent)]
     IoUring(#[from] crate::transport::TransportError),
 }
@@ -58,11 +66,40 @@ pub fn run(config: &NodeConfig, log_config: &LogConfig) -> Result<(), StartupChe
     Ok(())
 }
 
+const IO_URING_DISABLED_SYSCTL: &str = "/proc/sys/kernel/io_uring_disabled";
+
 /// A ring of two entries: if the kernel or a seccomp filter refuses io_uring, say so first.
 fn check_io_uring() -> Result<(), StartupCheckError> {
     match io_uring::IoUring::new(2) {
         Ok(_) => Ok(()),
-        Err(source) => Err(crate::transport::TransportError::IoUringUnavailable { source }.into()),
+        Err(source) => {
+            let sysctl = std::fs::read_to_string(IO_URING_DISABLED_SYSCTL)
+                .ok()
+                .and_then(|v| v.trim().parse::<u8>().ok());
+            Err(io_uring_refusal(source, sysctl))
+        }
+    }
+}
+
+/// Why io_uring_setup failed: the sysctl when it is set (1 or 2; absent before Linux 6.6),
+/// else most likely a seccomp filter (a container runtime's default profile), whose message
+/// names both remedies.
+pub fn io_uring_refusal(source: io::Error, io_uring_disabled: Option<u8>) -> StartupCheckError {
+    match io_uring_disabled {
+        Some(value @ 2) => StartupCheckError::IoUringDisabled {
+            value,
+            source,
+            remedy: "2 disables it for every process; allow it with \
+                     `sysctl -w kernel.io_uring_disabled=0`",
+        },
+        Some(value @ 1) => StartupCheckError::IoUringDisabled {
+            value,
+            source,
+            remedy: "1 allows it only for CAP_SYS_ADMIN and the group in kernel.io_uring_group; \
+                     run the node as a member of that group, or allow it for everyone with \
+                     `sysctl -w kernel.io_uring_disabled=0`",
+        },
+        _ => crate::transport::TransportError::IoUringUnavailable { source }.into(),
     }
 }
 
@@ -331,6 +368,29 @@ mod tests {
             "the probe inside `unshare -rm` + ramfs failed ({}):\n{stdout}\n{stderr}",
             output.status
         );
+    }
+
+    #[test]
+    fn an_io_uring_refusal_names_the_sysctl_when_it_is_set_and_seccomp_otherwise() {
+        let eperm = || io::Error::from_raw_os_error(libc::EPERM);
+        for value in [1u8, 2] {
+            let message = io_uring_refusal(eperm(), Some(value)).to_string();
+            assert!(
+                message.contains(&format!("kernel.io_uring_disabled={value}")),
+                "{message}"
+            );
+            assert!(
+                message.contains("sysctl -w kernel.io_uring_disabled=0"),
+                "{message}"
+            );
+        }
+        assert!(io_uring_refusal(eperm(), Some(1))
+            .to_string()
+            .contains("kernel.io_uring_group"));
+        for sysctl in [Some(0), None] {
+            let message = io_uring_refusal(eperm(), sysctl).to_string();
+            assert!(message.contains("seccomp"), "{message}");
+        }
     }
 
     #[test]

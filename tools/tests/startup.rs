@@ -1,13 +1,15 @@
-//! Process tests of where a node listens and what it advertises (`listeners` on a wildcard
-//! address with `advertised.listeners`), and of a log directory that refuses O_DIRECT (a ramfs
-//! mounted in a private namespace with `unshare -rm`). Real `ringraft serve` processes on
-//! 127.0.0.1 (see support/mod.rs); every wait is bounded and every process is killed when its
-//! guard drops.
+//! Process tests of start-up: where a node listens and what it advertises (`listeners` on a
+//! wildcard address with `advertised.listeners`), and the host checks that refuse to start with
+//! one line naming the cause and the remedy: a log directory that refuses O_DIRECT (a ramfs
+//! mounted in a private namespace with `unshare -rm`) and io_uring refused by a seccomp filter.
+//! Real `ringraft serve` processes on 127.0.0.1 (see support/mod.rs); every wait is bounded and
+//! every process is killed when its guard drops.
 
 mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -18,6 +20,15 @@ use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWrit
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The non-empty lines of what `node` wrote to stderr; the node must have exited.
+fn stderr_lines(node: &mut ProcessGuard) -> Vec<String> {
+    read_stderr(node)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
 
 fn read_stderr(guard: &mut ProcessGuard) -> String {
     let mut out = String::new();
@@ -130,11 +141,10 @@ fn a_wildcard_listener_without_advertised_listeners_refuses_to_start() {
     };
     let status = node.wait_exit(TIMEOUT).expect("refused at once");
     assert!(!status.success(), "exited with {status}");
-    let stderr = read_stderr(&mut node);
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one line: {stderr}");
-    assert!(lines[0].contains("advertised.listeners"), "{stderr}");
-    assert!(lines[0].contains("0.0.0.0"), "{stderr}");
+    let lines = stderr_lines(&mut node);
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(lines[0].contains("advertised.listeners"), "{}", lines[0]);
+    assert!(lines[0].contains("0.0.0.0"), "{}", lines[0]);
 }
 
 #[test]
@@ -191,4 +201,70 @@ fn a_log_directory_that_refuses_o_direct_stops_the_node_with_one_line_naming_the
         assert!(line.contains(needed), "no `{needed}` in: {line}");
     }
     eprintln!("{line}");
+}
+
+/// A seccomp filter that makes io_uring_setup fail with EPERM, as container runtimes' default
+/// profiles do, and allows every other system call.
+fn io_uring_blocking_filter() -> Vec<libc::sock_filter> {
+    const LOAD_SYSCALL_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS, offset 0 = seccomp_data.nr
+    const JUMP_IF_EQUAL: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RETURN: u16 = 0x06; // BPF_RET | BPF_K
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    vec![
+        op(LOAD_SYSCALL_NR, 0, 0, 0),
+        op(JUMP_IF_EQUAL, 0, 1, libc::SYS_io_uring_setup as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+#[test]
+fn io_uring_refused_by_seccomp_stops_the_node_with_one_line_naming_the_remedies() {
+    let mut cluster = Cluster::new(1);
+    let config = cluster.node(1).config.clone();
+    let filter = io_uring_blocking_filter();
+    let mut command = Command::new(binary());
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the closure only makes two prctl system calls on memory it
+    // owns (`filter`); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let program = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut node = ProcessGuard {
+        child: command.spawn().expect("spawn under a seccomp filter"),
+    };
+    let status = node.wait_exit(TIMEOUT).expect("the node stops at once");
+    assert!(!status.success(), "exited with {status}");
+    let lines = stderr_lines(&mut node);
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    for needed in [
+        "io_uring is unavailable",
+        "seccomp",
+        "io_uring_setup",
+        "kernel.io_uring_disabled",
+    ] {
+        assert!(lines[0].contains(needed), "no `{needed}` in: {}", lines[0]);
+    }
+    eprintln!("{}", lines[0]);
 }
