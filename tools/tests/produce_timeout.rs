@@ -220,3 +220,43 @@ fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
         "offsets follow the request order: {offsets:?}"
     );
 }
+
+/// SIGTERM makes the leader resign (EndQuorumEpoch); the produces waiting for a quorum that
+/// will not come are answered NOT_LEADER_OR_FOLLOWER at once, in order, before it exits.
+#[test]
+fn a_leader_stopped_by_sigterm_answers_its_waiting_produce() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    let _resume = Resume(
+        followers
+            .iter()
+            .map(|&id| cluster.node(id).process.as_ref().unwrap().child.id() as i32)
+            .collect(),
+    );
+    for &id in &followers {
+        let follower = cluster.node(id).process.as_ref().unwrap();
+        follower.signal(libc::SIGSTOP);
+    }
+    let mut producer = PipelinedProducer::connect(cluster.addr(leader));
+    let waiting = producer.send("waits-for-a-quorum", 60_000);
+    let behind = producer.send("behind-it", 60_000);
+    // A produce sent later on another connection times out: by then the leader has read the
+    // two above and they wait for a quorum (not refused on arrival during the shutdown).
+    let mut probe = PipelinedProducer::connect(cluster.addr(leader));
+    let probed = probe.send("probe", 300);
+    let (corr, error, _) = probe.receive();
+    assert_eq!((corr, error), (probed, ErrorCode::REQUEST_TIMED_OUT));
+    let node = cluster.node(leader).process.as_ref().unwrap();
+    node.signal(libc::SIGTERM);
+    for expected in [waiting, behind] {
+        let (corr, error, _) = producer.receive();
+        assert_eq!(corr, expected, "responses in request order");
+        assert_eq!(
+            error,
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            "a resigning leader answers its waiting produces, got {error}"
+        );
+    }
+}
