@@ -142,6 +142,38 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     assert!(state.contains(r#""votedId":-1"#), "{state}");
 }
 
+#[test]
+fn an_observer_can_bootstrap_from_another_observer() {
+    let mut cluster = Cluster::new(3);
+    let voter = cluster.addr(3);
+    add_bootstrap_observer(&mut cluster, 4, voter, CLUSTER_ID);
+    let first = node_index(&cluster, 4);
+    let via_observer = cluster.nodes[first].addr;
+    // Node 5 knows only node 4, which may not know anything yet when 5 first asks.
+    add_bootstrap_observer(&mut cluster, 5, via_observer, CLUSTER_ID);
+    let second = node_index(&cluster, 5);
+    for id in 1..=3 {
+        cluster.start(id, &[]);
+    }
+    for index in [second, first] {
+        cluster.nodes[index].process = Some(ProcessGuard {
+            child: spawn(&cluster.nodes[index].config, &[], Stdio::null()),
+        });
+    }
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let acked = produce_many(&mut client, "chained", 20);
+    let end = acked.last().unwrap().0 + 1;
+    wait_for_observer_at(&mut client, 4, end);
+    wait_for_observer_at(&mut client, 5, end);
+    drop(client);
+    for (id, status) in cluster.stop_all() {
+        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+    assert_holds(&read_log(&cluster.nodes[second].dir), &acked);
+}
+
 /// Starts the node and waits (bounded) for it to exit; returns (success, stderr).
 fn run_to_failure(cluster: &Cluster, index: usize) -> String {
     let mut guard = ProcessGuard {
