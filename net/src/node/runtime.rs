@@ -67,8 +67,6 @@ pub enum NodeError {
     Pin(#[from] engine::io::file::PinError),
     #[error("installing the SIGTERM/SIGINT handler: {0}")]
     Signals(std::io::Error),
-    #[error("not supported yet: {0}")]
-    Unsupported(&'static str),
 }
 
 /// The first reconnection delay to a peer, doubled per failure up to [`MAX_RECONNECT`].
