@@ -419,24 +419,28 @@ fn pinning_text(r: &Report) -> String {
 /// The SVG's title and settings lines, then the charts.
 fn render_svg(r: &Report, load: &LoadReport) -> String {
     let title = format!(
-        "ringraft-bench: {} B records x {} per batch, {} connections x {} in flight, {}",
-        r.record_bytes,
-        r.batch_records,
-        r.connections,
-        r.inflight_per_connection,
-        mode_text(r)
+        "ringraft-bench: {:.0} records/s, {:.1} MB/s, commit latency p50 {} us, p99 {} us",
+        r.records_per_sec, r.mb_per_sec, r.commit_latency_us.p50, r.commit_latency_us.p99
     );
     let settings = vec![
         format!(
-            "{}, fsync on, replication factor {}; {:.0} records/s, {:.1} MB/s; p50 {} us, p99 {} us",
+            "{}, fsync on, replication factor {}",
             acks_text(r.acks),
-            r.replication_factor,
-            r.records_per_sec,
-            r.mb_per_sec,
-            r.commit_latency_us.p50,
-            r.commit_latency_us.p99
+            r.replication_factor
         ),
-        format!("pinning: {}; loadavg {}", pinning_text(r), r.loadavg),
+        format!(
+            "{} B records x {} per batch, {} connections x {} in flight, {}",
+            r.record_bytes,
+            r.batch_records,
+            r.connections,
+            r.inflight_per_connection,
+            mode_text(r)
+        ),
+        format!("pinning: {}", pinning_text(r)),
+        format!(
+            "measured {:.1} s after {} s of warm-up; loadavg {}",
+            r.elapsed_sec, r.warmup_sec, r.loadavg
+        ),
     ];
     let rate: Vec<RatePoint> = load
         .intervals
@@ -474,6 +478,17 @@ fn print_summary(r: &Report) {
          replication factor {}",
         r.replication_factor
     );
+    if let Some(rate) = r.rate_records_per_sec {
+        if r.records_per_sec < 0.9 * rate {
+            println!(
+                "  note: {:.0} records/s delivered of the {rate} asked for: the cluster (or \
+                 {} connections x {} in flight) cannot keep up, so requests fall ever further \
+                 behind their schedule and the latency from the intended send time grows with \
+                 the run's length",
+                r.records_per_sec, r.connections, r.inflight_per_connection
+            );
+        }
+    }
     if let Some(s) = &r.service_latency_us {
         println!(
             "  from the actual send: p50 {}  p99 {}  p99.9 {}  max {}  mean {:.0}",

@@ -385,7 +385,9 @@ fn produce_loop(
             std::thread::sleep(wait);
             continue;
         }
-        if !client.wait_readable(wait).map_err(|e| e.to_string())? {
+        // A full window can only wait for an answer: read at once (the node answers within the
+        // socket's read timeout or the run fails), saving a ppoll per answer.
+        if window.has_room() && !client.wait_readable(wait).map_err(|e| e.to_string())? {
             continue;
         }
         let (correlation_id, response) = client

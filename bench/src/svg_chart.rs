@@ -11,8 +11,10 @@ pub const THROUGHPUT_TITLE: &str = "Throughput per interval";
 
 const WIDTH: f64 = 900.0;
 const CHART_HEIGHT: f64 = 360.0;
-const HEADER_HEIGHT: f64 = 70.0;
-const MARGIN_LEFT: f64 = 90.0;
+/// Above the charts: the title line, then one line per setting.
+const TITLE_HEIGHT: f64 = 30.0;
+const SETTING_LINE_HEIGHT: f64 = 15.0;
+const MARGIN_LEFT: f64 = 110.0;
 const MARGIN_RIGHT: f64 = 30.0;
 const MARGIN_TOP: f64 = 40.0;
 const MARGIN_BOTTOM: f64 = 55.0;
@@ -35,7 +37,8 @@ pub fn render(
     latency_us: &Histogram<u64>,
     rate: &[RatePoint],
 ) -> String {
-    let height = HEADER_HEIGHT + 2.0 * CHART_HEIGHT;
+    let header = TITLE_HEIGHT + SETTING_LINE_HEIGHT * settings.len() as f64 + 5.0;
+    let height = header + 2.0 * CHART_HEIGHT;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -53,12 +56,12 @@ pub fn render(
             svg,
             r##"<text x="{}" y="{}" text-anchor="middle" fill="#444">{}</text>"##,
             WIDTH / 2.0,
-            40.0 + 15.0 * i as f64,
+            TITLE_HEIGHT + 10.0 + SETTING_LINE_HEIGHT * i as f64,
             escape(line)
         );
     }
-    latency_chart(&mut svg, HEADER_HEIGHT, latency_us);
-    throughput_chart(&mut svg, HEADER_HEIGHT + CHART_HEIGHT, rate);
+    latency_chart(&mut svg, header, latency_us);
+    throughput_chart(&mut svg, header + CHART_HEIGHT, rate);
     svg.push_str("</svg>\n");
     svg
 }
@@ -110,7 +113,7 @@ impl Plot {
             self.top + self.height + 40.0,
             escape(x_label)
         );
-        let (x, y) = (self.left - 65.0, self.top + self.height / 2.0);
+        let (x, y) = (self.left - 92.0, self.top + self.height / 2.0);
         let _ = writeln!(
             svg,
             r#"<text x="{x}" y="{y}" text-anchor="middle" transform="rotate(-90 {x} {y})">{}</text>"#,
@@ -218,7 +221,9 @@ fn throughput_chart(svg: &mut String, top: f64, rate: &[RatePoint]) {
         plot.no_data(svg);
         return;
     }
-    let x_axis = LinearAxis::covering(end);
+    // The last interval ends a few milliseconds past the window's nominal length: do not let
+    // that add a whole empty step to the axis (the point is drawn at its edge).
+    let x_axis = LinearAxis::covering((end * 10.0).floor() / 10.0);
     let y_axis = LinearAxis::covering(peak);
     for tick in x_axis.ticks() {
         plot.x_tick(svg, x_axis.fraction(tick), &format_tick(tick));
