@@ -258,15 +258,14 @@ fn measure(
     let mut requests = 0u64;
     let mut intervals = Vec::new();
     let mut interval_start = started;
-    while !interrupted.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
+    while Instant::now() < end {
         let next = (interval_start + Duration::from_secs(1)).min(end);
-        std::thread::sleep(tick.min(next.saturating_duration_since(now)));
+        std::thread::sleep(tick.min(next.saturating_duration_since(Instant::now())));
         check_errors(workers)?;
-        if Instant::now() < next {
+        // Interrupted: the time since the last interval becomes a last, shorter one, so the
+        // records counted and the /proc samples cover the same window.
+        let stopping = interrupted.load(Ordering::Relaxed);
+        if Instant::now() < next && !stopping {
             continue;
         }
         let collected = collect(workers);
@@ -281,6 +280,9 @@ fn measure(
         observer.interval(&mut interval);
         on_interval(&interval);
         intervals.push(interval);
+        if stopping {
+            break;
+        }
     }
     observer.window_ended();
     let elapsed = interval_start.duration_since(started).as_secs_f64();
