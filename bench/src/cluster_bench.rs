@@ -2,6 +2,7 @@
 //! processes on loopback (or joins a running cluster), drives Produce load at the leader and
 //! reports committed records/s and commit latency.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -121,6 +122,10 @@ struct Report {
     intervals: Vec<Interval>,
     /// Exit status of every node this run started (after SIGTERM).
     node_exits: Vec<String>,
+    /// Each started node's own counters over its whole life (warm-up included), from the
+    /// `node stats` line it logs when it stops: wake-ups per batch, writer group sizes,
+    /// tail-cache hit rate (docs/architecture.md, "Costs per commit").
+    node_stats: BTreeMap<usize, BTreeMap<String, f64>>,
 }
 
 /// /proc readings of the nodes (when this run started them) and of the load generator at the
@@ -241,7 +246,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             });
         }
     };
-    let report = Report::new(
+    let mut report = Report::new(
         &args,
         &load,
         leader,
@@ -249,6 +254,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         &watch,
         &node_exits,
     );
+    if let Some(cluster) = &cluster {
+        report.node_stats = cluster.node_stats();
+    }
     print_summary(&report);
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
@@ -351,6 +359,7 @@ impl Report {
                     None => format!("node {id}: killed (did not stop on SIGTERM)"),
                 })
                 .collect(),
+            node_stats: BTreeMap::new(),
         }
     }
 }
@@ -541,6 +550,17 @@ fn print_summary(r: &Report) {
     for exit in &r.node_exits {
         println!("  {exit}");
     }
+    for (id, stats) in &r.node_stats {
+        let get = |key: &str| stats.get(key).copied().unwrap_or(f64::NAN);
+        println!(
+            "  node {id} (whole run): {:.2} wake-ups per stored batch, {:.1} batches and {:.0} \
+             bytes per write group, tail-cache hit rate {:.4}",
+            get("wakeups_per_batch"),
+            get("batches_per_group"),
+            get("bytes_per_group"),
+            get("tail_hit_rate"),
+        );
+    }
 }
 
 fn opt(value: Option<String>) -> String {
@@ -724,7 +744,8 @@ impl LocalCluster {
                 .arg(args.log_cpus[index % args.log_cpus.len()].to_string());
         }
         command
-            .env("RUST_LOG", "warn")
+            // Warnings, plus the counters line each node logs when it stops.
+            .env("RUST_LOG", "warn,ringraft::stats=info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr_file);
@@ -811,6 +832,18 @@ impl LocalCluster {
             .collect()
     }
 
+    /// The counters of each node's last `node stats` line (logged at a graceful stop).
+    fn node_stats(&self) -> BTreeMap<usize, BTreeMap<String, f64>> {
+        self.nodes
+            .iter()
+            .filter_map(|node| {
+                let text = std::fs::read_to_string(&node.stderr).ok()?;
+                let line = text.lines().rev().find(|l| l.contains(NODE_STATS_MARKER))?;
+                Some((node.id, parse_node_stats(line)))
+            })
+            .collect()
+    }
+
     fn stderr_tail(&self, id: usize) -> String {
         let Some(node) = self.nodes.iter().find(|n| n.id == id) else {
             return String::new();
@@ -832,5 +865,39 @@ fn kill_with_parent(command: &mut Command) {
             }
             Ok(())
         });
+    }
+}
+
+/// What the node's graceful-stop counters line contains (net::node::counters).
+const NODE_STATS_MARKER: &str = "node stats: ";
+
+/// The `key=value` pairs after the marker whose values are numbers.
+fn parse_node_stats(line: &str) -> BTreeMap<String, f64> {
+    let Some(start) = line.find(NODE_STATS_MARKER) else {
+        return BTreeMap::new();
+    };
+    line[start + NODE_STATS_MARKER.len()..]
+        .split_whitespace()
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            Some((key.to_string(), value.parse::<f64>().ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod node_stats_tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_numbers_after_the_marker() {
+        let line = "2026-11-30T15:00:00Z  INFO net::node::runtime: node stats: wakeups=10 \
+                    tail_hit_rate=0.9950 batches_per_group=3.50 node=2";
+        let stats = parse_node_stats(line);
+        assert_eq!(stats.get("wakeups"), Some(&10.0));
+        assert_eq!(stats.get("tail_hit_rate"), Some(&0.995));
+        assert_eq!(stats.get("batches_per_group"), Some(&3.5));
+        assert_eq!(stats.len(), 4);
+        assert!(parse_node_stats("no marker here").is_empty());
     }
 }

@@ -394,7 +394,7 @@ impl Node {
                 transport: self.ring.stats(),
                 writer: writer.stats(),
             };
-            info!(node = self.config.broker_id, "node stats: {stats}");
+            info!(target: "ringraft::stats", node = self.config.broker_id, "node stats: {stats}");
             writer.shutdown();
         }
         info!(node = self.config.broker_id, "stopped");
