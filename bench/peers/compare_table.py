@@ -57,6 +57,7 @@ def ringraft_runs(raw):
             "loadavg": r.get("loadavg", "").split()[:1],
             "exits": r.get("node_exits", []),
         })
+    runs.sort(key=lambda r: (r["records_in_flight"], r["requests_in_flight"]))
     return runs
 
 
@@ -159,7 +160,7 @@ def main():
         notes.append(f"Like for like, one 1 KiB write per request and 128 in flight: ringraft "
                      f"{fmt(same[0]['per_sec'])} records/s vs etcd {fmt(etcd128[0]['per_sec'])} puts/s "
                      f"({same[0]['per_sec'] / etcd128[0]['per_sec']:.1f}x).")
-    bad_exits = [x for r in ringraft for x in r["exits"] if "0" not in x and "success" not in x.lower()]
+    bad_exits = [x for r in ringraft for x in r["exits"] if not x.endswith("exit status: 0")]
     if bad_exits:
         notes.append(f"ringraft node exits: {bad_exits}")
     etcd_errors = sum(e["errors"] for e in etcd)
