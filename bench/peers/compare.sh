@@ -71,6 +71,15 @@ for path in sys.argv[1:]:
     print(f"  {d['cpus']}: p50 {r['p50']:.1f} us, p99 {r['p99']:.1f} us, min {r['min']:.1f} us")
 PY
 
+# ringraft's own log writer, one 1 KiB batch at a time on the same disk: the write + fdatasync
+# the cluster pays, as the log pays it (fio's psync cycle can be far slower on a busy host).
+echo "== ringraft log, 1 writer: ringraft-bench log --writers 1 --duration $secs"
+step ringraft-log1
+"$bench_bin" log --dir "$scratch/log" --duration "$secs" --writers 1 --json "$raw/log-writer1.json" >"$raw/log-writer1.log" 2>&1 || {
+    echo "ringraft-bench log failed; its output:" >&2; tail -20 "$raw/log-writer1.log" >&2; exit 1; }
+rm -rf "$scratch/log"
+tail -3 "$raw/log-writer1.log"
+
 # ringraft: 1 KiB records, acks=-1, fsync on, 3 voters. One record in flight for latency; then
 # 16 connections x 16-record batches for throughput; then one record per request with 128 in
 # flight, as etcd's 128-in-flight run. --inflight only if this build of ringraft-bench has it.
