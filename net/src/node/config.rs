@@ -32,6 +32,11 @@ pub enum ConfigError {
     },
     #[error("--override takes key=value, got `{0}`")]
     BadOverride(String),
+    #[error(
+        "listeners={listener} is a wildcard address, which the other nodes cannot connect to: \
+         set `advertised.listeners` to the PLAINTEXT://host:port they should use"
+    )]
+    WildcardWithoutAdvertised { listener: String },
 }
 
 /// A voter as `quorum.voters` names it: `id@host:port`.
@@ -64,6 +69,9 @@ pub struct NodeConfig {
     pub cluster_id: String,
     /// Where this node listens (`listeners`, e.g. `PLAINTEXT://127.0.0.1:9093`).
     pub listener: (String, u16),
+    /// The host and port the other nodes are told to connect to (`advertised.listeners`;
+    /// `listeners` when unset). Never a wildcard address.
+    pub advertised: (String, u16),
     pub log_dir: PathBuf,
     /// The initial voter set with endpoints. Empty for an observer that uses bootstrap servers.
     pub voters: Vec<VoterAddress>,
@@ -94,6 +102,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "listeners",
         None,
         "where to listen, `PLAINTEXT://host:port` or `host:port`",
+    ),
+    (
+        "advertised.listeners",
+        Some(""),
+        "the `PLAINTEXT://host:port` other nodes are told to connect to; defaults to `listeners`",
     ),
     (
         "log.dirs",
@@ -199,10 +212,13 @@ impl NodeConfig {
             return Err(ConfigError::UnknownKey { key: key.clone() });
         }
         let props = Props(map);
+        let listener = props.parse_required("listeners", parse_listener)?;
+        let advertised = props.parse_or_default("advertised.listeners", parse_advertised)?;
         let config = NodeConfig {
             broker_id: props.parse_required("broker.id", parse_node_id)?,
             cluster_id: props.parse_required("cluster.id", parse_cluster_id)?,
-            listener: props.parse_required("listeners", parse_listener)?,
+            advertised: advertised_or_listener(advertised, &listener)?,
+            listener,
             log_dir: props.parse_required("log.dirs", |v| Ok(PathBuf::from(v)))?,
             voters: props.parse_or_default("quorum.voters", parse_voters)?,
             bootstrap_servers: props.parse_or_default("bootstrap.servers", parse_host_ports)?,
@@ -265,10 +281,11 @@ impl NodeConfig {
         raft.retry_backoff_ms = self.retry_backoff_ms;
         raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
         raft.seed = seed;
-        // FindQuorum advertises the listener; the configured voters' endpoints are known from the
-        // start (boot timestamp 0, so any advertisement by a running voter replaces them).
-        raft.host = self.listener.0.clone();
-        raft.port = i32::from(self.listener.1);
+        // FindQuorum advertises `advertised.listeners`; the configured voters' endpoints are
+        // known from the start (boot timestamp 0, so any advertisement by a running voter
+        // replaces them).
+        raft.host = self.advertised.0.clone();
+        raft.port = i32::from(self.advertised.1);
         raft.voter_endpoints = self
             .voters
             .iter()
@@ -403,6 +420,53 @@ fn parse_listener(v: &str) -> Result<(String, u16), String> {
     parse_host_port(address)
 }
 
+fn is_wildcard(host: &str) -> bool {
+    host.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+}
+
+/// `advertised.listeners`: empty (unset) or one listener that others can connect to.
+fn parse_advertised(v: &str) -> Result<Option<(String, u16)>, String> {
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    let (host, port) = parse_listener(v)?;
+    if is_wildcard(&host) {
+        return Err(format!(
+            "{host} is a wildcard address; advertise one the other nodes can connect to"
+        ));
+    }
+    if port == 0 {
+        return Err("port 0 cannot be connected to".into());
+    }
+    Ok(Some((host, port)))
+}
+
+/// The advertised endpoint: `advertised.listeners` if set, else the listener itself, which then
+/// must not be a wildcard (0.0.0.0 or ::): telling the others to connect to 0.0.0.0 would have
+/// them connect to themselves.
+fn advertised_or_listener(
+    advertised: Option<(String, u16)>,
+    listener: &(String, u16),
+) -> Result<(String, u16), ConfigError> {
+    match advertised {
+        Some(advertised) => Ok(advertised),
+        None if is_wildcard(&listener.0) => Err(ConfigError::WildcardWithoutAdvertised {
+            listener: format!("PLAINTEXT://{}", host_port(&listener.0, listener.1)),
+        }),
+        None => Ok(listener.clone()),
+    }
+}
+
+/// `host:port`, with an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 fn parse_host_ports(v: &str) -> Result<Vec<(String, u16)>, String> {
     v.split(',')
         .map(str::trim)
@@ -497,6 +561,58 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cluster.id"));
+    }
+
+    #[test]
+    fn the_advertised_listener_defaults_to_the_listener_and_feeds_find_quorum() {
+        let config = NodeConfig::from_map(&base()).unwrap();
+        assert_eq!(config.advertised, ("127.0.0.1".to_owned(), 9093));
+        let mut map = base();
+        map.insert("listeners".into(), "PLAINTEXT://0.0.0.0:9093".into());
+        map.insert(
+            "advertised.listeners".into(),
+            "PLAINTEXT://node1.example:9093".into(),
+        );
+        let config = NodeConfig::from_map(&map).unwrap();
+        assert_eq!(config.listener, ("0.0.0.0".to_owned(), 9093));
+        assert_eq!(config.advertised, ("node1.example".to_owned(), 9093));
+        let raft = config.raft_config(1);
+        assert_eq!((raft.host.as_str(), raft.port), ("node1.example", 9093));
+        map.insert("advertised.listeners".into(), "[::1]:9193".into());
+        let config = NodeConfig::from_map(&map).unwrap();
+        assert_eq!(config.advertised, ("::1".to_owned(), 9193));
+    }
+
+    #[test]
+    fn a_wildcard_listener_needs_an_advertised_listener_that_is_not_one() {
+        for wildcard in [
+            "PLAINTEXT://0.0.0.0:9093",
+            "PLAINTEXT://[::]:9093",
+            "[::]:9093",
+        ] {
+            let mut map = base();
+            map.insert("listeners".into(), wildcard.into());
+            let error = NodeConfig::from_map(&map).unwrap_err();
+            assert!(
+                matches!(error, ConfigError::WildcardWithoutAdvertised { .. }),
+                "{wildcard}: {error}"
+            );
+            let message = error.to_string();
+            assert!(message.contains("advertised.listeners"), "{message}");
+        }
+        for (value, reason) in [
+            ("PLAINTEXT://0.0.0.0:9093", "wildcard"),
+            ("PLAINTEXT://[::]:9093", "wildcard"),
+            ("PLAINTEXT://h:0", "port 0"),
+            ("SSL://h:9093", "PLAINTEXT"),
+            ("h:1,h:2", "one listener"),
+        ] {
+            let mut map = base();
+            map.insert("advertised.listeners".into(), value.into());
+            let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+            assert!(message.contains("`advertised.listeners`"), "{message}");
+            assert!(message.contains(reason), "{value}: {message}");
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod config;
+pub mod counters;
 pub mod lock;
 pub mod runtime;
 pub mod signals;

@@ -5,7 +5,7 @@
 //! carry out its outputs in order (persist the election state, send, respond, hand log ops to
 //! the writer) → the writer's durable reports come back through its eventfd.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,7 @@ use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
 use super::config::NodeConfig;
+use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
 use super::signals::ShutdownSignals;
 use crate::transport::{ConnId, Event, EventLoop, WatchId};
@@ -75,6 +76,9 @@ const MAX_RECONNECT: Duration = Duration::from_secs(1);
 const MAX_QUEUED_SEND_BYTES: usize = 256 << 20;
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Produce deadlines are checked on this coarse tick (node time, ms): every deadline inside one
+/// tick shares one wake-up, and no timer is armed per request.
+const PRODUCE_TIMEOUT_TICK_MS: u64 = 10;
 
 /// An outbound connection to a peer voter and the requests in flight on it.
 struct Peer {
@@ -91,6 +95,8 @@ struct Peer {
 /// An inbound request waiting for the core's answer.
 struct PendingRequest {
     conn: ConnId,
+    /// Its slot in the connection's [`ResponseQueue`].
+    seq: u64,
     correlation_id: i32,
     spec: &'static ApiSpec,
     version: i16,
@@ -103,11 +109,52 @@ type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
 /// A Produce request waiting for the outcome of its appends.
 struct PendingProduce {
     conn: ConnId,
+    /// Its slot in the connection's [`ResponseQueue`].
+    seq: u64,
     correlation_id: i32,
     version: i16,
     /// One entry per partition in request order; None while its append is outstanding.
     partitions: Vec<ProduceSlot>,
     outstanding: usize,
+    /// Node time (ms) at which the outstanding partitions are answered REQUEST_TIMED_OUT: the
+    /// request's `timeout_ms` after it arrived.
+    deadline_ms: u64,
+}
+
+/// The responses owed on one inbound connection, released in request order: Kafka clients
+/// match each response to their oldest request in flight (protocol.md 18.1), while the core
+/// answers as things complete (a Produce waits for the high watermark, a DescribeQuorum
+/// does not).
+#[derive(Debug, Default)]
+struct ResponseQueue {
+    /// The sequence number of `slots[0]`.
+    head: u64,
+    /// One slot per request still owed a response, in arrival order; Some once answered.
+    slots: VecDeque<Option<Vec<Bytes>>>,
+}
+
+impl ResponseQueue {
+    /// A slot for the next request; its response is released after every earlier one.
+    fn reserve(&mut self) -> u64 {
+        self.slots.push_back(None);
+        self.head + self.slots.len() as u64 - 1
+    }
+
+    fn fill(&mut self, seq: u64, chain: Vec<Bytes>) {
+        assert!(seq >= self.head, "slot {seq} was released already");
+        let slot = &mut self.slots[(seq - self.head) as usize];
+        assert!(slot.is_none(), "slot {seq} answered twice");
+        *slot = Some(chain);
+    }
+
+    /// The oldest response if it is ready (then every earlier one went out before it).
+    fn pop_ready(&mut self) -> Option<Vec<Bytes>> {
+        if !matches!(self.slots.front(), Some(Some(_))) {
+            return None;
+        }
+        self.head += 1;
+        self.slots.pop_front().flatten()
+    }
 }
 
 /// A running node. Build with [`Node::start`], then [`Node::run`] until shutdown.
@@ -129,14 +176,19 @@ pub struct Node {
     next_wire_correlation: i32,
     next_request_id: u64,
     requests: BTreeMap<u64, PendingRequest>,
+    /// Inbound connection → the responses it is owed, in request order.
+    inbound: BTreeMap<ConnId, ResponseQueue>,
     next_produce_id: u64,
     produces: BTreeMap<u64, PendingProduce>,
+    /// (deadline ms, produce id) of every Produce with appends outstanding.
+    produce_deadlines: BTreeSet<(u64, u64)>,
     /// Client append id → (produce id, partition slot).
     appends: BTreeMap<u64, (u64, usize)>,
     next_append_id: u64,
     shutdown_deadline: Option<Instant>,
     shutdown_done: bool,
     outputs: Vec<Output>,
+    counters: NodeCounters,
 }
 
 fn boot_seed(node_id: NodeId) -> u64 {
@@ -246,13 +298,16 @@ impl Node {
             next_wire_correlation: 1,
             next_request_id: 1,
             requests: BTreeMap::new(),
+            inbound: BTreeMap::new(),
             next_produce_id: 1,
             produces: BTreeMap::new(),
+            produce_deadlines: BTreeSet::new(),
             appends: BTreeMap::new(),
             next_append_id: 1,
             shutdown_deadline: None,
             shutdown_done: false,
             outputs: Vec::new(),
+            counters: NodeCounters::default(),
         })
     }
 
@@ -272,6 +327,8 @@ impl Node {
         while !self.shutdown_done {
             let timeout = self.poll_timeout();
             self.ring.poll(Some(timeout), &mut events)?;
+            self.counters.wakeups += 1;
+            self.counters.events += events.len() as u64;
             // The core reads time only from ticks: tick once per wake-up, before the events,
             // so the timers it arms for them start from the present (not the last deadline).
             let now = self.now_ms();
@@ -280,6 +337,7 @@ impl Node {
                 self.on_event(event);
             }
             self.drain_writer();
+            self.expire_produces(self.now_ms());
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
                 warn!("graceful shutdown timed out; stopping anyway");
                 self.shutdown_done = true;
@@ -296,7 +354,15 @@ impl Node {
             .next_deadline()
             .map(|d| Duration::from_millis(d.saturating_sub(now)))
             .unwrap_or(Duration::from_millis(100));
-        core_wait.min(Duration::from_millis(100))
+        let produce_wait = self
+            .produce_deadlines
+            .first()
+            .map(|&(deadline, _)| {
+                let tick = deadline.div_ceil(PRODUCE_TIMEOUT_TICK_MS) * PRODUCE_TIMEOUT_TICK_MS;
+                Duration::from_millis(tick.saturating_sub(now))
+            })
+            .unwrap_or(Duration::MAX);
+        core_wait.min(produce_wait).min(Duration::from_millis(100))
     }
 
     /// Lets queued sends (EndQuorumEpoch, last responses) go out, then stops the writer cleanly.
@@ -314,6 +380,12 @@ impl Node {
             events.clear();
         }
         if let Some(writer) = self.writer.take() {
+            let stats = NodeStatsLine {
+                node: &self.counters,
+                transport: self.ring.stats(),
+                writer: writer.stats(),
+            };
+            info!(node = self.config.broker_id, "node stats: {stats}");
             writer.shutdown();
         }
         info!(node = self.config.broker_id, "stopped");
@@ -352,11 +424,14 @@ impl Node {
                 read_id,
                 from_offset,
                 max_bytes,
-            } => self.writer().submit(WriterRequest::Read {
-                read_id,
-                from_offset,
-                max_bytes,
-            }),
+            } => {
+                self.counters.log_reads += 1;
+                self.writer().submit(WriterRequest::Read {
+                    read_id,
+                    from_offset,
+                    max_bytes,
+                })
+            }
             Output::HighWatermark(hw) => debug!(hw, "high watermark"),
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::RoleChanged {
@@ -414,7 +489,10 @@ impl Node {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Accepted { conn, peer, .. } => debug!(?conn, %peer, "accepted"),
+            Event::Accepted { conn, peer, .. } => {
+                debug!(?conn, %peer, "accepted");
+                self.inbound.insert(conn, ResponseQueue::default());
+            }
             Event::Connected { conn } => {
                 if let Some(&index) = self.peer_conns.get(&conn) {
                     self.peers[index].backoff = MIN_RECONNECT;
@@ -468,8 +546,36 @@ impl Node {
 
     /// An inbound connection closed: its pending requests can no longer be answered.
     fn inbound_gone(&mut self, conn: ConnId) {
+        self.inbound.remove(&conn);
         self.requests.retain(|_, r| r.conn != conn);
-        self.produces.retain(|_, p| p.conn != conn);
+        let deadlines = &mut self.produce_deadlines;
+        self.produces.retain(|&id, p| {
+            if p.conn == conn {
+                deadlines.remove(&(p.deadline_ms, id));
+            }
+            p.conn != conn
+        });
+    }
+
+    /// A slot for the response to a request just read from `conn`.
+    fn reserve_response(&mut self, conn: ConnId) -> u64 {
+        self.inbound.entry(conn).or_default().reserve()
+    }
+
+    /// Queues the response to request `seq` of `conn` (a chain whose first piece starts with 4
+    /// placeholder bytes for the size) and sends every response that is now at the head.
+    fn deliver(&mut self, conn: ConnId, seq: u64, chain: Vec<Bytes>) {
+        let Some(queue) = self.inbound.get_mut(&conn) else {
+            return; // the connection closed meanwhile
+        };
+        queue.fill(seq, chain);
+        while let Some(ready) = self
+            .inbound
+            .get_mut(&conn)
+            .and_then(ResponseQueue::pop_ready)
+        {
+            self.send_frame(conn, ready);
+        }
     }
 
     // ---- peers ------------------------------------------------------------------------------
@@ -650,7 +756,8 @@ impl Node {
         };
         if !spec.supports(prefix.api_version) {
             if spec.key == api::API_VERSIONS {
-                self.answer_api_versions(conn, prefix.correlation_id, 0, true);
+                let seq = self.reserve_response(conn);
+                self.answer_api_versions(conn, seq, prefix.correlation_id, 0, true);
             } else {
                 self.close(conn, "unsupported api version");
             }
@@ -667,7 +774,14 @@ impl Node {
                     self.close(conn, "bad ApiVersions body");
                     return;
                 }
-                self.answer_api_versions(conn, header.correlation_id, header.api_version, false);
+                let seq = self.reserve_response(conn);
+                self.answer_api_versions(
+                    conn,
+                    seq,
+                    header.correlation_id,
+                    header.api_version,
+                    false,
+                );
             }
             PRODUCE => match ProduceRequest::decode(&mut r, header.api_version) {
                 Ok(request) => self.on_produce(conn, &header, request),
@@ -678,10 +792,12 @@ impl Node {
                     tracing::trace!(?request, "request");
                     let id = self.next_request_id;
                     self.next_request_id += 1;
+                    let seq = self.reserve_response(conn);
                     self.requests.insert(
                         id,
                         PendingRequest {
                             conn,
+                            seq,
                             correlation_id: header.correlation_id,
                             spec,
                             version: header.api_version,
@@ -706,6 +822,12 @@ impl Node {
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
+        if let Response::FetchQuorumRecords(fetch) = response {
+            if !fetch.batches.is_empty() {
+                self.counters.fetch_data_responses += 1;
+                self.counters.fetch_batches += fetch.batches.len() as u64;
+            }
+        }
         let mut w = WireWriter::with_capacity(128);
         w.i32(0);
         ResponseHeader {
@@ -716,7 +838,7 @@ impl Node {
             pending.spec.response_header_flexible(pending.version),
         );
         let chain = quorum::encode_response(response, w);
-        self.send_frame(pending.conn, chain);
+        self.deliver(pending.conn, pending.seq, chain);
     }
 
     /// Sends a chain whose first piece starts with 4 placeholder bytes for the size.
@@ -747,7 +869,14 @@ impl Node {
         }
     }
 
-    fn answer_api_versions(&mut self, conn: ConnId, correlation_id: i32, version: i16, bad: bool) {
+    fn answer_api_versions(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        correlation_id: i32,
+        version: i16,
+        bad: bool,
+    ) {
         let mut api_keys = vec![
             ApiVersionRange {
                 api_key: PRODUCE_SPEC.key,
@@ -778,7 +907,7 @@ impl Node {
         w.i32(0);
         ResponseHeader { correlation_id }.write(&mut w, false);
         response.encode(&mut w, version);
-        self.send_frame(conn, vec![w.into_inner().freeze()]);
+        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
     }
 
     // ---- Produce ----------------------------------------------------------------------------
@@ -794,40 +923,34 @@ impl Node {
                 return;
             }
         };
+        let (partitions, appends) = split_produce(&request);
+        let outstanding = appends.len();
         let produce_id = self.next_produce_id;
         self.next_produce_id += 1;
-        let mut partitions = Vec::new();
-        let mut appends = Vec::new();
-        for topic in &request.topics {
-            for partition in &topic.partitions {
-                let slot = partitions.len();
-                let outcome =
-                    if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
-                        Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
-                    } else {
-                        match partition.records.clone().map(BatchView::parse) {
-                            Some(Ok(view)) if !view.is_control() => {
-                                appends.push((slot, view));
-                                None
-                            }
-                            _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
-                        }
-                    };
-                partitions.push((topic.name.clone(), partition.index, outcome));
-            }
-        }
-        let outstanding = appends.len();
+        self.counters.produce_requests += 1;
+        self.counters.produce_batches += outstanding as u64;
         if acks != Acks::None {
+            let seq = self.reserve_response(conn);
+            // Kafka's timeout_ms bounds the wait for the acknowledgement; a negative one is
+            // treated as 0 (answered at the next tick unless already done).
+            let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0);
+            let deadline_ms = self.now_ms().saturating_add(timeout_ms);
             self.produces.insert(
                 produce_id,
                 PendingProduce {
                     conn,
+                    seq,
                     correlation_id: header.correlation_id,
                     version: header.api_version,
                     partitions,
                     outstanding,
+                    deadline_ms,
                 },
             );
+            if outstanding > 0 {
+                // Before the appends: the core may answer one at once.
+                self.produce_deadlines.insert((deadline_ms, produce_id));
+            }
         }
         for (slot, view) in appends {
             let id = self.next_append_id;
@@ -855,7 +978,7 @@ impl Node {
         request: &ProduceRequest,
         error: ErrorCode,
     ) {
-        let partitions = request
+        let partitions: Vec<ProduceSlot> = request
             .topics
             .iter()
             .flat_map(|t| {
@@ -864,17 +987,9 @@ impl Node {
                     .map(|p| (t.name.clone(), p.index, Some((error, -1))))
             })
             .collect();
-        self.produces.insert(
-            0,
-            PendingProduce {
-                conn,
-                correlation_id: header.correlation_id,
-                version: header.api_version,
-                partitions,
-                outstanding: 0,
-            },
-        );
-        self.finish_produce(0);
+        let seq = self.reserve_response(conn);
+        let frame = produce_response_frame(header.correlation_id, header.api_version, partitions);
+        self.deliver(conn, seq, frame);
     }
 
     fn append_done(&mut self, id: u64, result: AppendResult) {
@@ -882,15 +997,39 @@ impl Node {
             return;
         };
         let Some(produce) = self.produces.get_mut(&produce_id) else {
-            return; // the client went away
+            return; // the client went away, or the request timed out
         };
         let outcome = match result {
             AppendResult::Appended { base_offset, .. } => (ErrorCode::NONE, base_offset),
             AppendResult::Failed { error, .. } => (error, -1),
         };
+        assert!(
+            produce.partitions[slot].2.is_none(),
+            "append answered twice"
+        );
         produce.partitions[slot].2 = Some(outcome);
         produce.outstanding -= 1;
         if produce.outstanding == 0 {
+            self.finish_produce(produce_id);
+        }
+    }
+
+    /// Answers every Produce whose `timeout_ms` passed with REQUEST_TIMED_OUT for the partitions
+    /// still waiting (Kafka's semantics: their batches may still commit later).
+    fn expire_produces(&mut self, now_ms: u64) {
+        while let Some(&(deadline_ms, produce_id)) = self.produce_deadlines.first() {
+            if deadline_ms > now_ms {
+                return;
+            }
+            let produce = self
+                .produces
+                .get_mut(&produce_id)
+                .expect("a deadline is removed with its produce");
+            for slot in produce.partitions.iter_mut().filter(|s| s.2.is_none()) {
+                slot.2 = Some((ErrorCode::REQUEST_TIMED_OUT, -1));
+            }
+            produce.outstanding = 0;
+            debug!(produce_id, "produce timed out");
             self.finish_produce(produce_id);
         }
     }
@@ -899,46 +1038,78 @@ impl Node {
         let Some(produce) = self.produces.remove(&produce_id) else {
             return;
         };
-        let mut topics: Vec<ProduceTopicResponse> = Vec::new();
-        for (name, index, outcome) in produce.partitions {
-            let (error, base_offset) = outcome.expect("every partition answered");
-            let partition = ProducePartitionResponse {
-                index,
-                error,
-                base_offset,
-                log_append_time_ms: -1,
-                log_start_offset: 0,
-                error_message: None,
-            };
-            match topics.last_mut() {
-                Some(topic) if topic.name == name => topic.partitions.push(partition),
-                _ => topics.push(ProduceTopicResponse {
-                    name,
-                    partitions: vec![partition],
-                }),
-            }
-        }
-        let response = ProduceResponse {
-            topics,
-            throttle_time_ms: 0,
-        };
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: produce.correlation_id,
-        }
-        .write(
-            &mut w,
-            PRODUCE_SPEC.response_header_flexible(produce.version),
-        );
-        response.encode(&mut w, produce.version);
-        self.send_frame(produce.conn, vec![w.into_inner().freeze()]);
+        self.produce_deadlines
+            .remove(&(produce.deadline_ms, produce_id));
+        let frame =
+            produce_response_frame(produce.correlation_id, produce.version, produce.partitions);
+        self.deliver(produce.conn, produce.seq, frame);
     }
 
     /// The role, for tests and logs.
     pub fn role(&self) -> Role {
         self.core.role()
     }
+}
+
+/// A Produce request's partitions in request order, each with its outcome when known at once
+/// (wrong topic or partition, corrupt batch), and the batches to append with their slot.
+fn split_produce(request: &ProduceRequest) -> (Vec<ProduceSlot>, Vec<(usize, BatchView)>) {
+    let mut partitions = Vec::new();
+    let mut appends = Vec::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            let slot = partitions.len();
+            let outcome = if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
+                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
+            } else {
+                match partition.records.clone().map(BatchView::parse) {
+                    Some(Ok(view)) if !view.is_control() => {
+                        appends.push((slot, view));
+                        None
+                    }
+                    _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
+                }
+            };
+            partitions.push((topic.name.clone(), partition.index, outcome));
+        }
+    }
+    (partitions, appends)
+}
+
+/// The Produce response frame (4 placeholder bytes for the size first) for answered slots.
+fn produce_response_frame(
+    correlation_id: i32,
+    version: i16,
+    partitions: Vec<ProduceSlot>,
+) -> Vec<Bytes> {
+    let mut topics: Vec<ProduceTopicResponse> = Vec::new();
+    for (name, index, outcome) in partitions {
+        let (error, base_offset) = outcome.expect("every partition answered");
+        let partition = ProducePartitionResponse {
+            index,
+            error,
+            base_offset,
+            log_append_time_ms: -1,
+            log_start_offset: 0,
+            error_message: None,
+        };
+        match topics.last_mut() {
+            Some(topic) if topic.name == name => topic.partitions.push(partition),
+            _ => topics.push(ProduceTopicResponse {
+                name,
+                partitions: vec![partition],
+            }),
+        }
+    }
+    let response = ProduceResponse {
+        topics,
+        throttle_time_ms: 0,
+    };
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    ResponseHeader { correlation_id }.write(&mut w, PRODUCE_SPEC.response_header_flexible(version));
+    response.encode(&mut w, version);
+    vec![w.into_inner().freeze()]
 }
 
 /// Log reads return raw batches; the core wants them with their header fields lifted out.
@@ -1000,4 +1171,86 @@ fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
 /// Loads nothing: builds, then runs a node until shutdown.
 pub fn serve(config: NodeConfig) -> Result<(), NodeError> {
     Node::start(config)?.run()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(tag: u8) -> Vec<Bytes> {
+        vec![Bytes::from(vec![tag])]
+    }
+
+    fn drain(queue: &mut ResponseQueue) -> Vec<u8> {
+        std::iter::from_fn(|| queue.pop_ready())
+            .map(|c| c[0][0])
+            .collect()
+    }
+
+    #[test]
+    fn responses_leave_in_request_order_whatever_order_they_are_answered_in() {
+        let mut queue = ResponseQueue::default();
+        let seqs: Vec<u64> = (0..4).map(|_| queue.reserve()).collect();
+        assert_eq!(seqs, vec![0, 1, 2, 3]);
+        queue.fill(2, chain(2));
+        queue.fill(1, chain(1));
+        assert!(
+            drain(&mut queue).is_empty(),
+            "the head (0) is not answered yet"
+        );
+        queue.fill(0, chain(0));
+        assert_eq!(drain(&mut queue), vec![0, 1, 2]);
+        assert_eq!(queue.reserve(), 4);
+        queue.fill(4, chain(4));
+        assert!(drain(&mut queue).is_empty(), "3 still waits");
+        queue.fill(3, chain(3));
+        assert_eq!(drain(&mut queue), vec![3, 4]);
+        assert!(queue.slots.is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "answered twice")]
+    fn a_slot_answered_twice_is_a_bug() {
+        let mut queue = ResponseQueue::default();
+        let seq = queue.reserve();
+        let _ = queue.reserve();
+        queue.fill(seq + 1, chain(1));
+        queue.fill(seq + 1, chain(1));
+    }
+
+    #[test]
+    fn a_produce_answer_lists_partitions_under_their_topics_in_request_order() {
+        let slots: Vec<ProduceSlot> = vec![
+            ("a".into(), 0, Some((ErrorCode::NONE, 5))),
+            ("a".into(), 1, Some((ErrorCode::REQUEST_TIMED_OUT, -1))),
+            (
+                "b".into(),
+                0,
+                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1)),
+            ),
+        ];
+        let frame = produce_response_frame(42, 9, slots);
+        let mut r = WireReader::new(frame[0].slice(4..));
+        let header = ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(9));
+        assert_eq!(header.unwrap().correlation_id, 42);
+        let response = ProduceResponse::decode(&mut r, 9).unwrap();
+        let flat: Vec<(String, i32, ErrorCode, i64)> = response
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.clone(), p.index, p.error, p.base_offset))
+            })
+            .collect();
+        assert_eq!(response.topics.len(), 2);
+        assert_eq!(
+            flat,
+            vec![
+                ("a".into(), 0, ErrorCode::NONE, 5),
+                ("a".into(), 1, ErrorCode::REQUEST_TIMED_OUT, -1),
+                ("b".into(), 0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1),
+            ]
+        );
+    }
 }

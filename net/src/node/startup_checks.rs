@@ -17,13 +17,14 @@ const PROBE_FILE: &str = ".o_direct-probe";
 const ZERO_BUFFER_BYTES: u64 = 1 << 20;
 
 const TMPFS_MAGIC: i64 = 0x0102_1994;
+const RAMFS_MAGIC: i64 = 0x8584_58f6;
 const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupCheckError {
     #[error(
         "the log directory {dir} ({filesystem}) does not support O_DIRECT writes: put log.dirs on \
-         a local ext4 or xfs filesystem (not tmpfs, overlay or a network filesystem)"
+         a local ext4 or xfs filesystem (not tmpfs, ramfs, overlay or a network filesystem)"
     )]
     NoDirectIo { dir: PathBuf, filesystem: String },
     #[error("probing O_DIRECT in the log directory {dir}: {source}")]
@@ -39,6 +40,14 @@ pub enum StartupCheckError {
     },
     #[error("reading the allowed CPU set (sched_getaffinity): {0}")]
     Affinity(io::Error),
+    #[error(
+        "io_uring is disabled by the sysctl kernel.io_uring_disabled={value} ({source}): {remedy}"
+    )]
+    IoUringDisabled {
+        value: u8,
+        source: io::Error,
+        remedy: &'static str,
+    },
     #[error(transparent)]
     IoUring(#[from] crate::transport::TransportError),
 }
@@ -57,11 +66,40 @@ pub fn run(config: &NodeConfig, log_config: &LogConfig) -> Result<(), StartupChe
     Ok(())
 }
 
+const IO_URING_DISABLED_SYSCTL: &str = "/proc/sys/kernel/io_uring_disabled";
+
 /// A ring of two entries: if the kernel or a seccomp filter refuses io_uring, say so first.
 fn check_io_uring() -> Result<(), StartupCheckError> {
     match io_uring::IoUring::new(2) {
         Ok(_) => Ok(()),
-        Err(source) => Err(crate::transport::TransportError::IoUringUnavailable { source }.into()),
+        Err(source) => {
+            let sysctl = std::fs::read_to_string(IO_URING_DISABLED_SYSCTL)
+                .ok()
+                .and_then(|v| v.trim().parse::<u8>().ok());
+            Err(io_uring_refusal(source, sysctl))
+        }
+    }
+}
+
+/// Why io_uring_setup failed: the sysctl when it is set (1 or 2; absent before Linux 6.6),
+/// else most likely a seccomp filter (a container runtime's default profile), whose message
+/// names both remedies.
+pub fn io_uring_refusal(source: io::Error, io_uring_disabled: Option<u8>) -> StartupCheckError {
+    match io_uring_disabled {
+        Some(value @ 2) => StartupCheckError::IoUringDisabled {
+            value,
+            source,
+            remedy: "2 disables it for every process; allow it with \
+                     `sysctl -w kernel.io_uring_disabled=0`",
+        },
+        Some(value @ 1) => StartupCheckError::IoUringDisabled {
+            value,
+            source,
+            remedy: "1 allows it only for CAP_SYS_ADMIN and the group in kernel.io_uring_group; \
+                     run the node as a member of that group, or allow it for everyone with \
+                     `sysctl -w kernel.io_uring_disabled=0`",
+        },
+        _ => crate::transport::TransportError::IoUringUnavailable { source }.into(),
     }
 }
 
@@ -197,6 +235,7 @@ fn filesystem_name(dir: &Path) -> String {
     #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
     match stat.f_type as i64 {
         TMPFS_MAGIC => "tmpfs".into(),
+        RAMFS_MAGIC => "ramfs".into(),
         OVERLAYFS_MAGIC => "overlay".into(),
         magic => format!("filesystem magic {magic:#x}"),
     }
@@ -268,6 +307,90 @@ mod tests {
             matches!(error, StartupCheckError::DirectIoProbe { .. }),
             "{error}"
         );
+    }
+
+    /// Set for the copy of this test binary that
+    /// [`the_o_direct_probe_refuses_ramfs_naming_the_cause_and_the_remedy`] runs inside a private
+    /// mount namespace, where this directory is a ramfs mount.
+    const RAMFS_DIR_ENV: &str = "RINGRAFT_TEST_RAMFS_DIR";
+
+    /// ramfs refuses O_DIRECT (EINVAL) where this machine's tmpfs accepts it. The test runs itself
+    /// again under `unshare -rm` (user and mount namespaces: no privilege needed, nothing
+    /// mounted outside) with a ramfs on a temp dir, and that copy runs the probe there.
+    #[test]
+    fn the_o_direct_probe_refuses_ramfs_naming_the_cause_and_the_remedy() {
+        if let Some(dir) = std::env::var_os(RAMFS_DIR_ENV) {
+            let dir = PathBuf::from(dir);
+            let error = check_direct_io(&dir).unwrap_err();
+            assert!(
+                matches!(error, StartupCheckError::NoDirectIo { .. }),
+                "{error}"
+            );
+            let message = error.to_string();
+            for needed in [
+                "O_DIRECT",
+                "(ramfs)",
+                "log.dirs",
+                "ext4",
+                &dir.display().to_string(),
+            ] {
+                assert!(message.contains(needed), "no `{needed}` in: {message}");
+            }
+            assert!(!message.contains('\n'), "one line: {message}");
+            assert_eq!(
+                std::fs::read_dir(&dir).unwrap().count(),
+                0,
+                "probe file left"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let test_name = format!(
+            "{}::the_o_direct_probe_refuses_ramfs_naming_the_cause_and_the_remedy",
+            module_path!().split_once("::").expect("crate::path").1
+        );
+        let output = std::process::Command::new("unshare")
+            .args(["-rm", "sh", "-c"])
+            .arg(r#"mount -t ramfs none "$1" && exec "$2" --exact "$3" --nocapture"#)
+            .arg("sh")
+            .arg(dir.path())
+            .arg(std::env::current_exe().unwrap())
+            .arg(&test_name)
+            .env(RAMFS_DIR_ENV, dir.path())
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run `unshare` (util-linux), which this test needs: {e}")
+            });
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "the probe inside `unshare -rm` + ramfs failed ({}):\n{stdout}\n{stderr}",
+            output.status
+        );
+    }
+
+    #[test]
+    fn an_io_uring_refusal_names_the_sysctl_when_it_is_set_and_seccomp_otherwise() {
+        let eperm = || io::Error::from_raw_os_error(libc::EPERM);
+        for value in [1u8, 2] {
+            let message = io_uring_refusal(eperm(), Some(value)).to_string();
+            assert!(
+                message.contains(&format!("kernel.io_uring_disabled={value}")),
+                "{message}"
+            );
+            assert!(
+                message.contains("sysctl -w kernel.io_uring_disabled=0"),
+                "{message}"
+            );
+        }
+        assert!(io_uring_refusal(eperm(), Some(1))
+            .to_string()
+            .contains("kernel.io_uring_group"));
+        for sysctl in [Some(0), None] {
+            let message = io_uring_refusal(eperm(), sysctl).to_string();
+            assert!(message.contains("seccomp"), "{message}");
+        }
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Process tests of start-up: where a node listens and what it advertises (`listeners` on a
+//! wildcard address with `advertised.listeners`), and the host checks that refuse to start with
+//! one line naming the cause and the remedy: a log directory that refuses O_DIRECT (a ramfs
+//! mounted in a private namespace with `unshare -rm`) and io_uring refused by a seccomp filter.
+//! Real `ringraft serve` processes on 127.0.0.1 (see support/mod.rs); every wait is bounded and
+//! every process is killed when its guard drops.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use engine::raft::{FindQuorumRequest, FindQuorumResponse, Request, Response};
+use net::node::BlockingClient;
+use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+use support::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The non-empty lines of what `node` wrote to stderr; the node must have exited.
+fn stderr_lines(node: &mut ProcessGuard) -> Vec<String> {
+    read_stderr(node)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn read_stderr(guard: &mut ProcessGuard) -> String {
+    let mut out = String::new();
+    guard
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+/// Asks `addr` for its view of the quorum, as a node that is not a voter (replica id -1, no
+/// endpoint of its own, so the answer is all it changes).
+fn find_quorum(addr: SocketAddr) -> FindQuorumResponse {
+    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    RequestHeader {
+        api_key: api::FIND_QUORUM,
+        api_version: 0,
+        correlation_id: 7,
+        client_id: Some("listeners-test".into()),
+    }
+    .write(&mut w, true);
+    let request = Request::FindQuorum(FindQuorumRequest {
+        replica_id: -1,
+        boot_timestamp: 0,
+        host: String::new(),
+        port: -1,
+    });
+    quorum::encode_request(&request, &mut w);
+    let mut frame = w.into_inner();
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    stream.write_all(&frame).unwrap();
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).unwrap();
+    let mut r = WireReader::new(Bytes::from(body));
+    assert_eq!(
+        ResponseHeader::read(&mut r, true).unwrap().correlation_id,
+        7
+    );
+    match quorum::decode_response(api::FIND_QUORUM, &mut r).unwrap() {
+        Response::FindQuorum(response) => response,
+        other => panic!("FindQuorum answered with {other:?}"),
+    }
+}
+
+#[test]
+fn a_node_on_a_wildcard_address_advertises_its_advertised_listener_and_replicates() {
+    let mut cluster = Cluster::new(3);
+    let port = cluster.addr(3).port();
+    cluster.start(1, &[]);
+    cluster.start(2, &[]);
+    let listeners = format!("listeners=PLAINTEXT://0.0.0.0:{port}");
+    let advertised = format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}");
+    cluster.start(3, &[&listeners, &advertised]);
+
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let offset = produce_one(&mut client, "through-a-wildcard").expect("committed");
+    cluster.wait_for_voters_at(leader, offset + 1);
+    // Node 3 took part: its own log holds the record once the cluster has stopped.
+    cluster.stop_all();
+    assert!(
+        read_log(&cluster.node(3).dir).contains(&(offset, "through-a-wildcard".to_owned())),
+        "node 3 (on 0.0.0.0) replicated the record"
+    );
+
+    // Restarted alone, node 3 answers FindQuorum with its advertised endpoint for itself.
+    cluster.start(3, &[&listeners, &advertised]);
+    let deadline = std::time::Instant::now() + WAIT;
+    let response = loop {
+        match TcpStream::connect_timeout(&cluster.addr(3), Duration::from_secs(1)) {
+            Ok(_) => break find_quorum(cluster.addr(3)),
+            Err(error) if std::time::Instant::now() > deadline => {
+                panic!("node 3 does not listen within {WAIT:?}: {error}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    let own = response
+        .voters
+        .iter()
+        .find(|v| v.voter_id == 3)
+        .expect("voter 3 listed");
+    assert_eq!(
+        (own.host.as_str(), own.port),
+        ("127.0.0.1", i32::from(port))
+    );
+    assert!(
+        own.boot_timestamp > 0,
+        "a running node's own boot timestamp"
+    );
+}
+
+#[test]
+fn a_wildcard_listener_without_advertised_listeners_refuses_to_start() {
+    let mut cluster = Cluster::new(1);
+    let port = cluster.addr(1).port();
+    let config = cluster.node(1).config.clone();
+    let listeners = format!("listeners=PLAINTEXT://0.0.0.0:{port}");
+    let mut node = ProcessGuard {
+        child: spawn(&config, &[&listeners], Stdio::piped()),
+    };
+    let status = node.wait_exit(TIMEOUT).expect("refused at once");
+    assert!(!status.success(), "exited with {status}");
+    let lines = stderr_lines(&mut node);
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(lines[0].contains("advertised.listeners"), "{}", lines[0]);
+    assert!(lines[0].contains("0.0.0.0"), "{}", lines[0]);
+}
+
+#[test]
+fn a_log_directory_that_refuses_o_direct_stops_the_node_with_one_line_naming_the_remedy() {
+    // ramfs refuses O_DIRECT (EINVAL); the node runs in a private user and mount namespace
+    // (`unshare -rm`) where the log directory's parent is a ramfs, so nothing is mounted for
+    // anyone else and no privilege is needed.
+    let cluster = Cluster::new(1);
+    let ramfs = cluster.root.path().join("ramfs");
+    std::fs::create_dir(&ramfs).unwrap();
+    let log_dir = ramfs.join("log");
+    let config = cluster.root.path().join("ramfs.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "broker.id=1\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://{addr}\n\
+             log.dirs={dir}\nquorum.voters=1@{addr}\n",
+            addr = cluster.addr(1),
+            dir = log_dir.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("unshare")
+        .args(["-rm", "sh", "-c"])
+        .arg(r#"mount -t ramfs none "$1" && exec "$2" serve --config "$3""#)
+        .arg("sh")
+        .arg(&ramfs)
+        .arg(binary())
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `unshare` (util-linux), which this test needs: {e}")
+        });
+    let mut node = ProcessGuard { child };
+    let status = node.wait_exit(TIMEOUT).expect("the node stops at once");
+    let stderr = read_stderr(&mut node);
+    assert!(
+        !stderr.contains("mount:") && !stderr.contains("unshare:"),
+        "could not mount a ramfs in a private namespace ({status}): {stderr}"
+    );
+    assert!(!status.success(), "exited with {status}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    let line = lines[0];
+    for needed in [
+        "O_DIRECT",
+        "(ramfs)",
+        &log_dir.display().to_string(),
+        "put log.dirs on a local ext4 or xfs filesystem",
+    ] {
+        assert!(line.contains(needed), "no `{needed}` in: {line}");
+    }
+    eprintln!("{line}");
+}
+
+/// A seccomp filter that makes io_uring_setup fail with EPERM, as container runtimes' default
+/// profiles do, and allows every other system call.
+fn io_uring_blocking_filter() -> Vec<libc::sock_filter> {
+    const LOAD_SYSCALL_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS, offset 0 = seccomp_data.nr
+    const JUMP_IF_EQUAL: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RETURN: u16 = 0x06; // BPF_RET | BPF_K
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    vec![
+        op(LOAD_SYSCALL_NR, 0, 0, 0),
+        op(JUMP_IF_EQUAL, 0, 1, libc::SYS_io_uring_setup as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(RETURN, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+#[test]
+fn io_uring_refused_by_seccomp_stops_the_node_with_one_line_naming_the_remedies() {
+    let mut cluster = Cluster::new(1);
+    let config = cluster.node(1).config.clone();
+    let filter = io_uring_blocking_filter();
+    let mut command = Command::new(binary());
+    command
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the closure only makes two prctl system calls on memory it
+    // owns (`filter`); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let program = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut node = ProcessGuard {
+        child: command.spawn().expect("spawn under a seccomp filter"),
+    };
+    let status = node.wait_exit(TIMEOUT).expect("the node stops at once");
+    assert!(!status.success(), "exited with {status}");
+    let lines = stderr_lines(&mut node);
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    for needed in [
+        "io_uring is unavailable",
+        "seccomp",
+        "io_uring_setup",
+        "kernel.io_uring_disabled",
+    ] {
+        assert!(lines[0].contains(needed), "no `{needed}` in: {}", lines[0]);
+    }
+    eprintln!("{}", lines[0]);
+}
