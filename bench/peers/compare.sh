@@ -9,7 +9,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-# shellcheck source=settle.sh
+# shellcheck source-path=SCRIPTDIR source=settle.sh
 source "$here/settle.sh"
 
 secs=10
@@ -84,7 +84,9 @@ tail -3 "$raw/log-writer1.log"
 # 16 connections x 16-record batches for throughput; then one record per request with 128 in
 # flight, as etcd's 128-in-flight run. --inflight only if this build of ringraft-bench has it.
 has_inflight=0
-if "$bench_bin" cluster --help 2>/dev/null | grep -q -- '--inflight'; then has_inflight=1; fi
+# (help captured first: grep -q closing the pipe early would fail the pipeline under pipefail)
+bench_help=$("$bench_bin" cluster --help 2>/dev/null || true)
+if grep -q -- '--inflight' <<<"$bench_help"; then has_inflight=1; fi
 ringraft_runs=(
     "lat1|--connections 1"
     "c16b16|--connections 16 --batch-records 16"

@@ -10,7 +10,7 @@
 # Every etcd process is killed and the data removed on any exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=settle.sh
+# shellcheck source-path=SCRIPTDIR source=settle.sh
 source "$here/settle.sh"
 
 secs=10
