@@ -12,7 +12,9 @@ use clap::Args;
 use net::node::BlockingClient;
 use serde::Serialize;
 
-use crate::produce_load::{self, Interval, LoadConfig, LoadReport};
+use crate::proc_sample::{self, ProcSample};
+use crate::produce_load::{self, Interval, LoadConfig, LoadReport, WindowObserver};
+use crate::svg_chart::{self, RatePoint};
 
 const LEADER_WAIT: Duration = Duration::from_secs(30);
 const STOP_WAIT: Duration = Duration::from_secs(15);
@@ -30,9 +32,17 @@ pub struct ClusterArgs {
     /// The `ringraft` binary (default: next to this executable).
     #[arg(long)]
     ringraft_bin: Option<PathBuf>,
-    /// Blocking connections to the leader, one thread each, one request in flight each.
+    /// Connections to the leader, one load thread each.
     #[arg(long, default_value_t = 16)]
     connections: usize,
+    /// Produce requests in flight per connection (pipelined; answers matched by correlation id).
+    #[arg(long, default_value_t = 1)]
+    inflight: usize,
+    /// Open loop: this many records/s in total, shared evenly by the connections, each request
+    /// sent at its scheduled time (when the in-flight window allows) and its latency counted
+    /// from that time. Without it: closed loop (a request goes out when one is answered).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
     record_bytes: usize,
@@ -54,20 +64,30 @@ pub struct ClusterArgs {
     /// CPUs for the nodes' log writer threads, handed out as --raft-cpus.
     #[arg(long, value_delimiter = ',')]
     log_cpus: Vec<usize>,
+    /// CPUs for the load threads: thread i runs on entry i mod the list's length.
+    #[arg(long, value_delimiter = ',')]
+    bench_cpus: Vec<usize>,
     /// Write every figure as one JSON object to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write an SVG with the latency percentile chart and throughput over time to this file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
 struct Report {
     records_per_sec: f64,
     mb_per_sec: f64,
+    /// Open loop: from the intended send time (coordinated omission corrected).
     commit_latency_us: produce_load::Latency,
+    /// Open loop only: from the actual send time.
+    service_latency_us: Option<produce_load::Latency>,
     records: u64,
     requests: u64,
     elapsed_sec: f64,
     leader: String,
+    leader_id: Option<usize>,
     started_cluster: bool,
     replication_factor: usize,
     acks: i16,
@@ -76,15 +96,85 @@ struct Report {
     batch_records: usize,
     connections: usize,
     inflight_per_connection: usize,
+    /// "closed loop" or "open loop".
+    load_mode: &'static str,
+    /// Open loop's target, records/s across all connections; null in closed loop.
+    rate_records_per_sec: Option<f64>,
     raft_cpus: Vec<usize>,
     log_cpus: Vec<usize>,
+    bench_cpus: Vec<usize>,
     warmup_sec: f64,
     duration_sec: f64,
     interrupted: bool,
     loadavg: String,
+    /// Leader CPU time (user + system, all its threads) over the measured window per record
+    /// committed in it; null when this run did not start the cluster.
+    leader_cpu_ns_per_record: Option<f64>,
+    leader_cpu_sec: Option<f64>,
+    /// CPU seconds of each node (by id) over the measured window.
+    node_cpu_sec: Vec<Option<f64>>,
+    /// VmRSS of each node (by id) at the start and the end of the measured window.
+    node_rss_kib_start: Vec<Option<u64>>,
+    node_rss_kib_end: Vec<Option<u64>>,
+    /// CPU seconds of this load generator over the measured window.
+    bench_cpu_sec: Option<f64>,
     intervals: Vec<Interval>,
     /// Exit status of every node this run started (after SIGTERM).
     node_exits: Vec<String>,
+}
+
+/// /proc readings of the nodes (when this run started them) and of the load generator at the
+/// start and the end of the measured window, and the leader's RSS at each interval.
+#[derive(Default)]
+struct NodeWatch {
+    /// (node id, pid), by id.
+    nodes: Vec<(usize, u32)>,
+    leader_pid: Option<u32>,
+    start: Vec<Option<ProcSample>>,
+    end: Vec<Option<ProcSample>>,
+    bench_start: Option<ProcSample>,
+    bench_end: Option<ProcSample>,
+}
+
+impl NodeWatch {
+    fn sample_all(&self) -> Vec<Option<ProcSample>> {
+        self.nodes
+            .iter()
+            .map(|(_, pid)| proc_sample::sample(*pid))
+            .collect()
+    }
+
+    fn cpu_sec(&self, index: usize) -> Option<f64> {
+        let (start, end) = (
+            self.start.get(index)?.as_ref()?,
+            self.end.get(index)?.as_ref()?,
+        );
+        Some(end.cpu.saturating_sub(start.cpu).as_secs_f64())
+    }
+
+    fn leader_index(&self) -> Option<usize> {
+        let pid = self.leader_pid?;
+        self.nodes.iter().position(|(_, p)| *p == pid)
+    }
+}
+
+impl WindowObserver for NodeWatch {
+    fn window_started(&mut self) {
+        self.start = self.sample_all();
+        self.bench_start = proc_sample::sample(std::process::id());
+    }
+
+    fn interval(&mut self, interval: &mut Interval) {
+        interval.leader_rss_kib = self
+            .leader_pid
+            .and_then(proc_sample::sample)
+            .map(|s| s.rss_kib);
+    }
+
+    fn window_ended(&mut self) {
+        self.end = self.sample_all();
+        self.bench_end = proc_sample::sample(std::process::id());
+    }
 }
 
 /// Set by SIGINT/SIGTERM: the load stops, the nodes are stopped, the figures so far printed.
@@ -120,14 +210,22 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     let config = LoadConfig {
         leader,
         connections: args.connections,
+        inflight: args.inflight,
+        rate: args.rate,
         record_bytes: args.record_bytes,
         batch_records: args.batch_records,
         acks: args.acks,
         warmup: Duration::from_secs_f64(args.warmup),
         duration: Duration::from_secs_f64(args.duration),
+        bench_cpus: args.bench_cpus.clone(),
     };
+    let mut watch = NodeWatch::default();
+    if let Some(cluster) = &cluster {
+        watch.nodes = cluster.pids();
+        watch.leader_pid = cluster.pid_at(leader);
+    }
     print_settings(&args, leader, replication_factor, cluster.is_some());
-    let load = produce_load::run(&config, &INTERRUPTED, print_interval);
+    let load = produce_load::run(&config, &INTERRUPTED, &mut watch, print_interval);
     // Stop the nodes whatever the load's outcome; their exit status is part of the result.
     let node_exits = match cluster.as_mut() {
         Some(cluster) => cluster.stop(),
@@ -143,11 +241,22 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             });
         }
     };
-    let report = Report::new(&args, &load, leader, replication_factor, &node_exits);
+    let report = Report::new(
+        &args,
+        &load,
+        leader,
+        replication_factor,
+        &watch,
+        &node_exits,
+    );
     print_summary(&report);
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        let svg = render_svg(&report, &load);
+        std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     check_exits(&node_exits, cluster.as_ref())?;
     if report.interrupted {
@@ -157,8 +266,15 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
 }
 
 fn validate(args: &ClusterArgs) -> Result<(), String> {
-    if args.connections == 0 || args.batch_records == 0 || args.nodes == 0 {
-        return Err("--connections, --batch-records and --nodes must be at least 1".into());
+    if args.connections == 0 || args.batch_records == 0 || args.nodes == 0 || args.inflight == 0 {
+        return Err(
+            "--connections, --inflight, --batch-records and --nodes must be at least 1".into(),
+        );
+    }
+    if let Some(rate) = args.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("--rate {rate}: records/s must be positive"));
+        }
     }
     if ![-1, 0, 1].contains(&args.acks) {
         return Err(format!("--acks {}: use -1, 0 or 1", args.acks));
@@ -175,16 +291,24 @@ impl Report {
         load: &LoadReport,
         leader: SocketAddr,
         replication_factor: usize,
+        watch: &NodeWatch,
         node_exits: &[(usize, Option<ExitStatus>)],
     ) -> Self {
+        let leader_index = watch.leader_index();
+        let leader_cpu_sec = leader_index.and_then(|i| watch.cpu_sec(i));
+        let rss = |samples: &[Option<ProcSample>]| -> Vec<Option<u64>> {
+            samples.iter().map(|s| s.map(|s| s.rss_kib)).collect()
+        };
         Self {
             records_per_sec: load.records_per_sec,
             mb_per_sec: load.mb_per_sec,
             commit_latency_us: load.latency_us.clone(),
+            service_latency_us: load.service_latency_us.clone(),
             records: load.records,
             requests: load.requests,
             elapsed_sec: load.elapsed_sec,
             leader: leader.to_string(),
+            leader_id: leader_index.map(|i| watch.nodes[i].0),
             started_cluster: args.bootstrap_server.is_none(),
             replication_factor,
             acks: args.acks,
@@ -192,15 +316,33 @@ impl Report {
             record_bytes: args.record_bytes,
             batch_records: args.batch_records,
             connections: args.connections,
-            inflight_per_connection: 1,
+            inflight_per_connection: args.inflight,
+            load_mode: if args.rate.is_some() {
+                "open loop"
+            } else {
+                "closed loop"
+            },
+            rate_records_per_sec: args.rate,
             raft_cpus: args.raft_cpus.clone(),
             log_cpus: args.log_cpus.clone(),
+            bench_cpus: args.bench_cpus.clone(),
             warmup_sec: args.warmup,
             duration_sec: args.duration,
             interrupted: INTERRUPTED.load(Ordering::Relaxed),
             loadavg: std::fs::read_to_string("/proc/loadavg")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
+            leader_cpu_ns_per_record: leader_cpu_sec
+                .filter(|_| load.records > 0)
+                .map(|sec| sec * 1e9 / load.records as f64),
+            leader_cpu_sec,
+            node_cpu_sec: (0..watch.nodes.len()).map(|i| watch.cpu_sec(i)).collect(),
+            node_rss_kib_start: rss(&watch.start),
+            node_rss_kib_end: rss(&watch.end),
+            bench_cpu_sec: match (watch.bench_start, watch.bench_end) {
+                (Some(start), Some(end)) => Some(end.cpu.saturating_sub(start.cpu).as_secs_f64()),
+                _ => None,
+            },
             intervals: load.intervals.clone(),
             node_exits: node_exits
                 .iter()
@@ -223,14 +365,17 @@ fn print_settings(args: &ClusterArgs, leader: SocketAddr, rf: usize, started: bo
         "leader {leader} ({origin}); warm-up {} s, measuring {} s",
         args.warmup, args.duration
     );
-    println!("  sec   records/s      MB/s   p50 us   p99 us");
+    println!("  sec   records/s      MB/s   p50 us   p99 us  leader RSS MiB");
 }
 
 fn print_interval(interval: &Interval) {
-    static SECOND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let second = SECOND.fetch_add(1, Ordering::Relaxed) + 1;
+    let rss = interval
+        .leader_rss_kib
+        .map(|kib| format!("{:.1}", kib as f64 / 1024.0))
+        .unwrap_or_else(|| "-".into());
     println!(
-        "{second:>5} {:>11.0} {:>9.1} {:>8} {:>8}",
+        "{:>5.0} {:>11.0} {:>9.1} {:>8} {:>8} {rss:>15}",
+        interval.end_sec,
         interval.records_per_sec,
         interval.mb_per_sec,
         interval.latency_us.p50,
@@ -238,12 +383,79 @@ fn print_interval(interval: &Interval) {
     );
 }
 
-fn print_summary(r: &Report) {
-    let acks = match r.acks {
+fn acks_text(acks: i16) -> &'static str {
+    match acks {
         -1 => "acks=-1 (all: committed on a majority)",
         1 => "acks=1 (leader only)",
         _ => "acks=0 (no response: latency is the send only)",
+    }
+}
+
+fn mode_text(r: &Report) -> String {
+    match r.rate_records_per_sec {
+        Some(rate) => {
+            format!("open loop at {rate} records/s (latency from the intended send time)")
+        }
+        None => "closed loop".into(),
+    }
+}
+
+fn pinning_text(r: &Report) -> String {
+    let list = |cpus: &[usize]| {
+        if cpus.is_empty() {
+            "unpinned".to_string()
+        } else {
+            format!("{cpus:?}")
+        }
     };
+    format!(
+        "raft threads {}, log writers {} (node i gets entry i mod length), load threads {}",
+        list(&r.raft_cpus),
+        list(&r.log_cpus),
+        list(&r.bench_cpus)
+    )
+}
+
+/// The SVG's title and settings lines, then the charts.
+fn render_svg(r: &Report, load: &LoadReport) -> String {
+    let title = format!(
+        "ringraft-bench: {:.0} records/s, {:.1} MB/s, commit latency p50 {} us, p99 {} us",
+        r.records_per_sec, r.mb_per_sec, r.commit_latency_us.p50, r.commit_latency_us.p99
+    );
+    let settings = vec![
+        format!(
+            "{}, fsync on, replication factor {}",
+            acks_text(r.acks),
+            r.replication_factor
+        ),
+        format!(
+            "{} B records x {} per batch, {} connections x {} in flight, {}",
+            r.record_bytes,
+            r.batch_records,
+            r.connections,
+            r.inflight_per_connection,
+            mode_text(r)
+        ),
+        format!("pinning: {}", pinning_text(r)),
+        format!(
+            "measured {:.1} s after {} s of warm-up; loadavg {}",
+            r.elapsed_sec, r.warmup_sec, r.loadavg
+        ),
+    ];
+    let rate: Vec<RatePoint> = load
+        .intervals
+        .iter()
+        .map(|i| RatePoint {
+            start_sec: i.end_sec - i.seconds,
+            end_sec: i.end_sec,
+            records_per_sec: i.records_per_sec,
+        })
+        .collect();
+    svg_chart::render(&title, &settings, &load.histogram, &rate)
+}
+
+fn print_summary(r: &Report) {
+    let acks = acks_text(r.acks);
     println!(
         "{}: {:.0} records/s, {:.1} MB/s over {:.2} s ({} records)",
         if r.interrupted {
@@ -266,25 +478,73 @@ fn print_summary(r: &Report) {
          replication factor {}",
         r.replication_factor
     );
+    if let Some(rate) = r.rate_records_per_sec {
+        if r.records_per_sec < 0.9 * rate {
+            println!(
+                "  note: {:.0} records/s delivered of the {rate} asked for: the cluster (or \
+                 {} connections x {} in flight) cannot keep up, so requests fall ever further \
+                 behind their schedule and the latency from the intended send time grows with \
+                 the run's length",
+                r.records_per_sec, r.connections, r.inflight_per_connection
+            );
+        }
+    }
+    if let Some(s) = &r.service_latency_us {
+        println!(
+            "  from the actual send: p50 {}  p99 {}  p99.9 {}  max {}  mean {:.0}",
+            s.p50, s.p99, s.p999, s.max, s.mean
+        );
+    }
     println!(
-        "  load: {} B records, {} per batch, {} connections, {} request in flight each",
-        r.record_bytes, r.batch_records, r.connections, r.inflight_per_connection
+        "  load: {} B records, {} per batch, {} connections, {} in flight each, {}",
+        r.record_bytes,
+        r.batch_records,
+        r.connections,
+        r.inflight_per_connection,
+        mode_text(r)
     );
-    let pinning = if r.raft_cpus.is_empty() && r.log_cpus.is_empty() {
-        "unpinned".to_string()
-    } else {
-        format!(
-            "raft threads on cpus {:?}, log writers on cpus {:?} (node i gets entry i mod length)",
-            r.raft_cpus, r.log_cpus
-        )
-    };
     println!(
-        "  pinning: {pinning}; leader {}; loadavg {}",
-        r.leader, r.loadavg
+        "  pinning: {}; leader {}; loadavg {}",
+        pinning_text(r),
+        r.leader,
+        r.loadavg
     );
+    if let (Some(ns), Some(sec)) = (r.leader_cpu_ns_per_record, r.leader_cpu_sec) {
+        println!("  leader CPU: {ns:.0} ns per committed record ({sec:.2} s in the window)");
+    }
+    let fmt_list = |values: Vec<String>| values.join(", ");
+    if !r.node_cpu_sec.is_empty() {
+        println!(
+            "  node CPU s: [{}]; load generator CPU s: {}",
+            fmt_list(
+                r.node_cpu_sec
+                    .iter()
+                    .map(|c| opt(c.map(|c| format!("{c:.2}"))))
+                    .collect()
+            ),
+            opt(r.bench_cpu_sec.map(|c| format!("{c:.2}")))
+        );
+        let rss = r
+            .node_rss_kib_start
+            .iter()
+            .zip(&r.node_rss_kib_end)
+            .map(|(a, b)| {
+                format!(
+                    "{} -> {}",
+                    opt(a.map(|k| k.to_string())),
+                    opt(b.map(|k| k.to_string()))
+                )
+            })
+            .collect();
+        println!("  node RSS KiB (window start -> end): [{}]", fmt_list(rss));
+    }
     for exit in &r.node_exits {
         println!("  {exit}");
     }
+}
+
+fn opt(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "-".into())
 }
 
 fn check_exits(
@@ -392,6 +652,19 @@ fn free_ports(count: usize) -> Result<Vec<u16>, String> {
 }
 
 impl LocalCluster {
+    /// (node id, pid) of every running node, by id.
+    fn pids(&self) -> Vec<(usize, u32)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.child.as_ref().map(|c| (n.id, c.id())))
+            .collect()
+    }
+
+    fn pid_at(&self, addr: SocketAddr) -> Option<u32> {
+        let node = self.nodes.iter().find(|n| n.addr == addr)?;
+        node.child.as_ref().map(Child::id)
+    }
+
     fn start(bin: &Path, args: &ClusterArgs) -> Result<Self, String> {
         let root = tempfile::Builder::new()
             .prefix("ringraft-bench-")

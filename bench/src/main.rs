@@ -7,7 +7,10 @@
 
 mod cluster_bench;
 mod log_bench;
+mod open_loop;
+mod proc_sample;
 mod produce_load;
+mod svg_chart;
 
 use clap::{Parser, Subcommand};
 

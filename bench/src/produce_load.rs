@@ -1,31 +1,46 @@
-//! Closed-loop Produce load against one leader: C threads, each with one blocking connection and
-//! one request in flight. Latency is send-to-response per request (with acks=-1: until the
-//! batch is committed, i.e. fsync'd on a majority). One hdrhistogram per interval.
+//! Produce load against one leader: C threads, each with one blocking connection and up to D
+//! requests pipelined on it. Closed loop (the default): a new request goes out as soon as one
+//! is answered. Open loop (`rate`): each connection sends its share of the rate at scheduled
+//! times, and latency counts from the intended send time, so a stall that fills the window is
+//! charged to every request it delays (open_loop.rs). Latency ends at the response (with
+//! acks=-1: the batch is committed, i.e. fsync'd on a majority). One hdrhistogram per interval.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use engine::record::RecordBatchBuilder;
 use hdrhistogram::Histogram;
 use net::node::BlockingClient;
+use net::wire::client::ProduceResponse;
 use serde::Serialize;
+
+use crate::open_loop::{Schedule, Window};
+use crate::proc_sample;
 
 /// Produce request version the load uses.
 const PRODUCE_VERSION: i16 = 9;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a load thread waits before looking at the stop flag again.
+const STOP_CHECK: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone)]
 pub struct LoadConfig {
     pub leader: SocketAddr,
     pub connections: usize,
+    /// Requests in flight per connection.
+    pub inflight: usize,
+    /// Total records/s across connections (open loop); None: closed loop.
+    pub rate: Option<f64>,
     pub record_bytes: usize,
     pub batch_records: usize,
     pub acks: i16,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Load thread i runs on `bench_cpus[i % len]`; empty: unpinned.
+    pub bench_cpus: Vec<usize>,
 }
 
 /// Latency percentiles in microseconds.
@@ -39,7 +54,7 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(h: &Histogram<u64>) -> Self {
+    pub fn of(h: &Histogram<u64>) -> Self {
         Self {
             p50: h.value_at_quantile(0.5),
             p99: h.value_at_quantile(0.99),
@@ -53,33 +68,62 @@ impl Latency {
 /// One interval (about a second) of the measured window.
 #[derive(Debug, Clone, Serialize)]
 pub struct Interval {
+    /// Seconds into the measured window at the interval's end.
+    pub end_sec: f64,
     pub seconds: f64,
     pub records_per_sec: f64,
     pub mb_per_sec: f64,
     pub latency_us: Latency,
+    /// Resident memory of the leader at the interval's end (when this run started it).
+    pub leader_rss_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadReport {
     pub records: u64,
+    /// Requests answered (acks=0: sent).
     pub requests: u64,
     pub elapsed_sec: f64,
     pub records_per_sec: f64,
     /// Record value bytes only, 10^6 bytes per MB.
     pub mb_per_sec: f64,
+    /// From the intended send time (open loop) or the send (closed loop) to the answer.
     pub latency_us: Latency,
+    /// From the actual send to the answer: open loop only (equal to `latency_us` otherwise).
+    pub service_latency_us: Option<Latency>,
     pub intervals: Vec<Interval>,
+    /// The measured window's latency, for the SVG.
+    #[serde(skip)]
+    pub histogram: Histogram<u64>,
+}
+
+/// Hooks into the measured window: the cluster benchmark samples the nodes' /proc counters.
+pub trait WindowObserver {
+    fn window_started(&mut self) {}
+    /// At each interval's end, before it is reported; may fill in `leader_rss_kib`.
+    fn interval(&mut self, _interval: &mut Interval) {}
+    fn window_ended(&mut self) {}
 }
 
 /// What each worker adds to between two collections.
 struct WorkerShare {
-    histogram: Histogram<u64>,
+    latency: Histogram<u64>,
+    service: Histogram<u64>,
     requests: u64,
 }
 
 struct Worker {
     share: Mutex<WorkerShare>,
     error: Mutex<Option<String>>,
+}
+
+impl Worker {
+    fn record(&self, latency_ns: u64, service_ns: u64) {
+        let mut share = self.share.lock().unwrap();
+        share.latency.saturating_record((latency_ns / 1000).max(1));
+        share.service.saturating_record((service_ns / 1000).max(1));
+        share.requests += 1;
+    }
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -98,22 +142,36 @@ pub fn build_batch(record_bytes: usize, records: usize) -> Bytes {
     builder.build().freeze()
 }
 
-/// Runs the load: warm-up, then the measured window, calling `on_interval` once a second.
-/// Stops early (with the figures so far) when `interrupted` is set; fails when a connection
-/// fails or a Produce is refused.
+/// What a load thread needs besides its worker.
+struct ThreadPlan {
+    index: usize,
+    leader: SocketAddr,
+    acks: i16,
+    depth: usize,
+    schedule: Schedule,
+    cpu: Option<usize>,
+}
+
+/// Runs the load: connects every connection, then warm-up, then the measured window, calling
+/// the observer around it and once a second. Stops early (with the figures so far) when
+/// `interrupted` is set; fails when a connection fails or a Produce is refused.
 pub fn run(
     config: &LoadConfig,
     interrupted: &AtomicBool,
+    observer: &mut impl WindowObserver,
     mut on_interval: impl FnMut(&Interval),
 ) -> Result<LoadReport, String> {
-    assert!(config.connections > 0 && config.batch_records > 0);
+    assert!(config.connections > 0 && config.batch_records > 0 && config.inflight > 0);
     let batch = build_batch(config.record_bytes, config.batch_records);
     let stop = Arc::new(AtomicBool::new(false));
+    let all_connected = Arc::new(Barrier::new(config.connections + 1));
+    let start = Arc::new(OnceLock::new());
     let workers: Vec<Arc<Worker>> = (0..config.connections)
         .map(|_| {
             Arc::new(Worker {
                 share: Mutex::new(WorkerShare {
-                    histogram: new_histogram(),
+                    latency: new_histogram(),
+                    service: new_histogram(),
                     requests: 0,
                 }),
                 error: Mutex::new(None),
@@ -122,17 +180,27 @@ pub fn run(
         .collect();
     let threads: Vec<_> = workers
         .iter()
-        .map(|worker| {
+        .enumerate()
+        .map(|(index, worker)| {
+            let plan = plan_thread(config, index);
             let (worker, stop, batch) = (Arc::clone(worker), Arc::clone(&stop), batch.clone());
-            let (leader, acks) = (config.leader, config.acks);
+            let (all_connected, start) = (Arc::clone(&all_connected), Arc::clone(&start));
             std::thread::spawn(move || {
-                if let Err(error) = produce_loop(leader, acks, &batch, &worker, &stop) {
+                let connected = connect(&plan);
+                all_connected.wait();
+                let start = *start.get_or_init(Instant::now);
+                let result = connected
+                    .and_then(|client| produce_loop(&plan, client, &batch, &worker, &stop, start));
+                if let Err(error) = result {
                     *worker.error.lock().unwrap() = Some(error);
                 }
             })
         })
         .collect();
-    let result = measure(config, &workers, interrupted, &mut on_interval);
+    all_connected.wait();
+    start.get_or_init(Instant::now);
+    let result = check_errors(&workers)
+        .and_then(|()| measure(config, &workers, interrupted, observer, &mut on_interval));
     stop.store(true, Ordering::Relaxed);
     for thread in threads {
         thread.join().map_err(|_| "a load thread panicked")?;
@@ -140,46 +208,83 @@ pub fn run(
     result
 }
 
+fn plan_thread(config: &LoadConfig, index: usize) -> ThreadPlan {
+    let schedule = match config.rate {
+        Some(records_per_sec) => Schedule::share_of_rate(
+            records_per_sec / config.batch_records as f64,
+            config.connections,
+            index,
+        ),
+        None => Schedule::closed(),
+    };
+    ThreadPlan {
+        index,
+        leader: config.leader,
+        acks: config.acks,
+        depth: config.inflight,
+        schedule,
+        cpu: (!config.bench_cpus.is_empty())
+            .then(|| config.bench_cpus[index % config.bench_cpus.len()]),
+    }
+}
+
+fn connect(plan: &ThreadPlan) -> Result<BlockingClient, String> {
+    if let Some(cpu) = plan.cpu {
+        proc_sample::pin_current_thread(cpu)
+            .map_err(|e| format!("pinning load thread {}: {e}", plan.index))?;
+    }
+    BlockingClient::connect(plan.leader, CONNECT_TIMEOUT).map_err(|e| e.to_string())
+}
+
 fn measure(
     config: &LoadConfig,
     workers: &[Arc<Worker>],
     interrupted: &AtomicBool,
+    observer: &mut impl WindowObserver,
     on_interval: &mut impl FnMut(&Interval),
 ) -> Result<LoadReport, String> {
     let tick = Duration::from_millis(100);
     let warmup_end = Instant::now() + config.warmup;
     while Instant::now() < warmup_end && !interrupted.load(Ordering::Relaxed) {
         check_errors(workers)?;
-        std::thread::sleep(tick);
+        std::thread::sleep(tick.min(warmup_end.saturating_duration_since(Instant::now())));
     }
     collect(workers); // the warm-up's figures are dropped
+    observer.window_started();
     let started = Instant::now();
     let end = started + config.duration;
     let mut total = new_histogram();
+    let mut service = new_histogram();
     let mut requests = 0u64;
     let mut intervals = Vec::new();
     let mut interval_start = started;
-    while !interrupted.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
+    while Instant::now() < end {
         let next = (interval_start + Duration::from_secs(1)).min(end);
-        std::thread::sleep(tick.min(next.saturating_duration_since(now)));
+        std::thread::sleep(tick.min(next.saturating_duration_since(Instant::now())));
         check_errors(workers)?;
-        if Instant::now() < next {
+        // Interrupted: the time since the last interval becomes a last, shorter one, so the
+        // records counted and the /proc samples cover the same window.
+        let stopping = interrupted.load(Ordering::Relaxed);
+        if Instant::now() < next && !stopping {
             continue;
         }
-        let (histogram, count) = collect(workers);
+        let collected = collect(workers);
         let now = Instant::now();
         let seconds = now.duration_since(interval_start).as_secs_f64();
         interval_start = now;
-        total.add(&histogram).expect("same bounds");
-        requests += count;
-        let interval = interval_figures(config, &histogram, count, seconds);
+        total.add(&collected.latency).expect("same bounds");
+        service.add(&collected.service).expect("same bounds");
+        requests += collected.requests;
+        let mut interval = interval_figures(config, &collected, seconds);
+        interval.end_sec = now.duration_since(started).as_secs_f64();
+        observer.interval(&mut interval);
         on_interval(&interval);
         intervals.push(interval);
+        if stopping {
+            break;
+        }
     }
+    observer.window_ended();
     let elapsed = interval_start.duration_since(started).as_secs_f64();
     let records = requests * config.batch_records as u64;
     let per_sec = |n: f64| if elapsed > 0.0 { n / elapsed } else { 0.0 };
@@ -190,22 +295,21 @@ fn measure(
         records_per_sec: per_sec(records as f64),
         mb_per_sec: per_sec(records as f64 * config.record_bytes as f64) / 1e6,
         latency_us: Latency::of(&total),
+        service_latency_us: config.rate.map(|_| Latency::of(&service)),
         intervals,
+        histogram: total,
     })
 }
 
-fn interval_figures(
-    config: &LoadConfig,
-    histogram: &Histogram<u64>,
-    requests: u64,
-    seconds: f64,
-) -> Interval {
-    let records = (requests * config.batch_records as u64) as f64;
+fn interval_figures(config: &LoadConfig, collected: &Collected, seconds: f64) -> Interval {
+    let records = (collected.requests * config.batch_records as u64) as f64;
     Interval {
+        end_sec: 0.0,
         seconds,
         records_per_sec: records / seconds,
         mb_per_sec: records * config.record_bytes as f64 / seconds / 1e6,
-        latency_us: Latency::of(histogram),
+        latency_us: Latency::of(&collected.latency),
+        leader_rss_kib: None,
     }
 }
 
@@ -218,48 +322,128 @@ fn check_errors(workers: &[Arc<Worker>]) -> Result<(), String> {
     Ok(())
 }
 
+struct Collected {
+    latency: Histogram<u64>,
+    service: Histogram<u64>,
+    requests: u64,
+}
+
 /// Takes and resets every worker's share.
-fn collect(workers: &[Arc<Worker>]) -> (Histogram<u64>, u64) {
-    let mut histogram = new_histogram();
-    let mut requests = 0;
+fn collect(workers: &[Arc<Worker>]) -> Collected {
+    let mut collected = Collected {
+        latency: new_histogram(),
+        service: new_histogram(),
+        requests: 0,
+    };
     for worker in workers {
         let mut share = worker.share.lock().unwrap();
-        histogram.add(&share.histogram).expect("same bounds");
-        requests += share.requests;
-        share.histogram.reset();
+        collected.latency.add(&share.latency).expect("same bounds");
+        collected.service.add(&share.service).expect("same bounds");
+        collected.requests += share.requests;
+        share.latency.reset();
+        share.service.reset();
         share.requests = 0;
     }
-    (histogram, requests)
+    collected
+}
+
+/// Nanoseconds since the load's start.
+fn nanos_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
 }
 
 fn produce_loop(
-    leader: SocketAddr,
-    acks: i16,
+    plan: &ThreadPlan,
+    mut client: BlockingClient,
     batch: &Bytes,
     worker: &Worker,
     stop: &AtomicBool,
+    start: Instant,
 ) -> Result<(), String> {
-    let mut client = BlockingClient::connect(leader, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
+    if plan.acks == 0 {
+        return produce_without_answers(plan, client, batch, worker, stop, start);
+    }
+    let mut schedule = plan.schedule.clone();
+    let mut window = Window::new(plan.depth);
     while !stop.load(Ordering::Relaxed) {
-        let sent = Instant::now();
-        let response = client
-            .produce(PRODUCE_VERSION, acks, batch.clone())
-            .map_err(|e| e.to_string())?;
-        if let Some(response) = response {
-            let error = response
-                .topics
-                .first()
-                .and_then(|t| t.partitions.first())
-                .map(|p| p.error)
-                .ok_or_else(|| format!("{leader}: Produce response without a partition"))?;
-            if !error.is_none() {
-                return Err(format!("produce refused by {leader}: {error}"));
+        let now = nanos_since(start);
+        if window.has_room() {
+            if let Some(intended) = schedule.due(now) {
+                let correlation_id = client
+                    .send_produce(PRODUCE_VERSION, plan.acks, batch.clone())
+                    .map_err(|e| e.to_string())?;
+                window.sent(correlation_id, intended, now);
+                schedule.advance();
+                continue;
             }
         }
-        let micros = (sent.elapsed().as_micros() as u64).max(1);
-        let mut share = worker.share.lock().unwrap();
-        share.histogram.saturating_record(micros);
-        share.requests += 1;
+        // Nothing to send now: wait for an answer, or until the next request is due.
+        let wait = match schedule.next_due() {
+            Some(due) if window.has_room() => Duration::from_nanos(due.saturating_sub(now)),
+            _ => STOP_CHECK,
+        }
+        .min(STOP_CHECK);
+        if window.is_empty() {
+            std::thread::sleep(wait);
+            continue;
+        }
+        // A full window can only wait for an answer: read at once (the node answers within the
+        // socket's read timeout or the run fails), saving a ppoll per answer.
+        if window.has_room() && !client.wait_readable(wait).map_err(|e| e.to_string())? {
+            continue;
+        }
+        let (correlation_id, response) = client
+            .recv_produce(PRODUCE_VERSION)
+            .map_err(|e| e.to_string())?;
+        let answered = window
+            .answered(correlation_id, nanos_since(start))
+            .map_err(|e| format!("{}: answer to unknown correlation id {}", plan.leader, e.0))?;
+        check_accepted(plan.leader, &response)?;
+        worker.record(answered.latency_ns, answered.service_ns);
+    }
+    Ok(())
+}
+
+/// acks=0: nothing is answered, so every send counts and its latency is the send itself (from
+/// its intended time in open loop).
+fn produce_without_answers(
+    plan: &ThreadPlan,
+    mut client: BlockingClient,
+    batch: &Bytes,
+    worker: &Worker,
+    stop: &AtomicBool,
+    start: Instant,
+) -> Result<(), String> {
+    let mut schedule = plan.schedule.clone();
+    while !stop.load(Ordering::Relaxed) {
+        let now = nanos_since(start);
+        match schedule.due(now) {
+            Some(intended) => {
+                client
+                    .send_produce(PRODUCE_VERSION, 0, batch.clone())
+                    .map_err(|e| e.to_string())?;
+                let done = nanos_since(start);
+                schedule.advance();
+                worker.record(done - intended, done - now);
+            }
+            None => {
+                let due = schedule.next_due().expect("open loop when not due");
+                std::thread::sleep(Duration::from_nanos(due - now).min(STOP_CHECK));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_accepted(leader: SocketAddr, response: &ProduceResponse) -> Result<(), String> {
+    let error = response
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map(|p| p.error)
+        .ok_or_else(|| format!("{leader}: Produce response without a partition"))?;
+    if !error.is_none() {
+        return Err(format!("produce refused by {leader}: {error}"));
     }
     Ok(())
 }

@@ -1,8 +1,10 @@
-//! Smoke test of the default benchmark: `ringraft-bench cluster` starts 3 real nodes, drives a
-//! short load, writes the JSON report and leaves no node behind.
+//! Smoke tests of the cluster benchmark: `ringraft-bench` starts 3 real nodes, drives a short
+//! load (closed loop, pipelined, open loop at a rate), writes the JSON report (and the SVG
+//! charts) and leaves no node behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The `ringraft` binary next to `ringraft-bench`, (re)built here: cargo builds only this
@@ -37,13 +39,24 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     pids
 }
 
-#[test]
-fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
+/// Each run starts 3 nodes: one at a time, so the runs do not slow each other down.
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs `ringraft-bench` with `args` plus `--json`; returns its stdout and the JSON report.
+fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
+    let _one = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let ringraft = ringraft_binary();
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("report.json");
+    // The nodes' directories go under `out` (TMPDIR), which names only this run's nodes: other
+    // ringraft-bench runs on the machine are not ours to check.
+    let temp = out.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringraft-bench"))
-        .args(["--duration", "2", "--warmup", "0", "--connections", "4"])
+        .env("TMPDIR", &temp)
+        .args(args)
         .arg("--ringraft-bin")
         .arg(&ringraft)
         .arg("--json")
@@ -65,15 +78,29 @@ fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
     let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
     assert!(
         status.success(),
-        "ringraft-bench failed: {status}\n{stdout}"
+        "ringraft-bench {args:?} failed: {status}\n{stdout}"
     );
+    // The nodes ran from a config under TMPDIR/ringraft-bench-*: none is left, nor the directory.
+    let temp = temp.to_str().unwrap();
+    assert!(
+        processes_mentioning(temp).is_empty(),
+        "a node started by ringraft-bench survived"
+    );
+    assert_eq!(
+        std::fs::read_dir(temp).unwrap().count(),
+        0,
+        "the nodes' directory was not removed"
+    );
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (stdout, report)
+}
+
+/// What every report of a run that started its own 3-node cluster holds.
+fn assert_complete(report: &serde_json::Value, stdout: &str) {
     assert!(
         stdout.contains("acks=-1"),
         "summary lacks the durability mode:\n{stdout}"
     );
-
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(report["records_per_sec"].as_f64().unwrap() > 0.0);
     assert!(report["mb_per_sec"].as_f64().unwrap() > 0.0);
     for key in ["p50", "p99", "p999", "max"] {
@@ -85,18 +112,109 @@ fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
     assert_eq!(report["replication_factor"], 3);
     assert_eq!(report["acks"], -1);
     assert_eq!(report["fsync"], true);
-    assert_eq!(report["connections"], 4);
+    assert_eq!(report["record_bytes"], 1024);
+    assert_eq!(report["batch_records"], 1);
     assert_eq!(report["interrupted"], false);
+    for key in ["raft_cpus", "log_cpus", "bench_cpus"] {
+        assert!(report[key].is_array(), "{key}");
+    }
+    // The leader's CPU and every node's memory, read from /proc around the window.
+    assert!(report["leader_cpu_ns_per_record"].as_f64().unwrap() > 0.0);
+    assert!(report["leader_id"].as_u64().is_some());
+    for key in ["node_cpu_sec", "node_rss_kib_start", "node_rss_kib_end"] {
+        let values = report[key].as_array().unwrap();
+        assert_eq!(values.len(), 3, "{key}");
+        assert!(
+            values.iter().all(|v| v.as_f64().is_some()),
+            "{key}: {values:?}"
+        );
+    }
+    assert!(report["node_rss_kib_end"][0].as_u64().unwrap() > 0);
+    let intervals = report["intervals"].as_array().unwrap();
+    assert!(!intervals.is_empty());
+    for interval in intervals {
+        assert!(interval["latency_us"]["p50"].as_u64().is_some());
+        assert!(interval["latency_us"]["p99"].as_u64().is_some());
+        assert!(interval["leader_rss_kib"].as_u64().unwrap() > 0);
+    }
     let exits = report["node_exits"].as_array().unwrap();
     assert_eq!(exits.len(), 3);
     assert!(exits
         .iter()
         .all(|e| e.as_str().unwrap().ends_with("exit status: 0")));
-    // The nodes ran from a config under a directory named ringraft-bench-*; none is left.
+}
+
+#[test]
+fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
+    let (stdout, report) = run_bench(&["--duration", "2", "--warmup", "0", "--connections", "4"]);
+    assert_complete(&report, &stdout);
+    assert_eq!(report["connections"], 4);
+    assert_eq!(report["inflight_per_connection"], 1);
+    assert_eq!(report["load_mode"], "closed loop");
+    assert!(report["rate_records_per_sec"].is_null());
+    assert!(stdout.contains("closed loop"), "{stdout}");
+}
+
+#[test]
+fn pipelined_requests_and_the_svg_charts() {
+    let out = tempfile::tempdir().unwrap();
+    let svg = out.path().join("charts.svg");
+    let (stdout, report) = run_bench(&[
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--connections",
+        "2",
+        "--inflight",
+        "4",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_complete(&report, &stdout);
+    assert_eq!(report["connections"], 2);
+    assert_eq!(report["inflight_per_connection"], 4);
+    assert!(stdout.contains("4 in flight each"), "{stdout}");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("Commit latency by percentile"));
+    assert!(svg.contains("Throughput per interval"));
     assert!(
-        processes_mentioning("ringraft-bench-")
-            .iter()
-            .all(|pid| *pid == std::process::id()),
-        "a node started by ringraft-bench survived"
+        svg.contains("2 connections x 4 in flight"),
+        "the title states the settings"
     );
+    assert_eq!(svg.matches("<polyline").count(), 2, "one curve per chart");
+}
+
+#[test]
+fn open_loop_delivers_about_the_rate_asked_for() {
+    // 2,000 records/s is a small fraction of what even a debug build on a busy 2-core machine
+    // commits in closed loop (~6,000/s with 4 x 4 in flight), so the schedule, not the cluster,
+    // sets the pace: 32 requests in flight keep the rate up as long as commits take under
+    // 16 ms. Only throughput is checked, loosely: latencies depend on the machine.
+    let (stdout, report) = run_bench(&[
+        "--duration",
+        "2",
+        "--warmup",
+        "1",
+        "--connections",
+        "4",
+        "--inflight",
+        "8",
+        "--rate",
+        "2000",
+    ]);
+    assert_complete(&report, &stdout);
+    assert_eq!(report["load_mode"], "open loop");
+    assert_eq!(report["rate_records_per_sec"], 2000.0);
+    let rate = report["records_per_sec"].as_f64().unwrap();
+    assert!(
+        (1000.0..=2200.0).contains(&rate),
+        "asked for 2,000 records/s, got {rate}\n{stdout}"
+    );
+    // Latency from the intended send time is never below the latency from the actual send.
+    let corrected = report["commit_latency_us"]["max"].as_u64().unwrap();
+    let service = report["service_latency_us"]["max"].as_u64().unwrap();
+    assert!(corrected >= service, "{corrected} < {service}");
 }

@@ -224,6 +224,61 @@ fn single_node_losing_its_state_keeps_committed_data() {
 }
 
 #[test]
+fn observers_with_bootstrap_servers_only_learn_the_quorum_and_replicate() {
+    let mut cfg = SimConfig::scripted(71, 3, 2);
+    cfg.bootstrap_observers = true;
+    let mut sim = ok(Simulation::new(cfg));
+    wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, 10, 10_000);
+    let caught_up = |observers: &'static [NodeId], target: i64| {
+        move |s: &Simulation| {
+            observers.iter().all(|&o| {
+                s.role(o) == Some(Role::Follower)
+                    && s.high_watermark(o).is_some_and(|hw| hw >= target)
+            })
+        }
+    };
+    let target = sim.committed_end();
+    assert!(ok(sim.run_until(10_000, caught_up(&[3, 4], target))));
+    for o in [3, 4] {
+        assert_eq!(
+            sim.voters(o),
+            Some(vec![0, 1, 2]),
+            "observer {o} learned the voters"
+        );
+    }
+    // One observer restarts from its quorum-state file, the other from an empty disk.
+    sim.kill(3);
+    sim.kill_and_delete_state(4);
+    ok(sim.run_for(200));
+    ok(sim.restart(3));
+    ok(sim.restart(4));
+    assert_eq!(
+        sim.voters(3),
+        Some(vec![0, 1, 2]),
+        "from the quorum-state file"
+    );
+    assert_eq!(sim.voters(4), Some(vec![]), "nothing known yet");
+    wait_acks(&mut sim, 10, 10_000);
+    let target = sim.committed_end();
+    assert!(ok(sim.run_until(10_000, caught_up(&[3, 4], target))));
+    assert_eq!(sim.voters(4), Some(vec![0, 1, 2]), "learned again");
+    finish(&mut sim);
+}
+
+/// Bootstrap-only observers under the random faults, some losing their disks.
+#[test]
+fn random_seeds_with_bootstrap_observers() {
+    for seed in 7_000_000..7_000_150 {
+        let mut cfg = SimConfig::random(seed, 2_000, 3, 2);
+        cfg.bootstrap_observers = true;
+        cfg.delete_state = seed % 2 == 0;
+        let s = ok(run_seed(cfg));
+        assert!(s.fault_events >= 2_000, "seed {seed} ran out of events");
+    }
+}
+
+#[test]
 fn same_seed_same_trace() {
     let cfg = SimConfig::random(2024, 1_500, 3, 1);
     let a = ok(run_seed(cfg.clone()));

@@ -4,7 +4,9 @@
 use super::core::{RaftCore, RoleState};
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
-use super::types::{Correlation, Epoch, NodeId, Output, RequestId};
+use super::types::{
+    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, RequestId,
+};
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
     Request, Response, Role, VoterEndpoint,
@@ -157,24 +159,41 @@ impl RaftCore {
                 .any(|v| *v != local && !self.endpoints.is_known(*v))
     }
 
-    /// Asks the next voter (round robin) whose endpoint is known, or any voter if none is.
-    pub(crate) fn send_find_quorum(&mut self, out: &mut Vec<Output>) {
+    /// Where the next FindQuorum goes, round robin: the other voters this node can reach (their
+    /// endpoint is known, or the driver routes by id); failing that the bootstrap servers (an
+    /// observer that has not learned the voter set or its endpoints yet); failing that any
+    /// other voter. None when there is nobody to ask.
+    fn find_quorum_target(&mut self) -> Option<NodeId> {
         let local = self.qs.local_id();
-        let voters: Vec<NodeId> = self.qs.voters().to_vec();
-        let reachable: Vec<NodeId> = voters
+        let others: Vec<NodeId> = self
+            .qs
+            .voters()
             .iter()
             .copied()
-            .filter(|v| *v != local && (self.config.host.is_empty() || self.endpoints.is_known(*v)))
+            .filter(|v| *v != local)
             .collect();
-        let candidates = if reachable.is_empty() {
-            &voters
-        } else {
-            &reachable
-        };
+        let reachable: Vec<NodeId> = others
+            .iter()
+            .copied()
+            .filter(|v| self.config.host.is_empty() || self.endpoints.is_known(*v))
+            .collect();
+        let bootstrap: Vec<NodeId> = (0..self.config.bootstrap_servers)
+            .map(bootstrap_server_id)
+            .collect();
+        let candidates = [reachable, bootstrap, others]
+            .into_iter()
+            .find(|c| !c.is_empty())?;
         let to = candidates[self.find_quorum_cursor % candidates.len()];
         self.find_quorum_cursor = self.find_quorum_cursor.wrapping_add(1);
+        Some(to)
+    }
+
+    pub(crate) fn send_find_quorum(&mut self, out: &mut Vec<Output>) {
+        let Some(to) = self.find_quorum_target() else {
+            return;
+        };
         let request = Request::FindQuorum(FindQuorumRequest {
-            replica_id: local,
+            replica_id: self.qs.local_id(),
             boot_timestamp: self.config.boot_timestamp,
             host: self.config.host.clone(),
             port: self.config.port,
@@ -255,10 +274,28 @@ impl RaftCore {
     ) {
         if r.error.is_none() && r.cluster_id != self.config.cluster_id {
             self.fatal(
-                format!("FindQuorum answered cluster id {:?}", r.cluster_id),
+                format!(
+                    "FindQuorum to {} answered cluster id {:?}, but this node belongs to \
+                     cluster {:?}: check cluster.id and bootstrap.servers",
+                    describe_peer(f.to),
+                    r.cluster_id,
+                    self.config.cluster_id
+                ),
                 out,
             );
             return;
+        }
+        // An answer without voters (the server knows none yet) or with impossible ids teaches
+        // nothing: ask again after the backoff.
+        let usable_voters = !r.voters.is_empty() && r.voters.iter().all(|v| v.voter_id >= 0);
+        if r.error.is_none() && !self.qs.voters_known() && usable_voters {
+            let voters: Vec<NodeId> = r.voters.iter().map(|v| v.voter_id).collect();
+            if let Err(e) = self.qs.adopt_voters(voters, out) {
+                // Never adopt a set that makes this node a voter: it would vote without a
+                // vote history and count toward the high watermark (protocol.md 11, ringraft).
+                self.fatal(format!("FindQuorum to {}: {e}", describe_peer(f.to)), out);
+                return;
+            }
         }
         if r.error.is_none() {
             for endpoint in r.voters.iter().chain(r.target_voters.iter().flatten()) {
@@ -338,5 +375,13 @@ impl RaftCore {
             id,
             response: Response::DescribeQuorum(response),
         });
+    }
+}
+
+/// A peer as a log line names it: a node id, or a bootstrap server's position in the list.
+fn describe_peer(id: NodeId) -> String {
+    match bootstrap_server_index(id) {
+        Some(index) => format!("bootstrap server #{index}"),
+        None => format!("node {id}"),
     }
 }

@@ -17,6 +17,11 @@ pub enum TransitionError {
         to: Role,
         why: &'static str,
     },
+    #[error("cannot adopt the voter set {voters:?}: {why}")]
+    AdoptVoters {
+        voters: Vec<NodeId>,
+        why: &'static str,
+    },
 }
 
 /// Why a core cannot start from the stored state and configuration.
@@ -63,13 +68,12 @@ impl QuorumState {
             return Err(InitError::InvalidConfig("node id must not be negative"));
         }
         let configured = sorted(config.voters.clone());
-        if configured.is_empty() || configured[0] < 0 {
-            return Err(InitError::InvalidConfig(
-                "voters must be non-empty ids >= 0",
-            ));
+        if configured.first().is_some_and(|v| *v < 0) {
+            return Err(InitError::InvalidConfig("voter ids must be >= 0"));
         }
         let log_epoch = log.epochs.last().map_or(0, |e| e.0);
         let Some(stored) = stored else {
+            Self::check_voters_learnable(config, &configured)?;
             let mut qs = QuorumState::unattached(config.node_id, configured, log_epoch);
             qs.role = Role::Unattached;
             return Ok((qs, true));
@@ -81,13 +85,29 @@ impl QuorumState {
             return Err(InitError::InvalidStoredState("both a leader and a vote"));
         }
         let stored_voters = sorted(stored.current_voters.clone());
-        if !stored_voters.is_empty() && stored_voters != configured {
+        if stored_voters.first().is_some_and(|v| *v < 0) {
+            return Err(InitError::InvalidStoredState("negative voter id"));
+        }
+        if !stored_voters.is_empty() && !configured.is_empty() && stored_voters != configured {
             return Err(InitError::VotersMismatch {
                 stored: stored_voters,
                 configured,
             });
         }
-        let mut qs = QuorumState::unattached(config.node_id, configured, stored.epoch);
+        // Protocol.md 11: after the first start the voter set comes from the file; the
+        // configuration only seeds it (and may be empty for an observer using bootstrap servers).
+        let voters = if stored_voters.is_empty() {
+            configured
+        } else {
+            stored_voters.clone()
+        };
+        Self::check_voters_learnable(config, &voters)?;
+        if voters.is_empty() && (stored.leader_id >= 0 || stored.voted_id >= 0) {
+            return Err(InitError::InvalidStoredState(
+                "a leader or a vote without a voter set",
+            ));
+        }
+        let mut qs = QuorumState::unattached(config.node_id, voters, stored.epoch);
         qs.target_voters = stored.target_voters.clone();
         qs.applied_offset = stored.applied_offset;
         if log_epoch > stored.epoch {
@@ -119,8 +139,18 @@ impl QuorumState {
             qs.leader_id = Some(stored.leader_id);
             qs.role = Role::Follower;
         }
-        let changed = stored_voters.is_empty();
+        let changed = stored_voters != qs.voters;
         Ok((qs, changed))
+    }
+
+    /// An unknown voter set is fine only if bootstrap servers can tell it.
+    fn check_voters_learnable(config: &RaftConfig, voters: &[NodeId]) -> Result<(), InitError> {
+        if voters.is_empty() && config.bootstrap_servers == 0 {
+            return Err(InitError::InvalidConfig(
+                "no voters configured or stored, and no bootstrap servers to learn them from",
+            ));
+        }
+        Ok(())
     }
 
     fn unattached(local_id: NodeId, voters: Vec<NodeId>, epoch: Epoch) -> Self {
@@ -157,6 +187,11 @@ impl QuorumState {
     pub fn is_voter(&self, id: NodeId) -> bool {
         self.voters.binary_search(&id).is_ok()
     }
+    /// False for an observer that has not learned the voter set from a bootstrap server yet.
+    pub fn voters_known(&self) -> bool {
+        !self.voters.is_empty()
+    }
+    /// True for every node outside the voter set, including one that does not know it yet.
     pub fn is_observer(&self) -> bool {
         !self.is_voter(self.local_id)
     }
@@ -336,6 +371,41 @@ impl QuorumState {
             leader_id: Some(leader),
             voted_id: None,
             role: Role::Follower,
+            ..self.clone()
+        };
+        self.commit(next, out);
+        Ok(())
+    }
+
+    /// An observer that started without a voter set adopts the one a bootstrap server of its
+    /// cluster reported (protocol.md 11). Only once: later voter-set changes are reassignments
+    /// (protocol.md 14), which arrive through the log, never through FindQuorum. The local node
+    /// must not be in the set: a node that learns it is a voter this way has no vote history
+    /// (it may have lost its disk), and must not vote or count toward the high watermark.
+    pub fn adopt_voters(
+        &mut self,
+        voters: Vec<NodeId>,
+        out: &mut Vec<Output>,
+    ) -> Result<(), TransitionError> {
+        let voters = sorted(voters);
+        let refuse = |why| {
+            Err(TransitionError::AdoptVoters {
+                voters: voters.clone(),
+                why,
+            })
+        };
+        if self.voters_known() {
+            return refuse("the voter set is already known");
+        }
+        if voters.is_empty() || voters[0] < 0 {
+            return refuse("voter ids must be a non-empty set of ids >= 0");
+        }
+        if voters.binary_search(&self.local_id).is_ok() {
+            return refuse("this node is one of them, but was started without quorum.voters");
+        }
+        assert!(self.leader_id.is_none() && self.voted_id.is_none());
+        let next = QuorumState {
+            voters: voters.clone(),
             ..self.clone()
         };
         self.commit(next, out);

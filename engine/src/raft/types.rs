@@ -166,7 +166,9 @@ pub enum AppendResult {
 pub enum Output {
     /// Make this election state durable before carrying out any later output.
     PersistElectionState(ElectionState),
-    /// Send a request to a peer; its response comes back as [`Input::Response`].
+    /// Send a request to a peer; its response comes back as [`Input::Response`] with `from`
+    /// equal to this `to`. A negative `to` names a bootstrap server (see
+    /// [`bootstrap_server_index`]); only FindQuorum is ever sent there.
     Send {
         to: NodeId,
         correlation: Correlation,
@@ -207,7 +209,8 @@ pub enum Output {
 pub struct RaftConfig {
     pub node_id: NodeId,
     pub cluster_id: String,
-    /// The configured voter set (used only when no quorum-state file exists yet).
+    /// The configured voter set (used only when no quorum-state file exists yet). Empty for an
+    /// observer that learns the voter set from its bootstrap servers through FindQuorum.
     pub voters: Vec<NodeId>,
     pub fetch_timeout_ms: u64,
     pub election_timeout_ms: u64,
@@ -233,6 +236,26 @@ pub struct RaftConfig {
     pub boot_timestamp: i64,
     /// Voter endpoints known at start (from `quorum.voters`); FindQuorum keeps them current.
     pub voter_endpoints: Vec<super::message::VoterEndpoint>,
+    /// How many bootstrap servers (`bootstrap.servers`) the driver can reach. The core sends
+    /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
+    /// can reach (an observer that has not learned the voter set yet, or their endpoints).
+    pub bootstrap_servers: usize,
+}
+
+/// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are
+/// `>= 0` and -1 means "none", so bootstrap servers count down from -2.
+pub fn bootstrap_server_id(index: usize) -> NodeId {
+    let index = NodeId::try_from(index).expect("fewer than 2^31 bootstrap servers");
+    -2 - index
+}
+
+/// The bootstrap server a pseudo node id names, or None for a real node id (or -1).
+pub fn bootstrap_server_index(id: NodeId) -> Option<usize> {
+    if id <= -2 {
+        usize::try_from(-2 - i64::from(id)).ok()
+    } else {
+        None
+    }
 }
 
 impl RaftConfig {
@@ -258,6 +281,7 @@ impl RaftConfig {
             port: -1,
             boot_timestamp: 0,
             voter_endpoints: Vec::new(),
+            bootstrap_servers: 0,
         }
     }
 }
@@ -295,5 +319,18 @@ mod tests {
                 epoch: 2
             } < b
         );
+    }
+
+    #[test]
+    fn bootstrap_server_ids_round_trip_and_never_name_a_node() {
+        for index in [0, 1, 7, 1000] {
+            let id = bootstrap_server_id(index);
+            assert!(id <= -2);
+            assert_eq!(bootstrap_server_index(id), Some(index));
+        }
+        assert_eq!(bootstrap_server_index(-1), None);
+        assert_eq!(bootstrap_server_index(0), None);
+        assert_eq!(bootstrap_server_index(5), None);
+        assert_eq!(bootstrap_server_index(NodeId::MIN), Some(2_147_483_646));
     }
 }

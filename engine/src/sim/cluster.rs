@@ -5,8 +5,9 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use crate::raft::{
-    Acks, AppendResult, Batch, Correlation, ElectionState, Epoch, Input, LogOp, LogOpKind, NodeId,
-    Offset, Output, RaftConfig, RaftCore, Request, RequestId, Response, Role, TimeMs,
+    bootstrap_server_index, Acks, AppendResult, Batch, Correlation, ElectionState, Epoch, Input,
+    LogOp, LogOpKind, NodeId, Offset, Output, RaftConfig, RaftCore, Request, RequestId, Response,
+    Role, TimeMs,
 };
 
 use super::batch::client_batch;
@@ -23,6 +24,8 @@ enum Message {
         from: NodeId,
         from_incarnation: u32,
         to: NodeId,
+        /// The id the sender used: `to`, or the bootstrap server pseudo id that led to `to`.
+        addressed_as: NodeId,
         correlation: Correlation,
         request: Request,
     },
@@ -30,6 +33,8 @@ enum Message {
         from: NodeId,
         to: NodeId,
         to_incarnation: u32,
+        /// The id the requester addressed; its core matches the response by it.
+        addressed_as: NodeId,
         correlation: Correlation,
         response: Response,
     },
@@ -104,6 +109,7 @@ impl Ord for Scheduled {
 struct PendingRequest {
     from: NodeId,
     from_incarnation: u32,
+    addressed_as: NodeId,
     correlation: Correlation,
     /// (candidate, epoch) for Vote requests, to check that a granted vote was persisted.
     vote: Option<(NodeId, Epoch)>,
@@ -112,6 +118,9 @@ struct PendingRequest {
 struct SimNode {
     id: NodeId,
     observer: bool,
+    /// The nodes this observer's bootstrap servers are, when it starts without a voter set
+    /// (`SimConfig::bootstrap_observers`); empty otherwise.
+    bootstrap: Vec<NodeId>,
     core: Option<RaftCore>,
     incarnation: u32,
     disk: SimDisk,
@@ -257,6 +266,7 @@ impl Simulation {
             sim.nodes.push(SimNode {
                 id: i as NodeId,
                 observer: i >= sim.cfg.voters,
+                bootstrap: Vec::new(),
                 core: None,
                 incarnation: 0,
                 disk: SimDisk::default(),
@@ -272,6 +282,11 @@ impl Simulation {
                 disk_busy_until: 0,
                 disk_slow_until: 0,
             });
+        }
+        if sim.cfg.bootstrap_observers {
+            for i in sim.cfg.voters..sim.nodes.len() {
+                sim.nodes[i].bootstrap = sim.pick_bootstrap_servers(i);
+            }
         }
         for i in 0..sim.nodes.len() {
             sim.start_node(i).map_err(|b| sim.violation(b))?;
@@ -292,6 +307,26 @@ impl Simulation {
 
     fn voter_ids(&self) -> Vec<NodeId> {
         (0..self.cfg.voters as NodeId).collect()
+    }
+
+    /// An observer's bootstrap servers: one random voter, and (when there is one) a random
+    /// other observer, in random order. The observer may be asked first and may know nothing
+    /// yet; a chain of observers always ends at a voter, so every observer can learn.
+    fn pick_bootstrap_servers(&mut self, i: usize) -> Vec<NodeId> {
+        let voter = self.rng.index(self.cfg.voters) as NodeId;
+        let others: Vec<NodeId> = (self.cfg.voters..self.nodes.len())
+            .filter(|&o| o != i)
+            .map(|o| o as NodeId)
+            .collect();
+        if others.is_empty() {
+            return vec![voter];
+        }
+        let observer = others[self.rng.index(others.len())];
+        if self.rng.chance(0.5) {
+            vec![observer, voter]
+        } else {
+            vec![voter, observer]
+        }
     }
 
     fn schedule(&mut self, delay: TimeMs, event: Event) {
@@ -330,7 +365,13 @@ impl Simulation {
         let seed = self.rng.next_u64();
         let node = &mut self.nodes[i];
         assert!(node.core.is_none());
-        let config = core_config(node.id, &voters, seed);
+        let config = if node.bootstrap.is_empty() {
+            core_config(node.id, &voters, seed)
+        } else {
+            let mut c = core_config(node.id, &[], seed);
+            c.bootstrap_servers = node.bootstrap.len();
+            c
+        };
         let snapshot = node.disk.snapshot();
         let core = match RaftCore::new(config, node.persisted.clone(), snapshot, self.now) {
             Ok(core) => core,
@@ -601,6 +642,7 @@ impl Simulation {
                 from,
                 from_incarnation,
                 to,
+                addressed_as,
                 correlation,
                 request,
             } => {
@@ -617,7 +659,7 @@ impl Simulation {
                             Event::RequestFailed {
                                 node: from as usize,
                                 incarnation: from_incarnation,
-                                to,
+                                to: addressed_as,
                                 correlation,
                             },
                         );
@@ -635,6 +677,7 @@ impl Simulation {
                     PendingRequest {
                         from,
                         from_incarnation,
+                        addressed_as,
                         correlation,
                         vote,
                     },
@@ -654,6 +697,7 @@ impl Simulation {
                 from,
                 to,
                 to_incarnation,
+                addressed_as,
                 correlation,
                 response,
             } => {
@@ -668,7 +712,7 @@ impl Simulation {
                 self.step_node(
                     dest,
                     Input::Response {
-                        from,
+                        from: addressed_as,
                         correlation,
                         response,
                     },
@@ -766,14 +810,21 @@ impl Simulation {
                 Ok(())
             }
             Output::Send {
-                to,
+                to: addressed_as,
                 correlation,
                 request,
             } => {
+                let to = match bootstrap_server_index(addressed_as) {
+                    Some(k) if matches!(request, Request::FindQuorum(_)) => {
+                        self.nodes[i].bootstrap.get(k).copied().unwrap_or(-1)
+                    }
+                    Some(_) => -1,
+                    None => addressed_as,
+                };
                 if to < 0 || to as usize >= self.nodes.len() || to == id {
                     return breach(
                         Invariant::ExactlyOnceContract,
-                        format!("node {id} sends to unknown node {to}"),
+                        format!("node {id} sends {request:?} to unknown node {addressed_as}"),
                     );
                 }
                 let from_incarnation = self.nodes[i].incarnation;
@@ -781,6 +832,7 @@ impl Simulation {
                     from: id,
                     from_incarnation,
                     to,
+                    addressed_as,
                     correlation,
                     request,
                 });
@@ -809,6 +861,7 @@ impl Simulation {
                     from: id,
                     to: p.from,
                     to_incarnation: p.from_incarnation,
+                    addressed_as: p.addressed_as,
                     correlation: p.correlation,
                     response,
                 });
@@ -1343,6 +1396,14 @@ impl Simulation {
             .core
             .as_ref()
             .and_then(RaftCore::high_watermark)
+    }
+
+    /// The voter set a running node knows (empty while a bootstrap observer has not learned it).
+    pub fn voters(&self, id: NodeId) -> Option<Vec<NodeId>> {
+        self.nodes[id as usize]
+            .core
+            .as_ref()
+            .map(|c| c.voters().to_vec())
     }
 
     pub fn epoch(&self, id: NodeId) -> Option<Epoch> {

@@ -27,6 +27,9 @@ pub struct SimConfig {
     pub events: u64,
     pub voters: usize,
     pub observers: usize,
+    /// Observers start without a voter set and learn it from their bootstrap servers (one
+    /// voter, perhaps another observer) through FindQuorum, as with `bootstrap.servers` alone.
+    pub bootstrap_observers: bool,
     /// Random faults (kills, shutdowns, partitions, loss, duplication, torn writes).
     pub faults: bool,
     /// Also kill an observer and delete its persistent state now and then. (Voters lose their
@@ -51,6 +54,7 @@ impl SimConfig {
             events,
             voters,
             observers,
+            bootstrap_observers: false,
             faults: true,
             delete_state: false,
             outcome_only: false,
@@ -73,6 +77,9 @@ impl SimConfig {
             "cargo run --release -p ringraft-tools --bin ringraft-sim -- --seeds 1 --first-seed {} --events {} --voters {} --observers {}",
             self.seed, self.events, self.voters, self.observers
         );
+        if self.bootstrap_observers {
+            cmd.push_str(" --bootstrap-observers");
+        }
         if self.delete_state {
             cmd.push_str(" --delete-state");
         }

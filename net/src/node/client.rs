@@ -1,8 +1,10 @@
-//! A small blocking client over `std::net`, for the admin tool and process tests: ApiVersions,
-//! DescribeQuorum and Produce, one request at a time.
+//! A small blocking client over `std::net`, for the admin tool, process tests and the load
+//! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
+//! pipelined (`send_produce` several times, then `recv_produce` for each answer).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -33,11 +35,17 @@ pub enum ClientError {
     Decode { addr: SocketAddr, message: String },
 }
 
+/// Bytes asked of the socket per read: several pipelined responses arrive in one read.
+const READ_CHUNK: usize = 64 * 1024;
+
 /// One connection to one node.
 pub struct BlockingClient {
     addr: SocketAddr,
     stream: TcpStream,
     next_correlation: i32,
+    /// Bytes read from the socket and not yet consumed as frames: `received[consumed..]`.
+    received: Vec<u8>,
+    consumed: usize,
 }
 
 impl BlockingClient {
@@ -51,6 +59,8 @@ impl BlockingClient {
             addr,
             stream,
             next_correlation: 1,
+            received: Vec::new(),
+            consumed: 0,
         })
     }
 
@@ -95,26 +105,107 @@ impl BlockingClient {
 
     /// Reads one response frame and checks its correlation id; returns the body reader.
     fn response(&mut self, expected: i32, flexible: bool) -> Result<WireReader, ClientError> {
-        let addr = self.addr;
-        let io = |source| ClientError::Io { addr, source };
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size).map_err(io)?;
-        let size = i32::from_be_bytes(size).max(0) as usize;
-        let mut body = vec![0u8; size];
-        self.stream.read_exact(&mut body).map_err(io)?;
-        let mut r = WireReader::new(Bytes::from(body));
-        let header = ResponseHeader::read(&mut r, flexible).map_err(|e| ClientError::Decode {
-            addr,
-            message: e.to_string(),
-        })?;
-        if header.correlation_id != expected {
+        let (correlation_id, r) = self.any_response(flexible)?;
+        if correlation_id != expected {
             return Err(ClientError::Correlation {
-                addr,
-                got: header.correlation_id,
+                addr: self.addr,
+                got: correlation_id,
                 expected,
             });
         }
         Ok(r)
+    }
+
+    /// Reads the next response frame, whatever its correlation id.
+    fn any_response(&mut self, flexible: bool) -> Result<(i32, WireReader), ClientError> {
+        let body = self.read_frame()?;
+        let mut r = WireReader::new(body);
+        let header = ResponseHeader::read(&mut r, flexible).map_err(|e| self.decode_error(e))?;
+        Ok((header.correlation_id, r))
+    }
+
+    /// One size-prefixed frame's body, from the bytes already read or the socket.
+    fn read_frame(&mut self) -> Result<Bytes, ClientError> {
+        self.fill_to(4)?;
+        let at = self.consumed;
+        let size = i32::from_be_bytes(self.received[at..at + 4].try_into().expect("4 bytes"));
+        let size = size.max(0) as usize;
+        self.fill_to(4 + size)?;
+        let body = Bytes::copy_from_slice(&self.received[at + 4..at + 4 + size]);
+        self.consumed += 4 + size;
+        Ok(body)
+    }
+
+    /// Reads until at least `wanted` unconsumed bytes are held.
+    fn fill_to(&mut self, wanted: usize) -> Result<(), ClientError> {
+        if self.consumed == self.received.len() {
+            self.received.clear();
+            self.consumed = 0;
+        }
+        while self.received.len() - self.consumed < wanted {
+            if self.consumed > 0 {
+                self.received.drain(..self.consumed);
+                self.consumed = 0;
+            }
+            let held = self.received.len();
+            self.received.resize(held + READ_CHUNK.max(wanted), 0);
+            let read = self.stream.read(&mut self.received[held..]);
+            let addr = self.addr;
+            match read {
+                Ok(0) => {
+                    self.received.truncate(held);
+                    return Err(ClientError::Io {
+                        addr,
+                        source: std::io::ErrorKind::UnexpectedEof.into(),
+                    });
+                }
+                Ok(n) => self.received.truncate(held + n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    self.received.truncate(held)
+                }
+                Err(source) => {
+                    self.received.truncate(held);
+                    return Err(ClientError::Io { addr, source });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when a response can be read without blocking long: a whole frame is already held,
+    /// or the socket becomes readable within `timeout` (then the rest of a frame may still be
+    /// on its way).
+    pub fn wait_readable(&mut self, timeout: Duration) -> Result<bool, ClientError> {
+        let held = &self.received[self.consumed..];
+        if held.len() >= 4 {
+            let size = i32::from_be_bytes(held[..4].try_into().expect("4 bytes")).max(0);
+            if held.len() >= 4 + size as usize {
+                return Ok(true);
+            }
+        }
+        let mut poll = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // ppoll, not poll: the load generator waits for sub-millisecond send times.
+        let wait = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: one valid pollfd for a socket this client owns; a valid timespec; no sigmask.
+        let ready = unsafe { libc::ppoll(&mut poll, 1, &wait, std::ptr::null()) };
+        if ready < 0 {
+            let source = std::io::Error::last_os_error();
+            if source.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(ClientError::Io {
+                addr: self.addr,
+                source,
+            });
+        }
+        Ok(ready > 0)
     }
 
     pub fn api_versions(&mut self, version: i16) -> Result<ApiVersionsResponse, ClientError> {
@@ -152,6 +243,30 @@ impl BlockingClient {
         acks: i16,
         batch: Bytes,
     ) -> Result<Option<ProduceResponse>, ClientError> {
+        let corr = self.send_produce(version, acks, batch)?;
+        if acks == 0 {
+            return Ok(None);
+        }
+        let (got, response) = self.recv_produce(version)?;
+        if got != corr {
+            return Err(ClientError::Correlation {
+                addr: self.addr,
+                got,
+                expected: corr,
+            });
+        }
+        Ok(Some(response))
+    }
+
+    /// Sends one Produce of `batch` to `__cluster_metadata`-0 without waiting for its answer;
+    /// returns its correlation id. Answers (none with acks 0) come from [`Self::recv_produce`];
+    /// a node may answer a refused request before earlier accepted ones, so match them by id.
+    pub fn send_produce(
+        &mut self,
+        version: i16,
+        acks: i16,
+        batch: Bytes,
+    ) -> Result<i32, ClientError> {
         let request = ProduceRequest {
             transactional_id: None,
             acks,
@@ -165,14 +280,17 @@ impl BlockingClient {
             }],
         };
         let flexible = PRODUCE_SPEC.is_flexible(version);
-        let corr = self.request(PRODUCE, version, flexible, |w| request.encode(w, version))?;
-        if acks == 0 {
-            return Ok(None);
-        }
-        let mut r = self.response(corr, flexible)?;
-        ProduceResponse::decode(&mut r, version)
-            .map(Some)
-            .map_err(|e| self.decode_error(e))
+        self.request(PRODUCE, version, flexible, |w| request.encode(w, version))
+    }
+
+    /// Reads the next Produce answer on this connection (sent with `version`): its correlation
+    /// id and body. Blocks up to the connect timeout.
+    pub fn recv_produce(&mut self, version: i16) -> Result<(i32, ProduceResponse), ClientError> {
+        let flexible = PRODUCE_SPEC.is_flexible(version);
+        let (correlation_id, mut r) = self.any_response(flexible)?;
+        let response =
+            ProduceResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))?;
+        Ok((correlation_id, response))
     }
 
     fn decode_error(&self, e: impl std::fmt::Display) -> ClientError {
@@ -183,6 +301,7 @@ impl BlockingClient {
     }
 
     /// True once the peer has closed the connection (a read returns end of file or an error).
+    /// Reads the socket directly: call it only when no response is expected.
     pub fn is_closed_by_peer(&mut self) -> bool {
         let mut buf = [0u8; 64];
         matches!(self.stream.read(&mut buf), Ok(0) | Err(_))

@@ -14,8 +14,8 @@ use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, Wr
 use engine::log::{Log, LogConfig};
 use engine::quorum_state::QuorumStateFile;
 use engine::raft::{
-    Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output, RaftCore, Request,
-    Response, Role, VoterEndpoint,
+    bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output,
+    RaftCore, Request, Response, Role, VoterEndpoint,
 };
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
@@ -61,12 +61,12 @@ pub enum NodeError {
     Listener(String, std::io::Error),
     #[error("voter {0}: cannot resolve its address: {1}")]
     VoterAddress(String, std::io::Error),
+    #[error("bootstrap server {0}: cannot resolve its address: {1}")]
+    BootstrapAddress(String, std::io::Error),
     #[error("pinning the raft thread: {0}")]
     Pin(#[from] engine::io::file::PinError),
     #[error("installing the SIGTERM/SIGINT handler: {0}")]
     Signals(std::io::Error),
-    #[error("not supported yet: {0}")]
-    Unsupported(&'static str),
 }
 
 /// The first reconnection delay to a peer, doubled per failure up to [`MAX_RECONNECT`].
@@ -80,7 +80,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// tick shares one wake-up, and no timer is armed per request.
 const PRODUCE_TIMEOUT_TICK_MS: u64 = 10;
 
-/// An outbound connection to a peer voter and the requests in flight on it.
+/// An outbound connection to a peer voter (or a bootstrap server, under the pseudo node id the
+/// core gives it) and the requests in flight on it.
 struct Peer {
     id: NodeId,
     addr: SocketAddr,
@@ -90,6 +91,19 @@ struct Peer {
     backoff: Duration,
     /// Wire correlation id → (core correlation, api key, sent at).
     in_flight: BTreeMap<i32, (Correlation, i16, Instant)>,
+}
+
+impl Peer {
+    fn new(id: NodeId, addr: SocketAddr, now: Instant) -> Self {
+        Peer {
+            id,
+            addr,
+            conn: None,
+            retry_at: now,
+            backoff: MIN_RECONNECT,
+            in_flight: BTreeMap::new(),
+        }
+    }
 }
 
 /// An inbound request waiting for the core's answer.
@@ -203,12 +217,6 @@ impl Node {
     /// Start-up: lock the log directory, check and read the quorum-state file, recover the log,
     /// start the writer thread, listen. Every failure is a typed error that names its cause.
     pub fn start(config: NodeConfig) -> Result<Node, NodeError> {
-        if config.voters.is_empty() {
-            return Err(NodeError::Unsupported(
-                "an observer that finds the quorum through bootstrap.servers alone (set \
-                 quorum.voters: a node not among them runs as an observer of those voters)",
-            ));
-        }
         std::fs::create_dir_all(&config.log_dir).map_err(|source| NodeError::LogDir {
             path: config.log_dir.clone(),
             source,
@@ -238,6 +246,8 @@ impl Node {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
+        // Without quorum.voters the core learns the voter set from these (FindQuorum).
+        raft_config.bootstrap_servers = config.bootstrap_servers.len();
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
@@ -262,7 +272,7 @@ impl Node {
         let local_addr = ring.local_addr(listener)?;
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
-        let peers = config
+        let mut peers = config
             .voters
             .iter()
             .filter(|v| v.id != config.broker_id)
@@ -270,16 +280,15 @@ impl Node {
                 let addr = v
                     .socket_addr()
                     .map_err(|e| NodeError::VoterAddress(v.to_string(), e))?;
-                Ok(Peer {
-                    id: v.id,
-                    addr,
-                    conn: None,
-                    retry_at: started,
-                    backoff: MIN_RECONNECT,
-                    in_flight: BTreeMap::new(),
-                })
+                Ok(Peer::new(v.id, addr, started))
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
+        // The core addresses bootstrap server i by a pseudo node id (FindQuorum only).
+        for (index, (host, port)) in config.bootstrap_servers.iter().enumerate() {
+            let addr = resolve(host, *port)
+                .map_err(|e| NodeError::BootstrapAddress(format!("{host}:{port}"), e))?;
+            peers.push(Peer::new(bootstrap_server_id(index), addr, started));
+        }
         info!(node = config.broker_id, %local_addr, "listening");
         Ok(Node {
             config,
@@ -582,7 +591,7 @@ impl Node {
 
     fn send_to_peer(&mut self, to: NodeId, correlation: Correlation, request: Request) {
         let Some(index) = self.peers.iter().position(|p| p.id == to) else {
-            warn!(to, "request to a node that is not a configured voter");
+            warn!(to, "request to a node whose address is unknown");
             self.step(Input::RequestFailed { to, correlation });
             return;
         };
@@ -623,12 +632,14 @@ impl Node {
             .insert(wire_correlation, (correlation, api_key, now));
     }
 
-    /// FindQuorum says a voter now listens elsewhere (it restarted with a newer boot timestamp):
-    /// connect there from now on; requests in flight on the old connection fail and are retried.
+    /// FindQuorum taught the core a voter's endpoint: a voter this node had no address for (an
+    /// observer started with bootstrap.servers alone), or one that now listens elsewhere (it
+    /// restarted with a newer boot timestamp): connect there from now on; requests in flight on
+    /// an old connection fail and are retried.
     fn peer_moved(&mut self, endpoint: &VoterEndpoint) {
-        let Some(index) = self.peers.iter().position(|p| p.id == endpoint.voter_id) else {
+        if endpoint.voter_id == self.config.broker_id {
             return;
-        };
+        }
         let Ok(port) = u16::try_from(endpoint.port) else {
             warn!(
                 peer = endpoint.voter_id,
@@ -643,6 +654,12 @@ impl Node {
                 warn!(peer = endpoint.voter_id, host = %endpoint.host, %error, "cannot resolve");
                 return;
             }
+        };
+        let Some(index) = self.peers.iter().position(|p| p.id == endpoint.voter_id) else {
+            info!(peer = endpoint.voter_id, %addr, "voter endpoint learned");
+            self.peers
+                .push(Peer::new(endpoint.voter_id, addr, Instant::now()));
+            return;
         };
         if self.peers[index].addr == addr {
             return;

@@ -30,6 +30,10 @@ struct Cli {
     /// Number of observers.
     #[arg(long, default_value_t = 1)]
     observers: usize,
+    /// Observers start with bootstrap servers only (no voter set) and learn the voters and the
+    /// leader through FindQuorum.
+    #[arg(long)]
+    bootstrap_observers: bool,
     /// Also kill observers and delete their persistent state (voters: scripted scenario only).
     #[arg(long)]
     delete_state: bool,
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
     for seed in cli.first_seed..cli.first_seed.saturating_add(cli.seeds) {
         let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
         cfg.delete_state = cli.delete_state;
+        cfg.bootstrap_observers = cli.bootstrap_observers;
         cfg.trace_len = cli.trace;
         cfg.outcome_only = cli.outcome_only;
         let replay = cfg.replay_command();

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod bootstrap;
 mod discovery;
 mod election;
 mod fetch;

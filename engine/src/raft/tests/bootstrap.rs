@@ -1,0 +1,355 @@
+//! An observer started with bootstrap servers only (no `quorum.voters`): it learns the voter set,
+//! the voters' endpoints and the leader through FindQuorum (protocol.md 11), persists the voter
+//! set, and from then on is an ordinary observer.
+
+use super::harness::*;
+use crate::raft::*;
+
+const VOTERS: &[NodeId] = &[1, 2, 3];
+const OBSERVER: NodeId = 4;
+
+/// An observer that knows nothing but `servers` bootstrap servers.
+fn bootstrap_config(id: NodeId, servers: usize) -> RaftConfig {
+    let mut c = config(id, &[]);
+    c.bootstrap_servers = servers;
+    c
+}
+
+fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends(out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
+fn endpoint(id: NodeId) -> VoterEndpoint {
+    VoterEndpoint {
+        voter_id: id,
+        boot_timestamp: 10,
+        host: "127.0.0.1".into(),
+        port: 9090 + id,
+    }
+}
+
+fn answer(cluster: &str, leader: NodeId, epoch: Epoch, voters: &[NodeId]) -> Response {
+    Response::FindQuorum(FindQuorumResponse {
+        error: ErrorCode::NONE,
+        cluster_id: cluster.into(),
+        leader_id: leader,
+        leader_epoch: epoch,
+        voters: voters.iter().map(|v| endpoint(*v)).collect(),
+        target_voters: None,
+    })
+}
+
+fn endpoint_changes(out: &[Output]) -> Vec<NodeId> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::EndpointChanged(e) => Some(e.voter_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Starts a bootstrap-only observer and answers its first FindQuorum with `response`.
+fn first_answer(servers: usize, response: Response) -> (Harness, Vec<Output>) {
+    let mut h = Harness::new(bootstrap_config(OBSERVER, servers), None, log(0, &[]));
+    let out = h.tick();
+    assert_eq!(persisted(&out)[0].current_voters, Vec::<NodeId>::new());
+    let finds = find_sends(&out);
+    assert_eq!(finds.len(), 1);
+    assert_eq!(
+        finds[0].0,
+        bootstrap_server_id(0),
+        "asks a bootstrap server"
+    );
+    let out = h.respond(finds[0].0, finds[0].1, response);
+    (h, out)
+}
+
+#[test]
+fn starts_without_voters_and_asks_a_bootstrap_server() {
+    let mut h = Harness::new(bootstrap_config(OBSERVER, 2), None, log(0, &[]));
+    assert!(h.core.voters().is_empty());
+    assert!(h.core.is_observer());
+    let out = h.tick();
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert_eq!(
+        find_sends(&out),
+        vec![(bootstrap_server_id(0), find_sends(&out)[0].1)]
+    );
+    assert_eq!(sends(&out).len(), 1, "nothing but FindQuorum");
+    // Quiet afterwards: no election, no second FindQuorum while the first is in flight.
+    let out = h.run_until(h.now + 100);
+    assert!(sends(&out).is_empty());
+}
+
+#[test]
+fn adopts_voters_and_leader_then_fetches_as_an_observer() {
+    let (h, out) = first_answer(1, answer(CLUSTER, 2, 3, VOTERS));
+    // The voter set is durable before the node acts on it (it follows and fetches).
+    let first_persist = position(&out, is_persist).expect("the voter set is persisted");
+    assert_eq!(persisted(&out)[0].current_voters, VOTERS.to_vec());
+    let fetch_at = position(&out, |o| matches!(o, Output::Send { .. })).expect("a fetch");
+    assert!(first_persist < fetch_at);
+    assert_eq!(h.core.voters(), VOTERS);
+    assert!(h.core.is_observer());
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Follower, Some(2), 3)
+    );
+    let fetch = sends(&out);
+    assert_eq!(fetch.len(), 1);
+    assert_eq!(fetch[0].0, 2, "fetches from the leader");
+    assert!(!fetch_req(&fetch[0].2).is_follower, "as an observer");
+    let last = persisted(&out).pop().unwrap();
+    assert_eq!((last.epoch, last.leader_id, last.voted_id), (3, 2, -1));
+    assert_eq!(last.current_voters, VOTERS.to_vec());
+}
+
+#[test]
+fn restart_takes_the_voter_set_from_the_quorum_state_file() {
+    let (_, out) = first_answer(1, answer(CLUSTER, 2, 3, VOTERS));
+    let stored_state = persisted(&out).pop().unwrap();
+    let mut h = Harness::new(
+        bootstrap_config(OBSERVER, 1),
+        Some(stored_state),
+        log(0, &[]),
+    );
+    assert_eq!(h.core.voters(), VOTERS);
+    let out = h.tick();
+    assert!(
+        persisted(&out).is_empty(),
+        "nothing changed: nothing to write"
+    );
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(2))
+    );
+    let fetch = sends(&out);
+    assert_eq!((fetch.len(), fetch[0].0), (1, 2));
+}
+
+#[test]
+fn restart_without_endpoints_asks_the_bootstrap_servers_again() {
+    // A real node advertises itself; after a restart it knows the voter ids (from the file)
+    // but none of their endpoints, so the voters are unreachable: back to bootstrap servers.
+    let mut c = bootstrap_config(OBSERVER, 2);
+    c.host = "127.0.0.1".into();
+    c.port = 9094;
+    let mut h = Harness::new(c, Some(stored(3, -1, -1, VOTERS)), log(0, &[]));
+    let finds = find_sends(&h.tick());
+    assert_eq!(finds.len(), 1);
+    assert_eq!(finds[0].0, bootstrap_server_id(0));
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
+    assert_eq!(
+        endpoint_changes(&out),
+        VOTERS.to_vec(),
+        "the driver learns them"
+    );
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(1))
+    );
+    // Fetching times out: rediscovery now asks the voters themselves, not a bootstrap server.
+    let out = h.run_until(h.now + 2_000);
+    assert_eq!(h.core.role(), Role::Unattached);
+    let finds = find_sends(&out);
+    assert_eq!(finds.len(), 1);
+    assert!(VOTERS.contains(&finds[0].0), "{finds:?}");
+}
+
+#[test]
+fn bootstrap_server_that_knows_no_leader_is_asked_again_after_a_backoff() {
+    // The bootstrap server is an observer that knows the voters but not the leader yet.
+    let (mut h, out) = first_answer(1, answer(CLUSTER, -1, 0, VOTERS));
+    assert_eq!(h.core.voters(), VOTERS, "the voter set is adopted anyway");
+    assert_eq!(persisted(&out).len(), 1);
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert!(sends(&out).is_empty(), "not at once: after a backoff");
+    let out = h.run_until(h.now + 100);
+    let finds = find_sends(&out);
+    assert_eq!(finds.len(), 1, "asked again");
+    assert!(VOTERS.contains(&finds[0].0), "now a voter: {finds:?}");
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 3, 5, VOTERS));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Follower, Some(3), 5)
+    );
+    assert_eq!(sends(&out)[0].0, 3);
+}
+
+#[test]
+fn bootstrap_server_that_knows_nothing_teaches_nothing() {
+    // Another bootstrap-only observer that has not learned anything yet answers no voters.
+    let (mut h, out) = first_answer(2, answer(CLUSTER, -1, 0, &[]));
+    assert!(h.core.voters().is_empty());
+    assert!(persisted(&out).is_empty());
+    let out = h.run_until(h.now + 100);
+    let finds = find_sends(&out);
+    assert_eq!(finds.len(), 1);
+    assert_eq!(
+        finds[0].0,
+        bootstrap_server_id(1),
+        "the next bootstrap server"
+    );
+    h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 2, 1, VOTERS));
+    assert_eq!(h.core.voters(), VOTERS);
+    assert_eq!(h.core.role(), Role::Follower);
+}
+
+#[test]
+fn an_answer_with_impossible_voter_ids_is_not_adopted() {
+    let (mut h, out) = first_answer(1, answer(CLUSTER, -1, 0, &[1, -7]));
+    assert!(!has_fatal(&out));
+    assert!(h.core.voters().is_empty());
+    assert!(persisted(&out).is_empty());
+    let finds = find_sends(&h.run_until(h.now + 100));
+    assert_eq!(finds.len(), 1, "asked again");
+}
+
+#[test]
+fn failed_bootstrap_server_is_retried_on_the_next_one_with_backoff() {
+    let mut h = Harness::new(bootstrap_config(OBSERVER, 3), None, log(0, &[]));
+    let mut asked = Vec::new();
+    let finds = find_sends(&h.tick());
+    let (mut to, mut correlation) = finds[0];
+    for _ in 0..6 {
+        asked.push(to);
+        let out = h.step(Input::RequestFailed { to, correlation });
+        assert!(find_sends(&out).is_empty(), "never at once");
+        let out = h.run_until(h.now + 500);
+        let finds = find_sends(&out);
+        assert_eq!(finds.len(), 1, "exactly one FindQuorum at a time");
+        (to, correlation) = finds[0];
+    }
+    let expected: Vec<NodeId> = (0..6).map(|i| bootstrap_server_id(i % 3)).collect();
+    assert_eq!(asked, expected, "round robin over the bootstrap servers");
+}
+
+#[test]
+fn wrong_cluster_id_is_fatal_and_nothing_is_adopted() {
+    let (h, out) = first_answer(1, answer("another-cluster", 2, 3, VOTERS));
+    assert!(has_fatal(&out));
+    let Some(Output::Fatal(message)) = out.iter().find(|o| matches!(o, Output::Fatal(_))) else {
+        unreachable!()
+    };
+    assert!(message.contains("another-cluster"), "{message}");
+    assert!(message.contains(CLUSTER), "{message}");
+    assert!(persisted(&out).is_empty(), "nothing persisted");
+    assert!(h.core.voters().is_empty(), "nothing adopted");
+    assert_eq!(h.core.next_deadline(), None, "the core stopped");
+}
+
+#[test]
+fn a_node_that_learns_it_is_a_voter_refuses_to_run() {
+    // Node 2 lost its disk (or was never given quorum.voters): it must not start voting or
+    // fetching under a voter's id with an empty log and no vote history.
+    let mut h = Harness::new(bootstrap_config(2, 1), None, log(0, &[]));
+    let finds = find_sends(&h.tick());
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
+    assert!(has_fatal(&out));
+    let Some(Output::Fatal(message)) = out.iter().find(|o| matches!(o, Output::Fatal(_))) else {
+        unreachable!()
+    };
+    assert!(message.contains("quorum.voters"), "{message}");
+    assert!(persisted(&out).is_empty());
+    assert!(sends(&out).is_empty());
+    assert!(h.core.voters().is_empty());
+    assert_eq!(h.core.role(), Role::Unattached);
+}
+
+#[test]
+fn an_unknown_voter_set_needs_bootstrap_servers() {
+    let err = RaftCore::new(config(OBSERVER, &[]), None, log(0, &[]), 0).err();
+    assert!(matches!(err, Some(InitError::InvalidConfig(_))), "{err:?}");
+    let err = RaftCore::new(
+        config(OBSERVER, &[]),
+        Some(stored(2, -1, -1, &[])),
+        log(0, &[]),
+        0,
+    )
+    .err();
+    assert!(matches!(err, Some(InitError::InvalidConfig(_))), "{err:?}");
+    // A file with a leader but no voter set was not written by this core.
+    let err = RaftCore::new(
+        bootstrap_config(OBSERVER, 1),
+        Some(stored(2, 1, -1, &[])),
+        log(0, &[]),
+        0,
+    )
+    .err();
+    assert!(
+        matches!(err, Some(InitError::InvalidStoredState(_))),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn configured_voters_still_must_match_the_stored_ones() {
+    let mut c = config(OBSERVER, &[1, 2]);
+    c.bootstrap_servers = 1;
+    let err = RaftCore::new(c, Some(stored(2, -1, -1, VOTERS)), log(0, &[]), 0).err();
+    assert!(
+        matches!(err, Some(InitError::VotersMismatch { .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_node_without_a_voter_set_answers_find_quorum_with_none() {
+    let mut h = Harness::new(bootstrap_config(OBSERVER, 1), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(
+        5,
+        Request::FindQuorum(FindQuorumRequest {
+            replica_id: 5,
+            boot_timestamp: 1,
+            host: "127.0.0.1".into(),
+            port: 9095,
+        }),
+    );
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("not a FindQuorum response");
+    };
+    assert_eq!(
+        (r.error, r.leader_id, r.leader_epoch),
+        (ErrorCode::NONE, -1, 0)
+    );
+    assert_eq!(r.cluster_id, CLUSTER);
+    assert!(r.voters.is_empty());
+    assert!(endpoint_changes(&out).is_empty());
+}
+
+#[test]
+fn voter_requests_to_a_node_without_a_voter_set_are_refused() {
+    let mut h = Harness::new(bootstrap_config(OBSERVER, 1), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(1, Harness::vote_request(1, 1, 0, 0));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    let (_, out) = h.request(1, Harness::begin_request(1, 1));
+    assert!(!has_fatal(&out));
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert_eq!(h.core.leader_id(), None);
+}
+
+#[test]
+fn a_voter_restarts_from_its_own_file_without_quorum_voters() {
+    // The file, not the configuration, holds the voter set after the first start (protocol
+    // notes 11), and with it the node's vote history: a voter stays a voter.
+    let mut h = Harness::new(
+        bootstrap_config(2, 1),
+        Some(stored(4, -1, 2, VOTERS)),
+        log(0, &[]),
+    );
+    assert!(!h.core.is_observer());
+    let out = h.tick();
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
+    let votes: Vec<NodeId> = sends(&out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::Vote(_)))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(votes, vec![1, 3]);
+}

@@ -1,0 +1,226 @@
+//! Process tests of an observer configured with `bootstrap.servers` alone (no `quorum.voters`):
+//! it learns the voters, their endpoints and the leader through FindQuorum, replicates, keeps
+//! the voter set across a restart, and refuses a wrong cluster or a voter's id with a clear
+//! error. Real `ringraft serve` processes on 127.0.0.1 (see support/mod.rs); every wait is
+//! bounded and every process is killed when its guard drops.
+
+mod support;
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use net::node::BlockingClient;
+use support::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Adds node `id` with a listener, a log directory and `bootstrap.servers` only.
+fn add_bootstrap_observer(cluster: &mut Cluster, id: i32, bootstrap: SocketAddr, cluster_id: &str) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let dir: PathBuf = cluster.root.path().join(format!("observer-{id}"));
+    let config = cluster
+        .root
+        .path()
+        .join(format!("observer-{id}.properties"));
+    std::fs::write(
+        &config,
+        format!(
+            "broker.id={id}\ncluster.id={cluster_id}\nlisteners=PLAINTEXT://{addr}\n\
+             log.dirs={}\nbootstrap.servers={bootstrap}\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    cluster.nodes.push(Node {
+        id,
+        addr,
+        dir,
+        config,
+        process: None,
+    });
+}
+
+fn node_index(cluster: &Cluster, id: i32) -> usize {
+    cluster.nodes.iter().position(|n| n.id == id).unwrap()
+}
+
+/// Waits (bounded) until the leader lists `observer` as an observer at `end` or beyond; never
+/// as a voter.
+fn wait_for_observer_at(client: &mut BlockingClient, observer: i32, end: i64) {
+    let deadline = Instant::now() + WAIT;
+    let mut seen = None;
+    while Instant::now() < deadline {
+        let d = client.describe_quorum().unwrap();
+        assert!(
+            d.current_voters.iter().all(|v| v.replica_id != observer),
+            "node {observer} counted as a voter: {d:?}"
+        );
+        seen = d
+            .observers
+            .iter()
+            .find(|o| o.replica_id == observer)
+            .cloned();
+        if seen.as_ref().is_some_and(|o| o.log_end_offset >= end) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("observer {observer} did not reach {end} within {WAIT:?}: {seen:?}");
+}
+
+fn produce_many(client: &mut BlockingClient, prefix: &str, count: usize) -> Vec<(i64, String)> {
+    (0..count)
+        .map(|i| {
+            let value = format!("{prefix}-{i}");
+            (produce_one(client, &value).unwrap(), value)
+        })
+        .collect()
+}
+
+/// Every acknowledged record is in `log` once, at its offset.
+fn assert_holds(log: &[(i64, String)], acked: &[(i64, String)]) {
+    for (offset, value) in acked {
+        let at: Vec<i64> = log
+            .iter()
+            .filter(|(_, v)| v == value)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(at, vec![*offset], "{value}: log {log:?}");
+    }
+}
+
+#[test]
+fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
+    let mut cluster = Cluster::new(3);
+    let bootstrap = cluster.addr(1);
+    add_bootstrap_observer(&mut cluster, 4, bootstrap, CLUSTER_ID);
+    for id in 1..=3 {
+        cluster.start(id, &[]);
+    }
+    let leader = cluster.wait_for_leader(None);
+    let observer = node_index(&cluster, 4);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut acked = produce_many(&mut client, "before", 20);
+
+    cluster.nodes[observer].process = Some(ProcessGuard {
+        child: spawn(&cluster.nodes[observer].config, &[], Stdio::null()),
+    });
+    wait_for_observer_at(&mut client, 4, acked.last().unwrap().0 + 1);
+    // It learned the voter set and persisted it, without ever voting.
+    let state_path = cluster.nodes[observer].dir.join("quorum-state");
+    let state = std::fs::read_to_string(&state_path).unwrap();
+    assert!(
+        state.contains(r#""currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}]"#),
+        "{state}"
+    );
+    assert!(state.contains(r#""votedId":-1"#), "{state}");
+
+    // SIGKILL (the guard), more records, restart: the voter set comes from the file, the
+    // endpoints and the leader from the bootstrap server again.
+    cluster.nodes[observer].process = None;
+    acked.extend(produce_many(&mut client, "while-down", 10));
+    cluster.nodes[observer].process = Some(ProcessGuard {
+        child: spawn(&cluster.nodes[observer].config, &[], Stdio::null()),
+    });
+    acked.extend(produce_many(&mut client, "after", 10));
+    wait_for_observer_at(&mut client, 4, acked.last().unwrap().0 + 1);
+    drop(client);
+    for (id, status) in cluster.stop_all() {
+        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+    let observer_log = read_log(&cluster.nodes[observer].dir);
+    assert_holds(&observer_log, &acked);
+    let voter_log = read_log(&cluster.node(leader).dir);
+    assert_eq!(observer_log, voter_log[..observer_log.len()].to_vec());
+    let state = std::fs::read_to_string(&state_path).unwrap();
+    assert!(state.contains(r#""votedId":-1"#), "{state}");
+}
+
+#[test]
+fn an_observer_can_bootstrap_from_another_observer() {
+    let mut cluster = Cluster::new(3);
+    let voter = cluster.addr(3);
+    add_bootstrap_observer(&mut cluster, 4, voter, CLUSTER_ID);
+    let first = node_index(&cluster, 4);
+    let via_observer = cluster.nodes[first].addr;
+    // Node 5 knows only node 4, which may not know anything yet when 5 first asks.
+    add_bootstrap_observer(&mut cluster, 5, via_observer, CLUSTER_ID);
+    let second = node_index(&cluster, 5);
+    for id in 1..=3 {
+        cluster.start(id, &[]);
+    }
+    for index in [second, first] {
+        cluster.nodes[index].process = Some(ProcessGuard {
+            child: spawn(&cluster.nodes[index].config, &[], Stdio::null()),
+        });
+    }
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let acked = produce_many(&mut client, "chained", 20);
+    let end = acked.last().unwrap().0 + 1;
+    wait_for_observer_at(&mut client, 4, end);
+    wait_for_observer_at(&mut client, 5, end);
+    drop(client);
+    for (id, status) in cluster.stop_all() {
+        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
+        assert!(status.success(), "node {id} exited with {status}");
+    }
+    assert_holds(&read_log(&cluster.nodes[second].dir), &acked);
+}
+
+/// Starts the node and waits (bounded) for it to exit; returns (success, stderr).
+fn run_to_failure(cluster: &Cluster, index: usize) -> String {
+    let mut guard = ProcessGuard {
+        child: spawn(&cluster.nodes[index].config, &[], Stdio::piped()),
+    };
+    let status = guard
+        .wait_exit(WAIT)
+        .expect("a misconfigured observer exits");
+    assert!(!status.success(), "{status}");
+    let mut stderr = String::new();
+    guard
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
+}
+
+#[test]
+fn a_wrong_cluster_or_a_voter_id_is_refused_with_a_clear_error() {
+    let mut cluster = Cluster::new(3);
+    let bootstrap = cluster.addr(2);
+    for id in 1..=3 {
+        cluster.start(id, &[]);
+    }
+    cluster.wait_for_leader(None);
+
+    add_bootstrap_observer(&mut cluster, 5, bootstrap, "another-cluster");
+    let stderr = run_to_failure(&cluster, node_index(&cluster, 5));
+    assert!(
+        stderr.contains("another-cluster") && stderr.contains(CLUSTER_ID),
+        "{stderr}"
+    );
+    let state = std::fs::read_to_string(cluster.nodes[3].dir.join("quorum-state")).unwrap();
+    assert!(
+        state.contains(r#""currentVoters":[]"#),
+        "nothing adopted: {state}"
+    );
+
+    // Node 3's id on an empty disk with bootstrap servers only: it must not join as a voter.
+    add_bootstrap_observer(&mut cluster, 3, bootstrap, CLUSTER_ID);
+    let stderr = run_to_failure(&cluster, cluster.nodes.len() - 1);
+    assert!(stderr.contains("quorum.voters"), "{stderr}");
+    // The real node 3 is untouched and the cluster still commits.
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    produce_one(&mut client, "still committing").unwrap();
+}
