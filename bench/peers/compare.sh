@@ -24,9 +24,8 @@ done
 command_line="bench/peers/compare.sh $*"
 
 bench_bin="$root/target/release/ringraft-bench"
-if [ ! -x "$bench_bin" ] || [ ! -x "$root/target/release/ringraft" ]; then
-    (cd "$root" && cargo build --release -p ringraft-tools -p ringraft-bench)
-fi
+# Always asked of cargo (a no-op when fresh), so the run never measures a stale build.
+(cd "$root" && cargo build --release -p ringraft-tools -p ringraft-bench)
 if ! command -v fio >/dev/null; then apt-get update && apt-get install -y fio; fi
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
@@ -82,7 +81,9 @@ tail -3 "$raw/log-writer1.log"
 
 # ringraft: 1 KiB records, acks=-1, fsync on, 3 voters. One record in flight for latency; then
 # 16 connections x 16-record batches for throughput; then one record per request with 128 in
-# flight, as etcd's 128-in-flight run. --inflight only if this build of ringraft-bench has it.
+# flight, as etcd's 128-in-flight run. --inflight only if this build of ringraft-bench has it
+# (then 128 in flight is 16 connections x 8, and 4 connections x 4 in flight carry 16- and
+# 64-record batches).
 has_inflight=0
 # (help captured first: grep -q closing the pipe early would fail the pipeline under pipefail)
 bench_help=$("$bench_bin" cluster --help 2>/dev/null || true)
@@ -92,7 +93,11 @@ ringraft_runs=(
     "c16b16|--connections 16 --batch-records 16"
 )
 if [ "$has_inflight" = 1 ]; then
-    ringraft_runs+=("c16i8b1|--connections 16 --inflight 8" "c16i4b16|--connections 16 --inflight 4 --batch-records 16")
+    ringraft_runs+=(
+        "c16i8b1|--connections 16 --inflight 8"
+        "c4i4b16|--connections 4 --inflight 4 --batch-records 16"
+        "c4i4b64|--connections 4 --inflight 4 --batch-records 64"
+    )
 else
     ringraft_runs+=("c128b1|--connections 128")
 fi
