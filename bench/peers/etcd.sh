@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# etcd 3.4 (Debian's etcd-server / etcd-client) as the peer: 3 members on 127.0.0.1 with their
+# default fsync'd WAL, data under a temporary directory on the disk holding TMPDIR (ext4 /tmp
+# here), Put load at the leader from bench/peers/etcd_put.py.
+# Usage: bench/peers/etcd.sh [-d SECONDS=10] [-v VALUE_BYTES=1024] [-p PROCESSES=auto]
+#                            [-o OUT_DIR] INFLIGHT...
+#   e.g. bench/peers/etcd.sh -d 10 -o /tmp/out 1 128 256 512
+# Starts the cluster once and runs one load per INFLIGHT value (the disk settled before each),
+# printing each result as JSON and, with -o, writing OUT_DIR/etcd-inflight-N.json.
+# Every etcd process is killed and the data removed on any exit.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=settle.sh
+source "$here/settle.sh"
+
+secs=10
+value_bytes=1024
+processes=0
+out=""
+while getopts "d:v:p:o:" opt; do
+    case $opt in
+        d) secs=$OPTARG ;;
+        v) value_bytes=$OPTARG ;;
+        p) processes=$OPTARG ;;
+        o) out=$OPTARG ;;
+        *) echo "usage: etcd.sh [-d SECONDS] [-v VALUE_BYTES] [-p PROCESSES] [-o OUT_DIR] INFLIGHT..." >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+if [ $# -eq 0 ]; then set -- 1; fi
+
+if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+    apt-get update
+    # policy-rc.d keeps the package's own service from starting in containers; stop it anyway
+    # if it did, so only our members run.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server etcd-client
+    if command -v systemctl >/dev/null; then systemctl stop etcd 2>/dev/null || true; fi
+fi
+if ! python3 -c 'import grpc' 2>/dev/null; then
+    pip install grpcio
+fi
+export ETCDCTL_API=3
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-etcd.XXXXXX")
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Six free loopback ports (client and peer for each member), asked of the kernel.
+read -r -a ports <<<"$(python3 - <<'PY'
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+PY
+)"
+cluster=""
+for i in 0 1 2; do
+    cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[$((2 * i + 1))]}"
+done
+endpoints=""
+for i in 0 1 2; do
+    client=${ports[$((2 * i))]}
+    peer=${ports[$((2 * i + 1))]}
+    endpoints+="${endpoints:+,}127.0.0.1:$client"
+    etcd --name "m$i" --data-dir "$work/m$i" \
+        --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+        --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "ringraft-bench-$$" \
+        --logger zap --log-outputs "$work/m$i.log" 2>>"$work/m$i.stderr" &
+    pids+=($!)
+done
+echo "etcd $(etcd --version | head -1 | awk '{print $3}'): 3 members, data in $work, clients $endpoints"
+
+# Healthy: every member answers and one of them is the leader; at most 30 s.
+leader=""
+for _ in $(seq 1 150); do
+    for pid in "${pids[@]}"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "etcd member $pid exited; its log:" >&2; tail -20 "$work"/m*.log >&2; exit 1
+        fi
+    done
+    if etcdctl --endpoints "$endpoints" endpoint health >/dev/null 2>&1; then
+        leader=$(etcdctl --endpoints "$endpoints" endpoint status -w json 2>/dev/null | python3 -c '
+import json, sys
+for member in json.load(sys.stdin):
+    status = member["Status"]
+    if status["leader"] and status["header"]["member_id"] == status["leader"]:
+        print(member["Endpoint"])
+' || true)
+        if [ -n "$leader" ]; then break; fi
+    fi
+    sleep 0.2
+done
+if [ -z "$leader" ]; then echo "etcd cluster not healthy after 30 s" >&2; exit 1; fi
+echo "leader: $leader"
+
+for inflight in "$@"; do
+    settle_disk "$work"
+    json_arg=()
+    if [ -n "$out" ]; then mkdir -p "$out"; json_arg=(--json "$out/etcd-inflight-$inflight.json"); fi
+    python3 "$here/etcd_put.py" --endpoint "$leader" --inflight "$inflight" \
+        --value-bytes "$value_bytes" --duration "$secs" --processes "$processes" "${json_arg[@]}"
+done
