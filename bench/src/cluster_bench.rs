@@ -26,6 +26,10 @@ pub struct ClusterArgs {
     /// Voters to start on 127.0.0.1.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// A `key=value` handed to every started node as `ringraft serve --override` (repeatable),
+    /// e.g. `log.segment.bytes=67108864`.
+    #[arg(long = "node-override", value_name = "KEY=VALUE")]
+    node_overrides: Vec<String>,
     /// Drive a running cluster (`host:port,...`; the leader is found among them) instead of
     /// starting one.
     #[arg(long)]
@@ -733,6 +737,9 @@ impl LocalCluster {
             .map_err(|e| format!("creating {}: {e}", stderr.display()))?;
         let mut command = Command::new(bin);
         command.arg("serve").arg("--config").arg(&config);
+        for pair in &args.node_overrides {
+            command.arg("--override").arg(pair);
+        }
         if !args.raft_cpus.is_empty() {
             command
                 .arg("--raft-cpu")

@@ -2,11 +2,13 @@
 //!
 //! - [`record`]: Kafka RecordBatch v2 (the format on disk and on the wire).
 //! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
+//! - [`fail_stop`]: stopping the process on a durability failure or a panic.
 //! - [`io`]: the io_uring `GroupCommitWriter` that makes appends durable.
 //! - [`quorum_state`]: the quorum-state file (election state), replaced atomically.
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
 
+pub mod fail_stop;
 pub mod io;
 pub mod log;
 pub mod quorum_state;

@@ -58,6 +58,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         // Colour codes only on a terminal: log files and test captures stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log line that cannot be written (stderr on a full disk) is dropped; the default
+        // reports it with eprintln!, which panics, and would take the log thread down with it.
+        .log_internal_errors(false)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

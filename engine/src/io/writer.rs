@@ -143,12 +143,14 @@ pub enum WriterError {
 /// After a failed write or fdatasync the page cache state is unknown, so continuing could
 /// acknowledge data that is not on disk (fail-stop).
 pub fn exit_on_fatal(error: &WriterError) -> ! {
-    eprintln!(
-        "ringraft: fatal storage error in the log writer: {error}. Stopping (fail-stop): after a \
-         failed write or fsync nothing later can be trusted to be durable. Check the disk, then \
-         restart; recovery truncates any torn tail."
-    );
-    std::process::exit(74)
+    crate::fail_stop::fail_stop(
+        crate::fail_stop::EXIT_STORAGE,
+        format_args!(
+            "storage error in the log writer: {error}. Stopping (fail-stop): after a failed \
+             write or fsync nothing later can be trusted to be durable. Check the disk, then \
+             restart; recovery truncates any torn tail."
+        ),
+    )
 }
 
 /// How the ring ended up configured.

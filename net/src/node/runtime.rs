@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use engine::fail_stop::{exit_on_any_panic, fail_stop, EXIT_CORE, EXIT_QUORUM_STATE};
 use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
 use engine::log::{Log, LogConfig};
 use engine::quorum_state::QuorumStateFile;
@@ -415,11 +416,13 @@ impl Node {
         match output {
             Output::PersistElectionState(state) => {
                 if let Err(error) = self.quorum_state.write(&state) {
-                    eprintln!(
-                        "ringraft: fatal: persisting the election state failed: {error}. \
-                         Stopping (fail-stop)."
+                    fail_stop(
+                        EXIT_QUORUM_STATE,
+                        format_args!(
+                            "persisting the election state failed: {error}. Stopping \
+                             (fail-stop)."
+                        ),
                     );
-                    std::process::exit(75);
                 }
             }
             Output::Send {
@@ -456,10 +459,10 @@ impl Node {
             ),
             Output::ShutdownComplete => self.shutdown_done = true,
             Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
-            Output::Fatal(message) => {
-                eprintln!("ringraft: fatal: the Raft core stopped the node: {message}");
-                std::process::exit(70);
-            }
+            Output::Fatal(message) => fail_stop(
+                EXIT_CORE,
+                format_args!("the Raft core stopped the node: {message}"),
+            ),
         }
     }
 
@@ -1187,6 +1190,7 @@ fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
 
 /// Loads nothing: builds, then runs a node until shutdown.
 pub fn serve(config: NodeConfig) -> Result<(), NodeError> {
+    exit_on_any_panic();
     Node::start(config)?.run()
 }
 
