@@ -178,6 +178,11 @@ impl WindowObserver for NodeWatch {
             .leader_pid
             .and_then(proc_sample::sample)
             .map(|s| s.rss_kib);
+        interval.node_rss_kib = self
+            .nodes
+            .iter()
+            .map(|&(_, pid)| proc_sample::sample(pid).map(|s| s.rss_kib))
+            .collect();
     }
 
     fn window_ended(&mut self) {

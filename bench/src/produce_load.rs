@@ -76,6 +76,8 @@ pub struct Interval {
     pub latency_us: Latency,
     /// Resident memory of the leader at the interval's end (when this run started it).
     pub leader_rss_kib: Option<u64>,
+    /// Resident memory of every node this run started, in node order, at the interval's end.
+    pub node_rss_kib: Vec<Option<u64>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -310,6 +312,7 @@ fn interval_figures(config: &LoadConfig, collected: &Collected, seconds: f64) ->
         mb_per_sec: records * config.record_bytes as f64 / seconds / 1e6,
         latency_us: Latency::of(&collected.latency),
         leader_rss_kib: None,
+        node_rss_kib: Vec::new(),
     }
 }
 
