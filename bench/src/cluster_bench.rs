@@ -563,11 +563,14 @@ fn print_summary(r: &Report) {
         let get = |key: &str| stats.get(key).copied().unwrap_or(f64::NAN);
         println!(
             "  node {id} (whole run): {:.2} wake-ups per stored batch, {:.1} batches and {:.0} \
-             bytes per write group, tail-cache hit rate {:.4}",
+             bytes per write group, tail-cache hit rate {:.4}, slowest write + fdatasync {:.1} \
+             ms, {} over 100 ms",
             get("wakeups_per_batch"),
             get("batches_per_group"),
             get("bytes_per_group"),
             get("tail_hit_rate"),
+            get("max_group_us") / 1000.0,
+            get("slow_groups"),
         );
     }
 }

@@ -179,19 +179,6 @@ fn restart_with_a_wrong_cluster_id_or_a_locked_directory_fails_clearly() {
     assert!(stderr.contains(CLUSTER_ID), "{stderr}");
 }
 
-fn read_stderr(guard: &mut ProcessGuard) -> String {
-    use std::io::Read;
-    let mut out = String::new();
-    guard
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    out
-}
-
 #[test]
 fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing() {
     let mut cluster = Cluster::new(3);

@@ -21,18 +21,6 @@ use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-fn read_stderr(guard: &mut ProcessGuard) -> String {
-    let mut out = String::new();
-    guard
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    out
-}
-
 #[test]
 fn restart_with_a_wrong_broker_id_names_both_ids() {
     let mut cluster = Cluster::new(3);

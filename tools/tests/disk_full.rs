@@ -9,7 +9,6 @@
 mod support;
 
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use engine::record::RecordBatchBuilder;
@@ -49,24 +48,13 @@ fn a_full_disk_stops_the_node_with_the_storage_exit_code_even_when_stderr_is_unw
         ),
     )
     .unwrap();
-    let child = Command::new("unshare")
-        .args(["-rm", "sh", "-c"])
-        .arg(
-            r#"mount -t tmpfs -o size=6m none "$1" || { echo "mount failed" >&2; exit 99; }
-               exec "$2" serve --config "$3" 2>/dev/full"#,
-        )
-        .arg("sh")
-        .arg(&mount)
-        .arg(binary())
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run `unshare` (util-linux), which this test needs: {e}")
-        });
-    let mut node = ProcessGuard { child };
+    let mut node = spawn_on_private_mount(
+        "-t tmpfs -o size=6m none",
+        &mount,
+        &config,
+        "2>/dev/full",
+        "info",
+    );
     wait_listening(cluster.addr(1), &mut node);
 
     // 64 KiB batches until the node stops answering (it exits and closes the connection).
@@ -101,12 +89,7 @@ fn a_full_disk_stops_the_node_with_the_storage_exit_code_even_when_stderr_is_unw
     let status = node
         .wait_exit(WAIT)
         .expect("the node closed its connection but did not exit: it hangs instead of stopping");
-    let stderr = {
-        use std::io::Read;
-        let mut text = String::new();
-        let _ = node.child.stderr.take().unwrap().read_to_string(&mut text);
-        text
-    };
+    let stderr = read_stderr(&mut node);
     assert_eq!(
         status.code(),
         Some(74),

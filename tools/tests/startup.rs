@@ -30,18 +30,6 @@ fn stderr_lines(node: &mut ProcessGuard) -> Vec<String> {
         .collect()
 }
 
-fn read_stderr(guard: &mut ProcessGuard) -> String {
-    let mut out = String::new();
-    guard
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    out
-}
-
 /// Asks `addr` for its view of the quorum, as a node that is not a voter (replica id -1, no
 /// endpoint of its own, so the answer is all it changes).
 fn find_quorum(addr: SocketAddr) -> FindQuorumResponse {
@@ -167,21 +155,7 @@ fn a_log_directory_that_refuses_o_direct_stops_the_node_with_one_line_naming_the
         ),
     )
     .unwrap();
-    let child = Command::new("unshare")
-        .args(["-rm", "sh", "-c"])
-        .arg(r#"mount -t ramfs none "$1" && exec "$2" serve --config "$3""#)
-        .arg("sh")
-        .arg(&ramfs)
-        .arg(binary())
-        .arg(&config)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run `unshare` (util-linux), which this test needs: {e}")
-        });
-    let mut node = ProcessGuard { child };
+    let mut node = spawn_on_private_mount("-t ramfs none", &ramfs, &config, "", "warn");
     let status = node.wait_exit(TIMEOUT).expect("the node stops at once");
     let stderr = read_stderr(&mut node);
     assert!(

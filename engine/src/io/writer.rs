@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender};
@@ -173,6 +174,10 @@ pub struct WriterStats {
     pub device_bytes: AtomicU64,
     pub batches: AtomicU64,
     pub zero_fills: AtomicU64,
+    /// The longest group so far, submit to durable (write + fdatasync), in microseconds.
+    pub max_group_us: AtomicU64,
+    /// Groups that took longer than [`SLOW_GROUP`] (each also logged as a warning).
+    pub slow_groups: AtomicU64,
 }
 
 /// Handle to the writer thread.
@@ -294,6 +299,9 @@ enum Queued {
 /// At most this many parallel writes per group (the ring has room for them plus two).
 const MAX_SPLIT_WRITES: usize = 64;
 
+/// A group slower than this is logged as a disk stall (a healthy one takes well under 10 ms).
+pub const SLOW_GROUP: Duration = Duration::from_millis(100);
+
 struct WriterThread {
     // The ring is declared (so dropped) before the log whose buffers it may still reference.
     ring: IoUring,
@@ -315,6 +323,8 @@ struct WriterThread {
     staged_seq: Option<u64>,
     /// The group write in flight and the seq it makes durable.
     in_flight: Option<(GroupWrite, Option<u64>, Vec<Op>)>,
+    /// When the group in flight was submitted.
+    in_flight_since: Instant,
     split_bytes: usize,
 }
 
@@ -348,6 +358,7 @@ impl WriterThread {
             registered: Vec::new(),
             staged_seq: None,
             in_flight: None,
+            in_flight_since: Instant::now(),
             pending_error: None,
             split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
         };
@@ -584,6 +595,7 @@ impl WriterThread {
         let mut pending = ops;
         pending.extend(deferred_sync);
         self.in_flight = Some((write, done_seq, pending));
+        self.in_flight_since = Instant::now();
         Ok(())
     }
 
@@ -599,11 +611,28 @@ impl WriterThread {
             self.push_and_submit(std::slice::from_ref(&sync))?;
             self.wait_ops(std::slice::from_ref(&sync))?;
         }
+        self.note_group_time(write.len);
         self.log.complete_group_write(&write);
         if let Some(seq) = done_seq {
             self.report_durable(seq);
         }
         Ok(())
+    }
+
+    /// A commit waits for this write + fdatasync on a majority: a stalled disk shows up here
+    /// first, so a slow group is logged (operators correlate it with latency spikes).
+    fn note_group_time(&self, bytes: usize) {
+        let elapsed = self.in_flight_since.elapsed();
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.stats.max_group_us.fetch_max(micros, Ordering::Relaxed);
+        if elapsed >= SLOW_GROUP {
+            self.stats.slow_groups.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                elapsed_ms = elapsed.as_millis() as u64,
+                bytes,
+                "slow log write + fdatasync: the disk stalled"
+            );
+        }
     }
 
     /// The entries of one group: its data write(s), a zero-fill when due, the sync.

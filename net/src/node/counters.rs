@@ -53,6 +53,8 @@ impl fmt::Display for NodeStatsLine<'_> {
         let batches = self.writer.batches.load(Ordering::Relaxed);
         let batch_bytes = self.writer.batch_bytes.load(Ordering::Relaxed);
         let device_bytes = self.writer.device_bytes.load(Ordering::Relaxed);
+        let max_group_us = self.writer.max_group_us.load(Ordering::Relaxed);
+        let slow_groups = self.writer.slow_groups.load(Ordering::Relaxed);
         let per_group = |x: u64| {
             if groups == 0 {
                 0.0
@@ -73,7 +75,8 @@ impl fmt::Display for NodeStatsLine<'_> {
             "wakeups={} events={} wakeups_per_batch={:.2} produce_requests={} produce_batches={} \
              fetch_data_responses={} fetch_batches={} log_reads={} tail_hit_rate={:.4} \
              writer_groups={groups} writer_batches={batches} batches_per_group={:.2} \
-             bytes_per_group={:.0} device_bytes_per_batch_byte={:.3} frames_received={} \
+             bytes_per_group={:.0} device_bytes_per_batch_byte={:.3} \
+             max_group_us={max_group_us} slow_groups={slow_groups} frames_received={} \
              bytes_received={} bytes_sent={} sends={} partial_sends={}",
             n.wakeups,
             n.events,

@@ -289,3 +289,47 @@ pub fn start_load(
     };
     (acked, handle)
 }
+
+/// What `guard`'s process wrote to its piped stderr (read to the end: the process must exit).
+pub fn read_stderr(guard: &mut ProcessGuard) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    guard
+        .child
+        .stderr
+        .take()
+        .expect("stderr is piped")
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
+/// Starts `ringraft serve --config config` in a private user and mount namespace
+/// (`unshare -rm`, no privilege needed) after `mount {mount_args} dir` there, so the node sees a
+/// filesystem nobody else does. `redirect` is appended to the node's command line in the shell
+/// (e.g. `2>/dev/full`); the shell's own stderr is piped. A failed mount exits 99 with "mount:".
+pub fn spawn_on_private_mount(
+    mount_args: &str,
+    dir: &Path,
+    config: &Path,
+    redirect: &str,
+    rust_log: &str,
+) -> ProcessGuard {
+    let script = format!(
+        r#"mount {mount_args} "$1" || {{ echo "mount: failed" >&2; exit 99; }}
+           exec "$2" serve --config "$3" {redirect}"#
+    );
+    let child = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script, "sh"])
+        .arg(dir)
+        .arg(binary())
+        .arg(config)
+        .env("RUST_LOG", rust_log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `unshare` (util-linux), which this test needs: {e}")
+        });
+    ProcessGuard { child }
+}
