@@ -494,16 +494,20 @@ impl RaftCore {
             self.enter_leader(out);
             return;
         }
-        let others: Vec<NodeId> = self
-            .qs
+        for v in self.other_voters() {
+            self.send_vote(v, out);
+        }
+    }
+
+    /// The voters other than this node (a copy: the caller sends to them while mutating self).
+    fn other_voters(&self) -> Vec<NodeId> {
+        let local = self.qs.local_id();
+        self.qs
             .voters()
             .iter()
             .copied()
-            .filter(|v| *v != self.qs.local_id())
-            .collect();
-        for v in others {
-            self.send_vote(v, out);
-        }
+            .filter(|v| *v != local)
+            .collect()
     }
 
     pub(crate) fn enter_leader(&mut self, out: &mut Vec<Output>) -> bool {
@@ -536,14 +540,7 @@ impl RaftCore {
             bytes: bytes.freeze(),
         };
         self.log.append(vec![batch], out);
-        let others: Vec<NodeId> = self
-            .qs
-            .voters()
-            .iter()
-            .copied()
-            .filter(|v| *v != self.qs.local_id())
-            .collect();
-        for v in others {
+        for v in self.other_voters() {
             self.send_begin_quorum_epoch(v, out);
         }
         self.role_deadline = if self.qs.voters().len() > 1 {

@@ -113,6 +113,15 @@ impl RaftCore {
         }
     }
 
+    /// Retries `retry` to `to` after backoff, but only while this node still has `role`: the
+    /// announcement (Begin from a leader, End from a resigned leader) means nothing afterwards.
+    fn retry_while(&mut self, role: Role, to: NodeId, retry: Retry) {
+        if self.qs.role() == role {
+            self.outbound
+                .schedule_retry(self.now, to, retry, &mut self.rng);
+        }
+    }
+
     pub(crate) fn handle_begin_quorum_epoch_response(
         &mut self,
         f: InFlight,
@@ -121,16 +130,7 @@ impl RaftCore {
     ) {
         match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
             Common::Done => {}
-            Common::Retry => {
-                if self.qs.role() == Role::Leader {
-                    self.outbound.schedule_retry(
-                        self.now,
-                        f.to,
-                        Retry::BeginQuorumEpoch(f.to),
-                        &mut self.rng,
-                    );
-                }
-            }
+            Common::Retry => self.retry_while(Role::Leader, f.to, Retry::BeginQuorumEpoch(f.to)),
             Common::Proceed => {
                 if let RoleState::Leader(l) = &mut self.role {
                     l.endorsed.insert(f.to);
@@ -212,16 +212,7 @@ impl RaftCore {
     ) {
         match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
             Common::Done => {}
-            Common::Retry => {
-                if self.qs.role() == Role::Resigned {
-                    self.outbound.schedule_retry(
-                        self.now,
-                        f.to,
-                        Retry::EndQuorumEpoch(f.to),
-                        &mut self.rng,
-                    );
-                }
-            }
+            Common::Retry => self.retry_while(Role::Resigned, f.to, Retry::EndQuorumEpoch(f.to)),
             Common::Proceed => {
                 if let RoleState::Resigned(r) = &mut self.role {
                     r.acked.insert(f.to);
