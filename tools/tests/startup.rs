@@ -45,6 +45,7 @@ fn find_quorum(addr: SocketAddr) -> FindQuorumResponse {
     }
     .write(&mut w, true);
     let request = Request::FindQuorum(FindQuorumRequest {
+        cluster_id: CLUSTER_ID.into(),
         replica_id: -1,
         boot_timestamp: 0,
         host: String::new(),

@@ -193,6 +193,7 @@ impl RaftCore {
             return;
         };
         let request = Request::FindQuorum(FindQuorumRequest {
+            cluster_id: self.config.cluster_id.clone(),
             replica_id: self.qs.local_id(),
             boot_timestamp: self.config.boot_timestamp,
             host: self.config.host.clone(),
@@ -244,6 +245,22 @@ impl RaftCore {
         req: FindQuorumRequest,
         out: &mut Vec<Output>,
     ) {
+        if req.cluster_id != self.config.cluster_id {
+            // Nothing is learned from, or told to, a node of another cluster: not our voters,
+            // their endpoints or our cluster id.
+            out.push(Output::Respond {
+                id,
+                response: Response::FindQuorum(FindQuorumResponse {
+                    error: ErrorCode::INCONSISTENT_CLUSTER_ID,
+                    cluster_id: String::new(),
+                    leader_id: -1,
+                    leader_epoch: -1,
+                    voters: Vec::new(),
+                    target_voters: None,
+                }),
+            });
+            return;
+        }
         self.learn_endpoint(
             VoterEndpoint {
                 voter_id: req.replica_id,
@@ -272,6 +289,18 @@ impl RaftCore {
         r: FindQuorumResponse,
         out: &mut Vec<Output>,
     ) {
+        if r.error == ErrorCode::INCONSISTENT_CLUSTER_ID {
+            self.fatal(
+                format!(
+                    "FindQuorum to {} answered that it belongs to another cluster than {:?}: \
+                     check cluster.id and bootstrap.servers",
+                    describe_peer(f.to),
+                    self.config.cluster_id
+                ),
+                out,
+            );
+            return;
+        }
         if r.error.is_none() && r.cluster_id != self.config.cluster_id {
             self.fatal(
                 format!(

@@ -95,6 +95,9 @@ pub struct FetchQuorumRecordsResponse {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FindQuorumRequest {
+    /// The cluster the sender belongs to: a node answers only its own cluster's requests, and
+    /// learns nothing from another's (docs/protocol.md, discovery).
+    pub cluster_id: String,
     pub replica_id: NodeId,
     pub boot_timestamp: i64,
     pub host: String,

@@ -108,6 +108,7 @@ pub fn encode_request(request: &Request, w: &mut WireWriter) {
             }
         }
         Request::FindQuorum(r) => {
+            w.compact_string(&r.cluster_id);
             w.i32(r.replica_id);
             w.i64(r.boot_timestamp);
             w.compact_string(&r.host);
@@ -179,6 +180,7 @@ pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, Decod
             return Ok(Request::FetchQuorumRecords(fetch));
         }
         api::FIND_QUORUM => Request::FindQuorum(FindQuorumRequest {
+            cluster_id: r.compact_string("cluster id")?,
             replica_id: r.i32("replica id")?,
             boot_timestamp: r.i64("boot timestamp")?,
             host: r.compact_string("host")?,
@@ -555,6 +557,7 @@ mod tests {
             }));
         }
         request_round_trip(Request::FindQuorum(FindQuorumRequest {
+            cluster_id: "cluster-1".into(),
             replica_id: 4,
             boot_timestamp: 1_700_000_000_000,
             host: "127.0.0.1".into(),

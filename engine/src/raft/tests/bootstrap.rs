@@ -304,6 +304,7 @@ fn a_node_without_a_voter_set_answers_find_quorum_with_none() {
     let (_, out) = h.request(
         5,
         Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
             replica_id: 5,
             boot_timestamp: 1,
             host: "127.0.0.1".into(),

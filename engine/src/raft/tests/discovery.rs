@@ -93,6 +93,7 @@ fn leader_handles_find_quorum() {
     let (_, out) = h.request(
         4,
         Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
             replica_id: 4,
             boot_timestamp: 1,
             host: "h".into(),
@@ -204,6 +205,7 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let (_, out) = h.request(
         2,
         Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
             replica_id: 2,
             boot_timestamp: 500,
             host: "127.0.0.1".into(),
@@ -226,6 +228,7 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let (_, out) = h.request(
         2,
         Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
             replica_id: 2,
             boot_timestamp: 400,
             host: "127.0.0.1".into(),
@@ -237,6 +240,7 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let (_, out) = h.request(
         4,
         Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
             replica_id: 4,
             boot_timestamp: 900,
             host: "127.0.0.1".into(),
