@@ -167,10 +167,15 @@ impl Cluster {
                 self.node(id).committed.insert(aid, result);
             }
             Output::Fatal(msg) => panic!("fatal on node {id}: {msg}"),
+            Output::Refused { reason, .. } => {
+                panic!("node {id} refused an honest message: {reason}")
+            }
             Output::HighWatermark(_)
             | Output::RoleChanged { .. }
             | Output::ShutdownComplete
-            | Output::EndpointChanged(_) => {}
+            | Output::Alert(_)
+            | Output::EndpointChanged(_)
+            | Output::ProbeEndpoint { .. } => {}
         }
     }
 

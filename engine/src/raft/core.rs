@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use super::admission::{Receiver, EPOCH_WARNING, MAX_PEER_EPOCH};
 use super::endpoints::EndpointTable;
 use super::leader::LeaderState;
 use super::log_state::LogState;
@@ -15,6 +16,9 @@ use super::types::{
     TimeMs,
 };
 use super::{ErrorCode, Role};
+
+/// How often a node that cannot campaign (its epoch is the last) repeats its alert.
+const EXHAUSTED_REMINDER_MS: TimeMs = 60_000;
 
 /// A candidacy in progress.
 #[derive(Debug, Default)]
@@ -65,6 +69,11 @@ pub struct RaftCore {
     pub(crate) next_read_id: u64,
     pub(crate) find_quorum_cursor: usize,
     pub(crate) endpoints: EndpointTable,
+    /// `now` when the core was made: the wall clock is `config.boot_timestamp` plus the time
+    /// since.
+    start_now: TimeMs,
+    /// The operator has been told that the epoch passed [`EPOCH_WARNING`] (once per start).
+    epoch_alerted: bool,
 }
 
 impl RaftCore {
@@ -105,6 +114,8 @@ impl RaftCore {
             next_read_id: 1,
             endpoints,
             find_quorum_cursor: 0,
+            start_now: now,
+            epoch_alerted: false,
         })
     }
 
@@ -129,7 +140,7 @@ impl RaftCore {
             } => self.on_response(from, correlation, response, out),
             Input::RequestFailed { to, correlation } => {
                 if let Some(f) = self.outbound.take(correlation, to) {
-                    self.on_request_failure(f, out);
+                    self.on_request_failure(correlation, f, out);
                 }
             }
             Input::LogDurable { up_to_seq } => self.on_log_durable(up_to_seq, out),
@@ -220,6 +231,23 @@ impl RaftCore {
         self.shutdown_deadline.is_some()
     }
 
+    /// This node's view for the admission checks of peers' messages.
+    pub(crate) fn receiver(&self) -> Receiver {
+        Receiver {
+            epoch: self.qs.epoch(),
+            wall_clock_ms: self.wall_clock_ms(),
+        }
+    }
+
+    /// Wall-clock ms since the Unix epoch, if the driver gave the core its boot time.
+    fn wall_clock_ms(&self) -> Option<i64> {
+        if self.config.boot_timestamp <= 0 {
+            return None;
+        }
+        let since_start = i64::try_from(self.now - self.start_now).unwrap_or(i64::MAX);
+        Some(self.config.boot_timestamp.saturating_add(since_start))
+    }
+
     // ----- start and timers -----
 
     fn start(&mut self, out: &mut Vec<Output>) {
@@ -277,8 +305,8 @@ impl RaftCore {
     }
 
     fn on_tick(&mut self, out: &mut Vec<Output>) {
-        for failed in self.outbound.take_expired(self.now) {
-            self.on_request_failure(failed, out);
+        for (correlation, failed) in self.outbound.take_expired(self.now) {
+            self.on_request_failure(correlation, failed, out);
         }
         for retry in self.outbound.take_due_retries(self.now) {
             self.run_retry(retry, out);
@@ -392,12 +420,40 @@ impl RaftCore {
         false
     }
 
-    pub(crate) fn emit_role(&self, out: &mut Vec<Output>) {
+    pub(crate) fn emit_role(&mut self, out: &mut Vec<Output>) {
         out.push(Output::RoleChanged {
             role: self.qs.role(),
             epoch: self.qs.epoch(),
             leader_id: self.leader_hint(),
         });
+        self.alert_on_high_epoch(out);
+    }
+
+    /// Tells the operator, once per start, that the epoch is where no real cluster gets to.
+    fn alert_on_high_epoch(&mut self, out: &mut Vec<Output>) {
+        let epoch = self.qs.epoch();
+        if self.epoch_alerted || epoch < EPOCH_WARNING {
+            return;
+        }
+        self.epoch_alerted = true;
+        let left = i64::from(MAX_PEER_EPOCH) - i64::from(epoch);
+        out.push(Output::Alert(format!(
+            "epoch {epoch} is past {EPOCH_WARNING}: only {} elections are left before the \
+             epoch limit {MAX_PEER_EPOCH}. No real cluster gets here; peers (or an old bug) pushed \
+             it. See docs/operations.md, \"Recovering a node whose stored state is refused\".",
+            left.max(0)
+        )));
+    }
+
+    /// No candidacy is possible beyond the last epoch: say so and stay alive in the current
+    /// role, reminding the operator once a minute, rather than stop (a restart would not help).
+    fn epoch_exhausted(&mut self, err: TransitionError, out: &mut Vec<Output>) -> bool {
+        out.push(Output::Alert(format!(
+            "node {} cannot stand for election: {err}",
+            self.qs.local_id()
+        )));
+        self.role_deadline = Some(self.now + EXHAUSTED_REMINDER_MS);
+        false
     }
 
     /// Ends the previous role: every parked fetch, pending read and client append of a leader
@@ -475,8 +531,10 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_candidate(&mut self, out: &mut Vec<Output>) -> bool {
-        if let Err(e) = self.qs.become_candidate(out) {
-            return self.refused(e, out);
+        match self.qs.become_candidate(out) {
+            Ok(()) => {}
+            Err(e @ TransitionError::EpochExhausted { .. }) => return self.epoch_exhausted(e, out),
+            Err(e) => return self.refused(e, out),
         }
         self.leave_role(false, out);
         self.emit_role(out);
@@ -625,9 +683,15 @@ impl RaftCore {
 
     pub(crate) fn on_request_failure(
         &mut self,
+        correlation: super::types::Correlation,
         f: super::requests::InFlight,
         out: &mut Vec<Output>,
     ) {
+        if f.kind == RequestKind::Probe {
+            // Nobody answered at the advertised endpoint: it is not used.
+            self.endpoints.probe_done(correlation);
+            return;
+        }
         if f.epoch != self.qs.epoch() {
             return;
         }
@@ -675,6 +739,7 @@ impl RaftCore {
                 }
             }
             RequestKind::FindQuorum => Some(Retry::FindQuorum),
+            RequestKind::Probe => unreachable!("handled above"),
         };
         if let Some(retry) = retry {
             self.outbound

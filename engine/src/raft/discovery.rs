@@ -1,6 +1,7 @@
 //! Request/response dispatch, the common response rules (protocol.md 12), FindQuorum (11) and
 //! DescribeQuorum (13).
 
+use super::admission::{admit_request, check_boot_timestamp, check_epoch, Refusal};
 use super::core::{RaftCore, RoleState};
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
@@ -27,10 +28,18 @@ impl RaftCore {
     pub(crate) fn on_request(
         &mut self,
         id: RequestId,
-        _from: Option<NodeId>,
+        from: Option<NodeId>,
         request: Request,
         out: &mut Vec<Output>,
     ) {
+        // A node of another cluster is told so by the handler (INCONSISTENT_CLUSTER_ID), whatever
+        // else is wrong with its request: that is the error its operator needs to see.
+        let same_cluster = cluster_id_of(&request).is_none_or(|c| c == self.config.cluster_id);
+        if same_cluster {
+            if let Err(refusal) = admit_request(&request, from, self.receiver()) {
+                return self.refuse_request(id, from, &request, refusal, out);
+            }
+        }
         match request {
             Request::Vote(r) => self.handle_vote(id, r, out),
             Request::BeginQuorumEpoch(r) => self.handle_begin_quorum_epoch(id, r, out),
@@ -52,6 +61,9 @@ impl RaftCore {
             return; // unknown, timed out, or from before a transition: ignore
         };
         match (f.kind, response) {
+            (RequestKind::Probe, response) => {
+                self.handle_probe_response(correlation, response, out)
+            }
             (RequestKind::Vote, Response::Vote(r)) => self.handle_vote_response(f, r, out),
             (RequestKind::BeginQuorumEpoch, Response::BeginQuorumEpoch(r)) => {
                 self.handle_begin_quorum_epoch_response(f, r, out)
@@ -69,6 +81,31 @@ impl RaftCore {
         }
     }
 
+    /// Answers a request that failed admission with its error, having changed nothing.
+    fn refuse_request(
+        &mut self,
+        id: RequestId,
+        from: Option<NodeId>,
+        request: &Request,
+        refusal: Refusal,
+        out: &mut Vec<Output>,
+    ) {
+        out.push(Output::Refused {
+            request: Some(id),
+            peer: from,
+            reason: format!("{}: {}", request_name(request), refusal.reason),
+        });
+        let error = refusal.error;
+        match request {
+            Request::Vote(_) => self.respond_vote(id, error, false, out),
+            Request::BeginQuorumEpoch(_) => self.respond_begin(id, error, out),
+            Request::EndQuorumEpoch(_) => self.respond_end(id, error, out),
+            Request::FetchQuorumRecords(_) => self.respond_fetch_error(id, error, out),
+            Request::FindQuorum(_) => respond_find_quorum_error(id, error, out),
+            Request::DescribeQuorum(_) => unreachable!("DescribeQuorum has no field to refuse"),
+        }
+    }
+
     fn fatal(&mut self, msg: String, out: &mut Vec<Output>) {
         out.push(Output::Fatal(format!("node {}: {msg}", self.qs.local_id())));
         self.stopped = true;
@@ -78,6 +115,7 @@ impl RaftCore {
     /// inconsistent ones are fatal.
     pub(crate) fn common_response(
         &mut self,
+        from: NodeId,
         error: ErrorCode,
         leader_id: NodeId,
         epoch: Epoch,
@@ -94,6 +132,15 @@ impl RaftCore {
             return Common::Done;
         }
         if epoch > self.qs.epoch() {
+            // A peer we asked is no more trusted with an epoch than one that asks us.
+            if let Err(refusal) = check_epoch("leader epoch", epoch, self.qs.epoch()) {
+                out.push(Output::Refused {
+                    request: None,
+                    peer: Some(from),
+                    reason: format!("a response: {}", refusal.reason),
+                });
+                return Common::Done;
+            }
             if leader_id >= 0 && leader_id != me && self.qs.is_voter(leader_id) {
                 self.enter_follower(epoch, leader_id, out);
             } else {
@@ -192,16 +239,20 @@ impl RaftCore {
         let Some(to) = self.find_quorum_target() else {
             return;
         };
-        let request = Request::FindQuorum(FindQuorumRequest {
+        let request = self.find_quorum_request();
+        let epoch = self.qs.epoch();
+        self.outbound
+            .send(out, self.now, to, epoch, RequestKind::FindQuorum, request);
+    }
+
+    fn find_quorum_request(&self) -> Request {
+        Request::FindQuorum(FindQuorumRequest {
             cluster_id: self.config.cluster_id.clone(),
             replica_id: self.qs.local_id(),
             boot_timestamp: self.config.boot_timestamp,
             host: self.config.host.clone(),
             port: self.config.port,
-        });
-        let epoch = self.qs.epoch();
-        self.outbound
-            .send(out, self.now, to, epoch, RequestKind::FindQuorum, request);
+        })
     }
 
     fn voter_endpoints(&self) -> Vec<VoterEndpoint> {
@@ -228,12 +279,58 @@ impl RaftCore {
         }
     }
 
-    /// Records a voter's advertised endpoint if it is newer; tells the driver when it changed.
+    /// A voter's advertised endpoint, if newer than what is known, is probed before it is used:
+    /// anybody can advertise anything.
     fn learn_endpoint(&mut self, endpoint: VoterEndpoint, out: &mut Vec<Output>) {
         let is_other_voter = endpoint.voter_id != self.qs.local_id()
             && self.qs.voters().contains(&endpoint.voter_id);
-        if is_other_voter && self.endpoints.learn(endpoint.clone()) {
-            out.push(Output::EndpointChanged(endpoint));
+        if !is_other_voter
+            || check_boot_timestamp(endpoint.boot_timestamp, self.receiver()).is_err()
+            || !self.endpoints.worth_probing(&endpoint)
+        {
+            return;
+        }
+        let request = self.find_quorum_request();
+        let epoch = self.qs.epoch();
+        let correlation = self
+            .outbound
+            .probe(out, self.now, epoch, endpoint.clone(), request);
+        self.endpoints.probing(correlation, endpoint);
+    }
+
+    /// The endpoint is used only if it answered, for its own voter id, the advertised address
+    /// with the advertised boot timestamp or a newer one. Nothing else in the answer is
+    /// believed: it came from an unproven address.
+    fn handle_probe_response(
+        &mut self,
+        correlation: Correlation,
+        response: Response,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(candidate) = self.endpoints.probe_done(correlation) else {
+            return;
+        };
+        let Response::FindQuorum(r) = response else {
+            return;
+        };
+        if !r.error.is_none() || r.cluster_id != self.config.cluster_id {
+            return;
+        }
+        // The voter's own entry, at the probed address, no older than the advertisement (an
+        // advertisement relayed by another node may carry an older boot timestamp, never a
+        // newer one than the voter itself gives).
+        let me = self.receiver();
+        let vouched = r.voters.into_iter().find(|e| {
+            e.voter_id == candidate.voter_id
+                && e.host == candidate.host
+                && e.port == candidate.port
+                && e.boot_timestamp >= candidate.boot_timestamp
+                && check_boot_timestamp(e.boot_timestamp, me).is_ok()
+        });
+        if let Some(endpoint) = vouched {
+            if self.endpoints.confirm(&endpoint) {
+                out.push(Output::EndpointChanged(endpoint));
+            }
         }
     }
 
@@ -248,18 +345,7 @@ impl RaftCore {
         if req.cluster_id != self.config.cluster_id {
             // Nothing is learned from, or told to, a node of another cluster: not our voters,
             // their endpoints or our cluster id.
-            out.push(Output::Respond {
-                id,
-                response: Response::FindQuorum(FindQuorumResponse {
-                    error: ErrorCode::INCONSISTENT_CLUSTER_ID,
-                    cluster_id: String::new(),
-                    leader_id: -1,
-                    leader_epoch: -1,
-                    voters: Vec::new(),
-                    target_voters: None,
-                }),
-            });
-            return;
+            return respond_find_quorum_error(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
         }
         self.learn_endpoint(
             VoterEndpoint {
@@ -332,7 +418,7 @@ impl RaftCore {
             }
         }
         let outcome = if r.error.is_none() {
-            self.common_response(r.error, r.leader_id, r.leader_epoch, out)
+            self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out)
         } else {
             Common::Retry
         };
@@ -384,8 +470,7 @@ impl RaftCore {
                     current_voters: voters,
                     target_voters: None,
                     observers: l
-                        .observers
-                        .iter()
+                        .live_observers(self.now)
                         .map(|(id, p)| Self::replica_state(*id, p))
                         .collect(),
                 }
@@ -404,6 +489,44 @@ impl RaftCore {
             id,
             response: Response::DescribeQuorum(response),
         });
+    }
+}
+
+/// A FindQuorum answer that tells nothing: not the cluster id, the voters or the leader.
+fn respond_find_quorum_error(id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
+    out.push(Output::Respond {
+        id,
+        response: Response::FindQuorum(FindQuorumResponse {
+            error,
+            cluster_id: String::new(),
+            leader_id: -1,
+            leader_epoch: -1,
+            voters: Vec::new(),
+            target_voters: None,
+        }),
+    });
+}
+
+/// The cluster id a request carries (DescribeQuorum, an admin request, carries none).
+fn cluster_id_of(request: &Request) -> Option<&str> {
+    match request {
+        Request::Vote(r) => Some(&r.cluster_id),
+        Request::BeginQuorumEpoch(r) => Some(&r.cluster_id),
+        Request::EndQuorumEpoch(r) => Some(&r.cluster_id),
+        Request::FetchQuorumRecords(r) => Some(&r.cluster_id),
+        Request::FindQuorum(r) => Some(&r.cluster_id),
+        Request::DescribeQuorum(_) => None,
+    }
+}
+
+fn request_name(request: &Request) -> &'static str {
+    match request {
+        Request::Vote(_) => "Vote",
+        Request::BeginQuorumEpoch(_) => "BeginQuorumEpoch",
+        Request::EndQuorumEpoch(_) => "EndQuorumEpoch",
+        Request::FetchQuorumRecords(_) => "FetchQuorumRecords",
+        Request::FindQuorum(_) => "FindQuorum",
+        Request::DescribeQuorum(_) => "DescribeQuorum",
     }
 }
 

@@ -1,6 +1,7 @@
 //! FetchQuorumRecords: the leader's side (protocol.md 8.2, 8.3, long-poll parking) and the
 //! follower's (8.4, 8.5, pipelining with the durable offset).
 
+use super::admission::MAX_OFFSET;
 use super::core::{RaftCore, RoleState};
 use super::discovery::Common;
 use super::leader::ParkedFetch;
@@ -59,13 +60,7 @@ impl RaftCore {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_fetch_error(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
         }
-        if req.fetch_offset < 0
-            || req.last_fetched_epoch < 0
-            || req.last_fetched_epoch > req.leader_epoch
-            || req.max_wait_ms < 0
-        {
-            return self.respond_fetch_error(id, ErrorCode::INVALID_REQUEST, out);
-        }
+        // The fields' ranges were checked on admission (admission.rs).
         if req.leader_epoch < self.qs.epoch() {
             return self.respond_fetch_error(id, ErrorCode::FENCED_LEADER_EPOCH, out);
         }
@@ -108,12 +103,19 @@ impl RaftCore {
         let hw_advanced = self.update_leader_hw(out);
         if req.fetch_offset >= leo {
             if req.max_wait_ms > 0 && !hw_advanced {
+                // A wait longer than the fetch timeout helps nobody: the fetcher would have
+                // given up on this leader by then.
+                let wait = (req.max_wait_ms as u64).min(
+                    self.config
+                        .fetch_timeout_ms
+                        .max(self.config.fetch_max_wait_ms),
+                );
                 if let RoleState::Leader(l) = &mut self.role {
                     l.parked.push(ParkedFetch {
                         request_id: id,
                         replica_id: req.replica_id,
                         fetch_offset: req.fetch_offset,
-                        deadline: self.now + req.max_wait_ms as u64,
+                        deadline: self.now + wait,
                     });
                 }
                 return;
@@ -208,6 +210,13 @@ impl RaftCore {
         let Some(hw) = l.maybe_advance_hw(own) else {
             return false;
         };
+        // Progress is recorded only for fetches at or below our end (others diverge), so a
+        // majority can never vouch for offsets this leader does not have.
+        let end = self.log.end_offset();
+        assert!(
+            hw <= end,
+            "high watermark {hw} beyond the leader's log end {end}"
+        );
         self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
         out.push(Output::HighWatermark(hw));
         self.complete_appends(out);
@@ -300,7 +309,7 @@ impl RaftCore {
         else {
             return;
         };
-        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
             Common::Proceed => {}
             Common::Done => {
                 self.retry_fetch_later(f);
@@ -384,6 +393,11 @@ impl RaftCore {
         let mut last_epoch = self.log.last_epoch();
         let mut take = Vec::with_capacity(batches.len());
         for b in batches {
+            // Checked first: `end_offset` adds, and a leader's batch is no more trusted than
+            // any other input.
+            if !(0..=MAX_OFFSET).contains(&b.base_offset) {
+                break;
+            }
             if b.end_offset() <= next {
                 continue;
             }

@@ -6,6 +6,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::types::{Acks, Epoch, NodeId, Offset, RequestId, TimeMs};
 
+/// Observers the leader tracks at most (for DescribeQuorum): any process may fetch under any
+/// replica id, and each new id must not cost memory for good.
+pub(crate) const MAX_OBSERVERS: usize = 1024;
+/// An observer that has not fetched for this long is forgotten (the draft's five minutes).
+pub(crate) const OBSERVER_EXPIRY_MS: TimeMs = 5 * 60 * 1000;
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ReplicaProgress {
     /// The replica's last fetch offset (its log end offset); -1 unknown.
@@ -103,10 +109,14 @@ impl LeaderState {
         leader_end: Offset,
         now: TimeMs,
     ) {
-        let (map, is_voter) = if self.voters.contains_key(&replica_id) {
-            (&mut self.voters, true)
+        let is_voter = self.voters.contains_key(&replica_id);
+        if !is_voter && !self.observers.contains_key(&replica_id) {
+            self.make_room_for_observer(now);
+        }
+        let map = if is_voter {
+            &mut self.voters
         } else {
-            (&mut self.observers, false)
+            &mut self.observers
         };
         let p = map
             .entry(replica_id)
@@ -122,6 +132,39 @@ impl LeaderState {
         if is_voter {
             self.endorsed.insert(replica_id);
         }
+    }
+
+    /// Before a new observer is tracked: forget those silent for [`OBSERVER_EXPIRY_MS`] and, if
+    /// still full, the one silent longest.
+    fn make_room_for_observer(&mut self, now: TimeMs) {
+        let silent_since = |p: &ReplicaProgress| p.last_fetch_ms.unwrap_or(0);
+        if self.observers.len() < MAX_OBSERVERS {
+            return;
+        }
+        self.observers
+            .retain(|_, p| now.saturating_sub(silent_since(p)) < OBSERVER_EXPIRY_MS);
+        if self.observers.len() >= MAX_OBSERVERS {
+            let oldest = self
+                .observers
+                .iter()
+                .min_by_key(|(id, p)| (silent_since(p), **id))
+                .map(|(id, _)| *id);
+            if let Some(id) = oldest {
+                self.observers.remove(&id);
+            }
+        }
+        debug_assert!(self.observers.len() < MAX_OBSERVERS);
+    }
+
+    /// Observers that fetched within [`OBSERVER_EXPIRY_MS`] (what DescribeQuorum lists).
+    pub(crate) fn live_observers(
+        &self,
+        now: TimeMs,
+    ) -> impl Iterator<Item = (&NodeId, &ReplicaProgress)> {
+        self.observers.iter().filter(move |(_, p)| {
+            p.last_fetch_ms
+                .is_some_and(|t| now.saturating_sub(t) < OBSERVER_EXPIRY_MS)
+        })
     }
 
     /// The offset a majority of voters has durable (protocol.md 9.2): element n/2 of the

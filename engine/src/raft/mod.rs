@@ -4,7 +4,8 @@
 //! `RaftCore::step`; outputs (messages, quorum-state writes, log operations, commits) come out,
 //! to be carried out in order by the driver. No clock, socket, file or RNG inside.
 //!
-//! Modules, one concept each: `quorum_state` (the only place role transitions happen),
+//! Modules, one concept each: `admission` (bounds every peer message must meet before it
+//! can change anything), `quorum_state` (the only place role transitions happen),
 //! `core` (dispatch, transitions' side effects, timers), `vote`, `quorum_epoch`
 //! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
 //! (common response rules, FindQuorum, DescribeQuorum), `endpoints` (voter endpoints learned
@@ -12,6 +13,7 @@
 //! `leader` (replica progress, HW, parked fetches), `log_state`, `epoch_cache`, `tail_cache`,
 //! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
+pub mod admission;
 mod append;
 mod core;
 mod discovery;
@@ -19,7 +21,7 @@ mod endpoints;
 mod epoch_cache;
 pub mod error;
 mod fetch;
-mod leader;
+pub(crate) mod leader;
 mod log_state;
 pub mod message;
 mod quorum_epoch;

@@ -50,7 +50,7 @@ impl RaftCore {
         );
     }
 
-    fn respond_begin(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
+    pub(crate) fn respond_begin(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
         out.push(Output::Respond {
             id,
             response: Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
@@ -61,7 +61,7 @@ impl RaftCore {
         });
     }
 
-    fn respond_end(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
+    pub(crate) fn respond_end(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
         out.push(Output::Respond {
             id,
             response: Response::EndQuorumEpoch(EndQuorumEpochResponse {
@@ -81,9 +81,7 @@ impl RaftCore {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_begin(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
         }
-        if req.leader_id < 0 {
-            return self.respond_begin(id, ErrorCode::INVALID_REQUEST, out);
-        }
+        // The fields' ranges were checked on admission (admission.rs).
         if req.leader_epoch < self.qs.epoch() {
             return self.respond_begin(id, ErrorCode::FENCED_LEADER_EPOCH, out);
         }
@@ -128,7 +126,7 @@ impl RaftCore {
         r: BeginQuorumEpochResponse,
         out: &mut Vec<Output>,
     ) {
-        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
             Common::Done => {}
             Common::Retry => self.retry_while(Role::Leader, f.to, Retry::BeginQuorumEpoch(f.to)),
             Common::Proceed => {
@@ -157,9 +155,7 @@ impl RaftCore {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_end(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
         }
-        if req.replica_id < 0 {
-            return self.respond_end(id, ErrorCode::INVALID_REQUEST, out);
-        }
+        // The fields' ranges were checked on admission (admission.rs).
         if req.leader_epoch < self.qs.epoch() {
             return self.respond_end(id, ErrorCode::FENCED_LEADER_EPOCH, out);
         }
@@ -187,8 +183,10 @@ impl RaftCore {
             };
         let mut error = ErrorCode::NONE;
         if eligible {
-            let n = req.preferred_successors.len();
-            match req.preferred_successors.iter().position(|s| *s == me) {
+            // Only voters count, each once: a list padded with others must not delay us.
+            let successors = self.voter_successors(&req.preferred_successors);
+            let n = successors.len();
+            match successors.iter().position(|s| *s == me) {
                 None => error = ErrorCode::INCONSISTENT_VOTER_SET,
                 Some(0) => {
                     self.enter_candidate(out);
@@ -204,13 +202,24 @@ impl RaftCore {
         }
     }
 
+    /// The preferred successors that are voters, first occurrence kept, in the given order.
+    fn voter_successors(&self, named: &[NodeId]) -> Vec<NodeId> {
+        let mut successors: Vec<NodeId> = Vec::with_capacity(self.qs.voters().len());
+        for s in named {
+            if self.qs.is_voter(*s) && !successors.contains(s) {
+                successors.push(*s);
+            }
+        }
+        successors
+    }
+
     pub(crate) fn handle_end_quorum_epoch_response(
         &mut self,
         f: InFlight,
         r: EndQuorumEpochResponse,
         out: &mut Vec<Output>,
     ) {
-        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
             Common::Done => {}
             Common::Retry => self.retry_while(Role::Resigned, f.to, Retry::EndQuorumEpoch(f.to)),
             Common::Proceed => {

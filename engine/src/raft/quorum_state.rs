@@ -3,6 +3,7 @@
 //! refused without touching anything, a legal one pushes `PersistElectionState` to the outputs
 //! before the new state becomes visible.
 
+use super::admission::MAX_PEER_EPOCH;
 use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Output, RaftConfig};
 use super::Role;
 
@@ -17,6 +18,11 @@ pub enum TransitionError {
         to: Role,
         why: &'static str,
     },
+    #[error(
+        "epoch {epoch} is the last one: no election is possible beyond it (docs/operations.md, \
+         \"Recovering a node whose stored state is refused\")"
+    )]
+    EpochExhausted { epoch: Epoch },
     #[error("cannot adopt the voter set {voters:?}: {why}")]
     AdoptVoters {
         voters: Vec<NodeId>,
@@ -306,8 +312,13 @@ impl QuorumState {
                 "a leader must resign or learn a higher epoch first",
             ));
         }
+        // Never into an epoch the other voters would refuse (docs/protocol.md, "Hostile input").
+        if self.epoch >= MAX_PEER_EPOCH {
+            return Err(TransitionError::EpochExhausted { epoch: self.epoch });
+        }
+        let epoch = self.epoch + 1;
         let next = QuorumState {
-            epoch: self.epoch + 1,
+            epoch,
             leader_id: None,
             voted_id: Some(self.local_id),
             role: Role::Candidate,

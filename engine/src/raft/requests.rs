@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::rng::SplitMix64;
 use super::types::{Correlation, Epoch, NodeId, Offset, Output, TimeMs};
-use super::Request;
+use super::{Request, VoterEndpoint};
 
 /// What a request was, so its response can be matched against the state that sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub(crate) enum RequestKind {
         last_fetched_epoch: Epoch,
     },
     FindQuorum,
+    /// A FindQuorum on a connection of its own, checking a voter's advertised endpoint.
+    Probe,
 }
 
 #[derive(Clone, Debug)]
@@ -102,6 +104,35 @@ impl Outbound {
         correlation
     }
 
+    /// Like [`Outbound::send`], but to an advertised endpoint rather than the voter's current
+    /// address ([`Output::ProbeEndpoint`]).
+    pub(crate) fn probe(
+        &mut self,
+        out: &mut Vec<Output>,
+        now: TimeMs,
+        epoch: Epoch,
+        endpoint: VoterEndpoint,
+        request: Request,
+    ) -> Correlation {
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        self.in_flight.push((
+            correlation,
+            InFlight {
+                to: endpoint.voter_id,
+                epoch,
+                kind: RequestKind::Probe,
+                deadline: now + self.request_timeout_ms,
+            },
+        ));
+        out.push(Output::ProbeEndpoint {
+            correlation,
+            endpoint,
+            request,
+        });
+        correlation
+    }
+
     /// Removes and returns the request a response or failure refers to.
     pub(crate) fn take(&mut self, correlation: Correlation, from: NodeId) -> Option<InFlight> {
         let idx = self
@@ -111,9 +142,10 @@ impl Outbound {
         Some(self.in_flight.remove(idx).1)
     }
 
-    /// Forgets everything: after a role change no answer to an earlier request matters.
+    /// Forgets everything but endpoint probes: after a role change no answer to an earlier
+    /// request matters, but a voter's address is not about roles.
     pub(crate) fn clear(&mut self) {
-        self.in_flight.clear();
+        self.in_flight.retain(|(_, f)| f.kind == RequestKind::Probe);
         self.retries.clear();
     }
 
@@ -143,7 +175,7 @@ impl Outbound {
     }
 
     /// Requests whose timeout passed, removed from the in-flight set.
-    pub(crate) fn take_expired(&mut self, now: TimeMs) -> Vec<InFlight> {
+    pub(crate) fn take_expired(&mut self, now: TimeMs) -> Vec<(Correlation, InFlight)> {
         if !self.in_flight.iter().any(|(_, f)| f.deadline <= now) {
             return Vec::new();
         }
@@ -151,7 +183,7 @@ impl Outbound {
             .into_iter()
             .partition(|(_, f)| f.deadline <= now);
         self.in_flight = alive;
-        expired.into_iter().map(|(_, f)| f).collect()
+        expired
     }
 
     /// Retries that are due, removed from the schedule.

@@ -197,8 +197,29 @@ pub enum Output {
     },
     /// Shutdown finished (another leader is known, or the shutdown timeout passed).
     ShutdownComplete,
-    /// FindQuorum taught this node a voter's (new) endpoint: connect there from now on.
+    /// A voter's (new) endpoint, verified by a probe: connect there from now on.
     EndpointChanged(super::message::VoterEndpoint),
+    /// Before a voter's advertised endpoint is used, check that it is that voter: send `request`
+    /// (a FindQuorum) on a connection of its own to `endpoint`'s host and port, not to the
+    /// voter's current address, and hand the answer back as [`Input::Response`] (a failure as
+    /// [`Input::RequestFailed`]) with `from` / `to` equal to `endpoint.voter_id`.
+    ProbeEndpoint {
+        correlation: Correlation,
+        endpoint: super::message::VoterEndpoint,
+        request: Request,
+    },
+    /// A peer's message was refused before it could change anything (docs/protocol.md,
+    /// "Hostile input"): for the operator's log, with the sender's address where the driver
+    /// knows it. A refused request's error answer follows as an ordinary [`Output::Respond`].
+    Refused {
+        /// The inbound request, or None for a response to one of this node's requests.
+        request: Option<RequestId>,
+        /// The node that sent it, where known (the transport's word, not the message's).
+        peer: Option<NodeId>,
+        reason: String,
+    },
+    /// Something the operator must act on while the node carries on (an epoch near its limit).
+    Alert(String),
     /// A safety rule would be broken (for example a truncation below the high watermark). The
     /// driver must stop the node: nothing after this is valid.
     Fatal(String),
@@ -233,6 +254,9 @@ pub struct RaftConfig {
     /// An empty host means the node takes no part in endpoint discovery (as in the simulator).
     pub host: String,
     pub port: i32,
+    /// Wall-clock ms since the Unix epoch when the node started, as read by the driver (the
+    /// core reads no clock). Besides being advertised, it tells the core the wall-clock time:
+    /// this plus the monotonic time since `RaftCore::new`. 0 when the driver has no wall clock.
     pub boot_timestamp: i64,
     /// Voter endpoints known at start (from `quorum.voters`); FindQuorum keeps them current.
     pub voter_endpoints: Vec<super::message::VoterEndpoint>,

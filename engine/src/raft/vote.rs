@@ -19,7 +19,13 @@ impl RaftCore {
             .send(out, self.now, to, epoch, RequestKind::Vote, request);
     }
 
-    fn respond_vote(&self, id: RequestId, error: ErrorCode, granted: bool, out: &mut Vec<Output>) {
+    pub(crate) fn respond_vote(
+        &self,
+        id: RequestId,
+        error: ErrorCode,
+        granted: bool,
+        out: &mut Vec<Output>,
+    ) {
         out.push(Output::Respond {
             id,
             response: Response::Vote(VoteResponse {
@@ -41,13 +47,7 @@ impl RaftCore {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_CLUSTER_ID, false, out);
         }
-        if req.candidate_id < 0
-            || req.last_epoch_end_offset < 0
-            || req.last_epoch < 0
-            || req.last_epoch >= req.candidate_epoch
-        {
-            return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);
-        }
+        // The fields' ranges were checked on admission (admission.rs).
         if req.candidate_epoch < self.qs.epoch() {
             return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
         }
@@ -95,7 +95,7 @@ impl RaftCore {
         r: VoteResponse,
         out: &mut Vec<Output>,
     ) {
-        match self.common_response(r.error, r.leader_id, r.leader_epoch, out) {
+        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
             super::discovery::Common::Done => return,
             super::discovery::Common::Retry => {
                 if matches!(&self.role, RoleState::Candidate(c) if !c.backing_off) {

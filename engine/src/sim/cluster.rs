@@ -946,8 +946,31 @@ impl Simulation {
                 }
                 Ok(())
             }
-            // The simulated network routes by node id: an endpoint has nothing to change.
+            // The simulated network routes by node id: an endpoint has nothing to change, and
+            // no simulated node advertises one, so there is nothing to probe.
             Output::EndpointChanged(_) => Ok(()),
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                ..
+            } => {
+                self.schedule(
+                    1,
+                    Event::RequestFailed {
+                        node: i,
+                        incarnation: self.nodes[i].incarnation,
+                        to: endpoint.voter_id,
+                        correlation,
+                    },
+                );
+                Ok(())
+            }
+            // Honest nodes never send what admission refuses.
+            Output::Refused { peer, reason, .. } => breach(
+                Invariant::FatalOutput,
+                format!("node {id} refused a message of {peer:?}: {reason}"),
+            ),
+            Output::Alert(_) => Ok(()),
             Output::Fatal(msg) => breach(Invariant::FatalOutput, format!("node {id}: {msg}")),
         }
     }

@@ -25,6 +25,8 @@ pub struct NodeCounters {
     pub fetch_batches: u64,
     /// Reads the core asked of the writer because a fetch fell behind the in-memory tail.
     pub log_reads: u64,
+    /// Peer messages the core refused on admission (docs/protocol.md, "Hostile input").
+    pub refused: u64,
 }
 
 impl NodeCounters {
@@ -77,7 +79,7 @@ impl fmt::Display for NodeStatsLine<'_> {
              writer_groups={groups} writer_batches={batches} batches_per_group={:.2} \
              bytes_per_group={:.0} device_bytes_per_batch_byte={:.3} \
              max_group_us={max_group_us} slow_groups={slow_groups} frames_received={} \
-             bytes_received={} bytes_sent={} sends={} partial_sends={}",
+             bytes_received={} bytes_sent={} sends={} partial_sends={} refused={}",
             n.wakeups,
             n.events,
             per_batch(n.wakeups),
@@ -99,6 +101,7 @@ impl fmt::Display for NodeStatsLine<'_> {
             self.transport.bytes_sent,
             self.transport.sends,
             self.transport.partial_sends,
+            n.refused,
         )
     }
 }

@@ -5,6 +5,7 @@ pub mod client;
 pub mod config;
 pub mod counters;
 pub mod lock;
+mod resolver;
 pub mod runtime;
 pub mod signals;
 pub mod startup_checks;

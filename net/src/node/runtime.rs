@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use super::config::NodeConfig;
 use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
+use super::resolver::Resolver;
 use super::signals::ShutdownSignals;
 use crate::transport::{ConnId, Event, EventLoop, WatchId};
 use crate::wire::api::{self, ApiSpec};
@@ -107,6 +108,29 @@ impl Peer {
     }
 }
 
+/// Endpoint probes (FindQuorum on connections of their own) in flight at most.
+const MAX_PROBES: usize = 16;
+/// Distinct senders whose refused messages are logged; beyond that they are only counted.
+const MAX_REFUSED_LOGGED: usize = 1024;
+
+/// A probe of an advertised voter endpoint: one FindQuorum on a connection of its own, whose
+/// answer the core checks before it uses the endpoint (engine's raft/endpoints.rs).
+struct Probe {
+    voter_id: NodeId,
+    correlation: Correlation,
+    wire_correlation: i32,
+    addr: SocketAddr,
+    endpoint: (String, i32),
+    started: Instant,
+}
+
+/// A probe waiting for its host name to resolve.
+struct UnresolvedProbe {
+    correlation: Correlation,
+    endpoint: VoterEndpoint,
+    request: Request,
+}
+
 /// An inbound request waiting for the core's answer.
 struct PendingRequest {
     conn: ConnId,
@@ -188,6 +212,19 @@ pub struct Node {
     peers: Vec<Peer>,
     /// Connection → peer index, for outbound connections.
     peer_conns: BTreeMap<ConnId, usize>,
+    /// Connection → the endpoint probe it carries.
+    probes: BTreeMap<ConnId, Probe>,
+    /// Probes whose host name is being looked up, by lookup token.
+    unresolved_probes: BTreeMap<u64, UnresolvedProbe>,
+    next_lookup_token: u64,
+    resolver: Resolver,
+    /// Where probes reached each (voter, host, port): the endpoint change that follows a probe
+    /// that vouched needs no second lookup.
+    probed_addrs: BTreeMap<(NodeId, String, i32), SocketAddr>,
+    /// Inbound connection → the peer's address, for the log line of a refused request.
+    inbound_addrs: BTreeMap<ConnId, SocketAddr>,
+    /// Senders whose refused messages were logged already (once each).
+    refused_logged: BTreeSet<String>,
     next_wire_correlation: i32,
     next_request_id: u64,
     requests: BTreeMap<u64, PendingRequest>,
@@ -305,6 +342,13 @@ impl Node {
             local_addr,
             peers,
             peer_conns: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            unresolved_probes: BTreeMap::new(),
+            next_lookup_token: 0,
+            resolver: Resolver::default(),
+            probed_addrs: BTreeMap::new(),
+            inbound_addrs: BTreeMap::new(),
+            refused_logged: BTreeSet::new(),
             next_wire_correlation: 1,
             next_request_id: 1,
             requests: BTreeMap::new(),
@@ -348,6 +392,7 @@ impl Node {
             }
             self.drain_writer();
             self.expire_produces(self.now_ms());
+            self.tend_probes();
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
                 warn!("graceful shutdown timed out; stopping anyway");
                 self.shutdown_done = true;
@@ -459,6 +504,19 @@ impl Node {
             ),
             Output::ShutdownComplete => self.shutdown_done = true,
             Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                request,
+            } => self.start_probe(correlation, endpoint, request),
+            Output::Refused {
+                request,
+                peer,
+                reason,
+            } => self.log_refusal(request, peer, &reason),
+            Output::Alert(message) => {
+                tracing::error!(node = self.config.broker_id, "{message}")
+            }
             Output::Fatal(message) => fail_stop(
                 EXIT_CORE,
                 format_args!("the Raft core stopped the node: {message}"),
@@ -504,6 +562,7 @@ impl Node {
             Event::Accepted { conn, peer, .. } => {
                 debug!(?conn, %peer, "accepted");
                 self.inbound.insert(conn, ResponseQueue::default());
+                self.inbound_addrs.insert(conn, peer);
             }
             Event::Connected { conn } => {
                 if let Some(&index) = self.peer_conns.get(&conn) {
@@ -513,10 +572,15 @@ impl Node {
             }
             Event::ConnectFailed { conn, error } => {
                 debug!(?conn, %error, "connect failed");
-                self.peer_gone(conn);
+                if !self.probe_gone(conn) {
+                    self.peer_gone(conn);
+                }
             }
             Event::Closed { conn, reason } => {
                 debug!(?conn, %reason, "closed");
+                if self.probe_gone(conn) {
+                    return;
+                }
                 if self.peer_conns.contains_key(&conn) {
                     self.peer_gone(conn);
                 } else {
@@ -524,7 +588,9 @@ impl Node {
                 }
             }
             Event::Frame { conn, bytes } => {
-                if self.peer_conns.contains_key(&conn) {
+                if self.probes.contains_key(&conn) {
+                    self.on_probe_frame(conn, bytes);
+                } else if self.peer_conns.contains_key(&conn) {
                     self.on_response_frame(conn, bytes);
                 } else {
                     self.on_request_frame(conn, bytes);
@@ -559,6 +625,7 @@ impl Node {
     /// An inbound connection closed: its pending requests can no longer be answered.
     fn inbound_gone(&mut self, conn: ConnId) {
         self.inbound.remove(&conn);
+        self.inbound_addrs.remove(&conn);
         self.requests.retain(|_, r| r.conn != conn);
         let deadlines = &mut self.produce_deadlines;
         self.produces.retain(|&id, p| {
@@ -603,22 +670,8 @@ impl Node {
             return;
         };
         let api_key = quorum::request_api_key(&request);
-        let wire_correlation = self.next_wire_correlation;
-        self.next_wire_correlation = self.next_wire_correlation.wrapping_add(1).max(1);
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0); // size, filled below
-        RequestHeader {
-            api_key,
-            api_version: 0,
-            correlation_id: wire_correlation,
-            client_id: Some(format!("ringraft-{}", self.config.broker_id)),
-        }
-        .write(&mut w, true);
-        quorum::encode_request(&request, &mut w);
-        let mut frame = w.into_inner();
-        let size = size_prefix(frame.len() - 4);
-        frame[..4].copy_from_slice(&size);
-        if self.ring.send(conn, vec![frame.freeze()]).is_err() {
+        let (wire_correlation, frame) = self.request_frame(&request);
+        if self.ring.send(conn, vec![frame]).is_err() {
             self.step(Input::RequestFailed { to, correlation });
             return;
         }
@@ -633,6 +686,177 @@ impl Node {
             .retain(|_, (_, _, sent)| now.duration_since(*sent) < stale);
         peer.in_flight
             .insert(wire_correlation, (correlation, api_key, now));
+    }
+
+    /// A quorum request as one frame, under a fresh wire correlation id.
+    fn request_frame(&mut self, request: &Request) -> (i32, Bytes) {
+        let wire_correlation = self.next_wire_correlation;
+        self.next_wire_correlation = self.next_wire_correlation.wrapping_add(1).max(1);
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0); // size, filled below
+        RequestHeader {
+            api_key: quorum::request_api_key(request),
+            api_version: 0,
+            correlation_id: wire_correlation,
+            client_id: Some(format!("ringraft-{}", self.config.broker_id)),
+        }
+        .write(&mut w, true);
+        quorum::encode_request(request, &mut w);
+        let mut frame = w.into_inner();
+        let size = size_prefix(frame.len() - 4);
+        frame[..4].copy_from_slice(&size);
+        (wire_correlation, frame.freeze())
+    }
+
+    // ---- endpoint probes ----------------------------------------------------------------------
+
+    /// The core wants an advertised endpoint checked before it is used: one FindQuorum there, on
+    /// a connection of its own. A host name is looked up off this thread.
+    fn start_probe(&mut self, correlation: Correlation, endpoint: VoterEndpoint, request: Request) {
+        let to = endpoint.voter_id;
+        let busy = self.probes.len() + self.unresolved_probes.len() >= MAX_PROBES;
+        let Ok(port) = u16::try_from(endpoint.port) else {
+            return self.step(Input::RequestFailed { to, correlation });
+        };
+        if busy {
+            debug!(peer = to, "too many endpoint probes in flight");
+            return self.step(Input::RequestFailed { to, correlation });
+        }
+        let token = self.next_lookup_token;
+        self.next_lookup_token += 1;
+        let lookup = self.resolver.resolve(token, &endpoint.host, port);
+        let probe = UnresolvedProbe {
+            correlation,
+            endpoint,
+            request,
+        };
+        match lookup {
+            Some(result) => self.connect_probe(probe, result),
+            None => {
+                self.unresolved_probes.insert(token, probe);
+            }
+        }
+    }
+
+    fn connect_probe(&mut self, probe: UnresolvedProbe, addr: std::io::Result<SocketAddr>) {
+        let to = probe.endpoint.voter_id;
+        let correlation = probe.correlation;
+        let addr = match addr {
+            Ok(addr) => addr,
+            Err(error) => {
+                debug!(peer = to, host = %probe.endpoint.host, %error, "probe: cannot resolve");
+                return self.step(Input::RequestFailed { to, correlation });
+            }
+        };
+        let conn = match self.ring.connect(addr) {
+            Ok(conn) => conn,
+            Err(error) => {
+                debug!(peer = to, %addr, %error, "probe: connect");
+                return self.step(Input::RequestFailed { to, correlation });
+            }
+        };
+        let (wire_correlation, frame) = self.request_frame(&probe.request);
+        if self.ring.send(conn, vec![frame]).is_err() {
+            let _ = self.ring.close(conn);
+            return self.step(Input::RequestFailed { to, correlation });
+        }
+        debug!(peer = to, %addr, "probing an advertised endpoint");
+        self.probes.insert(
+            conn,
+            Probe {
+                voter_id: to,
+                correlation,
+                wire_correlation,
+                addr,
+                endpoint: (probe.endpoint.host, probe.endpoint.port),
+                started: Instant::now(),
+            },
+        );
+    }
+
+    /// Each loop turn: probes whose lookup finished connect; probes unanswered for twice the
+    /// request timeout (the core gave up on them) are closed.
+    fn tend_probes(&mut self) {
+        for (token, result) in self.resolver.finished() {
+            if let Some(probe) = self.unresolved_probes.remove(&token) {
+                self.connect_probe(probe, result);
+            }
+        }
+        let stale = Duration::from_millis(2 * self.config.request_timeout_ms);
+        let expired: Vec<ConnId> = self
+            .probes
+            .iter()
+            .filter(|(_, p)| p.started.elapsed() > stale)
+            .map(|(conn, _)| *conn)
+            .collect();
+        for conn in expired {
+            let _ = self.ring.close(conn);
+            self.probe_gone(conn);
+        }
+    }
+
+    /// A probe's connection failed or closed before an answer. False if `conn` is no probe.
+    fn probe_gone(&mut self, conn: ConnId) -> bool {
+        let Some(probe) = self.probes.remove(&conn) else {
+            return false;
+        };
+        self.step(Input::RequestFailed {
+            to: probe.voter_id,
+            correlation: probe.correlation,
+        });
+        true
+    }
+
+    fn on_probe_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        let Some(probe) = self.probes.remove(&conn) else {
+            return;
+        };
+        let _ = self.ring.close(conn);
+        let (to, correlation) = (probe.voter_id, probe.correlation);
+        let mut r = WireReader::new(bytes);
+        let answered = ResponseHeader::read(&mut r, true)
+            .ok()
+            .filter(|h| h.correlation_id == probe.wire_correlation)
+            .and_then(|_| quorum::decode_response(api::FIND_QUORUM, &mut r).ok());
+        let Some(response) = answered else {
+            debug!(peer = to, addr = %probe.addr, "probe: no usable answer");
+            return self.step(Input::RequestFailed { to, correlation });
+        };
+        if self.probed_addrs.len() >= MAX_PROBES {
+            self.probed_addrs.clear();
+        }
+        let (host, port) = probe.endpoint;
+        self.probed_addrs.insert((to, host, port), probe.addr);
+        self.step(Input::Response {
+            from: to,
+            correlation,
+            response,
+        });
+    }
+
+    /// Logs a refused message once per sender (by address where the transport knows it), and
+    /// counts every one.
+    fn log_refusal(&mut self, request: Option<u64>, peer: Option<NodeId>, reason: &str) {
+        self.counters.refused += 1;
+        let addr = request
+            .and_then(|id| self.requests.get(&id))
+            .and_then(|pending| self.inbound_addrs.get(&pending.conn));
+        let sender = match (addr, peer) {
+            (Some(addr), _) => addr.ip().to_string(),
+            (None, Some(peer)) => format!("node {peer}"),
+            (None, None) => "an unknown sender".to_string(),
+        };
+        if self.refused_logged.len() < MAX_REFUSED_LOGGED
+            && self.refused_logged.insert(sender.clone())
+        {
+            warn!(
+                node = self.config.broker_id,
+                from = %sender,
+                reason,
+                "refused a message no honest node sends (logged once per sender; all are counted \
+                 in node stats as refused); see docs/operations.md, \"Hostile input\""
+            );
+        }
     }
 
     /// FindQuorum taught the core a voter's endpoint: a voter this node had no address for (an
@@ -651,7 +875,10 @@ impl Node {
             );
             return;
         };
-        let addr = match resolve(&endpoint.host, port) {
+        let probed =
+            self.probed_addrs
+                .get(&(endpoint.voter_id, endpoint.host.clone(), endpoint.port));
+        let addr = match probed.map_or_else(|| resolve(&endpoint.host, port), |a| Ok(*a)) {
             Ok(addr) => addr,
             Err(error) => {
                 warn!(peer = endpoint.voter_id, host = %endpoint.host, %error, "cannot resolve");

@@ -143,10 +143,14 @@ fn restart_without_endpoints_asks_the_bootstrap_servers_again() {
     assert_eq!(finds.len(), 1);
     assert_eq!(finds[0].0, bootstrap_server_id(0));
     let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
+    assert!(endpoint_changes(&out).is_empty(), "not before a probe");
+    let probed: Vec<NodeId> = probes(&out).iter().map(|p| p.1.voter_id).collect();
+    assert_eq!(probed, VOTERS.to_vec());
+    let out = h.vouch_all(&out);
     assert_eq!(
         endpoint_changes(&out),
         VOTERS.to_vec(),
-        "the driver learns them"
+        "the driver learns them once each answered for itself"
     );
     assert_eq!(
         (h.core.role(), h.core.leader_id()),

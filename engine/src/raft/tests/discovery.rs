@@ -201,7 +201,8 @@ fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
 fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
     h.tick();
-    // A voter restarted on another port with a newer boot timestamp: adopted, driver told.
+    // A voter restarted on another port with a newer boot timestamp: probed there, then
+    // adopted and the driver told.
     let (_, out) = h.request(
         2,
         Request::FindQuorum(FindQuorumRequest {
@@ -212,7 +213,28 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
             port: 7777,
         }),
     );
-    assert_eq!(endpoint_changes(&out), vec![endpoint(2, 500, 7777)]);
+    assert!(endpoint_changes(&out).is_empty(), "not before the probe");
+    assert_eq!(
+        probes(&out).iter().map(|p| &p.1).collect::<Vec<_>>(),
+        vec![&endpoint(2, 500, 7777)]
+    );
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("not a FindQuorum response");
+    };
+    assert_eq!(r.voters[1], endpoint(2, 0, 9092), "still the old endpoint");
+    let vouched = h.vouch_all(&out);
+    assert_eq!(endpoint_changes(&vouched), vec![endpoint(2, 500, 7777)]);
+    let (_, out) = h.request(
+        2,
+        Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
+            replica_id: 2,
+            boot_timestamp: 500,
+            host: "127.0.0.1".into(),
+            port: 7777,
+        }),
+    );
+    assert!(probes(&out).is_empty(), "known now: nothing to probe");
     let Response::FindQuorum(r) = &responses(&out)[0].1 else {
         panic!("not a FindQuorum response");
     };
@@ -273,6 +295,7 @@ fn unknown_voter_endpoints_keep_find_quorum_going_until_known() {
         r.voters = vec![endpoint(3, 7, 9093)];
     }
     let out = h.respond(again[0].0, again[0].1, answer);
+    let out = h.vouch_all(&out);
     assert_eq!(endpoint_changes(&out), vec![endpoint(3, 7, 9093)]);
     let later = h.run_until(h.now + 5_000);
     assert!(

@@ -140,6 +140,24 @@ impl Harness {
         })
     }
 
+    /// Answers every endpoint probe in `out` as the probed voter itself would: vouching for
+    /// exactly the advertised endpoint.
+    pub(crate) fn vouch_all(&mut self, out: &[Output]) -> Vec<Output> {
+        let mut all = Vec::new();
+        for (correlation, endpoint) in probes(out) {
+            let answer = Response::FindQuorum(FindQuorumResponse {
+                error: ErrorCode::NONE,
+                cluster_id: CLUSTER.into(),
+                leader_id: -1,
+                leader_epoch: 0,
+                voters: vec![endpoint.clone()],
+                target_voters: None,
+            });
+            all.extend(self.respond(endpoint.voter_id, correlation, answer));
+        }
+        all
+    }
+
     // ----- request builders -----
 
     pub(crate) fn vote_request(
@@ -279,6 +297,20 @@ pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
                 correlation,
                 request,
             } => Some((*to, *correlation, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The endpoint probes in `out`: (correlation, the advertised endpoint).
+pub(crate) fn probes(out: &[Output]) -> Vec<(Correlation, VoterEndpoint)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                request: Request::FindQuorum(_),
+            } => Some((*correlation, endpoint.clone())),
             _ => None,
         })
         .collect()

@@ -8,6 +8,7 @@ mod discovery;
 mod election;
 mod fetch;
 mod high_watermark;
+mod hostile;
 mod init;
 mod quorum_epoch;
 mod transitions;

@@ -1,0 +1,403 @@
+//! Well-formed but hostile messages (docs/protocol.md, "Hostile input"): each is refused with a
+//! Kafka error code before it changes or persists anything, and none reaches an assertion.
+
+use super::harness::*;
+use crate::raft::admission::{
+    EPOCH_WARNING, MAX_BOOT_SKEW_MS, MAX_EPOCH_JUMP, MAX_OFFSET, MAX_PEER_EPOCH, MAX_SUCCESSORS,
+};
+use crate::raft::*;
+
+const VOTERS: &[NodeId] = &[1, 2, 3];
+
+/// Voter 1, unattached in epoch 2 and started.
+fn voter() -> Harness {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    h
+}
+
+fn refusals(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Refused { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn alerts(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Alert(a) => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn error_of(r: &Response) -> ErrorCode {
+    match r {
+        Response::Vote(r) => r.error,
+        Response::BeginQuorumEpoch(r) => r.error,
+        Response::EndQuorumEpoch(r) => r.error,
+        Response::FetchQuorumRecords(r) => r.error,
+        Response::FindQuorum(r) => r.error,
+        Response::DescribeQuorum(r) => r.error,
+    }
+}
+
+/// Sends `request` from `from` and checks that it was refused with `error`, that the refusal
+/// came first, and that nothing was persisted or changed.
+fn assert_refused(h: &mut Harness, from: NodeId, request: Request, error: ErrorCode) {
+    let before = (h.core.election_state(), h.core.role());
+    let (_, out) = h.request(from, request.clone());
+    assert_eq!(refusals(&out).len(), 1, "{request:?}: {out:?}");
+    assert!(matches!(out[0], Output::Refused { .. }), "{out:?}");
+    let answers = responses(&out);
+    assert_eq!(answers.len(), 1, "{out:?}");
+    assert_eq!(error_of(&answers[0].1), error, "{request:?}");
+    assert!(
+        persisted(&out).is_empty(),
+        "{request:?} persisted something"
+    );
+    assert!(!has_fatal(&out));
+    assert_eq!((h.core.election_state(), h.core.role()), before);
+}
+
+#[test]
+fn begin_quorum_epoch_at_the_epoch_limit_is_refused() {
+    let mut h = voter();
+    let invalid = ErrorCode::INVALID_REQUEST;
+    assert_refused(&mut h, 3, Harness::begin_request(3, Epoch::MAX), invalid);
+    assert_refused(
+        &mut h,
+        3,
+        Harness::begin_request(3, 3 + MAX_EPOCH_JUMP),
+        invalid,
+    );
+    assert_refused(&mut h, 3, Harness::begin_request(3, -1), invalid);
+    assert_refused(&mut h, 3, Harness::begin_request(-7, 3), invalid);
+    // The largest jump allowed is taken as usual.
+    let (_, out) = h.request(3, Harness::begin_request(3, 2 + MAX_EPOCH_JUMP));
+    assert!(refusals(&out).is_empty());
+    assert_eq!(h.core.epoch(), 2 + MAX_EPOCH_JUMP);
+    assert_eq!(h.core.leader_id(), Some(3));
+}
+
+#[test]
+fn vote_at_the_epoch_limit_is_refused() {
+    let mut h = voter();
+    let invalid = ErrorCode::INVALID_REQUEST;
+    let vote = Harness::vote_request;
+    assert_refused(
+        &mut h,
+        3,
+        vote(3, Epoch::MAX, Epoch::MAX - 1, 1 << 40),
+        invalid,
+    );
+    assert_refused(&mut h, 3, vote(3, MAX_PEER_EPOCH + 1, 1, 0), invalid);
+    assert_refused(&mut h, 3, vote(3, 3 + MAX_EPOCH_JUMP, 1, 0), invalid);
+    assert_refused(&mut h, 3, vote(3, 3, 1, MAX_OFFSET + 1), invalid);
+    assert_refused(&mut h, 3, vote(3, 3, 1, i64::MAX), invalid);
+    let (_, out) = h.request(3, vote(3, 3, 1, 0));
+    assert!(
+        vote_of(&responses(&out)[0].1).vote_granted,
+        "a sane vote still works"
+    );
+}
+
+#[test]
+fn a_sender_the_transport_knows_cannot_speak_for_another_voter() {
+    let mut h = voter();
+    let denied = ErrorCode::CLUSTER_AUTHORIZATION_FAILED;
+    assert_refused(&mut h, 2, Harness::vote_request(3, 3, 1, 0), denied);
+    assert_refused(&mut h, 2, Harness::begin_request(3, 3), denied);
+    assert_refused(&mut h, 2, Harness::end_request(3, 2, &[1]), denied);
+    assert_refused(&mut h, 2, Harness::fetch_request(3, 2, 0, 0, 0), denied);
+}
+
+#[test]
+fn end_quorum_epoch_successors_are_bounded_and_only_voters_count() {
+    let mut h = voter();
+    let long: Vec<NodeId> = (0..=MAX_SUCCESSORS as NodeId).collect();
+    let invalid = ErrorCode::INVALID_REQUEST;
+    assert_refused(&mut h, 3, Harness::end_request(3, 2, &long), invalid);
+    assert_refused(&mut h, 3, Harness::end_request(3, 2, &[2, -1]), invalid);
+    assert_refused(
+        &mut h,
+        3,
+        Harness::end_request(3, Epoch::MAX, &[1]),
+        invalid,
+    );
+    // Padding the list with non-voters and duplicates does not push us back: we are second of
+    // the voters named, so we wait the second position's delay (not the 100th's).
+    let mut padded: Vec<NodeId> = vec![2, 2];
+    padded.extend(100..200);
+    padded.push(1);
+    let (_, out) = h.request(3, Harness::end_request(3, 2, &padded));
+    assert!(refusals(&out).is_empty());
+    let at = h.now;
+    let out = h.run_until(at + 600);
+    assert_eq!(
+        h.core.role(),
+        Role::Candidate,
+        "stood after a short delay: {out:?}"
+    );
+}
+
+#[test]
+fn fetches_with_impossible_fields_are_refused_and_a_fetch_past_the_end_diverges() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    let invalid = ErrorCode::INVALID_REQUEST;
+    let fetch = Harness::fetch_request;
+    assert_refused(&mut h, 2, fetch(2, 2, i64::MAX, 2, 0), invalid);
+    assert_refused(&mut h, 2, fetch(2, 2, -1, 0, 0), invalid);
+    assert_refused(&mut h, 2, fetch(2, 2, 1, 2, MAX_OFFSET + 1), invalid);
+    assert_refused(&mut h, 2, fetch(2, 2, 1, 2, -2), invalid);
+    assert_refused(&mut h, 2, fetch(-5, 2, 1, 2, 0), invalid);
+    assert_refused(
+        &mut h,
+        2,
+        fetch(2, 2 + MAX_EPOCH_JUMP + 1, 1, 2, 0),
+        invalid,
+    );
+    assert_refused(&mut h, 2, fetch(2, 2, 1, 3, 0), invalid);
+    // A fetch (and durable offset) far past the leader's end: told to truncate to the end,
+    // never counted toward the high watermark.
+    let end = h.core.log_end_offset();
+    let (_, out) = h.request(2, fetch(2, 2, end + 1000, 2, end + 1000));
+    let answers = responses(&out);
+    let r = fetch_of(&answers[0].1);
+    assert_eq!((r.next_fetch_offset, r.next_fetch_offset_epoch), (end, 2));
+    let (_, out) = h.request(3, fetch(3, 2, end + 1000, 2, end + 1000));
+    assert!(
+        hw_outputs(&out).is_empty(),
+        "no majority vouches for unwritten offsets"
+    );
+    assert_eq!(h.core.high_watermark(), None);
+}
+
+#[test]
+fn a_parked_fetch_waits_no_longer_than_the_fetch_timeout() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    // An observer's fetch: it cannot move the high watermark, so nothing answers it early.
+    let mut request = Harness::fetch_request(10, 2, end, 2, end);
+    if let Request::FetchQuorumRecords(r) = &mut request {
+        r.max_wait_ms = i32::MAX;
+        r.is_follower = false;
+    }
+    let (id, out) = h.request(10, request);
+    assert!(responses(&out).is_empty(), "parked");
+    let timeout = config(1, VOTERS).fetch_timeout_ms;
+    let out = h.run_until(h.now + timeout);
+    assert!(
+        responses(&out).iter().any(|(r, _)| *r == id),
+        "answered by the fetch timeout"
+    );
+}
+
+#[test]
+fn the_leader_tracks_a_bounded_number_of_observers() {
+    use crate::raft::leader::MAX_OBSERVERS;
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    for id in 100..(100 + 3 * MAX_OBSERVERS as NodeId) {
+        let mut request = Harness::fetch_request(id, 2, 0, 0, 0);
+        if let Request::FetchQuorumRecords(r) = &mut request {
+            r.is_follower = false;
+        }
+        h.request(id, request);
+    }
+    let (_, out) = h.request(-1, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    let Response::DescribeQuorum(d) = &responses(&out)[0].1 else {
+        panic!("not DescribeQuorum");
+    };
+    assert_eq!(
+        d.observers.len(),
+        MAX_OBSERVERS,
+        "the newest kept, the rest forgotten"
+    );
+    assert!(d
+        .observers
+        .iter()
+        .any(|o| o.replica_id == 99 + 3 * MAX_OBSERVERS as NodeId));
+}
+
+#[test]
+fn responses_with_an_implausible_epoch_are_ignored() {
+    let (mut h, correlation) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let to = 2;
+    let mut answer = Harness::fetch_response(2, Epoch::MAX, Vec::new(), 0);
+    answer.error = ErrorCode::FENCED_LEADER_EPOCH;
+    let out = h.respond(to, correlation, Response::FetchQuorumRecords(answer));
+    assert_eq!(refusals(&out).len(), 1, "{out:?}");
+    assert!(persisted(&out).is_empty());
+    assert_eq!((h.core.epoch(), h.core.role()), (2, Role::Follower));
+}
+
+#[test]
+fn fetched_batches_with_impossible_offsets_are_not_appended() {
+    let (mut h, correlation) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let to = 2;
+    let mut bad = batch(0, 2, 1);
+    bad.base_offset = i64::MAX;
+    let answer = Harness::fetch_response(2, 2, vec![bad], 0);
+    let out = h.respond(to, correlation, Response::FetchQuorumRecords(answer));
+    assert!(log_ops(&out).is_empty(), "{out:?}");
+    assert!(!has_fatal(&out));
+    assert_eq!(h.core.log_end_offset(), 0);
+}
+
+fn find_quorum(replica: NodeId, boot: i64, port: i32) -> Request {
+    Request::FindQuorum(FindQuorumRequest {
+        cluster_id: CLUSTER.into(),
+        replica_id: replica,
+        boot_timestamp: boot,
+        host: "127.0.0.1".into(),
+        port,
+    })
+}
+
+/// Voter 1 with a wall clock (boot at 1,000,000 ms) and every voter's endpoint configured.
+fn advertising_voter() -> Harness {
+    let mut c = config(1, VOTERS);
+    c.host = "127.0.0.1".into();
+    c.port = 9091;
+    c.boot_timestamp = 1_000_000;
+    c.voter_endpoints = [2, 3]
+        .iter()
+        .map(|v| VoterEndpoint {
+            voter_id: *v,
+            boot_timestamp: 10,
+            host: "127.0.0.1".into(),
+            port: 9090 + v,
+        })
+        .collect();
+    let mut h = Harness::new(c, Some(stored(2, -1, -1, VOTERS)), log(0, &[]));
+    h.tick();
+    h
+}
+
+#[test]
+fn find_quorum_with_absurd_ports_or_boot_timestamps_is_refused() {
+    let mut h = advertising_voter();
+    let invalid = ErrorCode::INVALID_REQUEST;
+    let future = 1_000_000 + MAX_BOOT_SKEW_MS + 1;
+    assert_refused(&mut h, 2, find_quorum(2, i64::MAX, 7000), invalid);
+    assert_refused(&mut h, 2, find_quorum(2, future, 7000), invalid);
+    assert_refused(&mut h, 2, find_quorum(2, -1, 7000), invalid);
+    assert_refused(&mut h, 2, find_quorum(2, 20, 70_000), invalid);
+    assert_refused(&mut h, 2, find_quorum(2, 20, -5), invalid);
+    assert_refused(&mut h, 2, find_quorum(-9, 20, 7000), invalid);
+}
+
+#[test]
+fn find_quorum_from_another_cluster_teaches_and_tells_nothing() {
+    let mut h = advertising_voter();
+    let mut request = find_quorum(2, 20, 7000);
+    if let Request::FindQuorum(r) = &mut request {
+        r.cluster_id = "another".into();
+    }
+    let (_, out) = h.request(2, request);
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("not FindQuorum");
+    };
+    assert_eq!(r.error, ErrorCode::INCONSISTENT_CLUSTER_ID);
+    assert!(r.cluster_id.is_empty() && r.voters.is_empty() && r.leader_epoch == -1);
+    assert!(probes(&out).is_empty());
+}
+
+#[test]
+fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
+    let mut h = advertising_voter();
+    // The one-packet hijack: "voter 2 restarted at port 7000". Probed there, not yet used.
+    let (_, out) = h.request(2, find_quorum(2, 20, 7000));
+    let probe = probes(&out);
+    assert_eq!(probe.len(), 1);
+    assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
+    // Nobody answers there: the known endpoint stays.
+    let out = h.step(Input::RequestFailed {
+        to: 2,
+        correlation: probe[0].0,
+    });
+    assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
+    // Again, and this time something else answers there (voter 3, which knows voter 2 at its
+    // real address): still not used.
+    let (_, out) = h.request(2, find_quorum(2, 20, 7000));
+    let probe = probes(&out);
+    assert_eq!(probe.len(), 1, "a failed probe may be tried again");
+    let impostor = Response::FindQuorum(FindQuorumResponse {
+        error: ErrorCode::NONE,
+        cluster_id: CLUSTER.into(),
+        leader_id: -1,
+        leader_epoch: 2,
+        voters: vec![VoterEndpoint {
+            voter_id: 2,
+            boot_timestamp: 10,
+            host: "127.0.0.1".into(),
+            port: 9092,
+        }],
+        target_voters: None,
+    });
+    let out = h.respond(2, probe[0].0, impostor);
+    assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
+    // The probe's answer is believed for nothing else either: no epoch, no leader.
+    assert_eq!((h.core.epoch(), h.core.leader_id()), (2, None));
+    // Nothing in the answers this node gives names the unproven endpoint.
+    let (_, out) = h.request(3, find_quorum(3, 10, 9093));
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("not FindQuorum");
+    };
+    assert_eq!(r.voters[1].port, 9092);
+}
+
+#[test]
+fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
+    for epoch in [MAX_PEER_EPOCH, Epoch::MAX] {
+        let mut h = Harness::new(
+            config(1, VOTERS),
+            Some(stored(epoch, -1, -1, VOTERS)),
+            log(0, &[]),
+        );
+        let out = h.tick();
+        assert!(!has_fatal(&out));
+        assert_eq!(alerts(&out).len(), 1, "told at start: {out:?}");
+        // The election timer fires: no candidacy is possible, so an alert instead, and again
+        // a minute later; never a fatal, never a persisted epoch beyond the limit.
+        let out = h.run_until(h.now + 65_000);
+        assert!(!has_fatal(&out), "{out:?}");
+        assert!(persisted(&out).is_empty(), "{out:?}");
+        let cannot: Vec<String> = alerts(&out)
+            .into_iter()
+            .filter(|a| a.contains("cannot stand for election"))
+            .collect();
+        assert!(cannot.len() >= 2, "{cannot:?}");
+        assert_eq!((h.core.epoch(), h.core.role()), (epoch, Role::Unattached));
+        // It still answers: a vote in a lower epoch is fenced, not a crash.
+        let (_, out) = h.request(2, Harness::vote_request(2, 5, 1, 0));
+        assert_eq!(
+            vote_of(&responses(&out)[0].1).error,
+            ErrorCode::FENCED_LEADER_EPOCH
+        );
+    }
+}
+
+#[test]
+fn an_epoch_past_the_warning_level_is_reported_once() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(EPOCH_WARNING, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    let out = h.tick();
+    assert_eq!(alerts(&out).len(), 1, "{out:?}");
+    let out = h.run_until(h.now + 5_000);
+    assert!(alerts(&out).is_empty(), "once per start: {out:?}");
+    assert!(h.core.epoch() > EPOCH_WARNING, "elections go on");
+}
