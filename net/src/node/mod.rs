@@ -9,6 +9,7 @@ mod resolver;
 pub mod runtime;
 pub mod signals;
 pub mod startup_checks;
+mod stepping;
 
 pub use client::{BlockingClient, ClientError};
 pub use config::{ConfigError, NodeConfig, VoterAddress};

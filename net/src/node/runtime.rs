@@ -26,6 +26,7 @@ use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
 use super::resolver::Resolver;
 use super::signals::ShutdownSignals;
+use super::stepping::{CoreDriver, InputQueue};
 use crate::transport::{ConnId, Event, EventLoop, WatchId};
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::client::{
@@ -239,7 +240,8 @@ pub struct Node {
     next_append_id: u64,
     shutdown_deadline: Option<Instant>,
     shutdown_done: bool,
-    outputs: Vec<Output>,
+    /// Inputs for the core: stepping is never re-entrant (stepping.rs).
+    inputs: InputQueue,
     counters: NodeCounters,
 }
 
@@ -360,7 +362,7 @@ impl Node {
             next_append_id: 1,
             shutdown_deadline: None,
             shutdown_done: false,
-            outputs: Vec::new(),
+            inputs: InputQueue::default(),
             counters: NodeCounters::default(),
         })
     }
@@ -447,82 +449,6 @@ impl Node {
     }
 
     // ---- core -------------------------------------------------------------------------------
-
-    fn step(&mut self, input: Input) {
-        let mut out = std::mem::take(&mut self.outputs);
-        self.core.step(input, &mut out);
-        for output in out.drain(..) {
-            self.carry_out(output);
-        }
-        self.outputs = out;
-    }
-
-    fn carry_out(&mut self, output: Output) {
-        match output {
-            Output::PersistElectionState(state) => {
-                if let Err(error) = self.quorum_state.write(&state) {
-                    fail_stop(
-                        EXIT_QUORUM_STATE,
-                        format_args!(
-                            "persisting the election state failed: {error}. Stopping \
-                             (fail-stop)."
-                        ),
-                    );
-                }
-            }
-            Output::Send {
-                to,
-                correlation,
-                request,
-            } => self.send_to_peer(to, correlation, request),
-            Output::Respond { id, response } => self.respond(id, &response),
-            Output::Log(op) => self.writer().submit(WriterRequest::from_log_op(op)),
-            Output::ReadLog {
-                read_id,
-                from_offset,
-                max_bytes,
-            } => {
-                self.counters.log_reads += 1;
-                self.writer().submit(WriterRequest::Read {
-                    read_id,
-                    from_offset,
-                    max_bytes,
-                })
-            }
-            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
-            Output::AppendDone { id, result } => self.append_done(id, result),
-            Output::RoleChanged {
-                role,
-                epoch,
-                leader_id,
-            } => info!(
-                node = self.config.broker_id,
-                ?role,
-                epoch,
-                leader_id,
-                "role changed"
-            ),
-            Output::ShutdownComplete => self.shutdown_done = true,
-            Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
-            Output::ProbeEndpoint {
-                correlation,
-                endpoint,
-                request,
-            } => self.start_probe(correlation, endpoint, request),
-            Output::Refused {
-                request,
-                peer,
-                reason,
-            } => self.log_refusal(request, peer, &reason),
-            Output::Alert(message) => {
-                tracing::error!(node = self.config.broker_id, "{message}")
-            }
-            Output::Fatal(message) => fail_stop(
-                EXIT_CORE,
-                format_args!("the Raft core stopped the node: {message}"),
-            ),
-        }
-    }
 
     fn writer(&self) -> &GroupCommitWriter {
         self.writer.as_ref().expect("writer runs until shutdown")
@@ -1405,6 +1331,84 @@ fn probe_fdatasync(dir: &std::path::Path) {
         Err(error) => warn!(%error, dir = %dir.display(), "fdatasync probe failed"),
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// The core's driver: stepping never re-entrant (stepping.rs), outputs carried out in order.
+impl CoreDriver for Node {
+    fn input_queue(&mut self) -> &mut InputQueue {
+        &mut self.inputs
+    }
+
+    fn step_core(&mut self, input: Input, out: &mut Vec<Output>) {
+        self.core.step(input, out);
+    }
+
+    fn carry_out(&mut self, output: Output) {
+        match output {
+            Output::PersistElectionState(state) => {
+                if let Err(error) = self.quorum_state.write(&state) {
+                    fail_stop(
+                        EXIT_QUORUM_STATE,
+                        format_args!(
+                            "persisting the election state failed: {error}. Stopping \
+                             (fail-stop)."
+                        ),
+                    );
+                }
+            }
+            Output::Send {
+                to,
+                correlation,
+                request,
+            } => self.send_to_peer(to, correlation, request),
+            Output::Respond { id, response } => self.respond(id, &response),
+            Output::Log(op) => self.writer().submit(WriterRequest::from_log_op(op)),
+            Output::ReadLog {
+                read_id,
+                from_offset,
+                max_bytes,
+            } => {
+                self.counters.log_reads += 1;
+                self.writer().submit(WriterRequest::Read {
+                    read_id,
+                    from_offset,
+                    max_bytes,
+                })
+            }
+            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
+            Output::AppendDone { id, result } => self.append_done(id, result),
+            Output::RoleChanged {
+                role,
+                epoch,
+                leader_id,
+            } => info!(
+                node = self.config.broker_id,
+                ?role,
+                epoch,
+                leader_id,
+                "role changed"
+            ),
+            Output::ShutdownComplete => self.shutdown_done = true,
+            Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                request,
+            } => self.start_probe(correlation, endpoint, request),
+            Output::Refused {
+                request,
+                peer,
+                reason,
+            } => self.log_refusal(request, peer, &reason),
+            Output::Alert(message) => {
+                tracing::error!(node = self.config.broker_id, "{message}")
+            }
+            Output::Fatal(message) => fail_stop(
+                EXIT_CORE,
+                format_args!("the Raft core stopped the node: {message}"),
+            ),
+        }
+    }
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
