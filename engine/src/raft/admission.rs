@@ -72,17 +72,23 @@ pub(crate) struct Receiver {
 /// An epoch a peer names, against this node's: never negative, never so far ahead that it is
 /// implausible, never so close to the limit that no election would be left.
 pub(crate) fn check_epoch(field: &str, epoch: Epoch, local: Epoch) -> Result<(), Refusal> {
+    check_epoch_limit(field, epoch)?;
+    if epoch > local.saturating_add(MAX_EPOCH_JUMP) {
+        return Err(Refusal::invalid(format!(
+            "{field} {epoch} is more than {MAX_EPOCH_JUMP} ahead of this node's epoch {local}"
+        )));
+    }
+    Ok(())
+}
+
+/// An epoch in the range any message may name, whoever sent it: 0 ..= [`MAX_PEER_EPOCH`].
+pub(crate) fn check_epoch_limit(field: &str, epoch: Epoch) -> Result<(), Refusal> {
     if epoch < 0 {
         return Err(Refusal::invalid(format!("{field} {epoch} is negative")));
     }
     if epoch > MAX_PEER_EPOCH {
         return Err(Refusal::invalid(format!(
             "{field} {epoch} leaves no room for another election"
-        )));
-    }
-    if epoch > local.saturating_add(MAX_EPOCH_JUMP) {
-        return Err(Refusal::invalid(format!(
-            "{field} {epoch} is more than {MAX_EPOCH_JUMP} ahead of this node's epoch {local}"
         )));
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! Request/response dispatch, the common response rules (protocol.md 12), FindQuorum (11) and
 //! DescribeQuorum (13).
 
-use super::admission::{admit_request, check_boot_timestamp, check_epoch, Refusal};
+use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
 use super::core::{RaftCore, RoleState};
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
@@ -106,6 +106,15 @@ impl RaftCore {
         }
     }
 
+    /// A response this node does not believe: reported, and otherwise ignored.
+    fn distrust(&self, from: NodeId, why: String, out: &mut Vec<Output>) {
+        out.push(Output::Refused {
+            request: None,
+            peer: Some(from),
+            reason: format!("a response {why}"),
+        });
+    }
+
     fn fatal(&mut self, msg: String, out: &mut Vec<Output>) {
         out.push(Output::Fatal(format!("node {}: {msg}", self.qs.local_id())));
         self.stopped = true;
@@ -132,13 +141,11 @@ impl RaftCore {
             return Common::Done;
         }
         if epoch > self.qs.epoch() {
-            // A peer we asked is no more trusted with an epoch than one that asks us.
-            if let Err(refusal) = check_epoch("leader epoch", epoch, self.qs.epoch()) {
-                out.push(Output::Refused {
-                    request: None,
-                    peer: Some(from),
-                    reason: format!("a response: {}", refusal.reason),
-                });
+            // Only the limit, not the jump bound: answers come from the peers this node chose
+            // to ask, and they are how a node left far behind (cut off for long, or by hostile
+            // requests that moved the others on) catches up.
+            if let Err(refusal) = check_epoch_limit("leader epoch", epoch) {
+                self.distrust(from, refusal.reason, out);
                 return Common::Done;
             }
             if leader_id >= 0 && leader_id != me && self.qs.is_voter(leader_id) {
@@ -149,20 +156,24 @@ impl RaftCore {
             return Common::Done;
         }
         if leader_id >= 0 {
+            // Honest nodes never disagree on an epoch's leader (election safety; the simulator
+            // checks it). Without authenticated voters, though, a spoofed BeginQuorumEpoch can
+            // make this node believe in a leader that never was: ignore the answer rather than
+            // stop, and the fetch or election timer moves on to a newer epoch.
             if leader_id == me {
                 if !matches!(self.qs.role(), Role::Leader | Role::Resigned) {
-                    self.fatal(format!("a peer names us leader of epoch {epoch}"), out);
+                    let why = format!("names this node leader of epoch {epoch}, which it is not");
+                    self.distrust(from, why, out);
                     return Common::Done;
                 }
             } else {
                 match self.qs.leader_id() {
                     Some(known) if known != leader_id => {
-                        self.fatal(
-                            format!(
-                                "epoch {epoch} has leader {known} and, per a peer, {leader_id}"
-                            ),
-                            out,
+                        let why = format!(
+                            "names {leader_id} leader of epoch {epoch}, which this node knows \
+                             as led by {known}"
                         );
+                        self.distrust(from, why, out);
                         return Common::Done;
                     }
                     Some(_) => {}

@@ -401,3 +401,45 @@ fn an_epoch_past_the_warning_level_is_reported_once() {
     assert!(alerts(&out).is_empty(), "once per start: {out:?}");
     assert!(h.core.epoch() > EPOCH_WARNING, "elections go on");
 }
+
+#[test]
+fn a_node_left_far_behind_catches_up_through_the_answers_to_its_own_requests() {
+    let (mut h, correlation) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let far = 2 + 3 * MAX_EPOCH_JUMP;
+    // Unasked, such an epoch is refused...
+    let (_, out) = h.request(3, Harness::begin_request(3, far));
+    assert_eq!(refusals(&out).len(), 1);
+    // ...but in the answer to its own fetch it is how the node learns where the others are.
+    let mut answer = Harness::fetch_response(3, far, Vec::new(), 0);
+    answer.error = ErrorCode::FENCED_LEADER_EPOCH;
+    let out = h.respond(2, correlation, Response::FetchQuorumRecords(answer));
+    assert!(refusals(&out).is_empty(), "{out:?}");
+    assert_eq!((h.core.epoch(), h.core.leader_id()), (far, Some(3)));
+}
+
+#[test]
+fn answers_that_contradict_the_known_leader_are_ignored_not_fatal() {
+    // A spoofed BeginQuorumEpoch made node 1 follow 2 in epoch 5; node 2 (told, say, that 3
+    // leads epoch 5) answers its fetch naming 3. Honest nodes never do this; the node must not
+    // stop over it.
+    let (mut h, correlation) = Harness::follower(1, VOTERS, 5, 2, log(0, &[]));
+    let mut answer = Harness::fetch_response(3, 5, Vec::new(), 0);
+    answer.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let out = h.respond(2, correlation, Response::FetchQuorumRecords(answer));
+    assert!(!has_fatal(&out), "{out:?}");
+    assert_eq!(refusals(&out).len(), 1);
+    assert_eq!((h.core.epoch(), h.core.leader_id()), (5, Some(2)));
+    // One naming this node itself as the leader: ignored the same way.
+    let out = h.run_until(h.now + 1_000);
+    let Some((to, correlation, _)) = sends(&out).into_iter().next() else {
+        panic!("the follower fetches again: {out:?}");
+    };
+    let mut answer = Harness::fetch_response(1, 5, Vec::new(), 0);
+    answer.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let out = h.respond(to, correlation, Response::FetchQuorumRecords(answer));
+    assert!(!has_fatal(&out), "{out:?}");
+    assert_eq!(refusals(&out).len(), 1);
+    // The fetch timeout moves it on to an election in a newer epoch.
+    h.run_until(h.now + 5_000);
+    assert!(h.core.epoch() > 5, "moved on: {:?}", h.core.role());
+}
