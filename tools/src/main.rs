@@ -1,7 +1,7 @@
-//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`). Load
-//! generation lives in `ringraft-bench`.
+//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`). Load generation lives in `ringraft-bench`. Output goes through
+//! [`out::line`]: a closed stdout ends a command quietly with status 141 (docs/operations.md).
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,6 +9,9 @@ use clap::{Parser, Subcommand};
 use engine::raft::{DescribeQuorumResponse, ErrorCode, ReplicaState};
 use engine::record::BatchView;
 use net::node::{BlockingClient, NodeConfig};
+
+#[macro_use]
+mod out;
 
 #[derive(Parser)]
 #[command(
@@ -49,6 +52,36 @@ enum Command {
     DumpLog { dir: PathBuf },
 }
 
+/// Why a command failed.
+enum Failure {
+    /// Standard output was closed under the command: exit [`out::CLOSED_STATUS`], silently.
+    StdoutClosed,
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Message(message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::Message(message.into())
+    }
+}
+
+/// Only the writes to standard output ([`out::line`]) come back as a bare `io::Error`.
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        if out::is_closed_pipe(&error) {
+            Failure::StdoutClosed
+        } else {
+            Failure::Message(out::describe(&error))
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -62,8 +95,8 @@ fn main() -> ExitCode {
         // reports it with eprintln!, which panics, and would take the log thread down with it.
         .log_internal_errors(false)
         .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let cli: Cli = out::parse_args();
+    let result: Result<(), Failure> = match cli.command {
         Command::Serve {
             config,
             mut overrides,
@@ -76,7 +109,7 @@ fn main() -> ExitCode {
             if let Some(cpu) = log_cpu {
                 overrides.push(format!("log.cpu={cpu}"));
             }
-            serve(&config, &overrides)
+            serve(&config, &overrides).map_err(Failure::from)
         }
         Command::Quorum {
             bootstrap_server,
@@ -93,8 +126,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("ringraft: {message}");
+        Err(Failure::StdoutClosed) => ExitCode::from(out::CLOSED_STATUS),
+        Err(Failure::Message(message)) => {
+            use std::io::Write;
+            // Not eprintln!: a closed stderr must not turn the failure into a panic either.
+            let _ = writeln!(std::io::stderr(), "ringraft: {message}");
             ExitCode::FAILURE
         }
     }
@@ -116,7 +152,7 @@ fn resolve(server: &str) -> Result<SocketAddr, String> {
 /// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the
 /// leader's id, and the server whose answer comes from that leader (error NONE) is the one
 /// printed. With one server that is not the leader, its answer (with the leader hint) is printed.
-fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
+fn describe_quorum(servers: &str, json: bool) -> Result<(), Failure> {
     let mut last = None;
     let mut errors = Vec::new();
     for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -136,9 +172,9 @@ fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
     }
     let response = last.ok_or_else(|| format!("no server answered: {}", errors.join("; ")))?;
     if json {
-        println!("{}", describe_json(&response));
+        outln!("{}", describe_json(&response))?;
     } else {
-        print_describe(&response);
+        print_describe(&response)?;
     }
     if response.error.is_none() {
         Ok(())
@@ -146,9 +182,10 @@ fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
         Err(format!(
             "not the leader; the leader is node {} (epoch {}): list its address in --bootstrap-server",
             response.leader_id, response.leader_epoch
-        ))
+        )
+        .into())
     } else {
-        Err(format!("DescribeQuorum failed: {}", response.error))
+        Err(format!("DescribeQuorum failed: {}", response.error).into())
     }
 }
 
@@ -160,25 +197,29 @@ fn lag(leo: i64, hw: i64) -> i64 {
     }
 }
 
-fn print_describe(r: &DescribeQuorumResponse) {
-    println!(
+fn print_describe(r: &DescribeQuorumResponse) -> std::io::Result<()> {
+    outln!(
         "leader: {}  epoch: {}  high watermark: {}  error: {}",
-        r.leader_id, r.leader_epoch, r.high_watermark, r.error
-    );
-    let print = |kind: &str, replicas: &[ReplicaState]| {
+        r.leader_id,
+        r.leader_epoch,
+        r.high_watermark,
+        r.error
+    )?;
+    let print = |kind: &str, replicas: &[ReplicaState]| -> std::io::Result<()> {
         for s in replicas {
-            println!(
+            outln!(
                 "  {kind} {:>4}  log end offset {:>10}  lag {:>8}  last fetch {:>14}  last caught up {:>14}",
                 s.replica_id,
                 s.log_end_offset,
                 lag(s.log_end_offset, r.high_watermark),
                 s.last_fetch_timestamp,
                 s.last_caught_up_timestamp
-            );
+            )?;
         }
+        Ok(())
     };
-    print("voter   ", &r.current_voters);
-    print("observer", &r.observers);
+    print("voter   ", &r.current_voters)?;
+    print("observer", &r.observers)
 }
 
 fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
@@ -207,12 +248,12 @@ fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
 
 /// Prints every batch of a log directory, read with the log's own reader (read-only use: the
 /// directory must not be in use by a running node).
-fn dump_log(dir: &std::path::Path) -> Result<(), String> {
+fn dump_log(dir: &Path) -> Result<(), Failure> {
     let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
         .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
     let mut offset = log.start_offset();
     let end = log.end_offset();
-    println!("log {}  start {}  end {}", dir.display(), offset, end);
+    outln!("log {}  start {}  end {}", dir.display(), offset, end)?;
     while offset < end {
         let pieces = log
             .read(offset, 1 << 20)
@@ -232,7 +273,7 @@ fn dump_log(dir: &std::path::Path) -> Result<(), String> {
                     } else {
                         "data".into()
                     };
-                    println!(
+                    outln!(
                         "offsets {}..={}  epoch {}  records {}  bytes {}  crc ok  {}",
                         view.base_offset(),
                         view.last_offset(),
@@ -240,12 +281,12 @@ fn dump_log(dir: &std::path::Path) -> Result<(), String> {
                         view.record_count(),
                         len,
                         control
-                    );
+                    )?;
                     offset = view.next_offset();
                 }
                 Err(error) => {
-                    println!("at offset {offset}: bad batch ({len} bytes): {error}");
-                    return Err(format!("bad batch at offset {offset}"));
+                    outln!("at offset {offset}: bad batch ({len} bytes): {error}")?;
+                    return Err(format!("bad batch at offset {offset}").into());
                 }
             }
         }
