@@ -147,11 +147,20 @@ impl Cluster {
         self.root.path().join(format!("node-{id}.stderr"))
     }
 
-    /// The last lines node `id` wrote to its stderr file (empty if none).
+    /// What node `id` wrote to its stderr file last: from its last panic message on (without
+    /// the backtrace), or else its last 15 lines (empty if none).
     pub fn stderr_tail(&self, id: i32) -> String {
         let text = std::fs::read_to_string(self.stderr_path(id)).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(15)..].join("\n")
+        match lines.iter().rposition(|l| l.contains("panicked at")) {
+            Some(panic) => lines[panic..]
+                .iter()
+                .take_while(|l| !l.starts_with("stack backtrace:"))
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None => lines[lines.len().saturating_sub(15)..].join("\n"),
+        }
     }
 
     /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
