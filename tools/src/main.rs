@@ -1,4 +1,5 @@
-//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`). Load generation lives in `ringraft-bench`. Output goes through
+//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`,
+//! `quorum-state`). Load generation lives in `ringraft-bench`. Output goes through
 //! [`out::line`]: a closed stdout ends a command quietly with status 141 (docs/operations.md).
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -6,12 +7,27 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use engine::raft::{DescribeQuorumResponse, ErrorCode, ReplicaState};
+use engine::quorum_state::QuorumStateFile;
+use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
 use engine::record::BatchView;
+use net::node::lock::{DirLock, LockError};
 use net::node::{BlockingClient, NodeConfig};
 
 #[macro_use]
 mod out;
+
+/// The highest epoch `quorum-state --reset-epoch` writes: the other voters refuse a request
+/// whose epoch is above `i32::MAX - 2^20` (docs/operations.md), so a node reset above it could
+/// never be elected.
+const RESET_EPOCH_MAX: i64 = i32::MAX as i64 - (1 << 20);
+
+/// The safety rule of `quorum-state --reset-epoch`, shown in its help (docs/operations.md).
+const RESET_RULE: &str = "\
+SAFETY: --reset-epoch forgets the node's vote and leader. It is safe ONLY when EVERY voter of \
+the cluster is stopped, and the same E is applied to EVERY voter, with E at least the highest \
+`last batch epoch` printed for ALL the voters' logs (run `ringraft quorum-state --dir DIR` on \
+each voter first). Reset one voter alone, or below another voter's last batch epoch, and two \
+leaders can be elected in one epoch.";
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +66,19 @@ enum Command {
     },
     /// Print a log directory's batches.
     DumpLog { dir: PathBuf },
+    /// Print a stopped node's stored election state (quorum-state file) and its log's last
+    /// batch epoch; with --reset-epoch, rewrite the state (recovery from an epoch at its limit).
+    #[command(after_help = RESET_RULE)]
+    QuorumState {
+        /// The node's log directory (`log.dirs`), which holds its quorum-state file.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Rewrite the quorum-state file with epoch E, leader -1 and vote -1, keeping the voter
+        /// set. Refused while the node runs, for E below this log's last batch epoch, for a
+        /// negative E and above 2146435071 (i32::MAX - 2^20). See SAFETY below.
+        #[arg(long, value_name = "E", allow_hyphen_values = true)]
+        reset_epoch: Option<i64>,
+    },
 }
 
 /// Why a command failed.
@@ -123,6 +152,7 @@ fn main() -> ExitCode {
             }
         }
         Command::DumpLog { dir } => dump_log(&dir),
+        Command::QuorumState { dir, reset_epoch } => quorum_state(&dir, reset_epoch),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -292,4 +322,137 @@ fn dump_log(dir: &Path) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `quorum-state --dir DIR [--reset-epoch E]`: prints the stored election state and the log's
+/// last batch epoch; with E, rewrites the state as epoch E, no leader, no vote, same voters,
+/// through the node's own store (write, fsync, rename, fsync the directory). Holds the
+/// directory's lock throughout, so it refuses to run next to a live node.
+fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
+    let path = dir.join(engine::quorum_state::FILE_NAME);
+    if !path.is_file() {
+        return Err(format!(
+            "no quorum-state file in {}: not a node's log directory (log.dirs)",
+            dir.display()
+        )
+        .into());
+    }
+    let reset_epoch = reset_epoch.map(checked_reset_epoch).transpose()?;
+    let _lock = DirLock::acquire(dir).map_err(|error| match error {
+        LockError::Busy { .. } => format!(
+            "the log directory {} is locked by a running ringraft process: stop every voter \
+             before using quorum-state",
+            dir.display()
+        ),
+        other => other.to_string(),
+    })?;
+    let (cluster_id, node_id) = stored_identity(&path)?;
+    let mut file =
+        QuorumStateFile::open(dir, node_id, cluster_id.clone()).map_err(|e| e.to_string())?;
+    let state = file
+        .read()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} disappeared", path.display()))?;
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
+        .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
+    let last_epoch = log.last_epoch();
+    outln!(
+        "quorum-state {}: cluster {cluster_id:?}  node {node_id}",
+        path.display()
+    )?;
+    print_election_state(&state)?;
+    outln!(
+        "log {}: start offset {}  end offset {}  last batch epoch {last_epoch}",
+        dir.display(),
+        log.start_offset(),
+        log.end_offset()
+    )?;
+    drop(log);
+    let Some(epoch) = reset_epoch else {
+        return Ok(());
+    };
+    if epoch < last_epoch {
+        return Err(format!(
+            "--reset-epoch {epoch} is below this log's last batch epoch {last_epoch}: refused \
+             (E must be at least the highest last batch epoch of every voter's log)"
+        )
+        .into());
+    }
+    let reset = ElectionState {
+        epoch,
+        leader_id: -1,
+        voted_id: -1,
+        ..state
+    };
+    file.write(&reset).map_err(|e| e.to_string())?;
+    let written = file
+        .read()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} disappeared", path.display()))?;
+    if written != reset {
+        return Err(format!(
+            "{} reads back as {written:?} after the reset",
+            path.display()
+        )
+        .into());
+    }
+    outln!("reset to:")?;
+    print_election_state(&written)?;
+    Ok(())
+}
+
+fn checked_reset_epoch(epoch: i64) -> Result<i32, Failure> {
+    if epoch < 0 {
+        return Err(format!("--reset-epoch {epoch}: an epoch cannot be negative").into());
+    }
+    if epoch > RESET_EPOCH_MAX {
+        return Err(format!(
+            "--reset-epoch {epoch}: above {RESET_EPOCH_MAX} (i32::MAX - 2^20) the other voters \
+             refuse the epoch, so the node could never be elected"
+        )
+        .into());
+    }
+    Ok(epoch as i32)
+}
+
+/// The cluster and node id the file names: the store checks them on every read, and a tool
+/// pointed at a directory knows neither.
+fn stored_identity(path: &Path) -> Result<(String, i32), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read quorum-state file {}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_end())
+        .map_err(|e| format!("quorum-state file {} is corrupt: {e}", path.display()))?;
+    let cluster_id = value.get("clusterId").and_then(|v| v.as_str());
+    let node_id = value
+        .get("nodeId")
+        .and_then(|v| v.as_i64())
+        .and_then(|id| i32::try_from(id).ok());
+    match (cluster_id, node_id) {
+        (Some(cluster_id), Some(node_id)) => Ok((cluster_id.to_string(), node_id)),
+        _ => Err(format!(
+            "quorum-state file {} is corrupt: no clusterId or nodeId",
+            path.display()
+        )),
+    }
+}
+
+fn print_election_state(state: &ElectionState) -> std::io::Result<()> {
+    let ids = |ids: &[i32]| {
+        ids.iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    outln!(
+        "  epoch {}  leader {}  voted for {}",
+        state.epoch,
+        state.leader_id,
+        state.voted_id
+    )?;
+    outln!(
+        "  voters {}  target voters {}  applied offset {}",
+        ids(&state.current_voters),
+        state.target_voters.as_deref().map_or("none".into(), ids),
+        state.applied_offset
+    )
 }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -137,7 +137,7 @@ fn dump_log_and_the_simulator_end_quietly_when_stdout_closes() {
 }
 
 #[test]
-fn quorum_describe_ends_quietly_when_stdout_closes() {
+fn quorum_describe_and_quorum_state_end_quietly_when_stdout_closes() {
     let mut cluster = Cluster::new(1);
     cluster.start_all();
     let leader = cluster.wait_for_leader(None);
@@ -165,4 +165,18 @@ fn quorum_describe_ends_quietly_when_stdout_closes() {
     for (id, status) in cluster.stop_all() {
         assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
     }
+    let dir = cluster.node(1).dir.to_str().unwrap().to_string();
+    assert_quiet_closed_exit(
+        run_into_closed_pipe(binary(), &["quorum-state", "--dir", &dir]),
+        "quorum-state > closed pipe",
+    );
+    // And with a reader, quorum-state prints the state (the recovery tests read it in detail).
+    let output = Command::new(binary())
+        .args(["quorum-state", "--dir", &dir])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let mut text = String::new();
+    output.stdout.as_slice().read_to_string(&mut text).unwrap();
+    assert!(text.contains("last batch epoch"), "{text}");
 }
