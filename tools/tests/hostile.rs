@@ -16,7 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use engine::raft::{
-    BeginQuorumEpochRequest, ErrorCode, FindQuorumRequest, Request, Response, VoteRequest,
+    BeginQuorumEpochRequest, DescribeQuorumResponse, ErrorCode, FindQuorumRequest, Request,
+    Response, VoteRequest,
 };
 use net::node::BlockingClient;
 use support::*;
@@ -199,12 +200,17 @@ impl Drop for UnderLoad {
     }
 }
 
-/// Some((leader, epoch)) if node `id` answers DescribeQuorum as the leader.
-fn describe_leader(cluster: &Cluster, id: i32) -> Option<(i32, i32)> {
+/// Node `id`'s DescribeQuorum answer, if it answers within a second.
+fn describe(cluster: &Cluster, id: i32) -> Option<DescribeQuorumResponse> {
     let node = &cluster.nodes[(id - 1) as usize];
     node.process.as_ref()?;
     let mut client = BlockingClient::connect(node.addr, Duration::from_secs(1)).ok()?;
-    let d = client.describe_quorum().ok()?;
+    client.describe_quorum().ok()
+}
+
+/// Some((leader, epoch)) if node `id` answers DescribeQuorum as the leader.
+fn describe_leader(cluster: &Cluster, id: i32) -> Option<(i32, i32)> {
+    let d = describe(cluster, id)?;
     (d.error == ErrorCode::NONE && d.leader_id == id).then_some((id, d.leader_epoch))
 }
 
@@ -418,20 +424,31 @@ fn find_quorum_for_the_leader_is_not_adopted(boot_timestamp: impl Fn() -> i64) {
     }
     let acked_at_attack = under.acked_count();
     let end = Instant::now() + WINDOW;
+    let mut leader_answers = 0;
     while Instant::now() < end {
         under.assert_all_running("after the FindQuorum");
-        assert_eq!(
-            describe_leader(&under.cluster, leader),
-            Some((leader, epoch)),
-            "node {leader} is no longer the leader of epoch {epoch} after the FindQuorum"
-        );
-        for follower in under.followers() {
-            if let Some(other) = describe_leader(&under.cluster, follower) {
-                panic!("node {follower} leads {other:?} after the FindQuorum");
-            }
+        // Every node that answers (a slow answer on this shared machine is no evidence) names
+        // the same leader and epoch: the leader as itself, the followers as their leader.
+        for id in 1..=3 {
+            let Some(d) = describe(&under.cluster, id) else {
+                continue;
+            };
+            assert_eq!(
+                (d.leader_id, d.leader_epoch),
+                (leader, epoch),
+                "node {id} names leader {} in epoch {} after the FindQuorum (was {leader} in \
+                 {epoch})",
+                d.leader_id,
+                d.leader_epoch
+            );
+            leader_answers += usize::from(id == leader);
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(
+        leader_answers >= 5,
+        "node {leader} answered DescribeQuorum {leader_answers} times in {WINDOW:?}"
+    );
     assert!(
         under.acked_count() >= acked_at_attack + ACKS_AFTER,
         "{} acknowledgements in the {WINDOW:?} after the FindQuorum",
