@@ -238,8 +238,19 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         watch.nodes = cluster.pids();
         watch.leader_pid = cluster.pid_at(leader);
     }
-    print_settings(&args, leader, replication_factor, cluster.is_some());
-    let load = produce_load::run(&config, &INTERRUPTED, &mut watch, print_interval);
+    // A closed stdout ends the run like an interrupt (the nodes are stopped, the files still
+    // written); main then exits 141 without a message (docs/operations.md).
+    let mut stdout_error = print_settings(&args, leader, replication_factor, cluster.is_some())
+        .err()
+        .inspect(|_| INTERRUPTED.store(true, Ordering::Relaxed));
+    let load = produce_load::run(&config, &INTERRUPTED, &mut watch, |interval| {
+        if stdout_error.is_none() {
+            if let Err(error) = print_interval(interval) {
+                stdout_error = Some(error);
+                INTERRUPTED.store(true, Ordering::Relaxed);
+            }
+        }
+    });
     // Stop the nodes whatever the load's outcome; their exit status is part of the result.
     let node_exits = match cluster.as_mut() {
         Some(cluster) => cluster.stop(),
@@ -266,7 +277,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     if let Some(cluster) = &cluster {
         report.node_stats = cluster.node_stats();
     }
-    print_summary(&report);
+    if stdout_error.is_none() {
+        stdout_error = print_summary(&report).err();
+    }
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -276,6 +289,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     check_exits(&node_exits, cluster.as_ref())?;
+    if let Some(error) = stdout_error {
+        return Err(crate::out::describe(&error));
+    }
     if report.interrupted {
         return Err("interrupted: the figures above cover only the time measured".into());
     }
@@ -373,32 +389,40 @@ impl Report {
     }
 }
 
-fn print_settings(args: &ClusterArgs, leader: SocketAddr, rf: usize, started: bool) {
+fn print_settings(
+    args: &ClusterArgs,
+    leader: SocketAddr,
+    rf: usize,
+    started: bool,
+) -> std::io::Result<()> {
     let origin = if started {
         format!("{rf} local voters started by this run")
     } else {
         format!("running cluster of {rf} voters")
     };
-    println!(
+    outln!(
         "leader {leader} ({origin}); warm-up {} s, measuring {} s",
-        args.warmup, args.duration
-    );
-    println!("  sec   records/s      MB/s   p50 us   p99 us  leader RSS MiB");
+        args.warmup,
+        args.duration
+    )?;
+    outln!("  sec   records/s      MB/s   p50 us   p99 us  leader RSS MiB")?;
+    Ok(())
 }
 
-fn print_interval(interval: &Interval) {
+fn print_interval(interval: &Interval) -> std::io::Result<()> {
     let rss = interval
         .leader_rss_kib
         .map(|kib| format!("{:.1}", kib as f64 / 1024.0))
         .unwrap_or_else(|| "-".into());
-    println!(
+    outln!(
         "{:>5.0} {:>11.0} {:>9.1} {:>8} {:>8} {rss:>15}",
         interval.end_sec,
         interval.records_per_sec,
         interval.mb_per_sec,
         interval.latency_us.p50,
         interval.latency_us.p99
-    );
+    )?;
+    Ok(())
 }
 
 fn acks_text(acks: i16) -> &'static str {
@@ -472,9 +496,9 @@ fn render_svg(r: &Report, load: &LoadReport) -> String {
     svg_chart::render(&title, &settings, &load.histogram, &rate)
 }
 
-fn print_summary(r: &Report) {
+fn print_summary(r: &Report) -> std::io::Result<()> {
     let acks = acks_text(r.acks);
-    println!(
+    outln!(
         "{}: {:.0} records/s, {:.1} MB/s over {:.2} s ({} records)",
         if r.interrupted {
             "interrupted"
@@ -485,54 +509,64 @@ fn print_summary(r: &Report) {
         r.mb_per_sec,
         r.elapsed_sec,
         r.records
-    );
+    )?;
     let l = &r.commit_latency_us;
-    println!(
+    outln!(
         "  commit latency us: p50 {}  p99 {}  p99.9 {}  max {}  mean {:.0}",
-        l.p50, l.p99, l.p999, l.max, l.mean
-    );
-    println!(
+        l.p50,
+        l.p99,
+        l.p999,
+        l.max,
+        l.mean
+    )?;
+    outln!(
         "  durability: {acks}, fsync on (every batch fdatasync'd before it counts on a node); \
          replication factor {}",
         r.replication_factor
-    );
+    )?;
     if let Some(rate) = r.rate_records_per_sec {
         if r.records_per_sec < 0.9 * rate {
-            println!(
+            outln!(
                 "  note: {:.0} records/s delivered of the {rate} asked for: the cluster (or \
                  {} connections x {} in flight) cannot keep up, so requests fall ever further \
                  behind their schedule and the latency from the intended send time grows with \
                  the run's length",
-                r.records_per_sec, r.connections, r.inflight_per_connection
-            );
+                r.records_per_sec,
+                r.connections,
+                r.inflight_per_connection
+            )?;
         }
     }
     if let Some(s) = &r.service_latency_us {
-        println!(
+        outln!(
             "  from the actual send: p50 {}  p99 {}  p99.9 {}  max {}  mean {:.0}",
-            s.p50, s.p99, s.p999, s.max, s.mean
-        );
+            s.p50,
+            s.p99,
+            s.p999,
+            s.max,
+            s.mean
+        )?;
     }
-    println!(
+    outln!(
         "  load: {} B records, {} per batch, {} connections, {} in flight each, {}",
         r.record_bytes,
         r.batch_records,
         r.connections,
         r.inflight_per_connection,
         mode_text(r)
-    );
-    println!(
+    )?;
+    outln!(
         "  pinning: {}; leader {}; loadavg {}",
         pinning_text(r),
         r.leader,
         r.loadavg
-    );
+    )?;
     if let (Some(ns), Some(sec)) = (r.leader_cpu_ns_per_record, r.leader_cpu_sec) {
-        println!("  leader CPU: {ns:.0} ns per committed record ({sec:.2} s in the window)");
+        outln!("  leader CPU: {ns:.0} ns per committed record ({sec:.2} s in the window)")?;
     }
     let fmt_list = |values: Vec<String>| values.join(", ");
     if !r.node_cpu_sec.is_empty() {
-        println!(
+        outln!(
             "  node CPU s: [{}]; load generator CPU s: {}",
             fmt_list(
                 r.node_cpu_sec
@@ -541,7 +575,7 @@ fn print_summary(r: &Report) {
                     .collect()
             ),
             opt(r.bench_cpu_sec.map(|c| format!("{c:.2}")))
-        );
+        )?;
         let rss = r
             .node_rss_kib_start
             .iter()
@@ -554,14 +588,14 @@ fn print_summary(r: &Report) {
                 )
             })
             .collect();
-        println!("  node RSS KiB (window start -> end): [{}]", fmt_list(rss));
+        outln!("  node RSS KiB (window start -> end): [{}]", fmt_list(rss))?;
     }
     for exit in &r.node_exits {
-        println!("  {exit}");
+        outln!("  {exit}")?;
     }
     for (id, stats) in &r.node_stats {
         let get = |key: &str| stats.get(key).copied().unwrap_or(f64::NAN);
-        println!(
+        outln!(
             "  node {id} (whole run): {:.2} wake-ups per stored batch, {:.1} batches and {:.0} \
              bytes per write group, tail-cache hit rate {:.4}, slowest write + fdatasync {:.1} \
              ms, {} over 100 ms",
@@ -571,8 +605,9 @@ fn print_summary(r: &Report) {
             get("tail_hit_rate"),
             get("max_group_us") / 1000.0,
             get("slow_groups"),
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn opt(value: Option<String>) -> String {

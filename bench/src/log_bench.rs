@@ -161,13 +161,14 @@ pub fn run(args: LogArgs) -> Result<(), String> {
     drop(writer.shutdown());
     drop(run_dir);
     let report = report?;
-    print_report(&args, &report);
+    // The JSON file is written even when stdout is closed (docs/operations.md).
+    let printed = print_report(&args, &report);
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
-    Ok(())
+    printed.map_err(|e| crate::out::describe(&e))
 }
 
 fn drive(
@@ -440,12 +441,12 @@ fn build_batch(value: &[u8], records: u32) -> BytesMut {
     builder.build()
 }
 
-fn print_report(args: &LogArgs, r: &Report) {
-    println!(
+fn print_report(args: &LogArgs, r: &Report) -> std::io::Result<()> {
+    outln!(
         "ringraft-bench log: {} B records x {} per batch, {} closed-loop writers on {} threads, {:.1} s measured",
         r.record_bytes, r.batch_records, r.writers, r.threads, r.duration_secs
-    );
-    println!(
+    )?;
+    outln!(
         "  durability: {}; segment {} B, preallocate {}, zero-ahead {} B for groups <= {} B; \
          ring: single_issuer {}, defer_taskrun {}, registered buffers {}, writer cpu {:?}",
         r.durability,
@@ -457,8 +458,8 @@ fn print_report(args: &LogArgs, r: &Report) {
         r.defer_taskrun,
         r.registered_buffers,
         r.pinned_cpu
-    );
-    println!(
+    )?;
+    outln!(
         "  records/s {:.0}  MB/s {:.1} (device {:.1})  fdatasyncs/s {:.0}  mean group {:.0} B / {:.1} batches  zero-fills/s {:.1}",
         r.records_per_sec,
         r.mb_per_sec,
@@ -467,12 +468,17 @@ fn print_report(args: &LogArgs, r: &Report) {
         r.mean_group_bytes,
         r.mean_group_batches,
         r.zero_fills_per_sec
-    );
-    println!(
+    )?;
+    outln!(
         "  append-to-durable latency (us): p50 {}  p99 {}  p99.9 {}  max {}  mean {:.1}",
-        r.latency_us.p50, r.latency_us.p99, r.latency_us.p999, r.latency_us.max, r.latency_us.mean
-    );
-    println!("  loadavg: {}  dir: {}", r.loadavg, args.dir.display());
+        r.latency_us.p50,
+        r.latency_us.p99,
+        r.latency_us.p999,
+        r.latency_us.max,
+        r.latency_us.mean
+    )?;
+    outln!("  loadavg: {}  dir: {}", r.loadavg, args.dir.display())?;
+    Ok(())
 }
 
 /// The directory the run writes in: created fresh inside `--dir`, removed at the end. `--dir`

@@ -4,6 +4,12 @@
 //! joins one with `--bootstrap-server`) and drives Produce load at its leader.
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
 //! node's log).
+//!
+//! Output goes through `out::line`: a closed stdout stops a run quietly, status 141
+//! (docs/operations.md).
+
+#[macro_use]
+mod out;
 
 mod cluster_bench;
 mod log_bench;
@@ -43,14 +49,19 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli: Cli = out::parse_args();
     let result = match cli.command {
         None => cluster_bench::run(cli.cluster),
         Some(Command::Cluster(args)) => cluster_bench::run(args),
         Some(Command::Log(args)) => log_bench::run(args),
     };
+    // A closed stdout is no failure of the run: status 141, no message (docs/operations.md).
+    if out::closed() {
+        std::process::exit(out::CLOSED_STATUS.into());
+    }
     if let Err(error) = result {
-        eprintln!("ringraft-bench: {error}");
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "ringraft-bench: {error}");
         std::process::exit(1);
     }
 }

@@ -1,14 +1,32 @@
-//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`). Load
-//! generation lives in `ringraft-bench`.
+//! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`,
+//! `quorum-state`). Load generation lives in `ringraft-bench`. Output goes through
+//! [`out::line`]: a closed stdout ends a command quietly with status 141 (docs/operations.md).
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use engine::raft::{DescribeQuorumResponse, ErrorCode, ReplicaState};
+use engine::quorum_state::QuorumStateFile;
+use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
 use engine::record::BatchView;
+use net::node::lock::{DirLock, LockError};
 use net::node::{BlockingClient, NodeConfig};
+
+#[macro_use]
+mod out;
+
+/// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
+/// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).
+const RESET_EPOCH_MAX: i64 = engine::raft::admission::MAX_PEER_EPOCH as i64 - 1;
+
+/// The safety rule of `quorum-state --reset-epoch`, shown in its help (docs/operations.md).
+const RESET_RULE: &str = "\
+SAFETY: --reset-epoch forgets the node's vote and leader. It is safe ONLY when EVERY voter of \
+the cluster is stopped, and the same E is applied to EVERY voter, with E at least the highest \
+`last batch epoch` printed for ALL the voters' logs (run `ringraft quorum-state --dir DIR` on \
+each voter first). Reset one voter alone, or below another voter's last batch epoch, and two \
+leaders can be elected in one epoch.";
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +65,50 @@ enum Command {
     },
     /// Print a log directory's batches.
     DumpLog { dir: PathBuf },
+    /// Print a stopped node's stored election state (quorum-state file) and its log's last
+    /// batch epoch; with --reset-epoch, rewrite the state (recovery from an epoch at its limit).
+    #[command(after_help = RESET_RULE)]
+    QuorumState {
+        /// The node's log directory (`log.dirs`), which holds its quorum-state file.
+        #[arg(long)]
+        dir: PathBuf,
+        /// Rewrite the quorum-state file with epoch E, leader -1 and vote -1, keeping the voter
+        /// set. Refused while the node runs, for E below this log's last batch epoch, for a
+        /// negative E and above 2147483645 (the first election, in E + 1, must be in an epoch
+        /// the other voters accept). See SAFETY below.
+        #[arg(long, value_name = "E", allow_hyphen_values = true)]
+        reset_epoch: Option<i64>,
+    },
+}
+
+/// Why a command failed.
+enum Failure {
+    /// Standard output was closed under the command: exit [`out::CLOSED_STATUS`], silently.
+    StdoutClosed,
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Message(message)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::Message(message.into())
+    }
+}
+
+/// Only the writes to standard output ([`out::line`]) come back as a bare `io::Error`.
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        if out::is_closed_pipe(&error) {
+            Failure::StdoutClosed
+        } else {
+            Failure::Message(out::describe(&error))
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -62,8 +124,8 @@ fn main() -> ExitCode {
         // reports it with eprintln!, which panics, and would take the log thread down with it.
         .log_internal_errors(false)
         .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let cli: Cli = out::parse_args();
+    let result: Result<(), Failure> = match cli.command {
         Command::Serve {
             config,
             mut overrides,
@@ -76,7 +138,7 @@ fn main() -> ExitCode {
             if let Some(cpu) = log_cpu {
                 overrides.push(format!("log.cpu={cpu}"));
             }
-            serve(&config, &overrides)
+            serve(&config, &overrides).map_err(Failure::from)
         }
         Command::Quorum {
             bootstrap_server,
@@ -90,11 +152,15 @@ fn main() -> ExitCode {
             }
         }
         Command::DumpLog { dir } => dump_log(&dir),
+        Command::QuorumState { dir, reset_epoch } => quorum_state(&dir, reset_epoch),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("ringraft: {message}");
+        Err(Failure::StdoutClosed) => ExitCode::from(out::CLOSED_STATUS),
+        Err(Failure::Message(message)) => {
+            use std::io::Write;
+            // Not eprintln!: a closed stderr must not turn the failure into a panic either.
+            let _ = writeln!(std::io::stderr(), "ringraft: {message}");
             ExitCode::FAILURE
         }
     }
@@ -116,7 +182,7 @@ fn resolve(server: &str) -> Result<SocketAddr, String> {
 /// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the
 /// leader's id, and the server whose answer comes from that leader (error NONE) is the one
 /// printed. With one server that is not the leader, its answer (with the leader hint) is printed.
-fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
+fn describe_quorum(servers: &str, json: bool) -> Result<(), Failure> {
     let mut last = None;
     let mut errors = Vec::new();
     for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -136,9 +202,9 @@ fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
     }
     let response = last.ok_or_else(|| format!("no server answered: {}", errors.join("; ")))?;
     if json {
-        println!("{}", describe_json(&response));
+        outln!("{}", describe_json(&response))?;
     } else {
-        print_describe(&response);
+        print_describe(&response)?;
     }
     if response.error.is_none() {
         Ok(())
@@ -146,9 +212,10 @@ fn describe_quorum(servers: &str, json: bool) -> Result<(), String> {
         Err(format!(
             "not the leader; the leader is node {} (epoch {}): list its address in --bootstrap-server",
             response.leader_id, response.leader_epoch
-        ))
+        )
+        .into())
     } else {
-        Err(format!("DescribeQuorum failed: {}", response.error))
+        Err(format!("DescribeQuorum failed: {}", response.error).into())
     }
 }
 
@@ -160,25 +227,29 @@ fn lag(leo: i64, hw: i64) -> i64 {
     }
 }
 
-fn print_describe(r: &DescribeQuorumResponse) {
-    println!(
+fn print_describe(r: &DescribeQuorumResponse) -> std::io::Result<()> {
+    outln!(
         "leader: {}  epoch: {}  high watermark: {}  error: {}",
-        r.leader_id, r.leader_epoch, r.high_watermark, r.error
-    );
-    let print = |kind: &str, replicas: &[ReplicaState]| {
+        r.leader_id,
+        r.leader_epoch,
+        r.high_watermark,
+        r.error
+    )?;
+    let print = |kind: &str, replicas: &[ReplicaState]| -> std::io::Result<()> {
         for s in replicas {
-            println!(
+            outln!(
                 "  {kind} {:>4}  log end offset {:>10}  lag {:>8}  last fetch {:>14}  last caught up {:>14}",
                 s.replica_id,
                 s.log_end_offset,
                 lag(s.log_end_offset, r.high_watermark),
                 s.last_fetch_timestamp,
                 s.last_caught_up_timestamp
-            );
+            )?;
         }
+        Ok(())
     };
-    print("voter   ", &r.current_voters);
-    print("observer", &r.observers);
+    print("voter   ", &r.current_voters)?;
+    print("observer", &r.observers)
 }
 
 fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
@@ -207,12 +278,12 @@ fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
 
 /// Prints every batch of a log directory, read with the log's own reader (read-only use: the
 /// directory must not be in use by a running node).
-fn dump_log(dir: &std::path::Path) -> Result<(), String> {
+fn dump_log(dir: &Path) -> Result<(), Failure> {
     let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
         .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
     let mut offset = log.start_offset();
     let end = log.end_offset();
-    println!("log {}  start {}  end {}", dir.display(), offset, end);
+    outln!("log {}  start {}  end {}", dir.display(), offset, end)?;
     while offset < end {
         let pieces = log
             .read(offset, 1 << 20)
@@ -232,7 +303,7 @@ fn dump_log(dir: &std::path::Path) -> Result<(), String> {
                     } else {
                         "data".into()
                     };
-                    println!(
+                    outln!(
                         "offsets {}..={}  epoch {}  records {}  bytes {}  crc ok  {}",
                         view.base_offset(),
                         view.last_offset(),
@@ -240,15 +311,148 @@ fn dump_log(dir: &std::path::Path) -> Result<(), String> {
                         view.record_count(),
                         len,
                         control
-                    );
+                    )?;
                     offset = view.next_offset();
                 }
                 Err(error) => {
-                    println!("at offset {offset}: bad batch ({len} bytes): {error}");
-                    return Err(format!("bad batch at offset {offset}"));
+                    outln!("at offset {offset}: bad batch ({len} bytes): {error}")?;
+                    return Err(format!("bad batch at offset {offset}").into());
                 }
             }
         }
     }
     Ok(())
+}
+
+/// `quorum-state --dir DIR [--reset-epoch E]`: prints the stored election state and the log's
+/// last batch epoch; with E, rewrites the state as epoch E, no leader, no vote, same voters,
+/// through the node's own store (write, fsync, rename, fsync the directory). Holds the
+/// directory's lock throughout, so it refuses to run next to a live node.
+fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
+    let path = dir.join(engine::quorum_state::FILE_NAME);
+    if !path.is_file() {
+        return Err(format!(
+            "no quorum-state file in {}: not a node's log directory (log.dirs)",
+            dir.display()
+        )
+        .into());
+    }
+    let reset_epoch = reset_epoch.map(checked_reset_epoch).transpose()?;
+    let _lock = DirLock::acquire(dir).map_err(|error| match error {
+        LockError::Busy { .. } => format!(
+            "the log directory {} is locked by a running ringraft process: stop every voter \
+             before using quorum-state",
+            dir.display()
+        ),
+        other => other.to_string(),
+    })?;
+    let (cluster_id, node_id) = stored_identity(&path)?;
+    let mut file =
+        QuorumStateFile::open(dir, node_id, cluster_id.clone()).map_err(|e| e.to_string())?;
+    let state = file
+        .read()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} disappeared", path.display()))?;
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
+        .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
+    let last_epoch = log.last_epoch();
+    outln!(
+        "quorum-state {}: cluster {cluster_id:?}  node {node_id}",
+        path.display()
+    )?;
+    print_election_state(&state)?;
+    outln!(
+        "log {}: start offset {}  end offset {}  last batch epoch {last_epoch}",
+        dir.display(),
+        log.start_offset(),
+        log.end_offset()
+    )?;
+    drop(log);
+    let Some(epoch) = reset_epoch else {
+        return Ok(());
+    };
+    if epoch < last_epoch {
+        return Err(format!(
+            "--reset-epoch {epoch} is below this log's last batch epoch {last_epoch}: refused \
+             (E must be at least the highest last batch epoch of every voter's log)"
+        )
+        .into());
+    }
+    let reset = ElectionState {
+        epoch,
+        leader_id: -1,
+        voted_id: -1,
+        ..state
+    };
+    file.write(&reset).map_err(|e| e.to_string())?;
+    let written = file
+        .read()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} disappeared", path.display()))?;
+    if written != reset {
+        return Err(format!(
+            "{} reads back as {written:?} after the reset",
+            path.display()
+        )
+        .into());
+    }
+    outln!("reset to:")?;
+    print_election_state(&written)?;
+    Ok(())
+}
+
+fn checked_reset_epoch(epoch: i64) -> Result<i32, Failure> {
+    if epoch < 0 {
+        return Err(format!("--reset-epoch {epoch}: an epoch cannot be negative").into());
+    }
+    if epoch > RESET_EPOCH_MAX {
+        return Err(format!(
+            "--reset-epoch {epoch}: above {RESET_EPOCH_MAX} no election is left (the other \
+             voters refuse epochs above {RESET_EPOCH_MAX} + 1)"
+        )
+        .into());
+    }
+    Ok(epoch as i32)
+}
+
+/// The cluster and node id the file names: the store checks them on every read, and a tool
+/// pointed at a directory knows neither.
+fn stored_identity(path: &Path) -> Result<(String, i32), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read quorum-state file {}: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(text.trim_end())
+        .map_err(|e| format!("quorum-state file {} is corrupt: {e}", path.display()))?;
+    let cluster_id = value.get("clusterId").and_then(|v| v.as_str());
+    let node_id = value
+        .get("nodeId")
+        .and_then(|v| v.as_i64())
+        .and_then(|id| i32::try_from(id).ok());
+    match (cluster_id, node_id) {
+        (Some(cluster_id), Some(node_id)) => Ok((cluster_id.to_string(), node_id)),
+        _ => Err(format!(
+            "quorum-state file {} is corrupt: no clusterId or nodeId",
+            path.display()
+        )),
+    }
+}
+
+fn print_election_state(state: &ElectionState) -> std::io::Result<()> {
+    let ids = |ids: &[i32]| {
+        ids.iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    outln!(
+        "  epoch {}  leader {}  voted for {}",
+        state.epoch,
+        state.leader_id,
+        state.voted_id
+    )?;
+    outln!(
+        "  voters {}  target voters {}  applied offset {}",
+        ids(&state.current_voters),
+        state.target_voters.as_deref().map_or("none".into(), ids),
+        state.applied_offset
+    )
 }

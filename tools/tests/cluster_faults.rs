@@ -13,10 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use engine::raft::{ErrorCode, Request, Response, VoteRequest};
 use net::node::BlockingClient;
-use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,28 +35,6 @@ fn restart_with_a_wrong_broker_id_names_both_ids() {
     let stderr = read_stderr(&mut wrong);
     assert!(stderr.contains("belongs to node 1"), "{stderr}");
     assert!(stderr.contains("this node is 2"), "{stderr}");
-}
-
-/// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
-/// in the acknowledged order.
-fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
-    let mut previous_position = None;
-    for (offset, value) in acked {
-        let positions: Vec<usize> = log
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, v))| v == value)
-            .map(|(p, _)| p)
-            .collect();
-        let [position] = positions[..] else {
-            return false;
-        };
-        if log[position].0 != *offset || previous_position.is_some_and(|p| p >= position) {
-            return false;
-        }
-        previous_position = Some(position);
-    }
-    true
 }
 
 #[test]
@@ -129,36 +105,15 @@ fn closed_by_peer(mut stream: TcpStream) -> bool {
     }
 }
 
-/// A Vote request (header v2) whose body carries `cluster_id`.
-fn vote_request(cluster_id: &str) -> Vec<u8> {
-    let mut w = WireWriter::with_capacity(128);
-    RequestHeader {
-        api_key: api::VOTE,
-        api_version: 0,
-        correlation_id: 77,
-        client_id: Some("fault-test".into()),
-    }
-    .write(&mut w, true);
-    let request = Request::Vote(VoteRequest {
+/// A Vote request whose body carries `cluster_id`.
+fn vote_request(cluster_id: &str) -> Request {
+    Request::Vote(VoteRequest {
         cluster_id: cluster_id.into(),
         candidate_epoch: 0,
         candidate_id: 9,
         last_epoch: 0,
         last_epoch_end_offset: 0,
-    });
-    quorum::encode_request(&request, &mut w);
-    w.into_inner().to_vec()
-}
-
-fn read_vote_response(mut stream: TcpStream) -> Response {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).unwrap();
-    let mut r = WireReader::new(Bytes::from(body));
-    let header = ResponseHeader::read(&mut r, true).unwrap();
-    assert_eq!(header.correlation_id, 77);
-    quorum::decode_response(api::VOTE, &mut r).unwrap()
+    })
 }
 
 /// Deterministic pseudo-random bytes (xorshift), so a failure can be replayed.
@@ -199,8 +154,7 @@ fn bad_input_and_a_connection_flood_leave_the_node_committing() {
             "random bytes (seed {seed}): no close"
         );
     }
-    let wrong_cluster = send_frame(addr, &vote_request("another-cluster"));
-    match read_vote_response(wrong_cluster) {
+    match send_raw_request(addr, &vote_request("another-cluster"), TIMEOUT).unwrap() {
         Response::Vote(vote) => {
             assert_eq!(vote.error, ErrorCode::INCONSISTENT_CLUSTER_ID);
             assert!(!vote.vote_granted);

@@ -2,12 +2,17 @@
 //!
 //! Every seed is one reproducible run (faults, then a calm period that checks liveness). The
 //! first violation stops the run, is printed with the last events and the exact command that
-//! replays it, and makes the exit status non-zero.
+//! replays it, and makes the exit status non-zero. A closed stdout stops the run quietly with
+//! status 141 (docs/operations.md).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use engine::sim::{run_seed, SimConfig};
+
+#[macro_use]
+#[path = "../out.rs"]
+mod out;
 
 #[derive(Parser)]
 #[command(
@@ -58,11 +63,26 @@ struct Totals {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = out::parse_args();
     if cli.voters == 0 {
         eprintln!("--voters must be at least 1");
         return ExitCode::from(2);
     }
+    match run(&cli) {
+        Ok(code) => code,
+        Err(error) if out::is_closed_pipe(&error) => ExitCode::from(out::CLOSED_STATUS),
+        Err(error) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "ringraft-sim: {}", out::describe(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the seeds; the exit code, or the error of a write to stdout.
+// `u64::is_multiple_of` needs Rust 1.87; the workspace's rust-version is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
+fn run(cli: &Cli) -> std::io::Result<ExitCode> {
     let mut totals = Totals::default();
     let every = (cli.seeds / 20).max(1);
     for seed in cli.first_seed..cli.first_seed.saturating_add(cli.seeds) {
@@ -75,9 +95,9 @@ fn main() -> ExitCode {
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
         let Ok(outcome) = outcome else {
-            println!("PANIC at seed {seed} (message above)\nreplay: {replay}");
-            print_totals(&totals, 1);
-            return ExitCode::FAILURE;
+            outln!("PANIC at seed {seed} (message above)\nreplay: {replay}")?;
+            print_totals(&totals, 1)?;
+            return Ok(ExitCode::FAILURE);
         };
         match outcome {
             Ok(s) => {
@@ -86,26 +106,29 @@ fn main() -> ExitCode {
                 totals.elections += s.elections;
                 totals.commits += s.commits;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
-                    println!(
+                    outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} ms simulated, trace {:016x}",
                         s.events, s.elections, s.commits, s.committed_offsets, s.sim_time_ms, s.trace_hash
-                    );
+                    )?;
                 }
             }
             Err(v) => {
-                println!("{v}");
-                print_totals(&totals, 1);
-                return ExitCode::FAILURE;
+                outln!("{v}")?;
+                print_totals(&totals, 1)?;
+                return Ok(ExitCode::FAILURE);
             }
         }
     }
-    print_totals(&totals, 0);
-    ExitCode::SUCCESS
+    print_totals(&totals, 0)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn print_totals(t: &Totals, violations: u64) {
-    println!(
+fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
+    outln!(
         "total: {} seeds passed, {} events, {} elections, {} commits, {violations} violations",
-        t.seeds, t.events, t.elections, t.commits
-    );
+        t.seeds,
+        t.events,
+        t.elections,
+        t.commits
+    )
 }

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)]
 
-use std::net::{SocketAddr, TcpListener};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,9 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use engine::raft::ErrorCode;
+use engine::raft::{ErrorCode, Request, Response};
 use engine::record::{BatchView, RecordBatchBuilder};
 use net::node::BlockingClient;
+use net::wire::{quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const CLUSTER_ID: &str = "process-test";
@@ -62,7 +64,7 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -123,6 +125,42 @@ impl Cluster {
         let node = self.node(id);
         let child = spawn(&node.config, overrides, Stdio::null());
         node.process = Some(ProcessGuard { child });
+    }
+
+    /// Starts every node with its stderr appended to [`Cluster::stderr_path`] (for a failure's
+    /// message: [`Cluster::stderr_tail`]).
+    pub fn start_all_logged(&mut self) {
+        for id in 1..=self.nodes.len() as i32 {
+            let path = self.stderr_path(id);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .unwrap();
+            let node = self.node(id);
+            let child = spawn(&node.config, &[], Stdio::from(file));
+            node.process = Some(ProcessGuard { child });
+        }
+    }
+
+    pub fn stderr_path(&self, id: i32) -> PathBuf {
+        self.root.path().join(format!("node-{id}.stderr"))
+    }
+
+    /// What node `id` wrote to its stderr file last: from its last panic message on (without
+    /// the backtrace), or else its last 15 lines (empty if none).
+    pub fn stderr_tail(&self, id: i32) -> String {
+        let text = std::fs::read_to_string(self.stderr_path(id)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        match lines.iter().rposition(|l| l.contains("panicked at")) {
+            Some(panic) => lines[panic..]
+                .iter()
+                .take_while(|l| !l.starts_with("stack backtrace:"))
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None => lines[lines.len().saturating_sub(15)..].join("\n"),
+        }
     }
 
     /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
@@ -237,6 +275,85 @@ pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
         }
     }
     out
+}
+
+/// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
+/// in the acknowledged order.
+pub fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
+    let mut previous_position = None;
+    for (offset, value) in acked {
+        let positions: Vec<usize> = log
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, v))| v == value)
+            .map(|(p, _)| p)
+            .collect();
+        let [position] = positions[..] else {
+            return false;
+        };
+        if log[position].0 != *offset || previous_position.is_some_and(|p| p >= position) {
+            return false;
+        }
+        previous_position = Some(position);
+    }
+    true
+}
+
+/// The correlation id of [`raw_request_frame`].
+pub const RAW_CORRELATION_ID: i32 = 77;
+
+/// `request` as one frame (size prefix, request header v2, body), the way a peer sends it.
+pub fn raw_request_frame(request: &Request) -> Vec<u8> {
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    RequestHeader {
+        api_key: quorum::request_api_key(request),
+        api_version: 0,
+        correlation_id: RAW_CORRELATION_ID,
+        client_id: Some("hostile-test".into()),
+    }
+    .write(&mut w, true);
+    quorum::encode_request(request, &mut w);
+    let mut frame = w.into_inner().to_vec();
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame
+}
+
+/// Sends `request` on a fresh connection to `addr`, as a peer would, and reads its response
+/// (bounded by `timeout`). Err when the connection fails, or closes without an answer (the
+/// node died or refused the frame).
+pub fn send_raw_request(
+    addr: SocketAddr,
+    request: &Request,
+    timeout: Duration,
+) -> Result<Response, String> {
+    use std::io::Write;
+    let mut stream =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{addr}: connect: {e}"))?;
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    stream.set_write_timeout(Some(timeout)).unwrap();
+    stream
+        .write_all(&raw_request_frame(request))
+        .map_err(|e| format!("{addr}: send: {e}"))?;
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .map_err(|e| format!("{addr}: no response: {e}"))?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream
+        .read_exact(&mut body)
+        .map_err(|e| format!("{addr}: truncated response: {e}"))?;
+    let mut r = WireReader::new(Bytes::from(body));
+    let header = ResponseHeader::read(&mut r, true).map_err(|e| format!("{addr}: header: {e}"))?;
+    if header.correlation_id != RAW_CORRELATION_ID {
+        return Err(format!(
+            "{addr}: correlation id {} in the response",
+            header.correlation_id
+        ));
+    }
+    quorum::decode_response(quorum::request_api_key(request), &mut r)
+        .map_err(|e| format!("{addr}: undecodable response: {e}"))
 }
 
 /// Produces `value` with acks=-1 to `addr`; Ok(base offset) when acknowledged.
