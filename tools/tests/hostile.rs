@@ -302,8 +302,10 @@ fn begin_quorum_epoch_at_i32_max_is_refused_and_the_cluster_lives_on() {
     if !targets.contains(&under.leader) {
         targets.push(under.leader);
     }
+    // Twice each: the refusal is logged once per sender address, not once per request.
     let answers: Vec<_> = targets
         .iter()
+        .chain(targets.iter())
         .map(|&target| {
             let named = if target == 3 { 1 } else { 3 };
             attack(&under.cluster, target, begin_quorum_epoch(named, i32::MAX))
@@ -315,6 +317,18 @@ fn begin_quorum_epoch_at_i32_max_is_refused_and_the_cluster_lives_on() {
         "epoch {epoch} after the attack"
     );
     assert_all_refused(&answers);
+    for &target in &targets {
+        let stderr = std::fs::read_to_string(under.cluster.stderr_path(target)).unwrap();
+        let logged: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("refused a message"))
+            .collect();
+        assert_eq!(logged.len(), 1, "node {target}: {logged:?}");
+        assert!(
+            logged[0].contains("127.0.0.1") && logged[0].contains("no room for another election"),
+            "node {target}: {logged:?}"
+        );
+    }
     under.finish();
 }
 
