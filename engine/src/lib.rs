@@ -1,5 +1,6 @@
 //! ringraft's engine: everything a node keeps and decides, with no sockets.
 //!
+//! - [`base`]: ids, offsets, epochs, time and the leader-epoch cache (the bottom layer).
 //! - [`record`]: Kafka RecordBatch v2 (the format on disk and on the wire).
 //! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
 //! - [`fail_stop`]: stopping the process on a durability failure or a panic.
@@ -8,6 +9,7 @@
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
 
+pub mod base;
 pub mod fail_stop;
 pub mod io;
 pub mod log;

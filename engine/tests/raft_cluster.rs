@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use engine::base::EpochCache;
 use engine::raft::*;
 use engine::record::RecordBatchBuilder;
 
@@ -42,15 +43,13 @@ struct Cluster {
 }
 
 fn snapshot(log: &[Batch]) -> LogSnapshot {
-    let mut epochs: Vec<(Epoch, Offset)> = Vec::new();
+    let mut epochs = EpochCache::new();
     for b in log {
-        if epochs.last().is_none_or(|e| e.0 != b.epoch) {
-            epochs.push((b.epoch, b.base_offset));
-        }
+        epochs.assign(b.epoch, b.base_offset).unwrap();
     }
     LogSnapshot {
         end_offset: log.last().map_or(0, |b| b.end_offset()),
-        epochs,
+        epochs: epochs.entries().to_vec(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-use crate::raft::{Epoch, Offset};
+use crate::base::{Epoch, Offset};
 use crate::record::{BatchHeader, BatchView, LOG_OVERHEAD};
 
 pub use crate::record::BATCH_HEADER_LEN;

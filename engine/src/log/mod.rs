@@ -9,7 +9,6 @@
 
 mod batch_meta;
 mod checkpoint;
-mod epoch_cache;
 mod recovery;
 mod segment;
 
@@ -20,14 +19,15 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
+pub use crate::base::{EpochCache, EpochCacheError};
 pub use batch_meta::{BatchMeta, BATCH_HEADER_LEN};
 pub use checkpoint::{Checkpoint, CHECKPOINT_FILE};
-pub use epoch_cache::{EpochCache, EpochCacheError};
 pub use segment::{parse_segment_file_name, segment_file_name};
 
+use crate::base::{Epoch, Offset};
 use crate::io::aligned::{align_down, align_up, AlignedBuf, BLOCK};
 use crate::io::file;
-use crate::raft::{Epoch, LogSnapshot, Offset};
+use crate::raft::LogSnapshot;
 use segment::{Segment, SparseIndex};
 
 /// How the log lays out and preallocates its files.
@@ -506,7 +506,7 @@ impl Log {
         }
         self.remove_segments_after(target_base)?;
         self.reopen_as_active(target_base, position, new_end)?;
-        self.epochs.truncate_from(new_end);
+        self.epochs.truncate_to(new_end);
         self.end_offset = new_end;
         self.durable_end_offset = new_end;
         Ok(new_end)

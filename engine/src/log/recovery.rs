@@ -9,12 +9,12 @@ use parking_lot::Mutex;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
 use super::checkpoint::Checkpoint;
-use super::epoch_cache::EpochCache;
 use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SparseIndex};
 use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError};
+use crate::base::EpochCache;
+use crate::base::Offset;
 use crate::io::aligned::AlignedBuf;
 use crate::io::file;
-use crate::raft::Offset;
 
 /// Size of the zero buffer used for zero-fill ahead.
 const ZEROS_BYTES: usize = 1 << 20;
@@ -100,7 +100,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         expected = scan.end_offset;
         position = 0;
     }
-    epochs.truncate_from(expected);
+    epochs.truncate_to(expected);
     let active = open_active(
         segments.values().next_back().expect("segments"),
         &config,

@@ -8,8 +8,8 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
+use crate::base::Offset;
 use crate::io::file::read_at_most;
-use crate::raft::Offset;
 
 /// The suffix of segment files.
 pub const SEGMENT_SUFFIX: &str = ".log";

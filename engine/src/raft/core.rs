@@ -98,7 +98,7 @@ impl RaftCore {
         );
         let endpoints = EndpointTable::new(&config.voter_endpoints);
         Ok(RaftCore {
-            log: LogState::new(&log, config.tail_cache_bytes),
+            log: LogState::new(&log, config.tail_cache_bytes).map_err(InitError::InvalidLog)?,
             config,
             qs,
             role: RoleState::Passive,

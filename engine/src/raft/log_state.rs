@@ -4,9 +4,9 @@
 
 use std::collections::VecDeque;
 
-use super::epoch_cache::EpochCache;
 use super::tail_cache::TailCache;
 use super::types::{Batch, Epoch, LogOp, LogOpKind, LogSnapshot, Offset, Output};
+use crate::base::{EpochCache, EpochCacheError};
 
 #[derive(Clone, Copy, Debug)]
 struct PendingOp {
@@ -28,15 +28,18 @@ pub(crate) struct LogState {
 }
 
 impl LogState {
-    pub(crate) fn new(snapshot: &LogSnapshot, tail_cache_bytes: usize) -> Self {
-        Self {
+    pub(crate) fn new(
+        snapshot: &LogSnapshot,
+        tail_cache_bytes: usize,
+    ) -> Result<Self, EpochCacheError> {
+        Ok(Self {
             end_offset: snapshot.end_offset,
             durable_end_offset: snapshot.end_offset,
             next_seq: 1,
             pending: VecDeque::new(),
-            epochs: EpochCache::new(snapshot.epochs.clone()),
+            epochs: EpochCache::from_entries(&snapshot.epochs)?,
             tail: TailCache::new(tail_cache_bytes),
-        }
+        })
     }
 
     pub(crate) fn end_offset(&self) -> Offset {
@@ -57,7 +60,9 @@ impl LogState {
         for b in &batches {
             assert_eq!(b.base_offset, self.end_offset, "append must be contiguous");
             assert!(b.record_count > 0);
-            self.epochs.assign(b.epoch, b.base_offset);
+            self.epochs
+                .assign(b.epoch, b.base_offset)
+                .expect("the core appends batches in epoch order");
             self.end_offset = b.end_offset();
             self.tail.push(b.clone());
         }

@@ -10,7 +10,7 @@
 //! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
 //! (common response rules, FindQuorum, DescribeQuorum), `endpoints` (voter endpoints learned
 //! through FindQuorum), `append` (client appends),
-//! `leader` (replica progress, HW, parked fetches), `log_state`, `epoch_cache`, `tail_cache`,
+//! `leader` (replica progress, HW, parked fetches), `log_state`, `tail_cache`,
 //! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
 pub mod admission;
@@ -18,7 +18,6 @@ mod append;
 mod core;
 mod discovery;
 mod endpoints;
-mod epoch_cache;
 pub mod error;
 mod fetch;
 pub(crate) mod leader;

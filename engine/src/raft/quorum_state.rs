@@ -42,6 +42,8 @@ pub enum InitError {
     InvalidConfig(&'static str),
     #[error("invalid stored election state: {0}")]
     InvalidStoredState(&'static str),
+    #[error("the log's leader-epoch cache: {0}")]
+    InvalidLog(crate::base::EpochCacheError),
 }
 
 #[derive(Clone, Debug)]

@@ -10,31 +10,7 @@ use bytes::Bytes;
 use super::error::ErrorCode;
 use super::message::{Request, Response};
 
-pub type NodeId = i32;
-pub type Epoch = i32;
-pub type Offset = i64;
-
-/// Milliseconds on the driver's monotonic clock. Only differences matter to the core.
-pub type TimeMs = u64;
-
-/// An (offset, epoch) position, ordered by epoch first (protocol.md 5.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct OffsetAndEpoch {
-    pub offset: Offset,
-    pub epoch: Epoch,
-}
-
-impl PartialOrd for OffsetAndEpoch {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for OffsetAndEpoch {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.epoch, self.offset).cmp(&(other.epoch, other.offset))
-    }
-}
+pub use crate::base::{Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
 
 /// One Kafka RecordBatch v2, with the header fields the core needs lifted out.
 ///
@@ -325,25 +301,6 @@ pub type Error = ErrorCode;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn offset_and_epoch_orders_by_epoch_first() {
-        let a = OffsetAndEpoch {
-            offset: 100,
-            epoch: 1,
-        };
-        let b = OffsetAndEpoch {
-            offset: 5,
-            epoch: 2,
-        };
-        assert!(a < b);
-        assert!(
-            OffsetAndEpoch {
-                offset: 4,
-                epoch: 2
-            } < b
-        );
-    }
 
     #[test]
     fn bootstrap_server_ids_round_trip_and_never_name_a_node() {

@@ -70,15 +70,15 @@ pub fn batch_index_covering(log: &[Batch], offset: Offset) -> Option<usize> {
     (i < log.len() && log[i].base_offset <= offset).then_some(i)
 }
 
-/// The epoch cache of a log: (epoch, start offset) for each epoch change.
+/// The epoch cache of a log (the one the real log keeps), as the core gets it at start.
 pub fn epoch_cache(log: &[Batch]) -> Vec<(Epoch, Offset)> {
-    let mut epochs: Vec<(Epoch, Offset)> = Vec::new();
+    let mut cache = crate::base::EpochCache::new();
     for b in log {
-        if epochs.last().is_none_or(|&(e, _)| e != b.epoch) {
-            epochs.push((b.epoch, b.base_offset));
-        }
+        cache
+            .assign(b.epoch, b.base_offset)
+            .expect("the simulated log is checked to ascend in epoch on every append");
     }
-    epochs
+    cache.entries().to_vec()
 }
 
 fn check_append(log: &[Batch], batches: &[Batch]) -> Result<(), LogOpError> {

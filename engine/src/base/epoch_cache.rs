@@ -1,69 +1,132 @@
-//! The core's in-memory leader-epoch cache: (epoch, start offset) pairs, ascending in both.
-//! It answers `end_offset_for_epoch`, the leader's divergence check (protocol.md 8.3) and the
-//! follower's truncation point (8.5).
+//! The leader-epoch cache: which epoch's leader appended which offsets. One cache, one set of
+//! operations: the log persists it (checkpointed with the recovery point), the core asks it
+//! where a follower's log diverges and where to truncate (docs/protocol.md, FetchQuorumRecords),
+//! and the simulator's disk and the tests build theirs with it.
 
-use super::types::{Epoch, Offset, OffsetAndEpoch};
+use super::ids::{Epoch, Offset, OffsetAndEpoch};
 
-#[derive(Clone, Debug, Default)]
-pub(crate) struct EpochCache {
+/// Ordered (epoch, start offset) pairs, strictly ascending in epoch and non-decreasing in offset.
+///
+/// Entry `i` covers offsets `start_i .. start_{i+1}` (the last one up to the log end offset).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EpochCache {
     entries: Vec<(Epoch, Offset)>,
 }
 
+/// Why an epoch could not be recorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EpochCacheError {
+    #[error("epoch {epoch} at offset {offset} goes back from epoch {last_epoch}")]
+    EpochRegression {
+        epoch: Epoch,
+        offset: Offset,
+        last_epoch: Epoch,
+    },
+    #[error(
+        "epoch {epoch} starts at offset {offset}, before epoch {last_epoch}'s start {last_start}"
+    )]
+    OffsetRegression {
+        epoch: Epoch,
+        offset: Offset,
+        last_epoch: Epoch,
+        last_start: Offset,
+    },
+}
+
 impl EpochCache {
-    pub(crate) fn new(entries: Vec<(Epoch, Offset)>) -> Self {
-        assert!(
-            entries
-                .windows(2)
-                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1),
-            "epoch cache must ascend in epoch and offset"
-        );
-        Self { entries }
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Epoch of the last batch in the log (0 for an empty log).
-    pub(crate) fn last_epoch(&self) -> Epoch {
-        self.entries.last().map_or(0, |e| e.0)
-    }
-
-    /// Records that batches of `epoch` start at `start` (no-op if `epoch` is already the latest).
-    pub(crate) fn assign(&mut self, epoch: Epoch, start: Offset) {
-        match self.entries.last() {
-            Some(&(last, _)) if last == epoch => {}
-            Some(&(last, last_start)) => {
-                assert!(epoch > last, "epoch {epoch} appended after epoch {last}");
-                assert!(start >= last_start);
-                self.entries.push((epoch, start));
-            }
-            None => self.entries.push((epoch, start)),
+    /// Builds a cache from checkpointed entries, checking their order.
+    pub fn from_entries(entries: &[(Epoch, Offset)]) -> Result<Self, EpochCacheError> {
+        let mut cache = Self::new();
+        for &(epoch, start) in entries {
+            cache.assign(epoch, start)?;
         }
+        Ok(cache)
     }
 
-    /// Drops every entry whose epoch starts at or beyond `offset`.
-    pub(crate) fn truncate_to(&mut self, offset: Offset) {
-        while self.entries.last().is_some_and(|e| e.1 >= offset) {
+    pub fn entries(&self) -> &[(Epoch, Offset)] {
+        &self.entries
+    }
+
+    /// The epoch of the last entry (0, the primordial epoch, when empty).
+    pub fn last_epoch(&self) -> Epoch {
+        self.entries.last().map_or(0, |&(epoch, _)| epoch)
+    }
+
+    /// Records that `epoch` starts at `start_offset`. The same epoch again is a no-op; an older
+    /// epoch, or a start before the latest entry's, is an error.
+    pub fn assign(&mut self, epoch: Epoch, start_offset: Offset) -> Result<(), EpochCacheError> {
+        let Some(&(last_epoch, last_start)) = self.entries.last() else {
+            self.entries.push((epoch, start_offset));
+            return Ok(());
+        };
+        if epoch == last_epoch {
+            return Ok(());
+        }
+        if epoch < last_epoch {
+            return Err(EpochCacheError::EpochRegression {
+                epoch,
+                offset: start_offset,
+                last_epoch,
+            });
+        }
+        if start_offset < last_start {
+            return Err(EpochCacheError::OffsetRegression {
+                epoch,
+                offset: start_offset,
+                last_epoch,
+                last_start,
+            });
+        }
+        // An epoch that appended nothing leaves an entry starting where the next one starts;
+        // it is superseded (Kafka keeps only epochs that own offsets).
+        if start_offset == last_start {
             self.entries.pop();
         }
+        self.entries.push((epoch, start_offset));
+        Ok(())
     }
 
-    /// The largest cached epoch `<= epoch` with its end offset (start of the next epoch, or
-    /// `log_end` for the latest); None when no cached epoch is `<= epoch`.
-    pub(crate) fn end_offset_for_epoch(
+    /// The largest cached epoch `<= epoch` with its end offset: the next entry's start offset, or
+    /// `log_end_offset` for the latest epoch. None when no cached epoch is `<= epoch`.
+    pub fn end_offset_for_epoch(
         &self,
         epoch: Epoch,
-        log_end: Offset,
+        log_end_offset: Offset,
     ) -> Option<(Epoch, Offset)> {
-        let idx = self.entries.partition_point(|e| e.0 <= epoch);
-        if idx == 0 {
+        let index = self.entries.partition_point(|&(e, _)| e <= epoch);
+        if index == 0 {
             return None;
         }
-        let (found, _) = self.entries[idx - 1];
-        let end = self.entries.get(idx).map_or(log_end, |next| next.1);
+        let (found, _) = self.entries[index - 1];
+        let end = self
+            .entries
+            .get(index)
+            .map_or(log_end_offset, |&(_, start)| start);
         Some((found, end))
     }
 
-    /// Leader side (8.3): the truncation point for a fetch at (`fetch_offset`, `last_epoch`),
+    /// Drops every entry starting at or beyond `offset` (the log is truncated to `offset`).
+    pub fn truncate_to(&mut self, offset: Offset) {
+        let keep = self.entries.partition_point(|&(_, start)| start < offset);
+        self.entries.truncate(keep);
+    }
+
+    /// Keeps only entries that start before `offset` (what a checkpoint at `offset` may claim).
+    pub fn entries_before(&self, offset: Offset) -> Vec<(Epoch, Offset)> {
+        self.entries
+            .iter()
+            .copied()
+            .filter(|&(_, start)| start < offset)
+            .collect()
+    }
+
+    /// Leader side: the truncation point for a fetch at (`fetch_offset`, `last_epoch`),
     /// or None when the requester's log is consistent with ours.
-    pub(crate) fn divergence(
+    pub fn divergence(
         &self,
         fetch_offset: Offset,
         last_epoch: Epoch,
@@ -74,7 +137,7 @@ impl EpochCache {
         }
         match self.end_offset_for_epoch(last_epoch, log_end) {
             // We never had an epoch this old: the requester must drop everything (never answer
-            // a value that could read as "no divergence", pitfall 23.9).
+            // a value that could read as "no divergence").
             None => Some(OffsetAndEpoch {
                 offset: 0,
                 epoch: 0,
@@ -89,8 +152,8 @@ impl EpochCache {
         }
     }
 
-    /// Follower side (8.5): where to truncate given the leader's (offset, epoch).
-    pub(crate) fn truncation_point(&self, leader: OffsetAndEpoch, log_end: Offset) -> Offset {
+    /// Follower side: where to truncate given the leader's (offset, epoch).
+    pub fn truncation_point(&self, leader: OffsetAndEpoch, log_end: Offset) -> Offset {
         let point = if leader.epoch == 0 {
             leader.offset
         } else {
@@ -108,22 +171,54 @@ impl EpochCache {
 mod tests {
     use super::*;
 
-    fn leader_cache() -> EpochCache {
-        // protocol.md 8.3 example: epoch 1 at 0-2, epoch 3 at 3-5, epoch 5 at 6-8.
-        EpochCache::new(vec![(1, 0), (3, 3), (5, 6)])
+    fn worked_example() -> EpochCache {
+        EpochCache::from_entries(&[(1, 0), (3, 3), (5, 6)]).unwrap()
     }
 
     #[test]
-    fn end_offset_for_epoch_picks_largest_epoch_not_above() {
-        let c = leader_cache();
-        assert_eq!(c.end_offset_for_epoch(2, 9), Some((1, 3)));
-        assert_eq!(c.end_offset_for_epoch(5, 9), Some((5, 9)));
-        assert_eq!(c.end_offset_for_epoch(0, 9), None);
+    fn end_offset_for_epoch_of_the_worked_example() {
+        let cache = worked_example();
+        assert_eq!(cache.end_offset_for_epoch(2, 9), Some((1, 3)));
+        assert_eq!(cache.end_offset_for_epoch(3, 9), Some((3, 6)));
+        assert_eq!(cache.end_offset_for_epoch(5, 9), Some((5, 9)));
+        assert_eq!(cache.end_offset_for_epoch(7, 9), Some((5, 9)));
+        assert_eq!(cache.end_offset_for_epoch(0, 9), None);
+    }
+
+    #[test]
+    fn truncate_to_drops_entries_at_or_after() {
+        let mut cache = worked_example();
+        cache.truncate_to(6);
+        assert_eq!(cache.entries(), &[(1, 0), (3, 3)]);
+        cache.truncate_to(4);
+        assert_eq!(cache.entries(), &[(1, 0), (3, 3)]);
+        cache.truncate_to(3);
+        assert_eq!(cache.entries(), &[(1, 0)]);
+        assert_eq!(cache.last_epoch(), 1);
+        cache.truncate_to(0);
+        assert_eq!(cache.last_epoch(), 0);
+    }
+
+    #[test]
+    fn assign_rejects_regressions() {
+        let mut cache = worked_example();
+        assert!(matches!(
+            cache.assign(4, 10),
+            Err(EpochCacheError::EpochRegression { .. })
+        ));
+        assert!(matches!(
+            cache.assign(6, 5),
+            Err(EpochCacheError::OffsetRegression { .. })
+        ));
+        cache.assign(5, 8).unwrap();
+        assert_eq!(cache.entries().len(), 3);
+        cache.assign(6, 6).unwrap();
+        assert_eq!(cache.entries(), &[(1, 0), (3, 3), (6, 6)]);
     }
 
     #[test]
     fn divergence_matches_worked_example() {
-        let c = leader_cache();
+        let c = worked_example();
         assert_eq!(
             c.divergence(6, 2, 9),
             Some(OffsetAndEpoch {
@@ -151,7 +246,7 @@ mod tests {
 
     #[test]
     fn truncation_point_rules() {
-        let local = EpochCache::new(vec![(1, 0), (3, 3)]);
+        let local = EpochCache::from_entries(&[(1, 0), (3, 3)]).unwrap();
         // Leader knows epoch 3 ended at 5: truncate to min(local end 7, 5).
         assert_eq!(
             local.truncation_point(
@@ -199,7 +294,7 @@ mod props {
     fn cache_of(log: &[Epoch]) -> EpochCache {
         let mut c = EpochCache::default();
         for (offset, epoch) in log.iter().enumerate() {
-            c.assign(*epoch, offset as Offset);
+            c.assign(*epoch, offset as Offset).unwrap();
         }
         c
     }
