@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::raft::{ElectionState, NodeId};
+use crate::base::{Epoch, NodeId, Offset};
 
 /// The file's name inside the node's metadata log directory.
 pub const FILE_NAME: &str = "quorum-state";
@@ -316,6 +316,19 @@ impl QuorumStateFile {
         }
         Ok(())
     }
+}
+
+/// The election state kept in the quorum-state file (protocol.md section 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElectionState {
+    pub epoch: Epoch,
+    /// -1 when no leader is known in `epoch`.
+    pub leader_id: NodeId,
+    /// -1 when this node has not voted in `epoch`.
+    pub voted_id: NodeId,
+    pub current_voters: Vec<NodeId>,
+    pub target_voters: Option<Vec<NodeId>>,
+    pub applied_offset: Offset,
 }
 
 #[cfg(test)]

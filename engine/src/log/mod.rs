@@ -27,7 +27,6 @@ pub use segment::{parse_segment_file_name, segment_file_name};
 use crate::base::{Epoch, Offset};
 use crate::io::aligned::{align_down, align_up, AlignedBuf, BLOCK};
 use crate::io::file;
-use crate::raft::LogSnapshot;
 use segment::{Segment, SparseIndex};
 
 /// How the log lays out and preallocates its files.
@@ -790,4 +789,12 @@ fn create_segment(
         index: parking_lot::Mutex::new(SparseIndex::new(true)),
     };
     Ok((segment, direct))
+}
+/// What the log looked like when the node started (after recovery), handed to the core once.
+#[derive(Clone, Debug, Default)]
+pub struct LogSnapshot {
+    /// Log end offset (everything below is durable: recovery only keeps what is on disk).
+    pub end_offset: Offset,
+    /// The leader-epoch cache: (epoch, start offset), ascending in both.
+    pub epochs: Vec<(Epoch, Offset)>,
 }

@@ -5,47 +5,13 @@
 //! an [`Output::PersistElectionState`] must be durable before any output after it takes effect,
 //! and [`Output::Log`] operations must reach the log in the order they were emitted.
 
-use bytes::Bytes;
-
 use super::error::ErrorCode;
 use super::message::{Request, Response};
 
 pub use crate::base::{Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
-
-/// One Kafka RecordBatch v2, with the header fields the core needs lifted out.
-///
-/// `bytes` is the whole encoded batch; its header's BaseOffset and PartitionLeaderEpoch equal
-/// `base_offset` and `epoch` (neither is covered by the CRC, so the leader can stamp them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Batch {
-    pub base_offset: Offset,
-    pub epoch: Epoch,
-    /// Number of records; the batch covers `base_offset .. base_offset + record_count`.
-    pub record_count: u32,
-    /// True for control batches (LeaderChange, reassignment): replicated, never handed out as data.
-    pub is_control: bool,
-    pub bytes: Bytes,
-}
-
-impl Batch {
-    /// One past the last offset of the batch.
-    pub fn end_offset(&self) -> Offset {
-        self.base_offset + i64::from(self.record_count)
-    }
-}
-
-/// The election state kept in the quorum-state file (protocol.md section 3).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ElectionState {
-    pub epoch: Epoch,
-    /// -1 when no leader is known in `epoch`.
-    pub leader_id: NodeId,
-    /// -1 when this node has not voted in `epoch`.
-    pub voted_id: NodeId,
-    pub current_voters: Vec<NodeId>,
-    pub target_voters: Option<Vec<NodeId>>,
-    pub applied_offset: Offset,
-}
+pub use crate::log::LogSnapshot;
+pub use crate::quorum_state::ElectionState;
+pub use crate::record::Batch;
 
 /// How a client append is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,15 +250,6 @@ impl RaftConfig {
             bootstrap_servers: 0,
         }
     }
-}
-
-/// What the log looked like when the node started (after recovery), handed to the core once.
-#[derive(Clone, Debug, Default)]
-pub struct LogSnapshot {
-    /// Log end offset (everything below is durable: recovery only keeps what is on disk).
-    pub end_offset: Offset,
-    /// The leader-epoch cache: (epoch, start offset), ascending in both.
-    pub epochs: Vec<(Epoch, Offset)>,
 }
 
 /// Why an error response was produced is always one [`ErrorCode`]; re-exported for convenience.

@@ -12,6 +12,7 @@
 //!
 //! Compressed batches are rejected with [`RecordError::UnsupportedCompression`].
 
+mod batch;
 mod builder;
 pub mod control;
 mod error;
@@ -20,6 +21,7 @@ mod scan;
 pub mod varint;
 mod view;
 
+pub use batch::Batch;
 pub use builder::RecordBatchBuilder;
 pub use error::RecordError;
 pub use header::*;

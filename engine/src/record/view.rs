@@ -4,10 +4,10 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
+use super::batch::Batch;
 use super::error::RecordError;
 use super::header::{BatchHeader, ATTR_COMPRESSION_MASK, CRC_START, RECORDS_OFFSET};
 use super::varint;
-use crate::raft::Batch;
 
 /// One record of a batch. Key, value and headers are slices of the batch's [`Bytes`] (no copy).
 #[derive(Clone, Debug, PartialEq, Eq)]
