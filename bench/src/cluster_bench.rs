@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use serde::Serialize;
 
 use crate::proc_sample::{self, ProcSample};

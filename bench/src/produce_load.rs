@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use engine::record::RecordBatchBuilder;
 use hdrhistogram::Histogram;
-use net::node::BlockingClient;
-use net::wire::client::ProduceResponse;
+use net::client::BlockingClient;
+use net::wire::kafka::ProduceResponse;
 use serde::Serialize;
 
 use crate::open_loop::{Schedule, Window};

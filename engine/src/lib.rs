@@ -5,7 +5,7 @@
 //! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
 //! - [`fail_stop`]: stopping the process on a durability failure or a panic.
 //! - [`io`]: the io_uring `GroupCommitWriter` that makes appends durable.
-//! - [`quorum_state`]: the quorum-state file (election state), replaced atomically.
+//! - [`quorum_state_store`]: the quorum-state file (election state), replaced atomically (IO).
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
 
@@ -13,7 +13,7 @@ pub mod base;
 pub mod fail_stop;
 pub mod io;
 pub mod log;
-pub mod quorum_state;
+pub mod quorum_state_store;
 pub mod raft;
 pub mod record;
 #[cfg(feature = "sim")]

@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use net::wire::client::{ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, ProduceResponse};
+use net::wire::kafka::{ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, ProduceResponse};
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
 const QUORUM_KEYS: [i16; 6] = [

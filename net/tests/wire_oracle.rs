@@ -8,7 +8,7 @@ use kafka_protocol::messages::{
     ProduceResponse as KpProduceResponse, RequestHeader as KpRequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use net::wire::client::{
+use net::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartition,
     ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopic, ProduceTopicResponse,
     PRODUCE_SPEC,

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use engine::quorum_state::QuorumStateFile;
+use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
 use engine::record::BatchView;
+use net::client::BlockingClient;
 use net::node::lock::{DirLock, LockError};
-use net::node::{BlockingClient, NodeConfig};
+use net::node::NodeConfig;
 
 #[macro_use]
 mod out;
@@ -329,7 +330,7 @@ fn dump_log(dir: &Path) -> Result<(), Failure> {
 /// through the node's own store (write, fsync, rename, fsync the directory). Holds the
 /// directory's lock throughout, so it refuses to run next to a live node.
 fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
-    let path = dir.join(engine::quorum_state::FILE_NAME);
+    let path = dir.join(engine::quorum_state_store::FILE_NAME);
     if !path.is_file() {
         return Err(format!(
             "no quorum-state file in {}: not a node's log directory (log.dirs)",
@@ -348,7 +349,7 @@ fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
     })?;
     let (cluster_id, node_id) = stored_identity(&path)?;
     let mut file =
-        QuorumStateFile::open(dir, node_id, cluster_id.clone()).map_err(|e| e.to_string())?;
+        QuorumStateStore::open(dir, node_id, cluster_id.clone()).map_err(|e| e.to_string())?;
     let state = file
         .read()
         .map_err(|e| e.to_string())?

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

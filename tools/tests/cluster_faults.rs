@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::raft::{ErrorCode, Request, Response, VoteRequest};
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);

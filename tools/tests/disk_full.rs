@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use engine::record::RecordBatchBuilder;
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use support::*;
 
 /// Long enough for the ~7 MB a 6 MiB tmpfs takes before it is full, on a slow machine.

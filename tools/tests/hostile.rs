@@ -19,7 +19,7 @@ use engine::raft::{
     BeginQuorumEpochRequest, DescribeQuorumResponse, ErrorCode, FindQuorumRequest, Request,
     Response, VoteRequest,
 };
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(5);

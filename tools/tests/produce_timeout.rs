@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use engine::raft::ErrorCode;
-use net::node::BlockingClient;
-use net::wire::client::{
+use net::client::BlockingClient;
+use net::wire::kafka::{
     ProducePartition, ProduceRequest, ProduceResponse, ProduceTopic, PRODUCE, PRODUCE_SPEC,
 };
 use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use engine::quorum_state::QuorumStateFile;
+use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::ElectionState;
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,7 +48,7 @@ fn number_after(output: &str, key: &str) -> i64 {
 }
 
 fn stored(dir: &Path, id: i32) -> ElectionState {
-    QuorumStateFile::open(dir, id, CLUSTER_ID)
+    QuorumStateStore::open(dir, id, CLUSTER_ID)
         .unwrap()
         .read()
         .unwrap()
@@ -122,7 +122,7 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
     // What the old overflow bug left: epoch i32::MAX, and neither a leader nor a vote, so the
     // next election needs epoch i32::MAX + 1.
     for node in &cluster.nodes {
-        let mut file = QuorumStateFile::open(&node.dir, node.id, CLUSTER_ID).unwrap();
+        let mut file = QuorumStateStore::open(&node.dir, node.id, CLUSTER_ID).unwrap();
         let state = file.read().unwrap().unwrap();
         file.write(&ElectionState {
             epoch: i32::MAX,

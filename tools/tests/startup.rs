@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use engine::raft::{FindQuorumRequest, FindQuorumResponse, Request, Response};
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 use support::*;
 

@@ -10,7 +10,7 @@ use super::message::{Request, Response};
 
 pub use crate::base::{Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
 pub use crate::log::LogSnapshot;
-pub use crate::quorum_state::ElectionState;
+pub use crate::quorum_state_store::ElectionState;
 pub use crate::record::Batch;
 
 /// How a client append is acknowledged.

@@ -1,7 +1,6 @@
-//! The running node: configuration, the directory lock, shutdown signals, the raft thread's
-//! event loop ([`runtime::Node`]) and a small blocking client for tools and tests.
+//! The running node: configuration, the directory lock, shutdown signals and the raft thread's
+//! event loop ([`runtime::Node`]).
 
-pub mod client;
 pub mod config;
 pub mod counters;
 pub mod lock;
@@ -11,6 +10,5 @@ pub mod signals;
 pub mod startup_checks;
 mod stepping;
 
-pub use client::{BlockingClient, ClientError};
 pub use config::{ConfigError, NodeConfig, VoterAddress};
 pub use runtime::{serve, Node, NodeError};

@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use engine::fail_stop::{exit_on_any_panic, fail_stop, EXIT_CORE, EXIT_QUORUM_STATE};
 use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
 use engine::log::{Log, LogConfig};
-use engine::quorum_state::QuorumStateFile;
+use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{
     bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output,
     RaftCore, Request, Response, Role, VoterEndpoint,
@@ -29,12 +29,12 @@ use super::signals::ShutdownSignals;
 use super::stepping::{CoreDriver, InputQueue};
 use crate::transport::{ConnId, Event, EventLoop, WatchId};
 use crate::wire::api::{self, ApiSpec};
-use crate::wire::client::{
+use crate::wire::frame::size_prefix;
+use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartitionResponse,
     ProduceRequest, ProduceResponse, ProduceTopicResponse, API_VERSIONS_SPEC, PRODUCE,
     PRODUCE_SPEC,
 };
-use crate::wire::frame::size_prefix;
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};
 
@@ -51,7 +51,7 @@ pub enum NodeError {
     #[error(transparent)]
     StartupCheck(#[from] super::startup_checks::StartupCheckError),
     #[error("quorum-state file: {0}")]
-    QuorumState(#[from] engine::quorum_state::QuorumStateError),
+    QuorumState(#[from] engine::quorum_state_store::QuorumStateError),
     #[error("opening the log: {0}")]
     Log(#[from] engine::log::LogError),
     #[error("starting the Raft core: {0}")]
@@ -201,7 +201,7 @@ impl ResponseQueue {
 pub struct Node {
     config: NodeConfig,
     _lock: DirLock,
-    quorum_state: QuorumStateFile,
+    quorum_state: QuorumStateStore,
     core: RaftCore,
     writer: Option<GroupCommitWriter>,
     ring: EventLoop,
@@ -270,7 +270,7 @@ impl Node {
         super::startup_checks::run(&config, &log_config)?;
         probe_fdatasync(&config.log_dir);
         let quorum_state =
-            QuorumStateFile::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
+            QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
         let log = Log::open(&config.log_dir, log_config)?;
         let snapshot = log.snapshot();

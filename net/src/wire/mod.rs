@@ -2,9 +2,9 @@
 //! Message codecs (one module per API) build on these.
 
 pub mod api;
-pub mod client;
 pub mod frame;
 pub mod header;
+pub mod kafka;
 pub mod primitives;
 pub mod quorum;
 

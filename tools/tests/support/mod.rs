@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use engine::raft::{ErrorCode, Request, Response};
 use engine::record::{BatchView, RecordBatchBuilder};
-use net::node::BlockingClient;
+use net::client::BlockingClient;
 use net::wire::{quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 
 pub const WAIT: Duration = Duration::from_secs(20);

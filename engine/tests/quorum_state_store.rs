@@ -4,7 +4,7 @@ use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use engine::quorum_state::{QuorumStateError, QuorumStateFile, FILE_NAME, TEMP_FILE_NAME};
+use engine::quorum_state_store::{QuorumStateError, QuorumStateStore, FILE_NAME, TEMP_FILE_NAME};
 use engine::raft::ElectionState;
 
 fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
@@ -21,14 +21,14 @@ fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
 #[test]
 fn missing_file_reads_as_none() {
     let dir = tempfile::tempdir().unwrap();
-    let file = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+    let file = QuorumStateStore::open(dir.path(), 1, "cluster").unwrap();
     assert_eq!(file.read().unwrap(), None);
 }
 
 #[test]
 fn written_state_reads_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut file = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "cluster").unwrap();
     for written in [
         state(0, -1, None),
         state(3, 2, Some(vec![1, 2, 4])),
@@ -45,7 +45,7 @@ fn written_state_reads_back() {
         file.write(&written).unwrap();
         assert_eq!(file.read().unwrap(), Some(written.clone()));
         // A fresh handle (a restart) reads the same.
-        let reopened = QuorumStateFile::open(dir.path(), 1, "cluster").unwrap();
+        let reopened = QuorumStateStore::open(dir.path(), 1, "cluster").unwrap();
         assert_eq!(reopened.read().unwrap(), Some(written));
     }
     assert!(!dir.path().join(TEMP_FILE_NAME).exists());
@@ -56,13 +56,13 @@ fn open_needs_an_existing_directory() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
     assert!(matches!(
-        QuorumStateFile::open(&missing, 1, "c"),
+        QuorumStateStore::open(&missing, 1, "c"),
         Err(QuorumStateError::Directory { .. })
     ));
     let plain = dir.path().join("plain");
     fs::write(&plain, b"x").unwrap();
     assert!(matches!(
-        QuorumStateFile::open(&plain, 1, "c"),
+        QuorumStateStore::open(&plain, 1, "c"),
         Err(QuorumStateError::Directory { .. })
     ));
 }
@@ -72,7 +72,7 @@ fn open_needs_an_existing_directory() {
 #[test]
 fn unfinished_write_leaves_the_old_state() {
     let dir = tempfile::tempdir().unwrap();
-    let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     file.write(&state(1, 1, None)).unwrap();
     let temp = dir.path().join(TEMP_FILE_NAME);
     fs::write(
@@ -81,7 +81,7 @@ fn unfinished_write_leaves_the_old_state() {
     )
     .unwrap();
     assert_eq!(file.read().unwrap(), Some(state(1, 1, None)));
-    let reopened = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let reopened = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     assert!(!temp.exists());
     assert_eq!(reopened.read().unwrap(), Some(state(1, 1, None)));
 }
@@ -91,7 +91,7 @@ fn unfinished_write_leaves_the_old_state() {
 #[test]
 fn concurrent_reader_never_sees_a_partial_file() {
     let dir = tempfile::tempdir().unwrap();
-    let mut writer = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let mut writer = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     let states = [
         state(1, 1, None),
         state(2, 3, Some(vec![1, 2, 3, 4, 5, 6, 7])),
@@ -100,7 +100,7 @@ fn concurrent_reader_never_sees_a_partial_file() {
     let done = Arc::new(AtomicBool::new(false));
     // Opened before the writes start: open discards a leftover temporary file, which would
     // race with the writer's (one handle per directory is the rule outside this test).
-    let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     let reader = {
         let done = done.clone();
         let states = states.clone();
@@ -121,9 +121,9 @@ fn concurrent_reader_never_sees_a_partial_file() {
     assert!(reader.join().unwrap() > 0);
 }
 
-fn write_raw(dir: &std::path::Path, contents: &str) -> QuorumStateFile {
+fn write_raw(dir: &std::path::Path, contents: &str) -> QuorumStateStore {
     fs::write(dir.join(FILE_NAME), contents).unwrap();
-    QuorumStateFile::open(dir, 1, "c").unwrap()
+    QuorumStateStore::open(dir, 1, "c").unwrap()
 }
 
 const GOOD: &str = "{\"clusterId\":\"c\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\"appliedOffset\":0,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],\"targetVoters\":null,\"data_version\":0}\n";
@@ -238,9 +238,9 @@ fn unknown_data_version_is_its_own_error() {
 #[test]
 fn another_clusters_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut file = QuorumStateFile::open(dir.path(), 1, "cluster-a").unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "cluster-a").unwrap();
     file.write(&state(2, 1, None)).unwrap();
-    let other = QuorumStateFile::open(dir.path(), 1, "cluster-b").unwrap();
+    let other = QuorumStateStore::open(dir.path(), 1, "cluster-b").unwrap();
     match other.read() {
         Err(QuorumStateError::ClusterIdMismatch {
             expected, found, ..
@@ -257,9 +257,9 @@ fn another_clusters_file_is_refused() {
 #[test]
 fn another_nodes_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     file.write(&state(2, 1, None)).unwrap();
-    let other = QuorumStateFile::open(dir.path(), 2, "c").unwrap();
+    let other = QuorumStateStore::open(dir.path(), 2, "c").unwrap();
     let error = other.read().unwrap_err();
     assert!(
         matches!(
@@ -279,7 +279,7 @@ fn another_nodes_file_is_refused() {
 fn unreadable_file_is_a_read_error() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join(FILE_NAME)).unwrap();
-    let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+    let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     assert!(matches!(file.read(), Err(QuorumStateError::Read { .. })));
 }
 
@@ -288,7 +288,7 @@ fn write_into_a_vanished_directory_is_a_write_error() {
     let dir = tempfile::tempdir().unwrap();
     let sub = dir.path().join("meta");
     fs::create_dir(&sub).unwrap();
-    let mut file = QuorumStateFile::open(&sub, 1, "c").unwrap();
+    let mut file = QuorumStateStore::open(&sub, 1, "c").unwrap();
     fs::remove_dir(&sub).unwrap();
     let error = file.write(&state(1, 1, None)).unwrap_err();
     assert!(matches!(error, QuorumStateError::Write { .. }), "{error}");
@@ -328,10 +328,10 @@ mod properties {
         #[test]
         fn any_state_round_trips(states in proptest::collection::vec(election_state(), 1..4), cluster in "\\PC{0,20}", node in any::<i32>()) {
             let dir = tempfile::tempdir().unwrap();
-            let mut file = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+            let mut file = QuorumStateStore::open(dir.path(), node, cluster.clone()).unwrap();
             for state in states {
                 file.write(&state).unwrap();
-                let reopened = QuorumStateFile::open(dir.path(), node, cluster.clone()).unwrap();
+                let reopened = QuorumStateStore::open(dir.path(), node, cluster.clone()).unwrap();
                 prop_assert_eq!(reopened.read().unwrap(), Some(state));
             }
         }
@@ -341,7 +341,7 @@ mod properties {
         fn arbitrary_contents_never_panic(contents in proptest::collection::vec(any::<u8>(), 0..200)) {
             let dir = tempfile::tempdir().unwrap();
             fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
-            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
             let _ = file.read();
         }
 
@@ -354,7 +354,7 @@ mod properties {
             let at = index.index(contents.len());
             contents[at] = byte;
             fs::write(dir.path().join(FILE_NAME), &contents).unwrap();
-            let file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+            let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
             if let Ok(Some(state)) = file.read() {
                 prop_assert!(state.epoch >= 0 && state.voted_id >= -1 && state.leader_id >= -1);
             }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, Request, Response};
 
 use crate::wire::api;
-use crate::wire::client::{
+use crate::wire::kafka::{
     ApiVersionsRequest, ApiVersionsResponse, ProducePartition, ProduceRequest, ProduceResponse,
     ProduceTopic, PRODUCE, PRODUCE_SPEC,
 };

@@ -115,7 +115,7 @@ fn voter_ids(voters: &[Voter]) -> Vec<NodeId> {
 
 /// The quorum-state file of one node.
 #[derive(Debug)]
-pub struct QuorumStateFile {
+pub struct QuorumStateStore {
     dir: PathBuf,
     path: PathBuf,
     temp_path: PathBuf,
@@ -125,7 +125,7 @@ pub struct QuorumStateFile {
     sync: fn(&File) -> io::Result<()>,
 }
 
-impl QuorumStateFile {
+impl QuorumStateStore {
     /// Opens the file's directory (which must exist) and removes a temporary file a crash may
     /// have left mid-write: it was never renamed, so it never was the state. One handle per
     /// directory: the node owns its metadata directory exclusively.
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn failed_fsync_is_fatal_and_keeps_the_old_state() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file = QuorumStateFile::open(dir.path(), 1, "c").unwrap();
+        let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
         file.write(&state(1)).unwrap();
         file.sync = failing_sync;
         let error = file.write(&state(2)).unwrap_err();
@@ -368,7 +368,7 @@ mod tests {
     #[test]
     fn the_line_has_the_documented_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file = QuorumStateFile::open(dir.path(), 1, "c1").unwrap();
+        let mut file = QuorumStateStore::open(dir.path(), 1, "c1").unwrap();
         file.write(&state(5)).unwrap();
         let text = fs::read_to_string(file.path()).unwrap();
         assert_eq!(

@@ -1,0 +1,106 @@
+//! Kafka's two encodings of one schema: before a message's first flexible version, int16-length
+//! strings and int32-length arrays; from it on, compact (varint) lengths and tagged fields.
+
+use bytes::Bytes;
+
+use crate::wire::primitives::{WireError, WireReader, WireWriter};
+
+/// Reads and writes the field types whose encoding depends on whether the version is flexible.
+pub(super) struct Flex(pub(super) bool);
+
+impl Flex {
+    pub(super) fn read_string(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+    ) -> Result<String, WireError> {
+        if self.0 {
+            r.compact_string(field)
+        } else {
+            r.string(field)
+        }
+    }
+
+    pub(super) fn read_nullable_string(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+    ) -> Result<Option<String>, WireError> {
+        if self.0 {
+            r.compact_nullable_string(field)
+        } else {
+            r.nullable_string(field)
+        }
+    }
+
+    pub(super) fn read_array_len(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+        min_element_bytes: usize,
+    ) -> Result<usize, WireError> {
+        let len = if self.0 {
+            r.compact_array_len(field, min_element_bytes)?
+        } else {
+            r.array_len(field, min_element_bytes)?
+        };
+        Ok(len.unwrap_or(0))
+    }
+
+    pub(super) fn read_nullable_bytes(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+    ) -> Result<Option<Bytes>, WireError> {
+        if self.0 {
+            r.compact_nullable_bytes(field)
+        } else {
+            r.nullable_bytes(field)
+        }
+    }
+
+    pub(super) fn read_tags(&self, r: &mut WireReader) -> Result<(), WireError> {
+        if self.0 {
+            r.skip_tagged_fields()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn write_string(&self, w: &mut WireWriter, v: &str) {
+        if self.0 {
+            w.compact_string(v)
+        } else {
+            w.string(v)
+        }
+    }
+
+    pub(super) fn write_nullable_string(&self, w: &mut WireWriter, v: Option<&str>) {
+        if self.0 {
+            w.compact_nullable_string(v)
+        } else {
+            w.nullable_string(v)
+        }
+    }
+
+    pub(super) fn write_array_len(&self, w: &mut WireWriter, len: usize) {
+        if self.0 {
+            w.compact_array_len(Some(len))
+        } else {
+            w.array_len(Some(len))
+        }
+    }
+
+    pub(super) fn write_nullable_bytes(&self, w: &mut WireWriter, v: Option<&[u8]>) {
+        if self.0 {
+            w.compact_nullable_bytes(v)
+        } else {
+            w.nullable_bytes(v)
+        }
+    }
+
+    pub(super) fn write_tags(&self, w: &mut WireWriter) {
+        if self.0 {
+            w.no_tagged_fields();
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The Kafka client APIs a node serves, in Kafka's own layouts so existing clients negotiate and
+//! append as they do with a Kafka broker: one module per API, beside the quorum RPCs
+//! (`wire::quorum`).
+
+mod api_versions;
+mod flex;
+mod produce;
+
+pub use api_versions::*;
+pub use produce::*;
