@@ -172,3 +172,42 @@ pub enum Response {
     FindQuorum(FindQuorumResponse),
     DescribeQuorum(DescribeQuorumResponse),
 }
+
+/// The api keys of the quorum RPCs: Kafka's where Kafka numbered the API, private ones (1000+)
+/// for the draft's RPCs that Kafka never did (docs/protocol.md section 13). The wire layer, the
+/// simulator and the fuzz targets take them from here.
+pub mod api_key {
+    pub const VOTE: i16 = 52;
+    pub const BEGIN_QUORUM_EPOCH: i16 = 53;
+    pub const END_QUORUM_EPOCH: i16 = 54;
+    pub const DESCRIBE_QUORUM: i16 = 55;
+    pub const FETCH_QUORUM_RECORDS: i16 = 1000;
+    pub const FIND_QUORUM: i16 = 1001;
+    pub const ALTER_QUORUM: i16 = 1002;
+}
+
+impl Request {
+    pub fn api_key(&self) -> i16 {
+        match self {
+            Request::Vote(_) => api_key::VOTE,
+            Request::BeginQuorumEpoch(_) => api_key::BEGIN_QUORUM_EPOCH,
+            Request::EndQuorumEpoch(_) => api_key::END_QUORUM_EPOCH,
+            Request::FetchQuorumRecords(_) => api_key::FETCH_QUORUM_RECORDS,
+            Request::FindQuorum(_) => api_key::FIND_QUORUM,
+            Request::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
+        }
+    }
+}
+
+impl Response {
+    pub fn api_key(&self) -> i16 {
+        match self {
+            Response::Vote(_) => api_key::VOTE,
+            Response::BeginQuorumEpoch(_) => api_key::BEGIN_QUORUM_EPOCH,
+            Response::EndQuorumEpoch(_) => api_key::END_QUORUM_EPOCH,
+            Response::FetchQuorumRecords(_) => api_key::FETCH_QUORUM_RECORDS,
+            Response::FindQuorum(_) => api_key::FIND_QUORUM,
+            Response::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
+        }
+    }
+}

@@ -682,7 +682,7 @@ impl Simulation {
                         vote,
                     },
                 );
-                self.count_event("request", to, i64::from(from), request_code(&request));
+                self.count_event("request", to, i64::from(from), i64::from(request.api_key()));
                 self.step_node(
                     dest,
                     Input::Request {
@@ -708,7 +708,12 @@ impl Simulation {
                 if !self.link_up(from, to) || !n.running() || n.incarnation != to_incarnation {
                     return Ok(());
                 }
-                self.count_event("response", to, i64::from(from), response_code(&response));
+                self.count_event(
+                    "response",
+                    to,
+                    i64::from(from),
+                    i64::from(response.api_key()),
+                );
                 self.step_node(
                     dest,
                     Input::Response {
@@ -1550,27 +1555,5 @@ impl Simulation {
             sim_time_ms: self.now,
             trace_hash: self.trace.hash(),
         })
-    }
-}
-
-fn request_code(r: &Request) -> i64 {
-    match r {
-        Request::Vote(_) => 52,
-        Request::BeginQuorumEpoch(_) => 53,
-        Request::EndQuorumEpoch(_) => 54,
-        Request::FetchQuorumRecords(_) => 1000,
-        Request::FindQuorum(_) => 1001,
-        Request::DescribeQuorum(_) => 55,
-    }
-}
-
-fn response_code(r: &Response) -> i64 {
-    match r {
-        Response::Vote(_) => 52,
-        Response::BeginQuorumEpoch(_) => 53,
-        Response::EndQuorumEpoch(_) => 54,
-        Response::FetchQuorumRecords(_) => 1000,
-        Response::FindQuorum(_) => 1001,
-        Response::DescribeQuorum(_) => 55,
     }
 }

@@ -595,7 +595,7 @@ impl Node {
             self.step(Input::RequestFailed { to, correlation });
             return;
         };
-        let api_key = quorum::request_api_key(&request);
+        let api_key = request.api_key();
         let (wire_correlation, frame) = self.request_frame(&request);
         if self.ring.send(conn, vec![frame]).is_err() {
             self.step(Input::RequestFailed { to, correlation });
@@ -621,7 +621,7 @@ impl Node {
         let mut w = WireWriter::with_capacity(128);
         w.i32(0); // size, filled below
         RequestHeader {
-            api_key: quorum::request_api_key(request),
+            api_key: request.api_key(),
             api_version: 0,
             correlation_id: wire_correlation,
             client_id: Some(format!("ringraft-{}", self.config.broker_id)),

@@ -28,15 +28,11 @@ impl ApiSpec {
     }
 }
 
-pub const VOTE: i16 = 52;
-pub const BEGIN_QUORUM_EPOCH: i16 = 53;
-pub const END_QUORUM_EPOCH: i16 = 54;
-pub const DESCRIBE_QUORUM: i16 = 55;
+pub use engine::raft::api_key::{
+    ALTER_QUORUM, BEGIN_QUORUM_EPOCH, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH_QUORUM_RECORDS,
+    FIND_QUORUM, VOTE,
+};
 pub const API_VERSIONS: i16 = 18;
-/// Private keys for the draft's RPCs that Kafka never numbered.
-pub const FETCH_QUORUM_RECORDS: i16 = 1000;
-pub const FIND_QUORUM: i16 = 1001;
-pub const ALTER_QUORUM: i16 = 1002;
 
 const fn quorum_rpc(key: i16, name: &'static str) -> ApiSpec {
     ApiSpec {

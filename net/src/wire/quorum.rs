@@ -54,18 +54,6 @@ impl DecodeError {
     }
 }
 
-/// The api key a request travels under.
-pub fn request_api_key(request: &Request) -> i16 {
-    match request {
-        Request::Vote(_) => api::VOTE,
-        Request::BeginQuorumEpoch(_) => api::BEGIN_QUORUM_EPOCH,
-        Request::EndQuorumEpoch(_) => api::END_QUORUM_EPOCH,
-        Request::FetchQuorumRecords(_) => api::FETCH_QUORUM_RECORDS,
-        Request::FindQuorum(_) => api::FIND_QUORUM,
-        Request::DescribeQuorum(_) => api::DESCRIBE_QUORUM,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Requests
 
@@ -499,7 +487,7 @@ mod tests {
         let mut w = WireWriter::new();
         encode_request(&request, &mut w);
         let mut r = WireReader::new(w.into_inner().freeze());
-        let decoded = decode_request(request_api_key(&request), &mut r).unwrap();
+        let decoded = decode_request(request.api_key(), &mut r).unwrap();
         assert_eq!(decoded, request);
     }
 

@@ -307,7 +307,7 @@ pub fn raw_request_frame(request: &Request) -> Vec<u8> {
     let mut w = WireWriter::with_capacity(128);
     w.i32(0);
     RequestHeader {
-        api_key: quorum::request_api_key(request),
+        api_key: request.api_key(),
         api_version: 0,
         correlation_id: RAW_CORRELATION_ID,
         client_id: Some("hostile-test".into()),
@@ -352,7 +352,7 @@ pub fn send_raw_request(
             header.correlation_id
         ));
     }
-    quorum::decode_response(quorum::request_api_key(request), &mut r)
+    quorum::decode_response(request.api_key(), &mut r)
         .map_err(|e| format!("{addr}: undecodable response: {e}"))
 }
 
