@@ -41,6 +41,10 @@ struct Cli {
     /// (MajorityReachedHighWatermark, VotePersistedBeforeGranted).
     #[arg(long)]
     outcome_only: bool,
+    /// No liar: no hostile requests or stray responses from outside the cluster (replays runs
+    /// made before the liar existed, event for event).
+    #[arg(long)]
+    no_liar: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -55,6 +59,7 @@ struct Totals {
     events: u64,
     elections: u64,
     commits: u64,
+    lies: u64,
 }
 
 fn main() -> ExitCode {
@@ -71,6 +76,7 @@ fn main() -> ExitCode {
         cfg.bootstrap_observers = cli.bootstrap_observers;
         cfg.trace_len = cli.trace;
         cfg.outcome_only = cli.outcome_only;
+        cfg.liar = !cli.no_liar;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -85,10 +91,11 @@ fn main() -> ExitCode {
                 totals.events += s.events;
                 totals.elections += s.elections;
                 totals.commits += s.commits;
+                totals.lies += s.liar_messages;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     println!(
-                        "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} ms simulated, trace {:016x}",
-                        s.events, s.elections, s.commits, s.committed_offsets, s.sim_time_ms, s.trace_hash
+                        "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
+                        s.events, s.elections, s.commits, s.committed_offsets, s.liar_messages, s.sim_time_ms, s.trace_hash
                     );
                 }
             }
@@ -105,7 +112,7 @@ fn main() -> ExitCode {
 
 fn print_totals(t: &Totals, violations: u64) {
     println!(
-        "total: {} seeds passed, {} events, {} elections, {} commits, {violations} violations",
-        t.seeds, t.events, t.elections, t.commits
+        "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {violations} violations",
+        t.seeds, t.events, t.elections, t.commits, t.lies
     );
 }
