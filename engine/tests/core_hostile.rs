@@ -336,9 +336,9 @@ fn run(cfg: SimConfig, steps: &[Step]) -> Result<(), Box<Violation>> {
 }
 
 proptest! {
-    // Each case simulates a few seconds of a small cluster: tens of milliseconds.
+    // Each case simulates a few seconds of a small cluster: about a millisecond of CPU.
     #![proptest_config(ProptestConfig {
-        cases: 64,
+        cases: 256,
         max_shrink_iters: 1_000,
         ..ProptestConfig::default()
     })]
