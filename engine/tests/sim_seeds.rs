@@ -289,7 +289,7 @@ fn same_seed_same_trace() {
 }
 
 /// The fixed batch: 4,500 seeds of 3,000 fault events each (plus the final calm) across cluster
-/// shapes, one shape also losing observers' disks. About a minute at the test profile on a small shared
+/// shapes, one shape also losing observers' disks, all with the liar. About a minute at the test profile on a small shared
 /// machine; `ringraft-sim` runs more.
 #[test]
 fn fixed_batch_of_random_seeds() {
@@ -305,6 +305,7 @@ fn fixed_batch_of_random_seeds() {
     ];
     let events = 3_000;
     let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
+    let (mut lies, mut refused) = (0, 0);
     for (shape, &(voters, observers, seeds, delete_state)) in shapes.iter().enumerate() {
         let first = 1_000_000 * (shape as u64 + 1);
         for seed in first..first + seeds {
@@ -316,6 +317,8 @@ fn fixed_batch_of_random_seeds() {
             total_seeds += 1;
             elections += s.elections;
             commits += s.commits;
+            lies += s.liar_messages;
+            refused += s.refused_lies;
         }
     }
     // Guards against a simulator that silently stopped doing anything.
@@ -327,5 +330,14 @@ fn fixed_batch_of_random_seeds() {
         commits >= 10 * total_seeds,
         "{commits} commits in {total_seeds} seeds"
     );
-    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits: no violation");
+    assert!(
+        lies >= 20 * total_seeds,
+        "{lies} hostile messages in {total_seeds} seeds"
+    );
+    // Most lies carry a field out of bounds or a spoofed id: admission must be what stops them.
+    assert!(
+        refused * 4 >= lies,
+        "only {refused} of {lies} hostile messages refused on admission"
+    );
+    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission): no violation");
 }

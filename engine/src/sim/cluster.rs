@@ -13,6 +13,7 @@ use crate::raft::{
 use super::batch::client_batch;
 use super::disk::{self, SimDisk};
 use super::invariants::{breach, Acked, Breach, Checked, Checker, Invariant};
+use super::liar::{self, Draw, Lie, TargetView, LIAR_ID};
 use super::rng::SimRng;
 use super::trace::{Trace, TraceEntry};
 use super::{SimConfig, Summary, Violation};
@@ -79,6 +80,10 @@ enum Event {
         epoch: Epoch,
     },
     PhaseChange,
+    /// The liar's next message, if fault period `period` is still the current one.
+    Lie {
+        period: u64,
+    },
 }
 
 struct Scheduled {
@@ -207,6 +212,20 @@ pub struct Simulation {
     out: Vec<Output>,
     /// Probability that a step is cut short by a crash between two of its outputs.
     mid_step_crash: f64,
+    liar: LiarState,
+}
+
+/// The liar's bookkeeping (its messages come from `liar.rs`).
+#[derive(Default)]
+struct LiarState {
+    /// Fault periods started so far: a `Lie` event of an earlier one is stale.
+    period: u64,
+    /// The correlation ids of its requests (their responses are dropped anyway).
+    next_correlation: Correlation,
+    /// Requests and stray responses sent.
+    messages: u64,
+    /// Of its requests, those the nodes' admission checks refused.
+    refused: u64,
 }
 
 /// The client keeps at most this many appends outstanding.
@@ -216,10 +235,13 @@ const CLIENT_TIMEOUT_MS: TimeMs = 4_000;
 /// Liveness: acknowledged appends sent after the final calm began, required to pass.
 const LIVENESS_ACKS: usize = 3;
 
+/// The cluster id every node is configured with (and the liar knows).
+const CLUSTER_ID: &str = "sim-cluster";
+
 /// The cores' timeouts, scaled down from Kafka's defaults (same ratios) so a run of a few
 /// thousand events sees many elections.
 fn core_config(id: NodeId, voters: &[NodeId], seed: u64) -> RaftConfig {
-    let mut c = RaftConfig::new(id, "sim-cluster", voters.to_vec());
+    let mut c = RaftConfig::new(id, CLUSTER_ID, voters.to_vec());
     c.fetch_timeout_ms = 500;
     c.election_timeout_ms = 250;
     c.election_jitter_max_ms = 250;
@@ -259,6 +281,7 @@ impl Simulation {
             trace: Trace::new(cfg.trace_len),
             out: Vec::new(),
             mid_step_crash: 0.0,
+            liar: LiarState::default(),
             cfg,
         };
         sim.checker.outcome_only = sim.cfg.outcome_only;
@@ -301,6 +324,7 @@ impl Simulation {
             let chaos = sim.rng.range(50, 500);
             sim.schedule(chaos, Event::Chaos);
             sim.mid_step_crash = 0.0005;
+            sim.start_lying();
         }
         Ok(sim)
     }
@@ -616,6 +640,7 @@ impl Simulation {
                 self.sweep(node)
             }
             Event::PhaseChange => self.phase_change(),
+            Event::Lie { period } => self.lie_tick(period),
             Event::KillIfLeader { node, epoch } => {
                 let leads = self.nodes[node]
                     .core
@@ -651,8 +676,9 @@ impl Simulation {
                     return Ok(());
                 }
                 if !self.nodes[dest].running() {
-                    // Connection refused, sometimes noticed at once.
-                    if self.rng.chance(0.5) {
+                    // Connection refused, sometimes noticed at once (the liar is not a node
+                    // the simulation runs: nobody to tell).
+                    if from != LIAR_ID && self.rng.chance(0.5) {
                         let delay = self.rng.range(1, 5);
                         self.schedule(
                             delay,
@@ -862,6 +888,9 @@ impl Simulation {
                         ));
                     }
                 }
+                if p.from == LIAR_ID {
+                    return Ok(()); // the liar's answers are dropped: it learns nothing
+                }
                 self.send(Message::Response {
                     from: id,
                     to: p.from,
@@ -970,7 +999,12 @@ impl Simulation {
                 );
                 Ok(())
             }
-            // Honest nodes never send what admission refuses.
+            // The liar's messages are refused as they should be; an honest node never sends
+            // (or answers) what admission refuses, so refusing one of theirs is a breach.
+            Output::Refused { peer, .. } if peer == Some(LIAR_ID) => {
+                self.liar.refused += 1;
+                Ok(())
+            }
             Output::Refused { peer, reason, .. } => breach(
                 Invariant::FatalOutput,
                 format!("node {id} refused a message of {peer:?}: {reason}"),
@@ -1279,6 +1313,7 @@ impl Simulation {
                 self.schedule(faults, Event::PhaseChange);
                 let chaos = self.rng.range(10, 200);
                 self.schedule(chaos, Event::Chaos);
+                self.start_lying();
             }
             Phase::Final { .. } => {}
         }
@@ -1397,6 +1432,119 @@ impl Simulation {
             .push(TraceEntry::new(self.now, "shutdown", i as NodeId, 0, 0));
         self.step_node(i, Input::Shutdown)?;
         self.sweep(i)
+    }
+
+    // ---------------------------------------------------------------- the liar
+
+    /// A fault period began: the liar starts a new chain of messages (when enabled).
+    fn start_lying(&mut self) {
+        if !self.cfg.liar {
+            return;
+        }
+        self.liar.period += 1;
+        let first = self.rng.range(5, 100);
+        let period = self.liar.period;
+        self.schedule(first, Event::Lie { period });
+    }
+
+    /// One hostile message to a random live node, then the next one, while the fault period
+    /// lasts (the chain ends in calm periods, the final calm included).
+    fn lie_tick(&mut self, period: u64) -> Checked {
+        if self.phase != Phase::Faults || period != self.liar.period {
+            return Ok(());
+        }
+        let next = self.rng.range(5, 100);
+        self.schedule(next, Event::Lie { period });
+        let live: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].running())
+            .collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        let target = live[self.rng.index(live.len())];
+        let view = self.target_view(target).expect("a live node");
+        let lie = liar::lie(&mut self.rng, &view);
+        let msg = self.lie_message(target, lie);
+        self.send(msg);
+        Ok(())
+    }
+
+    /// What the liar knows of node `i` (None when it is down).
+    pub fn target_view(&self, i: usize) -> Option<TargetView> {
+        let node = &self.nodes[i];
+        let core = node.core.as_ref()?;
+        Some(TargetView {
+            node: node.id,
+            cluster_id: CLUSTER_ID.to_owned(),
+            epoch: core.epoch(),
+            last_epoch: core.last_epoch(),
+            log_end: core.log_end_offset(),
+            voters: core.voters().to_vec(),
+            nodes: self.nodes.len(),
+        })
+    }
+
+    /// The message that carries `lie` from the liar to node `i`.
+    fn lie_message(&mut self, i: usize, lie: Lie) -> Message {
+        self.liar.messages += 1;
+        let node = &self.nodes[i];
+        let (to, incarnation) = (node.id, node.incarnation);
+        let kind = match &lie {
+            Lie::Request(r) => i64::from(r.api_key()),
+            Lie::Response { response, .. } => -i64::from(response.api_key()),
+        };
+        self.trace
+            .push(TraceEntry::new(self.now, "lie", to, kind, 0));
+        match lie {
+            Lie::Request(request) => {
+                self.liar.next_correlation += 1;
+                Message::Request {
+                    from: LIAR_ID,
+                    from_incarnation: 0,
+                    to,
+                    addressed_as: to,
+                    correlation: self.liar.next_correlation,
+                    request,
+                }
+            }
+            Lie::Response {
+                from,
+                correlation,
+                response,
+            } => Message::Response {
+                from: LIAR_ID,
+                to,
+                to_incarnation: incarnation,
+                addressed_as: from,
+                correlation,
+                response,
+            },
+        }
+    }
+
+    /// Delivers `lie` to node `i` now (no network delay or loss) and checks the invariants.
+    /// Ok(false) when the node is down. For scripted hostile runs (fuzzing, property tests).
+    pub fn inject(&mut self, i: usize, lie: Lie) -> Result<bool, Box<Violation>> {
+        if !self.nodes[i].running() {
+            return Ok(false);
+        }
+        let msg = self.lie_message(i, lie);
+        self.deliver(msg).map_err(|b| self.violation(b))?;
+        Ok(true)
+    }
+
+    /// Draws a lie for node `i` from `d` (a fuzzer's bytes, say) and injects it.
+    pub fn inject_drawn(&mut self, i: usize, d: &mut impl Draw) -> Result<bool, Box<Violation>> {
+        let Some(view) = self.target_view(i) else {
+            return Ok(false);
+        };
+        let lie = liar::lie(d, &view);
+        self.inject(i, lie)
+    }
+
+    /// Messages the liar sent so far (random and injected).
+    pub fn liar_messages(&self) -> u64 {
+        self.liar.messages
     }
 
     // ---------------------------------------------------------------- queries
@@ -1545,7 +1693,12 @@ impl Simulation {
         let fault_events = self.events;
         self.check_liveness()?;
         self.check_acknowledged()?;
-        Ok(Summary {
+        Ok(self.summary(fault_events))
+    }
+
+    /// What the run did so far; `fault_events` = events before the final calm.
+    pub fn summary(&self, fault_events: u64) -> Summary {
+        Summary {
             seed: self.cfg.seed,
             events: self.events,
             fault_events,
@@ -1553,7 +1706,9 @@ impl Simulation {
             commits: self.checker.acked.len() as u64,
             committed_offsets: self.checker.committed_end(),
             sim_time_ms: self.now,
+            liar_messages: self.liar.messages,
+            refused_lies: self.liar.refused,
             trace_hash: self.trace.hash(),
-        })
+        }
     }
 }

@@ -12,12 +12,16 @@ mod batch;
 mod cluster;
 mod disk;
 mod invariants;
+pub mod liar;
 mod rng;
+mod script;
 mod trace;
 
 pub use cluster::Simulation;
 pub use invariants::Invariant;
+pub use liar::{ByteDraw, Draw, Lie, TargetView, LIAR_ID};
 pub use rng::SimRng;
+pub use script::run_script;
 
 /// What one simulation runs.
 #[derive(Clone, Debug)]
@@ -35,6 +39,9 @@ pub struct SimConfig {
     /// Also kill an observer and delete its persistent state now and then. (Voters lose their
     /// state only in scripted scenarios: see `Simulation::kill_and_delete_state`.)
     pub delete_state: bool,
+    /// During fault periods a liar (node `LIAR_ID`, no member of the cluster) sends well-formed
+    /// hostile requests and stray responses to live nodes (see `liar.rs`).
+    pub liar: bool,
     /// Judge only by outcomes: skip MajorityReachedHighWatermark and
     /// VotePersistedBeforeGranted, which watch the mechanism directly.
     pub outcome_only: bool,
@@ -57,6 +64,7 @@ impl SimConfig {
             bootstrap_observers: false,
             faults: true,
             delete_state: false,
+            liar: true,
             outcome_only: false,
             client: true,
             liveness_ms: 30_000,
@@ -64,10 +72,11 @@ impl SimConfig {
         }
     }
 
-    /// A calm cluster for scripted scenarios: no random faults.
+    /// A calm cluster for scripted scenarios: no random faults, no liar.
     pub fn scripted(seed: u64, voters: usize, observers: usize) -> Self {
         Self {
             faults: false,
+            liar: false,
             ..Self::random(seed, 0, voters, observers)
         }
     }
@@ -85,6 +94,9 @@ impl SimConfig {
         }
         if self.outcome_only {
             cmd.push_str(" --outcome-only");
+        }
+        if !self.liar {
+            cmd.push_str(" --no-liar");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");
@@ -133,6 +145,10 @@ pub struct Summary {
     pub commits: u64,
     pub committed_offsets: i64,
     pub sim_time_ms: u64,
+    /// Hostile messages the liar sent.
+    pub liar_messages: u64,
+    /// Of those, the ones the nodes refused on admission (docs/protocol.md section 14).
+    pub refused_lies: u64,
     pub trace_hash: u64,
 }
 

@@ -66,6 +66,10 @@ impl TraceEntry {
                 self.node, self.a
             ),
             "chaos" => format!("chaos roll {} on node {}", self.a, self.node),
+            "lie" if self.a < 0 => {
+                format!("liar -> node {}: stray response api {}", self.node, -self.a)
+            }
+            "lie" => format!("liar -> node {}: request api {}", self.node, self.a),
             kind => format!("{kind} node {}", self.node),
         };
         format!("t={}ms {what}", self.time)

@@ -46,6 +46,10 @@ struct Cli {
     /// (MajorityReachedHighWatermark, VotePersistedBeforeGranted).
     #[arg(long)]
     outcome_only: bool,
+    /// No liar: no hostile requests or stray responses from outside the cluster (replays runs
+    /// made before the liar existed, event for event).
+    #[arg(long)]
+    no_liar: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -60,6 +64,7 @@ struct Totals {
     events: u64,
     elections: u64,
     commits: u64,
+    lies: u64,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +96,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         cfg.bootstrap_observers = cli.bootstrap_observers;
         cfg.trace_len = cli.trace;
         cfg.outcome_only = cli.outcome_only;
+        cfg.liar = !cli.no_liar;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -105,10 +111,11 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.events += s.events;
                 totals.elections += s.elections;
                 totals.commits += s.commits;
+                totals.lies += s.liar_messages;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
-                        "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} ms simulated, trace {:016x}",
-                        s.events, s.elections, s.commits, s.committed_offsets, s.sim_time_ms, s.trace_hash
+                        "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
+                        s.events, s.elections, s.commits, s.committed_offsets, s.liar_messages, s.sim_time_ms, s.trace_hash
                     )?;
                 }
             }
@@ -125,10 +132,11 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
 
 fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
-        "total: {} seeds passed, {} events, {} elections, {} commits, {violations} violations",
+        "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {violations} violations",
         t.seeds,
         t.events,
         t.elections,
-        t.commits
+        t.commits,
+        t.lies
     )
 }
