@@ -1,6 +1,7 @@
 //! The running node: configuration, the directory lock, shutdown signals and the raft thread's
 //! event loop ([`runtime::Node`]).
 
+mod api_table;
 pub mod config;
 pub mod counters;
 pub mod lock;

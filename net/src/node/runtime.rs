@@ -21,6 +21,7 @@ use engine::raft::{
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
+use super::api_table::{self, API_TABLE};
 use super::config::NodeConfig;
 use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
@@ -32,8 +33,7 @@ use crate::wire::api::{self, ApiSpec};
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartitionResponse,
-    ProduceRequest, ProduceResponse, ProduceTopicResponse, API_VERSIONS_SPEC, PRODUCE,
-    PRODUCE_SPEC,
+    ProduceRequest, ProduceResponse, ProduceTopicResponse, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};
@@ -916,17 +916,11 @@ impl Node {
             self.close(conn, "short request");
             return;
         };
-        let spec: &'static ApiSpec = match prefix.api_key {
-            api::API_VERSIONS => &API_VERSIONS_SPEC,
-            PRODUCE => &PRODUCE_SPEC,
-            key => match api::quorum_api(key) {
-                Some(spec) => spec,
-                None => {
-                    self.close(conn, "unknown api key");
-                    return;
-                }
-            },
+        let Some(row) = api_table::row(prefix.api_key) else {
+            self.close(conn, "unknown api key");
+            return;
         };
+        let spec = &row.spec;
         if !spec.supports(prefix.api_version) {
             if spec.key == api::API_VERSIONS {
                 let seq = self.reserve_response(conn);
@@ -941,53 +935,74 @@ impl Node {
             self.close(conn, "bad request header");
             return;
         };
-        match spec.key {
-            api::API_VERSIONS => {
-                if ApiVersionsRequest::decode(&mut r, header.api_version).is_err() {
-                    self.close(conn, "bad ApiVersions body");
-                    return;
-                }
-                let seq = self.reserve_response(conn);
-                self.answer_api_versions(
-                    conn,
-                    seq,
-                    header.correlation_id,
-                    header.api_version,
-                    false,
-                );
-            }
-            PRODUCE => match ProduceRequest::decode(&mut r, header.api_version) {
-                Ok(request) => self.on_produce(conn, &header, request),
-                Err(_) => self.close(conn, "bad Produce body"),
-            },
-            key => match quorum::decode_request(key, &mut r) {
-                Ok(request) => {
-                    tracing::trace!(?request, "request");
-                    let id = self.next_request_id;
-                    self.next_request_id += 1;
-                    let seq = self.reserve_response(conn);
-                    self.requests.insert(
-                        id,
-                        PendingRequest {
-                            conn,
-                            seq,
-                            correlation_id: header.correlation_id,
-                            spec,
-                            version: header.api_version,
-                        },
-                    );
-                    self.step(Input::Request {
-                        id,
-                        from: None,
-                        request,
-                    });
-                }
-                Err(error) => {
-                    debug!(%error, "undecodable quorum request");
-                    self.close(conn, "bad quorum request body");
-                }
-            },
+        (row.handler)(self, conn, &header, spec, r);
+    }
+
+    // ---- handlers (rows of api_table.rs) ------------------------------------------------------
+
+    pub(super) fn handle_api_versions(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        _spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        if ApiVersionsRequest::decode(&mut r, header.api_version).is_err() {
+            self.close(conn, "bad ApiVersions body");
+            return;
         }
+        let seq = self.reserve_response(conn);
+        self.answer_api_versions(conn, seq, header.correlation_id, header.api_version, false);
+    }
+
+    pub(super) fn handle_produce(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        _spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        match ProduceRequest::decode(&mut r, header.api_version) {
+            Ok(request) => self.on_produce(conn, header, request),
+            Err(_) => self.close(conn, "bad Produce body"),
+        }
+    }
+
+    /// A quorum RPC goes to the core; its answer comes back as `Output::Respond`.
+    pub(super) fn handle_quorum_request(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        let request = match quorum::decode_request(spec.key, &mut r) {
+            Ok(request) => request,
+            Err(error) => {
+                debug!(%error, "undecodable quorum request");
+                self.close(conn, "bad quorum request body");
+                return;
+            }
+        };
+        tracing::trace!(?request, "request");
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        let seq = self.reserve_response(conn);
+        self.requests.insert(
+            id,
+            PendingRequest {
+                conn,
+                seq,
+                correlation_id: header.correlation_id,
+                spec,
+                version: header.api_version,
+            },
+        );
+        self.step(Input::Request {
+            id,
+            from: None,
+            request,
+        });
     }
 
     fn respond(&mut self, id: u64, response: &Response) {
@@ -1050,23 +1065,14 @@ impl Node {
         version: i16,
         bad: bool,
     ) {
-        let mut api_keys = vec![
-            ApiVersionRange {
-                api_key: PRODUCE_SPEC.key,
-                min_version: PRODUCE_SPEC.min_version,
-                max_version: PRODUCE_SPEC.max_version,
-            },
-            ApiVersionRange {
-                api_key: API_VERSIONS_SPEC.key,
-                min_version: API_VERSIONS_SPEC.min_version,
-                max_version: API_VERSIONS_SPEC.max_version,
-            },
-        ];
-        api_keys.extend(api::QUORUM_APIS.iter().map(|s| ApiVersionRange {
-            api_key: s.key,
-            min_version: s.min_version,
-            max_version: s.max_version,
-        }));
+        let api_keys = API_TABLE
+            .iter()
+            .map(|row| ApiVersionRange {
+                api_key: row.spec.key,
+                min_version: row.spec.min_version,
+                max_version: row.spec.max_version,
+            })
+            .collect();
         let response = ApiVersionsResponse {
             error: if bad {
                 ErrorCode::UNSUPPORTED_VERSION
