@@ -448,6 +448,10 @@ impl Log {
         self.active.zeroed_end = zeroed_end;
         self.active.keep_spare(group, self.config.max_group_bytes);
         assert!(write.end_offset >= self.durable_end_offset);
+        assert!(
+            write.end_offset <= self.end_offset,
+            "durable beyond the log end"
+        );
         self.durable_end_offset = write.end_offset;
         let segment = self.active_segment_mut();
         segment.readable_size = segment.readable_size.max(write.data_end);

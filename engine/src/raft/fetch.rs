@@ -217,7 +217,8 @@ impl RaftCore {
             hw <= end,
             "high watermark {hw} beyond the leader's log end {end}"
         );
-        self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
+        debug_assert!(self.local_hw.is_none_or(|h| h <= hw), "the HW went down");
+        self.local_hw = Some(hw);
         out.push(Output::HighWatermark(hw));
         self.complete_appends(out);
         let parked = match &mut self.role {

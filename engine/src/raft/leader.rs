@@ -121,6 +121,7 @@ impl LeaderState {
         let p = map
             .entry(replica_id)
             .or_insert_with(ReplicaProgress::unknown);
+        debug_assert!(fetch_offset <= leader_end, "a fetch past our end diverges");
         p.end_offset = fetch_offset;
         // Only what the follower made durable, and never beyond what it asks from (its log
         // matches ours only up to the fetch offset). A regression (lost disk) is tolerated.
@@ -197,6 +198,9 @@ impl LeaderState {
         if self.high_watermark.is_some_and(|hw| candidate <= hw) {
             return None;
         }
+        // Never down, and past this epoch's LeaderChange record (docs/protocol.md section 7).
+        debug_assert!(self.high_watermark.is_none_or(|hw| hw < candidate));
+        debug_assert!(candidate > self.epoch_start_offset);
         self.high_watermark = Some(candidate);
         Some(candidate)
     }

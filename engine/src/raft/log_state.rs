@@ -116,6 +116,11 @@ impl LogState {
             }
         }
         let before = self.durable_end_offset;
+        assert!(
+            durable <= self.end_offset,
+            "durable end {durable} beyond the log end {}",
+            self.end_offset
+        );
         self.durable_end_offset = durable;
         durable != before
     }

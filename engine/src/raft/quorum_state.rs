@@ -222,8 +222,43 @@ impl QuorumState {
 
     /// Persist first, then make the new state visible.
     fn commit(&mut self, next: QuorumState, out: &mut Vec<Output>) {
+        next.assert_consistent();
+        assert!(
+            next.epoch >= self.epoch,
+            "epoch {} after {}",
+            next.epoch,
+            self.epoch
+        );
         out.push(Output::PersistElectionState(next.election_state()));
         *self = next;
+    }
+
+    /// What each role implies about the leader and the vote (docs/protocol.md section 2); the
+    /// simulator's invariants check the same from outside (one leader per epoch, one vote per
+    /// voter and epoch, the vote persisted before it is granted).
+    fn assert_consistent(&self) {
+        let me = Some(self.local_id);
+        let (leader, vote) = (self.leader_id, self.voted_id);
+        let ok = match self.role {
+            Role::Unattached => leader.is_none() && vote.is_none(),
+            Role::Voted => leader.is_none() && vote.is_some() && vote != me,
+            Role::Candidate => leader.is_none() && vote == me,
+            // A leader has no vote to give: it voted for itself, and the file keeps only the
+            // leader once it won.
+            Role::Leader | Role::Resigned => leader == me && vote.is_none(),
+            Role::Follower => leader.is_some() && leader != me && vote.is_none(),
+        };
+        assert!(
+            ok,
+            "role {:?} with leader {leader:?} and vote {vote:?}",
+            self.role
+        );
+        assert!(
+            !self.is_observer() || matches!(self.role, Role::Unattached | Role::Follower),
+            "an observer as {:?}",
+            self.role
+        );
+        assert!(self.epoch >= 0, "negative epoch {}", self.epoch);
     }
 
     fn illegal(&self, to: Role, why: &'static str) -> TransitionError {

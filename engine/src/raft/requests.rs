@@ -85,8 +85,7 @@ impl Outbound {
         kind: RequestKind,
         request: Request,
     ) -> Correlation {
-        let correlation = self.next_correlation;
-        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = self.next_correlation();
         self.in_flight.push((
             correlation,
             InFlight {
@@ -114,8 +113,7 @@ impl Outbound {
         endpoint: VoterEndpoint,
         request: Request,
     ) -> Correlation {
-        let correlation = self.next_correlation;
-        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = self.next_correlation();
         self.in_flight.push((
             correlation,
             InFlight {
@@ -130,6 +128,17 @@ impl Outbound {
             endpoint,
             request,
         });
+        correlation
+    }
+
+    /// A correlation id no request in flight has: responses are matched by it alone.
+    fn next_correlation(&mut self) -> Correlation {
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        debug_assert!(
+            self.in_flight.iter().all(|(c, _)| *c != correlation),
+            "correlation {correlation} reused"
+        );
         correlation
     }
 
