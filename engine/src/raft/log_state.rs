@@ -15,6 +15,8 @@ struct PendingOp {
     end_after: Offset,
     /// For a truncation: its offset (data at or above it is no longer ours).
     truncated_to: Option<Offset>,
+    /// Bytes of the batches it appends (0 for a truncation).
+    bytes: usize,
 }
 
 #[derive(Debug)]
@@ -23,6 +25,8 @@ pub(crate) struct LogState {
     durable_end_offset: Offset,
     next_seq: u64,
     pending: VecDeque<PendingOp>,
+    /// Bytes appended whose op is not yet durable: what sits between the core and the disk.
+    unflushed_bytes: usize,
     pub(crate) epochs: EpochCache,
     pub(crate) tail: TailCache,
 }
@@ -37,6 +41,7 @@ impl LogState {
             durable_end_offset: snapshot.end_offset,
             next_seq: 1,
             pending: VecDeque::new(),
+            unflushed_bytes: 0,
             epochs: EpochCache::from_entries(&snapshot.epochs)?,
             tail: TailCache::new(tail_cache_bytes),
         })
@@ -54,9 +59,14 @@ impl LogState {
         self.epochs.last_epoch()
     }
 
+    pub(crate) fn unflushed_bytes(&self) -> usize {
+        self.unflushed_bytes
+    }
+
     /// Appends contiguous batches as ONE log op. Returns its seq.
     pub(crate) fn append(&mut self, batches: Vec<Batch>, out: &mut Vec<Output>) -> u64 {
         assert!(!batches.is_empty());
+        let bytes: usize = batches.iter().map(|b| b.bytes.len()).sum();
         for b in &batches {
             assert_eq!(b.base_offset, self.end_offset, "append must be contiguous");
             assert!(b.record_count > 0);
@@ -66,7 +76,7 @@ impl LogState {
             self.end_offset = b.end_offset();
             self.tail.push(b.clone());
         }
-        let seq = self.push_op(None);
+        let seq = self.push_op(None, bytes);
         out.push(Output::Log(LogOp {
             seq,
             kind: LogOpKind::Append(batches),
@@ -81,20 +91,22 @@ impl LogState {
         self.durable_end_offset = self.durable_end_offset.min(offset);
         self.epochs.truncate_to(offset);
         self.tail.truncate_to(offset);
-        let seq = self.push_op(Some(offset));
+        let seq = self.push_op(Some(offset), 0);
         out.push(Output::Log(LogOp {
             seq,
             kind: LogOpKind::TruncateTo(offset),
         }));
     }
 
-    fn push_op(&mut self, truncated_to: Option<Offset>) -> u64 {
+    fn push_op(&mut self, truncated_to: Option<Offset>, bytes: usize) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
+        self.unflushed_bytes += bytes;
         self.pending.push_back(PendingOp {
             seq,
             end_after: self.end_offset,
             truncated_to,
+            bytes,
         });
         seq
     }
@@ -104,6 +116,9 @@ impl LogState {
         let mut last = None;
         while self.pending.front().is_some_and(|op| op.seq <= up_to_seq) {
             last = self.pending.pop_front();
+            if let Some(op) = &last {
+                self.unflushed_bytes -= op.bytes;
+            }
         }
         let Some(last) = last else {
             return false;

@@ -188,6 +188,10 @@ pub struct RaftConfig {
     pub fetch_max_bytes: usize,
     /// Bytes of recent batches the leader keeps in memory to answer fetches without a log read.
     pub tail_cache_bytes: usize,
+    /// Bytes appended but not yet durable beyond which a client append is refused with the
+    /// retriable REQUEST_TIMED_OUT (the disk is behind): memory between the core and the disk
+    /// stays bounded.
+    pub max_unflushed_bytes: usize,
     /// How long a graceful shutdown waits for another leader.
     pub shutdown_timeout_ms: u64,
     /// Seed of the core's own deterministic PRNG (jitter, backoff, random bootstrap choice).
@@ -241,6 +245,7 @@ impl RaftConfig {
             fetch_max_wait_ms: 500,
             fetch_max_bytes: 1 << 20,
             tail_cache_bytes: 64 << 20,
+            max_unflushed_bytes: 128 << 20,
             shutdown_timeout_ms: 5000,
             seed: 0,
             host: String::new(),

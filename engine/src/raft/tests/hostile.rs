@@ -443,3 +443,45 @@ fn answers_that_contradict_the_known_leader_are_ignored_not_fatal() {
     h.run_until(h.now + 5_000);
     assert!(h.core.epoch() > 5, "moved on: {:?}", h.core.role());
 }
+
+#[test]
+fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
+    // A single voter: an append commits as soon as it is durable.
+    let mut c = config(1, &[1]);
+    c.max_unflushed_bytes = client_batch(4).len() * 2;
+    let mut h = Harness::new(c, None, log(0, &[]));
+    h.tick();
+    h.durable_all();
+    assert_eq!(h.core.role(), Role::Leader);
+    let append = |h: &mut Harness, id| {
+        let out = h.step(Input::ClientAppend {
+            id,
+            batch: client_batch(4),
+            record_count: 4,
+            acks: Acks::Quorum,
+        });
+        appends_done(&out)
+    };
+    assert!(append(&mut h, 1).is_empty(), "pending");
+    assert!(append(&mut h, 2).is_empty(), "still within the limit");
+    let refused = append(&mut h, 3);
+    assert!(
+        matches!(
+            refused[..],
+            [(
+                3,
+                AppendResult::Failed {
+                    error: ErrorCode::REQUEST_TIMED_OUT,
+                    ..
+                }
+            )]
+        ),
+        "{refused:?}"
+    );
+    let out = h.durable_all();
+    assert_eq!(appends_done(&out).len(), 2, "the first two commit");
+    assert!(
+        append(&mut h, 4).is_empty(),
+        "taken again once the disk caught up"
+    );
+}
