@@ -481,3 +481,76 @@ fn find_quorum_for_the_leader_with_boot_timestamp_i64_max_is_not_adopted() {
 fn find_quorum_for_the_leader_one_second_ahead_to_a_dead_port_is_not_adopted() {
     find_quorum_for_the_leader_is_not_adopted(|| now_ms() + 1000);
 }
+
+/// Resident memory of process `pid`, in KiB (VmRSS of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
+    use std::io::{Read, Write};
+    const IDS: i32 = 10_000;
+    let mut cluster = Cluster::new(3);
+    cluster.start_all_logged();
+    let leader = cluster.wait_for_leader(None);
+    let d = describe(&cluster, leader).expect("the leader answers DescribeQuorum");
+    let end = d
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == leader)
+        .map(|v| v.log_end_offset)
+        .unwrap();
+    let pid = cluster.node(leader).process.as_ref().unwrap().child.id();
+    let before = rss_kib(pid);
+    // Pipelined on one connection, 500 at a time: each an observer's fetch at the log end, so
+    // each is answered at once and empty.
+    let mut stream = std::net::TcpStream::connect(cluster.addr(leader)).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut answered = 0;
+    for chunk in (100_000..100_000 + IDS).collect::<Vec<_>>().chunks(500) {
+        let mut frames = Vec::new();
+        for &replica_id in chunk {
+            frames.extend(raw_request_frame(&Request::FetchQuorumRecords(
+                engine::raft::FetchQuorumRecordsRequest {
+                    cluster_id: CLUSTER_ID.into(),
+                    replica_id,
+                    leader_epoch: d.leader_epoch,
+                    fetch_offset: end,
+                    last_fetched_epoch: d.leader_epoch,
+                    is_follower: false,
+                    max_wait_ms: 0,
+                    durable_offset: -1,
+                },
+            )));
+        }
+        stream.write_all(&frames).unwrap();
+        for _ in chunk {
+            let mut size = [0u8; 4];
+            stream.read_exact(&mut size).unwrap();
+            let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+            stream.read_exact(&mut body).unwrap();
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, IDS);
+    let after = rss_kib(pid);
+    let d = describe(&cluster, leader).expect("the leader still answers");
+    eprintln!(
+        "leader RSS {before} KiB before, {after} KiB after {IDS} made-up replica ids; it lists {} observers",
+        d.observers.len()
+    );
+    assert!(
+        d.observers.len() <= 1024,
+        "{} observers tracked",
+        d.observers.len()
+    );
+    assert!(
+        after < before + 32 * 1024,
+        "the leader grew from {before} KiB to {after} KiB"
+    );
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    produce_one(&mut client, "after the flood").expect("the leader still commits");
+}
