@@ -1,4 +1,5 @@
-//! The quorum-state file (protocol.md section 3): the election state a voter must never forget.
+//! The quorum-state file (docs/protocol.md section 2, "The quorum-state file"): the election
+//! state a voter must never forget.
 //!
 //! One line of JSON in `<dir>/quorum-state`, for example
 //! `{"clusterId":"c1","nodeId":1,"leaderId":2,"leaderEpoch":5,"votedId":2,"appliedOffset":0,
@@ -318,7 +319,7 @@ impl QuorumStateStore {
     }
 }
 
-/// The election state kept in the quorum-state file (protocol.md section 3).
+/// The election state kept in the quorum-state file (docs/protocol.md section 2).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElectionState {
     pub epoch: Epoch,

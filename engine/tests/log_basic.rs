@@ -194,7 +194,7 @@ fn truncate_to_zero_empties_the_log() {
     assert!(read_all(&log).is_empty());
 }
 
-/// protocol.md 8.3's worked example: epochs 1@0, 3@3, 5@6 with LEO 9.
+/// The worked example of docs/protocol.md section 6: epochs 1@0, 3@3, 5@6 with LEO 9.
 #[test]
 fn epoch_cache_worked_example_through_the_log() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
-//! The simulator against the real Raft core: a fixed batch of random seeds, the named scenarios
-//! of protocol.md 21, and determinism.
+//! The simulator against the real Raft core: a fixed batch of random seeds, named scenarios
+//! after those of Kafka's simulation test (docs/simulation.md), and determinism.
 //!
 //! A failure prints the violated invariant, the last events and the command that replays it.
 

@@ -215,7 +215,7 @@ impl Log {
         &self.epochs
     }
 
-    /// protocol.md 8.3: the largest cached epoch <= `epoch` and where it ends.
+    /// The largest cached epoch <= `epoch` and where it ends (docs/protocol.md section 6).
     pub fn end_offset_for_epoch(&self, epoch: Epoch) -> Option<(Epoch, Offset)> {
         self.epochs.end_offset_for_epoch(epoch, self.end_offset)
     }

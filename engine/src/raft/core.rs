@@ -49,7 +49,8 @@ pub(crate) enum RoleState {
     Resigned(ResignedState),
 }
 
-/// The sans-IO Raft core (see `CORE_API.md` and `docs/protocol.md`).
+/// The sans-IO Raft core: its inputs and outputs and the rules it keeps are in docs/protocol.md,
+/// how the node drives it in docs/architecture.md ("Node runtime").
 pub struct RaftCore {
     pub(crate) config: RaftConfig,
     pub(crate) qs: QuorumState,
@@ -77,7 +78,8 @@ pub struct RaftCore {
 }
 
 impl RaftCore {
-    /// Applies the restart rules of protocol.md 2.3; emits nothing until the first `step`.
+    /// Applies the restart rules (docs/protocol.md section 2, "Restart"); emits nothing until
+    /// the first `step`.
     pub fn new(
         config: RaftConfig,
         stored: Option<ElectionState>,
@@ -287,7 +289,7 @@ impl RaftCore {
                 if self.qs.is_observer() {
                     self.role_deadline = None;
                 } else if self.qs.epoch() == 0 || self.qs.voters().len() == 1 {
-                    // First boot (rule 8) or a lone voter: campaign on the first tick.
+                    // First boot (restart rule 7) or a lone voter: campaign on the first tick.
                     self.role_deadline = Some(self.now);
                 } else {
                     self.role_deadline = Some(self.election_deadline());
@@ -330,7 +332,7 @@ impl RaftCore {
             }
             Role::Follower => {
                 if self.qs.is_observer() {
-                    // Rediscover the leader (protocol.md 11).
+                    // Rediscover the leader (docs/protocol.md section 9).
                     let epoch = self.qs.epoch();
                     self.enter_unattached(epoch, out);
                 } else if !self.is_shutting_down() {
@@ -363,7 +365,8 @@ impl RaftCore {
         self.role_deadline = Some(self.now + self.rng.up_to(self.config.election_jitter_max_ms));
     }
 
-    /// Check-quorum (section 0 decision): resign when a majority stopped fetching.
+    /// Check-quorum (docs/protocol.md section 1, "Zombie leaders"): resign when a majority stopped
+    /// fetching.
     fn check_quorum(&mut self, out: &mut Vec<Output>) {
         let majority = self.qs.majority();
         let window = self.config.progress_timeout_ms;
@@ -403,7 +406,7 @@ impl RaftCore {
             }
             _ => {}
         }
-        // Section 22 item 59: a node missing some voter's endpoint keeps asking.
+        // A node missing some voter's endpoint keeps asking (docs/protocol.md section 9).
         if self.missing_endpoints() && !self.looking_for_quorum() {
             self.send_find_quorum(out);
         }
@@ -728,7 +731,8 @@ impl RaftCore {
                     // Not following, or an answer to an older position that no longer matters.
                     None
                 } else if self.qs.is_observer() {
-                    // Observers rediscover the leader when it stops answering (11).
+                    // Observers rediscover the leader when it stops answering
+                    // (docs/protocol.md section 9).
                     let epoch = self.qs.epoch();
                     self.enter_unattached(epoch, out);
                     None

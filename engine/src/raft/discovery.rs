@@ -1,5 +1,5 @@
-//! Request/response dispatch, the common response rules (protocol.md 12), FindQuorum (11) and
-//! DescribeQuorum (13).
+//! Request/response dispatch, the common response rules (docs/protocol.md section 8), FindQuorum
+//! and DescribeQuorum (section 9).
 
 use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
 use super::core::{RaftCore, RoleState};
@@ -120,8 +120,9 @@ impl RaftCore {
         self.stopped = true;
     }
 
-    /// Section 12: stale responses are dropped, newer epochs and leaders are adopted, and
-    /// inconsistent ones are fatal.
+    /// docs/protocol.md section 8: stale responses are dropped, newer epochs and leaders are
+    /// adopted, inconsistent ones are ignored (and reported), and another cluster's answer or a
+    /// peer finding our request invalid is fatal.
     pub(crate) fn common_response(
         &mut self,
         from: NodeId,
@@ -345,8 +346,9 @@ impl RaftCore {
         }
     }
 
-    /// Answered by every node with what it knows; a voter's advertisement is remembered when its
-    /// boot timestamp is newer than what this node knew (protocol.md 11).
+    /// Answered by every node of the cluster with what it knows; a voter's advertisement with a
+    /// newer boot timestamp than what this node knew is probed, and used only once it vouches
+    /// for itself (docs/protocol.md section 9).
     pub(crate) fn handle_find_quorum(
         &mut self,
         id: RequestId,
@@ -418,7 +420,7 @@ impl RaftCore {
             let voters: Vec<NodeId> = r.voters.iter().map(|v| v.voter_id).collect();
             if let Err(e) = self.qs.adopt_voters(voters, out) {
                 // Never adopt a set that makes this node a voter: it would vote without a
-                // vote history and count toward the high watermark (protocol.md 11, ringraft).
+                // vote history and count toward the high watermark (docs/protocol.md section 9).
                 self.fatal(format!("FindQuorum to {}: {e}", describe_peer(f.to)), out);
                 return;
             }

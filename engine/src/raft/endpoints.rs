@@ -1,4 +1,4 @@
-//! Voter endpoints learned through FindQuorum (docs/protocol.md, discovery): for each voter, the
+//! Voter endpoints learned through FindQuorum (docs/protocol.md section 9): for each voter, the
 //! host, port and boot timestamp it last advertised. A newer boot timestamp wins, so a voter that
 //! restarted on another address replaces its stale entry, and an older advertisement never
 //! overwrites a newer one.

@@ -1,4 +1,4 @@
-//! Every error code the quorum uses, in one table (protocol.md sections 0 and 15).
+//! Every error code the quorum uses, in one table (docs/protocol.md section 1, "Error codes").
 //!
 //! Kafka's numbers where Kafka has the error; the draft's private ones (205-208) where it does not.
 

@@ -1,5 +1,5 @@
-//! FetchQuorumRecords: the leader's side (protocol.md 8.2, 8.3, long-poll parking) and the
-//! follower's (8.4, 8.5, pipelining with the durable offset).
+//! FetchQuorumRecords (docs/protocol.md section 6): the leader's side (divergence, long-poll
+//! parking) and the follower's (truncation, pipelining with the durable offset).
 
 use super::admission::MAX_OFFSET;
 use super::core::{RaftCore, RoleState};
@@ -299,7 +299,7 @@ impl RaftCore {
         out: &mut Vec<Output>,
     ) {
         // The first draft signalled divergence with OFFSET_OUT_OF_RANGE: accept it like NONE
-        // when the truncation point is set (protocol notes, section 24).
+        // when the truncation point is set (docs/protocol.md section 6, "Follower side").
         if r.error == ErrorCode::OFFSET_OUT_OF_RANGE && r.next_fetch_offset_epoch >= 0 {
             r.error = ErrorCode::NONE;
         }
@@ -341,7 +341,8 @@ impl RaftCore {
             };
             self.truncate_diverged(leader_point, out);
             // The HW of a divergence answer is not applied: the remaining log may still
-            // diverge (8.5 may need several rounds; pitfall 23.7).
+            // diverge, and agreement may take several rounds (docs/protocol.md section 15,
+            // item 6).
             return;
         }
         self.append_fetched(r.batches, r.leader_epoch, out);

@@ -168,7 +168,7 @@ impl LeaderState {
         })
     }
 
-    /// The offset a majority of voters has durable (protocol.md 9.2): element n/2 of the
+    /// The offset a majority of voters has durable (docs/protocol.md section 7): element n/2 of the
     /// voters' durable offsets sorted descending, the leader counting its own durable end.
     pub(crate) fn majority_offset(&self, own_durable: Offset) -> Offset {
         // No allocation on this hot path for quorums of up to 16 voters.

@@ -1,4 +1,4 @@
-//! The quorum RPCs as plain data (protocol.md section 17, with the decisions of section 0).
+//! The quorum RPCs as plain data (docs/protocol.md section 13, with the decisions of section 1).
 //!
 //! These are what the core consumes and produces. `net::wire` maps them to and from Kafka's
 //! flexible wire format; the simulator passes them around as they are.
@@ -13,7 +13,7 @@ pub struct VoteRequest {
     pub candidate_id: NodeId,
     /// Epoch of the candidate's last batch (0 for an empty log).
     pub last_epoch: Epoch,
-    /// The candidate's log end offset (protocol.md 5.3: LEO on both sides).
+    /// The candidate's log end offset (docs/protocol.md section 3: LEO on both sides).
     pub last_epoch_end_offset: Offset,
 }
 
@@ -96,7 +96,7 @@ pub struct FetchQuorumRecordsResponse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FindQuorumRequest {
     /// The cluster the sender belongs to: a node answers only its own cluster's requests, and
-    /// learns nothing from another's (docs/protocol.md, discovery).
+    /// learns nothing from another's (docs/protocol.md section 9).
     pub cluster_id: String,
     pub replica_id: NodeId,
     pub boot_timestamp: i64,

@@ -41,7 +41,7 @@ pub use message::*;
 pub use quorum_state::{InitError, QuorumState, TransitionError};
 pub use types::*;
 
-/// A node's role (protocol.md 2.2). Observers only ever are Unattached or Follower.
+/// A node's role (docs/protocol.md section 2). Observers only ever are Unattached or Follower.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     Unattached,

@@ -1,4 +1,4 @@
-//! BeginQuorumEpoch (protocol.md 6) and EndQuorumEpoch (7).
+//! BeginQuorumEpoch (docs/protocol.md section 4) and EndQuorumEpoch (section 5).
 
 use super::core::{RaftCore, RoleState};
 use super::discovery::Common;
@@ -102,7 +102,7 @@ impl RaftCore {
                     ErrorCode::NONE
                 }
                 Some(l) if l == req.leader_id => ErrorCode::NONE,
-                // Two leaders in one epoch: refuse (6 step 5).
+                // Two leaders in one epoch: refuse (docs/protocol.md section 4).
                 Some(_) => ErrorCode::INVALID_QUORUM_STATE,
             }
         };
@@ -138,8 +138,8 @@ impl RaftCore {
         }
     }
 
-    /// Delay before a successor at position `p` of `n` becomes candidate (7 step 3): strictly
-    /// increasing with `p` so the most caught-up voter usually wins.
+    /// Delay before a successor at position `p` of `n` becomes candidate (docs/protocol.md
+    /// section 5): strictly increasing with `p` so the most caught-up voter usually wins.
     fn successor_delay(&self, p: usize, n: usize) -> u64 {
         let max = self.config.election_jitter_max_ms;
         let base = max >> (n.saturating_sub(1)).min(63);

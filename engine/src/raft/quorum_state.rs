@@ -1,13 +1,13 @@
 //! The election state (epoch, leader, vote, role) and the voter set: the ONLY place where role
-//! transitions happen. Each transition is checked against protocol.md 2.2; an illegal one is
-//! refused without touching anything, a legal one pushes `PersistElectionState` to the outputs
-//! before the new state becomes visible.
+//! transitions happen. Each transition is checked against docs/protocol.md section 2; an illegal
+//! one is refused without touching anything, a legal one pushes `PersistElectionState` to the
+//! outputs before the new state becomes visible.
 
 use super::admission::MAX_PEER_EPOCH;
 use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Output, RaftConfig};
 use super::Role;
 
-/// A transition the rules of protocol.md 2.2 forbid. Nothing was changed or emitted.
+/// A transition the rules of docs/protocol.md section 2 forbid. Nothing was changed or emitted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TransitionError {
     #[error("epoch {to} is lower than the current epoch {from}")]
@@ -65,8 +65,8 @@ fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
 }
 
 impl QuorumState {
-    /// Applies the restart rules of protocol.md 2.3. Returns the state and whether it differs
-    /// from what is stored (and so must be persisted before it is acted on).
+    /// Applies the restart rules (docs/protocol.md section 2, "Restart"). Returns the state and
+    /// whether it differs from what is stored (and so must be persisted before it is acted on).
     pub fn restore(
         config: &RaftConfig,
         stored: Option<ElectionState>,
@@ -102,7 +102,7 @@ impl QuorumState {
                 configured,
             });
         }
-        // Protocol.md 11: after the first start the voter set comes from the file; the
+        // Rule 2: after the first start the voter set comes from the file; the
         // configuration only seeds it (and may be empty for an observer using bootstrap servers).
         let voters = if stored_voters.is_empty() {
             configured
@@ -119,7 +119,7 @@ impl QuorumState {
         qs.target_voters = stored.target_voters.clone();
         qs.applied_offset = stored.applied_offset;
         if log_epoch > stored.epoch {
-            // Rule 4: the log saw a newer epoch than the file (the file write was lost).
+            // Rule 3: the log saw a newer epoch than the file (the file write was lost).
             qs.epoch = log_epoch;
             return Ok((qs, true));
         }
@@ -129,7 +129,7 @@ impl QuorumState {
             if observer {
                 return Err(InitError::InvalidStoredState("an observer cannot have led"));
             }
-            // Rule 5 (KAFKA-10527): never leader again in the same epoch.
+            // Rule 4 (KAFKA-10527): never leader again in the same epoch.
             qs.leader_id = Some(me);
             qs.role = Role::Resigned;
         } else if stored.voted_id == me {
@@ -426,10 +426,11 @@ impl QuorumState {
     }
 
     /// An observer that started without a voter set adopts the one a bootstrap server of its
-    /// cluster reported (protocol.md 11). Only once: later voter-set changes are reassignments
-    /// (protocol.md 14), which arrive through the log, never through FindQuorum. The local node
-    /// must not be in the set: a node that learns it is a voter this way has no vote history
-    /// (it may have lost its disk), and must not vote or count toward the high watermark.
+    /// cluster reported (docs/protocol.md section 9). Only once: later voter-set changes are
+    /// reassignments (AlterQuorum, not implemented: section 12), which arrive through the log,
+    /// never through FindQuorum. The local node must not be in the set: a node that learns it is a
+    /// voter this way has no vote history (it may have lost its disk), and must not vote or count
+    /// toward the high watermark.
     pub fn adopt_voters(
         &mut self,
         voters: Vec<NodeId>,

@@ -229,7 +229,7 @@ pub fn bootstrap_server_index(id: NodeId) -> Option<usize> {
 }
 
 impl RaftConfig {
-    /// Kafka's final defaults (protocol.md section 0).
+    /// Kafka's final defaults (docs/protocol.md section 1, "Defaults").
     pub fn new(node_id: NodeId, cluster_id: impl Into<String>, voters: Vec<NodeId>) -> Self {
         Self {
             node_id,

@@ -1,4 +1,4 @@
-//! Vote (protocol.md 5.2-5.5): handling requests as a voter, responses as a candidate.
+//! Vote (docs/protocol.md section 3): handling requests as a voter, responses as a candidate.
 
 use super::core::{RaftCore, RoleState};
 use super::requests::{InFlight, RequestKind, Retry};
@@ -37,7 +37,8 @@ impl RaftCore {
         });
     }
 
-    /// Is the candidate's log at least as up to date as ours (5.3: (last epoch, LEO))?
+    /// Is the candidate's log at least as up to date as ours, by (last epoch, LEO)
+    /// (docs/protocol.md section 3)?
     fn candidate_log_ok(&self, req: &VoteRequest) -> bool {
         (req.last_epoch, req.last_epoch_end_offset)
             >= (self.log.last_epoch(), self.log.end_offset())
@@ -58,8 +59,9 @@ impl RaftCore {
             return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);
         }
         if req.candidate_epoch > self.qs.epoch() {
-            // Adopt the epoch even if the vote is refused below (5.4 step 4, pitfall 23.18:
-            // to_unattached arms an election timer, not the fetch timer).
+            // Adopt the epoch even if the vote is refused below (docs/protocol.md section 3,
+            // rule 5; section 15, item 13: to_unattached arms an election timer, not the fetch
+            // timer).
             let earlier_deadline = self.role_deadline;
             if !self.enter_unattached(req.candidate_epoch, out) {
                 return;
@@ -123,7 +125,8 @@ impl RaftCore {
         } else {
             c.rejected.insert(f.to);
             if voters - c.rejected.len() < majority {
-                // Lost: back off now rather than wait for the election timeout (5.5).
+                // Lost: back off now rather than wait for the election timeout
+                // (docs/protocol.md section 3).
                 self.start_backoff();
             }
         }

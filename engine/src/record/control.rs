@@ -1,5 +1,5 @@
-//! Control records (protocol.md 16): LeaderChange (Kafka's type 2 and layout, so Kafka tools can
-//! read it) and ringraft's QuorumReassignment (private type 100).
+//! Control records (docs/protocol.md section 13, "Record batches"): LeaderChange (Kafka's type 2
+//! and layout, so Kafka tools can read it) and ringraft's QuorumReassignment (private type 100).
 //!
 //! A control batch has attribute bit 5 set. Each control record's key is `int16 version (0),
 //! int16 type`; its value is a flexible-version message (compact arrays and strings, tagged
@@ -25,7 +25,7 @@ impl ControlRecordType {
     pub const SNAPSHOT_FOOTER: Self = Self(4);
     pub const KRAFT_VERSION: Self = Self(5);
     pub const KRAFT_VOTERS: Self = Self(6);
-    /// ringraft's own: a voter-set change (AlterQuorum), protocol.md section 0.
+    /// ringraft's own: a voter-set change (AlterQuorum), docs/protocol.md section 1.
     pub const QUORUM_REASSIGNMENT: Self = Self(100);
 
     /// The version of the key layout ringraft writes.

@@ -1,4 +1,5 @@
-//! The 61-byte RecordBatch v2 header (protocol.md 19): layout, bounds checks, stamping.
+//! The 61-byte RecordBatch v2 header (docs/protocol.md section 13, "Record batches"): layout,
+//! bounds checks, stamping.
 
 use zerocopy::byteorder::big_endian::{I16, I32, I64, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -1,5 +1,5 @@
 //! Kafka RecordBatch v2 (magic 2), the format of the log on disk and of records on the wire
-//! (protocol.md 19).
+//! (docs/protocol.md section 13, "Record batches").
 //!
 //! - [`BatchView`]: one batch in a [`bytes::Bytes`], validated in full (CRC-32C, framing of every
 //!   record), read in place; [`BatchView::records`] yields slices of the same buffer.

@@ -1,4 +1,4 @@
-//! Variable-length integers of the Kafka protocol (protocol.md 18.2).
+//! Variable-length integers of the Kafka protocol (docs/protocol.md section 13).
 //!
 //! - Unsigned varint: little-endian base 128, 7 data bits per byte, the high bit says "more".
 //!   At most 5 bytes for 32 bits and 10 bytes for 64 bits. Used for compact lengths and tags.

@@ -1,5 +1,6 @@
-//! The client's payload: a real-looking Kafka RecordBatch v2 (protocol.md 19) carrying one
-//! unique value, and the fingerprint the invariants compare batches by.
+//! The client's payload: a real-looking Kafka RecordBatch v2 (docs/protocol.md section 13,
+//! "Record batches") carrying one unique value, and the fingerprint the invariants compare
+//! batches by.
 //!
 //! Built here rather than with `engine::record` so the simulator does not depend on the codec
 //! under development; the core only stamps BaseOffset (bytes 0..8) and PartitionLeaderEpoch

@@ -441,8 +441,8 @@ impl Simulation {
             .push(TraceEntry::new(self.now, "kill", node.id, 0, 0));
     }
 
-    /// Kill, then lose the quorum-state file and the log (protocol.md 21's
-    /// killAndDeletePersistentState). Turns off the rules that data loss can break.
+    /// Kill, then lose the quorum-state file and the log (Kafka's killAndDeletePersistentState;
+    /// docs/simulation.md, "Invariants"). Turns off the rules that data loss can break.
     pub fn kill_and_delete_state(&mut self, i: usize) {
         self.kill(i);
         let node = &mut self.nodes[i];
@@ -1414,11 +1414,11 @@ impl Simulation {
         Ok(())
     }
 
-    /// Random disk loss only hits observers. A voter that loses its disk can vote a second
-    /// time in an epoch (pitfall 23.4) and drop the only durable copy the leader counted
-    /// (KAFKA-12181): this simulator found both (SingleLeader and LeaderCompleteness breaks)
-    /// even when every other voter held the victim's whole log. Voter disk loss stays in the
-    /// scripted scenario, under a stable leader.
+    /// Random disk loss only hits observers. A voter that loses its disk can vote a second time in
+    /// an epoch (docs/protocol.md section 15, item 4) and drop the only durable copy the leader
+    /// counted (KAFKA-12181): this simulator found both (SingleLeader and LeaderCompleteness
+    /// breaks) even when every other voter held the victim's whole log. Voter disk loss stays in
+    /// the scripted scenario, under a stable leader.
     fn may_lose_state(&self, i: usize) -> bool {
         self.nodes[i].observer
     }

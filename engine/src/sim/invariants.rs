@@ -1,4 +1,4 @@
-//! The safety invariants (protocol.md 21 plus the extras), as a record of everything the
+//! The safety invariants (docs/simulation.md, "Invariants"), as a record of everything the
 //! cluster ever persisted, appended, committed and acknowledged.
 //!
 //! The simulator calls a hook at each point where an invariant can break (a quorum-state write,
@@ -125,7 +125,7 @@ pub struct Checker {
     /// Client batches: fingerprint -> value.
     client_values: BTreeMap<u64, u64>,
     pub acked: Vec<Acked>,
-    /// Set when a node lost its persistent state (protocol.md 21: these two rules are off).
+    /// Set when a node lost its persistent state (docs/simulation.md, "Invariants": rules go off).
     pub state_loss: bool,
     /// Off: skip the two rules that watch the mechanism (MajorityReachedHighWatermark,
     /// VotePersistedBeforeGranted) and judge only by outcomes (lost or diverging data, two

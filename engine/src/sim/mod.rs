@@ -1,4 +1,4 @@
-//! The deterministic simulator (design.md 9.2, protocol.md 21): many [`RaftCore`]s on a
+//! The deterministic simulator (docs/simulation.md, docs/testing.md): many [`RaftCore`]s on a
 //! simulated network with simulated disks, crashes, restarts and partitions, all drawn from one
 //! `u64` seed, with the safety invariants checked after every event.
 //!

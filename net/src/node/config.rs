@@ -1,4 +1,4 @@
-//! `server.properties`: the node's configuration (design.md section 8, protocol.md section 4).
+//! `server.properties`: the node's configuration (docs/configuration.md).
 //!
 //! Kafka-style keys. An unknown key, a bad value or a missing required key is an error that
 //! names the key, so a typo never silently falls back to a default.

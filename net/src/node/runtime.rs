@@ -161,10 +161,9 @@ struct PendingProduce {
     deadline_ms: u64,
 }
 
-/// The responses owed on one inbound connection, released in request order: Kafka clients
-/// match each response to their oldest request in flight (protocol.md 18.1), while the core
-/// answers as things complete (a Produce waits for the high watermark, a DescribeQuorum
-/// does not).
+/// The responses owed on one inbound connection, released in request order: Kafka clients match
+/// each response to their oldest request in flight (docs/protocol.md section 13), while the core
+/// answers as things complete (a Produce waits for the high watermark, a DescribeQuorum does not).
 #[derive(Debug, Default)]
 struct ResponseQueue {
     /// The sequence number of `slots[0]`.
@@ -1309,9 +1308,9 @@ fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
 /// fdatasync latency above this gets a start-up warning: every commit waits for one.
 const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
 
-/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is
-/// slow (design.md section 10). A probe failure is only a warning: the log's own writes will
-/// report a real problem with its path.
+/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is slow
+/// (docs/operations.md, "Start-up errors"). A probe failure is only a warning: the log's own writes
+/// will report a real problem with its path.
 fn probe_fdatasync(dir: &std::path::Path) {
     use std::io::Write;
     let path = dir.join(".fdatasync-probe");

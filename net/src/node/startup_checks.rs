@@ -1,6 +1,6 @@
-//! Start-up checks (design.md section 10): what the host must provide, checked before the node
-//! opens anything, so that a misconfigured host fails with one line naming the cause and the
-//! remedy instead of an errno deep inside the log writer.
+//! Start-up checks (docs/operations.md, "Start-up errors"): what the host must provide, checked
+//! before the node opens anything, so that a misconfigured host fails with one line naming the
+//! cause and the remedy instead of an errno deep inside the log writer.
 
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;

@@ -1,4 +1,4 @@
-//! Api keys and the versions this server speaks (protocol.md section 0).
+//! Api keys and the versions this server speaks (docs/protocol.md section 1).
 
 /// An API this server knows, with its key and supported version range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Size-prefixed framing: an int32 byte count, then that many bytes (protocol.md 18.1).
+//! Size-prefixed framing: an int32 byte count, then that many bytes (docs/protocol.md section 13).
 //!
 //! [`FrameDecoder`] takes bytes as they arrive from a socket and yields whole frames as
 //! [`Bytes`] without copying them again. A size below the smallest header or above the limit is a

@@ -1,4 +1,4 @@
-//! Request and response headers (protocol.md 18.1).
+//! Request and response headers (docs/protocol.md section 13).
 //!
 //! Request header v1: ApiKey int16, ApiVersion int16, CorrelationId int32, ClientId
 //! NULLABLE_STRING. v2 (flexible APIs) adds a tagged-field section; ClientId stays an int16-length

@@ -1,4 +1,4 @@
-//! Kafka wire format: framing, headers and primitive types (protocol.md section 18).
+//! Kafka wire format: framing, headers and primitive types (docs/protocol.md section 13).
 //! Message codecs (one module per API) build on these.
 
 pub mod api;

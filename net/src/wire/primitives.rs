@@ -1,5 +1,5 @@
-//! Kafka's primitive types (protocol.md 18.2): fixed-width big-endian integers, classic and
-//! compact strings, bytes and arrays, unsigned varints and tagged-field sections.
+//! Kafka's primitive types (docs/protocol.md section 13): fixed-width big-endian integers, classic
+//! and compact strings, bytes and arrays, unsigned varints and tagged-field sections.
 //!
 //! [`WireReader`] reads from a [`Bytes`] so that byte fields (record batches above all) come out
 //! as slices of the frame, never copies. Every read is bounds-checked and returns a typed

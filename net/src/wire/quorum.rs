@@ -1,4 +1,4 @@
-//! The quorum RPCs on the wire (protocol.md section 17, decisions of section 0): version 0,
+//! The quorum RPCs on the wire (docs/protocol.md sections 13 and 1): version 0,
 //! flexible (compact strings and arrays, a tagged-field section after every struct).
 //!
 //! Bodies map one to one onto `engine::raft::{Request, Response}`. FetchQuorumRecords responses

@@ -1,6 +1,6 @@
 //! An observer started with bootstrap servers only (no `quorum.voters`): it learns the voter set,
-//! the voters' endpoints and the leader through FindQuorum (protocol.md 11), persists the voter
-//! set, and from then on is an ordinary observer.
+//! the voters' endpoints and the leader through FindQuorum (docs/protocol.md section 9), persists
+//! the voter set, and from then on is an ordinary observer.
 
 use super::harness::*;
 use crate::raft::*;

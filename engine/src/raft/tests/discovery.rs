@@ -1,4 +1,5 @@
-//! Observers, FindQuorum and DescribeQuorum (section 22, items 55-60).
+//! Observers, FindQuorum and DescribeQuorum (docs/testing.md, "Behaviours the scenario tests
+//! cover").
 
 use super::harness::*;
 use super::quorum_epoch::elect;

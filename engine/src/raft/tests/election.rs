@@ -1,4 +1,4 @@
-//! Elections and votes (section 22, items 10-25).
+//! Elections and votes (docs/testing.md, "Behaviours the scenario tests cover").
 
 use super::harness::*;
 use crate::raft::*;
@@ -151,7 +151,8 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].voted_id, s[0].leader_id), (3, -1, -1));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
-    // An election timer (<= 1000 + 1000 jitter), not the 10 s fetch timer (pitfall 23.18).
+    // An election timer (<= 1000 + 1000 jitter), not the 10 s fetch timer
+    // (docs/protocol.md section 15, item 13).
     assert!(h.core.next_deadline().unwrap() <= h.now + 2_000);
 }
 

@@ -1,4 +1,5 @@
-//! Replication and fetch (section 22, items 37-48) and pipelining.
+//! Replication and fetch, and pipelining (docs/testing.md, "Behaviours the scenario tests
+//! cover").
 
 use super::harness::*;
 use super::quorum_epoch::elect;

@@ -1,4 +1,5 @@
-//! High watermark, appends and check-quorum (section 22, items 49-54).
+//! High watermark, appends and check-quorum (docs/testing.md, "Behaviours the scenario tests
+//! cover").
 
 use super::harness::*;
 use super::quorum_epoch::elect;

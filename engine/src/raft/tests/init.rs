@@ -1,4 +1,4 @@
-//! Initialization (section 22, items 1-9).
+//! Initialization (docs/testing.md, "Behaviours the scenario tests cover").
 
 use super::harness::*;
 use crate::raft::*;

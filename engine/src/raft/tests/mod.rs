@@ -1,5 +1,6 @@
-//! Scenario tests of the core, named after the behaviours of protocol.md section 22, driven
-//! through `step()` with the harness in `harness.rs`.
+//! Scenario tests of the core, named after the behaviours of Kafka's own suites (docs/testing.md,
+//! "Behaviours the scenario tests cover"), driven through `step()` with the harness in
+//! `harness.rs`.
 
 mod harness;
 

@@ -1,4 +1,5 @@
-//! BeginQuorumEpoch / EndQuorumEpoch and graceful shutdown (section 22, items 26-36).
+//! BeginQuorumEpoch / EndQuorumEpoch and graceful shutdown (docs/testing.md, "Behaviours the
+//! scenario tests cover").
 
 use super::harness::*;
 use crate::raft::*;

@@ -58,7 +58,7 @@ impl ApiVersionsRequest {
 
 impl ApiVersionsResponse {
     /// Versions above what the server supports are answered with UNSUPPORTED_VERSION in the v0
-    /// body (protocol.md 17): the caller encodes such a response with `version = 0`.
+    /// body (docs/protocol.md section 13): the caller encodes such a response with `version = 0`.
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
         let flex = Flex(version >= 3);
         w.i16(self.error.0);
