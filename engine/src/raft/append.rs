@@ -26,7 +26,9 @@ impl RaftCore {
         // Bounded memory between the core and the disk: beyond the limit a client is told to
         // retry (one batch larger than the limit still goes through when nothing is pending).
         let unflushed = self.log.unflushed_bytes();
-        if unflushed > 0 && unflushed + bytes.len() > self.config.max_unflushed_bytes {
+        if (unflushed > 0 && unflushed + bytes.len() > self.config.max_unflushed_bytes)
+            || self.log.unflushed_ops() >= self.config.max_unflushed_ops
+        {
             return self.fail_append(id, acks, ErrorCode::REQUEST_TIMED_OUT, out);
         }
         let Some(header) = record_glue::whole_batch_header(&bytes) else {

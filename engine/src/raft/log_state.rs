@@ -63,6 +63,11 @@ impl LogState {
         self.unflushed_bytes
     }
 
+    /// Log ops handed to the driver and not yet durable.
+    pub(crate) fn unflushed_ops(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Appends contiguous batches as ONE log op. Returns its seq.
     pub(crate) fn append(&mut self, batches: Vec<Batch>, out: &mut Vec<Output>) -> u64 {
         assert!(!batches.is_empty());

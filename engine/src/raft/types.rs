@@ -192,6 +192,9 @@ pub struct RaftConfig {
     /// retriable REQUEST_TIMED_OUT (the disk is behind): memory between the core and the disk
     /// stays bounded.
     pub max_unflushed_bytes: usize,
+    /// The same for the number of log ops (one per client append, a few per fetch answer): the
+    /// driver's queue to the log writer never holds more than this and a handful more.
+    pub max_unflushed_ops: usize,
     /// How long a graceful shutdown waits for another leader.
     pub shutdown_timeout_ms: u64,
     /// Seed of the core's own deterministic PRNG (jitter, backoff, random bootstrap choice).
@@ -246,6 +249,7 @@ impl RaftConfig {
             fetch_max_bytes: 1 << 20,
             tail_cache_bytes: 64 << 20,
             max_unflushed_bytes: 128 << 20,
+            max_unflushed_ops: 1024,
             shutdown_timeout_ms: 5000,
             seed: 0,
             host: String::new(),

@@ -485,3 +485,35 @@ fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
         "taken again once the disk caught up"
     );
 }
+
+#[test]
+fn appends_beyond_the_unflushed_op_limit_are_refused_too() {
+    let mut c = config(1, &[1]);
+    c.max_unflushed_ops = 3;
+    let mut h = Harness::new(c, None, log(0, &[]));
+    h.tick();
+    h.durable_all();
+    let mut refused = Vec::new();
+    for id in 1..=5 {
+        let out = h.step(Input::ClientAppend {
+            id,
+            batch: client_batch(1),
+            record_count: 1,
+            acks: Acks::Quorum,
+        });
+        refused.extend(appends_done(&out));
+    }
+    let ids: Vec<u64> = refused.iter().map(|r| r.0).collect();
+    assert_eq!(ids, vec![4, 5], "three ops pending at most: {refused:?}");
+    h.durable_all();
+    let out = h.step(Input::ClientAppend {
+        id: 6,
+        batch: client_batch(1),
+        record_count: 1,
+        acks: Acks::Quorum,
+    });
+    assert!(
+        appends_done(&out).is_empty(),
+        "taken once the disk caught up"
+    );
+}
