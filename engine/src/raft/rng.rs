@@ -29,7 +29,10 @@ impl SplitMix64 {
         if max == 0 {
             return 0;
         }
-        self.next_u64() % (max + 1)
+        match max.checked_add(1) {
+            Some(bound) => self.next_u64() % bound,
+            None => self.next_u64(), // max = u64::MAX: every value is in range
+        }
     }
 }
 
