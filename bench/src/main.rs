@@ -9,7 +9,8 @@
 //! (docs/operations.md).
 
 #[macro_use]
-mod out;
+extern crate cli_out;
+use cli_out as out;
 
 mod cluster_bench;
 mod log_bench;

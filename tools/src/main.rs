@@ -15,7 +15,8 @@ use net::node::lock::{DirLock, LockError};
 use net::node::NodeConfig;
 
 #[macro_use]
-mod out;
+extern crate cli_out;
+use cli_out as out;
 
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
 /// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).

@@ -247,17 +247,6 @@ fn other_voter(target: i32) -> i32 {
     target % 3 + 1
 }
 
-fn error_of(response: &Response) -> ErrorCode {
-    match response {
-        Response::Vote(r) => r.error,
-        Response::BeginQuorumEpoch(r) => r.error,
-        Response::EndQuorumEpoch(r) => r.error,
-        Response::FetchQuorumRecords(r) => r.error,
-        Response::FindQuorum(r) => r.error,
-        Response::DescribeQuorum(r) => r.error,
-    }
-}
-
 /// Sends `request` to node `target`; the answer (or why there was none), labelled.
 fn attack(cluster: &Cluster, target: i32, request: Request) -> (String, Result<Response, String>) {
     let label = format!("{request:?} to node {target}");
@@ -270,11 +259,7 @@ fn attack(cluster: &Cluster, target: i32, request: Request) -> (String, Result<R
 fn assert_all_refused(answers: &[(String, Result<Response, String>)]) {
     for (label, response) in answers {
         match response {
-            Ok(response) => assert_eq!(
-                error_of(response),
-                REFUSED,
-                "{label}: answered {response:?}"
-            ),
+            Ok(response) => assert_eq!(response.error(), REFUSED, "{label}: answered {response:?}"),
             Err(error) => panic!("{label}: no answer: {error}"),
         }
         if let Ok(Response::Vote(vote)) = response {

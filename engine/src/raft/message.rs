@@ -200,6 +200,18 @@ impl Request {
 }
 
 impl Response {
+    /// The error code every quorum RPC's response carries.
+    pub fn error(&self) -> ErrorCode {
+        match self {
+            Response::Vote(r) => r.error,
+            Response::BeginQuorumEpoch(r) => r.error,
+            Response::EndQuorumEpoch(r) => r.error,
+            Response::FetchQuorumRecords(r) => r.error,
+            Response::FindQuorum(r) => r.error,
+            Response::DescribeQuorum(r) => r.error,
+        }
+    }
+
     pub fn api_key(&self) -> i16 {
         match self {
             Response::Vote(_) => api_key::VOTE,

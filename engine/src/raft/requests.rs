@@ -85,16 +85,7 @@ impl Outbound {
         kind: RequestKind,
         request: Request,
     ) -> Correlation {
-        let correlation = self.next_correlation();
-        self.in_flight.push((
-            correlation,
-            InFlight {
-                to,
-                epoch,
-                kind,
-                deadline: now + self.request_timeout_ms,
-            },
-        ));
+        let correlation = self.track(now, to, epoch, kind);
         out.push(Output::Send {
             to,
             correlation,
@@ -113,16 +104,7 @@ impl Outbound {
         endpoint: VoterEndpoint,
         request: Request,
     ) -> Correlation {
-        let correlation = self.next_correlation();
-        self.in_flight.push((
-            correlation,
-            InFlight {
-                to: endpoint.voter_id,
-                epoch,
-                kind: RequestKind::Probe,
-                deadline: now + self.request_timeout_ms,
-            },
-        ));
+        let correlation = self.track(now, endpoint.voter_id, epoch, RequestKind::Probe);
         out.push(Output::ProbeEndpoint {
             correlation,
             endpoint,
@@ -131,14 +113,24 @@ impl Outbound {
         correlation
     }
 
-    /// A correlation id no request in flight has: responses are matched by it alone.
-    fn next_correlation(&mut self) -> Correlation {
+    /// Records a request to `to` as in flight under a correlation id no other request in
+    /// flight has (responses are matched by it alone), with its timeout.
+    fn track(&mut self, now: TimeMs, to: NodeId, epoch: Epoch, kind: RequestKind) -> Correlation {
         let correlation = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
         debug_assert!(
             self.in_flight.iter().all(|(c, _)| *c != correlation),
             "correlation {correlation} reused"
         );
+        self.in_flight.push((
+            correlation,
+            InFlight {
+                to,
+                epoch,
+                kind,
+                deadline: now + self.request_timeout_ms,
+            },
+        ));
         correlation
     }
 

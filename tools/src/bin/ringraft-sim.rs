@@ -11,8 +11,8 @@ use clap::Parser;
 use engine::sim::{run_seed, SimConfig};
 
 #[macro_use]
-#[path = "../out.rs"]
-mod out;
+extern crate cli_out;
+use cli_out as out;
 
 #[derive(Parser)]
 #[command(

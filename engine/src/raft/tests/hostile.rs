@@ -38,17 +38,6 @@ fn alerts(out: &[Output]) -> Vec<String> {
         .collect()
 }
 
-fn error_of(r: &Response) -> ErrorCode {
-    match r {
-        Response::Vote(r) => r.error,
-        Response::BeginQuorumEpoch(r) => r.error,
-        Response::EndQuorumEpoch(r) => r.error,
-        Response::FetchQuorumRecords(r) => r.error,
-        Response::FindQuorum(r) => r.error,
-        Response::DescribeQuorum(r) => r.error,
-    }
-}
-
 /// Sends `request` from `from` and checks that it was refused with `error`, that the refusal
 /// came first, and that nothing was persisted or changed.
 fn assert_refused(h: &mut Harness, from: NodeId, request: Request, error: ErrorCode) {
@@ -58,7 +47,7 @@ fn assert_refused(h: &mut Harness, from: NodeId, request: Request, error: ErrorC
     assert!(matches!(out[0], Output::Refused { .. }), "{out:?}");
     let answers = responses(&out);
     assert_eq!(answers.len(), 1, "{out:?}");
-    assert_eq!(error_of(&answers[0].1), error, "{request:?}");
+    assert_eq!(answers[0].1.error(), error, "{request:?}");
     assert!(
         persisted(&out).is_empty(),
         "{request:?} persisted something"

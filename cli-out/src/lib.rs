@@ -9,9 +9,7 @@
 //! (ignored): a process-wide SIGPIPE default would kill the process on a write to any closed
 //! pipe or socket, and skip those destructors.
 //!
-//! The same file is tools/src/out.rs and bench/src/out.rs (two crates); keep the two identical.
-
-#![allow(dead_code)]
+//! One crate for the `ringraft` and `ringraft-sim` tools and `ringraft-bench`.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,8 +70,9 @@ pub fn parse_args<P: clap::Parser>() -> P {
 }
 
 /// `println!` through [`line`]: evaluates to `io::Result<()>`.
+#[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {
-        $crate::out::line(format_args!($($arg)*))
+        $crate::line(format_args!($($arg)*))
     };
 }
