@@ -1,11 +1,14 @@
 //! The io_uring group-commit writer on real files: durability reports by seq, group commit under
-//! concurrent submitters, reads, truncation, rolls, fail-stop on a bad request, and reopen.
+//! concurrent submitters, reads (on the reader thread), truncation, rolls, fail-stop on a bad
+//! request, and reopen. The reader's own tests: log_reader.rs.
 
 mod log_support;
 
 use std::time::Duration;
 
-use engine::io::{GroupCommitWriter, SyncMode, WriterConfig, WriterEvent, WriterRequest};
+use engine::io::{
+    GroupCommitWriter, ReadRequest, SyncMode, WriterConfig, WriterEvent, WriterRequest,
+};
 use engine::log::{Log, LogConfig};
 use engine::raft::{Batch, LogOp, LogOpKind};
 use log_support::{batch, header, read_all, small_config};
@@ -133,11 +136,13 @@ fn truncate_and_read_through_the_writer() {
     seq += 1;
     writer.submit(WriterRequest::TruncateTo { seq, offset: 150 });
     assert_eq!(wait_durable(&writer, seq), 150);
-    writer.submit(WriterRequest::Read {
-        read_id: 7,
-        from_offset: 140,
-        max_bytes: 1 << 20,
-    });
+    writer
+        .read(ReadRequest {
+            read_id: 7,
+            from_offset: 140,
+            max_bytes: 1 << 20,
+        })
+        .unwrap();
     match writer.events().recv_timeout(WAIT).unwrap() {
         WriterEvent::ReadDone { read_id: 7, result } => {
             let got = result.unwrap();

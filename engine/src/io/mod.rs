@@ -1,11 +1,16 @@
-//! Disk IO for the log: block-aligned buffers, file syscalls, and the io_uring
-//! [`GroupCommitWriter`] thread that makes appends durable in groups.
+//! Disk IO for the log: block-aligned buffers, file syscalls, the io_uring
+//! [`GroupCommitWriter`] thread that makes appends durable in groups, the reader thread that
+//! serves catch-up reads off the writer's sequence, and the bounded event channel both report on.
 
 pub mod aligned;
+mod events;
 pub mod file;
+pub mod reader;
 pub mod writer;
 
+pub use events::EVENT_CAPACITY;
+pub use reader::{ReadRefused, ReadRequest, ReaderStats, READ_QUEUE_CAPACITY};
 pub use writer::{
-    exit_on_fatal, GroupCommitWriter, RingInfo, SyncMode, WriterConfig, WriterError, WriterEvent,
-    WriterRequest, WriterStats,
+    exit_on_fatal, GroupCommitWriter, RingInfo, SubmitError, SyncMode, WriterConfig, WriterError,
+    WriterEvent, WriterRequest, WriterStats, REQUEST_CAPACITY,
 };

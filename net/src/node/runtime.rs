@@ -483,11 +483,20 @@ impl Node {
                 max_bytes,
             } => {
                 self.counters.log_reads += 1;
-                self.writer().submit(WriterRequest::Read {
+                let read = engine::io::ReadRequest {
                     read_id,
                     from_offset,
                     max_bytes,
-                })
+                };
+                // The log's reader thread serves it; a full reader queue refuses it at once and
+                // the fetch is answered with no records (docs/architecture.md, "Node runtime").
+                if let Err(refused) = self.writer().read(read) {
+                    debug!(%refused, read_id, "log read refused");
+                    self.step(Input::LogReadDone {
+                        read_id,
+                        batches: Vec::new(),
+                    });
+                }
             }
             Output::HighWatermark(hw) => debug!(hw, "high watermark"),
             Output::AppendDone { id, result } => self.append_done(id, result),
