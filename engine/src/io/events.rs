@@ -136,6 +136,14 @@ impl EventSink {
         }
     }
 
+    /// Sleeps for `timeout` unless the handle shuts down first; returns true if it did.
+    pub fn wait_closed(&self, timeout: std::time::Duration) -> bool {
+        matches!(
+            self.closed.recv_timeout(timeout),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        )
+    }
+
     fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter (EAGAIN) is

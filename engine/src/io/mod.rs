@@ -12,5 +12,5 @@ pub use events::EVENT_CAPACITY;
 pub use reader::{ReadRefused, ReadRequest, ReaderStats, READ_QUEUE_CAPACITY};
 pub use writer::{
     exit_on_fatal, GroupCommitWriter, RingInfo, SubmitError, SyncMode, WriterConfig, WriterError,
-    WriterEvent, WriterRequest, WriterStats, REQUEST_CAPACITY,
+    WriterEvent, WriterRequest, WriterStats, READ_BYTES_PER_SEC, REQUEST_CAPACITY,
 };

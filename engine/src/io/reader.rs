@@ -9,11 +9,16 @@
 //! log wakes for it exactly as for a durability report. Its request queue is bounded
 //! ([`READ_QUEUE_CAPACITY`]); a read that finds it full is refused at once ([`ReadRefused`]), never
 //! waited for.
+//!
+//! Reads are paced to a byte budget (`WriterConfig::read_bytes_per_sec`, a token bucket holding
+//! one second of it): moving catch-up data costs the disk, the CPUs and the network the commit
+//! path needs too, and the budget is what keeps a replica catching up from the start of a large
+//! log from taking them over (docs/benchmarks.md, "Commit latency while a replica catches up").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
@@ -61,6 +66,48 @@ pub struct ReaderStats {
     pub errors: AtomicU64,
     /// The longest read so far, in microseconds.
     pub max_read_us: AtomicU64,
+    /// Time spent waiting for the read budget, in microseconds.
+    pub paced_us: AtomicU64,
+}
+
+/// A token bucket over bytes read: it refills at `rate` bytes/s up to one second's worth, and a
+/// read waits while the bucket is in debt (a read may take it into debt by up to one read).
+struct Pacer {
+    rate: f64,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Pacer {
+    fn new(rate: u64) -> Self {
+        Self {
+            rate: rate as f64,
+            tokens: rate as f64,
+            refilled: Instant::now(),
+        }
+    }
+
+    fn refill(&mut self) {
+        let now = Instant::now();
+        let earned = now.duration_since(self.refilled).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + earned).min(self.rate);
+        self.refilled = now;
+    }
+
+    /// How long until the bucket is out of debt (zero when it is not in debt).
+    fn wait(&mut self) -> Duration {
+        self.refill();
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.rate)
+        }
+    }
+
+    fn spend(&mut self, bytes: usize) {
+        self.refill();
+        self.tokens -= bytes as f64;
+    }
 }
 
 /// Handle to the reader thread. Dropping it stops the thread after the read in progress.
@@ -71,13 +118,19 @@ pub struct LogReader {
 }
 
 impl LogReader {
-    pub(crate) fn start(view: Arc<LogView>, sink: EventSink) -> Result<Self, WriterError> {
+    /// Starts the thread; `bytes_per_sec` paces its reads (None: as fast as the disk goes).
+    pub(crate) fn start(
+        view: Arc<LogView>,
+        sink: EventSink,
+        bytes_per_sec: Option<u64>,
+    ) -> Result<Self, WriterError> {
         let (request_tx, request_rx) = crossbeam_channel::bounded(READ_QUEUE_CAPACITY);
         let stats = Arc::new(ReaderStats::default());
         let thread_stats = Arc::clone(&stats);
+        let pacer = bytes_per_sec.filter(|&rate| rate > 0).map(Pacer::new);
         let thread = std::thread::Builder::new()
             .name("ringraft-read".into())
-            .spawn(move || run(&view, &request_rx, &sink, &thread_stats))
+            .spawn(move || run(&view, &request_rx, &sink, &thread_stats, pacer))
             .map_err(WriterError::Spawn)?;
         Ok(Self {
             requests: Some(request_tx),
@@ -126,8 +179,25 @@ impl Drop for LogReader {
     }
 }
 
-fn run(view: &LogView, requests: &Receiver<ReadRequest>, sink: &EventSink, stats: &ReaderStats) {
+fn run(
+    view: &LogView,
+    requests: &Receiver<ReadRequest>,
+    sink: &EventSink,
+    stats: &ReaderStats,
+    mut pacer: Option<Pacer>,
+) {
     while let Ok(request) = requests.recv() {
+        if let Some(pacer) = &mut pacer {
+            let wait = pacer.wait();
+            if !wait.is_zero() {
+                stats
+                    .paced_us
+                    .fetch_add(wait.as_micros() as u64, Ordering::Relaxed);
+                if sink.wait_closed(wait) {
+                    return; // the handle shut down meanwhile
+                }
+            }
+        }
         let started = Instant::now();
         let result = view.read(request.from_offset, request.max_bytes);
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -140,6 +210,9 @@ fn run(view: &LogView, requests: &Receiver<ReadRequest>, sink: &EventSink, stats
                     .batches
                     .fetch_add(batches.len() as u64, Ordering::Relaxed);
                 stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                if let Some(pacer) = &mut pacer {
+                    pacer.spend(bytes);
+                }
                 stats
                     .retries
                     .fetch_add(u64::from(outcome.retries), Ordering::Relaxed);
@@ -160,5 +233,33 @@ fn run(view: &LogView, requests: &Receiver<ReadRequest>, sink: &EventSink, stats
         if !sink.send(event) {
             return; // the handle shut down: nobody reads results any more
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pacer_lets_a_second_of_budget_through_then_makes_reads_wait() {
+        let rate = 1 << 20;
+        let mut pacer = Pacer::new(rate);
+        assert!(
+            pacer.wait().is_zero(),
+            "a full bucket lets a read go at once"
+        );
+        pacer.spend(rate as usize / 2);
+        assert!(
+            pacer.wait().is_zero(),
+            "half the burst spent: still no wait"
+        );
+        // Two more seconds' worth: in debt by about 1.5 s of budget.
+        pacer.spend(2 * rate as usize);
+        let wait = pacer.wait();
+        assert!(!wait.is_zero(), "a bucket in debt makes the next read wait");
+        assert!(
+            wait <= Duration::from_secs(2),
+            "never more than the debt: {wait:?}"
+        );
     }
 }

@@ -66,7 +66,16 @@ pub struct WriterConfig {
     /// How long [`GroupCommitWriter::submit`] waits for room in a full channel before it declares
     /// the writer stalled (fail-stop, [`WriterError::Stalled`]).
     pub submit_timeout: Duration,
+    /// The reader thread's budget in bytes read per second (None or 0: unpaced); default
+    /// [`READ_BYTES_PER_SEC`].
+    pub read_bytes_per_sec: Option<u64>,
 }
+
+/// The default catch-up read budget, 32 MiB/s: on the 2-vCPU benchmark machine an unpaced
+/// catch-up from the start of a 4 GB log multiplied the leader's commit p99 by 5 to 6, and this
+/// budget kept it within 2x (docs/benchmarks.md, "Commit latency while a replica catches up").
+/// A follower 1 GiB behind catches up in about 32 s at this rate.
+pub const READ_BYTES_PER_SEC: u64 = 32 << 20;
 
 /// The default bound of the request channel. The raft thread's pipeline into the writer is one
 /// request per client append in flight on the leader (a follower has one or two fetch responses
@@ -89,6 +98,7 @@ impl Default for WriterConfig {
             split_write_bytes: 512 << 10,
             request_capacity: REQUEST_CAPACITY,
             submit_timeout: Duration::from_secs(10),
+            read_bytes_per_sec: Some(READ_BYTES_PER_SEC),
         }
     }
 }
@@ -248,6 +258,7 @@ impl GroupCommitWriter {
         let channel = EventChannel::new(EVENT_CAPACITY)?;
         let request_capacity = config.request_capacity.max(1);
         let submit_timeout = config.submit_timeout;
+        let read_bytes_per_sec = config.read_bytes_per_sec;
         let (request_tx, request_rx) = crossbeam_channel::bounded(request_capacity);
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let stats = Arc::new(WriterStats::default());
@@ -271,7 +282,7 @@ impl GroupCommitWriter {
             })
             .map_err(WriterError::Spawn)?;
         let info = ready_rx.recv().expect("writer thread reports its set-up")?;
-        let reader = match LogReader::start(view, channel.sink) {
+        let reader = match LogReader::start(view, channel.sink, read_bytes_per_sec) {
             Ok(reader) => reader,
             Err(error) => {
                 let _ = request_tx.send(WriterRequest::Shutdown);

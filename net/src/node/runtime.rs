@@ -293,6 +293,7 @@ impl Node {
             log,
             WriterConfig {
                 cpu: config.log_cpu,
+                read_bytes_per_sec: config.log_read_bytes_per_sec,
                 ..WriterConfig::default()
             },
         )?;
