@@ -5,6 +5,7 @@
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
 //! node's log).
 
+mod catch_up;
 mod cluster_bench;
 mod log_bench;
 mod open_loop;
