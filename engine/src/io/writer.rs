@@ -72,9 +72,9 @@ pub struct WriterConfig {
 }
 
 /// The default catch-up read budget, 32 MiB/s: on the 2-vCPU benchmark machine an unpaced
-/// catch-up from the start of a 4 GB log multiplied the leader's commit p99 by 5 to 6, and this
-/// budget kept it within 2x (docs/benchmarks.md, "Commit latency while a replica catches up").
-/// A follower 1 GiB behind catches up in about 32 s at this rate.
+/// catch-up from the start of a large log multiplied the leader's commit p99 several times, and
+/// this budget kept it within 2x (docs/benchmarks.md, "Commit latency while a replica catches
+/// up"). A follower 1 GiB behind needs at least 32 s to catch up at this rate.
 pub const READ_BYTES_PER_SEC: u64 = 32 << 20;
 
 /// The default bound of the request channel. The raft thread's pipeline into the writer is one
