@@ -13,6 +13,7 @@ use clap::Args;
 use net::client::BlockingClient;
 use serde::Serialize;
 
+use crate::catch_up::{self, CatchUpReport};
 use crate::proc_sample::{self, ProcSample};
 use crate::produce_load::{self, Interval, LoadConfig, LoadReport, WindowObserver};
 use crate::svg_chart::{self, RatePoint};
@@ -78,6 +79,15 @@ pub struct ClusterArgs {
     /// Write an SVG with the latency percentile chart and throughput over time to this file.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Before the warm-up, commit at least this many MB of record values (256-record batches
+    /// from 8 connections), so the log is larger than the leader's in-memory tail.
+    #[arg(long, default_value_t = 0.0)]
+    prefill_mb: f64,
+    /// After the prefill, start one observer with an empty log (id `--nodes` + 1, bootstrap
+    /// servers only): it replicates the log from offset 0 during the run, through log reads on
+    /// the leader. The report says how far it got (`catch_up`).
+    #[arg(long)]
+    catch_up_observer: bool,
 }
 
 #[derive(Serialize)]
@@ -130,6 +140,8 @@ struct Report {
     /// `node stats` line it logs when it stops: wake-ups per batch, writer group sizes,
     /// tail-cache hit rate (docs/architecture.md, "Costs per commit").
     node_stats: BTreeMap<usize, BTreeMap<String, f64>>,
+    /// The prefill and the catching-up observer (`--prefill-mb`, `--catch-up-observer`).
+    catch_up: CatchUpReport,
 }
 
 /// /proc readings of the nodes (when this run started them) and of the load generator at the
@@ -143,6 +155,8 @@ struct NodeWatch {
     end: Vec<Option<ProcSample>>,
     bench_start: Option<ProcSample>,
     bench_end: Option<ProcSample>,
+    leader: Option<SocketAddr>,
+    catch_up: CatchUpReport,
 }
 
 impl NodeWatch {
@@ -171,6 +185,9 @@ impl WindowObserver for NodeWatch {
     fn window_started(&mut self) {
         self.start = self.sample_all();
         self.bench_start = proc_sample::sample(std::process::id());
+        if let Some(leader) = self.leader {
+            self.catch_up.window_started(leader);
+        }
     }
 
     fn interval(&mut self, interval: &mut Interval) {
@@ -188,6 +205,9 @@ impl WindowObserver for NodeWatch {
     fn window_ended(&mut self) {
         self.end = self.sample_all();
         self.bench_end = proc_sample::sample(std::process::id());
+        if let Some(leader) = self.leader {
+            self.catch_up.window_ended(leader);
+        }
     }
 }
 
@@ -211,16 +231,26 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     validate(&args)?;
     install_signal_handlers();
     let mut cluster = None;
+    let mut bin = None;
     let (leader, replication_factor) = match &args.bootstrap_server {
         Some(servers) => find_leader(servers)?,
         None => {
-            let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
-            let mut started = LocalCluster::start(&bin, &args)?;
+            let path = ringraft_binary(args.ringraft_bin.as_deref())?;
+            let mut started = LocalCluster::start(&path, &args)?;
             let leader = started.wait_for_leader()?;
             cluster = Some(started);
+            bin = Some(path);
             (leader, args.nodes)
         }
     };
+    let mut catch_up = CatchUpReport::default();
+    if args.prefill_mb > 0.0 {
+        (catch_up.prefill_mb, catch_up.prefill_sec) =
+            catch_up::prefill(leader, args.record_bytes, args.prefill_mb, &INTERRUPTED)?;
+    }
+    if let (true, Some(cluster), Some(bin)) = (args.catch_up_observer, cluster.as_mut(), &bin) {
+        catch_up.observer_id = Some(cluster.start_observer(bin, &args)?);
+    }
     let config = LoadConfig {
         leader,
         connections: args.connections,
@@ -233,7 +263,11 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         duration: Duration::from_secs_f64(args.duration),
         bench_cpus: args.bench_cpus.clone(),
     };
-    let mut watch = NodeWatch::default();
+    let mut watch = NodeWatch {
+        leader: Some(leader),
+        catch_up,
+        ..NodeWatch::default()
+    };
     if let Some(cluster) = &cluster {
         watch.nodes = cluster.pids();
         watch.leader_pid = cluster.pid_at(leader);
@@ -315,6 +349,15 @@ fn validate(args: &ClusterArgs) -> Result<(), String> {
     if !(args.duration > 0.0 && args.warmup >= 0.0) {
         return Err("--duration must be positive and --warmup not negative".into());
     }
+    if !(args.prefill_mb >= 0.0 && args.prefill_mb.is_finite()) {
+        return Err(format!(
+            "--prefill-mb {}: use a size in MB",
+            args.prefill_mb
+        ));
+    }
+    if args.catch_up_observer && args.bootstrap_server.is_some() {
+        return Err("--catch-up-observer starts a node: not with --bootstrap-server".into());
+    }
     Ok(())
 }
 
@@ -385,6 +428,7 @@ impl Report {
                 })
                 .collect(),
             node_stats: BTreeMap::new(),
+            catch_up: watch.catch_up.clone(),
         }
     }
 }
@@ -590,6 +634,9 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
             .collect();
         outln!("  node RSS KiB (window start -> end): [{}]", fmt_list(rss))?;
     }
+    if let Some(line) = r.catch_up.summary() {
+        println!("{line}");
+    }
     for exit in &r.node_exits {
         outln!("  {exit}")?;
     }
@@ -748,11 +795,30 @@ impl LocalCluster {
             nodes: Vec::new(),
             root,
         };
+        let membership = format!("quorum.voters={voters}");
         for (i, port) in ports.iter().enumerate() {
-            let node = cluster.spawn(bin, args, i, *port, &voters)?;
+            let node = cluster.spawn(bin, args, i, *port, &membership)?;
             cluster.nodes.push(node);
         }
         Ok(cluster)
+    }
+
+    /// Starts an observer (id = voters + 1) with an empty log that knows the voters only as
+    /// bootstrap servers; returns its id.
+    fn start_observer(&mut self, bin: &Path, args: &ClusterArgs) -> Result<usize, String> {
+        let bootstrap = self
+            .nodes
+            .iter()
+            .map(|n| n.addr.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let port = free_ports(1)?[0];
+        let index = self.nodes.len();
+        let membership = format!("bootstrap.servers={bootstrap}");
+        let node = self.spawn(bin, args, index, port, &membership)?;
+        let id = node.id;
+        self.nodes.push(node);
+        Ok(id)
     }
 
     fn spawn(
@@ -761,7 +827,7 @@ impl LocalCluster {
         args: &ClusterArgs,
         index: usize,
         port: u16,
-        voters: &str,
+        membership: &str,
     ) -> Result<NodeProcess, String> {
         let id = index + 1;
         let dir = self.root.path().join(format!("node-{id}"));
@@ -771,7 +837,7 @@ impl LocalCluster {
             &config,
             format!(
                 "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                 log.dirs={}\nquorum.voters={voters}\n",
+                 log.dirs={}\n{membership}\n",
                 dir.display()
             ),
         )

@@ -154,6 +154,7 @@ pub fn run(args: LogArgs) -> Result<(), String> {
         },
         register_buffers: !args.no_register_buffers,
         split_write_bytes: args.split_write_bytes,
+        ..WriterConfig::default()
     };
     let log = Log::open(&run_dir.path, log_config).map_err(|e| e.to_string())?;
     let writer = GroupCommitWriter::start(log, writer_config.clone()).map_err(|e| e.to_string())?;

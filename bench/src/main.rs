@@ -12,6 +12,7 @@
 extern crate cli_out;
 use cli_out as out;
 
+mod catch_up;
 mod cluster_bench;
 mod log_bench;
 mod open_loop;

@@ -2,6 +2,7 @@
 //!
 //! - [`base`]: ids, offsets, epochs, time and the leader-epoch cache (the bottom layer).
 //! - [`record`]: Kafka RecordBatch v2 (the format on disk and on the wire).
+//! - [`os`]: aligned buffers, file syscalls, CPU pinning (below the log).
 //! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
 //! - [`fail_stop`]: stopping the process on a durability failure or a panic.
 //! - [`io`]: the io_uring `GroupCommitWriter` that makes appends durable.
@@ -13,6 +14,7 @@ pub mod base;
 pub mod fail_stop;
 pub mod io;
 pub mod log;
+pub mod os;
 pub mod quorum_state_store;
 pub mod raft;
 pub mod record;

@@ -1,13 +1,15 @@
 //! The io_uring group-commit writer on real files: durability reports by seq, group commit under
-//! concurrent submitters, reads, truncation, rolls, fail-stop on a bad request, and reopen.
+//! concurrent submitters, reads (on the reader thread), truncation, rolls, fail-stop on a bad
+//! request, and reopen. The reader's own tests: log_reader.rs.
 
 mod log_support;
 
 use std::time::Duration;
 
-use engine::io::{GroupCommitWriter, SyncMode, WriterConfig, WriterEvent, WriterRequest};
+use engine::io::{
+    GroupCommitWriter, ReadRequest, SyncMode, WriterConfig, WriterEvent, WriterRequest,
+};
 use engine::log::{Log, LogConfig};
-use engine::raft::{Batch, LogOp, LogOpKind};
 use log_support::{batch, header, read_all, small_config};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -133,11 +135,13 @@ fn truncate_and_read_through_the_writer() {
     seq += 1;
     writer.submit(WriterRequest::TruncateTo { seq, offset: 150 });
     assert_eq!(wait_durable(&writer, seq), 150);
-    writer.submit(WriterRequest::Read {
-        read_id: 7,
-        from_offset: 140,
-        max_bytes: 1 << 20,
-    });
+    writer
+        .read(ReadRequest {
+            read_id: 7,
+            from_offset: 140,
+            max_bytes: 1 << 20,
+        })
+        .unwrap();
     match writer.events().recv_timeout(WAIT).unwrap() {
         WriterEvent::ReadDone { read_id: 7, result } => {
             let got = result.unwrap();
@@ -147,19 +151,12 @@ fn truncate_and_read_through_the_writer() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    // Appends continue from the truncation point, in a new epoch, through the LogOp mapping.
+    // Appends continue from the truncation point, in a new epoch.
     let b = batch(150, 3, 2, 10);
-    let op = LogOp {
+    writer.submit(WriterRequest::Append {
         seq: seq + 1,
-        kind: LogOpKind::Append(vec![Batch {
-            base_offset: 150,
-            epoch: 3,
-            record_count: 2,
-            is_control: false,
-            bytes: b,
-        }]),
-    };
-    writer.submit(WriterRequest::from_log_op(op));
+        batches: vec![b],
+    });
     assert_eq!(wait_durable(&writer, seq + 1), 152);
     let log = writer.shutdown().unwrap();
     assert_eq!(log.epoch_cache().entries(), &[(1, 0), (3, 150)]);
@@ -264,7 +261,7 @@ fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
 #[test]
 fn pinning_checks_the_allowed_set() {
     let dir = tempfile::tempdir().unwrap();
-    let allowed = engine::io::file::allowed_cpus().unwrap();
+    let allowed = engine::os::file::allowed_cpus().unwrap();
     let writer_config = WriterConfig {
         cpu: Some(allowed[0]),
         ..WriterConfig::default()

@@ -272,7 +272,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
 #[test]
 fn a_pinning_cpu_outside_the_allowed_set_fails_at_start_up_naming_the_set() {
     let cluster = Cluster::new(1);
-    let beyond = engine::io::file::allowed_cpus().unwrap().last().unwrap() + 1;
+    let beyond = engine::os::file::allowed_cpus().unwrap().last().unwrap() + 1;
     let setting = format!("log.cpu={beyond}");
     let mut node = ProcessGuard {
         child: spawn(&cluster.nodes[0].config, &[&setting], Stdio::piped()),

@@ -1,11 +1,13 @@
-//! Disk IO for the log: block-aligned buffers, file syscalls, and the io_uring
-//! [`GroupCommitWriter`] thread that makes appends durable in groups.
+//! The log's threads: the io_uring [`GroupCommitWriter`] thread that makes appends durable in groups, the reader thread that
+//! serves catch-up reads off the writer's sequence, and the bounded event channel both report on.
 
-pub mod aligned;
-pub mod file;
+mod events;
+pub mod reader;
 pub mod writer;
 
+pub use events::EVENT_CAPACITY;
+pub use reader::{ReadRefused, ReadRequest, ReaderStats, READ_QUEUE_CAPACITY};
 pub use writer::{
-    exit_on_fatal, GroupCommitWriter, RingInfo, SyncMode, WriterConfig, WriterError, WriterEvent,
-    WriterRequest, WriterStats,
+    exit_on_fatal, GroupCommitWriter, RingInfo, SubmitError, SyncMode, WriterConfig, WriterError,
+    WriterEvent, WriterRequest, WriterStats, READ_BYTES_PER_SEC, REQUEST_CAPACITY,
 };

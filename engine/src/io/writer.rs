@@ -1,28 +1,35 @@
 //! The group-commit writer: one thread, one io_uring, owning the log's files.
 //!
-//! Requests arrive on a channel. While a group's write and fdatasync are in flight the channel
-//! keeps collecting; when they complete, everything queued becomes the next group: staged into the
-//! log's aligned buffer, written with one O_DIRECT write (the last partial block of the previous
-//! group rewritten in front of it), with a linked fdatasync behind it. Each new durable point is
-//! reported as [`WriterEvent::Durable`] on a channel, and the writer's eventfd is signalled so a
-//! thread parked in its own io_uring can watch it. An IO error is fatal: reported once as
-//! [`WriterEvent::Fatal`], after which the thread stops and nothing later is reported durable.
+//! Requests arrive on a bounded channel. While a group's write and fdatasync are in flight the
+//! channel keeps collecting; when they complete, everything queued becomes the next group: staged
+//! into the log's aligned buffer, written with one O_DIRECT write (the last partial block of the
+//! previous group rewritten in front of it), with a linked fdatasync behind it. Each new durable
+//! point is reported as [`WriterEvent::Durable`] on a bounded event channel, and the writer's
+//! eventfd is signalled so a thread parked in its own io_uring can watch it. An IO error is fatal:
+//! reported once as [`WriterEvent::Fatal`], after which the thread stops and nothing later is
+//! reported durable.
+//!
+//! The handle also starts the log's reader thread ([`super::reader`]): catch-up reads never run
+//! in this thread's sequence, and their results come back on the same event channel and eventfd.
+//! The bounds and what happens when a channel is full: docs/architecture.md, "Threads".
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::aligned::align_up;
-use super::file::{self, PinError};
+use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
+use super::reader::{LogReader, ReadRefused, ReadRequest, ReaderStats};
+use crate::base::Offset;
 use crate::log::{GroupWrite, Log, LogError, StageStop};
-use crate::raft::{LogOp, LogOpKind, Offset};
+use crate::os::aligned::align_up;
+use crate::os::file::{self, PinError};
 
 /// How a group is made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +60,34 @@ pub struct WriterConfig {
     /// A group larger than this goes out as several parallel writes of this size (block
     /// multiple), with the fdatasync drained behind them.
     pub split_write_bytes: usize,
+    /// Requests the channel holds before [`GroupCommitWriter::submit`] has to wait
+    /// ([`REQUEST_CAPACITY`] by default).
+    pub request_capacity: usize,
+    /// How long [`GroupCommitWriter::submit`] waits for room in a full channel before it declares
+    /// the writer stalled (fail-stop, [`WriterError::Stalled`]).
+    pub submit_timeout: Duration,
+    /// The reader thread's budget in bytes read per second (None or 0: unpaced); default
+    /// [`READ_BYTES_PER_SEC`].
+    pub read_bytes_per_sec: Option<u64>,
 }
+
+/// The default catch-up read budget, 32 MiB/s: on the 2-vCPU benchmark machine an unpaced
+/// catch-up from the start of a large log multiplied the leader's commit p99 several times, and
+/// this budget kept it within 2x (docs/benchmarks.md, "Commit latency while a replica catches
+/// up"). A follower 1 GiB behind needs at least 32 s to catch up at this rate.
+pub const READ_BYTES_PER_SEC: u64 = 32 << 20;
+
+/// The default bound of the request channel. The raft thread's pipeline into the writer is one
+/// request per client append in flight on the leader (a follower has one or two fetch responses
+/// in flight), so this holds about 4096 Produce requests in flight before the raft thread feels
+/// backpressure: 800 connections at a Kafka client's default 5 in flight.
+pub const REQUEST_CAPACITY: usize = 4096;
+
+/// The writer takes requests off the channel into its own queue only while that queue holds
+/// less than this many groups' worth of batch bytes (`max_group_bytes` each) and fewer than
+/// `request_capacity` requests: more could not go out sooner, and the rest waits in the bounded
+/// channel, where it pushes back on the sender.
+const QUEUED_GROUPS: usize = 2;
 
 impl Default for WriterConfig {
     fn default() -> Self {
@@ -62,6 +96,9 @@ impl Default for WriterConfig {
             sync_mode: SyncMode::LinkedFdatasync,
             register_buffers: true,
             split_write_bytes: 512 << 10,
+            request_capacity: REQUEST_CAPACITY,
+            submit_timeout: Duration::from_secs(10),
+            read_bytes_per_sec: Some(READ_BYTES_PER_SEC),
         }
     }
 }
@@ -73,37 +110,18 @@ pub enum WriterRequest {
     Append { seq: u64, batches: Vec<Bytes> },
     /// Drop everything at or beyond `offset`, durably.
     TruncateTo { seq: u64, offset: Offset },
-    /// Read written batches (answered with [`WriterEvent::ReadDone`]).
-    Read {
-        read_id: u64,
-        from_offset: Offset,
-        max_bytes: usize,
-    },
     /// Finish what is queued, checkpoint, and stop (answered with [`WriterEvent::Stopped`]).
     Shutdown,
-}
-
-impl WriterRequest {
-    /// The request that carries out one of the Raft core's log operations.
-    pub fn from_log_op(op: LogOp) -> Self {
-        match op.kind {
-            LogOpKind::Append(batches) => WriterRequest::Append {
-                seq: op.seq,
-                batches: batches.into_iter().map(|batch| batch.bytes).collect(),
-            },
-            LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
-                seq: op.seq,
-                offset,
-            },
-        }
-    }
 }
 
 /// What the writer reports.
 #[derive(Debug)]
 pub enum WriterEvent {
-    /// Every request with `seq <= up_to_seq` is durable; the log ends at `end_offset`.
+    /// Every request with `seq <= up_to_seq` is durable; the log ends at `end_offset`. When the
+    /// channel is full, reports coalesce: the next one delivered covers the ones not delivered.
     Durable { up_to_seq: u64, end_offset: Offset },
+    /// A read queued with [`GroupCommitWriter::read`] finished (sent by the reader thread; reads
+    /// finish in no fixed order relative to durability reports).
     ReadDone {
         read_id: u64,
         result: Result<Vec<Bytes>, LogError>,
@@ -138,6 +156,23 @@ pub enum WriterError {
     Log(#[from] LogError),
     #[error("request seq {seq} after seq {last}: seqs must increase")]
     SeqOrder { seq: u64, last: u64 },
+    #[error(
+        "the log writer took no request for {waited:?} with {capacity} queued: the disk has \
+         stalled"
+    )]
+    Stalled { waited: Duration, capacity: usize },
+}
+
+/// Why [`GroupCommitWriter::try_submit`] did not queue a request (handed back).
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The channel holds `request_capacity` requests: back off (a Produce can be answered with
+    /// a retriable error) or wait with [`GroupCommitWriter::submit`].
+    #[error("the log writer's queue is full")]
+    Full(WriterRequest),
+    /// The writer stopped (after a Fatal, which it reported).
+    #[error("the log writer has stopped")]
+    Stopped(WriterRequest),
 }
 
 /// Stops the process after a fatal storage error, with a clear message (exit code 74, EX_IOERR).
@@ -178,46 +213,46 @@ pub struct WriterStats {
     pub max_group_us: AtomicU64,
     /// Groups that took longer than [`SLOW_GROUP`] (each also logged as a warning).
     pub slow_groups: AtomicU64,
+    /// Submits that found the request channel full and had to wait.
+    pub submits_waited: AtomicU64,
+    /// Durability reports the full event channel could not take at once (coalesced).
+    pub reports_coalesced: AtomicU64,
 }
 
-/// Handle to the writer thread.
+/// Handle to the writer thread and the log's reader thread.
 pub struct GroupCommitWriter {
     requests: Sender<WriterRequest>,
     events: Receiver<WriterEvent>,
     eventfd: Arc<OwnedFd>,
+    /// Dropped at shutdown: tells the log threads that nobody reads events any more.
+    close_events: Option<Sender<()>>,
+    reader: LogReader,
     stats: Arc<WriterStats>,
     info: RingInfo,
+    request_capacity: usize,
+    submit_timeout: Duration,
     thread: Option<JoinHandle<Option<Log>>>,
 }
 
 impl GroupCommitWriter {
-    /// Starts the writer thread, which takes ownership of `log`. The ring is created on that
-    /// thread (SINGLE_ISSUER requires it); set-up errors are returned here.
+    /// Starts the writer thread, which takes ownership of `log`, and the reader thread, which
+    /// reads through the log's view. The ring is created on the writer thread (SINGLE_ISSUER
+    /// requires it); set-up errors are returned here.
     pub fn start(log: Log, config: WriterConfig) -> Result<Self, WriterError> {
-        // SAFETY: plain syscall.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(WriterError::EventFd(std::io::Error::last_os_error()));
-        }
-        // SAFETY: fd is a fresh eventfd we own.
-        let eventfd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        let (request_tx, request_rx) = crossbeam_channel::unbounded();
-        let (event_tx, event_rx) = crossbeam_channel::unbounded();
+        let channel = EventChannel::new(EVENT_CAPACITY)?;
+        let request_capacity = config.request_capacity.max(1);
+        let submit_timeout = config.submit_timeout;
+        let read_bytes_per_sec = config.read_bytes_per_sec;
+        let (request_tx, request_rx) = crossbeam_channel::bounded(request_capacity);
         let (ready_tx, ready_rx) = crossbeam_channel::bounded(1);
         let stats = Arc::new(WriterStats::default());
         let thread_stats = Arc::clone(&stats);
-        let thread_eventfd = Arc::clone(&eventfd);
+        let view = log.view();
+        let sink = channel.sink.clone();
         let thread = std::thread::Builder::new()
             .name("ringraft-log".into())
             .spawn(move || {
-                let setup = WriterThread::new(
-                    log,
-                    &config,
-                    request_rx,
-                    event_tx,
-                    thread_eventfd,
-                    thread_stats,
-                );
+                let setup = WriterThread::new(log, &config, request_rx, sink, thread_stats);
                 match setup {
                     Ok(writer) => {
                         let _ = ready_tx.send(Ok(writer.info.clone()));
@@ -231,26 +266,93 @@ impl GroupCommitWriter {
             })
             .map_err(WriterError::Spawn)?;
         let info = ready_rx.recv().expect("writer thread reports its set-up")?;
+        let reader = match LogReader::start(view, channel.sink, read_bytes_per_sec) {
+            Ok(reader) => reader,
+            Err(error) => {
+                let _ = request_tx.send(WriterRequest::Shutdown);
+                let _ = thread.join();
+                return Err(error);
+            }
+        };
         Ok(Self {
             requests: request_tx,
-            events: event_rx,
-            eventfd,
+            events: channel.events,
+            eventfd: channel.eventfd,
+            close_events: Some(channel.close),
+            reader,
             stats,
             info,
+            request_capacity,
+            submit_timeout,
             thread: Some(thread),
         })
     }
 
-    /// Where to send requests (clone it freely; send order is processing order).
+    /// Where to send requests (clone it freely; send order is processing order). The channel is
+    /// bounded: a send waits while it is full.
     pub fn sender(&self) -> Sender<WriterRequest> {
         self.requests.clone()
     }
 
+    /// Queues `request`. When the channel is full this waits for room (backpressure: the writer
+    /// frees room at every group), but at most `submit_timeout`: a writer that takes no request
+    /// for that long has a stalled disk, and the node stops ([`exit_on_fatal`] with
+    /// [`WriterError::Stalled`]) rather than block its caller for ever. Use [`Self::try_submit`]
+    /// or [`Self::congested`] to refuse work before that.
     pub fn submit(&self, request: WriterRequest) {
-        // A closed channel means the writer stopped after a Fatal, which it reported.
-        let _ = self.requests.send(request);
+        let request = match self.requests.try_send(request) {
+            Ok(()) => return,
+            // The writer stopped after a Fatal, which it reported.
+            Err(TrySendError::Disconnected(_)) => return,
+            Err(TrySendError::Full(request)) => request,
+        };
+        self.stats.submits_waited.fetch_add(1, Ordering::Relaxed);
+        match self.requests.send_timeout(request, self.submit_timeout) {
+            Ok(()) | Err(SendTimeoutError::Disconnected(_)) => {}
+            Err(SendTimeoutError::Timeout(_)) => exit_on_fatal(&WriterError::Stalled {
+                waited: self.submit_timeout,
+                capacity: self.request_capacity,
+            }),
+        }
     }
 
+    /// Queues `request` if the channel has room; never waits.
+    pub fn try_submit(&self, request: WriterRequest) -> Result<(), SubmitError> {
+        self.requests
+            .try_send(request)
+            .map_err(|error| match error {
+                TrySendError::Full(request) => SubmitError::Full(request),
+                TrySendError::Disconnected(request) => SubmitError::Stopped(request),
+            })
+    }
+
+    /// Requests waiting in the channel (not yet taken by the writer).
+    pub fn backlog(&self) -> usize {
+        self.requests.len()
+    }
+
+    pub fn request_capacity(&self) -> usize {
+        self.request_capacity
+    }
+
+    /// True when the channel is at least three quarters full: the moment for a driver to answer
+    /// new client appends with a retriable error instead of queueing them.
+    pub fn congested(&self) -> bool {
+        self.backlog() * 4 >= self.request_capacity * 3
+    }
+
+    /// Queues a catch-up read on the reader thread, answered with [`WriterEvent::ReadDone`] on
+    /// [`Self::events`] (and the eventfd). Never blocks: refused at once when the reader's queue
+    /// is full; a refused read gets no `ReadDone`.
+    pub fn read(&self, request: ReadRequest) -> Result<(), ReadRefused> {
+        self.reader.submit(request)
+    }
+
+    pub fn reader_stats(&self) -> &Arc<ReaderStats> {
+        self.reader.stats()
+    }
+
+    /// Durability reports, read results, the fatal error and the stop, from both log threads.
     pub fn events(&self) -> &Receiver<WriterEvent> {
         &self.events
     }
@@ -268,19 +370,25 @@ impl GroupCommitWriter {
         &self.info
     }
 
-    /// Asks for a clean shutdown and waits; returns the log (None after a fatal error).
+    /// Asks for a clean shutdown and waits; returns the log (None after a fatal error). Reads
+    /// still queued are dropped unanswered, and events nobody reads any more are dropped too.
     pub fn shutdown(mut self) -> Option<Log> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Option<Log> {
+        let thread = self.thread.take()?;
+        // Nobody reads events from here on: a log thread waiting for room gives up.
+        self.close_events = None;
+        self.reader.stop();
         let _ = self.requests.send(WriterRequest::Shutdown);
-        self.thread.take().and_then(|t| t.join().ok()).flatten()
+        thread.join().ok().flatten()
     }
 }
 
 impl Drop for GroupCommitWriter {
     fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = self.requests.send(WriterRequest::Shutdown);
-            let _ = thread.join();
-        }
+        self.stop();
     }
 }
 
@@ -308,11 +416,17 @@ struct WriterThread {
     log: Log,
     sync_mode: SyncMode,
     requests: Receiver<WriterRequest>,
-    events: Sender<WriterEvent>,
-    eventfd: Arc<OwnedFd>,
+    sink: EventSink,
+    /// The newest durability report the full event channel could not take yet.
+    undelivered: Option<WriterEvent>,
     stats: Arc<WriterStats>,
     info: RingInfo,
     queue: VecDeque<Queued>,
+    /// Bytes of batches in `queue` not staged yet, and the bound on taking more (see
+    /// [`QUEUED_GROUPS`]).
+    queued_bytes: usize,
+    max_queued_bytes: usize,
+    max_queued_requests: usize,
     last_seq: u64,
     shutting_down: bool,
     /// Buffers registered with the ring, by slot (staging buffers, then the zero buffer).
@@ -333,8 +447,7 @@ impl WriterThread {
         log: Log,
         config: &WriterConfig,
         requests: Receiver<WriterRequest>,
-        events: Sender<WriterEvent>,
-        eventfd: Arc<OwnedFd>,
+        sink: EventSink,
         stats: Arc<WriterStats>,
     ) -> Result<Self, WriterError> {
         let mut info = RingInfo::default();
@@ -343,16 +456,20 @@ impl WriterThread {
             info.pinned_cpu = Some(cpu);
         }
         let ring = build_ring(&mut info)?;
+        let max_queued_bytes = QUEUED_GROUPS * log.config().max_group_bytes;
         let mut writer = WriterThread {
             log,
             ring,
             sync_mode: config.sync_mode,
             requests,
-            events,
-            eventfd,
+            sink,
+            undelivered: None,
             stats,
             info,
             queue: VecDeque::new(),
+            queued_bytes: 0,
+            max_queued_bytes,
+            max_queued_requests: config.request_capacity.max(1),
             last_seq: 0,
             shutting_down: false,
             registered: Vec::new(),
@@ -409,7 +526,7 @@ impl WriterThread {
     fn run(mut self) -> Option<Log> {
         loop {
             if self.queue.is_empty() && !self.shutting_down {
-                match self.requests.recv() {
+                match self.wait_request() {
                     Ok(request) => self.accept(request),
                     Err(_) => self.shutting_down = true,
                 }
@@ -417,7 +534,10 @@ impl WriterThread {
             self.drain_requests();
             if let Err(error) = self.process() {
                 tracing::error!(%error, "log writer stopped on a fatal error");
-                self.emit(WriterEvent::Fatal(error));
+                // Close the request channel first, so a sender waiting for room returns at once
+                // and the raft thread gets to read the Fatal.
+                self.requests = crossbeam_channel::never();
+                self.sink.send(WriterEvent::Fatal(error));
                 return None;
             }
             if self.shutting_down && self.queue.is_empty() {
@@ -431,10 +551,13 @@ impl WriterThread {
         let WriterThread {
             mut log,
             ring,
-            events,
-            eventfd,
+            sink,
+            undelivered,
             ..
         } = self;
+        if let Some(report) = undelivered {
+            sink.send(report);
+        }
         let event = match log.checkpoint_now() {
             Ok(()) => WriterEvent::Stopped {
                 end_offset: log.end_offset(),
@@ -442,15 +565,39 @@ impl WriterThread {
             Err(error) => WriterEvent::Fatal(error.into()),
         };
         let stopped = matches!(event, WriterEvent::Stopped { .. });
-        emit_to(&events, &eventfd, event);
+        sink.send(event);
         // The registered buffers belong to the log: release them before handing it back.
         let _ = ring.submitter().unregister_buffers();
         drop(ring);
         stopped.then_some(log)
     }
 
+    /// Blocks for the next request. With a durability report still undelivered (the event
+    /// channel was full), it waits for either room for the report or a request.
+    fn wait_request(&mut self) -> Result<WriterRequest, crossbeam_channel::RecvError> {
+        loop {
+            let Some(report) = self.undelivered.take() else {
+                return self.requests.recv();
+            };
+            match self.sink.send_or_recv(report, &self.requests) {
+                SendOrRecv::Sent => {}
+                SendOrRecv::Received(request, report) => {
+                    self.undelivered = Some(report);
+                    return request;
+                }
+            }
+        }
+    }
+
+    /// Takes queued requests off the channel while the writer's own queue has room (what stays in
+    /// the channel pushes back on the senders).
     fn drain_requests(&mut self) {
-        while let Ok(request) = self.requests.try_recv() {
+        while self.queue.len() < self.max_queued_requests
+            && self.queued_bytes < self.max_queued_bytes
+        {
+            let Ok(request) = self.requests.try_recv() else {
+                return;
+            };
             self.accept(request);
         }
     }
@@ -459,6 +606,7 @@ impl WriterThread {
         match request {
             WriterRequest::Append { seq, batches } => {
                 self.check_seq(seq);
+                self.queued_bytes += batches.iter().map(Bytes::len).sum::<usize>();
                 self.queue.push_back(Queued::Append {
                     seq,
                     batches,
@@ -468,14 +616,6 @@ impl WriterThread {
             WriterRequest::TruncateTo { seq, offset } => {
                 self.check_seq(seq);
                 self.queue.push_back(Queued::TruncateTo { seq, offset })
-            }
-            WriterRequest::Read {
-                read_id,
-                from_offset,
-                max_bytes,
-            } => {
-                let result = self.log.read(from_offset, max_bytes);
-                self.emit(WriterEvent::ReadDone { read_id, result });
             }
             WriterRequest::Shutdown => self.shutting_down = true,
         }
@@ -536,6 +676,8 @@ impl WriterThread {
         }
         while let Some(Queued::Append { seq, batches, next }) = self.queue.front_mut() {
             let (staged, stop) = self.log.stage(&batches[*next..])?;
+            let bytes: usize = batches[*next..*next + staged].iter().map(Bytes::len).sum();
+            self.queued_bytes -= bytes;
             *next += staged;
             if *next == batches.len() {
                 self.staged_seq = Some(*seq);
@@ -548,15 +690,20 @@ impl WriterThread {
         Ok(StageStop::Done)
     }
 
+    /// Reports `seq` durable without ever waiting: when the event channel is full the report
+    /// is kept (replacing an older undelivered one, which it covers) and delivered later.
     fn report_durable(&mut self, seq: u64) {
-        self.emit(WriterEvent::Durable {
+        let report = WriterEvent::Durable {
             up_to_seq: seq,
             end_offset: self.log.durable_end_offset(),
-        });
-    }
-
-    fn emit(&self, event: WriterEvent) {
-        emit_to(&self.events, &self.eventfd, event);
+        };
+        let superseded = self.undelivered.take();
+        if let Err(report) = self.sink.try_send(report) {
+            if superseded.is_none() {
+                self.stats.reports_coalesced.fetch_add(1, Ordering::Relaxed);
+            }
+            self.undelivered = Some(report);
+        }
     }
 
     /// Submits the group's writes and sync without waiting: one write with the sync linked behind
@@ -796,14 +943,6 @@ impl Op {
             len,
         }
     }
-}
-
-fn emit_to(events: &Sender<WriterEvent>, eventfd: &OwnedFd, event: WriterEvent) {
-    let _ = events.send(event);
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a valid u64 to our eventfd. A full counter (EAGAIN) is fine:
-    // the reader is already due to wake.
-    unsafe { libc::write(eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 /// SINGLE_ISSUER + DEFER_TASKRUN (+ COOP_TASKRUN) where the kernel has them, else less.

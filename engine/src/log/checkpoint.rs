@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::base::{Epoch, Offset};
-use crate::io::file::fsync_dir;
+use crate::os::file::fsync_dir;
 
 pub const CHECKPOINT_FILE: &str = "recovery-checkpoint";
 const CHECKPOINT_TMP: &str = "recovery-checkpoint.tmp";

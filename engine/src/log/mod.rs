@@ -3,7 +3,7 @@
 //! open, reads, appends and truncation.
 //!
 //! The write path is split so that two drivers share it: [`Log::append`] writes and syncs with
-//! plain syscalls (tests, tools), and [`crate::io::GroupCommitWriter`] stages many appends with
+//! plain syscalls (tests, tools), and the group-commit writer (`engine::io`, a layer above) stages many appends with
 //! [`Log::stage`], writes the group through io_uring, and calls [`Log::complete_group_write`].
 //! See docs/storage.md for the layout and the rules.
 
@@ -11,11 +11,13 @@ mod batch_meta;
 mod checkpoint;
 mod recovery;
 mod segment;
+mod view;
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -23,11 +25,12 @@ pub use crate::base::{EpochCache, EpochCacheError};
 pub use batch_meta::{BatchMeta, BATCH_HEADER_LEN};
 pub use checkpoint::{Checkpoint, CHECKPOINT_FILE};
 pub use segment::{parse_segment_file_name, segment_file_name};
+pub use view::{LogView, ViewRead};
 
 use crate::base::{Epoch, Offset};
-use crate::io::aligned::{align_down, align_up, AlignedBuf, BLOCK};
-use crate::io::file;
-use segment::{Segment, SparseIndex};
+use crate::os::aligned::{align_down, align_up, AlignedBuf, BLOCK};
+use crate::os::file;
+use segment::{Segment, SegmentFile, SparseIndex};
 
 /// How the log lays out and preallocates its files.
 #[derive(Clone, Debug)]
@@ -167,6 +170,8 @@ pub struct Log {
     checkpoint: Checkpoint,
     /// The offset the recovery scan at open started from.
     recovery_start: Offset,
+    /// What readers on other threads see (kept current by every change below).
+    view: Arc<LogView>,
 }
 
 impl Log {
@@ -181,6 +186,12 @@ impl Log {
             "max_group_bytes below two blocks"
         );
         recovery::open(dir.as_ref(), config)
+    }
+
+    /// The view of this log that readers on other threads read through (docs/storage.md,
+    /// "Reads off the writer thread").
+    pub fn view(&self) -> Arc<LogView> {
+        Arc::clone(&self.view)
     }
 
     pub fn dir(&self) -> &Path {
@@ -259,7 +270,7 @@ impl Log {
     }
 
     fn write_group_sync(&self, write: &GroupWrite) -> Result<(), LogError> {
-        let path = self.active_segment().path.clone();
+        let path = self.active_segment().file.path.clone();
         let group = self.active.in_flight.as_ref().expect("a prepared group");
         assert_eq!(group.as_ptr(), write.buf);
         let data = &group.as_full_slice()[..write.len];
@@ -298,6 +309,7 @@ impl Log {
             let interval = self.config.index_interval_bytes;
             let segment = self.active_segment_mut();
             segment
+                .file
                 .index
                 .lock()
                 .note(meta.base_offset, position, interval);
@@ -453,8 +465,8 @@ impl Log {
             "durable beyond the log end"
         );
         self.durable_end_offset = write.end_offset;
-        let segment = self.active_segment_mut();
-        segment.readable_size = segment.readable_size.max(write.data_end);
+        let file = &self.active_segment().file;
+        file.set_readable_size(file.readable_size().max(write.data_end));
     }
 
     /// True while a group write is in flight.
@@ -469,7 +481,7 @@ impl Log {
             "roll with unwritten batches"
         );
         let old = self.active_segment();
-        let (old_path, old_size) = (old.path.clone(), old.size);
+        let (old_path, old_size) = (old.file.path.clone(), old.size);
         // Trim the preallocated tail so a sealed segment's length is its data (recovery relies on
         // it), and make that durable before the next segment exists.
         self.active
@@ -482,6 +494,7 @@ impl Log {
             .map_err(LogError::io("fsync", &old_path))?;
         let base = self.end_offset;
         let (segment, direct) = create_segment(&self.dir, base, &self.config)?;
+        self.view.add_segment(base, Arc::clone(&segment.file));
         self.segments.insert(base, segment);
         let buffers = self.active.take_buffers(&self.config);
         self.active = Active::new(direct, 0, buffers);
@@ -507,6 +520,8 @@ impl Log {
                 .store(&self.dir)
                 .map_err(LogError::io("store checkpoint", &self.dir))?;
         }
+        // Readers first: nothing they read from now on shows what this cuts (docs/storage.md).
+        self.view.begin_truncation(target_base, position);
         self.remove_segments_after(target_base)?;
         self.reopen_as_active(target_base, position, new_end)?;
         self.epochs.truncate_to(new_end);
@@ -527,15 +542,16 @@ impl Log {
     /// end), and that batch's base offset.
     fn position_of(&self, base: Offset, offset: Offset) -> Result<(u64, Offset), LogError> {
         let segment = &self.segments[&base];
-        segment
-            .ensure_indexed(self.config.index_interval_bytes)
-            .map_err(LogError::io("read", &segment.path))?;
-        let mut position = segment.index.lock().lookup(offset);
-        let mut reader = segment.chunk_reader(segment.readable_size);
-        while position < segment.readable_size {
+        let file = &segment.file;
+        file.ensure_indexed(self.config.index_interval_bytes)
+            .map_err(LogError::io("read", &file.path))?;
+        let mut position = file.index.lock().lookup(offset);
+        let readable = file.readable_size();
+        let mut reader = file.chunk_reader(readable);
+        while position < readable {
             let header = reader
                 .get(position, BATCH_HEADER_LEN)
-                .map_err(LogError::io("read", &segment.path))?;
+                .map_err(LogError::io("read", &file.path))?;
             let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
                 break;
             };
@@ -554,7 +570,8 @@ impl Log {
         }
         for b in doomed.iter().rev() {
             let segment = self.segments.remove(b).expect("listed segment");
-            std::fs::remove_file(&segment.path).map_err(LogError::io("remove", &segment.path))?;
+            let path = &segment.file.path;
+            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))
     }
@@ -568,7 +585,7 @@ impl Log {
         end_offset: Offset,
     ) -> Result<(), LogError> {
         let segment = &self.segments[&base];
-        let path = segment.path.clone();
+        let path = segment.file.path.clone();
         let direct = file::open_direct(&path, false).map_err(LogError::io("open", &path))?;
         direct
             .set_len(position)
@@ -580,80 +597,34 @@ impl Log {
         direct.sync_all().map_err(LogError::io("fsync", &path))?;
         let buffers = self.active.take_buffers(&self.config);
         let mut active = Active::new(direct, position, buffers);
-        load_partial_block(&mut active, &segment.reader, position)
+        load_partial_block(&mut active, &segment.file.reader, position)
             .map_err(LogError::io("read", &path))?;
         self.active = active;
         let segment = self.segments.get_mut(&base).expect("target segment");
         segment.size = position;
-        segment.readable_size = position;
+        segment.file.set_readable_size(position);
         segment.end_offset = end_offset;
-        segment.index.lock().truncate_at(position);
+        segment.file.index.lock().truncate_at(position);
         Ok(())
     }
 
     /// Reads whole batches from the one holding `from_offset` on, up to about `max_bytes` (at least
-    /// one batch when any exists there). Only written batches are returned.
+    /// one batch when any exists there). Only written batches are returned. (Another thread reads
+    /// through [`Self::view`] instead.)
     pub fn read(&self, from_offset: Offset, max_bytes: usize) -> Result<Vec<Bytes>, LogError> {
-        let mut out = Vec::new();
-        let mut budget = max_bytes;
-        let start = self
-            .segments
-            .range(..=from_offset)
-            .next_back()
-            .map(|(&b, _)| b);
-        let Some(start) = start else {
-            return Ok(out);
+        let Some((&start, _)) = self.segments.range(..=from_offset).next_back() else {
+            return Ok(Vec::new());
         };
-        for segment in self.segments.range(start..).map(|(_, s)| s) {
-            let done = self.read_segment(segment, from_offset, &mut budget, &mut out)?;
-            if done {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    /// Reads from one segment; returns true when the budget is spent.
-    fn read_segment(
-        &self,
-        segment: &Segment,
-        from_offset: Offset,
-        budget: &mut usize,
-        out: &mut Vec<Bytes>,
-    ) -> Result<bool, LogError> {
-        let io_err = LogError::io("read", &segment.path);
-        segment
-            .ensure_indexed(self.config.index_interval_bytes)
-            .map_err(io_err)?;
-        let mut position = segment.index.lock().lookup(from_offset);
-        let limit = segment.readable_size;
-        let mut reader = segment.chunk_reader(limit);
-        while position < limit {
-            let header = reader
-                .get(position, BATCH_HEADER_LEN)
-                .map_err(LogError::io("read", &segment.path))?;
-            let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
-                break;
-            };
-            if meta.last_offset >= from_offset {
-                if !out.is_empty() && meta.len > *budget {
-                    return Ok(true);
-                }
-                let batch = reader
-                    .get(position, meta.len)
-                    .map_err(LogError::io("read", &segment.path))?;
-                if batch.len() < meta.len {
-                    break;
-                }
-                *budget = budget.saturating_sub(meta.len);
-                out.push(batch);
-                if *budget == 0 {
-                    return Ok(true);
-                }
-            }
-            position += meta.len as u64;
-        }
-        Ok(false)
+        let files = self
+            .segments
+            .range(start..)
+            .map(|(_, segment)| (&*segment.file, segment.file.readable_size()));
+        view::read_files(
+            files,
+            from_offset,
+            max_bytes,
+            self.config.index_interval_bytes,
+        )
     }
 
     /// Writes a checkpoint at the durable end, so the next open scans nothing. Call on shutdown.
@@ -783,14 +754,11 @@ fn create_segment(
     }
     direct.sync_all().map_err(LogError::io("fsync", &path))?;
     file::fsync_dir(dir).map_err(LogError::io("fsync dir", dir))?;
-    let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+    let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
     let segment = Segment {
-        path,
-        reader,
+        file: SegmentFile::new(path, reader, 0, SparseIndex::new(true)),
         size: 0,
-        readable_size: 0,
         end_offset: base,
-        index: parking_lot::Mutex::new(SparseIndex::new(true)),
     };
     Ok((segment, direct))
 }

@@ -4,17 +4,18 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-
-use parking_lot::Mutex;
+use std::sync::Arc;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
 use super::checkpoint::Checkpoint;
-use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SparseIndex};
-use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError};
+use super::segment::{
+    list_segments, segment_file_name, ChunkReader, Segment, SegmentFile, SparseIndex,
+};
+use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError, LogView};
 use crate::base::EpochCache;
 use crate::base::Offset;
-use crate::io::aligned::AlignedBuf;
-use crate::io::file;
+use crate::os::aligned::AlignedBuf;
+use crate::os::file;
 
 /// Size of the zero buffer used for zero-fill ahead.
 const ZEROS_BYTES: usize = 1 << 20;
@@ -47,7 +48,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
                 ),
             });
         }
-        let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+        let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
         let length = reader
             .metadata()
             .map_err(LogError::io("stat", &path))?
@@ -89,12 +90,9 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         segments.insert(
             base,
             Segment {
-                path,
-                reader,
+                file: SegmentFile::new(path, reader, scan.end_position, index),
                 size: scan.end_position,
-                readable_size: scan.end_position,
                 end_offset: scan.end_offset,
-                index: Mutex::new(index),
             },
         );
         expected = scan.end_offset;
@@ -108,6 +106,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     )?;
     Ok(Log {
         dir: dir.to_path_buf(),
+        view: new_view(&segments, &config),
         config,
         segments,
         epochs,
@@ -131,6 +130,7 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     Ok(Log {
         dir: dir.to_path_buf(),
         active: Active::new(direct, 0, Active::new_buffers(&config)),
+        view: new_view(&segments, &config),
         config,
         segments,
         epochs: EpochCache::new(),
@@ -140,6 +140,14 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         checkpoint,
         recovery_start: 0,
     })
+}
+
+/// The view readers on other threads start from: every segment as opened.
+fn new_view(segments: &BTreeMap<Offset, Segment>, config: &LogConfig) -> Arc<LogView> {
+    let files = segments
+        .iter()
+        .map(|(&base, segment)| (base, Arc::clone(&segment.file)));
+    Arc::new(LogView::new(files, config.index_interval_bytes))
 }
 
 /// Where the scan starts.
@@ -202,24 +210,21 @@ fn choose_start(dir: &Path, bases: &[Offset]) -> Result<Start, LogError> {
 /// when the next one is created), indexed on first read.
 fn open_sealed(dir: &Path, base: Offset, next_base: Offset) -> Result<Segment, LogError> {
     let path = dir.join(segment_file_name(base));
-    let reader = Segment::open_reader(&path).map_err(LogError::io("open", &path))?;
+    let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
     let size = reader
         .metadata()
         .map_err(LogError::io("stat", &path))?
         .len();
     Ok(Segment {
-        path,
-        reader,
+        file: SegmentFile::new(path, reader, size, SparseIndex::new(false)),
         size,
-        readable_size: size,
         end_offset: next_base,
-        index: Mutex::new(SparseIndex::new(false)),
     })
 }
 
 /// Opens the last segment for O_DIRECT appends; cuts a torn tail and restores preallocation.
 fn open_active(segment: &Segment, config: &LogConfig, torn_tail: bool) -> Result<Active, LogError> {
-    let path = &segment.path;
+    let path = &segment.file.path;
     let direct = file::open_direct(path, false).map_err(LogError::io("open", path))?;
     let length = direct.metadata().map_err(LogError::io("stat", path))?.len();
     let mut changed = false;
@@ -239,7 +244,7 @@ fn open_active(segment: &Segment, config: &LogConfig, torn_tail: bool) -> Result
         direct.sync_all().map_err(LogError::io("fsync", path))?;
     }
     let mut active = Active::new(direct, segment.size, Active::new_buffers(config));
-    load_partial_block(&mut active, &segment.reader, segment.size)
+    load_partial_block(&mut active, &segment.file.reader, segment.size)
         .map_err(LogError::io("read", path))?;
     Ok(active)
 }

@@ -3,13 +3,15 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
 use crate::base::Offset;
-use crate::io::file::read_at_most;
+use crate::os::file::read_at_most;
 
 /// The suffix of segment files.
 pub const SEGMENT_SUFFIX: &str = ".log";
@@ -93,25 +95,53 @@ impl SparseIndex {
     }
 }
 
-/// One segment file.
+/// One segment file: what only the writer keeps (sizes including staged batches), and the
+/// [`SegmentFile`] it shares with readers on other threads.
 #[derive(Debug)]
 pub struct Segment {
+    pub file: Arc<SegmentFile>,
+    /// Bytes of batches in the file, staged ones included for the active segment.
+    pub size: u64,
+    /// One past the last offset in the segment (staged batches included).
+    pub end_offset: Offset,
+}
+
+/// The part of a segment that readers on other threads share with the writer (docs/storage.md,
+/// "Reads off the writer thread"): the file, how much of it is written, and its sparse index.
+#[derive(Debug)]
+pub struct SegmentFile {
     pub path: PathBuf,
     /// Buffered read-only handle for reads and scans (coherent with O_DIRECT writes: the kernel
     /// drops cached pages of a range a direct write covers).
     pub reader: File,
-    /// Bytes of batches in the file, staged ones included for the active segment.
-    pub size: u64,
-    /// Bytes of batches written to the file (what reads may return).
-    pub readable_size: u64,
-    /// One past the last offset in the segment (staged batches included).
-    pub end_offset: Offset,
+    /// Bytes of batches written and synced to the file (what reads may return). Only the writer
+    /// changes it: it grows when a group is durable and shrinks, before the file is cut, in a
+    /// truncation.
+    readable_size: AtomicU64,
     pub index: Mutex<SparseIndex>,
 }
 
-impl Segment {
+impl SegmentFile {
+    pub fn new(path: PathBuf, reader: File, readable_size: u64, index: SparseIndex) -> Arc<Self> {
+        Arc::new(Self {
+            path,
+            reader,
+            readable_size: AtomicU64::new(readable_size),
+            index: Mutex::new(index),
+        })
+    }
+
     pub fn open_reader(path: &Path) -> io::Result<File> {
         OpenOptions::new().read(true).open(path)
+    }
+
+    pub fn readable_size(&self) -> u64 {
+        self.readable_size.load(Ordering::Acquire)
+    }
+
+    /// Publishes how much of the file is written (Release: the bytes below are on disk first).
+    pub fn set_readable_size(&self, size: u64) {
+        self.readable_size.store(size, Ordering::Release);
     }
 
     /// A reader over `[0, limit)` of this segment's file.
@@ -120,22 +150,29 @@ impl Segment {
     }
 
     /// Builds the sparse index of a segment that was not scanned at open, walking batch headers.
+    /// The walk runs without the index lock (it may read a whole segment), so a reader building
+    /// it never holds up the writer; only a segment nobody has changed since the open lacks an
+    /// index (a truncation indexes its target first), so two walks build the same index.
     pub fn ensure_indexed(&self, interval: u64) -> io::Result<()> {
-        let mut index = self.index.lock();
-        if index.complete {
+        if self.index.lock().complete {
             return Ok(());
         }
-        let mut reader = self.chunk_reader(self.readable_size);
+        let mut built = SparseIndex::new(true);
+        let limit = self.readable_size();
+        let mut reader = self.chunk_reader(limit);
         let mut position = 0;
-        while position < self.readable_size {
+        while position < limit {
             let header = reader.get(position, BATCH_HEADER_LEN)?;
             let Peek::Header(meta) = batch_meta::peek(&header) else {
                 break;
             };
-            index.note(meta.base_offset, position, interval);
+            built.note(meta.base_offset, position, interval);
             position += meta.len as u64;
         }
-        index.complete = true;
+        let mut index = self.index.lock();
+        if !index.complete {
+            *index = built;
+        }
         Ok(())
     }
 }

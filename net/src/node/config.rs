@@ -87,6 +87,8 @@ pub struct NodeConfig {
     pub max_request_bytes: usize,
     pub raft_cpu: Option<usize>,
     pub log_cpu: Option<usize>,
+    /// The log reader's budget for catch-up reads, bytes/s (None: unpaced).
+    pub log_read_bytes_per_sec: Option<u64>,
 }
 
 /// Every key the node accepts, with its default (None = required or no default) and meaning.
@@ -178,6 +180,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         Some(""),
         "pin the log thread (io_uring writer) to this CPU",
     ),
+    (
+        "log.read.max.bytes.per.sec",
+        Some("33554432"),
+        "budget of the log reader thread for catch-up reads (0 = unpaced)",
+    ),
 ];
 
 impl NodeConfig {
@@ -240,6 +247,9 @@ impl NodeConfig {
             })?,
             raft_cpu: props.parse_or_default("raft.cpu", parse_cpu)?,
             log_cpu: props.parse_or_default("log.cpu", parse_cpu)?,
+            log_read_bytes_per_sec: props
+                .parse_or_default("log.read.max.bytes.per.sec", parse_u64)
+                .map(|rate| (rate > 0).then_some(rate))?,
         };
         config.check_relations()?;
         Ok(config)

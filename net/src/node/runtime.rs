@@ -15,8 +15,8 @@ use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, Wr
 use engine::log::{Log, LogConfig};
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{
-    bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, NodeId, Output,
-    RaftCore, Request, Response, Role, VoterEndpoint,
+    bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, LogOp,
+    LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, VoterEndpoint,
 };
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
@@ -67,7 +67,7 @@ pub enum NodeError {
     #[error("bootstrap server {0}: cannot resolve its address: {1}")]
     BootstrapAddress(String, std::io::Error),
     #[error("pinning the raft thread: {0}")]
-    Pin(#[from] engine::io::file::PinError),
+    Pin(#[from] engine::os::file::PinError),
     #[error("installing the SIGTERM/SIGINT handler: {0}")]
     Signals(std::io::Error),
 }
@@ -294,11 +294,12 @@ impl Node {
             log,
             WriterConfig {
                 cpu: config.log_cpu,
+                read_bytes_per_sec: config.log_read_bytes_per_sec,
                 ..WriterConfig::default()
             },
         )?;
         if let Some(cpu) = config.raft_cpu {
-            engine::io::file::pin_current_thread(cpu)?;
+            engine::os::file::pin_current_thread(cpu)?;
         }
         let mut ring = EventLoop::new(crate::transport::Config {
             max_frame_bytes: config.max_request_bytes,
@@ -1367,18 +1368,27 @@ impl CoreDriver for Node {
                 request,
             } => self.send_to_peer(to, correlation, request),
             Output::Respond { id, response } => self.respond(id, &response),
-            Output::Log(op) => self.writer().submit(WriterRequest::from_log_op(op)),
+            Output::Log(op) => self.writer().submit(writer_request(op)),
             Output::ReadLog {
                 read_id,
                 from_offset,
                 max_bytes,
             } => {
                 self.counters.log_reads += 1;
-                self.writer().submit(WriterRequest::Read {
+                let read = engine::io::ReadRequest {
                     read_id,
                     from_offset,
                     max_bytes,
-                })
+                };
+                // The log's reader thread serves it; a full reader queue refuses it at once and
+                // the fetch is answered with no records (docs/architecture.md, "Node runtime").
+                if let Err(refused) = self.writer().read(read) {
+                    debug!(%refused, read_id, "log read refused");
+                    self.step(Input::LogReadDone {
+                        read_id,
+                        batches: Vec::new(),
+                    });
+                }
             }
             Output::HighWatermark(hw) => debug!(hw, "high watermark"),
             Output::AppendDone { id, result } => self.append_done(id, result),
@@ -1413,6 +1423,21 @@ impl CoreDriver for Node {
                 format_args!("the Raft core stopped the node: {message}"),
             ),
         }
+    }
+}
+
+/// The writer request that carries out one of the core's log operations: the core's vocabulary
+/// stays out of the storage layer (docs/architecture.md, "Layers").
+fn writer_request(op: LogOp) -> WriterRequest {
+    match op.kind {
+        LogOpKind::Append(batches) => WriterRequest::Append {
+            seq: op.seq,
+            batches: batches.into_iter().map(|batch| batch.bytes).collect(),
+        },
+        LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
+            seq: op.seq,
+            offset,
+        },
     }
 }
 

@@ -58,7 +58,7 @@ pub fn run(config: &NodeConfig, log_config: &LogConfig) -> Result<(), StartupChe
     check_cpus(config)?;
     check_direct_io(&config.log_dir)?;
     if let Some(warning) = memlock_warning(
-        engine::io::file::memlock_limit(),
+        engine::os::file::memlock_limit(),
         registered_bytes(log_config),
     ) {
         tracing::warn!("{warning}");
@@ -107,8 +107,8 @@ fn check_cpus(config: &NodeConfig) -> Result<(), StartupCheckError> {
     if config.raft_cpu.is_none() && config.log_cpu.is_none() {
         return Ok(());
     }
-    let allowed = engine::io::file::allowed_cpus().map_err(|e| match e {
-        engine::io::file::PinError::Syscall(source) => StartupCheckError::Affinity(source),
+    let allowed = engine::os::file::allowed_cpus().map_err(|e| match e {
+        engine::os::file::PinError::Syscall(source) => StartupCheckError::Affinity(source),
         other => StartupCheckError::Affinity(io::Error::other(other.to_string())),
     })?;
     check_cpu("raft.cpu", config.raft_cpu, &allowed)?;
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn the_real_allowed_set_accepts_its_own_cpus_and_refuses_one_beyond() {
-        let allowed = engine::io::file::allowed_cpus().unwrap();
+        let allowed = engine::os::file::allowed_cpus().unwrap();
         let first = *allowed.first().unwrap();
         let beyond = *allowed.last().unwrap() + 1;
         assert!(check_cpu("raft.cpu", Some(first), &allowed).is_ok());

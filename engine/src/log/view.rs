@@ -1,0 +1,234 @@
+//! The log as a reader on another thread sees it: the segment files, how much of each is
+//! written, and a truncation generation; and the read of whole batches from such a snapshot.
+//!
+//! The writer owns the [`super::Log`] and tells the view about every change that matters to a
+//! reader (a group made durable, a roll, a truncation). A reader snapshots the view, reads without
+//! any lock, and keeps the result only if no truncation began meanwhile. The rule, in full, is in
+//! docs/storage.md ("Reads off the writer thread").
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::batch_meta::{self, BATCH_HEADER_LEN};
+use super::segment::SegmentFile;
+use super::LogError;
+use crate::base::Offset;
+
+/// How often a read is retried when truncations keep racing it, before it returns nothing (the
+/// Raft core then answers the fetch empty and the follower asks again).
+const MAX_ATTEMPTS: usize = 4;
+
+/// Shared between the writer (through its `Log`) and readers.
+#[derive(Debug)]
+pub struct LogView {
+    state: Mutex<ViewState>,
+    index_interval_bytes: u64,
+}
+
+#[derive(Debug)]
+struct ViewState {
+    /// Bumped when a truncation begins, before any file is cut or removed.
+    generation: u64,
+    segments: BTreeMap<Offset, Arc<SegmentFile>>,
+}
+
+/// What one [`LogView::read`] did, besides its batches.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ViewRead {
+    /// Snapshots thrown away because a truncation began during the read.
+    pub retries: u32,
+    /// Batches dropped for failing validation (never expected: a stored batch was validated
+    /// when it was appended).
+    pub invalid: u32,
+}
+
+impl LogView {
+    pub(super) fn new(
+        segments: impl IntoIterator<Item = (Offset, Arc<SegmentFile>)>,
+        index_interval_bytes: u64,
+    ) -> Self {
+        Self {
+            state: Mutex::new(ViewState {
+                generation: 0,
+                segments: segments.into_iter().collect(),
+            }),
+            index_interval_bytes,
+        }
+    }
+
+    /// The truncation generation (how many truncations have begun).
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+
+    /// A new segment (a roll): readable from now on, as its writes become durable.
+    pub(super) fn add_segment(&self, base: Offset, file: Arc<SegmentFile>) {
+        self.state.lock().segments.insert(base, file);
+    }
+
+    /// Called by the writer before it changes any file in a truncation to `position` of segment
+    /// `base`: bumps the generation, forgets the later segments, and caps what `base` shows.
+    pub(super) fn begin_truncation(&self, base: Offset, position: u64) {
+        let mut state = self.state.lock();
+        state.generation += 1;
+        state.segments.retain(|&b, _| b <= base);
+        if let Some(file) = state.segments.get(&base) {
+            file.set_readable_size(file.readable_size().min(position));
+        }
+    }
+
+    /// Reads whole, validated batches from the one holding `from_offset` on, up to about
+    /// `max_bytes` (at least one batch when any is written there), as the log was when the read
+    /// took its snapshot: only written and synced bytes, and nothing from a snapshot that a
+    /// truncation overtook (such a read is retried on a fresh snapshot, and after
+    /// [`MAX_ATTEMPTS`] returns nothing). Safe to call on any thread, concurrently with the writer.
+    pub fn read(
+        &self,
+        from_offset: Offset,
+        max_bytes: usize,
+    ) -> Result<(Vec<Bytes>, ViewRead), LogError> {
+        let mut outcome = ViewRead::default();
+        for _ in 0..MAX_ATTEMPTS {
+            let (generation, files) = self.snapshot(from_offset);
+            let result = read_files(
+                files.iter().map(|(file, limit)| (&**file, *limit)),
+                from_offset,
+                max_bytes,
+                self.index_interval_bytes,
+            );
+            // Valid only if no truncation began between the snapshot and now: a truncation bumps
+            // the generation (under this lock) before it cuts or removes a file, so an unchanged
+            // generation means every byte read was the log's when the snapshot was taken.
+            if self.state.lock().generation != generation {
+                outcome.retries += 1;
+                continue;
+            }
+            let batches = result?;
+            let (batches, invalid) = validate_run(batches, from_offset);
+            outcome.invalid = invalid;
+            return Ok((batches, outcome));
+        }
+        Ok((Vec::new(), outcome))
+    }
+
+    /// The generation and, from the segment holding `from_offset` on, each file with the bytes
+    /// of it written at this moment.
+    fn snapshot(&self, from_offset: Offset) -> (u64, Vec<(Arc<SegmentFile>, u64)>) {
+        let state = self.state.lock();
+        let start = state
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map(|(&base, _)| base);
+        let files = match start {
+            Some(start) => state
+                .segments
+                .range(start..)
+                .map(|(_, file)| (Arc::clone(file), file.readable_size()))
+                .collect(),
+            None => Vec::new(),
+        };
+        (state.generation, files)
+    }
+}
+
+/// Keeps the leading run of batches that pass full validation (framing, CRC-32C, records) and
+/// continue each other in offset order from the one holding `from_offset`; returns it and how many
+/// batches were dropped.
+fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
+    let total = batches.len();
+    let mut kept = Vec::with_capacity(total);
+    let mut expected: Option<Offset> = None;
+    for batch in batches {
+        let meta = match batch_meta::validate(&batch) {
+            Ok(meta) => meta,
+            Err(reason) => {
+                tracing::warn!(%reason, "a batch read from the log failed validation; read cut short");
+                break;
+            }
+        };
+        let continues = match expected {
+            None => meta.last_offset >= from_offset,
+            Some(next) => meta.base_offset == next,
+        };
+        if !continues {
+            tracing::warn!(
+                base_offset = meta.base_offset,
+                ?expected,
+                "a batch read from the log is out of order; read cut short"
+            );
+            break;
+        }
+        expected = Some(meta.next_offset());
+        kept.push(batch);
+    }
+    let dropped = (total - kept.len()) as u32;
+    (kept, dropped)
+}
+
+/// Reads whole batches from `files` (consecutive segments, each with the byte limit to read up
+/// to), from the one holding `from_offset` on, up to about `max_bytes` (at least one batch when
+/// any exists there).
+pub(super) fn read_files<'a>(
+    files: impl IntoIterator<Item = (&'a SegmentFile, u64)>,
+    from_offset: Offset,
+    max_bytes: usize,
+    index_interval_bytes: u64,
+) -> Result<Vec<Bytes>, LogError> {
+    let mut out = Vec::new();
+    let mut budget = max_bytes;
+    for (file, limit) in files {
+        if read_file(
+            file,
+            limit,
+            from_offset,
+            index_interval_bytes,
+            &mut budget,
+            &mut out,
+        )? {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Reads from one segment up to `limit`; returns true when the budget is spent.
+fn read_file(
+    file: &SegmentFile,
+    limit: u64,
+    from_offset: Offset,
+    index_interval_bytes: u64,
+    budget: &mut usize,
+    out: &mut Vec<Bytes>,
+) -> Result<bool, LogError> {
+    let io_err = || LogError::io("read", &file.path);
+    file.ensure_indexed(index_interval_bytes)
+        .map_err(io_err())?;
+    let mut position = file.index.lock().lookup(from_offset);
+    let mut reader = file.chunk_reader(limit);
+    while position < limit {
+        let header = reader.get(position, BATCH_HEADER_LEN).map_err(io_err())?;
+        let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
+            break;
+        };
+        if meta.last_offset >= from_offset {
+            if !out.is_empty() && meta.len > *budget {
+                return Ok(true);
+            }
+            let batch = reader.get(position, meta.len).map_err(io_err())?;
+            if batch.len() < meta.len {
+                break;
+            }
+            *budget = budget.saturating_sub(meta.len);
+            out.push(batch);
+            if *budget == 0 {
+                return Ok(true);
+            }
+        }
+        position += meta.len as u64;
+    }
+    Ok(false)
+}
