@@ -271,6 +271,24 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_hold_at_their_edges() {
+        // Clocks may disagree by minutes, not by more (the decision in the module's docs).
+        let minute = 60_000;
+        assert!(check_boot_timestamp(1_000_000 + 4 * minute, ME).is_ok());
+        assert!(check_boot_timestamp(1_000_000 + 6 * minute, ME).is_err());
+        assert!(check_offset("o", MAX_OFFSET, 0).is_ok());
+        assert!(check_offset("o", MAX_OFFSET + 1, 0).is_err());
+        assert!(check_offset("o", 1 << 40, 0).is_ok(), "a large real log");
+        assert!(check_offset("o", -1, -1).is_ok());
+        assert!(check_offset("o", -2, -1).is_err());
+        assert!(check_id("id", 0, 0).is_ok());
+        assert!(check_id("id", -1, -1).is_ok());
+        assert!(check_id("id", -2, -1).is_err());
+        // A real cluster's epochs are far below the warning level.
+        const { assert!(EPOCH_WARNING > 1 << 20) };
+    }
+
+    #[test]
     fn a_known_sender_may_not_speak_for_another_replica() {
         let e = check_identity("replica id", 2, Some(3)).unwrap_err();
         assert_eq!(e.error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);

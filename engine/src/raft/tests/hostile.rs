@@ -378,6 +378,18 @@ fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
 }
 
 #[test]
+fn an_ordinary_start_alerts_nobody() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(7, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    let mut out = h.tick();
+    out.extend(h.run_until(h.now + 5_000));
+    assert!(alerts(&out).is_empty(), "{:?}", alerts(&out));
+}
+
+#[test]
 fn an_epoch_past_the_warning_level_is_reported_once() {
     let mut h = Harness::new(
         config(1, VOTERS),
