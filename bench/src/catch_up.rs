@@ -66,10 +66,11 @@ pub fn prefill(
     while done < mb && !interrupted.load(std::sync::atomic::Ordering::Relaxed) {
         let round = produce_load::run(&config, interrupted, &mut Quiet, |_| {})?;
         done += round.records as f64 * record_bytes as f64 / 1e6;
-        println!(
+        outln!(
             "prefill: {done:.0} of {mb:.0} MB committed ({:.0} MB/s)",
             round.mb_per_sec
-        );
+        )
+        .map_err(|e| crate::out::describe(&e))?;
     }
     Ok((done, started.elapsed().as_secs_f64()))
 }

@@ -3,15 +3,15 @@
 //! reports committed records/s and commit latency.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use net::client::BlockingClient;
 use serde::Serialize;
+use testkit::{Cluster, LeaderWait, Settings, Stderr};
 
 use crate::catch_up::{self, CatchUpReport};
 use crate::proc_sample::{self, ProcSample};
@@ -102,7 +102,7 @@ struct Report {
     requests: u64,
     elapsed_sec: f64,
     leader: String,
-    leader_id: Option<usize>,
+    leader_id: Option<i32>,
     started_cluster: bool,
     replication_factor: usize,
     acks: i16,
@@ -139,7 +139,7 @@ struct Report {
     /// Each started node's own counters over its whole life (warm-up included), from the
     /// `node stats` line it logs when it stops: wake-ups per batch, writer group sizes,
     /// tail-cache hit rate (docs/architecture.md, "Costs per commit").
-    node_stats: BTreeMap<usize, BTreeMap<String, f64>>,
+    node_stats: BTreeMap<i32, BTreeMap<String, f64>>,
     /// The prefill and the catching-up observer (`--prefill-mb`, `--catch-up-observer`).
     catch_up: CatchUpReport,
 }
@@ -149,7 +149,7 @@ struct Report {
 #[derive(Default)]
 struct NodeWatch {
     /// (node id, pid), by id.
-    nodes: Vec<(usize, u32)>,
+    nodes: Vec<(i32, u32)>,
     leader_pid: Option<u32>,
     start: Vec<Option<ProcSample>>,
     end: Vec<Option<ProcSample>>,
@@ -230,16 +230,21 @@ fn install_signal_handlers() {
 pub fn run(args: ClusterArgs) -> Result<(), String> {
     validate(&args)?;
     install_signal_handlers();
-    let mut cluster = None;
-    let mut bin = None;
+    let mut cluster: Option<Cluster> = None;
+    let mut leader_id = None;
     let (leader, replication_factor) = match &args.bootstrap_server {
-        Some(servers) => find_leader(servers)?,
+        Some(servers) => testkit::find_leader(servers, Duration::from_secs(5))?,
         None => {
-            let path = ringraft_binary(args.ringraft_bin.as_deref())?;
-            let mut started = LocalCluster::start(&path, &args)?;
-            let leader = started.wait_for_leader()?;
+            let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
+            let mut started = start_cluster(&bin, &args)?;
+            let id = started.wait_for_leader(&LeaderWait {
+                fail_on_exit: true,
+                interrupted: Some(&INTERRUPTED),
+                ..LeaderWait::within(LEADER_WAIT)
+            })?;
+            leader_id = Some(id);
+            let leader = started.addr(id);
             cluster = Some(started);
-            bin = Some(path);
             (leader, args.nodes)
         }
     };
@@ -248,8 +253,8 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         (catch_up.prefill_mb, catch_up.prefill_sec) =
             catch_up::prefill(leader, args.record_bytes, args.prefill_mb, &INTERRUPTED)?;
     }
-    if let (true, Some(cluster), Some(bin)) = (args.catch_up_observer, cluster.as_mut(), &bin) {
-        catch_up.observer_id = Some(cluster.start_observer(bin, &args)?);
+    if let (true, Some(cluster)) = (args.catch_up_observer, cluster.as_mut()) {
+        catch_up.observer_id = Some(start_observer(cluster)?);
     }
     let config = LoadConfig {
         leader,
@@ -270,7 +275,11 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     };
     if let Some(cluster) = &cluster {
         watch.nodes = cluster.pids();
-        watch.leader_pid = cluster.pid_at(leader);
+        watch.leader_pid = watch
+            .nodes
+            .iter()
+            .find(|(id, _)| Some(*id) == leader_id)
+            .map(|&(_, pid)| pid);
     }
     // A closed stdout ends the run like an interrupt (the nodes are stopped, the files still
     // written); main then exits 141 without a message (docs/operations.md).
@@ -287,7 +296,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     });
     // Stop the nodes whatever the load's outcome; their exit status is part of the result.
     let node_exits = match cluster.as_mut() {
-        Some(cluster) => cluster.stop(),
+        Some(cluster) => cluster.stop_all(STOP_WAIT),
         None => Vec::new(),
     };
     let load = match load {
@@ -309,7 +318,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         &node_exits,
     );
     if let Some(cluster) = &cluster {
-        report.node_stats = cluster.node_stats();
+        report.node_stats = node_stats(cluster);
     }
     if stdout_error.is_none() {
         stdout_error = print_summary(&report).err();
@@ -368,7 +377,7 @@ impl Report {
         leader: SocketAddr,
         replication_factor: usize,
         watch: &NodeWatch,
-        node_exits: &[(usize, Option<ExitStatus>)],
+        node_exits: &[(i32, Option<ExitStatus>)],
     ) -> Self {
         let leader_index = watch.leader_index();
         let leader_cpu_sec = leader_index.and_then(|i| watch.cpu_sec(i));
@@ -635,7 +644,7 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         outln!("  node RSS KiB (window start -> end): [{}]", fmt_list(rss))?;
     }
     if let Some(line) = r.catch_up.summary() {
-        println!("{line}");
+        outln!("{line}")?;
     }
     for exit in &r.node_exits {
         outln!("  {exit}")?;
@@ -662,8 +671,8 @@ fn opt(value: Option<String>) -> String {
 }
 
 fn check_exits(
-    exits: &[(usize, Option<ExitStatus>)],
-    cluster: Option<&LocalCluster>,
+    exits: &[(i32, Option<ExitStatus>)],
+    cluster: Option<&Cluster>,
 ) -> Result<(), String> {
     let bad: Vec<String> = exits
         .iter()
@@ -678,32 +687,6 @@ fn check_exits(
     } else {
         Err(bad.join("\n"))
     }
-}
-
-fn resolve(server: &str) -> Result<SocketAddr, String> {
-    server
-        .to_socket_addrs()
-        .map_err(|e| format!("{server}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{server} resolves to nothing"))
-}
-
-/// The leader among `servers` and the number of voters it reports.
-fn find_leader(servers: &str) -> Result<(SocketAddr, usize), String> {
-    for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let addr = resolve(server)?;
-        let Ok(mut client) = BlockingClient::connect(addr, Duration::from_secs(5)) else {
-            continue;
-        };
-        if let Ok(d) = client.describe_quorum() {
-            if d.error.is_none() {
-                return Ok((addr, d.current_voters.len()));
-            }
-        }
-    }
-    Err(format!(
-        "no leader among {servers} (list the leader's address)"
-    ))
 }
 
 /// `--ringraft-bin`, else `ringraft` in this executable's directory.
@@ -728,260 +711,58 @@ fn ringraft_binary(given: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
-/// A `ringraft serve` child: SIGKILLed and reaped on drop, and (PR_SET_PDEATHSIG) when this
-/// process dies without dropping it.
-struct NodeProcess {
-    id: usize,
-    addr: SocketAddr,
-    child: Option<Child>,
-    stderr: PathBuf,
+/// Starts `args.nodes` voters on 127.0.0.1, each with the `--node-override`s and its share of
+/// `--raft-cpus` and `--log-cpus`, its stderr in a file of the cluster's directory.
+fn start_cluster(bin: &Path, args: &ClusterArgs) -> Result<Cluster, String> {
+    let settings = Settings {
+        cluster_id: CLUSTER_ID.into(),
+        dir_prefix: "ringraft-bench-".into(),
+        // Warnings, plus the counters line each node logs when it stops.
+        rust_log: "warn,ringraft::stats=info".into(),
+        overrides: args.node_overrides.clone(),
+        raft_cpus: args.raft_cpus.clone(),
+        log_cpus: args.log_cpus.clone(),
+        tail_lines: 20,
+        tail_from_panic: false,
+        ..Settings::new(bin)
+    };
+    let mut cluster = Cluster::create(settings, args.nodes)?;
+    cluster.start_all(Stderr::File)?;
+    Ok(cluster)
 }
 
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-struct LocalCluster {
-    // Declared before `root` so the processes are gone before their directories are removed.
-    nodes: Vec<NodeProcess>,
-    root: tempfile::TempDir,
-}
-
-/// Ports free at the time of asking (all held together so they differ).
-fn free_ports(count: usize) -> Result<Vec<u16>, String> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
-    listeners
+/// Starts an observer (id = voters + 1) with an empty log that knows the voters only as
+/// bootstrap servers; returns its id.
+fn start_observer(cluster: &mut Cluster) -> Result<usize, String> {
+    let bootstrap = cluster
+        .nodes
         .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())
+        .map(|n| n.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let id = cluster.nodes.len() as i32 + 1;
+    let cluster_id = cluster.settings.cluster_id.clone();
+    cluster.add_node(
+        id,
+        &format!("node-{id}"),
+        &cluster_id,
+        &format!("bootstrap.servers={bootstrap}"),
+    )?;
+    cluster.start(id, &[], Stderr::File)?;
+    Ok(id as usize)
 }
 
-impl LocalCluster {
-    /// (node id, pid) of every running node, by id.
-    fn pids(&self) -> Vec<(usize, u32)> {
-        self.nodes
-            .iter()
-            .filter_map(|n| n.child.as_ref().map(|c| (n.id, c.id())))
-            .collect()
-    }
-
-    fn pid_at(&self, addr: SocketAddr) -> Option<u32> {
-        let node = self.nodes.iter().find(|n| n.addr == addr)?;
-        node.child.as_ref().map(Child::id)
-    }
-
-    fn start(bin: &Path, args: &ClusterArgs) -> Result<Self, String> {
-        let root = tempfile::Builder::new()
-            .prefix("ringraft-bench-")
-            .tempdir_in(std::env::temp_dir())
-            .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let ports = free_ports(args.nodes)?;
-        let voters = ports
-            .iter()
-            .enumerate()
-            .map(|(i, port)| format!("{}@127.0.0.1:{port}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = LocalCluster {
-            nodes: Vec::new(),
-            root,
-        };
-        let membership = format!("quorum.voters={voters}");
-        for (i, port) in ports.iter().enumerate() {
-            let node = cluster.spawn(bin, args, i, *port, &membership)?;
-            cluster.nodes.push(node);
-        }
-        Ok(cluster)
-    }
-
-    /// Starts an observer (id = voters + 1) with an empty log that knows the voters only as
-    /// bootstrap servers; returns its id.
-    fn start_observer(&mut self, bin: &Path, args: &ClusterArgs) -> Result<usize, String> {
-        let bootstrap = self
-            .nodes
-            .iter()
-            .map(|n| n.addr.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let port = free_ports(1)?[0];
-        let index = self.nodes.len();
-        let membership = format!("bootstrap.servers={bootstrap}");
-        let node = self.spawn(bin, args, index, port, &membership)?;
-        let id = node.id;
-        self.nodes.push(node);
-        Ok(id)
-    }
-
-    fn spawn(
-        &self,
-        bin: &Path,
-        args: &ClusterArgs,
-        index: usize,
-        port: u16,
-        membership: &str,
-    ) -> Result<NodeProcess, String> {
-        let id = index + 1;
-        let dir = self.root.path().join(format!("node-{id}"));
-        let config = self.root.path().join(format!("server-{id}.properties"));
-        let stderr = self.root.path().join(format!("node-{id}.stderr"));
-        std::fs::write(
-            &config,
-            format!(
-                "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                 log.dirs={}\n{membership}\n",
-                dir.display()
-            ),
-        )
-        .map_err(|e| format!("writing {}: {e}", config.display()))?;
-        let stderr_file = std::fs::File::create(&stderr)
-            .map_err(|e| format!("creating {}: {e}", stderr.display()))?;
-        let mut command = Command::new(bin);
-        command.arg("serve").arg("--config").arg(&config);
-        for pair in &args.node_overrides {
-            command.arg("--override").arg(pair);
-        }
-        if !args.raft_cpus.is_empty() {
-            command
-                .arg("--raft-cpu")
-                .arg(args.raft_cpus[index % args.raft_cpus.len()].to_string());
-        }
-        if !args.log_cpus.is_empty() {
-            command
-                .arg("--log-cpu")
-                .arg(args.log_cpus[index % args.log_cpus.len()].to_string());
-        }
-        command
-            // Warnings, plus the counters line each node logs when it stops.
-            .env("RUST_LOG", "warn,ringraft::stats=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr_file);
-        // Own process group: a terminal's Ctrl-C reaches only this process, which then stops
-        // the nodes with SIGTERM and checks how they exit.
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        kill_with_parent(&mut command);
-        let child = command
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
-        Ok(NodeProcess {
-            id,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            child: Some(child),
-            stderr,
+/// The counters of each node's last `node stats` line (logged at a graceful stop).
+fn node_stats(cluster: &Cluster) -> BTreeMap<i32, BTreeMap<String, f64>> {
+    cluster
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let text = std::fs::read_to_string(cluster.stderr_path(node.id)).ok()?;
+            let line = text.lines().rev().find(|l| l.contains(NODE_STATS_MARKER))?;
+            Some((node.id, parse_node_stats(line)))
         })
-    }
-
-    /// Fails if a node has exited.
-    fn check_running(&mut self) -> Result<(), String> {
-        for i in 0..self.nodes.len() {
-            let exited = self.nodes[i]
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                let id = self.nodes[i].id;
-                return Err(format!(
-                    "node {id} exited ({status}); its last stderr lines:\n{}",
-                    self.stderr_tail(id)
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Polls DescribeQuorum until a node answers as the leader (bounded).
-    fn wait_for_leader(&mut self) -> Result<SocketAddr, String> {
-        let deadline = Instant::now() + LEADER_WAIT;
-        while Instant::now() < deadline && !INTERRUPTED.load(Ordering::Relaxed) {
-            self.check_running()?;
-            for node in &self.nodes {
-                let Ok(mut client) = BlockingClient::connect(node.addr, Duration::from_secs(1))
-                else {
-                    continue;
-                };
-                if let Ok(d) = client.describe_quorum() {
-                    if d.error.is_none() && d.leader_id == node.id as i32 {
-                        return Ok(node.addr);
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Err(format!("no leader elected within {LEADER_WAIT:?}"))
-    }
-
-    /// SIGTERM to every node, then a bounded wait; (id, status), None = had to be killed.
-    fn stop(&mut self) -> Vec<(usize, Option<ExitStatus>)> {
-        for node in &self.nodes {
-            if let Some(child) = &node.child {
-                // SAFETY: plain syscall on our own, not yet reaped, child.
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            }
-        }
-        let deadline = Instant::now() + STOP_WAIT;
-        self.nodes
-            .iter_mut()
-            .map(|node| {
-                let mut status = None;
-                while let Some(child) = node.child.as_mut() {
-                    if let Ok(Some(s)) = child.try_wait() {
-                        status = Some(s);
-                        node.child = None;
-                        break;
-                    }
-                    if Instant::now() >= deadline {
-                        break; // the guard kills it
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                (node.id, status)
-            })
-            .collect()
-    }
-
-    /// The counters of each node's last `node stats` line (logged at a graceful stop).
-    fn node_stats(&self) -> BTreeMap<usize, BTreeMap<String, f64>> {
-        self.nodes
-            .iter()
-            .filter_map(|node| {
-                let text = std::fs::read_to_string(&node.stderr).ok()?;
-                let line = text.lines().rev().find(|l| l.contains(NODE_STATS_MARKER))?;
-                Some((node.id, parse_node_stats(line)))
-            })
-            .collect()
-    }
-
-    fn stderr_tail(&self, id: usize) -> String {
-        let Some(node) = self.nodes.iter().find(|n| n.id == id) else {
-            return String::new();
-        };
-        let text = std::fs::read_to_string(&node.stderr).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-}
-
-/// The child gets SIGKILL when this process dies, even by SIGKILL.
-fn kill_with_parent(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+        .collect()
 }
 
 /// What the node's graceful-stop counters line contains (net::node::counters).

@@ -3,7 +3,7 @@
 //! pipelined (`send_produce` several times, then `recv_produce` for each answer).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -33,6 +33,30 @@ pub enum ClientError {
     },
     #[error("{addr}: undecodable response: {message}")]
     Decode { addr: SocketAddr, message: String },
+}
+
+/// The first socket address of `host` and `port` (a listener, a voter, a bootstrap server, an
+/// address a peer advertises): the lookup's error, or one saying `host` resolves to nothing.
+pub fn resolve_host_port(host: &str, port: u16) -> std::io::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{host} resolves to nothing")))
+}
+
+/// `server` as `--bootstrap-server` lists it (`host:port`, `[v6]:port`) as its first socket
+/// address; the error names `server`.
+pub fn resolve(server: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = server.parse() {
+        return Ok(addr);
+    }
+    let (host, port) = server
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{server}: invalid socket address"))?;
+    let port = port
+        .parse()
+        .map_err(|_| format!("{server}: invalid port value"))?;
+    resolve_host_port(host, port).map_err(|e| format!("{server}: {e}"))
 }
 
 /// Bytes asked of the socket per read: several pipelined responses arrive in one read.
@@ -305,5 +329,29 @@ impl BlockingClient {
     pub fn is_closed_by_peer(&mut self) -> bool {
         let mut buf = [0u8; 64];
         matches!(self.stream.read(&mut buf), Ok(0) | Err(_))
+    }
+}
+
+#[cfg(test)]
+mod resolve_tests {
+    use super::*;
+
+    #[test]
+    fn host_port_forms_resolve_and_bad_ones_name_the_server() {
+        assert_eq!(
+            resolve("127.0.0.1:9092").unwrap().to_string(),
+            "127.0.0.1:9092"
+        );
+        assert_eq!(resolve("[::1]:9092").unwrap().to_string(), "[::1]:9092");
+        assert_eq!(resolve("localhost:9092").unwrap().port(), 9092);
+        assert_eq!(
+            resolve("localhost").unwrap_err(),
+            "localhost: invalid socket address"
+        );
+        assert_eq!(
+            resolve("localhost:http").unwrap_err(),
+            "localhost:http: invalid port value"
+        );
+        assert_eq!(resolve_host_port("::1", 7).unwrap().to_string(), "[::1]:7");
     }
 }

@@ -1,7 +1,6 @@
 //! `ringraft`: the node (`serve`) and its admin tools (`quorum --describe`, `dump-log`,
 //! `quorum-state`). Load generation lives in `ringraft-bench`. Output goes through
 //! [`out::line`]: a closed stdout ends a command quietly with status 141 (docs/operations.md).
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use clap::{Parser, Subcommand};
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
 use engine::record::BatchView;
-use net::client::BlockingClient;
+use net::client::{resolve, BlockingClient};
 use net::node::lock::{DirLock, LockError};
 use net::node::NodeConfig;
 
@@ -171,14 +170,6 @@ fn main() -> ExitCode {
 fn serve(config: &std::path::Path, overrides: &[String]) -> Result<(), String> {
     let config = NodeConfig::load(config, overrides).map_err(|e| format!("config: {e}"))?;
     net::node::serve(config).map_err(|e| format!("cannot run the node: {e}"))
-}
-
-fn resolve(server: &str) -> Result<SocketAddr, String> {
-    server
-        .to_socket_addrs()
-        .map_err(|e| format!("{server}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{server} resolves to nothing"))
 }
 
 /// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the

@@ -8,7 +8,6 @@ mod support;
 
 use std::io::Read;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -19,30 +18,11 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Adds node `id` with a listener, a log directory and `bootstrap.servers` only.
 fn add_bootstrap_observer(cluster: &mut Cluster, id: i32, bootstrap: SocketAddr, cluster_id: &str) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    let dir: PathBuf = cluster.root.path().join(format!("observer-{id}"));
-    let config = cluster
-        .root
-        .path()
-        .join(format!("observer-{id}.properties"));
-    std::fs::write(
-        &config,
-        format!(
-            "broker.id={id}\ncluster.id={cluster_id}\nlisteners=PLAINTEXT://{addr}\n\
-             log.dirs={}\nbootstrap.servers={bootstrap}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
-    cluster.nodes.push(Node {
-        id,
-        addr,
-        dir,
-        config,
-        process: None,
-    });
+    let membership = format!("bootstrap.servers={bootstrap}");
+    let name = format!("observer-{id}");
+    cluster
+        .add_node(id, &name, cluster_id, &membership)
+        .unwrap();
 }
 
 fn node_index(cluster: &Cluster, id: i32) -> usize {

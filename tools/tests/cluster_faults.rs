@@ -7,7 +7,6 @@ mod support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -197,28 +196,11 @@ fn add_observer(cluster: &mut Cluster, id: i32) {
         .find(|l| l.starts_with("quorum.voters="))
         .unwrap()
         .to_string();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    let dir: PathBuf = cluster.root.path().join(format!("node-{id}"));
-    let config = cluster.root.path().join(format!("server-{id}.properties"));
-    std::fs::write(
-        &config,
-        format!(
-            "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://{addr}\n\
-             log.dirs={}\n{voters_line}\n",
-            dir.display()
-        ),
-    )
-    .unwrap();
     assert_eq!(cluster.nodes.len() as i32, id - 1);
-    cluster.nodes.push(Node {
-        id,
-        addr,
-        dir,
-        config,
-        process: None,
-    });
+    let name = format!("node-{id}");
+    cluster
+        .add_node(id, &name, CLUSTER_ID, &voters_line)
+        .unwrap();
 }
 
 #[test]

@@ -38,16 +38,10 @@ fn a_full_disk_stops_the_node_with_the_storage_exit_code_even_when_stderr_is_unw
     let mount = cluster.root.path().join("small");
     std::fs::create_dir(&mount).unwrap();
     let config = cluster.root.path().join("small.properties");
-    std::fs::write(
-        &config,
-        format!(
-            "broker.id=1\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://{addr}\n\
-             log.dirs={dir}\nquorum.voters=1@{addr}\nlog.segment.bytes=1048576\n",
-            addr = cluster.addr(1),
-            dir = mount.join("log").display()
-        ),
-    )
-    .unwrap();
+    let addr = cluster.addr(1);
+    let voters = format!("quorum.voters=1@{addr}");
+    let properties = node_properties(1, CLUSTER_ID, addr, &mount.join("log"), &voters);
+    std::fs::write(&config, properties + "log.segment.bytes=1048576\n").unwrap();
     let mut node = spawn_on_private_mount(
         "-t tmpfs -o size=6m none",
         &mount,

@@ -146,14 +146,11 @@ fn a_log_directory_that_refuses_o_direct_stops_the_node_with_one_line_naming_the
     std::fs::create_dir(&ramfs).unwrap();
     let log_dir = ramfs.join("log");
     let config = cluster.root.path().join("ramfs.properties");
+    let addr = cluster.addr(1);
+    let voters = format!("quorum.voters=1@{addr}");
     std::fs::write(
         &config,
-        format!(
-            "broker.id=1\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://{addr}\n\
-             log.dirs={dir}\nquorum.voters=1@{addr}\n",
-            addr = cluster.addr(1),
-            dir = log_dir.display()
-        ),
+        node_properties(1, CLUSTER_ID, addr, &log_dir, &voters),
     )
     .unwrap();
     let mut node = spawn_on_private_mount("-t ramfs none", &ramfs, &config, "", "warn");

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use engine::raft::{NodeId, RaftConfig, VoterEndpoint};
@@ -56,10 +56,7 @@ impl fmt::Display for VoterAddress {
 impl VoterAddress {
     /// Resolves the address (the first one the resolver gives).
     pub fn socket_addr(&self) -> std::io::Result<SocketAddr> {
-        (self.host.as_str(), self.port)
-            .to_socket_addrs()?
-            .next()
-            .ok_or_else(|| std::io::Error::other(format!("{} resolves to nothing", self.host)))
+        crate::client::resolve_host_port(&self.host, self.port)
     }
 }
 

@@ -2,7 +2,7 @@
 //! seconds to resolve (or fail to); the raft thread must not wait on a name that anybody can put
 //! in a FindQuorum. IP literals need no lookup and are answered at once.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 /// Lookups in flight at most; beyond that a lookup fails at once (the caller may retry later).
@@ -50,13 +50,7 @@ impl Resolver {
         let spawned = std::thread::Builder::new()
             .name("ringraft-resolve".into())
             .spawn(move || {
-                let result = (host.as_str(), port)
-                    .to_socket_addrs()
-                    .and_then(|mut addrs| {
-                        addrs.next().ok_or_else(|| {
-                            std::io::Error::other(format!("{host} resolves to nothing"))
-                        })
-                    });
+                let result = crate::client::resolve_host_port(&host, port);
                 let _ = done.send((token, result));
             });
         if let Err(error) = spawned {

@@ -1442,11 +1442,7 @@ fn writer_request(op: LogOp) -> WriterRequest {
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
-    use std::net::ToSocketAddrs;
-    (host, port)
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other(format!("{host} resolves to nothing")))
+    crate::client::resolve_host_port(host, port)
 }
 
 /// Loads nothing: builds, then runs a node until shutdown.

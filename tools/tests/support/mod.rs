@@ -1,241 +1,117 @@
-//! Process-test support: a cluster of real `ringraft serve` processes on 127.0.0.1, each killed
-//! when its guard drops, and a checker that reads every voter's log after the fact.
+//! Process-test support: the test kit's cluster of real `ringraft serve` processes on 127.0.0.1
+//! (ringraft-testkit) as the tests use it, and what only these tests need: a checker that reads
+//! every voter's log after the fact, a producing load thread, raw peer requests, nodes on a
+//! private mount.
 
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::{SocketAddr, TcpStream};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use engine::raft::{ErrorCode, Request, Response};
 use engine::record::{BatchView, RecordBatchBuilder};
 use net::client::BlockingClient;
 use net::wire::{quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+use testkit::{LeaderWait, Settings, Stderr};
+
+#[allow(unused_imports)] // each test binary uses some
+pub use testkit::{node_properties, read_stderr, ProcessGuard};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 pub const CLUSTER_ID: &str = "process-test";
 
-/// A child process killed (SIGKILL) and reaped when dropped.
-pub struct ProcessGuard {
-    pub child: Child,
-}
+/// How long [`Cluster::stop_all`] waits after SIGTERM (one deadline for all the nodes).
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
 
-impl ProcessGuard {
-    pub fn signal(&self, signal: i32) {
-        // SAFETY: plain syscall on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, signal) };
-    }
+/// The kit's cluster (nodes, root directory, settings: its fields and methods), with its
+/// fallible calls made panics, as a test wants them, and the tests' settings: this `ringraft`
+/// binary, [`CLUSTER_ID`], `RUST_LOG=warn`.
+pub struct Cluster(testkit::Cluster);
 
-    /// Waits (bounded) for the process to exit; Some(status) if it did.
-    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+impl Deref for Cluster {
+    type Target = testkit::Cluster;
+    fn deref(&self) -> &testkit::Cluster {
+        &self.0
     }
 }
 
-impl Drop for ProcessGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut testkit::Cluster {
+        &mut self.0
     }
 }
 
-pub struct Node {
-    pub id: i32,
-    pub addr: SocketAddr,
-    pub dir: PathBuf,
-    pub config: PathBuf,
-    pub process: Option<ProcessGuard>,
-}
-
-pub struct Cluster {
-    pub root: tempfile::TempDir,
-    pub nodes: Vec<Node>,
+pub fn settings() -> Settings {
+    Settings {
+        cluster_id: CLUSTER_ID.into(),
+        ..Settings::new(binary())
+    }
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    testkit::free_ports(1).unwrap()[0]
 }
 
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_ringraft")
 }
 
+fn ok<T>(result: Result<T, String>) -> T {
+    result.unwrap_or_else(|e| panic!("{e}"))
+}
+
 impl Cluster {
     /// Writes the server.properties of `count` voters (not started).
     pub fn new(count: i32) -> Cluster {
-        let root = tempfile::tempdir().unwrap();
-        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        let voters = (1..=count)
-            .map(|id| format!("{id}@127.0.0.1:{}", ports[(id - 1) as usize]))
-            .collect::<Vec<_>>()
-            .join(",");
-        let nodes = (1..=count)
-            .map(|id| {
-                let port = ports[(id - 1) as usize];
-                let dir = root.path().join(format!("node-{id}"));
-                let config = root.path().join(format!("server-{id}.properties"));
-                std::fs::write(
-                    &config,
-                    format!(
-                        "broker.id={id}\ncluster.id={CLUSTER_ID}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n\
-                         log.dirs={}\nquorum.voters={voters}\n",
-                        dir.display()
-                    ),
-                )
-                .unwrap();
-                Node {
-                    id,
-                    addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                    dir,
-                    config,
-                    process: None,
-                }
-            })
-            .collect();
-        Cluster { root, nodes }
-    }
-
-    pub fn node(&mut self, id: i32) -> &mut Node {
-        &mut self.nodes[(id - 1) as usize]
+        Cluster(ok(testkit::Cluster::create(settings(), count as usize)))
     }
 
     pub fn start_all(&mut self) {
-        for id in 1..=self.nodes.len() as i32 {
-            self.start(id, &[]);
-        }
+        ok(self.0.start_all(Stderr::Null));
     }
 
     pub fn start(&mut self, id: i32, overrides: &[&str]) {
-        let node = self.node(id);
-        let child = spawn(&node.config, overrides, Stdio::null());
-        node.process = Some(ProcessGuard { child });
+        ok(self.0.start(id, overrides, Stderr::Null));
     }
 
-    /// Starts every node with its stderr appended to [`Cluster::stderr_path`] (for a failure's
-    /// message: [`Cluster::stderr_tail`]).
+    /// Starts every node with its stderr appended to [`testkit::Cluster::stderr_path`] (for a
+    /// failure's message: [`testkit::Cluster::stderr_tail`]).
     pub fn start_all_logged(&mut self) {
-        for id in 1..=self.nodes.len() as i32 {
-            let path = self.stderr_path(id);
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .unwrap();
-            let node = self.node(id);
-            let child = spawn(&node.config, &[], Stdio::from(file));
-            node.process = Some(ProcessGuard { child });
-        }
-    }
-
-    pub fn stderr_path(&self, id: i32) -> PathBuf {
-        self.root.path().join(format!("node-{id}.stderr"))
-    }
-
-    /// What node `id` wrote to its stderr file last: from its last panic message on (without
-    /// the backtrace), or else its last 15 lines (empty if none).
-    pub fn stderr_tail(&self, id: i32) -> String {
-        let text = std::fs::read_to_string(self.stderr_path(id)).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        match lines.iter().rposition(|l| l.contains("panicked at")) {
-            Some(panic) => lines[panic..]
-                .iter()
-                .take_while(|l| !l.starts_with("stack backtrace:"))
-                .copied()
-                .collect::<Vec<_>>()
-                .join("\n"),
-            None => lines[lines.len().saturating_sub(15)..].join("\n"),
-        }
+        ok(self.0.start_all(Stderr::File));
     }
 
     /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
     /// time. Returns (id, exit status) per node that was running; None = had to be killed.
     pub fn stop_all(&mut self) -> Vec<(i32, Option<std::process::ExitStatus>)> {
-        for node in &mut self.nodes {
-            if let Some(p) = node.process.as_ref() {
-                p.signal(libc::SIGTERM);
-            }
-        }
-        let mut statuses = Vec::new();
-        for node in &mut self.nodes {
-            if let Some(mut p) = node.process.take() {
-                statuses.push((node.id, p.wait_exit(Duration::from_secs(15))));
-            }
-        }
-        statuses
+        self.0.stop_all(STOP_WAIT)
     }
 
     /// Waits (bounded) until the leader reports every voter's log end offset at `offset` or
     /// beyond.
     pub fn wait_for_voters_at(&self, leader: i32, offset: i64) {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Ok(mut client) =
-                BlockingClient::connect(self.addr(leader), Duration::from_secs(1))
-            {
-                if let Ok(d) = client.describe_quorum() {
-                    if d.current_voters.iter().all(|v| v.log_end_offset >= offset) {
-                        return;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("voters did not reach offset {offset} within {WAIT:?}");
+        ok(self.0.wait_for_voters_at(leader, offset, WAIT));
     }
 
     /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
-    pub fn wait_for_leader(&self, exclude: Option<i32>) -> i32 {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            for node in &self.nodes {
-                if Some(node.id) == exclude || node.process.is_none() {
-                    continue;
-                }
-                let Ok(mut client) = BlockingClient::connect(node.addr, Duration::from_secs(1))
-                else {
-                    continue;
-                };
-                if let Ok(d) = client.describe_quorum() {
-                    if d.error == ErrorCode::NONE && d.leader_id == node.id {
-                        return node.id;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("no leader within {WAIT:?}");
-    }
-
-    pub fn addr(&self, id: i32) -> SocketAddr {
-        self.nodes[(id - 1) as usize].addr
+    pub fn wait_for_leader(&mut self, exclude: Option<i32>) -> i32 {
+        ok(self.0.wait_for_leader(&LeaderWait {
+            exclude,
+            ..LeaderWait::within(WAIT)
+        }))
     }
 }
 
+/// `ringraft serve --config config` with `overrides`, its stderr to `stderr`.
 pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
-    let mut command = Command::new(binary());
-    command.arg("serve").arg("--config").arg(config);
-    for o in overrides {
-        command.arg("--override").arg(o);
-    }
-    command
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
+    settings()
+        .serve_command(config, overrides, 0)
         .stderr(stderr)
         .spawn()
         .unwrap()
@@ -405,20 +281,6 @@ pub fn start_load(
         })
     };
     (acked, handle)
-}
-
-/// What `guard`'s process wrote to its piped stderr (read to the end: the process must exit).
-pub fn read_stderr(guard: &mut ProcessGuard) -> String {
-    use std::io::Read;
-    let mut out = String::new();
-    guard
-        .child
-        .stderr
-        .take()
-        .expect("stderr is piped")
-        .read_to_string(&mut out)
-        .unwrap();
-    out
 }
 
 /// Starts `ringraft serve --config config` in a private user and mount namespace

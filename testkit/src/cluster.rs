@@ -1,0 +1,383 @@
+//! A cluster of `ringraft serve` processes on 127.0.0.1: configs, logs and stderr files in one
+//! temporary directory, nodes started and stopped by id.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use net::client::BlockingClient;
+
+use crate::process::{kill_with_parent, ProcessGuard};
+
+/// How every node of a [`Cluster`] is configured and started.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The `ringraft` binary.
+    pub binary: PathBuf,
+    /// `cluster.id` of the nodes [`Cluster::create`] writes.
+    pub cluster_id: String,
+    /// Prefix of the temporary directory that holds the configs, logs and stderr files.
+    pub dir_prefix: String,
+    /// `RUST_LOG` of every node.
+    pub rust_log: String,
+    /// `--override`s of every start, before the start's own.
+    pub overrides: Vec<String>,
+    /// `--raft-cpu` of the node at position i: entry i mod the list's length (none if empty).
+    pub raft_cpus: Vec<usize>,
+    /// `--log-cpu` of the node at position i, handed out as `raft_cpus`.
+    pub log_cpus: Vec<usize>,
+    /// [`Cluster::stderr_tail`]: this many last lines...
+    pub tail_lines: usize,
+    /// ... or, when set and the node panicked, from its last panic message on.
+    pub tail_from_panic: bool,
+}
+
+impl Settings {
+    /// `cluster.id` "ringraft-testkit", `RUST_LOG=warn`, no overrides, no pinning, tails of 15
+    /// lines or from a panic on.
+    pub fn new(binary: impl Into<PathBuf>) -> Self {
+        Settings {
+            binary: binary.into(),
+            cluster_id: "ringraft-testkit".into(),
+            dir_prefix: ".tmp".into(),
+            rust_log: "warn".into(),
+            overrides: Vec::new(),
+            raft_cpus: Vec::new(),
+            log_cpus: Vec::new(),
+            tail_lines: 15,
+            tail_from_panic: true,
+        }
+    }
+
+    /// `ringraft serve --config config`, these settings' overrides then `overrides`, the
+    /// pinning of the node at position `index`, stdin and stdout null (the caller sets stderr),
+    /// in a process group of its own and killed with the thread that spawns it.
+    pub fn serve_command(&self, config: &Path, overrides: &[&str], index: usize) -> Command {
+        let mut command = Command::new(&self.binary);
+        command.arg("serve").arg("--config").arg(config);
+        let all = self.overrides.iter().map(String::as_str);
+        for pair in all.chain(overrides.iter().copied()) {
+            command.arg("--override").arg(pair);
+        }
+        if !self.raft_cpus.is_empty() {
+            let cpu = self.raft_cpus[index % self.raft_cpus.len()];
+            command.arg("--raft-cpu").arg(cpu.to_string());
+        }
+        if !self.log_cpus.is_empty() {
+            let cpu = self.log_cpus[index % self.log_cpus.len()];
+            command.arg("--log-cpu").arg(cpu.to_string());
+        }
+        command
+            .env("RUST_LOG", &self.rust_log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // Own process group: a terminal's Ctrl-C reaches only the process that started the
+        // nodes, which can then stop them with SIGTERM and check how they exit.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        kill_with_parent(&mut command);
+        command
+    }
+}
+
+/// Where a started node's stderr goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stderr {
+    Null,
+    /// Appended to [`Cluster::stderr_path`] (read back with [`Cluster::stderr_tail`]).
+    File,
+}
+
+/// How [`Cluster::wait_for_leader`] waits.
+#[derive(Clone, Copy, Debug)]
+pub struct LeaderWait<'a> {
+    pub timeout: Duration,
+    /// A node not to count as the leader.
+    pub exclude: Option<i32>,
+    /// Give up at once, naming the node and its stderr tail, when a started node has exited.
+    pub fail_on_exit: bool,
+    /// Give up as soon as this is set.
+    pub interrupted: Option<&'a AtomicBool>,
+}
+
+impl LeaderWait<'_> {
+    /// At most `timeout`, every started node counted, whether or not some have exited.
+    pub fn within(timeout: Duration) -> Self {
+        LeaderWait {
+            timeout,
+            exclude: None,
+            fail_on_exit: false,
+            interrupted: None,
+        }
+    }
+}
+
+pub struct Node {
+    pub id: i32,
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub process: Option<ProcessGuard>,
+}
+
+pub struct Cluster {
+    // Declared before `root` so the processes are gone before their directories are removed.
+    pub nodes: Vec<Node>,
+    pub root: tempfile::TempDir,
+    pub settings: Settings,
+}
+
+/// A node's `server.properties`: `membership` is its `quorum.voters=...` or
+/// `bootstrap.servers=...` line.
+pub fn node_properties(
+    id: i32,
+    cluster_id: &str,
+    addr: SocketAddr,
+    dir: &Path,
+    membership: &str,
+) -> String {
+    format!(
+        "broker.id={id}\ncluster.id={cluster_id}\nlisteners=PLAINTEXT://{addr}\n\
+         log.dirs={}\n{membership}\n",
+        dir.display()
+    )
+}
+
+impl Cluster {
+    /// Writes the configs of `count` voters, ids 1 to `count` on free ports (none started).
+    pub fn create(settings: Settings, count: usize) -> Result<Cluster, String> {
+        let root = tempfile::Builder::new()
+            .prefix(&settings.dir_prefix)
+            .tempdir_in(std::env::temp_dir())
+            .map_err(|e| format!("creating a temporary directory: {e}"))?;
+        let addrs: Vec<SocketAddr> = crate::free_ports(count)?
+            .into_iter()
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .collect();
+        let voters = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| format!("{}@{addr}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let cluster_id = settings.cluster_id.clone();
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            root,
+            settings,
+        };
+        for (i, addr) in addrs.into_iter().enumerate() {
+            let id = i as i32 + 1;
+            cluster.push_node(
+                id,
+                addr,
+                &format!("node-{id}"),
+                &format!("server-{id}.properties"),
+                &cluster_id,
+                &format!("quorum.voters={voters}"),
+            )?;
+        }
+        Ok(cluster)
+    }
+
+    /// Adds node `id` (not started) on a free port, its log directory `name` and its config
+    /// `name.properties` in the cluster's directory; returns its position in `nodes`.
+    pub fn add_node(
+        &mut self,
+        id: i32,
+        name: &str,
+        cluster_id: &str,
+        membership: &str,
+    ) -> Result<usize, String> {
+        let port = crate::free_ports(1)?[0];
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let config = format!("{name}.properties");
+        self.push_node(id, addr, name, &config, cluster_id, membership)?;
+        Ok(self.nodes.len() - 1)
+    }
+
+    fn push_node(
+        &mut self,
+        id: i32,
+        addr: SocketAddr,
+        dir: &str,
+        config: &str,
+        cluster_id: &str,
+        membership: &str,
+    ) -> Result<(), String> {
+        let dir = self.root.path().join(dir);
+        let config = self.root.path().join(config);
+        std::fs::write(
+            &config,
+            node_properties(id, cluster_id, addr, &dir, membership),
+        )
+        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        self.nodes.push(Node {
+            id,
+            addr,
+            dir,
+            config,
+            process: None,
+        });
+        Ok(())
+    }
+
+    /// The position in `nodes` of the (first) node `id`.
+    pub fn index(&self, id: i32) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+
+    /// Node `id`; panics if there is none.
+    pub fn node(&mut self, id: i32) -> &mut Node {
+        let index = self.index(id).unwrap_or_else(|| panic!("no node {id}"));
+        &mut self.nodes[index]
+    }
+
+    /// The address of node `id`; panics if there is none.
+    pub fn addr(&self, id: i32) -> SocketAddr {
+        let index = self.index(id).unwrap_or_else(|| panic!("no node {id}"));
+        self.nodes[index].addr
+    }
+
+    pub fn stderr_path(&self, id: i32) -> PathBuf {
+        self.root.path().join(format!("node-{id}.stderr"))
+    }
+
+    /// The end of what node `id` wrote to its stderr file (empty if nothing): as
+    /// [`Settings::tail_lines`] and [`Settings::tail_from_panic`] say.
+    pub fn stderr_tail(&self, id: i32) -> String {
+        let text = std::fs::read_to_string(self.stderr_path(id)).unwrap_or_default();
+        crate::tail(
+            &text,
+            self.settings.tail_lines,
+            self.settings.tail_from_panic,
+        )
+    }
+
+    /// Starts node `id` (a running one is killed first) with `overrides` after the settings'.
+    pub fn start(&mut self, id: i32, overrides: &[&str], stderr: Stderr) -> Result<(), String> {
+        let index = self.index(id).ok_or_else(|| format!("no node {id}"))?;
+        self.start_at(index, overrides, stderr)
+    }
+
+    /// Starts every node, in order.
+    pub fn start_all(&mut self, stderr: Stderr) -> Result<(), String> {
+        (0..self.nodes.len()).try_for_each(|index| self.start_at(index, &[], stderr))
+    }
+
+    fn start_at(&mut self, index: usize, overrides: &[&str], stderr: Stderr) -> Result<(), String> {
+        let node = &self.nodes[index];
+        let stdio = match stderr {
+            Stderr::Null => Stdio::null(),
+            Stderr::File => {
+                let path = self.stderr_path(node.id);
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| format!("creating {}: {e}", path.display()))?;
+                Stdio::from(file)
+            }
+        };
+        let mut command = self.settings.serve_command(&node.config, overrides, index);
+        let child = command
+            .stderr(stdio)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", self.settings.binary.display()))?;
+        self.nodes[index].process = Some(ProcessGuard { child });
+        Ok(())
+    }
+
+    /// (node id, pid) of every started node, in order.
+    pub fn pids(&self) -> Vec<(i32, u32)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.process.as_ref().map(|p| (n.id, p.pid())))
+            .collect()
+    }
+
+    /// Fails, naming the node and its stderr tail, if a started node has exited.
+    pub fn check_running(&mut self) -> Result<(), String> {
+        for i in 0..self.nodes.len() {
+            if let Some(status) = self.nodes[i].process.as_mut().and_then(|p| p.exited()) {
+                let id = self.nodes[i].id;
+                return Err(format!(
+                    "node {id} exited ({status}); its last stderr lines:\n{}",
+                    self.stderr_tail(id)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The started node (but `exclude`) that answers DescribeQuorum as the leader, if one does
+    /// now.
+    pub fn leader_now(&self, exclude: Option<i32>) -> Option<i32> {
+        self.nodes
+            .iter()
+            .filter(|n| Some(n.id) != exclude && n.process.is_some())
+            .find(|node| {
+                BlockingClient::connect(node.addr, Duration::from_secs(1))
+                    .and_then(|mut client| client.describe_quorum())
+                    .is_ok_and(|d| d.error.is_none() && d.leader_id == node.id)
+            })
+            .map(|n| n.id)
+    }
+
+    /// Polls [`Cluster::leader_now`] until a leader answers (bounded, as `wait` says).
+    pub fn wait_for_leader(&mut self, wait: &LeaderWait) -> Result<i32, String> {
+        let deadline = Instant::now() + wait.timeout;
+        let interrupted = || wait.interrupted.is_some_and(|i| i.load(Ordering::Relaxed));
+        while Instant::now() < deadline && !interrupted() {
+            if wait.fail_on_exit {
+                self.check_running()?;
+            }
+            if let Some(id) = self.leader_now(wait.exclude) {
+                return Ok(id);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!("no leader elected within {:?}", wait.timeout))
+    }
+
+    /// Waits (at most `timeout`) until the leader reports every voter's log end offset at
+    /// `offset` or beyond.
+    pub fn wait_for_voters_at(
+        &self,
+        leader: i32,
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let reached = BlockingClient::connect(self.addr(leader), Duration::from_secs(1))
+                .and_then(|mut client| client.describe_quorum())
+                .is_ok_and(|d| d.current_voters.iter().all(|v| v.log_end_offset >= offset));
+            if reached {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "voters did not reach offset {offset} within {timeout:?}"
+        ))
+    }
+
+    /// Stops every started node: SIGTERM, then SIGKILL (its guard) if it has not exited within
+    /// `timeout` (one deadline for all). (id, exit status) of each, in order; None = killed.
+    pub fn stop_all(&mut self, timeout: Duration) -> Vec<(i32, Option<ExitStatus>)> {
+        for process in self.nodes.iter().filter_map(|n| n.process.as_ref()) {
+            process.signal(libc::SIGTERM);
+        }
+        let deadline = Instant::now() + timeout;
+        self.nodes
+            .iter_mut()
+            .filter_map(|node| {
+                let mut process = node.process.take()?;
+                let left = deadline.saturating_duration_since(Instant::now());
+                Some((node.id, process.wait_exit(left)))
+            })
+            .collect()
+    }
+}
