@@ -289,6 +289,62 @@ mod tests {
     }
 
     #[test]
+    fn the_edge_values_an_honest_peer_may_send_are_admitted() {
+        use crate::raft::message::*;
+        let cluster_id = String::from("c");
+        let end = |leader_id, successors: Vec<NodeId>| {
+            Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                cluster_id: cluster_id.clone(),
+                replica_id: 0,
+                leader_id,
+                leader_epoch: 10,
+                preferred_successors: successors,
+            })
+        };
+        // A candidate ends an epoch with no leader (-1); node 0 is a real id; a full list.
+        assert!(admit_request(&end(-1, vec![0]), None, ME).is_ok());
+        assert!(admit_request(&end(0, vec![0; MAX_SUCCESSORS]), None, ME).is_ok());
+        assert!(admit_request(&end(0, vec![0; MAX_SUCCESSORS + 1]), None, ME).is_err());
+        // An anonymous fetch (replica -1) that does not wait; replica 0.
+        for replica_id in [-1, 0] {
+            let fetch = Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+                cluster_id: cluster_id.clone(),
+                replica_id,
+                leader_epoch: 10,
+                fetch_offset: 0,
+                last_fetched_epoch: 0,
+                is_follower: false,
+                max_wait_ms: 0,
+                durable_offset: -1,
+            });
+            assert!(
+                admit_request(&fetch, None, ME).is_ok(),
+                "replica {replica_id}"
+            );
+        }
+        // A FindQuorum that advertises nothing (replica -1, port -1, boot timestamp 0), and one
+        // that advertises port 0 (the OS's pick) or the highest port.
+        for (replica_id, port, boot_timestamp) in [(-1, -1, 0), (0, 0, 1), (1, 65_535, 1)] {
+            let find = Request::FindQuorum(FindQuorumRequest {
+                cluster_id: cluster_id.clone(),
+                replica_id,
+                boot_timestamp,
+                host: String::new(),
+                port,
+            });
+            assert!(admit_request(&find, None, ME).is_ok(), "port {port}");
+        }
+        let find = Request::FindQuorum(FindQuorumRequest {
+            cluster_id,
+            replica_id: 1,
+            boot_timestamp: 1,
+            host: String::new(),
+            port: 65_536,
+        });
+        assert!(admit_request(&find, None, ME).is_err());
+    }
+
+    #[test]
     fn a_known_sender_may_not_speak_for_another_replica() {
         let e = check_identity("replica id", 2, Some(3)).unwrap_err();
         assert_eq!(e.error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
