@@ -1,0 +1,330 @@
+//! Inbound connections: requests read and dispatched through the API table, and each
+//! connection's responses released in request order (docs/architecture.md, "Node runtime").
+
+use super::*;
+
+/// Bytes queued on one connection beyond which it is closed (a reader that stopped reading).
+const MAX_QUEUED_SEND_BYTES: usize = 256 << 20;
+/// Distinct senders whose refused messages are logged; beyond that they are only counted.
+const MAX_REFUSED_LOGGED: usize = 1024;
+
+/// An inbound request waiting for the core's answer.
+pub(super) struct PendingRequest {
+    pub(super) conn: ConnId,
+    /// Its slot in the connection's [`ResponseQueue`].
+    pub(super) seq: u64,
+    pub(super) correlation_id: i32,
+    pub(super) spec: &'static ApiSpec,
+    pub(super) version: i16,
+}
+
+/// The responses owed on one inbound connection, released in request order: Kafka clients match
+/// each response to their oldest request in flight (docs/protocol.md section 13), while the core
+/// answers as things complete (a Produce waits for the high watermark, a DescribeQuorum does not).
+#[derive(Debug, Default)]
+pub(super) struct ResponseQueue {
+    /// The sequence number of `slots[0]`.
+    head: u64,
+    /// One slot per request still owed a response, in arrival order; Some once answered.
+    slots: VecDeque<Option<Vec<Bytes>>>,
+}
+
+impl ResponseQueue {
+    /// A slot for the next request; its response is released after every earlier one.
+    pub(super) fn reserve(&mut self) -> u64 {
+        self.slots.push_back(None);
+        self.head + self.slots.len() as u64 - 1
+    }
+
+    pub(super) fn fill(&mut self, seq: u64, chain: Vec<Bytes>) {
+        assert!(seq >= self.head, "slot {seq} was released already");
+        let slot = &mut self.slots[(seq - self.head) as usize];
+        assert!(slot.is_none(), "slot {seq} answered twice");
+        *slot = Some(chain);
+    }
+
+    /// The oldest response if it is ready (then every earlier one went out before it).
+    pub(super) fn pop_ready(&mut self) -> Option<Vec<Bytes>> {
+        if !matches!(self.slots.front(), Some(Some(_))) {
+            return None;
+        }
+        self.head += 1;
+        self.slots.pop_front().flatten()
+    }
+}
+
+impl Node {
+    /// An inbound connection closed: its pending requests can no longer be answered.
+    pub(super) fn inbound_gone(&mut self, conn: ConnId) {
+        self.inbound.remove(&conn);
+        self.inbound_addrs.remove(&conn);
+        self.requests.retain(|_, r| r.conn != conn);
+        let deadlines = &mut self.produce_deadlines;
+        self.produces.retain(|&id, p| {
+            if p.conn == conn {
+                deadlines.remove(&(p.deadline_ms, id));
+            }
+            p.conn != conn
+        });
+    }
+
+    /// A slot for the response to a request just read from `conn`.
+    pub(super) fn reserve_response(&mut self, conn: ConnId) -> u64 {
+        self.inbound.entry(conn).or_default().reserve()
+    }
+
+    /// Queues the response to request `seq` of `conn` (a chain whose first piece starts with 4
+    /// placeholder bytes for the size) and sends every response that is now at the head.
+    pub(super) fn deliver(&mut self, conn: ConnId, seq: u64, chain: Vec<Bytes>) {
+        let Some(queue) = self.inbound.get_mut(&conn) else {
+            return; // the connection closed meanwhile
+        };
+        queue.fill(seq, chain);
+        while let Some(ready) = self
+            .inbound
+            .get_mut(&conn)
+            .and_then(ResponseQueue::pop_ready)
+        {
+            self.send_frame(conn, ready);
+        }
+    }
+
+    /// Logs a refused message once per sender (by address where the transport knows it), and
+    /// counts every one.
+    pub(super) fn log_refusal(&mut self, request: Option<u64>, peer: Option<NodeId>, reason: &str) {
+        self.counters.refused += 1;
+        let addr = request
+            .and_then(|id| self.requests.get(&id))
+            .and_then(|pending| self.inbound_addrs.get(&pending.conn));
+        let sender = match (addr, peer) {
+            (Some(addr), _) => addr.ip().to_string(),
+            (None, Some(peer)) => format!("node {peer}"),
+            (None, None) => "an unknown sender".to_string(),
+        };
+        if self.refused_logged.len() < MAX_REFUSED_LOGGED
+            && self.refused_logged.insert(sender.clone())
+        {
+            warn!(
+                node = self.config.broker_id,
+                from = %sender,
+                reason,
+                "refused a message no honest node sends (logged once per sender; all are counted \
+                 in node stats as refused); see docs/operations.md, \"Hostile input\""
+            );
+        }
+    }
+
+    // ---- inbound requests -------------------------------------------------------------------
+
+    pub(super) fn on_request_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        let mut r = WireReader::new(bytes);
+        let Ok(prefix) = RequestPrefix::read(&mut r) else {
+            self.close(conn, "short request");
+            return;
+        };
+        let Some(row) = api_table::row(prefix.api_key) else {
+            self.close(conn, "unknown api key");
+            return;
+        };
+        let spec = &row.spec;
+        if !spec.supports(prefix.api_version) {
+            if spec.key == api::API_VERSIONS {
+                let seq = self.reserve_response(conn);
+                self.answer_api_versions(conn, seq, prefix.correlation_id, 0, true);
+            } else {
+                self.close(conn, "unsupported api version");
+            }
+            return;
+        }
+        let flexible = spec.is_flexible(prefix.api_version);
+        let Ok(header) = RequestHeader::read_rest(&mut r, prefix, flexible) else {
+            self.close(conn, "bad request header");
+            return;
+        };
+        (row.handler)(self, conn, &header, spec, r);
+    }
+
+    // ---- handlers (rows of api_table.rs) ------------------------------------------------------
+
+    pub(in crate::node) fn handle_api_versions(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        _spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        if ApiVersionsRequest::decode(&mut r, header.api_version).is_err() {
+            self.close(conn, "bad ApiVersions body");
+            return;
+        }
+        let seq = self.reserve_response(conn);
+        self.answer_api_versions(conn, seq, header.correlation_id, header.api_version, false);
+    }
+
+    /// A quorum RPC goes to the core; its answer comes back as `Output::Respond`.
+    pub(in crate::node) fn handle_quorum_request(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        let request = match quorum::decode_request(spec.key, &mut r) {
+            Ok(request) => request,
+            Err(error) => {
+                debug!(%error, "undecodable quorum request");
+                self.close(conn, "bad quorum request body");
+                return;
+            }
+        };
+        tracing::trace!(?request, "request");
+        let id = self.next_request_id;
+        self.next_request_id += 1;
+        let seq = self.reserve_response(conn);
+        self.requests.insert(
+            id,
+            PendingRequest {
+                conn,
+                seq,
+                correlation_id: header.correlation_id,
+                spec,
+                version: header.api_version,
+            },
+        );
+        self.step(Input::Request {
+            id,
+            from: None,
+            request,
+        });
+    }
+
+    pub(super) fn respond(&mut self, id: u64, response: &Response) {
+        tracing::trace!(id, ?response, "respond");
+        let Some(pending) = self.requests.remove(&id) else {
+            return; // the connection closed meanwhile
+        };
+        if let Response::FetchQuorumRecords(fetch) = response {
+            if !fetch.batches.is_empty() {
+                self.counters.fetch_data_responses += 1;
+                self.counters.fetch_batches += fetch.batches.len() as u64;
+            }
+        }
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0);
+        ResponseHeader {
+            correlation_id: pending.correlation_id,
+        }
+        .write(
+            &mut w,
+            pending.spec.response_header_flexible(pending.version),
+        );
+        let chain = quorum::encode_response(response, w);
+        self.deliver(pending.conn, pending.seq, chain);
+    }
+
+    /// Sends a chain whose first piece starts with 4 placeholder bytes for the size.
+    pub(super) fn send_frame(&mut self, conn: ConnId, mut chain: Vec<Bytes>) {
+        let total: usize = chain.iter().map(Bytes::len).sum();
+        let mut first = BytesMut::from(&chain[0][..]);
+        first[..4].copy_from_slice(&size_prefix(total - 4));
+        chain[0] = first.freeze();
+        if let Err(error) = self.ring.send(conn, chain) {
+            debug!(?conn, %error, "send");
+        }
+        self.bound_send_queue(conn);
+    }
+
+    /// A peer or client that stops reading would make its send queue grow without bound:
+    /// past [`MAX_QUEUED_SEND_BYTES`] its connection is closed (its requests then fail).
+    pub(super) fn bound_send_queue(&mut self, conn: ConnId) {
+        if self
+            .ring
+            .queued_send_bytes(conn)
+            .is_some_and(|queued| queued > MAX_QUEUED_SEND_BYTES)
+        {
+            warn!(
+                ?conn,
+                "send queue over {MAX_QUEUED_SEND_BYTES} bytes: closing"
+            );
+            self.close(conn, "send queue full");
+        }
+    }
+
+    pub(super) fn answer_api_versions(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        correlation_id: i32,
+        version: i16,
+        bad: bool,
+    ) {
+        let api_keys = API_TABLE
+            .iter()
+            .map(|row| ApiVersionRange {
+                api_key: row.spec.key,
+                min_version: row.spec.min_version,
+                max_version: row.spec.max_version,
+            })
+            .collect();
+        let response = ApiVersionsResponse {
+            error: if bad {
+                ErrorCode::UNSUPPORTED_VERSION
+            } else {
+                ErrorCode::NONE
+            },
+            api_keys,
+            throttle_time_ms: 0,
+        };
+        let mut w = WireWriter::with_capacity(128);
+        w.i32(0);
+        ResponseHeader { correlation_id }.write(&mut w, false);
+        response.encode(&mut w, version);
+        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(tag: u8) -> Vec<Bytes> {
+        vec![Bytes::from(vec![tag])]
+    }
+
+    fn drain(queue: &mut ResponseQueue) -> Vec<u8> {
+        std::iter::from_fn(|| queue.pop_ready())
+            .map(|c| c[0][0])
+            .collect()
+    }
+
+    #[test]
+    fn responses_leave_in_request_order_whatever_order_they_are_answered_in() {
+        let mut queue = ResponseQueue::default();
+        let seqs: Vec<u64> = (0..4).map(|_| queue.reserve()).collect();
+        assert_eq!(seqs, vec![0, 1, 2, 3]);
+        queue.fill(2, chain(2));
+        queue.fill(1, chain(1));
+        assert!(
+            drain(&mut queue).is_empty(),
+            "the head (0) is not answered yet"
+        );
+        queue.fill(0, chain(0));
+        assert_eq!(drain(&mut queue), vec![0, 1, 2]);
+        assert_eq!(queue.reserve(), 4);
+        queue.fill(4, chain(4));
+        assert!(drain(&mut queue).is_empty(), "3 still waits");
+        queue.fill(3, chain(3));
+        assert_eq!(drain(&mut queue), vec![3, 4]);
+        assert!(queue.slots.is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "answered twice")]
+    fn a_slot_answered_twice_is_a_bug() {
+        let mut queue = ResponseQueue::default();
+        let seq = queue.reserve();
+        let _ = queue.reserve();
+        queue.fill(seq + 1, chain(1));
+        queue.fill(seq + 1, chain(1));
+    }
+}

@@ -1,0 +1,605 @@
+//! The raft thread: one io_uring event loop that owns every socket, the Raft core and its
+//! timers, and hands log operations to the group-commit writer thread.
+//!
+//! Loop: poll the ring until the core's next deadline → decode each frame → step the core →
+//! carry out its outputs in order (persist the election state, send, respond, hand log ops to
+//! the writer) → the writer's durable reports come back through its eventfd.
+//!
+//! Parts: this file (start-up, the loop, carrying out outputs), `peers` (outbound connections and
+//! endpoint probes), `inbound` (dispatch through the API table, responses in request order),
+//! `produce` (the Produce handler).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use engine::fail_stop::{exit_on_any_panic, fail_stop, EXIT_CORE, EXIT_QUORUM_STATE};
+use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
+use engine::log::{Log, LogConfig};
+use engine::quorum_state_store::QuorumStateStore;
+use engine::raft::{
+    bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, LogOp,
+    LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, VoterEndpoint,
+};
+use engine::record::BatchView;
+use tracing::{debug, info, warn};
+
+mod inbound;
+mod peers;
+mod produce;
+
+use inbound::{PendingRequest, ResponseQueue};
+use peers::{Peer, Probe, UnresolvedProbe, MIN_RECONNECT};
+use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
+
+use super::api_table::{self, API_TABLE};
+use super::config::NodeConfig;
+use super::counters::{NodeCounters, NodeStatsLine};
+use super::lock::DirLock;
+use super::resolver::Resolver;
+use super::signals::ShutdownSignals;
+use super::stepping::{CoreDriver, InputQueue};
+use crate::transport::{ConnId, Event, EventLoop, WatchId};
+use crate::wire::api::{self, ApiSpec};
+use crate::wire::frame::size_prefix;
+use crate::wire::kafka::{
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartitionResponse,
+    ProduceRequest, ProduceResponse, ProduceTopicResponse, PRODUCE_SPEC,
+};
+use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
+use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};
+
+/// Why a node could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("creating the log directory {path}: {source}")]
+    LogDir {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Lock(#[from] super::lock::LockError),
+    #[error(transparent)]
+    StartupCheck(#[from] super::startup_checks::StartupCheckError),
+    #[error("quorum-state file: {0}")]
+    QuorumState(#[from] engine::quorum_state_store::QuorumStateError),
+    #[error("opening the log: {0}")]
+    Log(#[from] engine::log::LogError),
+    #[error("starting the Raft core: {0}")]
+    Core(#[from] engine::raft::InitError),
+    #[error("starting the log writer: {0}")]
+    Writer(#[from] engine::io::WriterError),
+    #[error("transport: {0}")]
+    Transport(#[from] crate::transport::TransportError),
+    #[error("listener address {0}: {1}")]
+    Listener(String, std::io::Error),
+    #[error("voter {0}: cannot resolve its address: {1}")]
+    VoterAddress(String, std::io::Error),
+    #[error("bootstrap server {0}: cannot resolve its address: {1}")]
+    BootstrapAddress(String, std::io::Error),
+    #[error("pinning the raft thread: {0}")]
+    Pin(#[from] engine::os::file::PinError),
+    #[error("installing the SIGTERM/SIGINT handler: {0}")]
+    Signals(std::io::Error),
+}
+
+/// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// A running node. Build with [`Node::start`], then [`Node::run`] until shutdown.
+pub struct Node {
+    config: NodeConfig,
+    _lock: DirLock,
+    quorum_state: QuorumStateStore,
+    core: RaftCore,
+    writer: Option<GroupCommitWriter>,
+    ring: EventLoop,
+    writer_watch: WatchId,
+    signal_watch: WatchId,
+    _signals: ShutdownSignals,
+    started: Instant,
+    local_addr: SocketAddr,
+    peers: Vec<Peer>,
+    /// Connection → peer index, for outbound connections.
+    peer_conns: BTreeMap<ConnId, usize>,
+    /// Connection → the endpoint probe it carries.
+    probes: BTreeMap<ConnId, Probe>,
+    /// Probes whose host name is being looked up, by lookup token.
+    unresolved_probes: BTreeMap<u64, UnresolvedProbe>,
+    next_lookup_token: u64,
+    resolver: Resolver,
+    /// Where probes reached each (voter, host, port): the endpoint change that follows a probe
+    /// that vouched needs no second lookup.
+    probed_addrs: BTreeMap<(NodeId, String, i32), SocketAddr>,
+    /// Inbound connection → the peer's address, for the log line of a refused request.
+    inbound_addrs: BTreeMap<ConnId, SocketAddr>,
+    /// Senders whose refused messages were logged already (once each).
+    refused_logged: BTreeSet<String>,
+    next_wire_correlation: i32,
+    next_request_id: u64,
+    requests: BTreeMap<u64, PendingRequest>,
+    /// Inbound connection → the responses it is owed, in request order.
+    inbound: BTreeMap<ConnId, ResponseQueue>,
+    next_produce_id: u64,
+    produces: BTreeMap<u64, PendingProduce>,
+    /// (deadline ms, produce id) of every Produce with appends outstanding.
+    produce_deadlines: BTreeSet<(u64, u64)>,
+    /// Client append id → (produce id, partition slot).
+    appends: BTreeMap<u64, (u64, usize)>,
+    next_append_id: u64,
+    shutdown_deadline: Option<Instant>,
+    shutdown_done: bool,
+    /// Inputs for the core: stepping is never re-entrant (stepping.rs).
+    inputs: InputQueue,
+    counters: NodeCounters,
+}
+
+fn boot_seed(node_id: NodeId) -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (u64::from(node_id as u32) << 32) ^ u64::from(std::process::id())
+}
+
+impl Node {
+    /// Start-up: lock the log directory, check and read the quorum-state file, recover the log,
+    /// start the writer thread, listen. Every failure is a typed error that names its cause.
+    pub fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        std::fs::create_dir_all(&config.log_dir).map_err(|source| NodeError::LogDir {
+            path: config.log_dir.clone(),
+            source,
+        })?;
+        let lock = DirLock::acquire(&config.log_dir)?;
+        let log_config = LogConfig {
+            segment_bytes: config.segment_bytes,
+            ..LogConfig::default()
+        };
+        // After the lock: the O_DIRECT probe writes a file in the directory.
+        super::startup_checks::run(&config, &log_config)?;
+        probe_fdatasync(&config.log_dir);
+        let quorum_state =
+            QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
+        let stored = quorum_state.read()?;
+        let log = Log::open(&config.log_dir, log_config)?;
+        let snapshot = log.snapshot();
+        info!(
+            node = config.broker_id,
+            end_offset = snapshot.end_offset,
+            stored = ?stored,
+            "recovered the log"
+        );
+        let started = Instant::now();
+        let mut raft_config = config.raft_config(boot_seed(config.broker_id));
+        raft_config.boot_timestamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        // Without quorum.voters the core learns the voter set from these (FindQuorum).
+        raft_config.bootstrap_servers = config.bootstrap_servers.len();
+        let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
+        // Signals first, so every thread spawned later shares the handler.
+        let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
+        let writer = GroupCommitWriter::start(
+            log,
+            WriterConfig {
+                cpu: config.log_cpu,
+                read_bytes_per_sec: config.log_read_bytes_per_sec,
+                ..WriterConfig::default()
+            },
+        )?;
+        if let Some(cpu) = config.raft_cpu {
+            engine::os::file::pin_current_thread(cpu)?;
+        }
+        let mut ring = EventLoop::new(crate::transport::Config {
+            max_frame_bytes: config.max_request_bytes,
+            ..crate::transport::Config::default()
+        })?;
+        let listen_addr = resolve(&config.listener.0, config.listener.1).map_err(|e| {
+            NodeError::Listener(format!("{}:{}", config.listener.0, config.listener.1), e)
+        })?;
+        let listener = ring.listen(listen_addr)?;
+        let local_addr = ring.local_addr(listener)?;
+        let writer_watch = ring.watch_eventfd(writer.eventfd())?;
+        let signal_watch = ring.watch_eventfd(signals.eventfd())?;
+        let mut peers = config
+            .voters
+            .iter()
+            .filter(|v| v.id != config.broker_id)
+            .map(|v| {
+                let addr = v
+                    .socket_addr()
+                    .map_err(|e| NodeError::VoterAddress(v.to_string(), e))?;
+                Ok(Peer::new(v.id, addr, started))
+            })
+            .collect::<Result<Vec<_>, NodeError>>()?;
+        // The core addresses bootstrap server i by a pseudo node id (FindQuorum only).
+        for (index, (host, port)) in config.bootstrap_servers.iter().enumerate() {
+            let addr = resolve(host, *port)
+                .map_err(|e| NodeError::BootstrapAddress(format!("{host}:{port}"), e))?;
+            peers.push(Peer::new(bootstrap_server_id(index), addr, started));
+        }
+        info!(node = config.broker_id, %local_addr, "listening");
+        Ok(Node {
+            config,
+            _lock: lock,
+            quorum_state,
+            core,
+            writer: Some(writer),
+            ring,
+            writer_watch,
+            signal_watch,
+            _signals: signals,
+            started,
+            local_addr,
+            peers,
+            peer_conns: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            unresolved_probes: BTreeMap::new(),
+            next_lookup_token: 0,
+            resolver: Resolver::default(),
+            probed_addrs: BTreeMap::new(),
+            inbound_addrs: BTreeMap::new(),
+            refused_logged: BTreeSet::new(),
+            next_wire_correlation: 1,
+            next_request_id: 1,
+            requests: BTreeMap::new(),
+            inbound: BTreeMap::new(),
+            next_produce_id: 1,
+            produces: BTreeMap::new(),
+            produce_deadlines: BTreeSet::new(),
+            appends: BTreeMap::new(),
+            next_append_id: 1,
+            shutdown_deadline: None,
+            shutdown_done: false,
+            inputs: InputQueue::default(),
+            counters: NodeCounters::default(),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs until a graceful shutdown finishes (SIGTERM/SIGINT). Fatal conditions exit the
+    /// process (fail-stop) rather than return.
+    pub fn run(mut self) -> Result<(), NodeError> {
+        let mut events = Vec::new();
+        self.step(Input::Tick { now: 0 });
+        while !self.shutdown_done {
+            let timeout = self.poll_timeout();
+            self.ring.poll(Some(timeout), &mut events)?;
+            self.counters.wakeups += 1;
+            self.counters.events += events.len() as u64;
+            // The core reads time only from ticks: tick once per wake-up, before the events,
+            // so the timers it arms for them start from the present (not the last deadline).
+            let now = self.now_ms();
+            self.step(Input::Tick { now });
+            for event in events.drain(..) {
+                self.on_event(event);
+            }
+            self.drain_writer();
+            self.expire_produces(self.now_ms());
+            self.tend_probes();
+            if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
+                warn!("graceful shutdown timed out; stopping anyway");
+                self.shutdown_done = true;
+            }
+        }
+        self.finish_shutdown();
+        Ok(())
+    }
+
+    fn poll_timeout(&self) -> Duration {
+        let now = self.now_ms();
+        let core_wait = self
+            .core
+            .next_deadline()
+            .map(|d| Duration::from_millis(d.saturating_sub(now)))
+            .unwrap_or(Duration::from_millis(100));
+        let produce_wait = self
+            .produce_deadlines
+            .first()
+            .map(|&(deadline, _)| {
+                let tick = deadline.div_ceil(PRODUCE_TIMEOUT_TICK_MS) * PRODUCE_TIMEOUT_TICK_MS;
+                Duration::from_millis(tick.saturating_sub(now))
+            })
+            .unwrap_or(Duration::MAX);
+        core_wait.min(produce_wait).min(Duration::from_millis(100))
+    }
+
+    /// Lets queued sends (EndQuorumEpoch, last responses) go out, then stops the writer cleanly.
+    fn finish_shutdown(&mut self) {
+        let until = Instant::now() + Duration::from_millis(200);
+        let mut events = Vec::new();
+        while Instant::now() < until {
+            if self
+                .ring
+                .poll(Some(Duration::from_millis(20)), &mut events)
+                .is_err()
+            {
+                break;
+            }
+            events.clear();
+        }
+        if let Some(writer) = self.writer.take() {
+            let stats = NodeStatsLine {
+                node: &self.counters,
+                transport: self.ring.stats(),
+                writer: writer.stats(),
+            };
+            info!(target: "ringraft::stats", node = self.config.broker_id, "node stats: {stats}");
+            writer.shutdown();
+        }
+        info!(node = self.config.broker_id, "stopped");
+    }
+
+    // ---- core -------------------------------------------------------------------------------
+
+    fn writer(&self) -> &GroupCommitWriter {
+        self.writer.as_ref().expect("writer runs until shutdown")
+    }
+
+    fn drain_writer(&mut self) {
+        loop {
+            let event = match self.writer().events().try_recv() {
+                Ok(event) => event,
+                Err(_) => return,
+            };
+            tracing::trace!(?event, "writer");
+            match event {
+                WriterEvent::Durable { up_to_seq, .. } => {
+                    self.step(Input::LogDurable { up_to_seq });
+                }
+                WriterEvent::ReadDone { read_id, result } => {
+                    let batches = match result {
+                        Ok(pieces) => to_batches(pieces),
+                        Err(error) => {
+                            warn!(%error, "log read failed");
+                            Vec::new()
+                        }
+                    };
+                    self.step(Input::LogReadDone { read_id, batches });
+                }
+                WriterEvent::Fatal(error) => exit_on_fatal(&error),
+                WriterEvent::Stopped { .. } => {}
+            }
+        }
+    }
+
+    // ---- events -----------------------------------------------------------------------------
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Accepted { conn, peer, .. } => {
+                debug!(?conn, %peer, "accepted");
+                self.inbound.insert(conn, ResponseQueue::default());
+                self.inbound_addrs.insert(conn, peer);
+            }
+            Event::Connected { conn } => {
+                if let Some(&index) = self.peer_conns.get(&conn) {
+                    self.peers[index].backoff = MIN_RECONNECT;
+                    debug!(peer = self.peers[index].id, "connected");
+                }
+            }
+            Event::ConnectFailed { conn, error } => {
+                debug!(?conn, %error, "connect failed");
+                if !self.probe_gone(conn) {
+                    self.peer_gone(conn);
+                }
+            }
+            Event::Closed { conn, reason } => {
+                debug!(?conn, %reason, "closed");
+                if self.probe_gone(conn) {
+                    return;
+                }
+                if self.peer_conns.contains_key(&conn) {
+                    self.peer_gone(conn);
+                } else {
+                    self.inbound_gone(conn);
+                }
+            }
+            Event::Frame { conn, bytes } => {
+                if self.probes.contains_key(&conn) {
+                    self.on_probe_frame(conn, bytes);
+                } else if self.peer_conns.contains_key(&conn) {
+                    self.on_response_frame(conn, bytes);
+                } else {
+                    self.on_request_frame(conn, bytes);
+                }
+            }
+            Event::TimerFired { .. } => {}
+            Event::EventFd { id, .. } => {
+                if id == self.signal_watch {
+                    self.begin_shutdown();
+                } else {
+                    debug_assert_eq!(id, self.writer_watch);
+                }
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        info!(node = self.config.broker_id, "shutting down (signal)");
+        let timeout = Duration::from_millis(self.config.raft_config(0).shutdown_timeout_ms);
+        self.shutdown_deadline = Some(Instant::now() + timeout + SHUTDOWN_GRACE);
+        self.step(Input::Shutdown);
+    }
+
+    fn close(&mut self, conn: ConnId, why: &str) {
+        debug!(?conn, why, "closing connection");
+        let _ = self.ring.close(conn);
+    }
+
+    /// The role, for tests and logs.
+    pub fn role(&self) -> Role {
+        self.core.role()
+    }
+}
+
+/// Log reads return raw batches; the core wants them with their header fields lifted out.
+fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
+    let mut batches = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        match BatchView::parse(piece) {
+            Ok(view) => batches.push(view.to_raft_batch()),
+            Err(error) => {
+                warn!(%error, "a batch read from the log failed validation; read cut short");
+                break;
+            }
+        }
+    }
+    batches
+}
+
+/// fdatasync latency above this gets a start-up warning: every commit waits for one.
+const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
+
+/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is slow
+/// (docs/operations.md, "Start-up errors"). A probe failure is only a warning: the log's own writes
+/// will report a real problem with its path.
+fn probe_fdatasync(dir: &std::path::Path) {
+    use std::io::Write;
+    let path = dir.join(".fdatasync-probe");
+    let probe = || -> std::io::Result<Duration> {
+        let mut file = std::fs::File::create(&path)?;
+        let block = [0u8; 4096];
+        let mut worst = Duration::ZERO;
+        for _ in 0..3 {
+            let started = Instant::now();
+            file.write_all(&block)?;
+            file.sync_data()?;
+            worst = worst.max(started.elapsed());
+        }
+        Ok(worst)
+    };
+    match probe() {
+        Ok(worst) if worst > SLOW_FDATASYNC => warn!(
+            dir = %dir.display(),
+            worst_ms = worst.as_millis() as u64,
+            "fdatasync is slow on the log directory's device: every commit waits for one"
+        ),
+        Ok(worst) => debug!(worst_us = worst.as_micros() as u64, "fdatasync probe"),
+        Err(error) => warn!(%error, dir = %dir.display(), "fdatasync probe failed"),
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The core's driver: stepping never re-entrant (stepping.rs), outputs carried out in order.
+impl CoreDriver for Node {
+    fn input_queue(&mut self) -> &mut InputQueue {
+        &mut self.inputs
+    }
+
+    fn step_core(&mut self, input: Input, out: &mut Vec<Output>) {
+        self.core.step(input, out);
+    }
+
+    fn carry_out(&mut self, output: Output) {
+        match output {
+            Output::PersistElectionState(state) => {
+                if let Err(error) = self.quorum_state.write(&state) {
+                    fail_stop(
+                        EXIT_QUORUM_STATE,
+                        format_args!(
+                            "persisting the election state failed: {error}. Stopping \
+                             (fail-stop)."
+                        ),
+                    );
+                }
+            }
+            Output::Send {
+                to,
+                correlation,
+                request,
+            } => self.send_to_peer(to, correlation, request),
+            Output::Respond { id, response } => self.respond(id, &response),
+            Output::Log(op) => self.writer().submit(writer_request(op)),
+            Output::ReadLog {
+                read_id,
+                from_offset,
+                max_bytes,
+            } => {
+                self.counters.log_reads += 1;
+                let read = engine::io::ReadRequest {
+                    read_id,
+                    from_offset,
+                    max_bytes,
+                };
+                // The log's reader thread serves it; a full reader queue refuses it at once and
+                // the fetch is answered with no records (docs/architecture.md, "Node runtime").
+                if let Err(refused) = self.writer().read(read) {
+                    debug!(%refused, read_id, "log read refused");
+                    self.step(Input::LogReadDone {
+                        read_id,
+                        batches: Vec::new(),
+                    });
+                }
+            }
+            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
+            Output::AppendDone { id, result } => self.append_done(id, result),
+            Output::RoleChanged {
+                role,
+                epoch,
+                leader_id,
+            } => info!(
+                node = self.config.broker_id,
+                ?role,
+                epoch,
+                leader_id,
+                "role changed"
+            ),
+            Output::ShutdownComplete => self.shutdown_done = true,
+            Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                request,
+            } => self.start_probe(correlation, endpoint, request),
+            Output::Refused {
+                request,
+                peer,
+                reason,
+            } => self.log_refusal(request, peer, &reason),
+            Output::Alert(message) => {
+                tracing::error!(node = self.config.broker_id, "{message}")
+            }
+            Output::Fatal(message) => fail_stop(
+                EXIT_CORE,
+                format_args!("the Raft core stopped the node: {message}"),
+            ),
+        }
+    }
+}
+
+/// The writer request that carries out one of the core's log operations: the core's vocabulary
+/// stays out of the storage layer (docs/architecture.md, "Layers").
+fn writer_request(op: LogOp) -> WriterRequest {
+    match op.kind {
+        LogOpKind::Append(batches) => WriterRequest::Append {
+            seq: op.seq,
+            batches: batches.into_iter().map(|batch| batch.bytes).collect(),
+        },
+        LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
+            seq: op.seq,
+            offset,
+        },
+    }
+}
+
+fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {
+    crate::client::resolve_host_port(host, port)
+}
+
+/// Loads nothing: builds, then runs a node until shutdown.
+pub fn serve(config: NodeConfig) -> Result<(), NodeError> {
+    exit_on_any_panic();
+    Node::start(config)?.run()
+}

@@ -1,0 +1,284 @@
+//! Produce: a client's record batches appended through the core, answered when its acks say
+//! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
+
+use super::*;
+
+/// Produce deadlines are checked on this coarse tick (node time, ms): every deadline inside one
+/// tick shares one wake-up, and no timer is armed per request.
+pub(super) const PRODUCE_TIMEOUT_TICK_MS: u64 = 10;
+
+/// One partition of a Produce request: topic, partition index, and its outcome (error, base
+/// offset) once known.
+pub(super) type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
+
+/// A Produce request waiting for the outcome of its appends.
+pub(super) struct PendingProduce {
+    pub(super) conn: ConnId,
+    /// Its slot in the connection's [`ResponseQueue`].
+    pub(super) seq: u64,
+    pub(super) correlation_id: i32,
+    pub(super) version: i16,
+    /// One entry per partition in request order; None while its append is outstanding.
+    pub(super) partitions: Vec<ProduceSlot>,
+    pub(super) outstanding: usize,
+    /// Node time (ms) at which the outstanding partitions are answered REQUEST_TIMED_OUT: the
+    /// request's `timeout_ms` after it arrived.
+    pub(super) deadline_ms: u64,
+}
+
+impl Node {
+    pub(in crate::node) fn handle_produce(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        _spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        match ProduceRequest::decode(&mut r, header.api_version) {
+            Ok(request) => self.on_produce(conn, header, request),
+            Err(_) => self.close(conn, "bad Produce body"),
+        }
+    }
+
+    pub(super) fn on_produce(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        request: ProduceRequest,
+    ) {
+        let acks = match request.acks {
+            -1 => Acks::Quorum,
+            1 => Acks::Leader,
+            0 => Acks::None,
+            _ => {
+                // INVALID_REQUIRED_ACKS (21) for every partition.
+                self.reject_produce(conn, header, &request, ErrorCode(21));
+                return;
+            }
+        };
+        let (partitions, appends) = split_produce(&request);
+        let outstanding = appends.len();
+        let produce_id = self.next_produce_id;
+        self.next_produce_id += 1;
+        self.counters.produce_requests += 1;
+        self.counters.produce_batches += outstanding as u64;
+        if acks != Acks::None {
+            let seq = self.reserve_response(conn);
+            // Kafka's timeout_ms bounds the wait for the acknowledgement; a negative one is
+            // treated as 0 (answered at the next tick unless already done).
+            let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0);
+            let deadline_ms = self.now_ms().saturating_add(timeout_ms);
+            self.produces.insert(
+                produce_id,
+                PendingProduce {
+                    conn,
+                    seq,
+                    correlation_id: header.correlation_id,
+                    version: header.api_version,
+                    partitions,
+                    outstanding,
+                    deadline_ms,
+                },
+            );
+            if outstanding > 0 {
+                // Before the appends: the core may answer one at once.
+                self.produce_deadlines.insert((deadline_ms, produce_id));
+            }
+        }
+        for (slot, view) in appends {
+            let id = self.next_append_id;
+            self.next_append_id += 1;
+            if acks != Acks::None {
+                self.appends.insert(id, (produce_id, slot));
+            }
+            let record_count = view.record_count();
+            self.step(Input::ClientAppend {
+                id,
+                batch: BytesMut::from(&view.bytes()[..]),
+                record_count,
+                acks,
+            });
+        }
+        if outstanding == 0 {
+            self.finish_produce(produce_id);
+        }
+    }
+
+    pub(super) fn reject_produce(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        request: &ProduceRequest,
+        error: ErrorCode,
+    ) {
+        let partitions: Vec<ProduceSlot> = request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.clone(), p.index, Some((error, -1))))
+            })
+            .collect();
+        let seq = self.reserve_response(conn);
+        let frame = produce_response_frame(header.correlation_id, header.api_version, partitions);
+        self.deliver(conn, seq, frame);
+    }
+
+    pub(super) fn append_done(&mut self, id: u64, result: AppendResult) {
+        let Some((produce_id, slot)) = self.appends.remove(&id) else {
+            return;
+        };
+        let Some(produce) = self.produces.get_mut(&produce_id) else {
+            return; // the client went away, or the request timed out
+        };
+        let outcome = match result {
+            AppendResult::Appended { base_offset, .. } => (ErrorCode::NONE, base_offset),
+            AppendResult::Failed { error, .. } => (error, -1),
+        };
+        assert!(
+            produce.partitions[slot].2.is_none(),
+            "append answered twice"
+        );
+        produce.partitions[slot].2 = Some(outcome);
+        produce.outstanding -= 1;
+        if produce.outstanding == 0 {
+            self.finish_produce(produce_id);
+        }
+    }
+
+    /// Answers every Produce whose `timeout_ms` passed with REQUEST_TIMED_OUT for the partitions
+    /// still waiting (Kafka's semantics: their batches may still commit later).
+    pub(super) fn expire_produces(&mut self, now_ms: u64) {
+        while let Some(&(deadline_ms, produce_id)) = self.produce_deadlines.first() {
+            if deadline_ms > now_ms {
+                return;
+            }
+            let produce = self
+                .produces
+                .get_mut(&produce_id)
+                .expect("a deadline is removed with its produce");
+            for slot in produce.partitions.iter_mut().filter(|s| s.2.is_none()) {
+                slot.2 = Some((ErrorCode::REQUEST_TIMED_OUT, -1));
+            }
+            produce.outstanding = 0;
+            debug!(produce_id, "produce timed out");
+            self.finish_produce(produce_id);
+        }
+    }
+
+    pub(super) fn finish_produce(&mut self, produce_id: u64) {
+        let Some(produce) = self.produces.remove(&produce_id) else {
+            return;
+        };
+        self.produce_deadlines
+            .remove(&(produce.deadline_ms, produce_id));
+        let frame =
+            produce_response_frame(produce.correlation_id, produce.version, produce.partitions);
+        self.deliver(produce.conn, produce.seq, frame);
+    }
+}
+
+/// A Produce request's partitions in request order, each with its outcome when known at once
+/// (wrong topic or partition, corrupt batch), and the batches to append with their slot.
+pub(super) fn split_produce(
+    request: &ProduceRequest,
+) -> (Vec<ProduceSlot>, Vec<(usize, BatchView)>) {
+    let mut partitions = Vec::new();
+    let mut appends = Vec::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            let slot = partitions.len();
+            let outcome = if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
+                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
+            } else {
+                match partition.records.clone().map(BatchView::parse) {
+                    Some(Ok(view)) if !view.is_control() => {
+                        appends.push((slot, view));
+                        None
+                    }
+                    _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
+                }
+            };
+            partitions.push((topic.name.clone(), partition.index, outcome));
+        }
+    }
+    (partitions, appends)
+}
+
+/// The Produce response frame (4 placeholder bytes for the size first) for answered slots.
+pub(super) fn produce_response_frame(
+    correlation_id: i32,
+    version: i16,
+    partitions: Vec<ProduceSlot>,
+) -> Vec<Bytes> {
+    let mut topics: Vec<ProduceTopicResponse> = Vec::new();
+    for (name, index, outcome) in partitions {
+        let (error, base_offset) = outcome.expect("every partition answered");
+        let partition = ProducePartitionResponse {
+            index,
+            error,
+            base_offset,
+            log_append_time_ms: -1,
+            log_start_offset: 0,
+            error_message: None,
+        };
+        match topics.last_mut() {
+            Some(topic) if topic.name == name => topic.partitions.push(partition),
+            _ => topics.push(ProduceTopicResponse {
+                name,
+                partitions: vec![partition],
+            }),
+        }
+    }
+    let response = ProduceResponse {
+        topics,
+        throttle_time_ms: 0,
+    };
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    ResponseHeader { correlation_id }.write(&mut w, PRODUCE_SPEC.response_header_flexible(version));
+    response.encode(&mut w, version);
+    vec![w.into_inner().freeze()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_produce_answer_lists_partitions_under_their_topics_in_request_order() {
+        let slots: Vec<ProduceSlot> = vec![
+            ("a".into(), 0, Some((ErrorCode::NONE, 5))),
+            ("a".into(), 1, Some((ErrorCode::REQUEST_TIMED_OUT, -1))),
+            (
+                "b".into(),
+                0,
+                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1)),
+            ),
+        ];
+        let frame = produce_response_frame(42, 9, slots);
+        let mut r = WireReader::new(frame[0].slice(4..));
+        let header = ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(9));
+        assert_eq!(header.unwrap().correlation_id, 42);
+        let response = ProduceResponse::decode(&mut r, 9).unwrap();
+        let flat: Vec<(String, i32, ErrorCode, i64)> = response
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.clone(), p.index, p.error, p.base_offset))
+            })
+            .collect();
+        assert_eq!(response.topics.len(), 2);
+        assert_eq!(
+            flat,
+            vec![
+                ("a".into(), 0, ErrorCode::NONE, 5),
+                ("a".into(), 1, ErrorCode::REQUEST_TIMED_OUT, -1),
+                ("b".into(), 0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1),
+            ]
+        );
+    }
+}
