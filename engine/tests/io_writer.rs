@@ -10,28 +10,9 @@ use engine::io::{
     GroupCommitWriter, ReadRequest, SyncMode, WriterConfig, WriterEvent, WriterRequest,
 };
 use engine::log::{Log, LogConfig};
-use log_support::{batch, header, read_all, small_config};
-
-const WAIT: Duration = Duration::from_secs(20);
-
-fn start(dir: &std::path::Path, config: LogConfig, writer: WriterConfig) -> GroupCommitWriter {
-    GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap()
-}
-
-/// Waits for the Durable event covering `seq`; returns its end offset.
-fn wait_durable(writer: &GroupCommitWriter, seq: u64) -> i64 {
-    loop {
-        match writer.events().recv_timeout(WAIT).expect("writer event") {
-            WriterEvent::Durable {
-                up_to_seq,
-                end_offset,
-            } if up_to_seq >= seq => return end_offset,
-            WriterEvent::Durable { .. } => {}
-            WriterEvent::Fatal(error) => panic!("writer failed: {error}"),
-            other => panic!("unexpected event {other:?}"),
-        }
-    }
-}
+use log_support::{
+    batch, header, read_all, small_config, start_writer as start, wait_durable, WAIT,
+};
 
 fn drain_eventfd(fd: i32) -> u64 {
     let mut value = 0u64;

@@ -17,28 +17,10 @@ use engine::io::{
     WriterRequest, EVENT_CAPACITY, READ_QUEUE_CAPACITY,
 };
 use engine::log::{Checkpoint, Log, LogConfig, LogView};
-use log_support::{append_batches, batch, crc_ok, header, small_config};
-
-const WAIT: Duration = Duration::from_secs(20);
-
-fn start(dir: &std::path::Path, config: LogConfig, writer: WriterConfig) -> GroupCommitWriter {
-    GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap()
-}
-
-/// Waits for the Durable event covering `seq` (ignoring read results); returns its end offset.
-fn wait_durable(writer: &GroupCommitWriter, seq: u64) -> i64 {
-    loop {
-        match writer.events().recv_timeout(WAIT).expect("writer event") {
-            WriterEvent::Durable {
-                up_to_seq,
-                end_offset,
-            } if up_to_seq >= seq => return end_offset,
-            WriterEvent::Durable { .. } | WriterEvent::ReadDone { .. } => {}
-            WriterEvent::Fatal(error) => panic!("writer failed: {error}"),
-            other => panic!("unexpected event {other:?}"),
-        }
-    }
-}
+use log_support::{
+    append_batches, batch, crc_ok, header, small_config, start_writer as start,
+    wait_durable_ignoring_reads as wait_durable, WAIT,
+};
 
 /// Waits for the ReadDone of `read_id` (ignoring durability reports).
 fn wait_read(writer: &GroupCommitWriter, read_id: u64) -> Vec<Bytes> {

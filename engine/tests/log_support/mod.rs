@@ -2,6 +2,9 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
+use std::time::Duration;
+
+use engine::io::{GroupCommitWriter, WriterConfig, WriterEvent};
 use engine::log::{Log, LogConfig};
 use engine::record::{BatchHeader, BatchView, RecordBatchBuilder};
 
@@ -69,4 +72,41 @@ pub fn read_all(log: &Log) -> Vec<Bytes> {
         out.extend(got);
     }
     out
+}
+
+/// How long a test waits for any one writer event.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn start_writer(
+    dir: &std::path::Path,
+    config: LogConfig,
+    writer: WriterConfig,
+) -> GroupCommitWriter {
+    GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap()
+}
+
+/// Waits for the Durable event covering `seq`; returns its end offset. Any other event but an
+/// earlier Durable is a test failure.
+pub fn wait_durable(writer: &GroupCommitWriter, seq: u64) -> i64 {
+    wait_durable_where(writer, seq, false)
+}
+
+/// [`wait_durable`], letting read results go by.
+pub fn wait_durable_ignoring_reads(writer: &GroupCommitWriter, seq: u64) -> i64 {
+    wait_durable_where(writer, seq, true)
+}
+
+fn wait_durable_where(writer: &GroupCommitWriter, seq: u64, reads_allowed: bool) -> i64 {
+    loop {
+        match writer.events().recv_timeout(WAIT).expect("writer event") {
+            WriterEvent::Durable {
+                up_to_seq,
+                end_offset,
+            } if up_to_seq >= seq => return end_offset,
+            WriterEvent::Durable { .. } => {}
+            WriterEvent::ReadDone { .. } if reads_allowed => {}
+            WriterEvent::Fatal(error) => panic!("writer failed: {error}"),
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
 }

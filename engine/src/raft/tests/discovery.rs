@@ -204,16 +204,7 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     h.tick();
     // A voter restarted on another port with a newer boot timestamp: probed there, then
     // adopted and the driver told.
-    let (_, out) = h.request(
-        2,
-        Request::FindQuorum(FindQuorumRequest {
-            cluster_id: CLUSTER.into(),
-            replica_id: 2,
-            boot_timestamp: 500,
-            host: "127.0.0.1".into(),
-            port: 7777,
-        }),
-    );
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
     assert!(endpoint_changes(&out).is_empty(), "not before the probe");
     assert_eq!(
         probes(&out).iter().map(|p| &p.1).collect::<Vec<_>>(),
@@ -225,16 +216,7 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     assert_eq!(r.voters[1], endpoint(2, 0, 9092), "still the old endpoint");
     let vouched = h.vouch_all(&out);
     assert_eq!(endpoint_changes(&vouched), vec![endpoint(2, 500, 7777)]);
-    let (_, out) = h.request(
-        2,
-        Request::FindQuorum(FindQuorumRequest {
-            cluster_id: CLUSTER.into(),
-            replica_id: 2,
-            boot_timestamp: 500,
-            host: "127.0.0.1".into(),
-            port: 7777,
-        }),
-    );
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
     assert!(probes(&out).is_empty(), "known now: nothing to probe");
     let Response::FindQuorum(r) = &responses(&out)[0].1 else {
         panic!("not a FindQuorum response");
@@ -248,28 +230,10 @@ fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
         ]
     );
     // An older advertisement of the same voter never replaces the newer one.
-    let (_, out) = h.request(
-        2,
-        Request::FindQuorum(FindQuorumRequest {
-            cluster_id: CLUSTER.into(),
-            replica_id: 2,
-            boot_timestamp: 400,
-            host: "127.0.0.1".into(),
-            port: 6666,
-        }),
-    );
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 400, 6666));
     assert!(endpoint_changes(&out).is_empty());
     // An observer's advertisement is not a voter endpoint.
-    let (_, out) = h.request(
-        4,
-        Request::FindQuorum(FindQuorumRequest {
-            cluster_id: CLUSTER.into(),
-            replica_id: 4,
-            boot_timestamp: 900,
-            host: "127.0.0.1".into(),
-            port: 5555,
-        }),
-    );
+    let (_, out) = h.request(4, Harness::find_quorum_request(4, 900, 5555));
     assert!(endpoint_changes(&out).is_empty());
 }
 

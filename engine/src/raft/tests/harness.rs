@@ -175,6 +175,17 @@ impl Harness {
         })
     }
 
+    /// A FindQuorum of this cluster advertising 127.0.0.1:`port`.
+    pub(crate) fn find_quorum_request(replica: NodeId, boot_timestamp: i64, port: i32) -> Request {
+        Request::FindQuorum(FindQuorumRequest {
+            cluster_id: CLUSTER.into(),
+            replica_id: replica,
+            boot_timestamp,
+            host: "127.0.0.1".into(),
+            port,
+        })
+    }
+
     pub(crate) fn begin_request(leader: NodeId, epoch: Epoch) -> Request {
         Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: CLUSTER.into(),

@@ -243,16 +243,6 @@ fn fetched_batches_with_impossible_offsets_are_not_appended() {
     assert_eq!(h.core.log_end_offset(), 0);
 }
 
-fn find_quorum(replica: NodeId, boot: i64, port: i32) -> Request {
-    Request::FindQuorum(FindQuorumRequest {
-        cluster_id: CLUSTER.into(),
-        replica_id: replica,
-        boot_timestamp: boot,
-        host: "127.0.0.1".into(),
-        port,
-    })
-}
-
 /// Voter 1 with a wall clock (boot at 1,000,000 ms) and every voter's endpoint configured.
 fn advertising_voter() -> Harness {
     let mut c = config(1, VOTERS);
@@ -278,18 +268,43 @@ fn find_quorum_with_absurd_ports_or_boot_timestamps_is_refused() {
     let mut h = advertising_voter();
     let invalid = ErrorCode::INVALID_REQUEST;
     let future = 1_000_000 + MAX_BOOT_SKEW_MS + 1;
-    assert_refused(&mut h, 2, find_quorum(2, i64::MAX, 7000), invalid);
-    assert_refused(&mut h, 2, find_quorum(2, future, 7000), invalid);
-    assert_refused(&mut h, 2, find_quorum(2, -1, 7000), invalid);
-    assert_refused(&mut h, 2, find_quorum(2, 20, 70_000), invalid);
-    assert_refused(&mut h, 2, find_quorum(2, 20, -5), invalid);
-    assert_refused(&mut h, 2, find_quorum(-9, 20, 7000), invalid);
+    assert_refused(
+        &mut h,
+        2,
+        Harness::find_quorum_request(2, i64::MAX, 7000),
+        invalid,
+    );
+    assert_refused(
+        &mut h,
+        2,
+        Harness::find_quorum_request(2, future, 7000),
+        invalid,
+    );
+    assert_refused(
+        &mut h,
+        2,
+        Harness::find_quorum_request(2, -1, 7000),
+        invalid,
+    );
+    assert_refused(
+        &mut h,
+        2,
+        Harness::find_quorum_request(2, 20, 70_000),
+        invalid,
+    );
+    assert_refused(&mut h, 2, Harness::find_quorum_request(2, 20, -5), invalid);
+    assert_refused(
+        &mut h,
+        2,
+        Harness::find_quorum_request(-9, 20, 7000),
+        invalid,
+    );
 }
 
 #[test]
 fn find_quorum_from_another_cluster_teaches_and_tells_nothing() {
     let mut h = advertising_voter();
-    let mut request = find_quorum(2, 20, 7000);
+    let mut request = Harness::find_quorum_request(2, 20, 7000);
     if let Request::FindQuorum(r) = &mut request {
         r.cluster_id = "another".into();
     }
@@ -306,7 +321,7 @@ fn find_quorum_from_another_cluster_teaches_and_tells_nothing() {
 fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
     let mut h = advertising_voter();
     // The one-packet hijack: "voter 2 restarted at port 7000". Probed there, not yet used.
-    let (_, out) = h.request(2, find_quorum(2, 20, 7000));
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 20, 7000));
     let probe = probes(&out);
     assert_eq!(probe.len(), 1);
     assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
@@ -318,7 +333,7 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
     assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
     // Again, and this time something else answers there (voter 3, which knows voter 2 at its
     // real address): still not used.
-    let (_, out) = h.request(2, find_quorum(2, 20, 7000));
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 20, 7000));
     let probe = probes(&out);
     assert_eq!(probe.len(), 1, "a failed probe may be tried again");
     let impostor = Response::FindQuorum(FindQuorumResponse {
@@ -339,7 +354,7 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
     // The probe's answer is believed for nothing else either: no epoch, no leader.
     assert_eq!((h.core.epoch(), h.core.leader_id()), (2, None));
     // Nothing in the answers this node gives names the unproven endpoint.
-    let (_, out) = h.request(3, find_quorum(3, 10, 9093));
+    let (_, out) = h.request(3, Harness::find_quorum_request(3, 10, 9093));
     let Response::FindQuorum(r) = &responses(&out)[0].1 else {
         panic!("not FindQuorum");
     };
