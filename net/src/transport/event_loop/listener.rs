@@ -1,0 +1,199 @@
+//! Listening sockets: opening them, keeping an accept (multishot where the kernel allows)
+//! armed on each, adopting accepted connections up to the connection limit, pausing accepts
+//! while descriptors or memory run out and resuming them when a connection closes, and
+//! closing a listener once its accept is cancelled.
+
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+
+use io_uring::opcode;
+use io_uring::types::{CancelBuilder, Fd};
+use tracing::{debug, warn};
+
+use super::connections::{Conn, ConnState};
+use super::{EventLoop, Op, IGNORED};
+use crate::transport::error::{Errno, TransportError};
+use crate::transport::socket;
+use crate::transport::{ConnId, Event, ListenerId};
+use crate::wire::FrameDecoder;
+
+pub(super) struct Listener {
+    pub(super) fd: RawFd,
+    accept_op: Option<u64>,
+    multishot: bool,
+    closing: bool,
+    /// Accept failed for lack of descriptors or memory; re-armed when a connection closes.
+    paused: bool,
+}
+
+impl EventLoop {
+    pub fn listen(&mut self, addr: SocketAddr) -> Result<ListenerId, TransportError> {
+        let fd = socket::listener(addr, self.config.listen_backlog).map_err(|source| {
+            TransportError::Socket {
+                op: "listen",
+                addr,
+                source,
+            }
+        })?;
+        let key = self.listeners.insert(Listener {
+            fd,
+            accept_op: None,
+            multishot: self.features.multishot_accept,
+            closing: false,
+            paused: false,
+        });
+        self.arm_accept(key)?;
+        Ok(ListenerId(key))
+    }
+
+    pub fn local_addr(&self, listener: ListenerId) -> Result<SocketAddr, TransportError> {
+        let l = self
+            .listeners
+            .get(listener.0)
+            .ok_or(TransportError::UnknownListener(listener.0))?;
+        socket::local_addr(l.fd).map_err(|source| TransportError::Socket {
+            op: "getsockname",
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })
+    }
+
+    /// Stop accepting; the socket closes once its accept is cancelled.
+    pub fn close_listener(&mut self, listener: ListenerId) -> Result<(), TransportError> {
+        let l = self
+            .listeners
+            .get_mut(listener.0)
+            .ok_or(TransportError::UnknownListener(listener.0))?;
+        if l.closing {
+            return Ok(());
+        }
+        l.closing = true;
+        match l.accept_op {
+            Some(op) => self.push(
+                opcode::AsyncCancel2::new(CancelBuilder::user_data(op).all())
+                    .build()
+                    .user_data(IGNORED),
+            ),
+            None => {
+                let l = self.listeners.remove(listener.0).expect("listener present");
+                socket::close(l.fd);
+                Ok(())
+            }
+        }
+    }
+
+    fn arm_accept(&mut self, key: u64) -> Result<(), TransportError> {
+        let l = self.listeners.get_mut(key).expect("listener present");
+        if l.closing {
+            return Ok(());
+        }
+        let entry = if l.multishot {
+            opcode::AcceptMulti::new(Fd(l.fd))
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+        } else {
+            opcode::Accept::new(Fd(l.fd), std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+        };
+        let op = match l.accept_op {
+            Some(op) => op,
+            None => {
+                let op = self.ops.insert(Op::Accept { listener: key });
+                self.listeners
+                    .get_mut(key)
+                    .expect("listener present")
+                    .accept_op = Some(op);
+                op
+            }
+        };
+        self.push(entry.user_data(op))
+    }
+
+    pub(super) fn on_accept(
+        &mut self,
+        op: u64,
+        key: u64,
+        res: i32,
+        more: bool,
+    ) -> Result<(), TransportError> {
+        let l = self
+            .listeners
+            .get_mut(key)
+            .expect("accept op of a live listener");
+        assert_eq!(l.accept_op, Some(op));
+        if res >= 0 {
+            if l.closing {
+                socket::close(res);
+            } else {
+                self.adopt(key, res)?;
+            }
+        } else if res == -libc::EINVAL && l.multishot && !more {
+            warn!("multishot accept refused; re-arming single-shot accepts");
+            l.multishot = false;
+            self.features.multishot_accept = false;
+        } else if matches!(
+            -res,
+            libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM
+        ) {
+            warn!(error = %Errno(-res), "accept paused until a connection closes");
+            l.paused = true;
+        } else if res != -libc::ECANCELED {
+            debug!(error = %Errno(-res), "accept failed");
+        }
+        if more {
+            return Ok(());
+        }
+        let l = self.listeners.get_mut(key).expect("listener present");
+        if l.closing || l.paused {
+            l.accept_op = None;
+            self.ops.remove(op).expect("accept op present");
+            if l.closing {
+                let l = self.listeners.remove(key).expect("listener present");
+                socket::close(l.fd);
+            }
+            return Ok(());
+        }
+        self.arm_accept(key)
+    }
+
+    fn adopt(&mut self, listener: u64, fd: RawFd) -> Result<(), TransportError> {
+        if self.conns.len() >= self.config.max_connections {
+            socket::close(fd);
+            self.stats.refused += 1;
+            debug!(max = self.config.max_connections, "connection refused");
+            return Ok(());
+        }
+        let peer = match socket::peer_addr(fd) {
+            Ok(peer) => peer,
+            Err(e) => {
+                // The peer reset before we looked.
+                debug!(error = %e, "accepted connection gone already");
+                socket::close(fd);
+                return Ok(());
+            }
+        };
+        self.configure(fd);
+        let decoder = FrameDecoder::for_requests(self.config.max_frame_bytes);
+        let key = self.conns.insert(Conn::new(fd, ConnState::Open, decoder));
+        self.stats.accepted += 1;
+        self.ready.push(Event::Accepted {
+            listener: ListenerId(listener),
+            conn: ConnId(key),
+            peer,
+        });
+        self.arm_recv(key)
+    }
+
+    pub(super) fn resume_paused_listeners(&mut self) {
+        for key in self.listeners.keys() {
+            let l = self.listeners.get_mut(key).expect("listed key");
+            if l.paused && !l.closing {
+                l.paused = false;
+                if let Err(e) = self.arm_accept(key) {
+                    warn!(error = %e, "re-arming accept");
+                }
+            }
+        }
+    }
+}
