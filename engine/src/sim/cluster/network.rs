@@ -1,0 +1,208 @@
+//! The simulated network: messages, sending and delivery, partitions, one-way blocks, latency.
+
+use std::collections::BTreeSet;
+
+use crate::raft::{Correlation, Input, NodeId, Request, Response, TimeMs};
+use crate::sim::invariants::Checked;
+use crate::sim::liar::LIAR_ID;
+use crate::sim::trace::TraceEntry;
+
+use super::nodes::PendingRequest;
+use super::scheduler::Event;
+use super::Simulation;
+
+/// A message in flight.
+#[derive(Clone, Debug)]
+pub(super) enum Message {
+    Request {
+        from: NodeId,
+        from_incarnation: u32,
+        to: NodeId,
+        /// The id the sender used: `to`, or the bootstrap server pseudo id that led to `to`.
+        addressed_as: NodeId,
+        correlation: Correlation,
+        request: Request,
+    },
+    Response {
+        from: NodeId,
+        to: NodeId,
+        to_incarnation: u32,
+        /// The id the requester addressed; its core matches the response by it.
+        addressed_as: NodeId,
+        correlation: Correlation,
+        response: Response,
+    },
+}
+
+/// Network fault state.
+#[derive(Default)]
+pub(super) struct Network {
+    /// Directed links that drop everything: (from, to).
+    pub(super) blocked: BTreeSet<(NodeId, NodeId)>,
+    pub(super) loss: f64,
+    pub(super) duplicate: f64,
+}
+
+impl Simulation {
+    /// Symmetric partition: nodes in different groups cannot talk. Nodes in no group are
+    /// isolated from everyone.
+    pub fn partition(&mut self, groups: &[&[NodeId]]) {
+        self.net.blocked.clear();
+        let group_of = |n: NodeId| groups.iter().position(|g| g.contains(&n));
+        let ids: Vec<NodeId> = self.nodes.iter().map(|n| n.id).collect();
+        for &a in &ids {
+            for &b in &ids {
+                if a != b && (group_of(a).is_none() || group_of(a) != group_of(b)) {
+                    self.net.blocked.insert((a, b));
+                }
+            }
+        }
+        self.trace.push(TraceEntry::new(
+            self.now,
+            "partition",
+            -1,
+            groups.len() as i64,
+            0,
+        ));
+    }
+
+    /// Everything `from` sends to `to` is dropped.
+    pub fn block_one_way(&mut self, from: NodeId, to: NodeId) {
+        self.net.blocked.insert((from, to));
+        self.trace
+            .push(TraceEntry::new(self.now, "one-way", from, i64::from(to), 0));
+    }
+
+    pub fn heal(&mut self) {
+        self.net.blocked.clear();
+        self.net.loss = 0.0;
+        self.net.duplicate = 0.0;
+        self.trace.push(TraceEntry::new(self.now, "heal", -1, 0, 0));
+    }
+
+    pub(super) fn link_up(&self, from: NodeId, to: NodeId) -> bool {
+        !self.net.blocked.contains(&(from, to))
+    }
+
+    pub(super) fn send(&mut self, msg: Message) {
+        let (from, to) = match &msg {
+            Message::Request { from, to, .. } | Message::Response { from, to, .. } => (*from, *to),
+        };
+        if !self.link_up(from, to) || self.rng.chance(self.net.loss) {
+            return;
+        }
+        let copies = if self.rng.chance(self.net.duplicate) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let latency = self.network_latency();
+            self.schedule(latency, Event::Deliver(Box::new(msg.clone())));
+        }
+    }
+
+    /// Mostly 1-5 ms, sometimes much more: enough spread to reorder messages.
+    pub(super) fn network_latency(&mut self) -> TimeMs {
+        let mut latency = self.rng.range(1, 5);
+        if self.rng.chance(0.1) {
+            latency += self.rng.range(5, 50);
+        }
+        if self.rng.chance(0.01) {
+            latency += self.rng.range(100, 500);
+        }
+        latency
+    }
+
+    pub(super) fn deliver(&mut self, msg: Message) -> Checked {
+        match msg {
+            Message::Request {
+                from,
+                from_incarnation,
+                to,
+                addressed_as,
+                correlation,
+                request,
+            } => {
+                let dest = to as usize;
+                if !self.link_up(from, to) {
+                    return Ok(());
+                }
+                if !self.nodes[dest].running() {
+                    // Connection refused, sometimes noticed at once (the liar is not a node
+                    // the simulation runs: nobody to tell).
+                    if from != LIAR_ID && self.rng.chance(0.5) {
+                        let delay = self.rng.range(1, 5);
+                        self.schedule(
+                            delay,
+                            Event::RequestFailed {
+                                node: from as usize,
+                                incarnation: from_incarnation,
+                                to: addressed_as,
+                                correlation,
+                            },
+                        );
+                    }
+                    return Ok(());
+                }
+                let id = self.next_request_id;
+                self.next_request_id += 1;
+                let vote = match &request {
+                    Request::Vote(v) => Some((v.candidate_id, v.candidate_epoch)),
+                    _ => None,
+                };
+                self.nodes[dest].pending.insert(
+                    id,
+                    PendingRequest {
+                        from,
+                        from_incarnation,
+                        addressed_as,
+                        correlation,
+                        vote,
+                    },
+                );
+                self.count_event("request", to, i64::from(from), i64::from(request.api_key()));
+                self.step_node(
+                    dest,
+                    Input::Request {
+                        id,
+                        from: Some(from),
+                        request,
+                    },
+                )?;
+                self.sweep(dest)
+            }
+            Message::Response {
+                from,
+                to,
+                to_incarnation,
+                addressed_as,
+                correlation,
+                response,
+            } => {
+                let dest = to as usize;
+                let n = &self.nodes[dest];
+                // A reply to an earlier incarnation must not reach the new one: its
+                // correlation ids started over.
+                if !self.link_up(from, to) || !n.running() || n.incarnation != to_incarnation {
+                    return Ok(());
+                }
+                self.count_event(
+                    "response",
+                    to,
+                    i64::from(from),
+                    i64::from(response.api_key()),
+                );
+                self.step_node(
+                    dest,
+                    Input::Response {
+                        from: addressed_as,
+                        correlation,
+                        response,
+                    },
+                )?;
+                self.sweep(dest)
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Node lifecycle: starting, killing, restarting and shutting down nodes, and stepping their cores.
+
+use std::collections::BTreeMap;
+
+use crate::raft::{
+    Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role, TimeMs,
+};
+use crate::sim::disk::SimDisk;
+use crate::sim::invariants::{breach, Checked, Invariant};
+use crate::sim::trace::TraceEntry;
+use crate::sim::Violation;
+
+use super::{core_config, Simulation};
+
+/// An inbound request waiting for the core's Respond.
+pub(super) struct PendingRequest {
+    pub(super) from: NodeId,
+    pub(super) from_incarnation: u32,
+    pub(super) addressed_as: NodeId,
+    pub(super) correlation: Correlation,
+    /// (candidate, epoch) for Vote requests, to check that a granted vote was persisted.
+    pub(super) vote: Option<(NodeId, Epoch)>,
+}
+
+pub(super) struct SimNode {
+    pub(super) id: NodeId,
+    pub(super) observer: bool,
+    /// The nodes this observer's bootstrap servers are, when it starts without a voter set
+    /// (`SimConfig::bootstrap_observers`); empty otherwise.
+    pub(super) bootstrap: Vec<NodeId>,
+    pub(super) core: Option<RaftCore>,
+    pub(super) incarnation: u32,
+    pub(super) disk: SimDisk,
+    pub(super) persisted: Option<ElectionState>,
+    /// Persistent state was deleted once: epoch monotonicity no longer applies to this node.
+    pub(super) lost_state: bool,
+    pub(super) tick_at: Option<TimeMs>,
+    pub(super) pending: BTreeMap<RequestId, PendingRequest>,
+    /// The role as told by the RoleChanged outputs carried out so far.
+    pub(super) role: Role,
+    pub(super) epoch: Epoch,
+    /// Highest HW seen in this incarnation.
+    pub(super) max_hw: Option<Offset>,
+    /// Log prefix already compared with the committed data (this incarnation).
+    pub(super) verified: Offset,
+    pub(super) shutdown_since: Option<TimeMs>,
+    /// The disk's last scheduled completion (durability is reported in seq order).
+    pub(super) disk_busy_until: TimeMs,
+    /// Until then every write is slow (an fsync stall).
+    pub(super) disk_slow_until: TimeMs,
+}
+
+impl SimNode {
+    pub(super) fn running(&self) -> bool {
+        self.core.is_some()
+    }
+}
+
+impl Simulation {
+    pub(super) fn start_node(&mut self, i: usize) -> Checked {
+        let voters = self.voter_ids();
+        let seed = self.rng.next_u64();
+        let node = &mut self.nodes[i];
+        assert!(node.core.is_none());
+        let config = if node.bootstrap.is_empty() {
+            core_config(node.id, &voters, seed)
+        } else {
+            let mut c = core_config(node.id, &[], seed);
+            c.bootstrap_servers = node.bootstrap.len();
+            c
+        };
+        let snapshot = node.disk.snapshot();
+        let core = match RaftCore::new(config, node.persisted.clone(), snapshot, self.now) {
+            Ok(core) => core,
+            Err(e) => {
+                return breach(Invariant::RestartFailed, format!("node {}: {e}", node.id));
+            }
+        };
+        node.incarnation += 1;
+        node.role = core.role();
+        node.epoch = core.epoch();
+        node.core = Some(core);
+        node.tick_at = None;
+        node.pending.clear();
+        node.max_hw = None;
+        node.verified = 0;
+        node.shutdown_since = None;
+        node.disk_busy_until = self.now;
+        self.trace.push(TraceEntry::new(
+            self.now,
+            "start",
+            node.id,
+            i64::from(node.incarnation),
+            0,
+        ));
+        self.step_node(i, Input::Tick { now: self.now })
+    }
+
+    /// Power loss: the node loses its memory and whatever its disk had not made durable.
+    pub fn kill(&mut self, i: usize) {
+        let tear = true;
+        let node = &mut self.nodes[i];
+        if node.core.take().is_none() {
+            return;
+        }
+        node.disk.crash(&mut self.rng, tear);
+        node.pending.clear();
+        // The client's connection to the node broke: its appends there have unknown outcomes.
+        self.client.in_flight.retain(|_, a| a.node != i);
+        node.tick_at = None;
+        node.shutdown_since = None;
+        node.role = Role::Unattached;
+        self.trace
+            .push(TraceEntry::new(self.now, "kill", node.id, 0, 0));
+    }
+
+    /// Kill, then lose the quorum-state file and the log (Kafka's killAndDeletePersistentState;
+    /// docs/simulation.md, "Invariants"). Turns off the rules that data loss can break.
+    pub fn kill_and_delete_state(&mut self, i: usize) {
+        self.kill(i);
+        let node = &mut self.nodes[i];
+        node.persisted = None;
+        node.disk = SimDisk::default();
+        node.lost_state = true;
+        let id = node.id;
+        if !node.observer {
+            self.checker.forget_votes_of(id);
+        }
+        self.trace
+            .push(TraceEntry::new(self.now, "delete-state", id, 0, 0));
+    }
+
+    pub fn restart(&mut self, i: usize) -> Result<(), Box<Violation>> {
+        if self.nodes[i].running() {
+            return Ok(());
+        }
+        self.start_node(i).map_err(|b| self.violation(b))
+    }
+
+    /// Graceful shutdown: the core resigns and answers ShutdownComplete.
+    pub fn shutdown(&mut self, i: usize) -> Result<(), Box<Violation>> {
+        if !self.nodes[i].running() {
+            return Ok(());
+        }
+        self.shutdown_inner(i).map_err(|b| self.violation(b))
+    }
+
+    /// The node stopped after ShutdownComplete: a clean close writes everything back.
+    pub(super) fn stop_cleanly(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        node.core = None;
+        node.disk.close();
+        node.pending.clear();
+        self.client.in_flight.retain(|_, a| a.node != i);
+        node.tick_at = None;
+        node.shutdown_since = None;
+        node.role = Role::Unattached;
+    }
+
+    /// Steps node `i` and carries out its outputs in order, perhaps crashing between two of them.
+    pub(super) fn step_node(&mut self, i: usize, input: Input) -> Checked {
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.nodes[i]
+            .core
+            .as_mut()
+            .expect("only running nodes are stepped")
+            .step(input, &mut out);
+        let crash_at = if !out.is_empty() && self.rng.chance(self.mid_step_crash) {
+            Some(self.rng.index(out.len()))
+        } else {
+            None
+        };
+        let mut result = Ok(());
+        for (k, o) in out.drain(..).enumerate() {
+            if crash_at == Some(k) {
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "mid-step-crash",
+                    i as NodeId,
+                    k as i64,
+                    0,
+                ));
+                self.kill(i);
+                self.schedule_restart(i);
+                break;
+            }
+            result = self.carry_out(i, o);
+            if result.is_err() || !self.nodes[i].running() {
+                break;
+            }
+        }
+        self.out = out;
+        result?;
+        self.schedule_tick(i);
+        Ok(())
+    }
+
+    pub(super) fn shutdown_inner(&mut self, i: usize) -> Checked {
+        if self.nodes[i].shutdown_since.is_some() {
+            return Ok(());
+        }
+        self.nodes[i].shutdown_since = Some(self.now);
+        self.trace
+            .push(TraceEntry::new(self.now, "shutdown", i as NodeId, 0, 0));
+        self.step_node(i, Input::Shutdown)?;
+        self.sweep(i)
+    }
+}

@@ -1,0 +1,369 @@
+//! Carrying out a core's outputs: sends, disk operations, role changes, and the checks that ride on them.
+
+use crate::raft::{
+    bootstrap_server_index, Batch, Epoch, LogOp, LogOpKind, Offset, Output, Request, Response, Role,
+};
+use crate::sim::disk;
+use crate::sim::invariants::{breach, Checked, Invariant};
+use crate::sim::liar::LIAR_ID;
+use crate::sim::trace::TraceEntry;
+
+use super::faults::Phase;
+use super::network::Message;
+use super::scheduler::Event;
+use super::{core_config, Simulation};
+
+impl Simulation {
+    pub(super) fn carry_out(&mut self, i: usize, output: Output) -> Checked {
+        let id = self.nodes[i].id;
+        match output {
+            Output::PersistElectionState(state) => {
+                let node = &self.nodes[i];
+                let epoch_rule = !node.lost_state;
+                self.checker
+                    .on_persist(id, node.persisted.as_ref(), &state, epoch_rule)?;
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "persist",
+                    id,
+                    i64::from(state.epoch),
+                    (i64::from(state.leader_id) + 1) * 100_000 + i64::from(state.voted_id) + 1,
+                ));
+                self.nodes[i].persisted = Some(state);
+                Ok(())
+            }
+            Output::Send {
+                to: addressed_as,
+                correlation,
+                request,
+            } => {
+                let to = match bootstrap_server_index(addressed_as) {
+                    Some(k) if matches!(request, Request::FindQuorum(_)) => {
+                        self.nodes[i].bootstrap.get(k).copied().unwrap_or(-1)
+                    }
+                    Some(_) => -1,
+                    None => addressed_as,
+                };
+                if to < 0 || to as usize >= self.nodes.len() || to == id {
+                    return breach(
+                        Invariant::ExactlyOnceContract,
+                        format!("node {id} sends {request:?} to unknown node {addressed_as}"),
+                    );
+                }
+                let from_incarnation = self.nodes[i].incarnation;
+                self.send(Message::Request {
+                    from: id,
+                    from_incarnation,
+                    to,
+                    addressed_as,
+                    correlation,
+                    request,
+                });
+                Ok(())
+            }
+            Output::Respond { id: rid, response } => {
+                let Some(p) = self.nodes[i].pending.remove(&rid) else {
+                    return breach(
+                        Invariant::ExactlyOnceContract,
+                        format!("node {id} responds to unknown or answered request id {rid}"),
+                    );
+                };
+                if let (Some((candidate, epoch)), Response::Vote(v)) = (p.vote, &response) {
+                    if v.vote_granted {
+                        self.checker.on_vote_granted(id, epoch, candidate)?;
+                        self.trace.push(TraceEntry::new(
+                            self.now,
+                            "grant",
+                            id,
+                            i64::from(candidate),
+                            i64::from(epoch),
+                        ));
+                    }
+                }
+                if p.from == LIAR_ID {
+                    return Ok(()); // the liar's answers are dropped: it learns nothing
+                }
+                self.send(Message::Response {
+                    from: id,
+                    to: p.from,
+                    to_incarnation: p.from_incarnation,
+                    addressed_as: p.addressed_as,
+                    correlation: p.correlation,
+                    response,
+                });
+                Ok(())
+            }
+            Output::Log(op) => self.log_op(i, op),
+            Output::ReadLog {
+                read_id,
+                from_offset,
+                max_bytes,
+            } => {
+                let delay = self.rng.range(1, 5);
+                let incarnation = self.nodes[i].incarnation;
+                self.schedule(
+                    delay,
+                    Event::ReadDone {
+                        node: i,
+                        incarnation,
+                        read_id,
+                        from: from_offset,
+                        max_bytes,
+                    },
+                );
+                Ok(())
+            }
+            Output::HighWatermark(hw) => self.observe_hw(i, hw),
+            Output::AppendDone { id: aid, result } => self.client_done(i, aid, result),
+            Output::RoleChanged {
+                role,
+                epoch,
+                leader_id,
+            } => {
+                let node = &mut self.nodes[i];
+                node.role = role;
+                node.epoch = epoch;
+                if node.observer && !matches!(role, Role::Unattached | Role::Follower) {
+                    return breach(
+                        Invariant::ObserverRole,
+                        format!("observer {id} became {role:?} in epoch {epoch}"),
+                    );
+                }
+                if role == Role::Leader {
+                    if leader_id != id {
+                        return breach(
+                            Invariant::SingleLeader,
+                            format!("node {id} leader of epoch {epoch} names leader {leader_id}"),
+                        );
+                    }
+                    self.persisted_leadership(i, epoch)?;
+                    self.elections += 1;
+                    self.trace.push(TraceEntry::new(
+                        self.now,
+                        "elected",
+                        id,
+                        i64::from(epoch),
+                        0,
+                    ));
+                    let log = &self.nodes[i].disk.written;
+                    self.checker.on_became_leader(id, epoch, log)?;
+                    // A leader dying right after its election, before its LeaderChange record
+                    // is everywhere: the window of the HW and completeness bugs (Figure 8).
+                    if self.phase == Phase::Faults && self.rng.chance(0.25) {
+                        let delay = self.rng.range(0, 30);
+                        self.schedule(delay, Event::KillIfLeader { node: i, epoch });
+                    }
+                }
+                Ok(())
+            }
+            Output::ShutdownComplete => {
+                if self.nodes[i].shutdown_since.is_none() {
+                    return breach(
+                        Invariant::ExactlyOnceContract,
+                        format!("node {id} completed a shutdown nobody asked for"),
+                    );
+                }
+                self.trace
+                    .push(TraceEntry::new(self.now, "stopped", id, 0, 0));
+                self.stop_cleanly(i);
+                self.schedule_restart(i);
+                if matches!(self.phase, Phase::Final { .. }) {
+                    self.schedule(1, Event::Restart { node: i });
+                }
+                Ok(())
+            }
+            // The simulated network routes by node id: an endpoint has nothing to change, and
+            // no simulated node advertises one, so there is nothing to probe.
+            Output::EndpointChanged(_) => Ok(()),
+            Output::ProbeEndpoint {
+                correlation,
+                endpoint,
+                ..
+            } => {
+                self.schedule(
+                    1,
+                    Event::RequestFailed {
+                        node: i,
+                        incarnation: self.nodes[i].incarnation,
+                        to: endpoint.voter_id,
+                        correlation,
+                    },
+                );
+                Ok(())
+            }
+            // The liar's messages are refused as they should be; an honest node never sends
+            // (or answers) what admission refuses, so refusing one of theirs is a breach.
+            Output::Refused { peer, .. } if peer == Some(LIAR_ID) => {
+                self.liar.refused += 1;
+                Ok(())
+            }
+            Output::Refused { peer, reason, .. } => breach(
+                Invariant::FatalOutput,
+                format!("node {id} refused a message of {peer:?}: {reason}"),
+            ),
+            Output::Alert(_) => Ok(()),
+            Output::Fatal(msg) => breach(Invariant::FatalOutput, format!("node {id}: {msg}")),
+        }
+    }
+
+    pub(super) fn persisted_leadership(&self, i: usize, epoch: Epoch) -> Checked {
+        let node = &self.nodes[i];
+        match &node.persisted {
+            Some(s) if s.epoch == epoch && s.leader_id == node.id => Ok(()),
+            other => breach(
+                Invariant::LeadershipPersisted,
+                format!(
+                    "node {} acts as leader of epoch {epoch}; persisted state: {other:?}",
+                    node.id
+                ),
+            ),
+        }
+    }
+
+    pub(super) fn log_op(&mut self, i: usize, op: LogOp) -> Checked {
+        let id = self.nodes[i].id;
+        match &op.kind {
+            LogOpKind::Append(batches) => {
+                let prev = self.nodes[i].disk.written.last();
+                self.checker.on_append(id, prev, batches)?;
+            }
+            LogOpKind::TruncateTo(offset) => {
+                self.checker
+                    .on_truncate(id, *offset, self.nodes[i].max_hw)?;
+                self.trace
+                    .push(TraceEntry::new(self.now, "truncate", id, *offset, 0));
+            }
+        }
+        let seq = op.seq;
+        if let Err(e) = self.nodes[i].disk.apply(op) {
+            return breach(Invariant::LogContract, format!("node {id}: {e}"));
+        }
+        // Durability in seq order: each op completes no earlier than the one before it.
+        let mut latency = self.rng.range(1, 4);
+        if self.rng.chance(0.05) {
+            latency += self.rng.range(10, 40);
+        }
+        if self.now < self.nodes[i].disk_slow_until {
+            latency += self.rng.range(50, 300);
+        }
+        let done = (self.now + latency).max(self.nodes[i].disk_busy_until);
+        self.nodes[i].disk_busy_until = done;
+        let incarnation = self.nodes[i].incarnation;
+        self.schedule(
+            done - self.now,
+            Event::Durable {
+                node: i,
+                incarnation,
+                seq,
+            },
+        );
+        Ok(())
+    }
+
+    pub(super) fn observe_hw(&mut self, i: usize, hw: Offset) -> Checked {
+        let node = &self.nodes[i];
+        if node.max_hw.is_some_and(|m| hw < m) {
+            return breach(
+                Invariant::MonotonicNodeHighWatermark,
+                format!("node {} HW went from {:?} to {hw}", node.id, node.max_hw),
+            );
+        }
+        if node.max_hw == Some(hw) {
+            return Ok(());
+        }
+        let (id, epoch) = (node.id, node.epoch);
+        if node.role == Role::Leader {
+            self.trace.push(TraceEntry::new(
+                self.now,
+                "leader-hw",
+                id,
+                hw,
+                i64::from(epoch),
+            ));
+            let node = &self.nodes[i];
+            let voter_logs: Vec<&[Batch]> = self.nodes[..self.cfg.voters]
+                .iter()
+                .map(|n| n.disk.durable.as_slice())
+                .collect();
+            self.checker
+                .on_leader_hw(id, epoch, hw, &node.disk.written, &voter_logs)?;
+        }
+        let node = &mut self.nodes[i];
+        let mut verified = node.verified;
+        let result = self
+            .checker
+            .on_node_hw(id, hw, &node.disk.written, &mut verified);
+        node.verified = verified;
+        node.max_hw = Some(hw);
+        result
+    }
+
+    /// Checks after an event touched node `i`: the core's view against the driver's, epochs,
+    /// the HW.
+    pub(super) fn sweep(&mut self, i: usize) -> Checked {
+        let node = &self.nodes[i];
+        let Some(core) = node.core.as_ref() else {
+            return Ok(());
+        };
+        let id = node.id;
+        let persisted_epoch = node.persisted.as_ref().map_or(0, |s| s.epoch);
+        if core.epoch() != persisted_epoch {
+            return breach(
+                Invariant::MonotonicEpoch,
+                format!(
+                    "node {id} runs in epoch {} but persisted epoch {persisted_epoch}",
+                    core.epoch()
+                ),
+            );
+        }
+        if core.role() == Role::Leader {
+            self.persisted_leadership(i, core.epoch())?;
+        }
+        if node.observer && !matches!(core.role(), Role::Unattached | Role::Follower) {
+            return breach(
+                Invariant::ObserverRole,
+                format!("observer {id} is {:?}", core.role()),
+            );
+        }
+        let (leo, last_epoch) = (
+            disk::end_offset(&node.disk.written),
+            disk::last_epoch(&node.disk.written),
+        );
+        let durable_end = disk::end_offset(&node.disk.durable);
+        if core.log_end_offset() != leo || core.last_epoch() != last_epoch {
+            return breach(
+                Invariant::CoreLogView,
+                format!(
+                    "node {id}: core says LEO {} last epoch {}, log has {leo} / {last_epoch}",
+                    core.log_end_offset(),
+                    core.last_epoch()
+                ),
+            );
+        }
+        if core.durable_end_offset() > durable_end.max(leo) {
+            return breach(
+                Invariant::CoreLogView,
+                format!(
+                    "node {id}: core says durable end {}, disk has {durable_end}",
+                    core.durable_end_offset()
+                ),
+            );
+        }
+        if let Some(since) = node.shutdown_since {
+            let limit = core_config(id, &[], 0).shutdown_timeout_ms + 1_000;
+            if self.now > since + limit {
+                return breach(
+                    Invariant::ShutdownCompletes,
+                    format!(
+                        "node {id} still shutting down {} ms after asked",
+                        self.now - since
+                    ),
+                );
+            }
+        }
+        if let Some(hw) = core.high_watermark() {
+            self.observe_hw(i, hw)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,118 @@
+//! The event queue: what can happen, in which order, and when the next tick or restart is due.
+
+use std::cmp::Ordering;
+
+use crate::raft::{Correlation, Epoch, NodeId, Offset, TimeMs};
+
+use super::network::Message;
+use super::Simulation;
+
+#[derive(Clone, Debug)]
+pub(super) enum Event {
+    Tick {
+        node: usize,
+        incarnation: u32,
+    },
+    Deliver(Box<Message>),
+    Durable {
+        node: usize,
+        incarnation: u32,
+        seq: u64,
+    },
+    ReadDone {
+        node: usize,
+        incarnation: u32,
+        read_id: u64,
+        from: Offset,
+        max_bytes: usize,
+    },
+    RequestFailed {
+        node: usize,
+        incarnation: u32,
+        to: NodeId,
+        correlation: Correlation,
+    },
+    ClientDeliver {
+        append_id: u64,
+    },
+    ClientTick,
+    Chaos,
+    Restart {
+        node: usize,
+    },
+    /// Kill `node` if it still leads `epoch`.
+    KillIfLeader {
+        node: usize,
+        epoch: Epoch,
+    },
+    PhaseChange,
+    /// The liar's next message, if fault period `period` is still the current one.
+    Lie {
+        period: u64,
+    },
+}
+
+pub(super) struct Scheduled {
+    pub(super) time: TimeMs,
+    pub(super) seq: u64,
+    pub(super) event: Event,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.time, self.seq) == (other.time, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and the earliest (time, seq) must come out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.time, other.seq).cmp(&(self.time, self.seq))
+    }
+}
+
+impl Simulation {
+    pub(super) fn schedule(&mut self, delay: TimeMs, event: Event) {
+        self.next_seq += 1;
+        self.queue.push(Scheduled {
+            time: self.now + delay,
+            seq: self.next_seq,
+            event,
+        });
+    }
+
+    pub(super) fn schedule_tick(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let Some(core) = node.core.as_ref() else {
+            return;
+        };
+        let Some(deadline) = core.next_deadline() else {
+            return;
+        };
+        let at = deadline.max(self.now + 1);
+        if node.tick_at.is_some_and(|t| t <= at && t > self.now) {
+            return; // an earlier tick is already due
+        }
+        let incarnation = node.incarnation;
+        self.nodes[i].tick_at = Some(at);
+        self.schedule(
+            at - self.now,
+            Event::Tick {
+                node: i,
+                incarnation,
+            },
+        );
+    }
+
+    pub(super) fn schedule_restart(&mut self, i: usize) {
+        if self.cfg.faults {
+            let downtime = self.rng.range(50, 2_000);
+            self.schedule(downtime, Event::Restart { node: i });
+        }
+    }
+}
