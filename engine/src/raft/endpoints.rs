@@ -172,4 +172,19 @@ mod tests {
             "nothing confirmed: still the old endpoint"
         );
     }
+
+    #[test]
+    fn candidates_in_all_are_bounded() {
+        let mut t = EndpointTable::default();
+        let mut correlation = 0;
+        for voter in 0.. {
+            let e = endpoint(voter, 1, "x");
+            if !t.worth_probing(&e) {
+                break;
+            }
+            correlation += 1;
+            t.probing(correlation, e);
+        }
+        assert_eq!(t.candidates.len(), MAX_CANDIDATES);
+    }
 }
