@@ -133,7 +133,11 @@ mod tests {
         assert!(!t.worth_probing(&endpoint(2, 9, "")));
         assert!(!t.confirm(&endpoint(2, 9, "")));
         assert!(!t.is_known(2));
-        assert_eq!(t.get(2).port, -1);
+        assert_eq!(
+            (t.get(2).port, t.get(2).boot_timestamp),
+            (-1, -1),
+            "unknown"
+        );
         let mut bad_port = endpoint(2, 9, "h");
         bad_port.port = 70_000;
         assert!(!t.worth_probing(&bad_port));
