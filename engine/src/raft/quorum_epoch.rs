@@ -3,7 +3,7 @@
 use super::core::{RaftCore, RoleState};
 use super::discovery::Common;
 use super::requests::{InFlight, RequestKind, Retry};
-use super::types::{NodeId, Output, RequestId};
+use super::types::{Epoch, NodeId, Output, RequestId};
 use super::{
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
     EndQuorumEpochResponse, ErrorCode, Request, Response, Role,
@@ -72,21 +72,36 @@ impl RaftCore {
         });
     }
 
+    /// Why a Begin- or EndQuorumEpoch from `sender` for `epoch` is refused before it is looked
+    /// at, if it is: another cluster, an older epoch, or a sender (or this node) outside the
+    /// voter set. The fields' ranges were checked on admission (admission.rs).
+    fn announcement_refusal(
+        &self,
+        cluster_id: &str,
+        epoch: Epoch,
+        sender: NodeId,
+    ) -> Option<ErrorCode> {
+        if cluster_id != self.config.cluster_id {
+            Some(ErrorCode::INCONSISTENT_CLUSTER_ID)
+        } else if epoch < self.qs.epoch() {
+            Some(ErrorCode::FENCED_LEADER_EPOCH)
+        } else if self.qs.is_observer() || !self.qs.is_voter(sender) {
+            Some(ErrorCode::INCONSISTENT_VOTER_SET)
+        } else {
+            None
+        }
+    }
+
     pub(crate) fn handle_begin_quorum_epoch(
         &mut self,
         id: RequestId,
         req: BeginQuorumEpochRequest,
         out: &mut Vec<Output>,
     ) {
-        if req.cluster_id != self.config.cluster_id {
-            return self.respond_begin(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
-        }
-        // The fields' ranges were checked on admission (admission.rs).
-        if req.leader_epoch < self.qs.epoch() {
-            return self.respond_begin(id, ErrorCode::FENCED_LEADER_EPOCH, out);
-        }
-        if self.qs.is_observer() || !self.qs.is_voter(req.leader_id) {
-            return self.respond_begin(id, ErrorCode::INCONSISTENT_VOTER_SET, out);
+        if let Some(error) =
+            self.announcement_refusal(&req.cluster_id, req.leader_epoch, req.leader_id)
+        {
+            return self.respond_begin(id, error, out);
         }
         let me = self.qs.local_id();
         let error = if req.leader_id == me {
@@ -152,15 +167,10 @@ impl RaftCore {
         req: EndQuorumEpochRequest,
         out: &mut Vec<Output>,
     ) {
-        if req.cluster_id != self.config.cluster_id {
-            return self.respond_end(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
-        }
-        // The fields' ranges were checked on admission (admission.rs).
-        if req.leader_epoch < self.qs.epoch() {
-            return self.respond_end(id, ErrorCode::FENCED_LEADER_EPOCH, out);
-        }
-        if self.qs.is_observer() || !self.qs.is_voter(req.replica_id) {
-            return self.respond_end(id, ErrorCode::INCONSISTENT_VOTER_SET, out);
+        if let Some(error) =
+            self.announcement_refusal(&req.cluster_id, req.leader_epoch, req.replica_id)
+        {
+            return self.respond_end(id, error, out);
         }
         let me = self.qs.local_id();
         if req.leader_epoch > self.qs.epoch() {

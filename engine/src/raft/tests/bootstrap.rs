@@ -15,14 +15,6 @@ fn bootstrap_config(id: NodeId, servers: usize) -> RaftConfig {
     c
 }
 
-fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
-}
-
 fn endpoint(id: NodeId) -> VoterEndpoint {
     VoterEndpoint {
         voter_id: id,

@@ -7,14 +7,6 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
-}
-
 fn find_response(leader: NodeId, epoch: Epoch) -> Response {
     Response::FindQuorum(FindQuorumResponse {
         error: ErrorCode::NONE,

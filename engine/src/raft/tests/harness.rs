@@ -313,6 +313,15 @@ pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
         .collect()
 }
 
+/// The FindQuorum requests in `out`: (to, correlation).
+pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends(out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
 /// The endpoint probes in `out`: (correlation, the advertised endpoint).
 pub(crate) fn probes(out: &[Output]) -> Vec<(Correlation, VoterEndpoint)> {
     out.iter()
