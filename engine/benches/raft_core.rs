@@ -132,7 +132,7 @@ fn leader_client_append(iters: u64) -> Duration {
         core.step(
             Input::Request {
                 id: done,
-                from: Some(2),
+                from: Sender::Replica(2),
                 request,
             },
             &mut out,
@@ -169,7 +169,7 @@ fn leader_fetch_from_tail(iters: u64) -> Duration {
         let inputs: Vec<Input> = (0..n)
             .map(|i| Input::Request {
                 id: done + i,
-                from: Some(2),
+                from: Sender::Replica(2),
                 request: fetch(2, from),
             })
             .collect();
@@ -185,7 +185,7 @@ fn leader_fetch_from_tail(iters: u64) -> Duration {
     core.step(
         Input::Request {
             id: u64::MAX,
-            from: Some(2),
+            from: Sender::Replica(2),
             request: fetch(2, from),
         },
         &mut out,

@@ -200,7 +200,7 @@ impl Cluster {
                         to,
                         Input::Request {
                             id: rid,
-                            from: Some(from),
+                            from: Sender::Replica(from),
                             request,
                         },
                     );

@@ -14,7 +14,7 @@ use super::message::{
     BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchQuorumRecordsRequest, FindQuorumRequest,
     Request, VoteRequest,
 };
-use super::types::{Epoch, NodeId, Offset};
+use super::types::{Epoch, NodeId, Offset, Sender};
 
 /// How far ahead of this node's epoch a peer's epoch may be. A real cluster moves one epoch per
 /// election; even a voter cut off for weeks and campaigning alone every election timeout (about
@@ -110,25 +110,28 @@ fn check_id(field: &str, id: NodeId, min: NodeId) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// When the transport knows who sent a message (`from`), the replica id the message claims must
-/// be that sender: nobody speaks for another replica.
-fn check_identity(field: &str, claimed: NodeId, from: Option<NodeId>) -> Result<(), Refusal> {
-    match from {
-        Some(sender) if claimed >= 0 && claimed != sender => Err(Refusal {
+/// When the transport proved who sent a message (`from`), the replica id the message claims
+/// must be that sender: nobody speaks for another replica, and a principal that is no replica's
+/// speaks for none.
+fn check_identity(field: &str, claimed: NodeId, from: Sender) -> Result<(), Refusal> {
+    let refuse = |who: String| {
+        Err(Refusal {
             error: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
-            reason: format!("{field} {claimed} sent by node {sender}"),
-        }),
+            reason: format!("{field} {claimed} sent by {who}"),
+        })
+    };
+    match from {
+        Sender::Replica(sender) if claimed >= 0 && claimed != sender => {
+            refuse(format!("node {sender}"))
+        }
+        Sender::NotAReplica if claimed >= 0 => refuse("a principal that is no replica's".into()),
         _ => Ok(()),
     }
 }
 
 /// Checks a request's fields. The cluster id is the handlers' business (they answer
 /// INCONSISTENT_CLUSTER_ID), and so is everything that depends on more than these values.
-pub(crate) fn admit_request(
-    request: &Request,
-    from: Option<NodeId>,
-    me: Receiver,
-) -> Result<(), Refusal> {
+pub(crate) fn admit_request(request: &Request, from: Sender, me: Receiver) -> Result<(), Refusal> {
     match request {
         Request::Vote(r) => admit_vote(r, from, me),
         Request::BeginQuorumEpoch(r) => admit_begin(r, from, me),
@@ -139,7 +142,7 @@ pub(crate) fn admit_request(
     }
 }
 
-fn admit_vote(r: &VoteRequest, from: Option<NodeId>, me: Receiver) -> Result<(), Refusal> {
+fn admit_vote(r: &VoteRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
     check_id("candidate id", r.candidate_id, 0)?;
     check_epoch("candidate epoch", r.candidate_epoch, me.epoch)?;
     if r.last_epoch < 0 || r.last_epoch >= r.candidate_epoch {
@@ -152,17 +155,13 @@ fn admit_vote(r: &VoteRequest, from: Option<NodeId>, me: Receiver) -> Result<(),
     check_identity("candidate id", r.candidate_id, from)
 }
 
-fn admit_begin(
-    r: &BeginQuorumEpochRequest,
-    from: Option<NodeId>,
-    me: Receiver,
-) -> Result<(), Refusal> {
+fn admit_begin(r: &BeginQuorumEpochRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
     check_id("leader id", r.leader_id, 0)?;
     check_epoch("leader epoch", r.leader_epoch, me.epoch)?;
     check_identity("leader id", r.leader_id, from)
 }
 
-fn admit_end(r: &EndQuorumEpochRequest, from: Option<NodeId>, me: Receiver) -> Result<(), Refusal> {
+fn admit_end(r: &EndQuorumEpochRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
     check_id("replica id", r.replica_id, 0)?;
     check_id("leader id", r.leader_id, -1)?;
     check_epoch("leader epoch", r.leader_epoch, me.epoch)?;
@@ -178,11 +177,7 @@ fn admit_end(r: &EndQuorumEpochRequest, from: Option<NodeId>, me: Receiver) -> R
     check_identity("replica id", r.replica_id, from)
 }
 
-fn admit_fetch(
-    r: &FetchQuorumRecordsRequest,
-    from: Option<NodeId>,
-    me: Receiver,
-) -> Result<(), Refusal> {
+fn admit_fetch(r: &FetchQuorumRecordsRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
     check_id("replica id", r.replica_id, -1)?;
     check_epoch("leader epoch", r.leader_epoch, me.epoch)?;
     check_offset("fetch offset", r.fetch_offset, 0)?;
@@ -199,11 +194,7 @@ fn admit_fetch(
     check_identity("replica id", r.replica_id, from)
 }
 
-fn admit_find_quorum(
-    r: &FindQuorumRequest,
-    from: Option<NodeId>,
-    me: Receiver,
-) -> Result<(), Refusal> {
+fn admit_find_quorum(r: &FindQuorumRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
     check_id("replica id", r.replica_id, -1)?;
     if !(-1..=i32::from(u16::MAX)).contains(&r.port) {
         return Err(Refusal::invalid(format!("port {}", r.port)));
@@ -302,9 +293,11 @@ mod tests {
             })
         };
         // A candidate ends an epoch with no leader (-1); node 0 is a real id; a full list.
-        assert!(admit_request(&end(-1, vec![0]), None, ME).is_ok());
-        assert!(admit_request(&end(0, vec![0; MAX_SUCCESSORS]), None, ME).is_ok());
-        assert!(admit_request(&end(0, vec![0; MAX_SUCCESSORS + 1]), None, ME).is_err());
+        assert!(admit_request(&end(-1, vec![0]), Sender::Unverified, ME).is_ok());
+        assert!(admit_request(&end(0, vec![0; MAX_SUCCESSORS]), Sender::Unverified, ME).is_ok());
+        assert!(
+            admit_request(&end(0, vec![0; MAX_SUCCESSORS + 1]), Sender::Unverified, ME).is_err()
+        );
         // An anonymous fetch (replica -1) that does not wait; replica 0.
         for replica_id in [-1, 0] {
             let fetch = Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
@@ -318,7 +311,7 @@ mod tests {
                 durable_offset: -1,
             });
             assert!(
-                admit_request(&fetch, None, ME).is_ok(),
+                admit_request(&fetch, Sender::Unverified, ME).is_ok(),
                 "replica {replica_id}"
             );
         }
@@ -332,7 +325,10 @@ mod tests {
                 host: String::new(),
                 port,
             });
-            assert!(admit_request(&find, None, ME).is_ok(), "port {port}");
+            assert!(
+                admit_request(&find, Sender::Unverified, ME).is_ok(),
+                "port {port}"
+            );
         }
         let find = Request::FindQuorum(FindQuorumRequest {
             cluster_id,
@@ -341,18 +337,50 @@ mod tests {
             host: String::new(),
             port: 65_536,
         });
-        assert!(admit_request(&find, None, ME).is_err());
+        assert!(admit_request(&find, Sender::Unverified, ME).is_err());
     }
 
     #[test]
     fn a_known_sender_may_not_speak_for_another_replica() {
-        let e = check_identity("replica id", 2, Some(3)).unwrap_err();
+        let e = check_identity("replica id", 2, Sender::Replica(3)).unwrap_err();
         assert_eq!(e.error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
-        assert!(check_identity("replica id", 3, Some(3)).is_ok());
-        assert!(check_identity("replica id", 2, None).is_ok());
+        assert!(check_identity("replica id", 3, Sender::Replica(3)).is_ok());
+        assert!(check_identity("replica id", 2, Sender::Unverified).is_ok());
         assert!(
-            check_identity("replica id", -1, Some(3)).is_ok(),
+            check_identity("replica id", -1, Sender::Replica(3)).is_ok(),
             "anonymous fetch"
         );
+    }
+
+    #[test]
+    fn a_principal_that_is_no_replicas_speaks_for_none() {
+        for claimed in [0, 2, MAX_PEER_EPOCH] {
+            let e = check_identity("replica id", claimed, Sender::NotAReplica).unwrap_err();
+            assert_eq!(e.error, ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
+        }
+        assert!(check_identity("replica id", -1, Sender::NotAReplica).is_ok());
+        use crate::raft::message::*;
+        let fetch = Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+            cluster_id: "c".into(),
+            replica_id: 2,
+            leader_epoch: 10,
+            fetch_offset: 0,
+            last_fetched_epoch: 0,
+            is_follower: true,
+            max_wait_ms: 0,
+            durable_offset: -1,
+        });
+        assert_eq!(
+            admit_request(&fetch, Sender::NotAReplica, ME)
+                .unwrap_err()
+                .error,
+            ErrorCode::CLUSTER_AUTHORIZATION_FAILED
+        );
+        assert_eq!(
+            Sender::Replica(4).replica(),
+            Some(4),
+            "the peer a refusal names"
+        );
+        assert_eq!(Sender::NotAReplica.replica(), None);
     }
 }

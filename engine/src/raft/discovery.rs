@@ -7,6 +7,7 @@ use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
     bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, RequestId,
+    Sender,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
@@ -28,7 +29,7 @@ impl RaftCore {
     pub(crate) fn on_request(
         &mut self,
         id: RequestId,
-        from: Option<NodeId>,
+        from: Sender,
         request: Request,
         out: &mut Vec<Output>,
     ) {
@@ -85,14 +86,14 @@ impl RaftCore {
     fn refuse_request(
         &mut self,
         id: RequestId,
-        from: Option<NodeId>,
+        from: Sender,
         request: &Request,
         refusal: Refusal,
         out: &mut Vec<Output>,
     ) {
         out.push(Output::Refused {
             request: Some(id),
-            peer: from,
+            peer: from.replica(),
             reason: format!("{}: {}", request_name(request), refusal.reason),
         });
         let error = refusal.error;

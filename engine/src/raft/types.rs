@@ -30,6 +30,31 @@ pub type RequestId = u64;
 /// Correlates a request the core sent with its response. Assigned by the core.
 pub type Correlation = u64;
 
+/// Who sent a request, as far as the transport can prove it (docs/security.md, "Voters trust
+/// only voters"). A request that names a replica id (candidate, leader or replica id) is
+/// admitted only when the sender may speak for that replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// The connection is not authenticated (a PLAINTEXT listener): nothing is proven, every
+    /// claim is taken as made.
+    Unverified,
+    /// Authenticated as the principal of this replica id: it speaks for this replica only.
+    Replica(NodeId),
+    /// Authenticated as a principal that is no replica's (an operator's tool): it may send
+    /// requests that name no replica (replica id -1), and nothing else.
+    NotAReplica,
+}
+
+impl Sender {
+    /// The replica the sender is proven to be, if any.
+    pub fn replica(self) -> Option<NodeId> {
+        match self {
+            Sender::Replica(id) => Some(id),
+            Sender::Unverified | Sender::NotAReplica => None,
+        }
+    }
+}
+
 /// Everything the core reacts to.
 #[derive(Clone, Debug)]
 pub enum Input {
@@ -37,10 +62,11 @@ pub enum Input {
     /// a driver ticks on every wake-up, before it hands the core that wake-up's messages, or
     /// timers reset by those messages are measured from a stale time and fire early.
     Tick { now: TimeMs },
-    /// A request from a peer node (or from an admin client when `from` is None).
+    /// A request from a peer node or an admin client; `from` is what the transport proved
+    /// about its sender.
     Request {
         id: RequestId,
-        from: Option<NodeId>,
+        from: Sender,
         request: Request,
     },
     /// The response to a request this core sent.

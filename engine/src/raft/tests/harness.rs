@@ -116,7 +116,7 @@ impl Harness {
         self.next_request += 1;
         let out = self.step(Input::Request {
             id,
-            from: Some(from),
+            from: Sender::Replica(from),
             request,
         });
         (id, out)

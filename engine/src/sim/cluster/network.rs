@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::raft::{Correlation, Input, NodeId, Request, Response, TimeMs};
+use crate::raft::{Correlation, Input, NodeId, Request, Response, Sender, TimeMs};
 use crate::sim::invariants::Checked;
 use crate::sim::liar::LIAR_ID;
 use crate::sim::trace::TraceEntry;
@@ -166,7 +166,7 @@ impl Simulation {
                     dest,
                     Input::Request {
                         id,
-                        from: Some(from),
+                        from: Sender::Replica(from),
                         request,
                     },
                 )?;

@@ -193,7 +193,7 @@ impl Node {
         );
         self.step(Input::Request {
             id,
-            from: None,
+            from: Sender::Unverified,
             request,
         });
     }

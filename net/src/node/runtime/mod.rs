@@ -20,7 +20,7 @@ use engine::log::{Log, LogConfig};
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{
     bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, LogOp,
-    LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, VoterEndpoint,
+    LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, Sender, VoterEndpoint,
 };
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
