@@ -13,15 +13,34 @@ use crate::wire::{RequestHeader, WireReader};
 /// Takes one request whose header has been read (the reader is at its body).
 pub(crate) type Handler = fn(&mut Node, ConnId, &RequestHeader, &'static ApiSpec, WireReader);
 
+/// Which listeners serve an API (docs/configuration.md, "Listeners"). With one listener it
+/// serves every API; with several, the controller listener serves the quorum RPCs and the others
+/// Kafka's client APIs, so a client listener open to users never takes a Vote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Every listener (ApiVersions, DescribeQuorum, the SASL APIs).
+    Any,
+    /// The controller listener.
+    Quorum,
+    /// The client listeners.
+    Client,
+}
+
 pub(crate) struct ApiRow {
     pub(crate) spec: ApiSpec,
     pub(crate) handler: Handler,
+    pub(crate) scope: Scope,
 }
 
 const fn quorum(spec: ApiSpec) -> ApiRow {
     ApiRow {
         spec,
         handler: Node::handle_quorum_request,
+        scope: if spec.key == api::DESCRIBE_QUORUM {
+            Scope::Any
+        } else {
+            Scope::Quorum
+        },
     }
 }
 
@@ -30,10 +49,12 @@ pub(crate) static API_TABLE: [ApiRow; 8] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
+        scope: Scope::Client,
     },
     ApiRow {
         spec: API_VERSIONS_SPEC,
         handler: Node::handle_api_versions,
+        scope: Scope::Any,
     },
     quorum(api::QUORUM_APIS[0]),
     quorum(api::QUORUM_APIS[1]),
@@ -46,6 +67,18 @@ pub(crate) static API_TABLE: [ApiRow; 8] = [
 /// The row of api key `key`, if this node serves it.
 pub(crate) fn row(key: i16) -> Option<&'static ApiRow> {
     API_TABLE.iter().find(|row| row.spec.key == key)
+}
+
+impl ApiRow {
+    /// Whether a listener that serves the quorum RPCs (`quorum`) and/or the client APIs
+    /// (`clients`) serves this API.
+    pub(crate) fn served_on(&self, quorum: bool, clients: bool) -> bool {
+        match self.scope {
+            Scope::Any => true,
+            Scope::Quorum => quorum,
+            Scope::Client => clients,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -64,6 +97,37 @@ mod tests {
         assert!(
             row(api::ALTER_QUORUM).is_none(),
             "not served yet, so not advertised"
+        );
+    }
+
+    #[test]
+    fn a_client_listener_takes_no_quorum_rpc_and_a_controller_listener_no_produce() {
+        let served = |quorum, clients| -> Vec<i16> {
+            API_TABLE
+                .iter()
+                .filter(|r| r.served_on(quorum, clients))
+                .map(|r| r.spec.key)
+                .collect()
+        };
+        let client = served(false, true);
+        let controller = served(true, false);
+        for key in [
+            api::VOTE,
+            api::BEGIN_QUORUM_EPOCH,
+            api::END_QUORUM_EPOCH,
+            api::FETCH_QUORUM_RECORDS,
+            api::FIND_QUORUM,
+        ] {
+            assert!(!client.contains(&key) && controller.contains(&key), "{key}");
+        }
+        assert!(client.contains(&PRODUCE_SPEC.key) && !controller.contains(&PRODUCE_SPEC.key));
+        for key in [api::API_VERSIONS, api::DESCRIBE_QUORUM] {
+            assert!(client.contains(&key) && controller.contains(&key), "{key}");
+        }
+        assert_eq!(
+            served(true, true).len(),
+            API_TABLE.len(),
+            "one listener serves all"
         );
     }
 }

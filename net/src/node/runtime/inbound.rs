@@ -57,7 +57,7 @@ impl Node {
     /// An inbound connection closed: its pending requests can no longer be answered.
     pub(super) fn inbound_gone(&mut self, conn: ConnId) {
         self.inbound.remove(&conn);
-        self.inbound_addrs.remove(&conn);
+        self.sessions.remove(&conn);
         self.requests.retain(|_, r| r.conn != conn);
         let deadlines = &mut self.produce_deadlines;
         self.produces.retain(|&id, p| {
@@ -95,7 +95,8 @@ impl Node {
         self.counters.refused += 1;
         let addr = request
             .and_then(|id| self.requests.get(&id))
-            .and_then(|pending| self.inbound_addrs.get(&pending.conn));
+            .and_then(|pending| self.sessions.get(&pending.conn))
+            .map(|session| session.addr);
         let sender = match (addr, peer) {
             (Some(addr), _) => addr.ip().to_string(),
             (None, Some(peer)) => format!("node {peer}"),
@@ -116,6 +117,18 @@ impl Node {
 
     // ---- inbound requests -------------------------------------------------------------------
 
+    /// Whether the listener `conn` came in on serves the API of `row`.
+    fn served_here(&self, conn: ConnId, row: &ApiRow) -> bool {
+        let Some(session) = self.sessions.get(&conn) else {
+            return false;
+        };
+        let listeners = &self.config.listeners;
+        row.served_on(
+            listeners.serves_quorum(session.listener),
+            listeners.serves_clients(session.listener),
+        )
+    }
+
     pub(super) fn on_request_frame(&mut self, conn: ConnId, bytes: Bytes) {
         let mut r = WireReader::new(bytes);
         let Ok(prefix) = RequestPrefix::read(&mut r) else {
@@ -126,6 +139,11 @@ impl Node {
             self.close(conn, "unknown api key");
             return;
         };
+        if !self.served_here(conn, row) {
+            // Not advertised on this listener: a client that read ApiVersions never sends it.
+            self.close(conn, "api not served on this listener");
+            return;
+        }
         let spec = &row.spec;
         if !spec.supports(prefix.api_version) {
             if spec.key == api::API_VERSIONS {
@@ -260,6 +278,7 @@ impl Node {
     ) {
         let api_keys = API_TABLE
             .iter()
+            .filter(|row| self.served_here(conn, row))
             .map(|row| ApiVersionRange {
                 api_key: row.spec.key,
                 min_version: row.spec.min_version,

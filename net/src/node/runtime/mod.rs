@@ -33,14 +33,16 @@ use inbound::{PendingRequest, ResponseQueue};
 use peers::{Peer, Probe, UnresolvedProbe, MIN_RECONNECT};
 use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
 
-use super::api_table::{self, API_TABLE};
+use super::api_table::{self, ApiRow, API_TABLE};
 use super::config::NodeConfig;
+use super::config::SecurityProtocol;
 use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
 use super::resolver::Resolver;
+use super::session::Session;
 use super::signals::ShutdownSignals;
 use super::stepping::{CoreDriver, InputQueue};
-use crate::transport::{ConnId, Event, EventLoop, WatchId};
+use crate::transport::{ConnId, Event, EventLoop, ListenerId, WatchId};
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
@@ -98,7 +100,10 @@ pub struct Node {
     signal_watch: WatchId,
     _signals: ShutdownSignals,
     started: Instant,
-    local_addr: SocketAddr,
+    /// Where each listener of `config.listeners` is bound, by index.
+    listener_addrs: Vec<SocketAddr>,
+    /// Transport listener → index in `config.listeners.all`.
+    listener_index: BTreeMap<ListenerId, usize>,
     peers: Vec<Peer>,
     /// Connection → peer index, for outbound connections.
     peer_conns: BTreeMap<ConnId, usize>,
@@ -111,8 +116,8 @@ pub struct Node {
     /// Where probes reached each (voter, host, port): the endpoint change that follows a probe
     /// that vouched needs no second lookup.
     probed_addrs: BTreeMap<(NodeId, String, i32), SocketAddr>,
-    /// Inbound connection → the peer's address, for the log line of a refused request.
-    inbound_addrs: BTreeMap<ConnId, SocketAddr>,
+    /// Inbound connection → its listener, address and what it proved (session.rs).
+    sessions: BTreeMap<ConnId, Session>,
     /// Senders whose refused messages were logged already (once each).
     refused_logged: BTreeSet<String>,
     next_wire_correlation: i32,
@@ -195,11 +200,28 @@ impl Node {
             max_frame_bytes: config.max_request_bytes,
             ..crate::transport::Config::default()
         })?;
-        let listen_addr = resolve(&config.listener.0, config.listener.1).map_err(|e| {
-            NodeError::Listener(format!("{}:{}", config.listener.0, config.listener.1), e)
-        })?;
-        let listener = ring.listen(listen_addr)?;
-        let local_addr = ring.local_addr(listener)?;
+        let mut listener_addrs = Vec::new();
+        let mut listener_index = BTreeMap::new();
+        for (index, listener) in config.listeners.all.iter().enumerate() {
+            let (host, port) = (&listener.host, listener.port);
+            let listen_addr = resolve(host, port).map_err(|e| {
+                NodeError::Listener(format!("{}://{host}:{port}", listener.name), e)
+            })?;
+            if listener.protocol != SecurityProtocol::Plaintext {
+                return Err(NodeError::Listener(
+                    format!("{}://{host}:{port}", listener.name),
+                    std::io::Error::other(format!(
+                        "security protocol {} is not served by this build",
+                        listener.protocol
+                    )),
+                ));
+            }
+            let id = ring.listen(listen_addr)?;
+            let bound = ring.local_addr(id)?;
+            info!(node = config.broker_id, listener = %listener.name, protocol = %listener.protocol, %bound, "listening");
+            listener_addrs.push(bound);
+            listener_index.insert(id, index);
+        }
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
         let mut peers = config
@@ -219,7 +241,6 @@ impl Node {
                 .map_err(|e| NodeError::BootstrapAddress(format!("{host}:{port}"), e))?;
             peers.push(Peer::new(bootstrap_server_id(index), addr, started));
         }
-        info!(node = config.broker_id, %local_addr, "listening");
         Ok(Node {
             config,
             _lock: lock,
@@ -231,7 +252,8 @@ impl Node {
             signal_watch,
             _signals: signals,
             started,
-            local_addr,
+            listener_addrs,
+            listener_index,
             peers,
             peer_conns: BTreeMap::new(),
             probes: BTreeMap::new(),
@@ -239,7 +261,7 @@ impl Node {
             next_lookup_token: 0,
             resolver: Resolver::default(),
             probed_addrs: BTreeMap::new(),
-            inbound_addrs: BTreeMap::new(),
+            sessions: BTreeMap::new(),
             refused_logged: BTreeSet::new(),
             next_wire_correlation: 1,
             next_request_id: 1,
@@ -257,8 +279,20 @@ impl Node {
         })
     }
 
+    /// Where the controller listener is bound (the only listener when there is one).
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listener_addrs[self.config.listeners.controller]
+    }
+
+    /// Where the listener named `name` is bound.
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        let index = self
+            .config
+            .listeners
+            .all
+            .iter()
+            .position(|l| l.name.eq_ignore_ascii_case(name))?;
+        Some(self.listener_addrs[index])
     }
 
     fn now_ms(&self) -> u64 {
@@ -375,10 +409,17 @@ impl Node {
 
     fn on_event(&mut self, event: Event) {
         match event {
-            Event::Accepted { conn, peer, .. } => {
+            Event::Accepted {
+                listener,
+                conn,
+                peer,
+            } => {
                 debug!(?conn, %peer, "accepted");
+                let Some(&index) = self.listener_index.get(&listener) else {
+                    return self.close(conn, "accepted on an unknown listener");
+                };
                 self.inbound.insert(conn, ResponseQueue::default());
-                self.inbound_addrs.insert(conn, peer);
+                self.sessions.insert(conn, Session::new(index, peer));
             }
             Event::Connected { conn } => {
                 if let Some(&index) = self.peer_conns.get(&conn) {

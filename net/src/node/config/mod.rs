@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 use engine::raft::{NodeId, RaftConfig, VoterEndpoint};
 use thiserror::Error;
 
+mod listeners;
+
+pub use listeners::{ClientAuth, Listener, Listeners, SecurityProtocol, SslSettings};
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -34,7 +38,7 @@ pub enum ConfigError {
     BadOverride(String),
     #[error(
         "listeners={listener} is a wildcard address, which the other nodes cannot connect to: \
-         set `advertised.listeners` to the PLAINTEXT://host:port they should use"
+         set `advertised.listeners` to the NAME://host:port they should use"
     )]
     WildcardWithoutAdvertised { listener: String },
 }
@@ -64,11 +68,15 @@ impl VoterAddress {
 pub struct NodeConfig {
     pub broker_id: NodeId,
     pub cluster_id: String,
-    /// Where this node listens (`listeners`, e.g. `PLAINTEXT://127.0.0.1:9093`).
+    /// Every listener (`listeners`, `listener.security.protocol.map`, `controller.listener.names`).
+    pub listeners: Listeners,
+    /// Where the controller listener listens (the voters' listener, e.g.
+    /// `CONTROLLER://127.0.0.1:9093`; the only listener when there is one).
     pub listener: (String, u16),
-    /// The host and port the other nodes are told to connect to (`advertised.listeners`;
-    /// `listeners` when unset). Never a wildcard address.
+    /// The host and port the other nodes are told to connect to for the controller listener
+    /// (`advertised.listeners`; the listener when unset). Never a wildcard address.
     pub advertised: (String, u16),
+    pub security: SecuritySettings,
     pub log_dir: PathBuf,
     /// The initial voter set with endpoints. Empty for an observer that uses bootstrap servers.
     pub voters: Vec<VoterAddress>,
@@ -88,6 +96,25 @@ pub struct NodeConfig {
     pub log_read_bytes_per_sec: Option<u64>,
 }
 
+/// Who may do what (docs/security.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecuritySettings {
+    /// `sasl.credentials.file`: the SCRAM credentials (`ringraft credentials`). Required when a
+    /// listener uses SASL.
+    pub credentials_file: Option<PathBuf>,
+    /// `authorizer.acl.file`: the ACLs; None: every principal may do everything (the node says
+    /// so at start-up).
+    pub acl_file: Option<PathBuf>,
+    /// `super.users`, as written (`User:a;User:b`).
+    pub super_users: String,
+    /// `allow.everyone.if.no.acl.found`: true when no ACL file is configured.
+    pub allow_everyone_if_no_acl_found: bool,
+    /// `quorum.replica.principal`: the principal of replica `{id}`.
+    pub replica_principal: String,
+    /// `ssl.handshake.timeout.ms`.
+    pub handshake_timeout_ms: u64,
+}
+
 /// Every key the node accepts, with its default (None = required or no default) and meaning.
 /// docs/configuration.md is written from this table.
 pub const KEYS: &[(&str, Option<&str>, &str)] = &[
@@ -100,12 +127,88 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     (
         "listeners",
         None,
-        "where to listen, `PLAINTEXT://host:port` or `host:port`",
+        "where to listen, `NAME://host:port,...` (e.g. `CLIENT://0.0.0.0:9092,CONTROLLER://10.0.0.1:9093`), or one `host:port` (PLAINTEXT, serving everything)",
     ),
     (
         "advertised.listeners",
         Some(""),
-        "the `PLAINTEXT://host:port` other nodes are told to connect to; defaults to `listeners`",
+        "the `NAME://host:port` others are told to connect to, per listener; defaults to the listener",
+    ),
+    (
+        "listener.security.protocol.map",
+        Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        "the security protocol of each listener, `NAME:PROTOCOL,...` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)",
+    ),
+    (
+        "controller.listener.names",
+        Some(""),
+        "the listener voters use for each other (quorum RPCs are served only there); required with more than one listener",
+    ),
+    (
+        "ssl.keystore.type",
+        Some("PEM"),
+        "only PEM; per listener as `listener.name.<name>.ssl.keystore.type`, as every ssl.* key",
+    ),
+    (
+        "ssl.keystore.location",
+        Some(""),
+        "PEM file with this node's private key and certificate chain",
+    ),
+    ("ssl.truststore.type", Some("PEM"), "only PEM"),
+    (
+        "ssl.truststore.location",
+        Some(""),
+        "PEM file with the CA certificates peers are checked against",
+    ),
+    (
+        "ssl.client.auth",
+        Some("none"),
+        "required, requested or none; the controller listener must use required",
+    ),
+    (
+        "ssl.principal.mapping.rules",
+        Some("DEFAULT"),
+        "Kafka's rules from a certificate's subject to a principal name",
+    ),
+    (
+        "ssl.endpoint.identification.algorithm",
+        Some("https"),
+        "https: a node checks that a peer's certificate names the host it dialled; empty: it does not",
+    ),
+    (
+        "ssl.handshake.timeout.ms",
+        Some("10000"),
+        "a TLS connection that has not finished its handshake by then is closed",
+    ),
+    (
+        "sasl.enabled.mechanisms",
+        Some("SCRAM-SHA-512"),
+        "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (per listener too)",
+    ),
+    (
+        "sasl.credentials.file",
+        Some(""),
+        "the SCRAM credentials file (`ringraft credentials`); required when a listener uses SASL",
+    ),
+    (
+        "authorizer.acl.file",
+        Some(""),
+        "the ACL file; unset: every principal may do everything",
+    ),
+    (
+        "super.users",
+        Some(""),
+        "principals allowed everything, `User:a;User:b`",
+    ),
+    (
+        "allow.everyone.if.no.acl.found",
+        Some(""),
+        "allow an operation no ACL names; defaults to true without an ACL file, false with one",
+    ),
+    (
+        "quorum.replica.principal",
+        Some("User:ringraft-{id}"),
+        "the principal replica `{id}` authenticates as; a quorum request naming a replica is accepted only from its principal",
     ),
     (
         "log.dirs",
@@ -209,20 +312,31 @@ impl NodeConfig {
 
     /// Builds the configuration from key/value pairs.
     pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        if let Some(key) = map
-            .keys()
-            .find(|k| !KEYS.iter().any(|(known, _, _)| known == k))
-        {
+        if let Some(key) = map.keys().find(|k| {
+            !KEYS.iter().any(|(known, _, _)| known == k) && !listeners::is_listener_override(k, map)
+        }) {
             return Err(ConfigError::UnknownKey { key: key.clone() });
         }
         let props = Props(map);
-        let listener = props.parse_required("listeners", parse_listener)?;
-        let advertised = props.parse_or_default("advertised.listeners", parse_advertised)?;
+        let listeners = listeners::parse(&props)?;
+        let controller = listeners.controller();
+        let listener = (controller.host.clone(), controller.port);
+        let advertised = controller.advertised.clone();
+        let security = security_settings(&props)?;
+        if listeners.all.iter().any(|l| l.protocol.uses_sasl())
+            && security.credentials_file.is_none()
+        {
+            return Err(ConfigError::Missing {
+                key: "sasl.credentials.file",
+            });
+        }
         let config = NodeConfig {
             broker_id: props.parse_required("broker.id", parse_node_id)?,
             cluster_id: props.parse_required("cluster.id", parse_cluster_id)?,
-            advertised: advertised_or_listener(advertised, &listener)?,
+            listeners,
+            advertised,
             listener,
+            security,
             log_dir: props.parse_required("log.dirs", |v| Ok(PathBuf::from(v)))?,
             voters: props.parse_or_default("quorum.voters", parse_voters)?,
             bootstrap_servers: props.parse_or_default("bootstrap.servers", parse_host_ports)?,
@@ -410,59 +524,53 @@ fn parse_host_port(v: &str) -> Result<(String, u16), String> {
     Ok((host.to_owned(), port))
 }
 
-fn parse_listener(v: &str) -> Result<(String, u16), String> {
-    let v = v.trim();
-    if v.contains(',') {
-        return Err("exactly one listener is supported".into());
-    }
-    let address = match v.split_once("://") {
-        Some(("PLAINTEXT", rest)) => rest,
-        Some((protocol, _)) => {
-            return Err(format!(
-                "protocol {protocol} is not supported (only PLAINTEXT)"
-            ))
-        }
-        None => v,
-    };
-    parse_host_port(address)
-}
-
 fn is_wildcard(host: &str) -> bool {
     host.parse::<std::net::IpAddr>()
         .is_ok_and(|ip| ip.is_unspecified())
 }
 
-/// `advertised.listeners`: empty (unset) or one listener that others can connect to.
-fn parse_advertised(v: &str) -> Result<Option<(String, u16)>, String> {
-    if v.trim().is_empty() {
-        return Ok(None);
-    }
-    let (host, port) = parse_listener(v)?;
-    if is_wildcard(&host) {
-        return Err(format!(
-            "{host} is a wildcard address; advertise one the other nodes can connect to"
-        ));
-    }
-    if port == 0 {
-        return Err("port 0 cannot be connected to".into());
-    }
-    Ok(Some((host, port)))
+fn optional_path(v: &str) -> Result<Option<PathBuf>, String> {
+    Ok(Some(v.trim()).filter(|p| !p.is_empty()).map(PathBuf::from))
 }
 
-/// The advertised endpoint: `advertised.listeners` if set, else the listener itself, which then
-/// must not be a wildcard (0.0.0.0 or ::): telling the others to connect to 0.0.0.0 would have
-/// them connect to themselves.
-fn advertised_or_listener(
-    advertised: Option<(String, u16)>,
-    listener: &(String, u16),
-) -> Result<(String, u16), ConfigError> {
-    match advertised {
-        Some(advertised) => Ok(advertised),
-        None if is_wildcard(&listener.0) => Err(ConfigError::WildcardWithoutAdvertised {
-            listener: format!("PLAINTEXT://{}", host_port(&listener.0, listener.1)),
-        }),
-        None => Ok(listener.clone()),
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("true or false".into()),
     }
+}
+
+/// `quorum.replica.principal`: `TYPE:NAME` with `{id}` in the name exactly once.
+fn parse_replica_principal(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    let Some((kind, name)) = v.split_once(':') else {
+        return Err("expected TYPE:NAME, e.g. User:ringraft-{id}".into());
+    };
+    if kind.is_empty() || name.matches("{id}").count() != 1 {
+        return Err("expected TYPE:NAME with {id} once in NAME, e.g. User:ringraft-{id}".into());
+    }
+    Ok(v.to_owned())
+}
+
+fn security_settings(props: &Props<'_>) -> Result<SecuritySettings, ConfigError> {
+    let acl_file = props.parse_or_default("authorizer.acl.file", optional_path)?;
+    let allow_everyone = props.parse_or_default("allow.everyone.if.no.acl.found", |v| {
+        if v.trim().is_empty() {
+            Ok(acl_file.is_none())
+        } else {
+            parse_bool(v)
+        }
+    })?;
+    Ok(SecuritySettings {
+        credentials_file: props.parse_or_default("sasl.credentials.file", optional_path)?,
+        acl_file,
+        super_users: props.parse_or_default("super.users", |v| Ok(v.trim().to_owned()))?,
+        allow_everyone_if_no_acl_found: allow_everyone,
+        replica_principal: props
+            .parse_or_default("quorum.replica.principal", parse_replica_principal)?,
+        handshake_timeout_ms: props.parse_or_default("ssl.handshake.timeout.ms", parse_positive)?,
+    })
 }
 
 /// `host:port`, with an IPv6 host in brackets.
@@ -546,7 +654,35 @@ mod tests {
             ("quorum.fetch.timeout.ms", "0", "quorum.fetch.timeout.ms"),
             ("quorum.voters", "1@h:1,1@h:2", "quorum.voters"),
             ("quorum.voters", "x@h:1", "quorum.voters"),
-            ("listeners", "SSL://h:1", "listeners"),
+            ("listeners", "SSL://h:1", "ssl.keystore.location"),
+            ("listeners", "BAD NAME://h:1", "listeners"),
+            ("listeners", "A://h:1,B://h:2", "controller.listener.names"),
+            (
+                "listeners",
+                "SECRET://h:1",
+                "listener.security.protocol.map",
+            ),
+            (
+                "controller.listener.names",
+                "OTHER",
+                "controller.listener.names",
+            ),
+            ("ssl.client.auth", "sometimes", "ssl.client.auth"),
+            (
+                "quorum.replica.principal",
+                "User:fixed",
+                "quorum.replica.principal",
+            ),
+            (
+                "allow.everyone.if.no.acl.found",
+                "maybe",
+                "allow.everyone.if.no.acl.found",
+            ),
+            (
+                "listener.name.other.ssl.client.auth",
+                "none",
+                "listener.name.other",
+            ),
             ("log.segment.bytes", "10", "log.segment.bytes"),
             ("raft.cpu", "zero", "raft.cpu"),
             (
@@ -611,8 +747,8 @@ mod tests {
             ("PLAINTEXT://0.0.0.0:9093", "wildcard"),
             ("PLAINTEXT://[::]:9093", "wildcard"),
             ("PLAINTEXT://h:0", "port 0"),
-            ("SSL://h:9093", "PLAINTEXT"),
-            ("h:1,h:2", "one listener"),
+            ("SSL://h:9093", "not in `listeners`"),
+            ("h:1,h:2", "named twice"),
         ] {
             let mut map = base();
             map.insert("advertised.listeners".into(), value.into());
@@ -620,6 +756,110 @@ mod tests {
             assert!(message.contains("`advertised.listeners`"), "{message}");
             assert!(message.contains(reason), "{value}: {message}");
         }
+    }
+
+    fn two_listeners() -> BTreeMap<String, String> {
+        let mut map = base();
+        for (k, v) in [
+            (
+                "listeners",
+                "CLIENT://0.0.0.0:9092,CONTROLLER://127.0.0.1:9093",
+            ),
+            ("advertised.listeners", "CLIENT://node1.example:9092"),
+            ("controller.listener.names", "controller"),
+            (
+                "listener.security.protocol.map",
+                "CLIENT:SASL_SSL,CONTROLLER:SSL",
+            ),
+            ("ssl.keystore.location", "/etc/ringraft/node1.pem"),
+            ("ssl.truststore.location", "/etc/ringraft/ca.pem"),
+            ("listener.name.controller.ssl.client.auth", "required"),
+            ("sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN"),
+            ("sasl.credentials.file", "/etc/ringraft/credentials.json"),
+        ] {
+            map.insert(k.into(), v.into());
+        }
+        map
+    }
+
+    #[test]
+    fn kafkas_listener_names_protocols_and_per_listener_settings() {
+        let config = NodeConfig::from_map(&two_listeners()).unwrap();
+        let listeners = &config.listeners;
+        assert_eq!(listeners.all.len(), 2);
+        let (client, controller) = (&listeners.all[0], listeners.controller());
+        assert_eq!(controller.name, "CONTROLLER");
+        assert_eq!(controller.protocol, SecurityProtocol::Ssl);
+        assert_eq!(config.listener, ("127.0.0.1".to_owned(), 9093));
+        assert_eq!(
+            config.advertised,
+            ("127.0.0.1".to_owned(), 9093),
+            "voters are told the controller listener"
+        );
+        let ssl = controller.ssl.as_ref().unwrap();
+        assert_eq!(
+            ssl.client_auth,
+            ClientAuth::Required,
+            "the per-listener key"
+        );
+        assert!(ssl.endpoint_identification);
+        assert!(controller.sasl_mechanisms.is_empty());
+        assert_eq!(client.protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(client.advertised, ("node1.example".to_owned(), 9092));
+        assert_eq!(client.ssl.as_ref().unwrap().client_auth, ClientAuth::None);
+        assert_eq!(client.sasl_mechanisms, ["SCRAM-SHA-512", "PLAIN"]);
+        assert!(listeners.serves_quorum(1) && !listeners.serves_quorum(0));
+        assert!(listeners.serves_clients(0) && !listeners.serves_clients(1));
+        assert!(
+            !config.security.allow_everyone_if_no_acl_found || config.security.acl_file.is_none()
+        );
+        assert_eq!(config.security.replica_principal, "User:ringraft-{id}");
+    }
+
+    #[test]
+    fn a_controller_listener_that_cannot_tell_voters_apart_is_refused() {
+        let mut map = two_listeners();
+        map.remove("listener.name.controller.ssl.client.auth");
+        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(
+            message.contains("must require client certificates"),
+            "{message}"
+        );
+        let mut map = two_listeners();
+        map.insert(
+            "listener.security.protocol.map".into(),
+            "CLIENT:SASL_SSL,CONTROLLER:SASL_SSL".into(),
+        );
+        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(message.contains("must be SSL"), "{message}");
+        let mut map = two_listeners();
+        map.remove("sasl.credentials.file");
+        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(message.contains("sasl.credentials.file"), "{message}");
+        let mut map = two_listeners();
+        map.remove("ssl.truststore.location");
+        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(message.contains("ssl.truststore.location"), "{message}");
+        let mut map = two_listeners();
+        map.insert("sasl.enabled.mechanisms".into(), "GSSAPI".into());
+        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(message.contains("GSSAPI is not supported"), "{message}");
+    }
+
+    #[test]
+    fn one_plaintext_listener_serves_everything_and_allows_everyone() {
+        let config = NodeConfig::from_map(&base()).unwrap();
+        assert_eq!(config.listeners.all.len(), 1);
+        assert_eq!(config.listeners.controller().name, "PLAINTEXT");
+        assert!(config.listeners.serves_quorum(0) && config.listeners.serves_clients(0));
+        assert!(config.security.allow_everyone_if_no_acl_found);
+        let mut map = base();
+        map.insert("authorizer.acl.file".into(), "/etc/ringraft/acls".into());
+        let config = NodeConfig::from_map(&map).unwrap();
+        assert!(
+            !config.security.allow_everyone_if_no_acl_found,
+            "with an ACL file, what no ACL allows is denied"
+        );
     }
 
     #[test]
