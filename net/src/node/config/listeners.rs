@@ -152,9 +152,12 @@ pub(super) fn is_listener_override(key: &str, map: &BTreeMap<String, String>) ->
     named && PER_LISTENER_KEYS.contains(&setting)
 }
 
+/// A listener's name and its `(host, port)`.
+type Entry = (String, (String, u16));
+
 /// `NAME://host:port` entries (a bare `host:port` is the PLAINTEXT listener).
-fn parse_entries(v: &str) -> Result<Vec<(String, (String, u16))>, String> {
-    let mut entries: Vec<(String, (String, u16))> = Vec::new();
+fn parse_entries(v: &str) -> Result<Vec<Entry>, String> {
+    let mut entries: Vec<Entry> = Vec::new();
     for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, address) = match entry.split_once("://") {
             Some((name, rest)) => (name.trim().to_ascii_uppercase(), rest),
