@@ -4,6 +4,7 @@
 //! nodes wrote to stderr, and the leader among a list of servers. Every node process is killed
 //! when its guard drops, and (PR_SET_PDEATHSIG) when the thread that started it ends.
 
+pub mod certs;
 mod cluster;
 mod process;
 
