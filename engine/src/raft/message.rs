@@ -197,6 +197,60 @@ impl Request {
             Request::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
         }
     }
+
+    /// The answer that refuses this request with `error` and tells its sender nothing: no
+    /// leader, no epoch, no records, no voters. What a node answers a sender that may not make
+    /// the request at all (docs/security.md), before the core sees it.
+    pub fn refusal(&self, error: ErrorCode) -> Response {
+        match self {
+            Request::Vote(_) => Response::Vote(VoteResponse {
+                error,
+                leader_id: -1,
+                leader_epoch: -1,
+                vote_granted: false,
+            }),
+            Request::BeginQuorumEpoch(_) => Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+                error,
+                leader_id: -1,
+                leader_epoch: -1,
+            }),
+            Request::EndQuorumEpoch(_) => Response::EndQuorumEpoch(EndQuorumEpochResponse {
+                error,
+                leader_id: -1,
+                leader_epoch: -1,
+            }),
+            Request::FetchQuorumRecords(_) => {
+                Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+                    error,
+                    leader_id: -1,
+                    leader_epoch: -1,
+                    next_fetch_offset: -1,
+                    next_fetch_offset_epoch: -1,
+                    batches: Vec::new(),
+                    high_watermark: -1,
+                    first_dirty_offset: -1,
+                    last_caught_up_time_ms: -1,
+                })
+            }
+            Request::FindQuorum(_) => Response::FindQuorum(FindQuorumResponse {
+                error,
+                cluster_id: String::new(),
+                leader_id: -1,
+                leader_epoch: -1,
+                voters: Vec::new(),
+                target_voters: None,
+            }),
+            Request::DescribeQuorum(_) => Response::DescribeQuorum(DescribeQuorumResponse {
+                error,
+                leader_id: -1,
+                leader_epoch: -1,
+                high_watermark: -1,
+                current_voters: Vec::new(),
+                target_voters: None,
+                observers: Vec::new(),
+            }),
+        }
+    }
 }
 
 impl Response {
@@ -220,6 +274,62 @@ impl Response {
             Response::FetchQuorumRecords(_) => api_key::FETCH_QUORUM_RECORDS,
             Response::FindQuorum(_) => api_key::FIND_QUORUM,
             Response::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_answers_the_same_api_with_the_error_and_nothing_else() {
+        let requests = [
+            Request::Vote(VoteRequest {
+                cluster_id: "c".into(),
+                candidate_epoch: 3,
+                candidate_id: 2,
+                last_epoch: 2,
+                last_epoch_end_offset: 9,
+            }),
+            Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
+                cluster_id: "c".into(),
+                leader_id: 2,
+                leader_epoch: 3,
+            }),
+            Request::EndQuorumEpoch(EndQuorumEpochRequest {
+                cluster_id: "c".into(),
+                replica_id: 2,
+                leader_id: 2,
+                leader_epoch: 3,
+                preferred_successors: vec![1],
+            }),
+            Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+                cluster_id: "c".into(),
+                replica_id: 2,
+                leader_epoch: 3,
+                fetch_offset: 9,
+                last_fetched_epoch: 2,
+                is_follower: true,
+                max_wait_ms: 500,
+                durable_offset: 9,
+            }),
+            Request::FindQuorum(FindQuorumRequest {
+                cluster_id: "c".into(),
+                replica_id: 2,
+                boot_timestamp: 1,
+                host: "h".into(),
+                port: 1,
+            }),
+            Request::DescribeQuorum(DescribeQuorumRequest {}),
+        ];
+        for request in requests {
+            let response = request.refusal(ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
+            assert_eq!(response.api_key(), request.api_key());
+            assert_eq!(response.error(), ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
+            let text = format!("{response:?}");
+            assert!(!text.contains("leader_id: 2"), "{text}");
+            assert!(!text.contains("leader_epoch: 3"), "{text}");
         }
     }
 }
