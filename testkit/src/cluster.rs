@@ -9,7 +9,20 @@ use std::time::{Duration, Instant};
 
 use net::client::BlockingClient;
 
+use crate::certs::{Authority, Validity, CN_MAPPING_RULE};
 use crate::process::{kill_with_parent, ProcessGuard};
+
+/// How the nodes of a [`Cluster`] listen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Security {
+    /// One PLAINTEXT listener serving everything: anyone who reaches it can speak for any voter.
+    Plaintext,
+    /// A PLAINTEXT `CLIENT` listener and a `CONTROLLER` listener with mutual TLS: each node has
+    /// a certificate for `CN=ringraft-<id>` from the cluster's own CA (`pki/` in the cluster's
+    /// directory), and a voter accepts quorum requests only from the replica they name
+    /// (docs/security.md).
+    MutualTls,
+}
 
 /// How every node of a [`Cluster`] is configured and started.
 #[derive(Clone, Debug)]
@@ -32,6 +45,7 @@ pub struct Settings {
     pub tail_lines: usize,
     /// ... or, when set and the node panicked, from its last panic message on.
     pub tail_from_panic: bool,
+    pub security: Security,
 }
 
 impl Settings {
@@ -48,6 +62,7 @@ impl Settings {
             log_cpus: Vec::new(),
             tail_lines: 15,
             tail_from_panic: true,
+            security: Security::Plaintext,
         }
     }
 
@@ -115,7 +130,10 @@ impl LeaderWait<'_> {
 
 pub struct Node {
     pub id: i32,
+    /// Where clients connect (Produce, DescribeQuorum): the only listener, or `CLIENT`.
     pub addr: SocketAddr,
+    /// Where the voters connect to each other: `addr`, or `CONTROLLER`.
+    pub controller_addr: SocketAddr,
     pub dir: PathBuf,
     pub config: PathBuf,
     pub process: Option<ProcessGuard>,
@@ -126,10 +144,12 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub root: tempfile::TempDir,
     pub settings: Settings,
+    /// The cluster's CA, with [`Security::MutualTls`].
+    pub pki: Option<Authority>,
 }
 
-/// A node's `server.properties`: `membership` is its `quorum.voters=...` or
-/// `bootstrap.servers=...` line.
+/// A node's `server.properties` with one PLAINTEXT listener at `addr`: `membership` is its
+/// `quorum.voters=...` or `bootstrap.servers=...` line.
 pub fn node_properties(
     id: i32,
     cluster_id: &str,
@@ -138,10 +158,42 @@ pub fn node_properties(
     membership: &str,
 ) -> String {
     format!(
-        "broker.id={id}\ncluster.id={cluster_id}\nlisteners=PLAINTEXT://{addr}\n\
-         log.dirs={}\n{membership}\n",
+        "{}listeners=PLAINTEXT://{addr}\n",
+        base_properties(id, cluster_id, dir, membership)
+    )
+}
+
+/// Everything of a node's `server.properties` but its listeners.
+fn base_properties(id: i32, cluster_id: &str, dir: &Path, membership: &str) -> String {
+    format!(
+        "broker.id={id}\ncluster.id={cluster_id}\nlog.dirs={}\n{membership}\n",
         dir.display()
     )
+}
+
+/// The listener lines of a node with a PLAINTEXT client listener at `addr` and a mutual-TLS
+/// controller listener at `controller`, its key and certificate in `keystore`.
+pub fn mutual_tls_properties(
+    addr: SocketAddr,
+    controller: SocketAddr,
+    keystore: &Path,
+    truststore: &Path,
+) -> String {
+    format!(
+        "listeners=CLIENT://{addr},CONTROLLER://{controller}\n\
+         listener.security.protocol.map=CLIENT:PLAINTEXT,CONTROLLER:SSL\n\
+         controller.listener.names=CONTROLLER\n\
+         ssl.keystore.location={}\n\
+         ssl.truststore.location={}\n\
+         listener.name.controller.ssl.client.auth=required\n\
+         ssl.principal.mapping.rules={CN_MAPPING_RULE}\n",
+        keystore.display(),
+        truststore.display()
+    )
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 impl Cluster {
@@ -151,14 +203,23 @@ impl Cluster {
             .prefix(&settings.dir_prefix)
             .tempdir_in(std::env::temp_dir())
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
-        let addrs: Vec<SocketAddr> = crate::free_ports(count)?
-            .into_iter()
-            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+        let pki = match settings.security {
+            Security::Plaintext => None,
+            Security::MutualTls => {
+                Some(Authority::create(&root.path().join("pki"), "ringraft-ca")?)
+            }
+        };
+        let ports = crate::free_ports(2 * count)?;
+        let addrs: Vec<(SocketAddr, SocketAddr)> = (0..count)
+            .map(|i| match settings.security {
+                Security::Plaintext => (loopback(ports[i]), loopback(ports[i])),
+                Security::MutualTls => (loopback(ports[i]), loopback(ports[count + i])),
+            })
             .collect();
         let voters = addrs
             .iter()
             .enumerate()
-            .map(|(i, addr)| format!("{}@{addr}", i + 1))
+            .map(|(i, (_, controller))| format!("{}@{controller}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
         let cluster_id = settings.cluster_id.clone();
@@ -166,12 +227,13 @@ impl Cluster {
             nodes: Vec::new(),
             root,
             settings,
+            pki,
         };
-        for (i, addr) in addrs.into_iter().enumerate() {
+        for (i, (addr, controller)) in addrs.into_iter().enumerate() {
             let id = i as i32 + 1;
             cluster.push_node(
                 id,
-                addr,
+                (addr, controller),
                 &format!("node-{id}"),
                 &format!("server-{id}.properties"),
                 &cluster_id,
@@ -179,6 +241,15 @@ impl Cluster {
             )?;
         }
         Ok(cluster)
+    }
+
+    /// The voters' `quorum.voters` line's value: `id@controller address,...`.
+    pub fn voters_value(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{}@{}", n.id, n.controller_addr))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// Adds node `id` (not started) on a free port, its log directory `name` and its config
@@ -190,17 +261,20 @@ impl Cluster {
         cluster_id: &str,
         membership: &str,
     ) -> Result<usize, String> {
-        let port = crate::free_ports(1)?[0];
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let ports = crate::free_ports(2)?;
+        let addrs = match self.settings.security {
+            Security::Plaintext => (loopback(ports[0]), loopback(ports[0])),
+            Security::MutualTls => (loopback(ports[0]), loopback(ports[1])),
+        };
         let config = format!("{name}.properties");
-        self.push_node(id, addr, name, &config, cluster_id, membership)?;
+        self.push_node(id, addrs, name, &config, cluster_id, membership)?;
         Ok(self.nodes.len() - 1)
     }
 
     fn push_node(
         &mut self,
         id: i32,
-        addr: SocketAddr,
+        (addr, controller_addr): (SocketAddr, SocketAddr),
         dir: &str,
         config: &str,
         cluster_id: &str,
@@ -208,14 +282,28 @@ impl Cluster {
     ) -> Result<(), String> {
         let dir = self.root.path().join(dir);
         let config = self.root.path().join(config);
-        std::fs::write(
-            &config,
-            node_properties(id, cluster_id, addr, &dir, membership),
-        )
-        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let properties = match &self.pki {
+            None => node_properties(id, cluster_id, addr, &dir, membership),
+            Some(pki) => {
+                let keystore = pki.issue(
+                    &format!("node-{id}"),
+                    &format!("ringraft-{id}"),
+                    &["127.0.0.1", "localhost"],
+                    Validity::Current,
+                )?;
+                format!(
+                    "{}{}",
+                    base_properties(id, cluster_id, &dir, membership),
+                    mutual_tls_properties(addr, controller_addr, &keystore, &pki.ca_path())
+                )
+            }
+        };
+        std::fs::write(&config, properties)
+            .map_err(|e| format!("writing {}: {e}", config.display()))?;
         self.nodes.push(Node {
             id,
             addr,
+            controller_addr,
             dir,
             config,
             process: None,

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use net::client::BlockingClient;
 
-pub use cluster::{node_properties, Cluster, LeaderWait, Node, Settings, Stderr};
+pub use cluster::{
+    mutual_tls_properties, node_properties, Cluster, LeaderWait, Node, Security, Settings, Stderr,
+};
 pub use net::client::resolve;
 pub use process::{read_stderr, ProcessGuard};
 
