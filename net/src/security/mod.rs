@@ -1,1 +1,2 @@
+pub mod acl;
 pub mod principal;
