@@ -576,6 +576,24 @@ mod tests {
     }
 
     #[test]
+    fn the_replica_example_of_docs_security() {
+        let mapper = SslPrincipalMapper::parse(
+            r"RULE:^CN=voter-([0-9]+),OU=ringraft,.*$/ringraft-$1/,DEFAULT",
+        )
+        .unwrap();
+        let principal = mapper
+            .principal_of("CN=voter-2,OU=ringraft,O=Example")
+            .unwrap();
+        assert_eq!(principal, KafkaPrincipal::user("ringraft-2"));
+        let replicas = ReplicaPrincipals::parse("User:ringraft-{id}").unwrap();
+        assert_eq!(replicas.replica_of(&principal), Some(2));
+        assert_eq!(
+            mapper.name_of("CN=intruder,OU=ringraft,O=Example").unwrap(),
+            "CN=intruder,OU=ringraft,O=Example"
+        );
+    }
+
+    #[test]
     fn rules_may_span_lines_and_spaces() {
         let spaced = KAFKA_EXAMPLE
             .replace(",RULE", " ,\n  RULE")
