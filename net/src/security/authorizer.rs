@@ -1,0 +1,937 @@
+//! The authorizer: may this principal, from this host, do this operation on this resource?
+//! Kafka's ACL semantics (docs/security.md, "Principals and ACLs"), its configuration
+//! (`authorizer.acl.file`, `super.users`, `allow.everyone.if.no.acl.found`) and the operation
+//! each API needs.
+//!
+//! Pure logic but for reading the ACL file. The node loads an [`Authorizer`] at start-up, keeps
+//! it in an `Arc`, and on SIGHUP loads it again and swaps the `Arc` only if the new file is good
+//! ([`AuthorizerConfig::reload`]): a bad edit keeps the rules in force.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use engine::raft::api_key::{
+    ALTER_QUORUM, BEGIN_QUORUM_EPOCH, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH_QUORUM_RECORDS,
+    FIND_QUORUM, VOTE,
+};
+use engine::raft::ErrorCode;
+use thiserror::Error;
+
+use super::acl::{
+    load_acl_file, parse_user, AclEntry, AclLineError, AclLoadError, Operation, Permission,
+    Resource, ResourceType, ACL_FILE_KEY,
+};
+use super::principal::KafkaPrincipal;
+use crate::wire::api::API_VERSIONS;
+
+// ---------------------------------------------------------------------------------------------
+// What each API needs
+// ---------------------------------------------------------------------------------------------
+
+/// Kafka's api keys of the client APIs in the table below (docs/protocol.md section 1).
+pub mod api_key {
+    pub const PRODUCE: i16 = 0;
+    pub const FETCH: i16 = 1;
+    pub const LIST_OFFSETS: i16 = 2;
+    pub const METADATA: i16 = 3;
+    pub const SASL_HANDSHAKE: i16 = 17;
+    pub const INIT_PRODUCER_ID: i16 = 22;
+    pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
+    pub const SASL_AUTHENTICATE: i16 = 36;
+    pub const DESCRIBE_CLUSTER: i16 = 60;
+}
+
+/// The APIs every connection may use whoever it is: ApiVersions, and the SASL exchange that
+/// establishes who it is.
+pub const ALWAYS_ALLOWED: [i16; 3] = [
+    api_key::SASL_HANDSHAKE,
+    API_VERSIONS,
+    api_key::SASL_AUTHENTICATE,
+];
+
+/// The operation, and the kind of resource it is checked on, that a request of `api_key` needs.
+/// A topic request is checked on each topic it names; a cluster request on `kafka-cluster`.
+/// None for the [`ALWAYS_ALLOWED`] APIs, and for a key this table does not know (the node
+/// serves only the APIs of its table; a test here lists every one).
+pub const fn required(api_key: i16) -> Option<(Operation, ResourceType)> {
+    use Operation::*;
+    use ResourceType::{Cluster, Topic};
+    match api_key {
+        api_key::PRODUCE => Some((Write, Topic)),
+        api_key::FETCH | api_key::LIST_OFFSETS => Some((Read, Topic)),
+        api_key::METADATA | api_key::OFFSET_FOR_LEADER_EPOCH => Some((Describe, Topic)),
+        api_key::INIT_PRODUCER_ID => Some((IdempotentWrite, Cluster)),
+        DESCRIBE_QUORUM | api_key::DESCRIBE_CLUSTER => Some((Describe, Cluster)),
+        ALTER_QUORUM => Some((Alter, Cluster)),
+        VOTE | BEGIN_QUORUM_EPOCH | END_QUORUM_EPOCH | FETCH_QUORUM_RECORDS | FIND_QUORUM => {
+            Some((ClusterAction, Cluster))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `api_key` needs no authorization at all.
+pub const fn always_allowed(api_key: i16) -> bool {
+    let mut i = 0;
+    while i < ALWAYS_ALLOWED.len() {
+        if ALWAYS_ALLOWED[i] == api_key {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Kafka's error code for a request refused on a resource of this kind.
+pub const fn denied_error(resource_type: ResourceType) -> ErrorCode {
+    match resource_type {
+        ResourceType::Topic => ErrorCode(29), // TOPIC_AUTHORIZATION_FAILED
+        ResourceType::Group => ErrorCode(30), // GROUP_AUTHORIZATION_FAILED
+        ResourceType::Cluster => ErrorCode::CLUSTER_AUTHORIZATION_FAILED, // 31
+        ResourceType::TransactionalId => ErrorCode(53), // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The authorizer
+// ---------------------------------------------------------------------------------------------
+
+/// The ACLs, the super users and the no-ACL default, and the decision they make.
+#[derive(Clone, Debug)]
+pub struct Authorizer {
+    acls: Vec<AclEntry>,
+    super_users: Vec<KafkaPrincipal>,
+    allow_everyone_if_no_acl_found: bool,
+}
+
+/// What the ACLs of one resource say about one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Decision {
+    /// A DENY applies.
+    Denied,
+    /// An ALLOW applies and no DENY does.
+    Allowed,
+    /// The resource has ACLs, none of them allows this request.
+    NotAllowed,
+    /// No ACL matches the resource at all.
+    NoAcl,
+}
+
+impl Authorizer {
+    pub fn new(
+        acls: Vec<AclEntry>,
+        super_users: Vec<KafkaPrincipal>,
+        allow_everyone_if_no_acl_found: bool,
+    ) -> Self {
+        Authorizer {
+            acls,
+            super_users,
+            allow_everyone_if_no_acl_found,
+        }
+    }
+
+    pub fn acls(&self) -> &[AclEntry] {
+        &self.acls
+    }
+
+    pub fn is_super_user(&self, principal: &KafkaPrincipal) -> bool {
+        self.super_users.contains(principal)
+    }
+
+    /// Kafka's rules, in order:
+    /// 1. a super user is allowed everything;
+    /// 2. the ACLs that match the resource (its type, and a literal name, `*`, or a prefix of
+    ///    the name) decide; when there are none, `allow.everyone.if.no.acl.found` does;
+    /// 3. of those, the ones for this principal (or `User:*`) and host (or `*`) apply: a DENY of
+    ///    the operation (or ALL) refuses, whatever ALLOW there is; otherwise an ALLOW of the
+    ///    operation, of ALL, or of an operation that implies it (READ, WRITE, DELETE and ALTER
+    ///    imply DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS) allows; otherwise refused.
+    ///
+    /// IDEMPOTENT_WRITE on the cluster is also allowed to a principal that may WRITE to some
+    /// topic, unless a DENY of IDEMPOTENT_WRITE (or ALL) on the cluster applies.
+    pub fn authorize(
+        &self,
+        principal: &KafkaPrincipal,
+        host: IpAddr,
+        operation: Operation,
+        resource: &Resource,
+    ) -> bool {
+        if self.is_super_user(principal) {
+            return true;
+        }
+        let decision = self.decide(principal, host, operation, resource);
+        let allowed = match decision {
+            Decision::Allowed => true,
+            Decision::Denied | Decision::NotAllowed => false,
+            Decision::NoAcl => self.allow_everyone_if_no_acl_found,
+        };
+        if allowed || decision == Decision::Denied {
+            return allowed;
+        }
+        operation == Operation::IdempotentWrite
+            && resource.resource_type == ResourceType::Cluster
+            && self.may_write_some_topic(principal, host)
+    }
+
+    fn decide(
+        &self,
+        principal: &KafkaPrincipal,
+        host: IpAddr,
+        operation: Operation,
+        resource: &Resource,
+    ) -> Decision {
+        let mut decision = Decision::NoAcl;
+        for acl in self
+            .acls
+            .iter()
+            .filter(|acl| acl.matches_resource(resource))
+        {
+            if decision == Decision::NoAcl {
+                decision = Decision::NotAllowed;
+            }
+            if !acl.applies_to(principal, host) {
+                continue;
+            }
+            match acl.permission {
+                Permission::Deny if denies(acl.operation, operation) => return Decision::Denied,
+                Permission::Allow if grants(acl.operation, operation) => {
+                    decision = Decision::Allowed
+                }
+                _ => {}
+            }
+        }
+        decision
+    }
+
+    /// Whether some topic exists that the principal may WRITE to: an ALLOW of WRITE (or ALL)
+    /// on topics that no DENY of WRITE (or ALL) covers entirely, or, with
+    /// `allow.everyone.if.no.acl.found`, a topic no ACL names (there is one unless an ACL
+    /// names every topic).
+    fn may_write_some_topic(&self, principal: &KafkaPrincipal, host: IpAddr) -> bool {
+        let topic_acls = || {
+            self.acls
+                .iter()
+                .filter(|acl| acl.resource_type == ResourceType::Topic)
+        };
+        let writes = |acl: &&AclEntry| {
+            matches!(acl.operation, Operation::Write | Operation::All)
+                && acl.applies_to(principal, host)
+        };
+        let uncovered_allow = topic_acls()
+            .filter(writes)
+            .filter(|acl| acl.permission == Permission::Allow)
+            .any(|allow| {
+                !topic_acls()
+                    .filter(writes)
+                    .filter(|acl| acl.permission == Permission::Deny)
+                    .any(|deny| deny.pattern.covers(&allow.pattern))
+            });
+        uncovered_allow
+            || (self.allow_everyone_if_no_acl_found
+                && !topic_acls().any(|acl| acl.pattern.matches_every_name()))
+    }
+}
+
+/// Whether an ALLOW of `acl` grants `requested`.
+fn grants(acl: Operation, requested: Operation) -> bool {
+    use Operation::*;
+    acl == All
+        || acl == requested
+        || (requested == Describe && matches!(acl, Read | Write | Delete | Alter))
+        || (requested == DescribeConfigs && acl == AlterConfigs)
+}
+
+/// Whether a DENY of `acl` refuses `requested`: only the operation itself or ALL (a DENY of READ
+/// does not refuse DESCRIBE).
+fn denies(acl: Operation, requested: Operation) -> bool {
+    acl == Operation::All || acl == requested
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------------------------
+
+pub const SUPER_USERS_KEY: &str = "super.users";
+pub const ALLOW_EVERYONE_KEY: &str = "allow.everyone.if.no.acl.found";
+
+/// The authorizer's keys of `server.properties`, with their defaults and meaning, in the shape
+/// of `node::config::KEYS`.
+pub const KEYS: &[(&str, Option<&str>, &str)] = &[
+    (
+        ACL_FILE_KEY,
+        Some(""),
+        "the ACL file (docs/security.md); unset: no authorization",
+    ),
+    (
+        SUPER_USERS_KEY,
+        Some(""),
+        "principals allowed everything, `User:a;User:b`",
+    ),
+    (
+        ALLOW_EVERYONE_KEY,
+        Some("false"),
+        "whether a resource that no ACL names is open to everyone",
+    ),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AuthorizerConfigError {
+    #[error("bad value for `{key}`: `{value}`: {reason}")]
+    BadValue {
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error("`{key}` is set but `{ACL_FILE_KEY}` is not, so nothing would be authorized")]
+    WithoutAclFile { key: &'static str },
+}
+
+/// `authorizer.acl.file`, `super.users` and `allow.everyone.if.no.acl.found`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthorizerConfig {
+    pub acl_file: PathBuf,
+    pub super_users: Vec<KafkaPrincipal>,
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+impl AuthorizerConfig {
+    /// Reads the three keys from `map` (other keys are not looked at). None when
+    /// `authorizer.acl.file` is unset or empty: the node authorizes nothing then, and setting
+    /// `super.users` or `allow.everyone.if.no.acl.found=true` without it is an error.
+    pub fn from_map(
+        map: &BTreeMap<String, String>,
+    ) -> Result<Option<AuthorizerConfig>, AuthorizerConfigError> {
+        let get = |key: &str| map.get(key).map(|v| v.trim()).unwrap_or("");
+        let super_users = parse_super_users(get(SUPER_USERS_KEY)).map_err(|reason| {
+            AuthorizerConfigError::BadValue {
+                key: SUPER_USERS_KEY,
+                value: get(SUPER_USERS_KEY).to_owned(),
+                reason,
+            }
+        })?;
+        let allow_everyone = match get(ALLOW_EVERYONE_KEY) {
+            "" => false,
+            v if v.eq_ignore_ascii_case("true") => true,
+            v if v.eq_ignore_ascii_case("false") => false,
+            v => {
+                return Err(AuthorizerConfigError::BadValue {
+                    key: ALLOW_EVERYONE_KEY,
+                    value: v.to_owned(),
+                    reason: "expected true or false".into(),
+                })
+            }
+        };
+        let acl_file = get(ACL_FILE_KEY);
+        if acl_file.is_empty() {
+            if !super_users.is_empty() {
+                return Err(AuthorizerConfigError::WithoutAclFile {
+                    key: SUPER_USERS_KEY,
+                });
+            }
+            if allow_everyone {
+                return Err(AuthorizerConfigError::WithoutAclFile {
+                    key: ALLOW_EVERYONE_KEY,
+                });
+            }
+            return Ok(None);
+        }
+        Ok(Some(AuthorizerConfig {
+            acl_file: PathBuf::from(acl_file),
+            super_users,
+            allow_everyone_if_no_acl_found: allow_everyone,
+        }))
+    }
+
+    /// Reads the ACL file and builds the authorizer.
+    pub fn load(&self) -> Result<Authorizer, AclLoadError> {
+        Ok(Authorizer::new(
+            load_acl_file(&self.acl_file)?,
+            self.super_users.clone(),
+            self.allow_everyone_if_no_acl_found,
+        ))
+    }
+
+    /// Loads the file again (SIGHUP) and replaces `current` only if it loaded: on an error the
+    /// rules in force stay, and the error says why the new ones were not taken.
+    pub fn reload(&self, current: &mut Arc<Authorizer>) -> Result<(), AclLoadError> {
+        *current = Arc::new(self.load()?);
+        Ok(())
+    }
+}
+
+/// `super.users`: `User:a;User:b` (semicolons, since a name mapped from a certificate may hold
+/// commas), spaces around entries ignored, empty = none. `User:` principals only, and not
+/// `User:*` (which would switch authorization off; `allow.everyone.if.no.acl.found` is the
+/// setting for open resources).
+pub fn parse_super_users(text: &str) -> Result<Vec<KafkaPrincipal>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(';')
+        .map(|entry| {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                return Err("an empty entry between `;`".to_owned());
+            }
+            let principal = parse_user(entry).map_err(|e: AclLineError| e.to_string())?;
+            if principal.is_wildcard() {
+                return Err("`User:*` cannot be a super user".to_owned());
+            }
+            Ok(principal)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::acl::{parse_acl_file, AclHost, ResourcePattern};
+    use proptest::prelude::*;
+    use Operation::*;
+
+    fn user(name: &str) -> KafkaPrincipal {
+        KafkaPrincipal::user(name)
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    fn local() -> IpAddr {
+        ip("127.0.0.1")
+    }
+
+    fn acls(text: &str) -> Vec<AclEntry> {
+        parse_acl_file(text).unwrap()
+    }
+
+    fn authorizer(text: &str) -> Authorizer {
+        Authorizer::new(acls(text), vec![], false)
+    }
+
+    fn topic(name: &str) -> Resource {
+        Resource::topic(name)
+    }
+
+    #[test]
+    fn required_lists_every_api() {
+        use api_key::*;
+        let table: &[(i16, Option<(Operation, ResourceType)>)] = &[
+            (PRODUCE, Some((Write, ResourceType::Topic))),
+            (FETCH, Some((Read, ResourceType::Topic))),
+            (LIST_OFFSETS, Some((Read, ResourceType::Topic))),
+            (METADATA, Some((Describe, ResourceType::Topic))),
+            (
+                OFFSET_FOR_LEADER_EPOCH,
+                Some((Describe, ResourceType::Topic)),
+            ),
+            (
+                INIT_PRODUCER_ID,
+                Some((IdempotentWrite, ResourceType::Cluster)),
+            ),
+            (DESCRIBE_QUORUM, Some((Describe, ResourceType::Cluster))),
+            (DESCRIBE_CLUSTER, Some((Describe, ResourceType::Cluster))),
+            (ALTER_QUORUM, Some((Alter, ResourceType::Cluster))),
+            (VOTE, Some((ClusterAction, ResourceType::Cluster))),
+            (
+                BEGIN_QUORUM_EPOCH,
+                Some((ClusterAction, ResourceType::Cluster)),
+            ),
+            (
+                END_QUORUM_EPOCH,
+                Some((ClusterAction, ResourceType::Cluster)),
+            ),
+            (
+                FETCH_QUORUM_RECORDS,
+                Some((ClusterAction, ResourceType::Cluster)),
+            ),
+            (FIND_QUORUM, Some((ClusterAction, ResourceType::Cluster))),
+            (API_VERSIONS, None),
+            (SASL_HANDSHAKE, None),
+            (SASL_AUTHENTICATE, None),
+        ];
+        for &(key, needs) in table {
+            assert_eq!(required(key), needs, "api key {key}");
+            assert_eq!(always_allowed(key), needs.is_none(), "api key {key}");
+        }
+        // Every other key in Kafka's range and ringraft's private one is unknown here.
+        for key in (-1..=100).chain(999..=1010) {
+            if !table.iter().any(|&(k, _)| k == key) {
+                assert_eq!(required(key), None, "api key {key}");
+                assert!(!always_allowed(key), "api key {key}");
+            }
+        }
+        // Every API the wire layer defines has its row: a new one cannot slip in unchecked.
+        let specs = crate::wire::api::QUORUM_APIS.iter().chain([
+            &crate::wire::kafka::PRODUCE_SPEC,
+            &crate::wire::kafka::API_VERSIONS_SPEC,
+        ]);
+        for spec in specs {
+            assert!(
+                required(spec.key).is_some() || always_allowed(spec.key),
+                "{} has no authorization row",
+                spec.name
+            );
+        }
+        // Usable in a const table.
+        const PRODUCE_NEEDS: Option<(Operation, ResourceType)> = required(api_key::PRODUCE);
+        assert_eq!(PRODUCE_NEEDS, Some((Write, ResourceType::Topic)));
+    }
+
+    #[test]
+    fn denied_errors_are_kafkas() {
+        assert_eq!(denied_error(ResourceType::Topic).0, 29);
+        assert_eq!(denied_error(ResourceType::Group).0, 30);
+        assert_eq!(denied_error(ResourceType::Cluster).0, 31);
+        assert_eq!(denied_error(ResourceType::TransactionalId).0, 53);
+    }
+
+    #[test]
+    fn super_users_are_always_allowed() {
+        let a = Authorizer::new(
+            acls("deny User:* ALL topic:* from *\ndeny User:root ALL cluster:* from *"),
+            vec![user("root")],
+            false,
+        );
+        for op in Operation::VALUES {
+            assert!(a.authorize(&user("root"), local(), *op, &topic("t")));
+            assert!(a.authorize(&user("root"), local(), *op, &Resource::cluster()));
+            assert!(!a.authorize(&user("alice"), local(), *op, &topic("t")));
+        }
+        assert!(a.is_super_user(&user("root")));
+        assert!(!a.is_super_user(&KafkaPrincipal::new("Group", "root")));
+    }
+
+    #[test]
+    fn a_deny_wins_over_any_allow() {
+        let a = authorizer(
+            "allow User:alice ALL topic:t from *\n\
+             allow User:alice WRITE topic-prefix:t from *\n\
+             allow User:* WRITE topic:* from *\n\
+             deny User:alice WRITE topic:t from *",
+        );
+        assert!(!a.authorize(&user("alice"), local(), Write, &topic("t")));
+        assert!(a.authorize(&user("alice"), local(), Read, &topic("t")));
+        assert!(a.authorize(&user("alice"), local(), Write, &topic("t2")));
+        assert!(a.authorize(&user("bob"), local(), Write, &topic("t")));
+    }
+
+    #[test]
+    fn all_matches_every_operation() {
+        let allow = authorizer("allow User:alice ALL topic:t from *");
+        let deny =
+            authorizer("allow User:alice ALL topic:t from *\ndeny User:alice ALL topic:t from *");
+        for op in Operation::VALUES {
+            assert!(
+                allow.authorize(&user("alice"), local(), *op, &topic("t")),
+                "{op}"
+            );
+            assert!(
+                !deny.authorize(&user("alice"), local(), *op, &topic("t")),
+                "{op}"
+            );
+        }
+    }
+
+    #[test]
+    fn describe_is_implied_by_read_write_delete_alter() {
+        for op in Operation::VALUES {
+            let a = authorizer(&format!("allow User:alice {op} topic:t from *"));
+            let implied = matches!(op, All | Read | Write | Delete | Alter | Describe);
+            assert_eq!(
+                a.authorize(&user("alice"), local(), Describe, &topic("t")),
+                implied,
+                "{op}"
+            );
+            let implied = matches!(op, All | AlterConfigs | DescribeConfigs);
+            assert_eq!(
+                a.authorize(&user("alice"), local(), DescribeConfigs, &topic("t")),
+                implied,
+                "{op}"
+            );
+        }
+        // Nothing else is implied: READ does not give WRITE, ALTER_CONFIGS does not give ALTER.
+        let a = authorizer(
+            "allow User:alice READ topic:t from *\nallow User:alice ALTER_CONFIGS topic:t from *",
+        );
+        assert!(!a.authorize(&user("alice"), local(), Write, &topic("t")));
+        assert!(!a.authorize(&user("alice"), local(), Alter, &topic("t")));
+    }
+
+    #[test]
+    fn a_deny_of_an_implying_operation_does_not_deny_what_it_implies() {
+        let a = authorizer(
+            "allow User:alice DESCRIBE topic:t from *\ndeny User:alice READ topic:t from *",
+        );
+        assert!(a.authorize(&user("alice"), local(), Describe, &topic("t")));
+        assert!(!a.authorize(&user("alice"), local(), Read, &topic("t")));
+    }
+
+    #[test]
+    fn idempotent_write_is_implied_by_write_on_any_topic() {
+        let cluster = Resource::cluster();
+        let may = |text: &str, who: &str| {
+            authorizer(text).authorize(&user(who), local(), IdempotentWrite, &cluster)
+        };
+        assert!(may(
+            "allow User:alice IDEMPOTENT_WRITE cluster:kafka-cluster from *",
+            "alice"
+        ));
+        assert!(may("allow User:alice WRITE topic:t from *", "alice"));
+        assert!(may("allow User:alice ALL topic-prefix:t from *", "alice"));
+        assert!(may("allow User:* WRITE topic:* from *", "alice"));
+        assert!(!may("allow User:alice WRITE topic:t from *", "bob"));
+        assert!(!may("allow User:alice READ topic:t from *", "alice"));
+        assert!(!may("allow User:alice WRITE group:t from *", "alice"));
+        // An ALLOW that a DENY covers entirely gives no topic to write to.
+        assert!(!may(
+            "allow User:alice WRITE topic:t from *\ndeny User:alice WRITE topic:* from *",
+            "alice"
+        ));
+        assert!(!may(
+            "allow User:alice WRITE topic:tx from *\ndeny User:* ALL topic-prefix:t from *",
+            "alice"
+        ));
+        assert!(!may("allow User:alice WRITE topic-prefix:tx from *\ndeny User:alice WRITE topic-prefix:t from *", "alice"));
+        assert!(!may(
+            "allow User:alice WRITE topic:t from *\ndeny User:alice WRITE topic:t from *",
+            "alice"
+        ));
+        // A DENY that covers part of it leaves the rest.
+        assert!(may(
+            "allow User:alice WRITE topic-prefix:t from *\ndeny User:alice WRITE topic:t1 from *",
+            "alice"
+        ));
+        assert!(may(
+            "allow User:alice WRITE topic:* from *\ndeny User:alice WRITE topic-prefix:t from *",
+            "alice"
+        ));
+        // A DENY of IDEMPOTENT_WRITE on the cluster wins over the topic rule.
+        assert!(!may("allow User:alice WRITE topic:t from *\ndeny User:alice IDEMPOTENT_WRITE cluster:kafka-cluster from *", "alice"));
+        // The rule is only for IDEMPOTENT_WRITE on the cluster.
+        let a = authorizer("allow User:alice WRITE topic:t from *");
+        assert!(!a.authorize(&user("alice"), local(), ClusterAction, &cluster));
+        assert!(!a.authorize(&user("alice"), local(), IdempotentWrite, &topic("u")));
+        // With the no-ACL default open, a topic no ACL names is writable by anyone.
+        let open = |text: &str| {
+            Authorizer::new(acls(text), vec![], true).authorize(
+                &user("bob"),
+                local(),
+                IdempotentWrite,
+                &cluster,
+            )
+        };
+        assert!(open(
+            "deny User:* ALL cluster:* from 10.0.0.1\nallow User:alice WRITE topic:t from *"
+        ));
+        assert!(!open(
+            "deny User:* ALL cluster:* from 10.0.0.1\nallow User:alice WRITE topic:* from *"
+        ));
+    }
+
+    #[test]
+    fn wildcard_and_prefixed_resources() {
+        let a = authorizer(
+            "allow User:alice READ topic:* from *\n\
+             allow User:bob WRITE topic-prefix:__ from *\n\
+             allow User:carol ALTER cluster:* from *",
+        );
+        assert!(a.authorize(&user("alice"), local(), Read, &topic("anything")));
+        assert!(a.authorize(&user("bob"), local(), Write, &topic("__cluster_metadata")));
+        assert!(a.authorize(&user("bob"), local(), Write, &topic("__")));
+        assert!(!a.authorize(&user("bob"), local(), Write, &topic("_x")));
+        assert!(a.authorize(&user("carol"), local(), Alter, &Resource::cluster()));
+        // A topic literally named `kafka-cluster` is not the cluster, and the other way round.
+        let a = authorizer("allow User:alice ALL topic:kafka-cluster from *");
+        assert!(!a.authorize(&user("alice"), local(), Alter, &Resource::cluster()));
+        let a = authorizer("allow User:alice ALL cluster:kafka-cluster from *");
+        assert!(!a.authorize(&user("alice"), local(), Alter, &topic("kafka-cluster")));
+    }
+
+    #[test]
+    fn hosts_must_match() {
+        let a = authorizer(
+            "allow User:alice WRITE topic:t from 10.0.0.1\n\
+             allow User:alice READ topic:t from *\n\
+             deny User:alice READ topic:t from 10.0.0.9",
+        );
+        assert!(a.authorize(&user("alice"), ip("10.0.0.1"), Write, &topic("t")));
+        assert!(a.authorize(&user("alice"), ip("::ffff:10.0.0.1"), Write, &topic("t")));
+        assert!(!a.authorize(&user("alice"), ip("10.0.0.2"), Write, &topic("t")));
+        assert!(a.authorize(&user("alice"), ip("10.0.0.2"), Read, &topic("t")));
+        assert!(!a.authorize(&user("alice"), ip("10.0.0.9"), Read, &topic("t")));
+    }
+
+    #[test]
+    fn no_acl_for_the_resource_lets_the_default_decide() {
+        let text = "allow User:alice READ topic:a from *";
+        for open in [false, true] {
+            let a = Authorizer::new(acls(text), vec![], open);
+            // `b` has no ACL at all: the setting decides, for every principal and operation.
+            assert_eq!(a.authorize(&user("bob"), local(), Write, &topic("b")), open);
+            assert_eq!(
+                a.authorize(
+                    &KafkaPrincipal::anonymous(),
+                    local(),
+                    Describe,
+                    &Resource::cluster()
+                ),
+                open
+            );
+            // `a` has an ACL, so anything it does not allow is refused, open or not.
+            assert!(!a.authorize(&user("bob"), local(), Read, &topic("a")));
+            assert!(!a.authorize(&user("alice"), local(), Write, &topic("a")));
+            assert!(a.authorize(&user("alice"), local(), Read, &topic("a")));
+        }
+        // An ACL for another host or principal still makes the resource "named".
+        let a = Authorizer::new(acls("deny User:x READ topic:a from 10.9.9.9"), vec![], true);
+        assert!(!a.authorize(&user("bob"), local(), Read, &topic("a")));
+        let empty = Authorizer::new(vec![], vec![], false);
+        assert!(!empty.authorize(&user("bob"), local(), Read, &topic("a")));
+    }
+
+    #[test]
+    fn user_wildcard_principal_matches_everyone() {
+        let a = authorizer("allow User:* DESCRIBE cluster:kafka-cluster from *\ndeny User:* WRITE topic:t from *\nallow User:alice WRITE topic:t from *");
+        for who in [user("alice"), KafkaPrincipal::anonymous(), user("CN=x,O=y")] {
+            assert!(
+                a.authorize(&who, local(), Describe, &Resource::cluster()),
+                "{who}"
+            );
+            assert!(!a.authorize(&who, local(), Write, &topic("t")), "{who}");
+        }
+        // `User:*` is a pattern of ACLs, not a principal that holds every ACL.
+        let a = authorizer("allow User:alice READ topic:t from *");
+        assert!(!a.authorize(&KafkaPrincipal::wildcard(), local(), Read, &topic("t")));
+    }
+
+    fn operation() -> impl Strategy<Value = Operation> {
+        proptest::sample::select(Operation::VALUES)
+    }
+
+    fn resource_type() -> impl Strategy<Value = ResourceType> {
+        proptest::sample::select(ResourceType::VALUES)
+    }
+
+    const NAMES: [&str; 5] = ["a", "ab", "b", "__x", "kafka-cluster"];
+    const USERS: [&str; 3] = ["alice", "bob", "carol"];
+    const HOSTS: [&str; 3] = ["127.0.0.1", "10.0.0.9", "::1"];
+
+    fn pattern() -> impl Strategy<Value = ResourcePattern> {
+        prop_oneof![
+            proptest::sample::select(&NAMES[..]).prop_map(|n| ResourcePattern::Literal(n.into())),
+            Just(ResourcePattern::Literal("*".into())),
+            proptest::sample::select(&["", "a", "_", "k"][..])
+                .prop_map(|p| ResourcePattern::Prefixed(p.into())),
+        ]
+    }
+
+    fn acl_host() -> impl Strategy<Value = AclHost> {
+        prop_oneof![
+            Just(AclHost::Any),
+            proptest::sample::select(&HOSTS[..]).prop_map(|h| AclHost::Ip(ip(h))),
+        ]
+    }
+
+    fn principal() -> impl Strategy<Value = KafkaPrincipal> {
+        prop_oneof![
+            proptest::sample::select(&USERS[..]).prop_map(user),
+            Just(KafkaPrincipal::wildcard()),
+        ]
+    }
+
+    fn acl() -> impl Strategy<Value = AclEntry> {
+        (
+            principal(),
+            acl_host(),
+            operation(),
+            prop_oneof![Just(Permission::Allow), Just(Permission::Deny)],
+            resource_type(),
+            pattern(),
+        )
+            .prop_map(
+                |(principal, host, operation, permission, resource_type, pattern)| AclEntry {
+                    principal,
+                    host,
+                    operation,
+                    permission,
+                    resource_type,
+                    pattern,
+                },
+            )
+    }
+
+    proptest! {
+        /// A DENY that matches (principal or User:*, host or *, the operation or ALL, a pattern
+        /// that matches the resource) refuses, whatever else the ACLs say, unless the principal
+        /// is a super user.
+        #[test]
+        fn a_matching_deny_always_refuses_but_super_users(
+            others in proptest::collection::vec(acl(), 0..12),
+            at in any::<prop::sample::Index>(),
+            who in proptest::sample::select(&USERS[..]),
+            host in proptest::sample::select(&HOSTS[..]),
+            operation in operation(),
+            resource_type in resource_type(),
+            name in proptest::sample::select(&NAMES[..]),
+            deny_everyone in any::<bool>(),
+            deny_any_host in any::<bool>(),
+            deny_all in any::<bool>(),
+            deny_pattern in 0..3u8,
+            prefix_len in 0..3usize,
+            supers in proptest::sample::subsequence(&USERS[..], 0..=3),
+            open in any::<bool>(),
+        ) {
+            let host = ip(host);
+            let principal = user(who);
+            let pattern = match deny_pattern {
+                0 => ResourcePattern::Literal(name.into()),
+                1 => ResourcePattern::Literal("*".into()),
+                _ => ResourcePattern::Prefixed(name[..prefix_len.min(name.len())].into()),
+            };
+            let deny = AclEntry {
+                principal: if deny_everyone { KafkaPrincipal::wildcard() } else { principal.clone() },
+                host: if deny_any_host { AclHost::Any } else { AclHost::Ip(host) },
+                operation: if deny_all { All } else { operation },
+                permission: Permission::Deny,
+                resource_type,
+                pattern,
+            };
+            let mut acls = others;
+            acls.insert(at.index(acls.len() + 1), deny);
+            let super_users: Vec<KafkaPrincipal> = supers.iter().map(|s| user(s)).collect();
+            let is_super = super_users.contains(&principal);
+            let a = Authorizer::new(acls, super_users, open);
+            let resource = Resource::new(resource_type, name);
+            prop_assert_eq!(a.authorize(&principal, host, operation, &resource), is_super);
+        }
+    }
+
+    #[test]
+    fn super_users_parse_as_kafka_writes_them() {
+        assert_eq!(parse_super_users(""), Ok(vec![]));
+        assert_eq!(parse_super_users("  "), Ok(vec![]));
+        assert_eq!(
+            parse_super_users("User:Bob;User:Alice"),
+            Ok(vec![user("Bob"), user("Alice")])
+        );
+        assert_eq!(
+            parse_super_users(" User:CN=a,O=b ; User:ringraft-1 "),
+            Ok(vec![user("CN=a,O=b"), user("ringraft-1")])
+        );
+        for bad in [
+            "User:a;;User:b",
+            "User:a;",
+            "bob",
+            "user:bob",
+            "User:*",
+            "Group:g",
+        ] {
+            assert!(parse_super_users(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn config_from_the_three_keys() {
+        assert_eq!(AuthorizerConfig::from_map(&map(&[])), Ok(None));
+        assert_eq!(
+            AuthorizerConfig::from_map(&map(&[
+                (ACL_FILE_KEY, ""),
+                (SUPER_USERS_KEY, ""),
+                (ALLOW_EVERYONE_KEY, "false"),
+                ("broker.id", "1"),
+            ])),
+            Ok(None)
+        );
+        assert_eq!(
+            AuthorizerConfig::from_map(&map(&[
+                (ACL_FILE_KEY, "/etc/ringraft/acls"),
+                (SUPER_USERS_KEY, "User:admin;User:ringraft-1"),
+                (ALLOW_EVERYONE_KEY, "TRUE"),
+            ])),
+            Ok(Some(AuthorizerConfig {
+                acl_file: "/etc/ringraft/acls".into(),
+                super_users: vec![user("admin"), user("ringraft-1")],
+                allow_everyone_if_no_acl_found: true,
+            }))
+        );
+        let only_file = AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "acls")]))
+            .unwrap()
+            .unwrap();
+        assert!(only_file.super_users.is_empty() && !only_file.allow_everyone_if_no_acl_found);
+        assert!(matches!(
+            AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "a"), (ALLOW_EVERYONE_KEY, "yes")])),
+            Err(AuthorizerConfigError::BadValue {
+                key: ALLOW_EVERYONE_KEY,
+                ..
+            })
+        ));
+        assert!(matches!(
+            AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "a"), (SUPER_USERS_KEY, "admin")])),
+            Err(AuthorizerConfigError::BadValue {
+                key: SUPER_USERS_KEY,
+                ..
+            })
+        ));
+        assert_eq!(
+            AuthorizerConfig::from_map(&map(&[(SUPER_USERS_KEY, "User:admin")])),
+            Err(AuthorizerConfigError::WithoutAclFile {
+                key: SUPER_USERS_KEY
+            })
+        );
+        assert_eq!(
+            AuthorizerConfig::from_map(&map(&[(ALLOW_EVERYONE_KEY, "true")])),
+            Err(AuthorizerConfigError::WithoutAclFile {
+                key: ALLOW_EVERYONE_KEY
+            })
+        );
+        for (key, _, _) in KEYS {
+            assert!([ACL_FILE_KEY, SUPER_USERS_KEY, ALLOW_EVERYONE_KEY].contains(key));
+        }
+    }
+
+    #[test]
+    fn load_and_reload_swap_only_a_good_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acls");
+        std::fs::write(&path, "allow User:alice READ topic:t from *\n").unwrap();
+        let config = AuthorizerConfig {
+            acl_file: path.clone(),
+            super_users: vec![user("admin")],
+            allow_everyone_if_no_acl_found: false,
+        };
+        let mut current = Arc::new(config.load().unwrap());
+        let reads = |a: &Authorizer, who: &str| a.authorize(&user(who), local(), Read, &topic("t"));
+        assert!(reads(&current, "alice") && !reads(&current, "bob") && reads(&current, "admin"));
+
+        std::fs::write(&path, "allow User:bob READ topic:t from *\n").unwrap();
+        config.reload(&mut current).unwrap();
+        assert!(!reads(&current, "alice") && reads(&current, "bob"));
+
+        // A bad edit is refused with its line, and the rules in force stay.
+        std::fs::write(
+            &path,
+            "allow User:carol READ topic:t from *\nallow User:dave READ\n",
+        )
+        .unwrap();
+        let err = config.reload(&mut current).unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+        assert!(reads(&current, "bob") && !reads(&current, "carol"));
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            config.reload(&mut current),
+            Err(AclLoadError::Read { .. })
+        ));
+        assert!(reads(&current, "bob"));
+    }
+}

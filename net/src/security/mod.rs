@@ -1,0 +1,3 @@
+pub mod acl;
+pub mod authorizer;
+pub mod principal;
