@@ -39,9 +39,15 @@ error_codes! {
     NOT_LEADER_OR_FOLLOWER = 6, "this server is not the leader";
     REQUEST_TIMED_OUT = 7, "the request timed out";
     BROKER_NOT_AVAILABLE = 8, "the server is shutting down or resigned; retry elsewhere";
+    TOPIC_AUTHORIZATION_FAILED = 29, "topic authorization failed";
+    GROUP_AUTHORIZATION_FAILED = 30, "group authorization failed";
     CLUSTER_AUTHORIZATION_FAILED = 31, "cluster authorization failed";
+    UNSUPPORTED_SASL_MECHANISM = 33, "the SASL mechanism is not enabled on this listener";
+    ILLEGAL_SASL_STATE = 34, "the SASL request is not expected now";
     UNSUPPORTED_VERSION = 35, "unsupported api version";
     INVALID_REQUEST = 42, "malformed request";
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, "transactional id authorization failed";
+    SASL_AUTHENTICATION_FAILED = 58, "SASL authentication failed";
     FENCED_LEADER_EPOCH = 74, "the request's epoch is older than the receiver's";
     UNKNOWN_LEADER_EPOCH = 75, "the request's epoch is newer than the leader's";
     INCONSISTENT_VOTER_SET = 94, "sender or receiver is not in the receiver's voter set";

@@ -87,10 +87,10 @@ pub const fn always_allowed(api_key: i16) -> bool {
 /// Kafka's error code for a request refused on a resource of this kind.
 pub const fn denied_error(resource_type: ResourceType) -> ErrorCode {
     match resource_type {
-        ResourceType::Topic => ErrorCode(29), // TOPIC_AUTHORIZATION_FAILED
-        ResourceType::Group => ErrorCode(30), // GROUP_AUTHORIZATION_FAILED
+        ResourceType::Topic => ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        ResourceType::Group => ErrorCode::GROUP_AUTHORIZATION_FAILED,
         ResourceType::Cluster => ErrorCode::CLUSTER_AUTHORIZATION_FAILED, // 31
-        ResourceType::TransactionalId => ErrorCode(53), // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        ResourceType::TransactionalId => ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     }
 }
 
