@@ -7,7 +7,6 @@
 //! it in an `Arc`, and on SIGHUP loads it again and swaps the `Arc` only if the new file is good
 //! ([`AuthorizerConfig::reload`]): a bad edit keeps the rules in force.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,11 +16,10 @@ use engine::raft::api_key::{
     FIND_QUORUM, VOTE,
 };
 use engine::raft::ErrorCode;
-use thiserror::Error;
 
 use super::acl::{
     load_acl_file, parse_user, AclEntry, AclLineError, AclLoadError, Operation, Permission,
-    Resource, ResourceType, ACL_FILE_KEY,
+    Resource, ResourceType,
 };
 use super::principal::KafkaPrincipal;
 use crate::wire::api::API_VERSIONS;
@@ -253,42 +251,8 @@ fn denies(acl: Operation, requested: Operation) -> bool {
 // Configuration
 // ---------------------------------------------------------------------------------------------
 
-pub const SUPER_USERS_KEY: &str = "super.users";
-pub const ALLOW_EVERYONE_KEY: &str = "allow.everyone.if.no.acl.found";
-
-/// The authorizer's keys of `server.properties`, with their defaults and meaning, in the shape
-/// of `node::config::KEYS`.
-pub const KEYS: &[(&str, Option<&str>, &str)] = &[
-    (
-        ACL_FILE_KEY,
-        Some(""),
-        "the ACL file (docs/security.md); unset: no authorization",
-    ),
-    (
-        SUPER_USERS_KEY,
-        Some(""),
-        "principals allowed everything, `User:a;User:b`",
-    ),
-    (
-        ALLOW_EVERYONE_KEY,
-        Some("false"),
-        "whether a resource that no ACL names is open to everyone",
-    ),
-];
-
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum AuthorizerConfigError {
-    #[error("bad value for `{key}`: `{value}`: {reason}")]
-    BadValue {
-        key: &'static str,
-        value: String,
-        reason: String,
-    },
-    #[error("`{key}` is set but `{ACL_FILE_KEY}` is not, so nothing would be authorized")]
-    WithoutAclFile { key: &'static str },
-}
-
-/// `authorizer.acl.file`, `super.users` and `allow.everyone.if.no.acl.found`.
+/// `authorizer.acl.file`, `super.users` and `allow.everyone.if.no.acl.found`, as the node's
+/// configuration read them (docs/configuration.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuthorizerConfig {
     pub acl_file: PathBuf,
@@ -297,53 +261,6 @@ pub struct AuthorizerConfig {
 }
 
 impl AuthorizerConfig {
-    /// Reads the three keys from `map` (other keys are not looked at). None when
-    /// `authorizer.acl.file` is unset or empty: the node authorizes nothing then, and setting
-    /// `super.users` or `allow.everyone.if.no.acl.found=true` without it is an error.
-    pub fn from_map(
-        map: &BTreeMap<String, String>,
-    ) -> Result<Option<AuthorizerConfig>, AuthorizerConfigError> {
-        let get = |key: &str| map.get(key).map(|v| v.trim()).unwrap_or("");
-        let super_users = parse_super_users(get(SUPER_USERS_KEY)).map_err(|reason| {
-            AuthorizerConfigError::BadValue {
-                key: SUPER_USERS_KEY,
-                value: get(SUPER_USERS_KEY).to_owned(),
-                reason,
-            }
-        })?;
-        let allow_everyone = match get(ALLOW_EVERYONE_KEY) {
-            "" => false,
-            v if v.eq_ignore_ascii_case("true") => true,
-            v if v.eq_ignore_ascii_case("false") => false,
-            v => {
-                return Err(AuthorizerConfigError::BadValue {
-                    key: ALLOW_EVERYONE_KEY,
-                    value: v.to_owned(),
-                    reason: "expected true or false".into(),
-                })
-            }
-        };
-        let acl_file = get(ACL_FILE_KEY);
-        if acl_file.is_empty() {
-            if !super_users.is_empty() {
-                return Err(AuthorizerConfigError::WithoutAclFile {
-                    key: SUPER_USERS_KEY,
-                });
-            }
-            if allow_everyone {
-                return Err(AuthorizerConfigError::WithoutAclFile {
-                    key: ALLOW_EVERYONE_KEY,
-                });
-            }
-            return Ok(None);
-        }
-        Ok(Some(AuthorizerConfig {
-            acl_file: PathBuf::from(acl_file),
-            super_users,
-            allow_everyone_if_no_acl_found: allow_everyone,
-        }))
-    }
-
     /// Reads the ACL file and builds the authorizer.
     pub fn load(&self) -> Result<Authorizer, AclLoadError> {
         Ok(Authorizer::new(
@@ -830,72 +747,6 @@ mod tests {
             "Group:g",
         ] {
             assert!(parse_super_users(bad).is_err(), "{bad}");
-        }
-    }
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn config_from_the_three_keys() {
-        assert_eq!(AuthorizerConfig::from_map(&map(&[])), Ok(None));
-        assert_eq!(
-            AuthorizerConfig::from_map(&map(&[
-                (ACL_FILE_KEY, ""),
-                (SUPER_USERS_KEY, ""),
-                (ALLOW_EVERYONE_KEY, "false"),
-                ("broker.id", "1"),
-            ])),
-            Ok(None)
-        );
-        assert_eq!(
-            AuthorizerConfig::from_map(&map(&[
-                (ACL_FILE_KEY, "/etc/ringraft/acls"),
-                (SUPER_USERS_KEY, "User:admin;User:ringraft-1"),
-                (ALLOW_EVERYONE_KEY, "TRUE"),
-            ])),
-            Ok(Some(AuthorizerConfig {
-                acl_file: "/etc/ringraft/acls".into(),
-                super_users: vec![user("admin"), user("ringraft-1")],
-                allow_everyone_if_no_acl_found: true,
-            }))
-        );
-        let only_file = AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "acls")]))
-            .unwrap()
-            .unwrap();
-        assert!(only_file.super_users.is_empty() && !only_file.allow_everyone_if_no_acl_found);
-        assert!(matches!(
-            AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "a"), (ALLOW_EVERYONE_KEY, "yes")])),
-            Err(AuthorizerConfigError::BadValue {
-                key: ALLOW_EVERYONE_KEY,
-                ..
-            })
-        ));
-        assert!(matches!(
-            AuthorizerConfig::from_map(&map(&[(ACL_FILE_KEY, "a"), (SUPER_USERS_KEY, "admin")])),
-            Err(AuthorizerConfigError::BadValue {
-                key: SUPER_USERS_KEY,
-                ..
-            })
-        ));
-        assert_eq!(
-            AuthorizerConfig::from_map(&map(&[(SUPER_USERS_KEY, "User:admin")])),
-            Err(AuthorizerConfigError::WithoutAclFile {
-                key: SUPER_USERS_KEY
-            })
-        );
-        assert_eq!(
-            AuthorizerConfig::from_map(&map(&[(ALLOW_EVERYONE_KEY, "true")])),
-            Err(AuthorizerConfigError::WithoutAclFile {
-                key: ALLOW_EVERYONE_KEY
-            })
-        );
-        for (key, _, _) in KEYS {
-            assert!([ACL_FILE_KEY, SUPER_USERS_KEY, ALLOW_EVERYONE_KEY].contains(key));
         }
     }
 

@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::{bad, host_port, is_wildcard, parse_host_port, ConfigError, Props};
+use crate::security::principal::SslPrincipalMapper;
 
 /// Kafka's security protocols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub struct SslSettings {
     /// The CA certificates peers' certificates are checked against, PEM.
     pub truststore_location: Option<PathBuf>,
     pub client_auth: ClientAuth,
-    /// `ssl.principal.mapping.rules`: the certificate subject to a principal name.
+    /// `ssl.principal.mapping.rules` (checked): the certificate subject to a principal name.
     pub principal_mapping_rules: String,
     /// `ssl.endpoint.identification.algorithm=https`: an outbound connection checks that the
     /// server's certificate names the host it dialled.
@@ -236,7 +237,8 @@ fn ssl_settings(props: &Props<'_>, name: &str) -> Result<SslSettings, ConfigErro
         "none" => ClientAuth::None,
         _ => return Err(bad(&key, &auth, "required, requested or none".into())),
     };
-    let (_, rules) = setting(props, name, "ssl.principal.mapping.rules");
+    let (key, rules) = setting(props, name, "ssl.principal.mapping.rules");
+    SslPrincipalMapper::parse(rules.trim()).map_err(|e| bad(&key, &rules, e.to_string()))?;
     let (key, algorithm) = setting(props, name, "ssl.endpoint.identification.algorithm");
     let endpoint_identification = match algorithm.trim().to_ascii_lowercase().as_str() {
         "https" => true,

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use engine::raft::{NodeId, RaftConfig, VoterEndpoint};
 use thiserror::Error;
 
+use crate::security::authorizer::parse_super_users;
+use crate::security::principal::{KafkaPrincipal, ReplicaPrincipals};
+
 mod listeners;
 
 pub use listeners::{ClientAuth, Listener, Listeners, SecurityProtocol, SslSettings};
@@ -105,12 +108,12 @@ pub struct SecuritySettings {
     /// `authorizer.acl.file`: the ACLs; None: every principal may do everything (the node says
     /// so at start-up).
     pub acl_file: Option<PathBuf>,
-    /// `super.users`, as written (`User:a;User:b`).
-    pub super_users: String,
+    /// `super.users` (`User:a;User:b`).
+    pub super_users: Vec<KafkaPrincipal>,
     /// `allow.everyone.if.no.acl.found`: true when no ACL file is configured.
     pub allow_everyone_if_no_acl_found: bool,
     /// `quorum.replica.principal`: the principal of replica `{id}`.
-    pub replica_principal: String,
+    pub replica_principals: ReplicaPrincipals,
     /// `ssl.handshake.timeout.ms`.
     pub handshake_timeout_ms: u64,
 }
@@ -541,18 +544,6 @@ fn parse_bool(v: &str) -> Result<bool, String> {
     }
 }
 
-/// `quorum.replica.principal`: `TYPE:NAME` with `{id}` in the name exactly once.
-fn parse_replica_principal(v: &str) -> Result<String, String> {
-    let v = v.trim();
-    let Some((kind, name)) = v.split_once(':') else {
-        return Err("expected TYPE:NAME, e.g. User:ringraft-{id}".into());
-    };
-    if kind.is_empty() || name.matches("{id}").count() != 1 {
-        return Err("expected TYPE:NAME with {id} once in NAME, e.g. User:ringraft-{id}".into());
-    }
-    Ok(v.to_owned())
-}
-
 fn security_settings(props: &Props<'_>) -> Result<SecuritySettings, ConfigError> {
     let acl_file = props.parse_or_default("authorizer.acl.file", optional_path)?;
     let allow_everyone = props.parse_or_default("allow.everyone.if.no.acl.found", |v| {
@@ -565,10 +556,11 @@ fn security_settings(props: &Props<'_>) -> Result<SecuritySettings, ConfigError>
     Ok(SecuritySettings {
         credentials_file: props.parse_or_default("sasl.credentials.file", optional_path)?,
         acl_file,
-        super_users: props.parse_or_default("super.users", |v| Ok(v.trim().to_owned()))?,
+        super_users: props.parse_or_default("super.users", parse_super_users)?,
         allow_everyone_if_no_acl_found: allow_everyone,
-        replica_principal: props
-            .parse_or_default("quorum.replica.principal", parse_replica_principal)?,
+        replica_principals: props.parse_or_default("quorum.replica.principal", |v| {
+            ReplicaPrincipals::parse(v.trim()).map_err(|e| e.to_string())
+        })?,
         handshake_timeout_ms: props.parse_or_default("ssl.handshake.timeout.ms", parse_positive)?,
     })
 }
@@ -813,7 +805,10 @@ mod tests {
         assert!(
             !config.security.allow_everyone_if_no_acl_found || config.security.acl_file.is_none()
         );
-        assert_eq!(config.security.replica_principal, "User:ringraft-{id}");
+        assert_eq!(
+            config.security.replica_principals.replica_of(&KafkaPrincipal::user("ringraft-7")),
+            Some(7)
+        );
     }
 
     #[test]
