@@ -112,7 +112,10 @@ pub enum TlsConfigError {
         source: rustls::Error,
     },
     #[error("{path}: the key and certificate chain were refused: {source}")]
-    BadKeystore { path: PathBuf, source: rustls::Error },
+    BadKeystore {
+        path: PathBuf,
+        source: rustls::Error,
+    },
     #[error("{0} is required here")]
     Required(&'static str),
     #[error("unknown ssl.client.auth {0:?} (required, requested or none)")]
@@ -145,9 +148,12 @@ pub fn server_config(settings: &TlsSettings) -> Result<Arc<ServerConfig>, TlsCon
     let builder = match settings.client_auth {
         ClientAuth::None => builder.with_no_client_auth(),
         auth => {
-            let path = settings.truststore_location.as_deref().ok_or(
-                TlsConfigError::Required("ssl.truststore.location (with ssl.client.auth)"),
-            )?;
+            let path = settings
+                .truststore_location
+                .as_deref()
+                .ok_or(TlsConfigError::Required(
+                    "ssl.truststore.location (with ssl.client.auth)",
+                ))?;
             let roots = Arc::new(read_truststore(path)?);
             let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
             let verifier = match auth {
@@ -188,12 +194,12 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, TlsCon
     let config = match settings.keystore_location.as_deref() {
         Some(keystore) => {
             let (chain, key) = read_keystore(keystore)?;
-            builder.with_client_auth_cert(chain, key).map_err(|source| {
-                TlsConfigError::BadKeystore {
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|source| TlsConfigError::BadKeystore {
                     path: keystore.to_path_buf(),
                     source,
-                }
-            })?
+                })?
         }
         None => builder.with_no_client_auth(),
     };
@@ -296,13 +302,11 @@ pub fn read_truststore(path: &Path) -> Result<RootCertStore, TlsConfigError> {
         .into_iter()
         .enumerate()
     {
-        roots
-            .add(cert)
-            .map_err(|source| TlsConfigError::BadCa {
-                path: path.to_path_buf(),
-                index,
-                source,
-            })?;
+        roots.add(cert).map_err(|source| TlsConfigError::BadCa {
+            path: path.to_path_buf(),
+            index,
+            source,
+        })?;
     }
     Ok(roots)
 }

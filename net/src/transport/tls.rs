@@ -71,7 +71,8 @@ impl RecordTracker {
                 self.partial += take;
                 data = &data[take..];
                 if self.header_len == RECORD_HEADER {
-                    self.body_left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+                    self.body_left =
+                        usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
                 }
             } else {
                 let take = self.body_left.min(data.len());

@@ -100,7 +100,10 @@ impl EventLoop {
             _timespec: timespec,
             cancelled: false,
         });
-        self.conns.get_mut(key).expect("connection present").tls_timer = Some(op);
+        self.conns
+            .get_mut(key)
+            .expect("connection present")
+            .tls_timer = Some(op);
         self.push(opcode::Timeout::new(ptr).build().user_data(op))
     }
 
