@@ -75,14 +75,32 @@ fn close_and_settle(ring: &mut EventLoop, conn: ConnId) {
 fn stop_clean(server: TlsEchoServer) -> transport_tls_support::TlsServerReport {
     let report = server.stop();
     assert_eq!(report.connections_at_stop, 0);
+    assert_eq!(
+        report.buffered_at_stop, 0,
+        "buffered-bytes accounting drifted"
+    );
     report
 }
 
 #[test]
 fn frames_of_many_sizes_echo_through_tls() {
+    sizes_round(Config::default());
+}
+
+#[test]
+fn every_fallback_forced_still_round_trips_over_tls() {
+    sizes_round(Config {
+        try_single_issuer: false,
+        use_buf_ring: false,
+        use_multishot_accept: false,
+        ..Config::default()
+    });
+}
+
+fn sizes_round(config: Config) {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, BOTH));
-    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let server = TlsEchoServer::start(config.clone(), pki.server(ClientAuth::None, BOTH));
+    let mut ring = EventLoop::new(config).unwrap();
     let conn = ring
         .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
         .unwrap();
@@ -531,4 +549,76 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
     poll_until(&mut ring, &mut events, |e| frames(e).len() == 1);
     assert!(ring.tls_peer(plain_conn).is_none());
     assert_eq!(ring.tls_connections().len(), 1);
+}
+
+#[test]
+fn a_huge_frame_sent_slowly_over_tls_hits_the_buffer_budget() {
+    const BUDGET: usize = 1 << 20;
+    let pki = Pki::new();
+    let server = TlsEchoServer::start(
+        Config {
+            max_buffered_bytes: BUDGET,
+            ..Config::default()
+        },
+        pki.server(ClientAuth::None, BOTH),
+    );
+    let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
+    let body = pattern(32, 5);
+    assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
+    let mut slow = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
+    // Claims 64 MiB (below the frame limit), then sends it in 64 KiB writes.
+    let mut written = 0usize;
+    let chunk = pattern(64 * 1024, 6);
+    let mut result = slow
+        .stream
+        .write_all(&(64u32 << 20).to_be_bytes())
+        .and_then(|()| slow.stream.flush());
+    while result.is_ok() && written < 16 * BUDGET {
+        result = slow
+            .stream
+            .write_all(&chunk)
+            .and_then(|()| slow.stream.flush());
+        written += chunk.len();
+    }
+    let seen = server.wait_for(1, |s| {
+        matches!(s, Seen::Closed(_, CloseReason::BufferLimit { .. }))
+    });
+    assert!(!seen
+        .iter()
+        .any(|s| matches!(s, Seen::Frame(_, len) if *len > 1000)));
+    assert!(written > BUDGET, "only {written} bytes written");
+    assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
+    drop((good, slow));
+    server.wait_for(1, |s| matches!(s, Seen::Closed(_, CloseReason::PeerClosed)));
+    let report = stop_clean(server);
+    assert!(
+        report.max_buffered_bytes <= BUDGET,
+        "buffered {} bytes, budget {BUDGET}",
+        report.max_buffered_bytes
+    );
+}
+
+#[test]
+fn subject_names_print_as_kafka_prints_them() {
+    use rcgen::{CertificateParams, DistinguishedName, DnType, DnValue, KeyPair};
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CountryName, "SE");
+    dn.push(DnType::OrganizationName, "Example, Inc.");
+    dn.push(
+        DnType::CustomDnType(vec![0, 9, 2342, 19200300, 100, 1, 25]),
+        DnValue::Ia5String("corp".try_into().unwrap()),
+    );
+    dn.push(
+        DnType::CustomDnType(vec![1, 2, 840, 113549, 1, 9, 1]),
+        DnValue::Ia5String("a@b.c".try_into().unwrap()),
+    );
+    dn.push(DnType::CommonName, " #voter+1 ");
+    params.distinguished_name = dn;
+    let cert = params.self_signed(&key).unwrap();
+    assert_eq!(
+        subject_dn(cert.der()).unwrap(),
+        "CN=\\ \\#voter\\+1\\ ,1.2.840.113549.1.9.1=#16056140622e63,DC=corp,O=Example\\, Inc.,C=SE"
+    );
 }

@@ -158,6 +158,7 @@ pub struct TlsServerReport {
     pub stats: Stats,
     pub connections_at_stop: usize,
     pub max_buffered_bytes: usize,
+    pub buffered_at_stop: usize,
 }
 
 /// An echo server on a TLS listener: every frame comes back on its connection.
@@ -300,6 +301,7 @@ fn serve(
         stats: ring.stats(),
         connections_at_stop: ring.connection_count(),
         max_buffered_bytes: max_buffered,
+        buffered_at_stop: ring.buffered_bytes(),
     }
 }
 
