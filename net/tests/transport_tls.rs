@@ -442,7 +442,7 @@ fn a_config_swap_keeps_open_connections_and_changes_new_handshakes() {
             server_name(),
         )
         .unwrap();
-    echo_through(&mut ring, conn, &[body.clone()]);
+    echo_through(&mut ring, conn, std::slice::from_ref(&body));
     let chain = ring.tls_peer(conn).unwrap().peer_certificates;
     assert_eq!(
         subject_dn(&chain[0]).unwrap(),

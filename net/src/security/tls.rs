@@ -394,7 +394,7 @@ fn string_value(value: &Any<'_>) -> Option<String> {
         // T61 (Teletex) read as Latin-1, as Java does.
         Tag::TeletexString => Some(data.iter().map(|&b| char::from(b)).collect()),
         Tag::BmpString => {
-            if data.len() % 2 != 0 {
+            if !data.len().is_multiple_of(2) {
                 return None;
             }
             let units: Vec<u16> = data
@@ -404,7 +404,7 @@ fn string_value(value: &Any<'_>) -> Option<String> {
             String::from_utf16(&units).ok()
         }
         Tag::UniversalString => {
-            if data.len() % 4 != 0 {
+            if !data.len().is_multiple_of(4) {
                 return None;
             }
             data.chunks_exact(4)
