@@ -6,6 +6,10 @@
 //! accepted and closed connections, fired timers, eventfd wakes), reacts, and queues sends with
 //! [`EventLoop::send`]; nothing here spawns a thread or blocks outside `poll`.
 //!
+//! Listeners and outbound connections may speak TLS ([`EventLoop::listen_tls`],
+//! [`EventLoop::connect_tls`]): the loop handshakes, decrypts and encrypts, and the owner still
+//! sees whole plaintext frames (docs/security.md, "TLS").
+//!
 //! Sketch of the raft thread's loop:
 //! ```no_run
 //! # use net::transport::{Config, Event, EventLoop};
