@@ -3,6 +3,7 @@
 //! - [`wire`]: Kafka framing, headers and primitive types; the quorum RPCs (`wire::quorum`) and
 //!   the Kafka client APIs (`wire::kafka`).
 //! - [`transport`]: the per-thread io_uring TCP event loop.
+//! - [`security`]: TLS configuration from Kafka's `ssl.*` settings.
 //! - [`node`]: configuration (`server.properties`) and the node runtime.
 //! - [`client`]: a small blocking client for the tools, the load generator and the tests.
 

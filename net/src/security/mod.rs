@@ -1,3 +1,4 @@
 pub mod acl;
 pub mod authorizer;
 pub mod principal;
+pub mod tls;

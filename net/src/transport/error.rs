@@ -38,6 +38,8 @@ pub enum TransportError {
     ConnectionClosing { conn: ConnId },
     #[error("a send chain needs at least one non-empty piece")]
     EmptySend,
+    #[error("cannot start a TLS session: {0}")]
+    TlsSetup(rustls::Error),
 }
 
 /// An errno from a completion, printable.
@@ -82,6 +84,13 @@ pub enum CloseReason {
     Send(Errno),
     #[error("the loop's budget of {limit} buffered receive bytes was exceeded")]
     BufferLimit { limit: usize },
+    /// The TLS handshake had not finished within `Config::tls_handshake_timeout`.
+    #[error("the TLS handshake did not finish in time")]
+    TlsHandshakeTimeout,
+    /// The TLS handshake or a record failed (bad certificate, garbage, a plaintext peer...);
+    /// rustls's alert was sent first when it could be.
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// Why an outbound connection never opened.
@@ -91,4 +100,10 @@ pub enum ConnectError {
     TimedOut,
     #[error("connect failed: {0}")]
     Failed(Errno),
+    /// The TCP connection opened but the TLS handshake did not finish in time.
+    #[error("the TLS handshake did not finish in time")]
+    TlsHandshakeTimeout,
+    /// The TCP connection opened but the TLS handshake failed (or the peer closed during it).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
 }

@@ -6,6 +6,10 @@
 //! accepted and closed connections, fired timers, eventfd wakes), reacts, and queues sends with
 //! [`EventLoop::send`]; nothing here spawns a thread or blocks outside `poll`.
 //!
+//! Listeners and outbound connections may speak TLS ([`EventLoop::listen_tls`],
+//! [`EventLoop::connect_tls`]): the loop handshakes, decrypts and encrypts, and the owner still
+//! sees whole plaintext frames (docs/security.md, "TLS").
+//!
 //! Sketch of the raft thread's loop:
 //! ```no_run
 //! # use net::transport::{Config, Event, EventLoop};
@@ -33,6 +37,7 @@ mod error;
 mod event_loop;
 mod slab;
 mod socket;
+mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -41,6 +46,10 @@ use bytes::Bytes;
 
 pub use error::{CloseReason, ConnectError, Errno, TransportError};
 pub use event_loop::EventLoop;
+pub use tls::TlsPeerInfo;
+/// The per-connection TLS wrapper the loop uses, public for the fuzz target only.
+#[doc(hidden)]
+pub use tls::{Fed, TlsFailure, TlsSession};
 
 use crate::wire::frame::DEFAULT_MAX_FRAME_BYTES;
 
@@ -60,11 +69,16 @@ pub struct WatchId(pub(crate) u64);
 
 #[derive(Debug)]
 pub enum Event {
+    /// A connection was accepted. On a TLS listener this is at TCP accept, before the
+    /// handshake; a handshake that fails or times out is reported as `Closed`.
     Accepted {
         listener: ListenerId,
         conn: ConnId,
         peer: SocketAddr,
     },
+    /// An outbound connection is open. For a TLS connection this is after the handshake (the
+    /// server's certificate verified); a handshake that fails or times out gives
+    /// `ConnectFailed` instead.
     Connected {
         conn: ConnId,
     },
@@ -74,7 +88,9 @@ pub enum Event {
         error: ConnectError,
     },
     /// One whole frame without its 4-byte size prefix. Accepted connections carry requests
-    /// (at least a request prefix, 8 bytes), outbound ones responses (at least 4 bytes).
+    /// (at least a request prefix, 8 bytes), outbound ones responses (at least 4 bytes). On a
+    /// TLS connection frames are decrypted and come only after the handshake, so
+    /// [`EventLoop::tls_peer`] answers by the first one.
     Frame {
         conn: ConnId,
         bytes: Bytes,
@@ -123,6 +139,10 @@ pub struct Config {
     pub connect_timeout: Duration,
     /// SO_SNDBUF for every socket, if set (tests use a small one to force partial sends).
     pub send_buffer_bytes: Option<usize>,
+    /// A TLS connection whose handshake has not finished this long after its accept (or its
+    /// `connect_tls`) is closed: `CloseReason::TlsHandshakeTimeout` or
+    /// `ConnectError::TlsHandshakeTimeout`.
+    pub tls_handshake_timeout: Duration,
 }
 
 impl Default for Config {
@@ -140,6 +160,7 @@ impl Default for Config {
             listen_backlog: 1024,
             connect_timeout: Duration::from_secs(2),
             send_buffer_bytes: None,
+            tls_handshake_timeout: Duration::from_secs(10),
         }
     }
 }

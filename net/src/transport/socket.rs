@@ -200,6 +200,21 @@ pub(crate) fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
     raw.to_socket_addr()
 }
 
+/// One non-blocking send outside the ring (a TLS alert or close_notify just before a close);
+/// whatever the socket does not take at once is dropped.
+pub(crate) fn send_now(fd: RawFd, bytes: &[u8]) {
+    // SAFETY: the pointer and length describe a live slice; MSG_DONTWAIT keeps the call from
+    // blocking on a full socket and MSG_NOSIGNAL a dead peer from raising SIGPIPE.
+    unsafe {
+        libc::send(
+            fd,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+}
+
 pub(crate) fn close(fd: RawFd) {
     // SAFETY: the caller owns fd and never uses it again. An error from close on a socket
     // leaves nothing to retry (the descriptor is released either way).

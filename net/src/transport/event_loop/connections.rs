@@ -19,6 +19,7 @@ use super::send_state::SendState;
 use super::{EventLoop, Op, IGNORED, IOV_MAX};
 use crate::transport::error::{CloseReason, ConnectError, Errno, TransportError};
 use crate::transport::socket::{self, RawAddr};
+use crate::transport::tls::{Fed, TlsSession};
 use crate::transport::{ConnId, Event};
 use crate::wire::FrameDecoder;
 
@@ -39,7 +40,7 @@ pub(super) struct Conn {
     pub(super) fd: RawFd,
     state: ConnState,
     decoder: FrameDecoder,
-    send_queue: VecDeque<Vec<Bytes>>,
+    pub(super) send_queue: VecDeque<Vec<Bytes>>,
     pub(super) queued_bytes: usize,
     pub(super) sending: Option<Box<SendState>>,
     recv_op: Option<u64>,
@@ -50,6 +51,18 @@ pub(super) struct Conn {
     /// Kept until the connect completes (the kernel reads them at submission).
     connect_addr: Option<Box<RawAddr>>,
     connect_timeout: Option<Box<Timespec>>,
+    /// Opened by `connect`/`connect_tls` (else accepted).
+    pub(super) outbound: bool,
+    /// `Connected` was reported (outbound only).
+    pub(super) connected_reported: bool,
+    /// The TLS session, if the connection is TLS; dropped when the connection starts closing.
+    pub(super) tls: Option<Box<TlsSession>>,
+    /// The TLS handshake finished.
+    pub(super) tls_established: bool,
+    /// The pending handshake deadline (an op-slab key).
+    pub(super) tls_timer: Option<u64>,
+    /// How far into the front queued frame encryption has got: piece index and offset.
+    pub(super) tls_cursor: (usize, usize),
 }
 
 impl Conn {
@@ -66,11 +79,27 @@ impl Conn {
             recv_buf: None,
             connect_addr: None,
             connect_timeout: None,
+            outbound: false,
+            connected_reported: false,
+            tls: None,
+            tls_established: false,
+            tls_timer: None,
+            tls_cursor: (0, 0),
         }
     }
 
-    fn is_closing(&self) -> bool {
+    pub(super) fn is_closing(&self) -> bool {
         matches!(self.state, ConnState::Closing(_))
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        matches!(self.state, ConnState::Open)
+    }
+
+    /// Received bytes held for this connection: undelivered plaintext plus a TLS record in
+    /// progress.
+    fn held(&self) -> usize {
+        self.decoder.buffered() + self.tls.as_ref().map_or(0, |t| t.buffered())
     }
 }
 
@@ -93,6 +122,14 @@ impl EventLoop {
     /// Start connecting; `Connected` or `ConnectFailed` follows (after at most the configured
     /// connect timeout). Sends may be queued at once.
     pub fn connect(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
+        self.connect_with(addr, None)
+    }
+
+    pub(super) fn connect_with(
+        &mut self,
+        addr: SocketAddr,
+        tls: Option<Box<TlsSession>>,
+    ) -> Result<ConnId, TransportError> {
         let fd = socket::tcp_socket(addr).map_err(|source| TransportError::Socket {
             op: "socket",
             addr,
@@ -101,6 +138,8 @@ impl EventLoop {
         self.configure(fd);
         let decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         let mut conn = Conn::new(fd, ConnState::Connecting, decoder);
+        conn.outbound = true;
+        conn.tls = tls;
         let raw = Box::new(RawAddr::from_socket_addr(addr));
         let timeout = Box::new(timespec(self.config.connect_timeout));
         let connect = opcode::Connect::new(Fd(fd), raw.as_ptr(), raw.len).build();
@@ -129,7 +168,11 @@ impl EventLoop {
         assert!(matches!(conn.state, ConnState::Connecting));
         if res == 0 {
             conn.state = ConnState::Open;
-            self.ready.push(Event::Connected { conn: ConnId(key) });
+            // A TLS connection reports Connected once its handshake is over.
+            if conn.tls.is_none() {
+                conn.connected_reported = true;
+                self.ready.push(Event::Connected { conn: ConnId(key) });
+            }
             self.drop_conn_op(key, op)?;
             self.arm_recv(key)?;
             return self.start_send(key);
@@ -184,17 +227,23 @@ impl EventLoop {
             .get_mut(key)
             .expect("recv op of a live connection");
         assert_eq!(conn.recv_op, Some(op));
+        let mut tls_outcome = None;
         if res > 0 && !conn.is_closing() {
             let n = res as usize;
-            let before = conn.decoder.buffered();
-            match (bid, &self.provided) {
-                (Some(bid), Some(provided)) => conn.decoder.extend(provided.filled(bid, n)),
-                (None, None) => conn
-                    .decoder
-                    .extend(&conn.recv_buf.as_ref().expect("recv buffer")[..n]),
+            let before = conn.held();
+            let data = match (bid, &self.provided) {
+                (Some(bid), Some(provided)) => provided.filled(bid, n),
+                (None, None) => &conn.recv_buf.as_ref().expect("recv buffer")[..n],
                 _ => panic!("a receive's buffer selection must match the loop's mode"),
+            };
+            match conn.tls.as_mut() {
+                None => conn.decoder.extend(data),
+                Some(tls) => {
+                    let decoder = &mut conn.decoder;
+                    tls_outcome = Some(tls.feed(data, &mut |plain| decoder.extend(plain)));
+                }
             }
-            self.buffered_bytes += conn.decoder.buffered() - before;
+            self.buffered_bytes = self.buffered_bytes + conn.held() - before;
             self.stats.bytes_received += n as u64;
         }
         if let Some(bid) = bid {
@@ -203,8 +252,17 @@ impl EventLoop {
                 .expect("a selected buffer implies provided buffers")
                 .recycle(bid);
         }
-        if res > 0 {
-            self.deliver_frames(key)?;
+        match tls_outcome {
+            Some(Err(failure)) => self.fail_tls(key, failure.0)?,
+            Some(Ok(Fed { peer_closed })) => {
+                self.after_tls_input(key)?;
+                self.deliver_frames(key)?;
+                if peer_closed {
+                    self.begin_close(key, Report::Closed(CloseReason::PeerClosed))?;
+                }
+            }
+            None if res > 0 => self.deliver_frames(key)?,
+            None => {}
         }
         if more {
             return Ok(());
@@ -292,12 +350,15 @@ impl EventLoop {
 
     /// Submit the next sendmsg if the connection is open and has none in flight. Queued frames
     /// are batched into one sendmsg while they fit in IOV_MAX iovecs.
-    fn start_send(&mut self, key: u64) -> Result<(), TransportError> {
+    pub(super) fn start_send(&mut self, key: u64) -> Result<(), TransportError> {
         let conn = self.conns.get_mut(key).expect("connection present");
-        if conn.sending.is_some()
-            || !matches!(conn.state, ConnState::Open)
-            || conn.send_queue.is_empty()
-        {
+        if conn.sending.is_some() || !matches!(conn.state, ConnState::Open) {
+            return Ok(());
+        }
+        if conn.tls.is_some() {
+            return self.start_tls_send(key);
+        }
+        if conn.send_queue.is_empty() {
             return Ok(());
         }
         let mut pieces = Vec::new();
@@ -310,7 +371,17 @@ impl EventLoop {
             conn.queued_bytes -= frame.iter().map(Bytes::len).sum::<usize>();
             pieces.extend(frame.into_iter().filter(|p| !p.is_empty()));
         }
-        let mut state = SendState::new(pieces);
+        self.submit_send(key, SendState::new(pieces))
+    }
+
+    /// Hand one sendmsg to the ring; the connection has none in flight.
+    pub(super) fn submit_send(
+        &mut self,
+        key: u64,
+        mut state: Box<SendState>,
+    ) -> Result<(), TransportError> {
+        let conn = self.conns.get_mut(key).expect("connection present");
+        assert!(conn.sending.is_none());
         let msg = state.prepare();
         let fd = conn.fd;
         conn.sending = Some(state);
@@ -363,9 +434,19 @@ impl EventLoop {
 
     /// Close a connection: queued sends are dropped, in-flight operations cancelled, and
     /// `Closed { reason: Local }` is reported once the socket is closed.
+    /// A TLS connection sends its close_notify first when nothing else is being sent.
     pub fn close(&mut self, conn: ConnId) -> Result<(), TransportError> {
-        if self.conns.get(conn.0).is_none() {
-            return Err(TransportError::UnknownConnection(conn));
+        let c = self
+            .conns
+            .get_mut(conn.0)
+            .ok_or(TransportError::UnknownConnection(conn))?;
+        if c.is_open() && c.tls_established && c.sending.is_none() {
+            if let Some(tls) = c.tls.as_mut() {
+                tls.close_notify();
+                let mut out = Vec::new();
+                tls.take_output(&mut out);
+                socket::send_now(c.fd, &out);
+            }
         }
         self.begin_close(conn.0, Report::Closed(CloseReason::Local))
     }
@@ -375,13 +456,34 @@ impl EventLoop {
         if conn.is_closing() {
             return Ok(());
         }
+        // An outbound TLS connection whose handshake never finished never opened.
+        let report = match report {
+            Report::Closed(reason)
+                if conn.tls.is_some()
+                    && conn.outbound
+                    && !conn.connected_reported
+                    && reason != CloseReason::Local =>
+            {
+                Report::ConnectFailed(match reason {
+                    CloseReason::TlsHandshakeTimeout => ConnectError::TlsHandshakeTimeout,
+                    CloseReason::Tls(why) => ConnectError::Tls(why),
+                    other => ConnectError::Tls(other.to_string()),
+                })
+            }
+            report => report,
+        };
         conn.state = ConnState::Closing(report);
         conn.send_queue.clear();
         conn.queued_bytes = 0;
         // Received bytes of a closing connection are never delivered: free them now, so the
         // budget is back before the cancellations complete.
-        self.buffered_bytes -= conn.decoder.buffered();
+        self.buffered_bytes -= conn.held();
         conn.decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
+        conn.tls = None;
+        if let Some(timer) = conn.tls_timer.take() {
+            self.cancel_tls_handshake_timer(timer)?;
+        }
+        let conn = self.conns.get_mut(key).expect("connection present");
         if conn.ops_in_flight == 0 {
             self.finish_close(key);
             return Ok(());
@@ -416,7 +518,7 @@ impl EventLoop {
         self.resume_paused_listeners();
     }
 
-    fn new_conn_op(&mut self, key: u64, op: Op) -> u64 {
+    pub(super) fn new_conn_op(&mut self, key: u64, op: Op) -> u64 {
         let conn = self.conns.get_mut(key).expect("connection present");
         conn.ops_in_flight += 1;
         self.ops.insert(op)

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 
 use io_uring::opcode;
 use io_uring::types::{CancelBuilder, Fd};
@@ -14,6 +15,7 @@ use super::connections::{Conn, ConnState};
 use super::{EventLoop, Op, IGNORED};
 use crate::transport::error::{Errno, TransportError};
 use crate::transport::socket;
+use crate::transport::tls::TlsSession;
 use crate::transport::{ConnId, Event, ListenerId};
 use crate::wire::FrameDecoder;
 
@@ -24,6 +26,8 @@ pub(super) struct Listener {
     closing: bool,
     /// Accept failed for lack of descriptors or memory; re-armed when a connection closes.
     paused: bool,
+    /// Accepted connections speak TLS with this config (swapped by `set_listener_tls`).
+    pub(super) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl EventLoop {
@@ -41,6 +45,7 @@ impl EventLoop {
             multishot: self.features.multishot_accept,
             closing: false,
             paused: false,
+            tls: None,
         });
         self.arm_accept(key)?;
         Ok(ListenerId(key))
@@ -173,9 +178,26 @@ impl EventLoop {
                 return Ok(());
             }
         };
+        let tls = match &self.listeners.get(listener).expect("listener present").tls {
+            Some(config) => match TlsSession::server(config.clone(), Some(ListenerId(listener))) {
+                Ok(session) => Some(Box::new(session)),
+                Err(e) => {
+                    warn!(error = %e, "cannot start a TLS session; connection closed");
+                    socket::close(fd);
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
         self.configure(fd);
         let decoder = FrameDecoder::for_requests(self.config.max_frame_bytes);
-        let key = self.conns.insert(Conn::new(fd, ConnState::Open, decoder));
+        let mut conn = Conn::new(fd, ConnState::Open, decoder);
+        let is_tls = tls.is_some();
+        conn.tls = tls;
+        let key = self.conns.insert(conn);
+        if is_tls {
+            self.start_tls_handshake_timer(key)?;
+        }
         self.stats.accepted += 1;
         self.ready.push(Event::Accepted {
             listener: ListenerId(listener),

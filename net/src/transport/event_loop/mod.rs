@@ -7,13 +7,14 @@
 //! dispatch of each completion to its handler. Ring set-up, submission and shut-down live in
 //! `ring`; listening and accepting in `listener`; connecting, receiving, sending and closing in
 //! `connections` (with the sendmsg cursor in `send_state`); timers and eventfd watches in
-//! `timers`.
+//! `timers`; TLS listeners, connections, handshake deadlines and encryption in `tls`.
 
 mod connections;
 mod listener;
 mod ring;
 mod send_state;
 mod timers;
+mod tls;
 
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -60,6 +61,13 @@ enum Op {
         fd: RawFd,
         cancelled: bool,
     },
+    /// A TLS connection's handshake deadline; not one of the connection's operations (a close
+    /// removes it with TIMEOUT_REMOVE instead of waiting for it).
+    TlsHandshakeTimer {
+        conn: u64,
+        _timespec: Box<Timespec>,
+        cancelled: bool,
+    },
 }
 
 /// The part of an [`Op`] a completion handler needs, copied out so the handler can borrow the
@@ -72,6 +80,7 @@ enum OpKind {
     Send(u64),
     Timer,
     EventFdPoll,
+    TlsHandshakeTimer(u64),
 }
 
 pub struct EventLoop {
@@ -162,6 +171,7 @@ impl EventLoop {
             Some(Op::Send { conn }) => OpKind::Send(*conn),
             Some(Op::Timer { .. }) => OpKind::Timer,
             Some(Op::EventFdPoll { .. }) => OpKind::EventFdPoll,
+            Some(Op::TlsHandshakeTimer { conn, .. }) => OpKind::TlsHandshakeTimer(*conn),
             None => panic!("completion for unknown op {user_data:#x}"),
         };
         let more = cqueue::more(flags);
@@ -175,6 +185,7 @@ impl EventLoop {
                 Ok(())
             }
             OpKind::EventFdPoll => self.on_eventfd(user_data, res, more),
+            OpKind::TlsHandshakeTimer(conn) => self.on_tls_handshake_timer(user_data, conn, res),
         }
     }
 }

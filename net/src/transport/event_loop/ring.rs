@@ -189,9 +189,9 @@ impl EventLoop {
         }
         for key in self.ops.keys() {
             match self.ops.get_mut(key) {
-                Some(Op::Timer { cancelled, .. }) | Some(Op::EventFdPoll { cancelled, .. }) => {
-                    *cancelled = true
-                }
+                Some(Op::Timer { cancelled, .. })
+                | Some(Op::EventFdPoll { cancelled, .. })
+                | Some(Op::TlsHandshakeTimer { cancelled, .. }) => *cancelled = true,
                 _ => {}
             }
         }
