@@ -8,5 +8,6 @@
 
 pub mod client;
 pub mod node;
+pub mod security;
 pub mod transport;
 pub mod wire;
