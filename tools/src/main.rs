@@ -17,6 +17,8 @@ use net::node::NodeConfig;
 extern crate cli_out;
 use cli_out as out;
 
+mod credentials;
+
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
 /// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).
 const RESET_EPOCH_MAX: i64 = engine::raft::admission::MAX_PEER_EPOCH as i64 - 1;
@@ -79,6 +81,12 @@ enum Command {
         /// the other voters accept). See SAFETY below.
         #[arg(long, value_name = "E", allow_hyphen_values = true)]
         reset_epoch: Option<i64>,
+    },
+    /// Manage the SASL credentials file: SCRAM credentials per user and mechanism, against
+    /// which PLAIN logins are checked too. No password is stored (docs/security.md).
+    Credentials {
+        #[command(subcommand)]
+        command: credentials::CredentialsCommand,
     },
 }
 
@@ -154,6 +162,7 @@ fn main() -> ExitCode {
         }
         Command::DumpLog { dir } => dump_log(&dir),
         Command::QuorumState { dir, reset_epoch } => quorum_state(&dir, reset_epoch),
+        Command::Credentials { command } => credentials::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,8 @@
 mod api_versions;
 mod flex;
 mod produce;
+mod sasl;
 
 pub use api_versions::*;
 pub use produce::*;
+pub use sasl::*;

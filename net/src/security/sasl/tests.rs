@@ -1,0 +1,640 @@
+//! The SASL state machines: the published SCRAM-SHA-256 exchange, round trips of every
+//! mechanism, and every refusal with its typed error.
+
+use std::sync::{Arc, OnceLock};
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use proptest::prelude::*;
+
+use super::*;
+use crate::security::credentials::{ScramCredential, MIN_ITERATIONS};
+
+const FAST: u32 = MIN_ITERATIONS;
+const SCRAM: [Mechanism; 2] = [Mechanism::ScramSha256, Mechanism::ScramSha512];
+
+/// alice: both SCRAM credentials ("alice-pw"); bob: SCRAM-SHA-256 only ("bob-pw"); carol:
+/// SCRAM-SHA-512 only; "a,b=c": a name SCRAM must escape; "émile": a name SASLprep matters for.
+fn store() -> Arc<CredentialStore> {
+    static STORE: OnceLock<Arc<CredentialStore>> = OnceLock::new();
+    STORE
+        .get_or_init(|| {
+            let mut store = CredentialStore::empty("unused");
+            for mechanism in ScramMechanism::ALL {
+                store
+                    .add_password("alice", mechanism, "alice-pw", FAST)
+                    .unwrap();
+            }
+            store
+                .add_password("bob", ScramMechanism::Sha256, "bob-pw", FAST)
+                .unwrap();
+            store
+                .add_password("carol", ScramMechanism::Sha512, "carol-pw", FAST + 7)
+                .unwrap();
+            store
+                .add_password("a,b=c", ScramMechanism::Sha256, "pw", FAST)
+                .unwrap();
+            store
+                .add_password("a,b=c", ScramMechanism::Sha512, "pw", FAST)
+                .unwrap();
+            store
+                .add_password("\u{e9}mile", ScramMechanism::Sha512, "pass\u{2163}", FAST)
+                .unwrap();
+            Arc::new(store)
+        })
+        .clone()
+}
+
+/// Runs a whole exchange; the user the server authenticated, or the first error of either side.
+fn run(client: &mut SaslClient, server: &mut SaslServer) -> Result<String, SaslError> {
+    let mut token = client.first_message();
+    loop {
+        match server.step(&token)? {
+            SaslStep::Continue(challenge) => {
+                token = client
+                    .step(&challenge)?
+                    .expect("the client answers a challenge");
+            }
+            SaslStep::Done { user, token } => {
+                assert_eq!(client.step(&token)?, None);
+                return Ok(user);
+            }
+        }
+    }
+}
+
+fn login(mechanism: Mechanism, user: &str, password: &str) -> Result<String, SaslError> {
+    let mut client = SaslClient::new(mechanism, user, password)?;
+    let mut server = SaslServer::new(mechanism, store());
+    let result = run(&mut client, &mut server);
+    assert!(server.is_over() || result.is_err());
+    result
+}
+
+/// The server's challenge to a well-formed client-first for `user`.
+fn server_first_for(server: &mut SaslServer, user: &str) -> String {
+    let first = format!("n,,n={user},r=clientnonce");
+    match server.step(first.as_bytes()).unwrap() {
+        SaslStep::Continue(challenge) => String::from_utf8(challenge).unwrap(),
+        done => panic!("{done:?}"),
+    }
+}
+
+/// Steps `token` into a fresh server after `prefix` and returns the error; the server is over
+/// afterwards.
+fn refused(mechanism: Mechanism, prefix: &[&[u8]], token: &[u8]) -> SaslError {
+    let mut server = SaslServer::new(mechanism, store());
+    for step in prefix {
+        server.step(step).unwrap();
+    }
+    let error = server.step(token).unwrap_err();
+    assert!(server.is_over());
+    assert_eq!(server.step(token), Err(SaslError::IllegalState));
+    error
+}
+
+/// RFC 7677 section 3: the SCRAM-SHA-256 exchange for user "user", password "pencil".
+#[test]
+fn the_published_scram_sha_256_exchange() {
+    let salt = BASE64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
+    let mut store = CredentialStore::empty("unused");
+    store
+        .add(
+            "user",
+            ScramCredential::from_password(ScramMechanism::Sha256, "pencil", &salt, 4096).unwrap(),
+        )
+        .unwrap();
+    let mut server = SaslServer::with_nonce(
+        Mechanism::ScramSha256,
+        Arc::new(store),
+        "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+    );
+    let mut client = SaslClient::with_fixed_nonce(
+        Mechanism::ScramSha256,
+        "user",
+        "pencil",
+        "rOprNGfwEbeRWgbNEkqO",
+    )
+    .unwrap();
+
+    let client_first = client.first_message();
+    assert_eq!(client_first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+    let SaslStep::Continue(server_first) = server.step(&client_first).unwrap() else {
+        panic!("SCRAM takes two steps");
+    };
+    assert_eq!(
+        String::from_utf8(server_first.clone()).unwrap(),
+        "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    );
+    let client_final = client.step(&server_first).unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8(client_final.clone()).unwrap(),
+        "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,\
+         p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    );
+    let SaslStep::Done { user, token } = server.step(&client_final).unwrap() else {
+        panic!("the proof is the published one");
+    };
+    assert_eq!(user, "user");
+    assert_eq!(
+        String::from_utf8(token.clone()).unwrap(),
+        "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    );
+    assert_eq!(client.step(&token), Ok(None));
+    assert_eq!(client.step(&token), Err(SaslError::IllegalState));
+    assert_eq!(server.step(&client_final), Err(SaslError::IllegalState));
+}
+
+#[test]
+fn mechanism_names_parse_and_display() {
+    for mechanism in Mechanism::ALL {
+        assert_eq!(mechanism.name().parse::<Mechanism>(), Ok(mechanism));
+        assert_eq!(mechanism.to_string(), mechanism.name());
+    }
+    assert_eq!(
+        "SCRAM-SHA-256".parse::<Mechanism>(),
+        Ok(Mechanism::ScramSha256)
+    );
+    let unknown = "plain".parse::<Mechanism>().unwrap_err();
+    assert_eq!(unknown, UnknownMechanism("plain".into()));
+    assert_eq!(unknown.error_code(), UNSUPPORTED_SASL_MECHANISM);
+    assert!("GSSAPI".parse::<Mechanism>().is_err());
+    assert_eq!(Mechanism::Plain.scram(), None);
+    assert_eq!(
+        Mechanism::from(ScramMechanism::Sha512),
+        Mechanism::ScramSha512
+    );
+}
+
+#[test]
+fn every_mechanism_round_trips() {
+    for mechanism in Mechanism::ALL {
+        assert_eq!(login(mechanism, "alice", "alice-pw"), Ok("alice".into()));
+        assert_eq!(login(mechanism, "a,b=c", "pw"), Ok("a,b=c".into()));
+    }
+    // A password and name in another Unicode form are the same after SASLprep.
+    for mechanism in [Mechanism::Plain, Mechanism::ScramSha512] {
+        assert_eq!(
+            login(mechanism, "e\u{301}mile", "passIV"),
+            Ok("\u{e9}mile".into())
+        );
+    }
+    assert_eq!(
+        login(Mechanism::ScramSha512, "carol", "carol-pw"),
+        Ok("carol".into())
+    );
+    // PLAIN uses whichever SCRAM credential the user has.
+    assert_eq!(login(Mechanism::Plain, "bob", "bob-pw"), Ok("bob".into()));
+    assert_eq!(
+        login(Mechanism::Plain, "carol", "carol-pw"),
+        Ok("carol".into())
+    );
+}
+
+#[test]
+fn step_counts_are_the_mechanisms() {
+    for mechanism in Mechanism::ALL {
+        let mut client = SaslClient::new(mechanism, "alice", "alice-pw").unwrap();
+        let mut server = SaslServer::new(mechanism, store());
+        let mut steps = 0;
+        let mut token = client.first_message();
+        loop {
+            steps += 1;
+            match server.step(&token).unwrap() {
+                SaslStep::Continue(challenge) => token = client.step(&challenge).unwrap().unwrap(),
+                SaslStep::Done { .. } => break,
+            }
+        }
+        assert_eq!(steps, mechanism.steps());
+        assert_eq!(server.step(&token), Err(SaslError::IllegalState));
+        assert_eq!(server.step(b""), Err(SaslError::IllegalState));
+    }
+}
+
+#[test]
+fn wrong_password_and_unknown_user_fail_alike() {
+    for mechanism in Mechanism::ALL {
+        let wrong = login(mechanism, "alice", "alice-pw2");
+        let unknown = login(mechanism, "mallory", "alice-pw");
+        assert_eq!(wrong, Err(SaslError::AuthenticationFailed), "{mechanism}");
+        assert_eq!(unknown, wrong, "{mechanism}");
+    }
+    // bob has no SCRAM-SHA-512 credential: as unknown as mallory there.
+    assert_eq!(
+        login(Mechanism::ScramSha512, "bob", "bob-pw"),
+        Err(SaslError::AuthenticationFailed)
+    );
+}
+
+#[test]
+fn an_unknown_users_challenge_looks_like_a_known_users() {
+    for mechanism in SCRAM {
+        let shape = |challenge: &str| -> (usize, String) {
+            let parts: Vec<&str> = challenge.split(',').collect();
+            assert_eq!(parts.len(), 3, "{challenge}");
+            let salt = BASE64.decode(&parts[1][2..]).unwrap();
+            (salt.len(), parts[2].to_string())
+        };
+        let known = server_first_for(&mut SaslServer::new(mechanism, store()), "alice");
+        let unknown = server_first_for(&mut SaslServer::new(mechanism, store()), "mallory");
+        assert_eq!(shape(&known), shape(&unknown), "{mechanism}");
+        // The decoy is stable: asking twice shows the same salt, as for a real user.
+        let again = server_first_for(&mut SaslServer::new(mechanism, store()), "mallory");
+        let salt = |c: &str| c.split(',').nth(1).unwrap().to_string();
+        assert_eq!(salt(&unknown), salt(&again));
+        assert_ne!(
+            salt(&unknown),
+            salt(&server_first_for(
+                &mut SaslServer::new(mechanism, store()),
+                "trent"
+            ))
+        );
+    }
+}
+
+/// Runs client-first and server-first, then hands the client's final message to `tamper`.
+fn tampered_final(mechanism: Mechanism, tamper: impl FnOnce(String) -> String) -> SaslError {
+    let mut client = SaslClient::new(mechanism, "alice", "alice-pw").unwrap();
+    let mut server = SaslServer::new(mechanism, store());
+    let SaslStep::Continue(challenge) = server.step(&client.first_message()).unwrap() else {
+        panic!();
+    };
+    let client_final = String::from_utf8(client.step(&challenge).unwrap().unwrap()).unwrap();
+    let error = server.step(tamper(client_final).as_bytes()).unwrap_err();
+    assert_eq!(server.step(b"anything"), Err(SaslError::IllegalState));
+    error
+}
+
+#[test]
+fn a_tampered_proof_fails() {
+    for mechanism in SCRAM {
+        let flip_one_bit = |message: String| {
+            let (head, proof) = message.rsplit_once(",p=").unwrap();
+            let mut proof = BASE64.decode(proof).unwrap();
+            proof[3] ^= 0x10;
+            format!("{head},p={}", BASE64.encode(proof))
+        };
+        assert_eq!(
+            tampered_final(mechanism, flip_one_bit),
+            SaslError::AuthenticationFailed
+        );
+        let truncate = |message: String| {
+            let (head, proof) = message.rsplit_once(",p=").unwrap();
+            let proof = BASE64.decode(proof).unwrap();
+            format!("{head},p={}", BASE64.encode(&proof[..proof.len() - 1]))
+        };
+        assert!(matches!(
+            tampered_final(mechanism, truncate),
+            SaslError::Malformed(_)
+        ));
+    }
+}
+
+#[test]
+fn a_wrong_nonce_fails() {
+    for mechanism in SCRAM {
+        let other_nonce = |message: String| message.replacen(",r=", ",r=x", 1);
+        assert_eq!(
+            tampered_final(mechanism, other_nonce),
+            SaslError::NonceMismatch
+        );
+        let shorter = |message: String| {
+            let (binding, rest) = message.split_once(",r=").unwrap();
+            let (nonce, proof) = rest.split_once(',').unwrap();
+            format!("{binding},r={},{proof}", &nonce[..nonce.len() - 1])
+        };
+        assert_eq!(tampered_final(mechanism, shorter), SaslError::NonceMismatch);
+    }
+}
+
+#[test]
+fn channel_binding_is_refused() {
+    for mechanism in SCRAM {
+        assert_eq!(
+            refused(mechanism, &[], b"p=tls-server-end-point,,n=alice,r=abc"),
+            SaslError::ChannelBindingNotSupported
+        );
+        // c= must repeat the GS2 header the client sent.
+        let claim_binding = |message: String| message.replacen("c=biws", "c=eSws", 1);
+        assert_eq!(
+            tampered_final(mechanism, claim_binding),
+            SaslError::ChannelBindingMismatch
+        );
+        let unbound = |message: String| message.replacen("c=biws", "c=cD10bHMsLA==", 1);
+        assert_eq!(
+            tampered_final(mechanism, unbound),
+            SaslError::ChannelBindingMismatch
+        );
+    }
+}
+
+/// A client that could bind ("y") may go on without binding; its c= is then "y,,".
+#[test]
+fn the_y_flag_is_accepted() {
+    let mechanism = Mechanism::ScramSha256;
+    let credential = store()
+        .get("alice", ScramMechanism::Sha256)
+        .unwrap()
+        .clone();
+    let mut server = SaslServer::new(mechanism, store());
+    let bare = "n=alice,r=clientnonce";
+    let SaslStep::Continue(challenge) = server.step(format!("y,,{bare}").as_bytes()).unwrap()
+    else {
+        panic!();
+    };
+    let challenge = String::from_utf8(challenge).unwrap();
+    let nonce = challenge.split(',').next().unwrap();
+    let without_proof = format!("c={},{nonce}", BASE64.encode("y,,"));
+    // The client's side by hand, from the password.
+    let scram = ScramMechanism::Sha256;
+    let salted = scram.salted_password(b"alice-pw", credential.salt(), credential.iterations());
+    let (client_key, _) = scram.client_and_server_keys(&salted);
+    let auth_message = format!("{bare},{challenge},{without_proof}");
+    let signature = scram.hmac(credential.stored_key(), &[auth_message.as_bytes()]);
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(a, b)| a ^ b)
+        .collect();
+    let last = format!("{without_proof},p={}", BASE64.encode(proof));
+    assert!(matches!(
+        server.step(last.as_bytes()),
+        Ok(SaslStep::Done { user, .. }) if user == "alice"
+    ));
+}
+
+#[test]
+fn extensions_are_refused() {
+    for mechanism in SCRAM {
+        assert_eq!(
+            refused(mechanism, &[], b"n,,n=alice,r=abc,tokenauth=true"),
+            SaslError::TokenAuthNotSupported
+        );
+        assert_eq!(
+            refused(mechanism, &[], b"n,,n=alice,r=abc,x=1"),
+            SaslError::UnsupportedExtension("x".into())
+        );
+        assert_eq!(
+            refused(mechanism, &[], b"n,,m=mandatory,n=alice,r=abc"),
+            SaslError::UnsupportedExtension("m".into())
+        );
+        let with_extension = |message: String| {
+            let (head, proof) = message.rsplit_once(",p=").unwrap();
+            format!("{head},tokenauth=true,p={proof}")
+        };
+        assert_eq!(
+            tampered_final(mechanism, with_extension),
+            SaslError::TokenAuthNotSupported
+        );
+    }
+}
+
+#[test]
+fn the_authorization_identity_must_be_the_user() {
+    let token = |authzid: &str, user: &str, password: &str| {
+        format!("{authzid}\0{user}\0{password}").into_bytes()
+    };
+    let mut server = SaslServer::new(Mechanism::Plain, store());
+    assert!(matches!(
+        server.step(&token("alice", "alice", "alice-pw")),
+        Ok(SaslStep::Done { user, token }) if user == "alice" && token.is_empty()
+    ));
+    assert_eq!(
+        refused(Mechanism::Plain, &[], &token("bob", "alice", "alice-pw")),
+        SaslError::AuthorizationIdMismatch
+    );
+    for mechanism in SCRAM {
+        let mut server = SaslServer::new(mechanism, store());
+        assert!(server.step(b"n,a=alice,n=alice,r=abc").is_ok());
+        assert_eq!(
+            refused(mechanism, &[], b"n,a=bob,n=alice,r=abc"),
+            SaslError::AuthorizationIdMismatch
+        );
+    }
+}
+
+#[test]
+fn malformed_client_messages_are_refused() {
+    let long = vec![b'a'; MAX_TOKEN_BYTES + 1];
+    for bad in [
+        &b""[..],
+        b"alice\0alice-pw",
+        b"\0alice",
+        b"\0alice\0alice-pw\0",
+        b"\0\0alice-pw",
+        b"\0alice\0",
+        b"\0alice\xff\0alice-pw",
+        b"\0bell\x07\0alice-pw",
+        &long,
+    ] {
+        let error = refused(Mechanism::Plain, &[], bad);
+        assert!(
+            matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
+            "{bad:?}: {error}"
+        );
+    }
+    for mechanism in SCRAM {
+        for bad in [
+            &b""[..],
+            b"n,,",
+            b"n,",
+            b"n",
+            b"x,,n=alice,r=abc",
+            b"n,alice,n=alice,r=abc",
+            b"n,,n=alice",
+            b"n,,r=abc,n=alice",
+            b"n,,n=,r=abc",
+            b"n,,n=al=ice,r=abc",
+            b"n,,n=alice,r=",
+            b"n,,n=alice,r=a b",
+            b"n,,n=alice,r=abc,",
+            b"n,,n=alice,r=\xff",
+            &long,
+        ] {
+            let error = refused(mechanism, &[], bad);
+            assert!(
+                matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
+                "{bad:?}: {error}"
+            );
+        }
+        let first: &[u8] = b"n,,n=alice,r=abc";
+        for bad in [
+            &b""[..],
+            b"c=biws,r=abc",
+            b"p=AAAA",
+            b"r=abc,c=biws,p=AAAA",
+            b"c=!!,r=abc,p=AAAA",
+            b"c=biws,p=AAAA",
+            b"c=biws,r=abc,p=not base64",
+            b"c=biws,r=abc,p=AAAA,x=1",
+            &long,
+        ] {
+            let error = refused(mechanism, &[first], bad);
+            assert!(
+                matches!(error, SaslError::Malformed(_) | SaslError::NonceMismatch),
+                "{bad:?}: {error}"
+            );
+        }
+    }
+}
+
+#[test]
+fn error_codes_are_kafkas() {
+    assert_eq!(SaslError::IllegalState.error_code(), ILLEGAL_SASL_STATE);
+    for error in [
+        SaslError::AuthenticationFailed,
+        SaslError::Malformed("x"),
+        SaslError::NonceMismatch,
+        SaslError::TokenAuthNotSupported,
+    ] {
+        assert_eq!(error.error_code(), SASL_AUTHENTICATION_FAILED);
+    }
+    // No error text names the user or echoes the password.
+    for (mechanism, user, password) in [
+        (Mechanism::Plain, "mallory", "hunter2"),
+        (Mechanism::ScramSha256, "alice", "hunter2"),
+    ] {
+        let text = login(mechanism, user, password).unwrap_err().to_string();
+        assert!(!text.contains(user) && !text.contains(password), "{text}");
+    }
+}
+
+/// A server that does not hold the credential cannot finish: the client checks its signature.
+#[test]
+fn the_client_verifies_the_server() {
+    for mechanism in SCRAM {
+        let mut client = SaslClient::new(mechanism, "alice", "alice-pw").unwrap();
+        let mut server = SaslServer::new(mechanism, store());
+        let SaslStep::Continue(challenge) = server.step(&client.first_message()).unwrap() else {
+            panic!();
+        };
+        let client_final = client.step(&challenge).unwrap().unwrap();
+        let SaslStep::Done { token, .. } = server.step(&client_final).unwrap() else {
+            panic!();
+        };
+        let mut forged = BASE64.decode(&token[2..]).unwrap();
+        forged[0] ^= 1;
+        let forged = format!("v={}", BASE64.encode(forged));
+        let mut verifier = SaslClient::new(mechanism, "alice", "alice-pw").unwrap();
+        verifier.nonce = client.nonce.clone();
+        verifier.step(&challenge).unwrap();
+        assert_eq!(
+            verifier.step(forged.as_bytes()),
+            Err(SaslError::ServerSignatureMismatch)
+        );
+        assert_eq!(verifier.step(&token), Err(SaslError::IllegalState));
+        assert_eq!(client.step(&token), Ok(None));
+    }
+}
+
+#[test]
+fn the_client_refuses_bad_challenges() {
+    let challenge = |mechanism, server_first: &str| {
+        let mut client =
+            SaslClient::with_fixed_nonce(mechanism, "alice", "alice-pw", "cnonce").unwrap();
+        let result = client.step(server_first.as_bytes());
+        if result.is_err() {
+            assert_eq!(
+                client.step(server_first.as_bytes()),
+                Err(SaslError::IllegalState)
+            );
+        }
+        result
+    };
+    for mechanism in SCRAM {
+        assert!(challenge(mechanism, "r=cnonceSERVER,s=c2FsdA==,i=4096").is_ok());
+        assert_eq!(
+            challenge(mechanism, "r=cnonceSERVER,s=c2FsdA==,i=4095"),
+            Err(SaslError::BadIterations(4095))
+        );
+        assert_eq!(
+            challenge(mechanism, "r=cnonceSERVER,s=c2FsdA==,i=99999999999"),
+            Err(SaslError::BadIterations(u32::MAX))
+        );
+        assert_eq!(
+            challenge(mechanism, "r=othernonce,s=c2FsdA==,i=4096"),
+            Err(SaslError::NonceMismatch)
+        );
+        assert_eq!(
+            challenge(mechanism, "r=cnonce,s=c2FsdA==,i=4096"),
+            Err(SaslError::NonceMismatch)
+        );
+        assert_eq!(
+            challenge(mechanism, "e=unknown-user"),
+            Err(SaslError::ServerError("unknown-user".into()))
+        );
+        for bad in [
+            "",
+            "r=cnonceSERVER",
+            "r=cnonceSERVER,s=,i=4096",
+            "r=cnonceSERVER,s=!!,i=4096",
+            "r=cnonceSERVER,s=c2FsdA==,i=+4096",
+            "r=cnonceSERVER,s=c2FsdA==",
+            "s=c2FsdA==,r=cnonceSERVER,i=4096",
+        ] {
+            assert!(
+                matches!(challenge(mechanism, bad), Err(SaslError::Malformed(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            challenge(mechanism, "r=cnonceSERVER,s=c2FsdA==,i=4096,x=1"),
+            Err(SaslError::UnsupportedExtension(_))
+        ));
+    }
+    let mut plain = SaslClient::new(Mechanism::Plain, "alice", "alice-pw").unwrap();
+    assert!(matches!(plain.step(b"x"), Err(SaslError::Malformed(_))));
+    assert_eq!(plain.step(b""), Err(SaslError::IllegalState));
+    assert!(matches!(
+        SaslClient::new(Mechanism::Plain, "", "pw"),
+        Err(SaslError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        SaslClient::new(Mechanism::ScramSha256, "alice", "\u{7}"),
+        Err(SaslError::InvalidInput(_))
+    ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Arbitrary tokens, in any number of steps, into a server of any mechanism: errors, never
+    /// a panic, and never a success.
+    #[test]
+    fn arbitrary_tokens_never_panic(
+        mechanism in prop::sample::select(Mechanism::ALL.to_vec()),
+        tokens in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..200), 1..4),
+    ) {
+        let mut server = SaslServer::new(mechanism, store());
+        for token in &tokens {
+            if let Ok(SaslStep::Done { .. }) = server.step(token) {
+                prop_assert!(false, "authenticated by arbitrary tokens");
+            }
+        }
+    }
+
+    /// A valid client-first, then arbitrary text shaped like a client-final.
+    #[test]
+    fn arbitrary_final_messages_never_panic(
+        mechanism in prop::sample::select(SCRAM.to_vec()),
+        user in prop::sample::select(vec!["alice", "mallory"]),
+        last in "(c=[a-zA-Z0-9+/=]{0,8},)?(r=[!-~]{0,60},)?([a-z]=[^,]{0,5},)?p=[a-zA-Z0-9+/=]{0,90}",
+    ) {
+        let mut server = SaslServer::new(mechanism, store());
+        let first = format!("n,,n={user},r=clientnonce");
+        prop_assert!(server.step(first.as_bytes()).is_ok());
+        prop_assert!(server.step(last.as_bytes()).is_err());
+    }
+
+    /// Arbitrary server tokens into a client: errors or a next token, never a panic.
+    #[test]
+    fn arbitrary_challenges_never_panic(
+        mechanism in prop::sample::select(Mechanism::ALL.to_vec()),
+        tokens in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..200), 1..4),
+    ) {
+        let mut client = SaslClient::new(mechanism, "alice", "alice-pw").unwrap();
+        for token in &tokens {
+            let _ = client.step(token);
+        }
+    }
+}
