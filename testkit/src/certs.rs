@@ -90,10 +90,10 @@ impl Authority {
             .collect::<Result<_, _>>()?;
         params
             .distinguished_name
-            .push(DnType::CommonName, common_name);
+            .push(DnType::OrganizationName, "ringraft-testkit");
         params
             .distinguished_name
-            .push(DnType::OrganizationName, "ringraft-testkit");
+            .push(DnType::CommonName, common_name);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -112,8 +112,9 @@ impl Authority {
     }
 }
 
-/// The mapping rule that makes `CN=NAME,...` the principal `User:NAME`.
-pub const CN_MAPPING_RULE: &str = "RULE:^CN=([^,]+).*$/$1/,DEFAULT";
+/// The mapping rule that makes a subject with `CN=NAME` (wherever it stands among the RDNs) the
+/// principal `User:NAME`.
+pub const CN_MAPPING_RULE: &str = "RULE:^(.*,)?CN=([^,]+)(,.*)?$/$2/,DEFAULT";
 
 #[cfg(test)]
 mod tests {

@@ -73,6 +73,16 @@ impl Cluster {
         Cluster(ok(testkit::Cluster::create(settings(), count as usize)))
     }
 
+    /// [`Cluster::new`] with a mutual-TLS controller listener per node and a PLAINTEXT client
+    /// listener (testkit's `Security::MutualTls`).
+    pub fn new_mutual_tls(count: i32) -> Cluster {
+        let settings = Settings {
+            security: testkit::Security::MutualTls,
+            ..settings()
+        };
+        Cluster(ok(testkit::Cluster::create(settings, count as usize)))
+    }
+
     pub fn start_all(&mut self) {
         ok(self.0.start_all(Stderr::Null));
     }
@@ -100,11 +110,21 @@ impl Cluster {
     }
 
     /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
+    /// On failure the panic shows each node's last stderr lines (empty unless the nodes were
+    /// started logged).
     pub fn wait_for_leader(&mut self, exclude: Option<i32>) -> i32 {
-        ok(self.0.wait_for_leader(&LeaderWait {
+        let waited = self.0.wait_for_leader(&LeaderWait {
             exclude,
             ..LeaderWait::within(WAIT)
-        }))
+        });
+        waited.unwrap_or_else(|e| {
+            let tails: String = self
+                .nodes
+                .iter()
+                .map(|n| format!("node {}:\n{}\n", n.id, self.stderr_tail(n.id)))
+                .collect();
+            panic!("{e}\n{tails}")
+        })
     }
 }
 

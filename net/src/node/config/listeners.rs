@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::{bad, host_port, is_wildcard, parse_host_port, ConfigError, Props};
 use crate::security::principal::SslPrincipalMapper;
+use crate::security::tls::{ClientAuth, TlsSettings, TlsVersion};
 
 /// Kafka's security protocols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,27 +53,14 @@ impl fmt::Display for SecurityProtocol {
     }
 }
 
-/// `ssl.client.auth`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientAuth {
-    Required,
-    Requested,
-    None,
-}
-
 /// A TLS listener's settings (PEM files only: `ssl.keystore.type=PEM`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SslSettings {
-    /// The private key and the certificate chain, PEM, in one file.
-    pub keystore_location: PathBuf,
-    /// The CA certificates peers' certificates are checked against, PEM.
-    pub truststore_location: Option<PathBuf>,
-    pub client_auth: ClientAuth,
+    /// What the TLS configs are built from (keystore, truststore, client auth, protocols,
+    /// cipher suites).
+    pub tls: TlsSettings,
     /// `ssl.principal.mapping.rules` (checked): the certificate subject to a principal name.
     pub principal_mapping_rules: String,
-    /// `ssl.endpoint.identification.algorithm=https`: an outbound connection checks that the
-    /// server's certificate names the host it dialled.
-    pub endpoint_identification: bool,
 }
 
 /// One listener.
@@ -129,6 +117,8 @@ pub(super) const PER_LISTENER_KEYS: &[&str] = &[
     "ssl.client.auth",
     "ssl.principal.mapping.rules",
     "ssl.endpoint.identification.algorithm",
+    "ssl.enabled.protocols",
+    "ssl.cipher.suites",
     "sasl.enabled.mechanisms",
 ];
 
@@ -231,20 +221,24 @@ fn ssl_settings(props: &Props<'_>, name: &str) -> Result<SslSettings, ConfigErro
     }
     let (_, truststore) = setting(props, name, "ssl.truststore.location");
     let (key, auth) = setting(props, name, "ssl.client.auth");
-    let client_auth = match auth.trim().to_ascii_lowercase().as_str() {
-        "required" => ClientAuth::Required,
-        "requested" => ClientAuth::Requested,
-        "none" => ClientAuth::None,
-        _ => return Err(bad(&key, &auth, "required, requested or none".into())),
-    };
+    let client_auth = ClientAuth::parse(&auth).map_err(|e| bad(&key, &auth, e.to_string()))?;
     let (key, rules) = setting(props, name, "ssl.principal.mapping.rules");
     SslPrincipalMapper::parse(rules.trim()).map_err(|e| bad(&key, &rules, e.to_string()))?;
-    let (key, algorithm) = setting(props, name, "ssl.endpoint.identification.algorithm");
-    let endpoint_identification = match algorithm.trim().to_ascii_lowercase().as_str() {
-        "https" => true,
-        "" => false,
-        _ => return Err(bad(&key, &algorithm, "https or empty".into())),
-    };
+    let (key, protocols) = setting(props, name, "ssl.enabled.protocols");
+    let enabled_protocols = protocols
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(TlsVersion::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(&key, &protocols, e.to_string()))?;
+    let (_, suites) = setting(props, name, "ssl.cipher.suites");
+    let cipher_suites = suites
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
     if client_auth != ClientAuth::None && truststore.trim().is_empty() {
         let (key, value) = setting(props, name, "ssl.truststore.location");
         return Err(bad(
@@ -254,13 +248,16 @@ fn ssl_settings(props: &Props<'_>, name: &str) -> Result<SslSettings, ConfigErro
         ));
     }
     Ok(SslSettings {
-        keystore_location: PathBuf::from(keystore.trim()),
-        truststore_location: Some(truststore.trim())
-            .filter(|t| !t.is_empty())
-            .map(PathBuf::from),
-        client_auth,
+        tls: TlsSettings {
+            keystore_location: Some(PathBuf::from(keystore.trim())),
+            truststore_location: Some(truststore.trim())
+                .filter(|t| !t.is_empty())
+                .map(PathBuf::from),
+            client_auth,
+            enabled_protocols,
+            cipher_suites,
+        },
         principal_mapping_rules: rules.trim().to_owned(),
-        endpoint_identification,
     })
 }
 
@@ -323,7 +320,7 @@ fn parse_advertised(v: &str, names: &[String]) -> Result<BTreeMap<String, (Strin
 fn check_enumerated(props: &Props<'_>) -> Result<(), ConfigError> {
     let choices: [(&str, &[&str]); 4] = [
         ("ssl.client.auth", &["required", "requested", "none"]),
-        ("ssl.endpoint.identification.algorithm", &["https", ""]),
+        ("ssl.endpoint.identification.algorithm", &["https"]),
         ("ssl.keystore.type", &["pem"]),
         ("ssl.truststore.type", &["pem"]),
     ];
@@ -441,7 +438,7 @@ fn check_controller(listeners: &Listeners) -> Result<(), ConfigError> {
         ));
     }
     if let Some(ssl) = &controller.ssl {
-        if ssl.client_auth != ClientAuth::Required {
+        if ssl.tls.client_auth != ClientAuth::Required {
             let key = format!(
                 "listener.name.{}.ssl.client.auth",
                 name.to_ascii_lowercase()

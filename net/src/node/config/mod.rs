@@ -16,7 +16,8 @@ use crate::security::principal::{KafkaPrincipal, ReplicaPrincipals};
 
 mod listeners;
 
-pub use listeners::{ClientAuth, Listener, Listeners, SecurityProtocol, SslSettings};
+pub use crate::security::tls::ClientAuth;
+pub use listeners::{Listener, Listeners, SecurityProtocol, SslSettings};
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -176,7 +177,17 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     (
         "ssl.endpoint.identification.algorithm",
         Some("https"),
-        "https: a node checks that a peer's certificate names the host it dialled; empty: it does not",
+        "https (the only choice): a node checks that a peer's certificate names the host it dialled",
+    ),
+    (
+        "ssl.enabled.protocols",
+        Some("TLSv1.2,TLSv1.3"),
+        "the TLS versions offered and accepted",
+    ),
+    (
+        "ssl.cipher.suites",
+        Some(""),
+        "IANA names of the cipher suites allowed; empty: the provider's defaults",
     ),
     (
         "ssl.handshake.timeout.ms",
@@ -790,15 +801,21 @@ mod tests {
         );
         let ssl = controller.ssl.as_ref().unwrap();
         assert_eq!(
-            ssl.client_auth,
+            ssl.tls.client_auth,
             ClientAuth::Required,
             "the per-listener key"
         );
-        assert!(ssl.endpoint_identification);
+        assert_eq!(
+            ssl.tls.truststore_location.as_deref(),
+            Some(Path::new("/etc/ringraft/ca.pem"))
+        );
         assert!(controller.sasl_mechanisms.is_empty());
         assert_eq!(client.protocol, SecurityProtocol::SaslSsl);
         assert_eq!(client.advertised, ("node1.example".to_owned(), 9092));
-        assert_eq!(client.ssl.as_ref().unwrap().client_auth, ClientAuth::None);
+        assert_eq!(
+            client.ssl.as_ref().unwrap().tls.client_auth,
+            ClientAuth::None
+        );
         assert_eq!(client.sasl_mechanisms, ["SCRAM-SHA-512", "PLAIN"]);
         assert!(listeners.serves_quorum(1) && !listeners.serves_quorum(0));
         assert!(listeners.serves_clients(0) && !listeners.serves_clients(1));
@@ -806,7 +823,10 @@ mod tests {
             !config.security.allow_everyone_if_no_acl_found || config.security.acl_file.is_none()
         );
         assert_eq!(
-            config.security.replica_principals.replica_of(&KafkaPrincipal::user("ringraft-7")),
+            config
+                .security
+                .replica_principals
+                .replica_of(&KafkaPrincipal::user("ringraft-7")),
             Some(7)
         );
     }

@@ -102,6 +102,20 @@ impl Node {
             (None, Some(peer)) => format!("node {peer}"),
             (None, None) => "an unknown sender".to_string(),
         };
+        self.note_refusal(sender, reason);
+    }
+
+    /// [`Node::log_refusal`] of a request refused before it reached the core.
+    pub(super) fn log_refusal_from(&mut self, conn: ConnId, reason: &str) {
+        self.counters.refused += 1;
+        let sender = self
+            .sessions
+            .get(&conn)
+            .map_or("an unknown sender".to_string(), |s| s.addr.ip().to_string());
+        self.note_refusal(sender, reason);
+    }
+
+    fn note_refusal(&mut self, sender: String, reason: &str) {
         if self.refused_logged.len() < MAX_REFUSED_LOGGED
             && self.refused_logged.insert(sender.clone())
         {
@@ -130,6 +144,9 @@ impl Node {
     }
 
     pub(super) fn on_request_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        if !self.settle_tls_identity(conn) {
+            return;
+        }
         let mut r = WireReader::new(bytes);
         let Ok(prefix) = RequestPrefix::read(&mut r) else {
             self.close(conn, "short request");
@@ -196,6 +213,10 @@ impl Node {
             }
         };
         tracing::trace!(?request, "request");
+        let from = match self.access(conn, spec.key) {
+            Ok(sender) => sender,
+            Err(error) => return self.refuse_quorum_request(conn, header, spec, &request, error),
+        };
         let id = self.next_request_id;
         self.next_request_id += 1;
         let seq = self.reserve_response(conn);
@@ -209,11 +230,7 @@ impl Node {
                 version: header.api_version,
             },
         );
-        self.step(Input::Request {
-            id,
-            from: Sender::Unverified,
-            request,
-        });
+        self.step(Input::Request { id, from, request });
     }
 
     pub(super) fn respond(&mut self, id: u64, response: &Response) {

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -25,9 +26,11 @@ use engine::raft::{
 use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
+mod access;
 mod inbound;
 mod peers;
 mod produce;
+mod tls;
 
 use inbound::{PendingRequest, ResponseQueue};
 use peers::{Peer, Probe, UnresolvedProbe, MIN_RECONNECT};
@@ -35,13 +38,14 @@ use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
 
 use super::api_table::{self, ApiRow, API_TABLE};
 use super::config::NodeConfig;
-use super::config::SecurityProtocol;
+use super::config::{Listener, SecurityProtocol, SslSettings};
 use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
 use super::resolver::Resolver;
-use super::session::Session;
+use super::session::{Identity, Session};
 use super::signals::ShutdownSignals;
 use super::stepping::{CoreDriver, InputQueue};
+use crate::security::authorizer::Authorizer;
 use crate::transport::{ConnId, Event, EventLoop, ListenerId, WatchId};
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::frame::size_prefix;
@@ -84,6 +88,10 @@ pub enum NodeError {
     Pin(#[from] engine::os::file::PinError),
     #[error("installing the SIGTERM/SIGINT handler: {0}")]
     Signals(std::io::Error),
+    #[error("authorizer: {0}")]
+    Acl(crate::security::acl::AclLoadError),
+    #[error("listener {0}: TLS: {1}")]
+    Tls(String, crate::security::tls::TlsConfigError),
 }
 
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
@@ -105,6 +113,10 @@ pub struct Node {
     listener_addrs: Vec<SocketAddr>,
     /// Transport listener → index in `config.listeners.all`.
     listener_index: BTreeMap<ListenerId, usize>,
+    /// Per listener (by index), its TLS side if it uses TLS (tls.rs).
+    listener_tls: Vec<Option<tls::ListenerTls>>,
+    /// How peers are dialled when the controller listener uses TLS.
+    peer_tls: Option<tls::PeerTls>,
     peers: Vec<Peer>,
     /// Connection → peer index, for outbound connections.
     peer_conns: BTreeMap<ConnId, usize>,
@@ -137,6 +149,8 @@ pub struct Node {
     shutdown_done: bool,
     /// Inputs for the core: stepping is never re-entrant (stepping.rs).
     inputs: InputQueue,
+    /// None without `authorizer.acl.file`: everything is allowed (access.rs).
+    authorizer: Option<Arc<Authorizer>>,
     counters: NodeCounters,
 }
 
@@ -164,6 +178,7 @@ impl Node {
         // After the lock: the O_DIRECT probe writes a file in the directory.
         super::startup_checks::run(&config, &log_config)?;
         probe_fdatasync(&config.log_dir);
+        let authorizer = access::load_authorizer(&config)?;
         let quorum_state =
             QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
@@ -199,16 +214,19 @@ impl Node {
         }
         let mut ring = EventLoop::new(crate::transport::Config {
             max_frame_bytes: config.max_request_bytes,
+            tls_handshake_timeout: Duration::from_millis(config.security.handshake_timeout_ms),
             ..crate::transport::Config::default()
         })?;
         let mut listener_addrs = Vec::new();
         let mut listener_index = BTreeMap::new();
+        let mut listener_tls = Vec::new();
+        let peer_tls = tls::peer_tls(&config)?;
         for (index, listener) in config.listeners.all.iter().enumerate() {
             let (host, port) = (&listener.host, listener.port);
             let listen_addr = resolve(host, port).map_err(|e| {
                 NodeError::Listener(format!("{}://{host}:{port}", listener.name), e)
             })?;
-            if listener.protocol != SecurityProtocol::Plaintext {
+            if listener.protocol.uses_sasl() {
                 return Err(NodeError::Listener(
                     format!("{}://{host}:{port}", listener.name),
                     std::io::Error::other(format!(
@@ -217,7 +235,18 @@ impl Node {
                     )),
                 ));
             }
-            let id = ring.listen(listen_addr)?;
+            if listener.protocol == SecurityProtocol::Plaintext
+                && index == config.listeners.controller
+            {
+                warn!(
+                    node = config.broker_id,
+                    listener = %listener.name,
+                    "the controller listener is PLAINTEXT: anyone who reaches it can speak for \
+                     any voter (docs/security.md, \"Voters trust only voters\")"
+                );
+            }
+            let (id, tls) = tls::listen(&mut ring, listener, listen_addr)?;
+            listener_tls.push(tls);
             let bound = ring.local_addr(id)?;
             info!(node = config.broker_id, listener = %listener.name, protocol = %listener.protocol, %bound, "listening");
             listener_addrs.push(bound);
@@ -234,14 +263,14 @@ impl Node {
                 let addr = v
                     .socket_addr()
                     .map_err(|e| NodeError::VoterAddress(v.to_string(), e))?;
-                Ok(Peer::new(v.id, addr, started))
+                Ok(Peer::new(v.id, addr, &v.host, started))
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
         // The core addresses bootstrap server i by a pseudo node id (FindQuorum only).
         for (index, (host, port)) in config.bootstrap_servers.iter().enumerate() {
             let addr = resolve(host, *port)
                 .map_err(|e| NodeError::BootstrapAddress(format!("{host}:{port}"), e))?;
-            peers.push(Peer::new(bootstrap_server_id(index), addr, started));
+            peers.push(Peer::new(bootstrap_server_id(index), addr, host, started));
         }
         Ok(Node {
             config,
@@ -257,6 +286,8 @@ impl Node {
             started,
             listener_addrs,
             listener_index,
+            listener_tls,
+            peer_tls,
             peers,
             peer_conns: BTreeMap::new(),
             probes: BTreeMap::new(),
@@ -278,6 +309,7 @@ impl Node {
             shutdown_deadline: None,
             shutdown_done: false,
             inputs: InputQueue::default(),
+            authorizer,
             counters: NodeCounters::default(),
         })
     }
@@ -422,12 +454,26 @@ impl Node {
                     return self.close(conn, "accepted on an unknown listener");
                 };
                 self.inbound.insert(conn, ResponseQueue::default());
-                self.sessions.insert(conn, Session::new(index, peer));
+                let identity =
+                    if self.config.listeners.all[index].protocol == SecurityProtocol::Plaintext {
+                        Identity::Anonymous
+                    } else {
+                        Identity::Pending
+                    };
+                self.sessions
+                    .insert(conn, Session::new(index, peer, identity));
             }
             Event::Connected { conn } => {
                 if let Some(&index) = self.peer_conns.get(&conn) {
-                    self.peers[index].backoff = MIN_RECONNECT;
-                    debug!(peer = self.peers[index].id, "connected");
+                    let id = self.peers[index].id;
+                    let expected = (id >= 0).then_some(id);
+                    if self.verify_peer(conn, expected) {
+                        self.peers[index].backoff = MIN_RECONNECT;
+                        debug!(peer = id, "connected");
+                    }
+                } else if let Some(probe) = self.probes.get(&conn) {
+                    let expected = Some(probe.voter_id);
+                    self.verify_peer(conn, expected);
                 }
             }
             Event::ConnectFailed { conn, error } => {
@@ -476,6 +522,8 @@ impl Node {
             node = self.config.broker_id,
             "SIGHUP: reloading security settings"
         );
+        self.reload_acls();
+        self.reload_tls();
     }
 
     fn begin_shutdown(&mut self) {

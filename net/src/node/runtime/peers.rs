@@ -12,6 +12,8 @@ const MAX_RECONNECT: Duration = Duration::from_secs(1);
 pub(super) struct Peer {
     pub(super) id: NodeId,
     pub(super) addr: SocketAddr,
+    /// The host name `addr` was resolved from: what the peer's certificate must name.
+    pub(super) host: String,
     pub(super) conn: Option<ConnId>,
     /// No connection attempt before this (backoff after a failure).
     pub(super) retry_at: Instant,
@@ -21,10 +23,11 @@ pub(super) struct Peer {
 }
 
 impl Peer {
-    pub(super) fn new(id: NodeId, addr: SocketAddr, now: Instant) -> Self {
+    pub(super) fn new(id: NodeId, addr: SocketAddr, host: &str, now: Instant) -> Self {
         Peer {
             id,
             addr,
+            host: host.to_owned(),
             conn: None,
             retry_at: now,
             backoff: MIN_RECONNECT,
@@ -152,7 +155,7 @@ impl Node {
                 return self.step(Input::RequestFailed { to, correlation });
             }
         };
-        let conn = match self.ring.connect(addr) {
+        let conn = match self.dial(addr, &probe.endpoint.host) {
             Ok(conn) => conn,
             Err(error) => {
                 debug!(peer = to, %addr, %error, "probe: connect");
@@ -266,8 +269,12 @@ impl Node {
         };
         let Some(index) = self.peers.iter().position(|p| p.id == endpoint.voter_id) else {
             info!(peer = endpoint.voter_id, %addr, "voter endpoint learned");
-            self.peers
-                .push(Peer::new(endpoint.voter_id, addr, Instant::now()));
+            self.peers.push(Peer::new(
+                endpoint.voter_id,
+                addr,
+                &endpoint.host,
+                Instant::now(),
+            ));
             return;
         };
         if self.peers[index].addr == addr {
@@ -275,6 +282,7 @@ impl Node {
         }
         info!(peer = endpoint.voter_id, %addr, "voter endpoint changed");
         self.peers[index].addr = addr;
+        self.peers[index].host = endpoint.host.clone();
         self.peers[index].retry_at = Instant::now();
         if let Some(conn) = self.peers[index].conn {
             if let Err(error) = self.ring.close(conn) {
@@ -294,7 +302,10 @@ impl Node {
         if now < peer.retry_at {
             return None;
         }
-        match self.ring.connect(peer.addr) {
+        let (addr, host) = (peer.addr, peer.host.clone());
+        let dialled = self.dial(addr, &host);
+        let peer = &mut self.peers[index];
+        match dialled {
             Ok(conn) => {
                 peer.conn = Some(conn);
                 peer.retry_at = now + peer.backoff;

@@ -34,10 +34,18 @@ impl Node {
         _spec: &'static ApiSpec,
         mut r: WireReader,
     ) {
-        match ProduceRequest::decode(&mut r, header.api_version) {
-            Ok(request) => self.on_produce(conn, header, request),
-            Err(_) => self.close(conn, "bad Produce body"),
+        let request = match ProduceRequest::decode(&mut r, header.api_version) {
+            Ok(request) => request,
+            Err(_) => return self.close(conn, "bad Produce body"),
+        };
+        if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
+            if request.acks == 0 {
+                // No response is read for acks=0: closing is how Kafka tells such a client.
+                return self.close(conn, "Produce not authorized");
+            }
+            return self.reject_produce(conn, header, &request, error);
         }
+        self.on_produce(conn, header, request)
     }
 
     pub(super) fn on_produce(
