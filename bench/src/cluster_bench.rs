@@ -88,6 +88,19 @@ pub struct ClusterArgs {
     /// the leader. The report says how far it got (`catch_up`).
     #[arg(long)]
     catch_up_observer: bool,
+    /// How the started voters authenticate each other: `mtls` (each node a certificate from a
+    /// CA made for the run, the controller listener requires them: a voter accepts quorum
+    /// requests only from the replica they name) or `plaintext` (one PLAINTEXT listener: anyone
+    /// who reaches it can speak for any voter). Clients use a PLAINTEXT listener either way.
+    #[arg(long, value_enum, default_value_t = VoterSecurity::Mtls)]
+    voter_security: VoterSecurity,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VoterSecurity {
+    Mtls,
+    Plaintext,
 }
 
 #[derive(Serialize)]
@@ -115,6 +128,8 @@ struct Report {
     load_mode: &'static str,
     /// Open loop's target, records/s across all connections; null in closed loop.
     rate_records_per_sec: Option<f64>,
+    /// How the voters authenticated each other (null for a cluster not started here).
+    voter_security: Option<VoterSecurity>,
     raft_cpus: Vec<usize>,
     log_cpus: Vec<usize>,
     bench_cpus: Vec<usize>,
@@ -408,6 +423,7 @@ impl Report {
                 "closed loop"
             },
             rate_records_per_sec: args.rate,
+            voter_security: args.bootstrap_server.is_none().then_some(args.voter_security),
             raft_cpus: args.raft_cpus.clone(),
             log_cpus: args.log_cpus.clone(),
             bench_cpus: args.bench_cpus.clone(),
@@ -724,6 +740,10 @@ fn start_cluster(bin: &Path, args: &ClusterArgs) -> Result<Cluster, String> {
         log_cpus: args.log_cpus.clone(),
         tail_lines: 20,
         tail_from_panic: false,
+        security: match args.voter_security {
+            VoterSecurity::Mtls => testkit::Security::MutualTls,
+            VoterSecurity::Plaintext => testkit::Security::Plaintext,
+        },
         ..Settings::new(bin)
     };
     let mut cluster = Cluster::create(settings, args.nodes)?;
@@ -737,7 +757,7 @@ fn start_observer(cluster: &mut Cluster) -> Result<usize, String> {
     let bootstrap = cluster
         .nodes
         .iter()
-        .map(|n| n.addr.to_string())
+        .map(|n| n.controller_addr.to_string())
         .collect::<Vec<_>>()
         .join(",");
     let id = cluster.nodes.len() as i32 + 1;
