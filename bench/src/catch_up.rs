@@ -48,6 +48,7 @@ pub fn prefill(
     record_bytes: usize,
     mb: f64,
     interrupted: &AtomicBool,
+    tls: Option<testkit::ClientTls>,
 ) -> Result<(f64, f64), String> {
     let config = LoadConfig {
         leader,
@@ -60,6 +61,7 @@ pub fn prefill(
         warmup: Duration::ZERO,
         duration: PREFILL_ROUND,
         bench_cpus: Vec::new(),
+        tls,
     };
     let started = Instant::now();
     let mut done = 0.0;

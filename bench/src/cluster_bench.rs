@@ -88,18 +88,20 @@ pub struct ClusterArgs {
     /// the leader. The report says how far it got (`catch_up`).
     #[arg(long)]
     catch_up_observer: bool,
-    /// How the started voters authenticate each other: `mtls` (each node a certificate from a
-    /// CA made for the run, the controller listener requires them: a voter accepts quorum
-    /// requests only from the replica they name) or `plaintext` (one PLAINTEXT listener: anyone
-    /// who reaches it can speak for any voter). Clients use a PLAINTEXT listener either way.
-    #[arg(long, value_enum, default_value_t = VoterSecurity::Mtls)]
-    voter_security: VoterSecurity,
+    /// How the started cluster is secured: `voters-mtls` (each node a certificate from a CA made
+    /// for the run, the controller listener requires them: a voter accepts quorum requests only
+    /// from the replica they name; clients on a PLAINTEXT listener), `tls` (the same, and the
+    /// load over TLS to an SSL client listener) or `plaintext` (one PLAINTEXT listener: anyone
+    /// who reaches it can speak for any voter).
+    #[arg(long, value_enum, default_value_t = ClusterSecurity::VotersMtls)]
+    security: ClusterSecurity,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VoterSecurity {
-    Mtls,
+#[serde(rename_all = "kebab-case")]
+pub enum ClusterSecurity {
+    VotersMtls,
+    Tls,
     Plaintext,
 }
 
@@ -128,8 +130,8 @@ struct Report {
     load_mode: &'static str,
     /// Open loop's target, records/s across all connections; null in closed loop.
     rate_records_per_sec: Option<f64>,
-    /// How the voters authenticated each other (null for a cluster not started here).
-    voter_security: Option<VoterSecurity>,
+    /// How the cluster was secured (null for a cluster not started here).
+    security: Option<ClusterSecurity>,
     raft_cpus: Vec<usize>,
     log_cpus: Vec<usize>,
     bench_cpus: Vec<usize>,
@@ -265,8 +267,14 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     };
     let mut catch_up = CatchUpReport::default();
     if args.prefill_mb > 0.0 {
-        (catch_up.prefill_mb, catch_up.prefill_sec) =
-            catch_up::prefill(leader, args.record_bytes, args.prefill_mb, &INTERRUPTED)?;
+        let tls = cluster.as_ref().and_then(|c| c.client_tls.clone());
+        (catch_up.prefill_mb, catch_up.prefill_sec) = catch_up::prefill(
+            leader,
+            args.record_bytes,
+            args.prefill_mb,
+            &INTERRUPTED,
+            tls,
+        )?;
     }
     if let (true, Some(cluster)) = (args.catch_up_observer, cluster.as_mut()) {
         catch_up.observer_id = Some(start_observer(cluster)?);
@@ -282,6 +290,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         warmup: Duration::from_secs_f64(args.warmup),
         duration: Duration::from_secs_f64(args.duration),
         bench_cpus: args.bench_cpus.clone(),
+        tls: cluster.as_ref().and_then(|c| c.client_tls.clone()),
     };
     let mut watch = NodeWatch {
         leader: Some(leader),
@@ -423,7 +432,7 @@ impl Report {
                 "closed loop"
             },
             rate_records_per_sec: args.rate,
-            voter_security: args.bootstrap_server.is_none().then_some(args.voter_security),
+            security: args.bootstrap_server.is_none().then_some(args.security),
             raft_cpus: args.raft_cpus.clone(),
             log_cpus: args.log_cpus.clone(),
             bench_cpus: args.bench_cpus.clone(),
@@ -740,9 +749,10 @@ fn start_cluster(bin: &Path, args: &ClusterArgs) -> Result<Cluster, String> {
         log_cpus: args.log_cpus.clone(),
         tail_lines: 20,
         tail_from_panic: false,
-        security: match args.voter_security {
-            VoterSecurity::Mtls => testkit::Security::MutualTls,
-            VoterSecurity::Plaintext => testkit::Security::Plaintext,
+        security: match args.security {
+            ClusterSecurity::VotersMtls => testkit::Security::MutualTls,
+            ClusterSecurity::Tls => testkit::Security::Tls,
+            ClusterSecurity::Plaintext => testkit::Security::Plaintext,
         },
         ..Settings::new(bin)
     };

@@ -41,6 +41,8 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Load thread i runs on `bench_cpus[i % len]`; empty: unpinned.
     pub bench_cpus: Vec<usize>,
+    /// Connect over TLS (a cluster whose client listener is SSL).
+    pub tls: Option<testkit::ClientTls>,
 }
 
 /// Latency percentiles in microseconds.
@@ -152,6 +154,7 @@ struct ThreadPlan {
     depth: usize,
     schedule: Schedule,
     cpu: Option<usize>,
+    tls: Option<testkit::ClientTls>,
 }
 
 /// Runs the load: connects every connection, then warm-up, then the measured window, calling
@@ -227,6 +230,7 @@ fn plan_thread(config: &LoadConfig, index: usize) -> ThreadPlan {
         schedule,
         cpu: (!config.bench_cpus.is_empty())
             .then(|| config.bench_cpus[index % config.bench_cpus.len()]),
+        tls: config.tls.clone(),
     }
 }
 
@@ -235,7 +239,10 @@ fn connect(plan: &ThreadPlan) -> Result<BlockingClient, String> {
         proc_sample::pin_current_thread(cpu)
             .map_err(|e| format!("pinning load thread {}: {e}", plan.index))?;
     }
-    BlockingClient::connect(plan.leader, CONNECT_TIMEOUT).map_err(|e| e.to_string())
+    match &plan.tls {
+        Some(tls) => tls.connect(plan.leader, CONNECT_TIMEOUT),
+        None => BlockingClient::connect(plan.leader, CONNECT_TIMEOUT).map_err(|e| e.to_string()),
+    }
 }
 
 fn measure(

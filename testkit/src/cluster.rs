@@ -22,6 +22,9 @@ pub enum Security {
     /// directory), and a voter accepts quorum requests only from the replica they name
     /// (docs/security.md).
     MutualTls,
+    /// [`Security::MutualTls`], and the `CLIENT` listener over TLS too (server certificates
+    /// only): what the TLS benchmark measures against PLAINTEXT.
+    Tls,
 }
 
 /// How every node of a [`Cluster`] is configured and started.
@@ -144,8 +147,45 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub root: tempfile::TempDir,
     pub settings: Settings,
-    /// The cluster's CA, with [`Security::MutualTls`].
+    /// The cluster's CA, with [`Security::MutualTls`] and [`Security::Tls`].
     pub pki: Option<Authority>,
+    /// How clients reach the `CLIENT` listener over TLS, with [`Security::Tls`].
+    pub client_tls: Option<ClientTls>,
+}
+
+/// A TLS client configuration that trusts a cluster's CA, and the name its certificates carry.
+#[derive(Clone)]
+pub struct ClientTls {
+    pub config: std::sync::Arc<rustls::ClientConfig>,
+    pub server_name: String,
+}
+
+fn client_tls(truststore: &Path) -> Result<ClientTls, String> {
+    let config = net::security::tls::client_config(&net::security::tls::TlsSettings {
+        truststore_location: Some(truststore.to_owned()),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(ClientTls {
+        config,
+        server_name: "127.0.0.1".into(),
+    })
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// A client connection over TLS to `addr`.
+    pub fn connect(&self, addr: SocketAddr, timeout: Duration) -> Result<BlockingClient, String> {
+        BlockingClient::connect_tls(addr, timeout, self.config.clone(), &self.server_name)
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// A node's `server.properties` with one PLAINTEXT listener at `addr`: `membership` is its
@@ -179,9 +219,20 @@ pub fn mutual_tls_properties(
     keystore: &Path,
     truststore: &Path,
 ) -> String {
+    tls_properties("PLAINTEXT", addr, controller, keystore, truststore)
+}
+
+/// [`mutual_tls_properties`] with the client listener's protocol `client` (PLAINTEXT or SSL).
+fn tls_properties(
+    client: &str,
+    addr: SocketAddr,
+    controller: SocketAddr,
+    keystore: &Path,
+    truststore: &Path,
+) -> String {
     format!(
         "listeners=CLIENT://{addr},CONTROLLER://{controller}\n\
-         listener.security.protocol.map=CLIENT:PLAINTEXT,CONTROLLER:SSL\n\
+         listener.security.protocol.map=CLIENT:{client},CONTROLLER:SSL\n\
          controller.listener.names=CONTROLLER\n\
          ssl.keystore.location={}\n\
          ssl.truststore.location={}\n\
@@ -205,15 +256,21 @@ impl Cluster {
             .map_err(|e| format!("creating a temporary directory: {e}"))?;
         let pki = match settings.security {
             Security::Plaintext => None,
-            Security::MutualTls => {
+            Security::MutualTls | Security::Tls => {
                 Some(Authority::create(&root.path().join("pki"), "ringraft-ca")?)
             }
+        };
+        let client_tls = match (&pki, settings.security) {
+            (Some(pki), Security::Tls) => Some(client_tls(&pki.ca_path())?),
+            _ => None,
         };
         let ports = crate::free_ports(2 * count)?;
         let addrs: Vec<(SocketAddr, SocketAddr)> = (0..count)
             .map(|i| match settings.security {
                 Security::Plaintext => (loopback(ports[i]), loopback(ports[i])),
-                Security::MutualTls => (loopback(ports[i]), loopback(ports[count + i])),
+                Security::MutualTls | Security::Tls => {
+                    (loopback(ports[i]), loopback(ports[count + i]))
+                }
             })
             .collect();
         let voters = addrs
@@ -228,6 +285,7 @@ impl Cluster {
             root,
             settings,
             pki,
+            client_tls,
         };
         for (i, (addr, controller)) in addrs.into_iter().enumerate() {
             let id = i as i32 + 1;
@@ -264,7 +322,7 @@ impl Cluster {
         let ports = crate::free_ports(2)?;
         let addrs = match self.settings.security {
             Security::Plaintext => (loopback(ports[0]), loopback(ports[0])),
-            Security::MutualTls => (loopback(ports[0]), loopback(ports[1])),
+            Security::MutualTls | Security::Tls => (loopback(ports[0]), loopback(ports[1])),
         };
         let config = format!("{name}.properties");
         self.push_node(id, addrs, name, &config, cluster_id, membership)?;
@@ -291,10 +349,15 @@ impl Cluster {
                     &["127.0.0.1", "localhost"],
                     Validity::Current,
                 )?;
+                let client = if self.client_tls.is_some() {
+                    "SSL"
+                } else {
+                    "PLAINTEXT"
+                };
                 format!(
                     "{}{}",
                     base_properties(id, cluster_id, &dir, membership),
-                    mutual_tls_properties(addr, controller_addr, &keystore, &pki.ca_path())
+                    tls_properties(client, addr, controller_addr, &keystore, &pki.ca_path())
                 )
             }
         };
@@ -309,6 +372,15 @@ impl Cluster {
             process: None,
         });
         Ok(())
+    }
+
+    /// A client connection to a node's client listener at `addr` (over TLS with
+    /// [`Security::Tls`]).
+    pub fn client(&self, addr: SocketAddr, timeout: Duration) -> Result<BlockingClient, String> {
+        match &self.client_tls {
+            Some(tls) => tls.connect(addr, timeout),
+            None => BlockingClient::connect(addr, timeout).map_err(|e| e.to_string()),
+        }
     }
 
     /// The position in `nodes` of the (first) node `id`.
@@ -406,8 +478,8 @@ impl Cluster {
             .iter()
             .filter(|n| Some(n.id) != exclude && n.process.is_some())
             .find(|node| {
-                BlockingClient::connect(node.addr, Duration::from_secs(1))
-                    .and_then(|mut client| client.describe_quorum())
+                self.client(node.addr, Duration::from_secs(1))
+                    .and_then(|mut client| client.describe_quorum().map_err(|e| e.to_string()))
                     .is_ok_and(|d| d.error.is_none() && d.leader_id == node.id)
             })
             .map(|n| n.id)
@@ -439,8 +511,9 @@ impl Cluster {
     ) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            let reached = BlockingClient::connect(self.addr(leader), Duration::from_secs(1))
-                .and_then(|mut client| client.describe_quorum())
+            let reached = self
+                .client(self.addr(leader), Duration::from_secs(1))
+                .and_then(|mut client| client.describe_quorum().map_err(|e| e.to_string()))
                 .is_ok_and(|d| d.current_voters.iter().all(|v| v.log_end_offset >= offset));
             if reached {
                 return Ok(());

@@ -14,7 +14,8 @@ use std::time::Duration;
 use net::client::BlockingClient;
 
 pub use cluster::{
-    mutual_tls_properties, node_properties, Cluster, LeaderWait, Node, Security, Settings, Stderr,
+    mutual_tls_properties, node_properties, ClientTls, Cluster, LeaderWait, Node, Security,
+    Settings, Stderr,
 };
 pub use net::client::resolve;
 pub use process::{read_stderr, ProcessGuard};
