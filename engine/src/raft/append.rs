@@ -40,6 +40,11 @@ impl RaftCore {
         }
         let base_offset = self.log.end_offset();
         let epoch = self.qs.epoch();
+        debug_assert_eq!(
+            self.log.last_epoch(),
+            epoch,
+            "a leader's log ends in its epoch"
+        );
         record_glue::stamp(&mut bytes, base_offset, epoch);
         let batch = Batch {
             base_offset,

@@ -425,6 +425,15 @@ impl RaftCore {
     /// pending read and client append of a leader is completed with an error (no purgatory
     /// leak), and no earlier request's answer matters.
     fn leave_role(&mut self, old: EpochState, resigned: bool, out: &mut Vec<Output>) {
+        debug_assert!(
+            old.epoch() <= self.qs.epoch(),
+            "{old:?} after the transition"
+        );
+        debug_assert_eq!(
+            resigned,
+            matches!(old, EpochState::Leader { .. }) && self.qs.role() == Role::Resigned,
+            "only a leader resigns, and only into Resigned"
+        );
         self.outbound.clear();
         if let EpochState::Leader { leader: l, .. } = old {
             if let Some(hw) = l.high_watermark {
@@ -512,6 +521,12 @@ impl RaftCore {
     /// Asks every other voter for its vote (or wins at once as a lone voter). The candidacy
     /// itself (its own vote granted) came with the transition.
     fn enter_candidacy(&mut self, out: &mut Vec<Output>) {
+        debug_assert!(
+            self.qs
+                .candidate()
+                .is_some_and(|c| c.granted.len() == 1 && !c.backing_off),
+            "a fresh candidacy"
+        );
         self.role_deadline = Some(self.election_deadline());
         if self.qs.majority() <= 1 {
             self.enter_leader(out);
@@ -562,6 +577,11 @@ impl RaftCore {
             bytes: bytes.freeze(),
         };
         self.log.append(vec![batch], out);
+        debug_assert_eq!(
+            self.log.last_epoch(),
+            epoch,
+            "the LeaderChange opens the epoch"
+        );
         for v in self.other_voters() {
             self.send_begin_quorum_epoch(v, out);
         }

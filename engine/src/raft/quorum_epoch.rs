@@ -237,6 +237,7 @@ impl RaftCore {
             Common::Retry => self.retry_while(Role::Resigned, f.to, Retry::EndQuorumEpoch(f.to)),
             Common::Proceed => {
                 if let Some(r) = self.qs.resigned_mut() {
+                    debug_assert!(r.successors.contains(&f.to), "sent to a successor");
                     r.acked.insert(f.to);
                 }
             }

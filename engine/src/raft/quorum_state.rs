@@ -280,6 +280,11 @@ impl QuorumState {
             state.leader_id(self.local_id),
             state.voted_id(self.local_id),
         );
+        debug_assert!(
+            leader.is_none() || vote.is_none(),
+            "{:?} has both a leader and a vote",
+            state.role()
+        );
         ElectionState {
             epoch: state.epoch(),
             leader_id: leader.unwrap_or(-1),
@@ -334,6 +339,33 @@ impl QuorumState {
             state.role()
         );
         assert!(state.epoch() >= 0, "negative epoch {}", state.epoch());
+        self.debug_assert_role_data(state);
+    }
+
+    /// The role's data agrees with the voter set: a candidacy counts its own vote and no voter
+    /// both ways; a leader tracks every other voter; a resigned leader names only other voters
+    /// as successors.
+    fn debug_assert_role_data(&self, state: &EpochState) {
+        let me = self.local_id;
+        let others = || self.voters.iter().copied().filter(move |v| *v != me);
+        match state {
+            EpochState::Candidate { candidacy: c, .. } => {
+                debug_assert!(c.granted.contains(&me), "a candidate votes for itself");
+                debug_assert!(c.granted.is_disjoint(&c.rejected), "{c:?}");
+            }
+            EpochState::Leader { leader, .. } => {
+                debug_assert!(leader.voters.keys().copied().eq(others()), "{leader:?}");
+            }
+            EpochState::Resigned { resigned: r, .. } => {
+                debug_assert!(
+                    r.successors.iter().all(|s| *s != me && self.is_voter(*s)),
+                    "{r:?}"
+                );
+            }
+            EpochState::Unattached { .. }
+            | EpochState::Voted { .. }
+            | EpochState::Follower { .. } => {}
+        }
     }
 
     fn illegal(&self, to: Role, why: &'static str) -> TransitionError {
