@@ -307,8 +307,8 @@ impl RaftCore {
                 return;
             }
         }
-        if self.qs.role() != Role::Follower || self.qs.leader_id() != Some(f.to) {
-            return;
+        if !matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to) {
+            return; // not (or no longer) following the node that answered
         }
         if fetch_offset != self.log.end_offset() || last_fetched_epoch != self.log.last_epoch() {
             return; // an answer to an older position (pipelined or superseded): drop
