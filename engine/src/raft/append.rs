@@ -2,7 +2,7 @@
 
 use bytes::BytesMut;
 
-use super::core::{RaftCore, RoleState};
+use super::core::RaftCore;
 use super::leader::PendingAppend;
 use super::record_glue;
 use super::types::{Acks, AppendResult, Batch, Output};
@@ -17,9 +17,10 @@ impl RaftCore {
         acks: Acks,
         out: &mut Vec<Output>,
     ) {
-        if self.qs.role() != Role::Leader || self.is_shutting_down() {
+        if self.qs.leader().is_none() || self.is_shutting_down() {
             return self.fail_append(id, acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
         }
+        // A leader from here on: nothing below changes the role.
         if record_count == 0 {
             return self.fail_append(id, acks, ErrorCode::INVALID_REQUEST, out);
         }
@@ -39,6 +40,11 @@ impl RaftCore {
         }
         let base_offset = self.log.end_offset();
         let epoch = self.qs.epoch();
+        debug_assert_eq!(
+            self.log.last_epoch(),
+            epoch,
+            "a leader's log ends in its epoch"
+        );
         record_glue::stamp(&mut bytes, base_offset, epoch);
         let batch = Batch {
             base_offset,
@@ -50,24 +56,20 @@ impl RaftCore {
         let end_offset = batch.end_offset();
         self.log.append(vec![batch], out);
         if acks != Acks::None {
-            if let RoleState::Leader(l) = &mut self.role {
-                l.appends.push_back(PendingAppend {
-                    id,
-                    base_offset,
-                    end_offset,
-                    acks,
-                });
-            }
+            self.leading().appends.push_back(PendingAppend {
+                id,
+                base_offset,
+                end_offset,
+                acks,
+            });
         }
         self.complete_parked_with_records(out);
     }
 
-    /// Answers appends that are committed (Quorum) or durable here (Leader).
+    /// Answers a leader's appends that are committed (Quorum) or durable here (Leader).
     pub(crate) fn complete_appends(&mut self, out: &mut Vec<Output>) {
         let durable = self.log.durable_end_offset();
-        let RoleState::Leader(l) = &mut self.role else {
-            return;
-        };
+        let l = self.leading();
         let hw = l.high_watermark.unwrap_or(-1);
         if l.appends.is_empty() {
             return;

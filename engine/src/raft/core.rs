@@ -2,10 +2,9 @@
 //! The handlers of each RPC live in their own modules (`vote`, `quorum_epoch`, `fetch`,
 //! `discovery`, `append`) as further `impl RaftCore` blocks.
 
-use std::collections::BTreeSet;
-
 use super::admission::{Receiver, EPOCH_WARNING, MAX_PEER_EPOCH};
 use super::endpoints::EndpointTable;
+use super::epoch_state::EpochState;
 use super::leader::LeaderState;
 use super::log_state::LogState;
 use super::quorum_state::{InitError, QuorumState, TransitionError};
@@ -20,41 +19,12 @@ use super::{ErrorCode, Role};
 /// How often a node that cannot campaign (its epoch is the last) repeats its alert.
 const EXHAUSTED_REMINDER_MS: TimeMs = 60_000;
 
-/// A candidacy in progress.
-#[derive(Debug, Default)]
-pub(crate) struct CandidateState {
-    pub(crate) granted: BTreeSet<NodeId>,
-    pub(crate) rejected: BTreeSet<NodeId>,
-    /// Lost (or timed out): waiting for the backoff before the next candidacy.
-    pub(crate) backing_off: bool,
-}
-
-/// A resigned leader's EndQuorumEpoch bookkeeping.
-#[derive(Debug, Default)]
-pub(crate) struct ResignedState {
-    pub(crate) successors: Vec<NodeId>,
-    pub(crate) acked: BTreeSet<NodeId>,
-}
-
-/// Per-role state; replaced on every transition.
-#[derive(Debug)]
-pub(crate) enum RoleState {
-    Passive,
-    Candidate(CandidateState),
-    Leader(Box<LeaderState>),
-    Follower {
-        /// Durable offset carried by the newest fetch sent.
-        sent_durable: Offset,
-    },
-    Resigned(ResignedState),
-}
-
 /// The sans-IO Raft core: its inputs and outputs and the rules it keeps are in docs/protocol.md,
 /// how the node drives it in docs/architecture.md ("Node runtime").
 pub struct RaftCore {
     pub(crate) config: RaftConfig,
+    /// The election state and the role with its data (the one `EpochState`).
     pub(crate) qs: QuorumState,
-    pub(crate) role: RoleState,
     pub(crate) log: LogState,
     pub(crate) outbound: Outbound,
     pub(crate) rng: SplitMix64,
@@ -103,7 +73,6 @@ impl RaftCore {
             log: LogState::new(&log, config.tail_cache_bytes).map_err(InitError::InvalidLog)?,
             config,
             qs,
-            role: RoleState::Passive,
             outbound,
             rng,
             now,
@@ -185,9 +154,9 @@ impl RaftCore {
     }
     /// Leader: the exposed HW (None until the own-epoch rule allows one). Others: learned HW.
     pub fn high_watermark(&self) -> Option<Offset> {
-        match &self.role {
-            RoleState::Leader(l) => l.high_watermark,
-            _ => self.local_hw,
+        match self.qs.leader() {
+            Some(l) => l.high_watermark,
+            None => self.local_hw,
         }
     }
     pub fn log_end_offset(&self) -> Offset {
@@ -219,10 +188,16 @@ impl RaftCore {
         };
         consider(self.outbound.next_deadline());
         consider(self.shutdown_deadline);
-        if let RoleState::Leader(l) = &self.role {
+        if let Some(l) = self.qs.leader() {
             consider(l.parked.iter().map(|p| p.deadline).min());
         }
         best
+    }
+
+    /// The leader's bookkeeping, where the caller knows this node leads (it checked on entry,
+    /// and nothing since changed the role).
+    pub(crate) fn leading(&mut self) -> &mut LeaderState {
+        self.qs.leader_mut().expect("this node leads")
     }
 
     pub(crate) fn leader_hint(&self) -> NodeId {
@@ -258,34 +233,21 @@ impl RaftCore {
             self.qs.persist_current(out);
         }
         self.emit_role(out);
-        match self.qs.role() {
-            Role::Candidate => self.enter_candidacy(out),
-            Role::Follower => {
-                self.role = RoleState::Follower { sent_durable: -1 };
+        match self.qs.state() {
+            EpochState::Candidate { .. } => self.enter_candidacy(out),
+            EpochState::Follower { .. } => {
                 self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
             }
-            Role::Resigned => {
+            EpochState::Resigned { resigned, .. } => {
                 // A leader that restarted: tell the others at once so that they need not wait
                 // for their fetch timeout (successors by id: progress was lost with the crash).
-                let me = self.qs.local_id();
-                let others: Vec<NodeId> = self
-                    .qs
-                    .voters()
-                    .iter()
-                    .copied()
-                    .filter(|v| *v != me)
-                    .collect();
-                self.role = RoleState::Resigned(ResignedState {
-                    successors: others.clone(),
-                    acked: BTreeSet::new(),
-                });
+                let others = resigned.successors.clone();
                 self.role_deadline = Some(self.election_deadline());
                 for v in others {
                     self.send_end_quorum_epoch(v, out);
                 }
             }
-            Role::Unattached | Role::Voted => {
-                self.role = RoleState::Passive;
+            EpochState::Unattached { .. } | EpochState::Voted { .. } => {
                 if self.qs.is_observer() {
                     self.role_deadline = None;
                 } else if self.qs.epoch() == 0 || self.qs.voters().len() == 1 {
@@ -295,7 +257,7 @@ impl RaftCore {
                     self.role_deadline = Some(self.election_deadline());
                 }
             }
-            Role::Leader => unreachable!("restore never yields Leader"),
+            EpochState::Leader { .. } => unreachable!("restore never yields Leader"),
         }
     }
 
@@ -324,13 +286,13 @@ impl RaftCore {
     }
 
     fn on_role_timer(&mut self, out: &mut Vec<Output>) {
-        match self.qs.role() {
-            Role::Unattached | Role::Voted => {
+        match self.qs.state() {
+            EpochState::Unattached { .. } | EpochState::Voted { .. } => {
                 if !self.qs.is_observer() && !self.is_shutting_down() {
                     self.enter_candidate(out);
                 }
             }
-            Role::Follower => {
+            EpochState::Follower { .. } => {
                 if self.qs.is_observer() {
                     // Rediscover the leader (docs/protocol.md section 9).
                     let epoch = self.qs.epoch();
@@ -339,16 +301,19 @@ impl RaftCore {
                     self.enter_candidate(out);
                 }
             }
-            Role::Candidate => {
-                let backing_off = matches!(&self.role, RoleState::Candidate(c) if c.backing_off);
-                if backing_off {
+            EpochState::Candidate { candidacy, .. } => {
+                if candidacy.backing_off {
                     self.enter_candidate(out);
                 } else {
                     self.start_backoff();
                 }
             }
-            Role::Leader => self.check_quorum(out),
-            Role::Resigned => {
+            EpochState::Leader { leader, .. } => {
+                let until =
+                    leader.quorum_alive_until(self.qs.majority(), self.config.progress_timeout_ms);
+                self.check_quorum(until, out);
+            }
+            EpochState::Resigned { .. } => {
                 if !self.is_shutting_down() {
                     self.enter_candidate(out);
                 }
@@ -358,22 +323,19 @@ impl RaftCore {
 
     /// A lost or timed-out election: wait a random backoff, then campaign at epoch + 1.
     pub(crate) fn start_backoff(&mut self) {
-        if let RoleState::Candidate(c) = &mut self.role {
-            c.backing_off = true;
-        }
+        self.qs
+            .candidate_mut()
+            .expect("only a candidate backs off")
+            .backing_off = true;
         self.outbound.forget(|f| f.kind == RequestKind::Vote);
         self.role_deadline = Some(self.now + self.rng.up_to(self.config.election_jitter_max_ms));
     }
 
     /// Check-quorum (docs/protocol.md section 1, "Zombie leaders"): resign when a majority stopped
-    /// fetching.
-    fn check_quorum(&mut self, out: &mut Vec<Output>) {
-        let majority = self.qs.majority();
-        let window = self.config.progress_timeout_ms;
-        let RoleState::Leader(l) = &self.role else {
-            return;
-        };
-        match l.quorum_alive_until(majority, window) {
+    /// fetching. `until` is when the leader's contact with a majority runs out (None: never, a
+    /// lone voter).
+    fn check_quorum(&mut self, until: Option<TimeMs>, out: &mut Vec<Output>) {
+        match until {
             None => self.role_deadline = None,
             Some(until) if until > self.now => self.role_deadline = Some(until),
             Some(_) => {
@@ -459,12 +421,21 @@ impl RaftCore {
         false
     }
 
-    /// Ends the previous role: every parked fetch, pending read and client append of a leader
-    /// is completed with an error (no purgatory leak), and no earlier request's answer matters.
-    fn leave_role(&mut self, resigned: bool, out: &mut Vec<Output>) {
+    /// Ends the previous role (`old`, handed back by the transition): every parked fetch,
+    /// pending read and client append of a leader is completed with an error (no purgatory
+    /// leak), and no earlier request's answer matters.
+    fn leave_role(&mut self, old: EpochState, resigned: bool, out: &mut Vec<Output>) {
+        debug_assert!(
+            old.epoch() <= self.qs.epoch(),
+            "{old:?} after the transition"
+        );
+        debug_assert_eq!(
+            resigned,
+            matches!(old, EpochState::Leader { .. }) && self.qs.role() == Role::Resigned,
+            "only a leader resigns, and only into Resigned"
+        );
         self.outbound.clear();
-        let old = std::mem::replace(&mut self.role, RoleState::Passive);
-        if let RoleState::Leader(l) = old {
+        if let EpochState::Leader { leader: l, .. } = old {
             if let Some(hw) = l.high_watermark {
                 self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
             }
@@ -506,10 +477,11 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_unattached(&mut self, epoch: Epoch, out: &mut Vec<Output>) -> bool {
-        if let Err(e) = self.qs.become_unattached(epoch, out) {
-            return self.refused(e, out);
-        }
-        self.leave_role(false, out);
+        let old = match self.qs.become_unattached(epoch, out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
+        };
+        self.leave_role(old, false, out);
         self.emit_role(out);
         self.role_deadline = if self.qs.is_observer() || self.is_shutting_down() {
             None
@@ -520,10 +492,11 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_voted(&mut self, candidate: NodeId, out: &mut Vec<Output>) -> bool {
-        if let Err(e) = self.qs.become_voted(candidate, out) {
-            return self.refused(e, out);
-        }
-        self.leave_role(false, out);
+        let old = match self.qs.become_voted(candidate, out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
+        };
+        self.leave_role(old, false, out);
         self.emit_role(out);
         self.role_deadline = if self.is_shutting_down() {
             None
@@ -534,22 +507,26 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_candidate(&mut self, out: &mut Vec<Output>) -> bool {
-        match self.qs.become_candidate(out) {
-            Ok(()) => {}
+        let old = match self.qs.become_candidate(out) {
+            Ok(old) => old,
             Err(e @ TransitionError::EpochExhausted { .. }) => return self.epoch_exhausted(e, out),
             Err(e) => return self.refused(e, out),
-        }
-        self.leave_role(false, out);
+        };
+        self.leave_role(old, false, out);
         self.emit_role(out);
         self.enter_candidacy(out);
         true
     }
 
-    /// Asks every other voter for its vote (or wins at once as a lone voter).
+    /// Asks every other voter for its vote (or wins at once as a lone voter). The candidacy
+    /// itself (its own vote granted) came with the transition.
     fn enter_candidacy(&mut self, out: &mut Vec<Output>) {
-        let mut c = CandidateState::default();
-        c.granted.insert(self.qs.local_id());
-        self.role = RoleState::Candidate(c);
+        debug_assert!(
+            self.qs
+                .candidate()
+                .is_some_and(|c| c.granted.len() == 1 && !c.backing_off),
+            "a fresh candidacy"
+        );
         self.role_deadline = Some(self.election_deadline());
         if self.qs.majority() <= 1 {
             self.enter_leader(out);
@@ -572,19 +549,18 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_leader(&mut self, out: &mut Vec<Output>) -> bool {
-        let granted: Vec<NodeId> = match &self.role {
-            RoleState::Candidate(c) => c.granted.iter().copied().collect(),
-            _ => Vec::new(),
+        let start = self.log.end_offset();
+        let old = match self.qs.become_leader(start, self.now, out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
         };
-        if let Err(e) = self.qs.become_leader(granted.len(), out) {
-            return self.refused(e, out);
-        }
-        self.leave_role(false, out);
+        let EpochState::Candidate { candidacy, .. } = &old else {
+            unreachable!("only a candidate becomes leader, not {old:?}");
+        };
+        let granted: Vec<NodeId> = candidacy.granted.iter().copied().collect();
+        self.leave_role(old, false, out);
         self.emit_role(out);
         let epoch = self.qs.epoch();
-        let start = self.log.end_offset();
-        let leader = LeaderState::new(epoch, start, self.qs.local_id(), self.qs.voters(), self.now);
-        self.role = RoleState::Leader(Box::new(leader));
         let bytes = super::record_glue::leader_change_batch(
             start,
             epoch,
@@ -601,6 +577,11 @@ impl RaftCore {
             bytes: bytes.freeze(),
         };
         self.log.append(vec![batch], out);
+        debug_assert_eq!(
+            self.log.last_epoch(),
+            epoch,
+            "the LeaderChange opens the epoch"
+        );
         for v in self.other_voters() {
             self.send_begin_quorum_epoch(v, out);
         }
@@ -618,12 +599,12 @@ impl RaftCore {
         leader: NodeId,
         out: &mut Vec<Output>,
     ) -> bool {
-        if let Err(e) = self.qs.become_follower(epoch, leader, out) {
-            return self.refused(e, out);
-        }
-        self.leave_role(false, out);
+        let old = match self.qs.become_follower(epoch, leader, out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
+        };
+        self.leave_role(old, false, out);
         self.emit_role(out);
-        self.role = RoleState::Follower { sent_durable: -1 };
         self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
         if self.is_shutting_down() {
             // Another leader is known: a graceful shutdown is complete.
@@ -635,19 +616,18 @@ impl RaftCore {
     /// Leader -> Resigned: parked fetches fail with BROKER_NOT_AVAILABLE, appends fail, and
     /// EndQuorumEpoch goes to the other voters, most caught-up first.
     pub(crate) fn resign(&mut self, out: &mut Vec<Output>) -> bool {
-        let successors = match &self.role {
-            RoleState::Leader(l) => l.successors(),
-            _ => Vec::new(),
+        let old = match self.qs.become_resigned(out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
         };
-        if let Err(e) = self.qs.become_resigned(out) {
-            return self.refused(e, out);
-        }
-        self.leave_role(true, out);
+        self.leave_role(old, true, out);
         self.emit_role(out);
-        self.role = RoleState::Resigned(ResignedState {
-            successors: successors.clone(),
-            acked: BTreeSet::new(),
-        });
+        let successors = self
+            .qs
+            .resigned()
+            .expect("just resigned")
+            .successors
+            .clone();
         self.role_deadline = None;
         for v in successors {
             self.send_end_quorum_epoch(v, out);
@@ -655,8 +635,14 @@ impl RaftCore {
         true
     }
 
+    /// Stops in the current role (kept as it is: nothing reads it once stopped). Never as
+    /// leader: a leader resigns first (`on_shutdown`), and no node campaigns while it shuts down.
     pub(crate) fn complete_shutdown(&mut self, out: &mut Vec<Output>) {
-        self.leave_role(false, out);
+        debug_assert!(
+            self.qs.leader().is_none(),
+            "a leader stops without resigning"
+        );
+        self.outbound.clear();
         out.push(Output::ShutdownComplete);
         self.stopped = true;
         self.shutdown_deadline = None;
@@ -699,28 +685,21 @@ impl RaftCore {
             return;
         }
         let retry = match f.kind {
-            RequestKind::Vote => match &self.role {
-                RoleState::Candidate(c)
-                    if !c.backing_off
-                        && !c.granted.contains(&f.to)
-                        && !c.rejected.contains(&f.to) =>
-                {
-                    Some(Retry::Vote(f.to))
-                }
-                _ => None,
-            },
-            RequestKind::BeginQuorumEpoch => match &self.role {
-                RoleState::Leader(l) if !l.endorsed.contains(&f.to) => {
-                    Some(Retry::BeginQuorumEpoch(f.to))
-                }
-                _ => None,
-            },
-            RequestKind::EndQuorumEpoch => match &self.role {
-                RoleState::Resigned(r) if !r.acked.contains(&f.to) => {
-                    Some(Retry::EndQuorumEpoch(f.to))
-                }
-                _ => None,
-            },
+            RequestKind::Vote => self
+                .qs
+                .candidate()
+                .is_some_and(|c| c.awaits_vote(f.to))
+                .then_some(Retry::Vote(f.to)),
+            RequestKind::BeginQuorumEpoch => self
+                .qs
+                .leader()
+                .is_some_and(|l| !l.endorsed.contains(&f.to))
+                .then_some(Retry::BeginQuorumEpoch(f.to)),
+            RequestKind::EndQuorumEpoch => self
+                .qs
+                .resigned()
+                .is_some_and(|r| !r.acked.contains(&f.to))
+                .then_some(Retry::EndQuorumEpoch(f.to)),
             RequestKind::Fetch {
                 fetch_offset,
                 last_fetched_epoch,
@@ -754,19 +733,17 @@ impl RaftCore {
     fn run_retry(&mut self, retry: Retry, out: &mut Vec<Output>) {
         match retry {
             Retry::Vote(to) => {
-                let pending = matches!(&self.role, RoleState::Candidate(c)
-                    if !c.backing_off && !c.granted.contains(&to) && !c.rejected.contains(&to));
-                if pending {
+                if self.qs.candidate().is_some_and(|c| c.awaits_vote(to)) {
                     self.send_vote(to, out);
                 }
             }
             Retry::BeginQuorumEpoch(to) => {
-                if matches!(&self.role, RoleState::Leader(l) if !l.endorsed.contains(&to)) {
+                if self.qs.leader().is_some_and(|l| !l.endorsed.contains(&to)) {
                     self.send_begin_quorum_epoch(to, out);
                 }
             }
             Retry::EndQuorumEpoch(to) => {
-                if matches!(&self.role, RoleState::Resigned(r) if !r.acked.contains(&to)) {
+                if self.qs.resigned().is_some_and(|r| !r.acked.contains(&to)) {
                     self.send_end_quorum_epoch(to, out);
                 }
             }

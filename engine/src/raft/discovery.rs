@@ -2,7 +2,7 @@
 //! and DescribeQuorum (section 9).
 
 use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
-use super::core::{RaftCore, RoleState};
+use super::core::RaftCore;
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
@@ -460,8 +460,8 @@ impl RaftCore {
     }
 
     pub(crate) fn handle_describe_quorum(&mut self, id: RequestId, out: &mut Vec<Output>) {
-        let response = match &self.role {
-            RoleState::Leader(l) => {
+        let response = match self.qs.leader() {
+            Some(l) => {
                 let me = self.qs.local_id();
                 let mut voters: Vec<ReplicaState> = Vec::with_capacity(l.voters.len() + 1);
                 for v in self.qs.voters() {
@@ -489,7 +489,7 @@ impl RaftCore {
                         .collect(),
                 }
             }
-            _ => DescribeQuorumResponse {
+            None => DescribeQuorumResponse {
                 error: ErrorCode::NOT_QUORUM_LEADER,
                 leader_id: self.leader_hint(),
                 leader_epoch: self.qs.epoch(),

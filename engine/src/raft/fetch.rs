@@ -2,8 +2,9 @@
 //! parking) and the follower's (truncation, pipelining with the durable offset).
 
 use super::admission::MAX_OFFSET;
-use super::core::{RaftCore, RoleState};
+use super::core::RaftCore;
 use super::discovery::Common;
+use super::epoch_state::EpochState;
 use super::leader::ParkedFetch;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{Batch, Offset, OffsetAndEpoch, Output, RequestId};
@@ -22,10 +23,11 @@ impl RaftCore {
         diverging: Option<OffsetAndEpoch>,
         out: &mut Vec<Output>,
     ) {
-        let high_watermark = match &self.role {
-            RoleState::Leader(l) => l.high_watermark.unwrap_or(-1),
-            _ => -1,
-        };
+        let high_watermark = self
+            .qs
+            .leader()
+            .and_then(|l| l.high_watermark)
+            .unwrap_or(-1);
         out.push(Output::Respond {
             id,
             response: Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
@@ -70,16 +72,16 @@ impl RaftCore {
         if self.is_shutting_down() || self.qs.role() == Role::Resigned {
             return self.respond_fetch_error(id, ErrorCode::BROKER_NOT_AVAILABLE, out);
         }
-        if self.qs.role() != Role::Leader {
+        if self.qs.leader().is_none() {
             return self.respond_fetch_error(id, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
         }
+        // A leader from here on: nothing below changes the role.
         if req.is_follower && !self.qs.is_voter(req.replica_id) {
             return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
         }
         self.supersede_parked_fetch(req.replica_id, out);
-        if let RoleState::Leader(l) = &mut self.role {
-            l.note_contact(req.replica_id, self.now);
-        }
+        let now = self.now;
+        self.leading().note_contact(req.replica_id, now);
         let leo = self.log.end_offset();
         if let Some(d) = self
             .log
@@ -90,15 +92,13 @@ impl RaftCore {
             return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), Some(d), out);
         }
         if req.replica_id >= 0 && req.replica_id != self.qs.local_id() {
-            if let RoleState::Leader(l) = &mut self.role {
-                l.record_fetch(
-                    req.replica_id,
-                    req.fetch_offset,
-                    req.durable_offset,
-                    leo,
-                    self.now,
-                );
-            }
+            self.leading().record_fetch(
+                req.replica_id,
+                req.fetch_offset,
+                req.durable_offset,
+                leo,
+                now,
+            );
         }
         let hw_advanced = self.update_leader_hw(out);
         if req.fetch_offset >= leo {
@@ -110,14 +110,12 @@ impl RaftCore {
                         .fetch_timeout_ms
                         .max(self.config.fetch_max_wait_ms),
                 );
-                if let RoleState::Leader(l) = &mut self.role {
-                    l.parked.push(ParkedFetch {
-                        request_id: id,
-                        replica_id: req.replica_id,
-                        fetch_offset: req.fetch_offset,
-                        deadline: self.now + wait,
-                    });
-                }
+                self.leading().parked.push(ParkedFetch {
+                    request_id: id,
+                    replica_id: req.replica_id,
+                    fetch_offset: req.fetch_offset,
+                    deadline: now + wait,
+                });
                 return;
             }
             return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), None, out);
@@ -125,16 +123,14 @@ impl RaftCore {
         self.respond_with_records(id, req.fetch_offset, out);
     }
 
-    /// Answers from the tail cache, or asks the driver to read the log.
+    /// Answers from the tail cache, or asks the driver to read the log (a leader's).
     fn respond_with_records(&mut self, id: RequestId, from: Offset, out: &mut Vec<Output>) {
         if let Some(batches) = self.log.tail.read(from, self.config.fetch_max_bytes) {
             return self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
         }
         let read_id = self.next_read_id;
         self.next_read_id += 1;
-        if let RoleState::Leader(l) = &mut self.role {
-            l.reads.insert(read_id, id);
-        }
+        self.leading().reads.insert(read_id, id);
         out.push(Output::ReadLog {
             read_id,
             from_offset: from,
@@ -148,10 +144,8 @@ impl RaftCore {
         batches: Vec<Batch>,
         out: &mut Vec<Output>,
     ) {
-        let request_id = match &mut self.role {
-            RoleState::Leader(l) => l.reads.remove(&read_id),
-            _ => None,
-        };
+        // The leadership that asked may be gone: its fetches were answered when it ended.
+        let request_id = self.qs.leader_mut().and_then(|l| l.reads.remove(&read_id));
         if let Some(id) = request_id {
             self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
         }
@@ -162,9 +156,7 @@ impl RaftCore {
         if replica_id < 0 {
             return;
         }
-        let RoleState::Leader(l) = &mut self.role else {
-            return;
-        };
+        let l = self.leading();
         let Some(pos) = l.parked.iter().position(|p| p.replica_id == replica_id) else {
             return;
         };
@@ -172,12 +164,9 @@ impl RaftCore {
         self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
     }
 
-    /// New data: every parked fetch gets it.
+    /// New data (a leader's): every parked fetch gets it.
     pub(crate) fn complete_parked_with_records(&mut self, out: &mut Vec<Output>) {
-        let parked = match &mut self.role {
-            RoleState::Leader(l) if !l.parked.is_empty() => std::mem::take(&mut l.parked),
-            _ => return,
-        };
+        let parked = std::mem::take(&mut self.leading().parked);
         for p in parked {
             self.respond_with_records(p.request_id, p.fetch_offset, out);
         }
@@ -185,8 +174,8 @@ impl RaftCore {
 
     pub(crate) fn expire_parked_fetches(&mut self, out: &mut Vec<Output>) {
         let now = self.now;
-        let expired: Vec<ParkedFetch> = match &mut self.role {
-            RoleState::Leader(l) if l.parked.iter().any(|p| p.deadline <= now) => {
+        let expired: Vec<ParkedFetch> = match self.qs.leader_mut() {
+            Some(l) if l.parked.iter().any(|p| p.deadline <= now) => {
                 let (done, keep) = std::mem::take(&mut l.parked)
                     .into_iter()
                     .partition(|p| p.deadline <= now);
@@ -204,10 +193,7 @@ impl RaftCore {
     /// parked fetches. Returns whether it advanced.
     pub(crate) fn update_leader_hw(&mut self, out: &mut Vec<Output>) -> bool {
         let own = self.log.durable_end_offset();
-        let RoleState::Leader(l) = &mut self.role else {
-            return false;
-        };
-        let Some(hw) = l.maybe_advance_hw(own) else {
+        let Some(hw) = self.leading().maybe_advance_hw(own) else {
             return false;
         };
         // Progress is recorded only for fetches at or below our end (others diverge), so a
@@ -221,10 +207,7 @@ impl RaftCore {
         self.local_hw = Some(hw);
         out.push(Output::HighWatermark(hw));
         self.complete_appends(out);
-        let parked = match &mut self.role {
-            RoleState::Leader(l) => std::mem::take(&mut l.parked),
-            _ => Vec::new(),
-        };
+        let parked = std::mem::take(&mut self.leading().parked);
         for p in parked {
             self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
         }
@@ -262,19 +245,17 @@ impl RaftCore {
             },
             request,
         );
-        if let RoleState::Follower { sent_durable } = &mut self.role {
-            *sent_durable = durable;
-        }
+        *self.qs.sent_durable_mut().expect("only a follower fetches") = durable;
     }
 
     /// Pipelining: the outstanding fetch may be parked at the leader with an older durable
     /// offset; send a fresher one so the leader can advance the HW.
     pub(crate) fn refresh_durable_offset(&mut self, out: &mut Vec<Output>) {
         let durable = self.log.durable_end_offset().min(self.log.end_offset());
-        let RoleState::Follower { sent_durable } = &self.role else {
-            return;
+        let EpochState::Follower { sent_durable, .. } = *self.qs.state() else {
+            unreachable!("called for a follower");
         };
-        if durable <= *sent_durable {
+        if durable <= sent_durable {
             return;
         }
         let current = RequestKind::Fetch {
@@ -326,8 +307,8 @@ impl RaftCore {
                 return;
             }
         }
-        if self.qs.role() != Role::Follower || self.qs.leader_id() != Some(f.to) {
-            return;
+        if !matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to) {
+            return; // not (or no longer) following the node that answered
         }
         if fetch_offset != self.log.end_offset() || last_fetched_epoch != self.log.last_epoch() {
             return; // an answer to an older position (pipelined or superseded): drop

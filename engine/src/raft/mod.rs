@@ -5,7 +5,8 @@
 //! to be carried out in order by the driver. No clock, socket, file or RNG inside.
 //!
 //! Modules, one concept each: `admission` (bounds every peer message must meet before it
-//! can change anything), `quorum_state` (the only place role transitions happen),
+//! can change anything), `epoch_state` (the role in the current epoch with the role's data),
+//! `quorum_state` (holds the one `EpochState`: the only place role transitions happen),
 //! `core` (dispatch, transitions' side effects, timers), `vote`, `quorum_epoch`
 //! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
 //! (common response rules, FindQuorum, DescribeQuorum), `endpoints` (voter endpoints learned
@@ -18,6 +19,7 @@ mod append;
 mod core;
 mod discovery;
 mod endpoints;
+mod epoch_state;
 pub mod error;
 mod fetch;
 pub(crate) mod leader;
@@ -42,6 +44,7 @@ pub use quorum_state::{InitError, QuorumState, TransitionError};
 pub use types::*;
 
 /// A node's role (docs/protocol.md section 2). Observers only ever are Unattached or Follower.
+/// Derived from the one `EpochState` that `QuorumState` holds (`QuorumState::role`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     Unattached,

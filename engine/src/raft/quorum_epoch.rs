@@ -1,6 +1,6 @@
 //! BeginQuorumEpoch (docs/protocol.md section 4) and EndQuorumEpoch (section 5).
 
-use super::core::{RaftCore, RoleState};
+use super::core::RaftCore;
 use super::discovery::Common;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{Epoch, NodeId, Output, RequestId};
@@ -27,11 +27,14 @@ impl RaftCore {
         );
     }
 
+    /// Only a resigned leader sends it.
     pub(crate) fn send_end_quorum_epoch(&mut self, to: NodeId, out: &mut Vec<Output>) {
-        let successors = match &self.role {
-            RoleState::Resigned(r) => r.successors.clone(),
-            _ => return,
-        };
+        let successors = self
+            .qs
+            .resigned()
+            .expect("only a resigned leader ends its epoch")
+            .successors
+            .clone();
         let request = Request::EndQuorumEpoch(EndQuorumEpochRequest {
             cluster_id: self.config.cluster_id.clone(),
             replica_id: self.qs.local_id(),
@@ -145,7 +148,7 @@ impl RaftCore {
             Common::Done => {}
             Common::Retry => self.retry_while(Role::Leader, f.to, Retry::BeginQuorumEpoch(f.to)),
             Common::Proceed => {
-                if let RoleState::Leader(l) = &mut self.role {
+                if let Some(l) = self.qs.leader_mut() {
                     l.endorsed.insert(f.to);
                     self.outbound.reset_backoff(f.to);
                 }
@@ -233,7 +236,8 @@ impl RaftCore {
             Common::Done => {}
             Common::Retry => self.retry_while(Role::Resigned, f.to, Retry::EndQuorumEpoch(f.to)),
             Common::Proceed => {
-                if let RoleState::Resigned(r) = &mut self.role {
+                if let Some(r) = self.qs.resigned_mut() {
+                    debug_assert!(r.successors.contains(&f.to), "sent to a successor");
                     r.acked.insert(f.to);
                 }
             }

@@ -1,10 +1,15 @@
-//! The election state (epoch, leader, vote, role) and the voter set: the ONLY place where role
-//! transitions happen. Each transition is checked against docs/protocol.md section 2; an illegal
-//! one is refused without touching anything, a legal one pushes `PersistElectionState` to the
-//! outputs before the new state becomes visible.
+//! The election state and the voter set: the one `EpochState` (the epoch and the role with its
+//! data; the leader and the vote follow from it) and the ONLY place where role transitions
+//! happen. Each transition is checked against docs/protocol.md section 2; an illegal one is
+//! refused without touching anything, a legal one pushes `PersistElectionState` to the outputs
+//! before the new state becomes visible, and hands back the state it replaced.
+
+use std::collections::BTreeSet;
 
 use super::admission::MAX_PEER_EPOCH;
-use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Output, RaftConfig};
+use super::epoch_state::{CandidateState, EpochState, ResignedState};
+use super::leader::LeaderState;
+use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Offset, Output, RaftConfig, TimeMs};
 use super::Role;
 
 /// A transition the rules of docs/protocol.md section 2 forbid. Nothing was changed or emitted.
@@ -46,16 +51,13 @@ pub enum InitError {
     InvalidLog(crate::base::EpochCacheError),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct QuorumState {
     local_id: NodeId,
     voters: Vec<NodeId>,
     target_voters: Option<Vec<NodeId>>,
     applied_offset: i64,
-    epoch: Epoch,
-    leader_id: Option<NodeId>,
-    voted_id: Option<NodeId>,
-    role: Role,
+    state: EpochState,
 }
 
 fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
@@ -82,8 +84,7 @@ impl QuorumState {
         let log_epoch = log.epochs.last().map_or(0, |e| e.0);
         let Some(stored) = stored else {
             Self::check_voters_learnable(config, &configured)?;
-            let mut qs = QuorumState::unattached(config.node_id, configured, log_epoch);
-            qs.role = Role::Unattached;
+            let qs = QuorumState::unattached(config.node_id, configured, log_epoch);
             return Ok((qs, true));
         };
         if stored.epoch < 0 {
@@ -120,32 +121,47 @@ impl QuorumState {
         qs.applied_offset = stored.applied_offset;
         if log_epoch > stored.epoch {
             // Rule 3: the log saw a newer epoch than the file (the file write was lost).
-            qs.epoch = log_epoch;
+            qs.state = EpochState::Unattached { epoch: log_epoch };
             return Ok((qs, true));
         }
         let observer = qs.is_observer();
         let me = config.node_id;
+        let epoch = stored.epoch;
         if stored.leader_id == me {
             if observer {
                 return Err(InitError::InvalidStoredState("an observer cannot have led"));
             }
-            // Rule 4 (KAFKA-10527): never leader again in the same epoch.
-            qs.leader_id = Some(me);
-            qs.role = Role::Resigned;
+            // Rule 4 (KAFKA-10527): never leader again in the same epoch. The progress of the
+            // others was lost with the crash: the successors go by id.
+            let successors = qs.voters.iter().copied().filter(|v| *v != me).collect();
+            qs.state = EpochState::Resigned {
+                epoch,
+                resigned: ResignedState {
+                    successors,
+                    acked: BTreeSet::new(),
+                },
+            };
         } else if stored.voted_id == me {
             if observer {
                 return Err(InitError::InvalidStoredState(
                     "an observer cannot have voted",
                 ));
             }
-            qs.voted_id = Some(me);
-            qs.role = Role::Candidate;
+            qs.state = EpochState::Candidate {
+                epoch,
+                candidacy: CandidateState::voted_for_self(me),
+            };
         } else if stored.voted_id >= 0 && !observer {
-            qs.voted_id = Some(stored.voted_id);
-            qs.role = Role::Voted;
+            qs.state = EpochState::Voted {
+                epoch,
+                voted_for: stored.voted_id,
+            };
         } else if stored.leader_id >= 0 {
-            qs.leader_id = Some(stored.leader_id);
-            qs.role = Role::Follower;
+            qs.state = EpochState::Follower {
+                epoch,
+                leader: stored.leader_id,
+                sent_durable: -1,
+            };
         }
         let changed = stored_voters != qs.voters;
         Ok((qs, changed))
@@ -167,10 +183,7 @@ impl QuorumState {
             voters,
             target_voters: None,
             applied_offset: 0,
-            epoch,
-            leader_id: None,
-            voted_id: None,
-            role: Role::Unattached,
+            state: EpochState::Unattached { epoch },
         }
     }
 
@@ -178,16 +191,16 @@ impl QuorumState {
         self.local_id
     }
     pub fn epoch(&self) -> Epoch {
-        self.epoch
+        self.state.epoch()
     }
     pub fn role(&self) -> Role {
-        self.role
+        self.state.role()
     }
     pub fn leader_id(&self) -> Option<NodeId> {
-        self.leader_id
+        self.state.leader_id(self.local_id)
     }
     pub fn voted_id(&self) -> Option<NodeId> {
-        self.voted_id
+        self.state.voted_id(self.local_id)
     }
     pub fn voters(&self) -> &[NodeId] {
         &self.voters
@@ -208,71 +221,165 @@ impl QuorumState {
         self.voters.len() / 2 + 1
     }
 
+    // ----- the role's data (the role itself changes only through the transitions below) -----
+
+    pub(crate) fn state(&self) -> &EpochState {
+        &self.state
+    }
+    pub(crate) fn leader(&self) -> Option<&LeaderState> {
+        match &self.state {
+            EpochState::Leader { leader, .. } => Some(leader),
+            _ => None,
+        }
+    }
+    pub(crate) fn leader_mut(&mut self) -> Option<&mut LeaderState> {
+        match &mut self.state {
+            EpochState::Leader { leader, .. } => Some(leader),
+            _ => None,
+        }
+    }
+    pub(crate) fn candidate(&self) -> Option<&CandidateState> {
+        match &self.state {
+            EpochState::Candidate { candidacy, .. } => Some(candidacy),
+            _ => None,
+        }
+    }
+    pub(crate) fn candidate_mut(&mut self) -> Option<&mut CandidateState> {
+        match &mut self.state {
+            EpochState::Candidate { candidacy, .. } => Some(candidacy),
+            _ => None,
+        }
+    }
+    pub(crate) fn resigned(&self) -> Option<&ResignedState> {
+        match &self.state {
+            EpochState::Resigned { resigned, .. } => Some(resigned),
+            _ => None,
+        }
+    }
+    pub(crate) fn resigned_mut(&mut self) -> Option<&mut ResignedState> {
+        match &mut self.state {
+            EpochState::Resigned { resigned, .. } => Some(resigned),
+            _ => None,
+        }
+    }
+    /// A follower's durable offset as carried by its newest fetch.
+    pub(crate) fn sent_durable_mut(&mut self) -> Option<&mut Offset> {
+        match &mut self.state {
+            EpochState::Follower { sent_durable, .. } => Some(sent_durable),
+            _ => None,
+        }
+    }
+
     /// What the quorum-state file must hold for the current state.
     pub fn election_state(&self) -> ElectionState {
+        self.election_state_of(&self.state)
+    }
+
+    fn election_state_of(&self, state: &EpochState) -> ElectionState {
+        let (leader, vote) = (
+            state.leader_id(self.local_id),
+            state.voted_id(self.local_id),
+        );
+        debug_assert!(
+            leader.is_none() || vote.is_none(),
+            "{:?} has both a leader and a vote",
+            state.role()
+        );
         ElectionState {
-            epoch: self.epoch,
-            leader_id: self.leader_id.unwrap_or(-1),
-            voted_id: self.voted_id.unwrap_or(-1),
+            epoch: state.epoch(),
+            leader_id: leader.unwrap_or(-1),
+            voted_id: vote.unwrap_or(-1),
             current_voters: self.voters.clone(),
             target_voters: self.target_voters.clone(),
             applied_offset: self.applied_offset,
         }
     }
 
-    /// Persist first, then make the new state visible.
-    fn commit(&mut self, next: QuorumState, out: &mut Vec<Output>) {
-        next.assert_consistent();
+    /// Persist first, then make the new state visible. Returns the state it replaced.
+    fn commit(&mut self, next: EpochState, out: &mut Vec<Output>) -> EpochState {
+        self.assert_consistent(&next);
         assert!(
-            next.epoch >= self.epoch,
+            next.epoch() >= self.epoch(),
             "epoch {} after {}",
-            next.epoch,
-            self.epoch
+            next.epoch(),
+            self.epoch()
         );
-        out.push(Output::PersistElectionState(next.election_state()));
-        *self = next;
+        let persisted = self.election_state_of(&next);
+        out.push(Output::PersistElectionState(persisted));
+        std::mem::replace(&mut self.state, next)
     }
 
-    /// What each role implies about the leader and the vote (docs/protocol.md section 2); the
-    /// simulator's invariants check the same from outside (one leader per epoch, one vote per
-    /// voter and epoch, the vote persisted before it is granted).
-    fn assert_consistent(&self) {
-        let me = Some(self.local_id);
-        let (leader, vote) = (self.leader_id, self.voted_id);
-        let ok = match self.role {
-            Role::Unattached => leader.is_none() && vote.is_none(),
-            Role::Voted => leader.is_none() && vote.is_some() && vote != me,
-            Role::Candidate => leader.is_none() && vote == me,
-            // A leader has no vote to give: it voted for itself, and the file keeps only the
-            // leader once it won.
-            Role::Leader | Role::Resigned => leader == me && vote.is_none(),
-            Role::Follower => leader.is_some() && leader != me && vote.is_none(),
+    /// What each role implies (docs/protocol.md section 2); the simulator's invariants check the
+    /// same from outside (one leader per epoch, one vote per voter and epoch, the vote persisted
+    /// before it is granted). The leader and the vote of the other roles follow from the variant.
+    fn assert_consistent(&self, state: &EpochState) {
+        let me = self.local_id;
+        let ok = match state {
+            EpochState::Voted { voted_for, .. } => *voted_for != me,
+            EpochState::Follower { leader, .. } => *leader != me,
+            EpochState::Unattached { .. }
+            | EpochState::Candidate { .. }
+            | EpochState::Leader { .. }
+            | EpochState::Resigned { .. } => true,
         };
         assert!(
             ok,
-            "role {:?} with leader {leader:?} and vote {vote:?}",
-            self.role
+            "role {:?} with leader {:?} and vote {:?}",
+            state.role(),
+            state.leader_id(me),
+            state.voted_id(me)
         );
         assert!(
-            !self.is_observer() || matches!(self.role, Role::Unattached | Role::Follower),
+            !self.is_observer()
+                || matches!(
+                    state,
+                    EpochState::Unattached { .. } | EpochState::Follower { .. }
+                ),
             "an observer as {:?}",
-            self.role
+            state.role()
         );
-        assert!(self.epoch >= 0, "negative epoch {}", self.epoch);
+        assert!(state.epoch() >= 0, "negative epoch {}", state.epoch());
+        self.debug_assert_role_data(state);
+    }
+
+    /// The role's data agrees with the voter set: a candidacy counts its own vote and no voter
+    /// both ways; a leader tracks every other voter; a resigned leader names only other voters
+    /// as successors.
+    fn debug_assert_role_data(&self, state: &EpochState) {
+        let me = self.local_id;
+        let others = || self.voters.iter().copied().filter(move |v| *v != me);
+        match state {
+            EpochState::Candidate { candidacy: c, .. } => {
+                debug_assert!(c.granted.contains(&me), "a candidate votes for itself");
+                debug_assert!(c.granted.is_disjoint(&c.rejected), "{c:?}");
+            }
+            EpochState::Leader { leader, .. } => {
+                debug_assert!(leader.voters.keys().copied().eq(others()), "{leader:?}");
+            }
+            EpochState::Resigned { resigned: r, .. } => {
+                debug_assert!(
+                    r.successors.iter().all(|s| *s != me && self.is_voter(*s)),
+                    "{r:?}"
+                );
+            }
+            EpochState::Unattached { .. }
+            | EpochState::Voted { .. }
+            | EpochState::Follower { .. } => {}
+        }
     }
 
     fn illegal(&self, to: Role, why: &'static str) -> TransitionError {
         TransitionError::Illegal {
-            from: self.role,
+            from: self.role(),
             to,
             why,
         }
     }
 
     fn check_epoch(&self, epoch: Epoch) -> Result<(), TransitionError> {
-        if epoch < self.epoch {
+        if epoch < self.epoch() {
             return Err(TransitionError::LowerEpoch {
-                from: self.epoch,
+                from: self.epoch(),
                 to: epoch,
             });
         }
@@ -286,37 +393,26 @@ impl QuorumState {
 
     /// Learn a higher epoch without a leader. Observers may also drop a leader they can no
     /// longer reach within the same epoch (to rediscover it).
-    pub fn become_unattached(
+    pub(crate) fn become_unattached(
         &mut self,
         epoch: Epoch,
         out: &mut Vec<Output>,
-    ) -> Result<(), TransitionError> {
+    ) -> Result<EpochState, TransitionError> {
         self.check_epoch(epoch)?;
-        let observer_rediscovery = self.is_observer() && self.role == Role::Follower;
-        if epoch == self.epoch && !observer_rediscovery {
+        let observer_rediscovery =
+            self.is_observer() && matches!(self.state, EpochState::Follower { .. });
+        if epoch == self.epoch() && !observer_rediscovery {
             return Err(self.illegal(Role::Unattached, "same epoch"));
         }
-        let next = QuorumState::unattached_like(self, epoch);
-        self.commit(next, out);
-        Ok(())
-    }
-
-    fn unattached_like(from: &QuorumState, epoch: Epoch) -> QuorumState {
-        QuorumState {
-            epoch,
-            leader_id: None,
-            voted_id: None,
-            role: Role::Unattached,
-            ..from.clone()
-        }
+        Ok(self.commit(EpochState::Unattached { epoch }, out))
     }
 
     /// Grant a vote in the current epoch (Unattached only).
-    pub fn become_voted(
+    pub(crate) fn become_voted(
         &mut self,
         candidate: NodeId,
         out: &mut Vec<Output>,
-    ) -> Result<(), TransitionError> {
+    ) -> Result<EpochState, TransitionError> {
         if self.is_observer() {
             return Err(self.illegal(Role::Voted, "observers never vote"));
         }
@@ -326,74 +422,73 @@ impl QuorumState {
         if !self.is_voter(candidate) {
             return Err(self.illegal(Role::Voted, "candidate is not a voter"));
         }
-        if self.role != Role::Unattached {
+        let EpochState::Unattached { epoch } = self.state else {
             return Err(self.illegal(Role::Voted, "only an unattached voter can vote"));
-        }
-        let next = QuorumState {
-            voted_id: Some(candidate),
-            role: Role::Voted,
-            ..self.clone()
         };
-        self.commit(next, out);
-        Ok(())
+        let next = EpochState::Voted {
+            epoch,
+            voted_for: candidate,
+        };
+        Ok(self.commit(next, out))
     }
 
     /// Start an election: epoch + 1, vote for self.
-    pub fn become_candidate(&mut self, out: &mut Vec<Output>) -> Result<(), TransitionError> {
+    pub(crate) fn become_candidate(
+        &mut self,
+        out: &mut Vec<Output>,
+    ) -> Result<EpochState, TransitionError> {
         if self.is_observer() {
             return Err(self.illegal(Role::Candidate, "observers never campaign"));
         }
-        if self.role == Role::Leader {
+        if let EpochState::Leader { .. } = self.state {
             return Err(self.illegal(
                 Role::Candidate,
                 "a leader must resign or learn a higher epoch first",
             ));
         }
         // Never into an epoch the other voters would refuse (docs/protocol.md, "Hostile input").
-        if self.epoch >= MAX_PEER_EPOCH {
-            return Err(TransitionError::EpochExhausted { epoch: self.epoch });
+        let epoch = self.epoch();
+        if epoch >= MAX_PEER_EPOCH {
+            return Err(TransitionError::EpochExhausted { epoch });
         }
-        let epoch = self.epoch + 1;
-        let next = QuorumState {
-            epoch,
-            leader_id: None,
-            voted_id: Some(self.local_id),
-            role: Role::Candidate,
-            ..self.clone()
+        let next = EpochState::Candidate {
+            epoch: epoch + 1,
+            candidacy: CandidateState::voted_for_self(self.local_id),
         };
-        self.commit(next, out);
-        Ok(())
+        Ok(self.commit(next, out))
     }
 
-    /// Win the election: needs `granted` (self included) to be a majority.
-    pub fn become_leader(
+    /// Win the election: the candidacy's granted votes (self included) must be a majority. The
+    /// leader's log starts its epoch at `epoch_start_offset` (where its LeaderChange record
+    /// goes). Returns the candidacy that won.
+    pub(crate) fn become_leader(
         &mut self,
-        granted: usize,
+        epoch_start_offset: Offset,
+        now: TimeMs,
         out: &mut Vec<Output>,
-    ) -> Result<(), TransitionError> {
-        if self.role != Role::Candidate {
+    ) -> Result<EpochState, TransitionError> {
+        let EpochState::Candidate { epoch, candidacy } = &self.state else {
             return Err(self.illegal(Role::Leader, "only a candidate can become leader"));
-        }
-        if granted < self.majority() {
+        };
+        if candidacy.granted.len() < self.majority() {
             return Err(self.illegal(Role::Leader, "no majority of granted votes"));
         }
-        let next = QuorumState {
-            leader_id: Some(self.local_id),
-            voted_id: None,
-            role: Role::Leader,
-            ..self.clone()
+        let epoch = *epoch;
+        let leader = LeaderState::new(epoch, epoch_start_offset, self.local_id, &self.voters, now);
+        let next = EpochState::Leader {
+            epoch,
+            leader: Box::new(leader),
         };
-        self.commit(next, out);
-        Ok(())
+        Ok(self.commit(next, out))
     }
 
     /// Follow `leader` in `epoch`.
-    pub fn become_follower(
+    pub(crate) fn become_follower(
         &mut self,
         epoch: Epoch,
         leader: NodeId,
         out: &mut Vec<Output>,
-    ) -> Result<(), TransitionError> {
+    ) -> Result<EpochState, TransitionError> {
         self.check_epoch(epoch)?;
         if leader == self.local_id {
             return Err(self.illegal(Role::Follower, "cannot follow self"));
@@ -401,28 +496,27 @@ impl QuorumState {
         if !self.is_voter(leader) {
             return Err(self.illegal(Role::Follower, "leader is not a voter"));
         }
-        if epoch == self.epoch {
-            match self.role {
-                Role::Unattached | Role::Voted | Role::Candidate => {}
-                Role::Follower => {
+        if epoch == self.epoch() {
+            match self.state {
+                EpochState::Unattached { .. }
+                | EpochState::Voted { .. }
+                | EpochState::Candidate { .. } => {}
+                EpochState::Follower { .. } => {
                     return Err(
                         self.illegal(Role::Follower, "already following a leader in this epoch")
                     )
                 }
-                Role::Leader | Role::Resigned => {
+                EpochState::Leader { .. } | EpochState::Resigned { .. } => {
                     return Err(self.illegal(Role::Follower, "this node led this epoch"))
                 }
             }
         }
-        let next = QuorumState {
+        let next = EpochState::Follower {
             epoch,
-            leader_id: Some(leader),
-            voted_id: None,
-            role: Role::Follower,
-            ..self.clone()
+            leader,
+            sent_durable: -1,
         };
-        self.commit(next, out);
-        Ok(())
+        Ok(self.commit(next, out))
     }
 
     /// An observer that started without a voter set adopts the one a bootstrap server of its
@@ -452,25 +546,37 @@ impl QuorumState {
         if voters.binary_search(&self.local_id).is_ok() {
             return refuse("this node is one of them, but was started without quorum.voters");
         }
-        assert!(self.leader_id.is_none() && self.voted_id.is_none());
-        let next = QuorumState {
-            voters: voters.clone(),
-            ..self.clone()
-        };
-        self.commit(next, out);
+        // Without voters no leader can be known (nor a vote given): still unattached.
+        assert!(
+            matches!(self.state, EpochState::Unattached { .. }),
+            "{:?} without a voter set",
+            self.role()
+        );
+        // Persist first (the same state, with the voters), then make the voters visible.
+        let mut persisted = self.election_state();
+        persisted.current_voters = voters.clone();
+        out.push(Output::PersistElectionState(persisted));
+        self.voters = voters;
         Ok(())
     }
 
     /// Graceful resignation (shutdown, check-quorum): stays in the epoch, never votes in it.
-    pub fn become_resigned(&mut self, out: &mut Vec<Output>) -> Result<(), TransitionError> {
-        if self.role != Role::Leader {
+    /// The successors are the other voters, most caught-up first. Returns the leadership given
+    /// up.
+    pub(crate) fn become_resigned(
+        &mut self,
+        out: &mut Vec<Output>,
+    ) -> Result<EpochState, TransitionError> {
+        let EpochState::Leader { epoch, leader } = &self.state else {
             return Err(self.illegal(Role::Resigned, "only a leader resigns"));
-        }
-        let next = QuorumState {
-            role: Role::Resigned,
-            ..self.clone()
         };
-        self.commit(next, out);
-        Ok(())
+        let next = EpochState::Resigned {
+            epoch: *epoch,
+            resigned: ResignedState {
+                successors: leader.successors(),
+                acked: BTreeSet::new(),
+            },
+        };
+        Ok(self.commit(next, out))
     }
 }

@@ -1,6 +1,6 @@
 //! Vote (docs/protocol.md section 3): handling requests as a voter, responses as a candidate.
 
-use super::core::{RaftCore, RoleState};
+use super::core::RaftCore;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{NodeId, Output, RequestId};
 use super::{ErrorCode, Request, Response, Role, VoteRequest, VoteResponse};
@@ -100,7 +100,7 @@ impl RaftCore {
         match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
             super::discovery::Common::Done => return,
             super::discovery::Common::Retry => {
-                if matches!(&self.role, RoleState::Candidate(c) if !c.backing_off) {
+                if self.qs.candidate().is_some_and(|c| !c.backing_off) {
                     self.outbound
                         .schedule_retry(self.now, f.to, Retry::Vote(f.to), &mut self.rng);
                 }
@@ -110,7 +110,8 @@ impl RaftCore {
         }
         let majority = self.qs.majority();
         let voters = self.qs.voters().len();
-        let RoleState::Candidate(c) = &mut self.role else {
+        // A late answer (the candidacy won or ended in this epoch) changes nothing.
+        let Some(c) = self.qs.candidate_mut() else {
             return;
         };
         if c.backing_off {

@@ -2,11 +2,24 @@
 //! new state before it is visible; every illegal one is refused without touching anything.
 
 use super::harness::*;
+use crate::raft::epoch_state::EpochState;
 use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-type Transition = fn(&mut QuorumState, &mut Vec<Output>) -> Result<(), TransitionError>;
+type Transition = fn(&mut QuorumState, &mut Vec<Output>) -> Result<EpochState, TransitionError>;
+
+/// Leader from a candidacy that was granted `votes` votes (its own first).
+fn lead_with(
+    q: &mut QuorumState,
+    votes: usize,
+    out: &mut Vec<Output>,
+) -> Result<EpochState, TransitionError> {
+    if let Some(c) = q.candidate_mut() {
+        c.granted.extend(VOTERS.iter().take(votes));
+    }
+    q.become_leader(0, 0, out)
+}
 
 fn restore(id: NodeId, s: ElectionState) -> QuorumState {
     QuorumState::restore(&config(id, VOTERS), Some(s), &log(0, &[]))
@@ -23,7 +36,7 @@ fn state(role: Role) -> QuorumState {
         Role::Resigned => restore(1, stored(2, 1, -1, VOTERS)),
         Role::Leader => {
             let mut q = restore(1, stored(2, -1, 1, VOTERS));
-            q.become_leader(2, &mut Vec::new()).expect("majority");
+            lead_with(&mut q, 2, &mut Vec::new()).expect("majority");
             q
         }
     }
@@ -61,7 +74,7 @@ fn allowed_transitions_persist_before_applying() {
     let follow2_same: Transition = |q, o| q.become_follower(2, 2, o);
     let follow2_next: Transition = |q, o| q.become_follower(3, 2, o);
     let follow3_next: Transition = |q, o| q.become_follower(3, 3, o);
-    let lead: Transition = |q, o| q.become_leader(2, o);
+    let lead: Transition = |q, o| lead_with(q, 2, o);
     let resign: Transition = |q, o| q.become_resigned(o);
 
     for from in [Unattached, Voted, Candidate, Leader, Follower, Resigned] {
@@ -96,9 +109,9 @@ fn illegal_transitions_are_refused_without_touching_state() {
     // Leader -> Candidate directly.
     refused(state(Leader), |q, o| q.become_candidate(o));
     // Candidate -> Leader without a majority; Leader from anything but Candidate.
-    refused(state(Candidate), |q, o| q.become_leader(1, o));
+    refused(state(Candidate), |q, o| lead_with(q, 1, o));
     for from in [Unattached, Voted, Follower, Resigned, Leader] {
-        refused(state(from), |q, o| q.become_leader(3, o));
+        refused(state(from), |q, o| lead_with(q, 3, o));
     }
     // Following self or a non-voter; voting for self or a non-voter.
     refused(state(Unattached), |q, o| q.become_follower(3, 1, o));
@@ -122,5 +135,5 @@ fn illegal_transitions_are_refused_without_touching_state() {
     // Observers: never candidate, voted, leader.
     refused(observer(), |q, o| q.become_candidate(o));
     refused(observer(), |q, o| q.become_voted(2, o));
-    refused(observer(), |q, o| q.become_leader(3, o));
+    refused(observer(), |q, o| lead_with(q, 3, o));
 }

@@ -1,0 +1,121 @@
+//! The epoch state: the role a node holds in its current epoch, with that role's data
+//! (docs/protocol.md section 2). `QuorumState` holds the one instance and is the only place it
+//! changes; `Role` is derived from it, and so are the leader and the vote that go to the
+//! quorum-state file.
+
+use std::collections::BTreeSet;
+
+use super::leader::LeaderState;
+use super::types::{Epoch, NodeId, Offset};
+use super::Role;
+
+/// A candidacy in progress.
+#[derive(Debug, Default)]
+pub(crate) struct CandidateState {
+    pub(crate) granted: BTreeSet<NodeId>,
+    pub(crate) rejected: BTreeSet<NodeId>,
+    /// Lost (or timed out): waiting for the backoff before the next candidacy.
+    pub(crate) backing_off: bool,
+}
+
+impl CandidateState {
+    /// A new candidacy: its own vote is the first one granted.
+    pub(crate) fn voted_for_self(local: NodeId) -> Self {
+        let mut c = CandidateState::default();
+        c.granted.insert(local);
+        c
+    }
+
+    /// Still campaigning, and `voter` has not answered yet.
+    pub(crate) fn awaits_vote(&self, voter: NodeId) -> bool {
+        !self.backing_off && !self.granted.contains(&voter) && !self.rejected.contains(&voter)
+    }
+}
+
+/// A resigned leader's EndQuorumEpoch bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct ResignedState {
+    pub(crate) successors: Vec<NodeId>,
+    pub(crate) acked: BTreeSet<NodeId>,
+}
+
+/// The role in the current epoch and what only that role keeps. The leader of the epoch and the
+/// vote are implied: a candidate voted for itself, a leader and a resigned leader led it, and a
+/// leader has no vote to give (the file keeps only the leader once it won).
+#[derive(Debug)]
+pub(crate) enum EpochState {
+    /// No leader known and no vote given in this epoch.
+    Unattached { epoch: Epoch },
+    /// Voted for `voted_for` (another voter) in this epoch.
+    Voted { epoch: Epoch, voted_for: NodeId },
+    /// Standing for election in this epoch (and voted for itself).
+    Candidate {
+        epoch: Epoch,
+        candidacy: CandidateState,
+    },
+    /// Leads this epoch.
+    Leader {
+        epoch: Epoch,
+        leader: Box<LeaderState>,
+    },
+    /// Follows `leader` in this epoch.
+    Follower {
+        epoch: Epoch,
+        leader: NodeId,
+        /// Durable offset carried by the newest fetch sent.
+        sent_durable: Offset,
+    },
+    /// Led this epoch and gave it up (or restarted after leading it): never leads or votes in
+    /// it again.
+    Resigned {
+        epoch: Epoch,
+        resigned: ResignedState,
+    },
+}
+
+impl EpochState {
+    pub(crate) fn role(&self) -> Role {
+        match self {
+            EpochState::Unattached { .. } => Role::Unattached,
+            EpochState::Voted { .. } => Role::Voted,
+            EpochState::Candidate { .. } => Role::Candidate,
+            EpochState::Leader { .. } => Role::Leader,
+            EpochState::Follower { .. } => Role::Follower,
+            EpochState::Resigned { .. } => Role::Resigned,
+        }
+    }
+
+    pub(crate) fn epoch(&self) -> Epoch {
+        match self {
+            EpochState::Unattached { epoch }
+            | EpochState::Voted { epoch, .. }
+            | EpochState::Candidate { epoch, .. }
+            | EpochState::Leader { epoch, .. }
+            | EpochState::Follower { epoch, .. }
+            | EpochState::Resigned { epoch, .. } => *epoch,
+        }
+    }
+
+    /// The epoch's leader as this node knows it (`local` is this node's id).
+    pub(crate) fn leader_id(&self, local: NodeId) -> Option<NodeId> {
+        match self {
+            EpochState::Leader { .. } | EpochState::Resigned { .. } => Some(local),
+            EpochState::Follower { leader, .. } => Some(*leader),
+            EpochState::Unattached { .. }
+            | EpochState::Voted { .. }
+            | EpochState::Candidate { .. } => None,
+        }
+    }
+
+    /// The vote this node gave in the epoch (`local` is this node's id).
+    pub(crate) fn voted_id(&self, local: NodeId) -> Option<NodeId> {
+        match self {
+            EpochState::Voted { voted_for, .. } => Some(*voted_for),
+            EpochState::Candidate { .. } => Some(local),
+            EpochState::Unattached { .. }
+            | EpochState::Leader { .. }
+            | EpochState::Follower { .. }
+            | EpochState::Resigned { .. } => None,
+        }
+    }
+}
