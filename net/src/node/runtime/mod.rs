@@ -188,6 +188,7 @@ impl Node {
         super::startup_checks::run(&config, &log_config)?;
         probe_fdatasync(&config.log_dir);
         let authorizer = access::load_authorizer(&config)?;
+        let credentials = sasl::load_credentials(&config)?;
         let quorum_state =
             QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
@@ -252,7 +253,7 @@ impl Node {
             listener_addrs.push(bound);
             listener_index.insert(id, index);
         }
-        let sasl = sasl::start(&config, &mut ring)?;
+        let sasl = sasl::start(&config, credentials, &mut ring)?;
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
         let reload_watch = ring.watch_eventfd(signals.reload_eventfd())?;

@@ -60,7 +60,7 @@ enum Reply {
     Legacy { seq: u64 },
 }
 
-/// The SASL side of the node: None-ish (empty) unless a listener uses SASL.
+/// The SASL side of the node (empty unless a listener uses SASL).
 pub(super) struct SaslRuntime {
     /// Loaded at start when a listener uses SASL; replaced on SIGHUP. An exchange keeps the
     /// store it started with.
@@ -88,28 +88,43 @@ pub(super) enum FrameGate {
     Drop,
 }
 
-/// The SASL side a node starts with: the credentials loaded (a typed error naming the file if
-/// they do not load) and the worker started when a SASL listener enables PLAIN.
-pub(super) fn start(config: &NodeConfig, ring: &mut EventLoop) -> Result<SaslRuntime, NodeError> {
+/// The credentials a node starts with when a listener uses SASL: loaded before anything is
+/// bound, so a file that does not load stops the node with an error naming it.
+pub(super) fn load_credentials(
+    config: &NodeConfig,
+) -> Result<Option<Arc<CredentialStore>>, NodeError> {
+    let uses_sasl = config.listeners.all.iter().any(|l| l.protocol.uses_sasl());
+    let Some(path) = config
+        .security
+        .credentials_file
+        .as_ref()
+        .filter(|_| uses_sasl)
+    else {
+        return Ok(None);
+    };
+    let store = CredentialStore::load(path).map_err(NodeError::Credentials)?;
+    info!(
+        node = config.broker_id,
+        users = store.len(),
+        file = %path.display(),
+        "loaded the SASL credentials"
+    );
+    Ok(Some(Arc::new(store)))
+}
+
+/// The SASL side a node starts with: its credentials ([`load_credentials`]), and the worker
+/// started when a SASL listener enables PLAIN.
+pub(super) fn start(
+    config: &NodeConfig,
+    credentials: Option<Arc<CredentialStore>>,
+    ring: &mut EventLoop,
+) -> Result<SaslRuntime, NodeError> {
     let sasl_listeners: Vec<&Listener> = config
         .listeners
         .all
         .iter()
         .filter(|l| l.protocol.uses_sasl())
         .collect();
-    let credentials = match &config.security.credentials_file {
-        Some(path) if !sasl_listeners.is_empty() => {
-            let store = CredentialStore::load(path).map_err(NodeError::Credentials)?;
-            info!(
-                node = config.broker_id,
-                users = store.len(),
-                file = %path.display(),
-                "loaded the SASL credentials"
-            );
-            Some(Arc::new(store))
-        }
-        _ => None,
-    };
     let plain = |l: &Listener| {
         l.sasl_mechanisms
             .iter()
