@@ -211,6 +211,12 @@ impl BlockingClient {
             .map_err(|source| ClientError::Io { addr, source })
     }
 
+    /// Reads the next size-prefixed frame and returns its body as is, header and all (tests use
+    /// it for the SASL legacy framing, whose answers are raw tokens).
+    pub fn read_raw_frame(&mut self) -> Result<Bytes, ClientError> {
+        self.read_frame()
+    }
+
     /// Reads one response frame and checks its correlation id; returns the body reader.
     fn response(&mut self, expected: i32, flexible: bool) -> Result<WireReader, ClientError> {
         let (correlation_id, r) = self.any_response(flexible)?;
