@@ -219,6 +219,8 @@ impl Node {
                 ..WriterConfig::default()
             },
         )?;
+        // Before the pinning: the SASL worker must not share the raft thread's CPU.
+        let mut sasl = sasl::start(&config, credentials)?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;
         }
@@ -253,7 +255,7 @@ impl Node {
             listener_addrs.push(bound);
             listener_index.insert(id, index);
         }
-        let sasl = sasl::start(&config, credentials, &mut ring)?;
+        sasl.watch(&mut ring)?;
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
         let reload_watch = ring.watch_eventfd(signals.reload_eventfd())?;

@@ -113,11 +113,12 @@ pub(super) fn load_credentials(
 }
 
 /// The SASL side a node starts with: its credentials ([`load_credentials`]), and the worker
-/// started when a SASL listener enables PLAIN.
+/// started when a SASL listener enables PLAIN. Called before the raft thread pins itself, so
+/// the worker does not inherit that CPU; [`SaslRuntime::watch`] then puts its eventfd on the
+/// ring.
 pub(super) fn start(
     config: &NodeConfig,
     credentials: Option<Arc<CredentialStore>>,
-    ring: &mut EventLoop,
 ) -> Result<SaslRuntime, NodeError> {
     let sasl_listeners: Vec<&Listener> = config
         .listeners
@@ -139,18 +140,16 @@ pub(super) fn start(
             );
         }
     }
-    let (worker, worker_watch) = if sasl_listeners.iter().any(|l| plain(l)) {
-        let worker = SaslWorker::start().map_err(NodeError::SaslWorker)?;
-        let watch = ring.watch_eventfd(worker.eventfd())?;
-        (Some(worker), Some(watch))
+    let worker = if sasl_listeners.iter().any(|l| plain(l)) {
+        Some(SaslWorker::start().map_err(NodeError::SaslWorker)?)
     } else {
-        (None, None)
+        None
     };
     Ok(SaslRuntime {
         credentials,
         phases: BTreeMap::new(),
         worker,
-        worker_watch,
+        worker_watch: None,
         steps: BTreeMap::new(),
         next_step: 1,
         closing: BTreeSet::new(),
@@ -167,6 +166,14 @@ fn failure_message(mechanism: Mechanism) -> String {
 }
 
 impl SaslRuntime {
+    /// Watches the worker's eventfd on `ring`, so a finished step wakes the loop.
+    pub(super) fn watch(&mut self, ring: &mut EventLoop) -> Result<(), NodeError> {
+        if let Some(worker) = &self.worker {
+            self.worker_watch = Some(ring.watch_eventfd(worker.eventfd())?);
+        }
+        Ok(())
+    }
+
     /// How long the loop may sleep before a failed connection is due to be closed.
     pub(super) fn next_close(&self, now_ms: u64) -> Option<Duration> {
         self.closing
