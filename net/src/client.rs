@@ -1,6 +1,7 @@
 //! A small blocking client over `std::net`, for the admin tool, process tests and the load
 //! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
-//! pipelined (`send_produce` several times, then `recv_produce` for each answer).
+//! pipelined (`send_produce` several times, then `recv_produce` for each answer); SASL
+//! authentication (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -8,12 +9,15 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, Request, Response};
+use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, Request, Response};
 
+use crate::security::sasl::{Mechanism, SaslClient, SaslError};
 use crate::wire::api;
 use crate::wire::kafka::{
     ApiVersionsRequest, ApiVersionsResponse, ProducePartition, ProduceRequest, ProduceResponse,
-    ProduceTopic, PRODUCE, PRODUCE_SPEC,
+    ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE, SASL_AUTHENTICATE_SPEC,
+    SASL_HANDSHAKE,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, ResponseHeader, WireReader, WireWriter};
@@ -33,6 +37,17 @@ pub enum ClientError {
     },
     #[error("{addr}: undecodable response: {message}")]
     Decode { addr: SocketAddr, message: String },
+    /// The server refused a SASL step: its error code and message.
+    #[error("{addr}: SASL authentication refused: error {error}: {message}")]
+    Authentication {
+        addr: SocketAddr,
+        error: ErrorCode,
+        message: String,
+    },
+    /// This side's SASL exchange failed: bad input, or a server that does not prove it holds
+    /// the credential (SCRAM's server signature).
+    #[error("{addr}: SASL: {source}")]
+    Sasl { addr: SocketAddr, source: SaslError },
 }
 
 /// The first socket address of `host` and `port` (a listener, a voter, a bootstrap server, an
@@ -194,6 +209,12 @@ impl BlockingClient {
         self.stream
             .write_all(bytes)
             .map_err(|source| ClientError::Io { addr, source })
+    }
+
+    /// Reads the next size-prefixed frame and returns its body as is, header and all (tests use
+    /// it for the SASL legacy framing, whose answers are raw tokens).
+    pub fn read_raw_frame(&mut self) -> Result<Bytes, ClientError> {
+        self.read_frame()
     }
 
     /// Reads one response frame and checks its correlation id; returns the body reader.
@@ -384,6 +405,83 @@ impl BlockingClient {
         let response =
             ProduceResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))?;
         Ok((correlation_id, response))
+    }
+
+    /// SaslHandshake (v0 or v1) naming `mechanism`: the server's answer, whatever its error.
+    pub fn sasl_handshake(
+        &mut self,
+        version: i16,
+        mechanism: &str,
+    ) -> Result<SaslHandshakeResponse, ClientError> {
+        let request = SaslHandshakeRequest {
+            mechanism: mechanism.into(),
+        };
+        let corr = self.request(SASL_HANDSHAKE, version, false, |w| {
+            request.encode(w, version)
+        })?;
+        let mut r = self.response(corr, false)?;
+        SaslHandshakeResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+    }
+
+    /// One SaslAuthenticate (v0-2) carrying `token`: the server's answer, whatever its error.
+    pub fn sasl_authenticate(
+        &mut self,
+        version: i16,
+        token: &[u8],
+    ) -> Result<SaslAuthenticateResponse, ClientError> {
+        let request = SaslAuthenticateRequest {
+            auth_bytes: Bytes::copy_from_slice(token),
+        };
+        let flexible = SASL_AUTHENTICATE_SPEC.is_flexible(version);
+        let corr = self.request(SASL_AUTHENTICATE, version, flexible, |w| {
+            request.encode(w, version)
+        })?;
+        let mut r = self.response(corr, flexible)?;
+        SaslAuthenticateResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+    }
+
+    /// Authenticates this connection as `user` with `mechanism` (SaslHandshake v1, then
+    /// SaslAuthenticate v1 until the exchange is done). For SCRAM the server's signature is
+    /// checked: Ok means the server holds the user's credential too. A refusal is
+    /// [`ClientError::Authentication`] with the server's error code; the server then closes
+    /// the connection.
+    pub fn authenticate(
+        &mut self,
+        mechanism: Mechanism,
+        user: &str,
+        password: &str,
+    ) -> Result<(), ClientError> {
+        let addr = self.addr;
+        let sasl = |source| ClientError::Sasl { addr, source };
+        let mut client = SaslClient::new(mechanism, user, password).map_err(sasl)?;
+        let handshake = self.sasl_handshake(1, mechanism.name())?;
+        if handshake.error != ErrorCode::NONE {
+            return Err(ClientError::Authentication {
+                addr,
+                error: handshake.error,
+                message: format!(
+                    "SaslHandshake: {mechanism} is not enabled (enabled: {})",
+                    handshake.mechanisms.join(", ")
+                ),
+            });
+        }
+        let mut token = client.first_message();
+        // One SaslAuthenticate per client token; a server that asks for more is refused.
+        for _ in 0..mechanism.steps() {
+            let response = self.sasl_authenticate(1, &token)?;
+            if response.error != ErrorCode::NONE {
+                return Err(ClientError::Authentication {
+                    addr,
+                    error: response.error,
+                    message: response.error_message.unwrap_or_default(),
+                });
+            }
+            match client.step(&response.auth_bytes).map_err(sasl)? {
+                Some(next) => token = next,
+                None => return Ok(()),
+            }
+        }
+        Err(sasl(SaslError::IllegalState))
     }
 
     fn decode_error(&self, e: impl std::fmt::Display) -> ClientError {

@@ -7,7 +7,9 @@
 use super::runtime::Node;
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
-use crate::wire::kafka::{API_VERSIONS_SPEC, PRODUCE_SPEC};
+use crate::wire::kafka::{
+    API_VERSIONS_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
+};
 use crate::wire::{RequestHeader, WireReader};
 
 /// Takes one request whose header has been read (the reader is at its body).
@@ -15,10 +17,11 @@ pub(crate) type Handler = fn(&mut Node, ConnId, &RequestHeader, &'static ApiSpec
 
 /// Which listeners serve an API (docs/configuration.md, "Listeners"). With one listener it
 /// serves every API; with several, the controller listener serves the quorum RPCs and the others
-/// Kafka's client APIs, so a client listener open to users never takes a Vote.
+/// Kafka's client APIs, so a client listener open to users never takes a Vote. A row marked
+/// `sasl` is further served only on listeners whose protocol uses SASL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
-    /// Every listener (ApiVersions, DescribeQuorum, the SASL APIs).
+    /// Every listener (ApiVersions, DescribeQuorum; the SASL APIs on every SASL listener).
     Any,
     /// The controller listener.
     Quorum,
@@ -30,6 +33,9 @@ pub(crate) struct ApiRow {
     pub(crate) spec: ApiSpec,
     pub(crate) handler: Handler,
     pub(crate) scope: Scope,
+    /// Served only on listeners that use SASL (SASL_PLAINTEXT, SASL_SSL): SaslHandshake and
+    /// SaslAuthenticate, which a PLAINTEXT or SSL listener neither advertises nor takes.
+    pub(crate) sasl: bool,
 }
 
 const fn quorum(spec: ApiSpec) -> ApiRow {
@@ -41,20 +47,35 @@ const fn quorum(spec: ApiSpec) -> ApiRow {
         } else {
             Scope::Quorum
         },
+        sasl: false,
     }
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 8] = [
+pub(crate) static API_TABLE: [ApiRow; 10] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
         scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: SASL_HANDSHAKE_SPEC,
+        handler: Node::handle_sasl_handshake,
+        scope: Scope::Any,
+        sasl: true,
     },
     ApiRow {
         spec: API_VERSIONS_SPEC,
         handler: Node::handle_api_versions,
         scope: Scope::Any,
+        sasl: false,
+    },
+    ApiRow {
+        spec: SASL_AUTHENTICATE_SPEC,
+        handler: Node::handle_sasl_authenticate,
+        scope: Scope::Any,
+        sasl: true,
     },
     quorum(api::QUORUM_APIS[0]),
     quorum(api::QUORUM_APIS[1]),
@@ -71,8 +92,11 @@ pub(crate) fn row(key: i16) -> Option<&'static ApiRow> {
 
 impl ApiRow {
     /// Whether a listener that serves the quorum RPCs (`quorum`) and/or the client APIs
-    /// (`clients`) serves this API.
-    pub(crate) fn served_on(&self, quorum: bool, clients: bool) -> bool {
+    /// (`clients`), and uses SASL or not (`sasl`), serves this API.
+    pub(crate) fn served_on(&self, quorum: bool, clients: bool, sasl: bool) -> bool {
+        if self.sasl && !sasl {
+            return false;
+        }
         match self.scope {
             Scope::Any => true,
             Scope::Quorum => quorum,
@@ -105,7 +129,7 @@ mod tests {
         let served = |quorum, clients| -> Vec<i16> {
             API_TABLE
                 .iter()
-                .filter(|r| r.served_on(quorum, clients))
+                .filter(|r| r.served_on(quorum, clients, false))
                 .map(|r| r.spec.key)
                 .collect()
         };
@@ -126,8 +150,39 @@ mod tests {
         }
         assert_eq!(
             served(true, true).len(),
-            API_TABLE.len(),
-            "one listener serves all"
+            API_TABLE.len() - 2,
+            "one listener serves all but the SASL APIs"
         );
+    }
+
+    #[test]
+    fn the_sasl_apis_are_served_on_sasl_listeners_only() {
+        let sasl_keys = [SASL_HANDSHAKE_SPEC.key, SASL_AUTHENTICATE_SPEC.key];
+        for (quorum, clients) in [(true, false), (false, true), (true, true)] {
+            let served = |sasl| -> Vec<i16> {
+                API_TABLE
+                    .iter()
+                    .filter(|r| r.served_on(quorum, clients, sasl))
+                    .map(|r| r.spec.key)
+                    .collect()
+            };
+            let (with, without) = (served(true), served(false));
+            for key in sasl_keys {
+                assert!(with.contains(&key) && !without.contains(&key), "{key}");
+            }
+            // Otherwise SASL changes nothing: the same APIs, ApiVersions among them.
+            let rest: Vec<i16> = with
+                .iter()
+                .copied()
+                .filter(|k| !sasl_keys.contains(k))
+                .collect();
+            assert_eq!(rest, without);
+            assert!(without.contains(&api::API_VERSIONS));
+        }
+        for key in sasl_keys {
+            let row = row(key).unwrap();
+            assert_eq!(row.scope, Scope::Any);
+            assert!(row.sasl);
+        }
     }
 }

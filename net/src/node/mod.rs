@@ -7,6 +7,7 @@ pub mod counters;
 pub mod lock;
 mod resolver;
 pub mod runtime;
+mod sasl_worker;
 mod session;
 pub mod signals;
 pub mod startup_checks;

@@ -117,6 +117,9 @@ pub struct SecuritySettings {
     pub replica_principals: ReplicaPrincipals,
     /// `ssl.handshake.timeout.ms`.
     pub handshake_timeout_ms: u64,
+    /// `connection.failed.authentication.delay.ms`: how long a connection whose SASL
+    /// authentication failed stays open (answered, nothing more read) before it is closed.
+    pub failed_authentication_delay_ms: u64,
 }
 
 /// Every key the node accepts, with its default (None = required or no default) and meaning.
@@ -203,6 +206,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "sasl.credentials.file",
         Some(""),
         "the SCRAM credentials file (`ringraft credentials`); required when a listener uses SASL",
+    ),
+    (
+        "connection.failed.authentication.delay.ms",
+        Some("100"),
+        "a connection whose SASL authentication failed is closed this long after the failure is answered; nothing more is read from it meanwhile",
     ),
     (
         "authorizer.acl.file",
@@ -573,6 +581,8 @@ fn security_settings(props: &Props<'_>) -> Result<SecuritySettings, ConfigError>
             ReplicaPrincipals::parse(v.trim()).map_err(|e| e.to_string())
         })?,
         handshake_timeout_ms: props.parse_or_default("ssl.handshake.timeout.ms", parse_positive)?,
+        failed_authentication_delay_ms: props
+            .parse_or_default("connection.failed.authentication.delay.ms", parse_u64)?,
     })
 }
 

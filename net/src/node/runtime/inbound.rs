@@ -58,6 +58,7 @@ impl Node {
     pub(super) fn inbound_gone(&mut self, conn: ConnId) {
         self.inbound.remove(&conn);
         self.sessions.remove(&conn);
+        self.sasl_gone(conn);
         self.requests.retain(|_, r| r.conn != conn);
         let deadlines = &mut self.produce_deadlines;
         self.produces.retain(|&id, p| {
@@ -140,10 +141,16 @@ impl Node {
         row.served_on(
             listeners.serves_quorum(session.listener),
             listeners.serves_clients(session.listener),
+            listeners.all[session.listener].protocol.uses_sasl(),
         )
     }
 
     pub(super) fn on_request_frame(&mut self, conn: ConnId, bytes: Bytes) {
+        match self.sasl_gate(conn) {
+            sasl::FrameGate::Request => {}
+            sasl::FrameGate::LegacyToken => return self.on_legacy_token(conn, bytes),
+            sasl::FrameGate::Drop => return,
+        }
         if !self.settle_tls_identity(conn) {
             return;
         }
@@ -159,6 +166,11 @@ impl Node {
         if !self.served_here(conn, row) {
             // Not advertised on this listener: a client that read ApiVersions never sends it.
             self.close(conn, "api not served on this listener");
+            return;
+        }
+        if !self.sasl_admits(conn, prefix.api_key) {
+            // Kafka closes a connection that sends anything else before it authenticated.
+            self.close(conn, "request before SASL authentication");
             return;
         }
         let spec = &row.spec;

@@ -7,7 +7,8 @@
 //!
 //! Parts: this file (start-up, the loop, carrying out outputs), `peers` (outbound connections and
 //! endpoint probes), `inbound` (dispatch through the API table, responses in request order),
-//! `produce` (the Produce handler).
+//! `produce` (the Produce handler), `access` (authorization), `tls` (TLS listeners, peers and
+//! certificate principals), `sasl` (the SASL handlers and each SASL connection's exchange).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -30,6 +31,7 @@ mod access;
 mod inbound;
 mod peers;
 mod produce;
+mod sasl;
 mod tls;
 
 use inbound::{PendingRequest, ResponseQueue};
@@ -92,6 +94,11 @@ pub enum NodeError {
     Acl(crate::security::acl::AclLoadError),
     #[error("listener {0}: TLS: {1}")]
     Tls(String, crate::security::tls::TlsConfigError),
+    /// The credentials file (`sasl.credentials.file`) did not load; the error names it.
+    #[error("SASL: {0}")]
+    Credentials(crate::security::credentials::CredentialError),
+    #[error("starting the SASL worker thread: {0}")]
+    SaslWorker(std::io::Error),
 }
 
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
@@ -151,6 +158,8 @@ pub struct Node {
     inputs: InputQueue,
     /// None without `authorizer.acl.file`: everything is allowed (access.rs).
     authorizer: Option<Arc<Authorizer>>,
+    /// The credentials, each SASL connection's exchange, the PLAIN worker (sasl.rs).
+    sasl: sasl::SaslRuntime,
     counters: NodeCounters,
 }
 
@@ -179,6 +188,7 @@ impl Node {
         super::startup_checks::run(&config, &log_config)?;
         probe_fdatasync(&config.log_dir);
         let authorizer = access::load_authorizer(&config)?;
+        let credentials = sasl::load_credentials(&config)?;
         let quorum_state =
             QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
@@ -209,6 +219,8 @@ impl Node {
                 ..WriterConfig::default()
             },
         )?;
+        // Before the pinning: the SASL worker must not share the raft thread's CPU.
+        let mut sasl = sasl::start(&config, credentials)?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;
         }
@@ -226,15 +238,6 @@ impl Node {
             let listen_addr = resolve(host, port).map_err(|e| {
                 NodeError::Listener(format!("{}://{host}:{port}", listener.name), e)
             })?;
-            if listener.protocol.uses_sasl() {
-                return Err(NodeError::Listener(
-                    format!("{}://{host}:{port}", listener.name),
-                    std::io::Error::other(format!(
-                        "security protocol {} is not served by this build",
-                        listener.protocol
-                    )),
-                ));
-            }
             if listener.protocol == SecurityProtocol::Plaintext
                 && index == config.listeners.controller
             {
@@ -252,6 +255,7 @@ impl Node {
             listener_addrs.push(bound);
             listener_index.insert(id, index);
         }
+        sasl.watch(&mut ring)?;
         let writer_watch = ring.watch_eventfd(writer.eventfd())?;
         let signal_watch = ring.watch_eventfd(signals.eventfd())?;
         let reload_watch = ring.watch_eventfd(signals.reload_eventfd())?;
@@ -310,6 +314,7 @@ impl Node {
             shutdown_done: false,
             inputs: InputQueue::default(),
             authorizer,
+            sasl,
             counters: NodeCounters::default(),
         })
     }
@@ -354,6 +359,7 @@ impl Node {
             self.drain_writer();
             self.expire_produces(self.now_ms());
             self.tend_probes();
+            self.tend_sasl();
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
                 warn!("graceful shutdown timed out; stopping anyway");
                 self.shutdown_done = true;
@@ -378,7 +384,11 @@ impl Node {
                 Duration::from_millis(tick.saturating_sub(now))
             })
             .unwrap_or(Duration::MAX);
-        core_wait.min(produce_wait).min(Duration::from_millis(100))
+        let close_wait = self.sasl.next_close(now).unwrap_or(Duration::MAX);
+        core_wait
+            .min(produce_wait)
+            .min(close_wait)
+            .min(Duration::from_millis(100))
     }
 
     /// Lets queued sends (EndQuorumEpoch, last responses) go out, then stops the writer cleanly.
@@ -462,6 +472,7 @@ impl Node {
                     };
                 self.sessions
                     .insert(conn, Session::new(index, peer, identity));
+                self.sasl_accepted(conn, index);
             }
             Event::Connected { conn } => {
                 if let Some(&index) = self.peer_conns.get(&conn) {
@@ -508,6 +519,8 @@ impl Node {
                     self.begin_shutdown();
                 } else if id == self.reload_watch {
                     self.reload();
+                } else if Some(id) == self.sasl.worker_watch {
+                    // Finished SASL steps are taken each loop turn (tend_sasl).
                 } else {
                     debug_assert_eq!(id, self.writer_watch);
                 }
@@ -524,6 +537,7 @@ impl Node {
         );
         self.reload_acls();
         self.reload_tls();
+        self.reload_credentials();
     }
 
     fn begin_shutdown(&mut self) {
