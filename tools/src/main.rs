@@ -3,13 +3,12 @@
 //! [`out::line`]: a closed stdout ends a command quietly with status 141 (docs/operations.md).
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
 use engine::record::BatchView;
-use net::client::{resolve, BlockingClient};
+use net::client::resolve;
 use net::node::lock::{DirLock, LockError};
 use net::node::NodeConfig;
 
@@ -17,6 +16,7 @@ use net::node::NodeConfig;
 extern crate cli_out;
 use cli_out as out;
 
+mod client_config;
 mod credentials;
 
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
@@ -65,6 +65,11 @@ enum Command {
         describe: bool,
         #[arg(long)]
         json: bool,
+        /// Properties for a listener that is not PLAINTEXT: `security.protocol`,
+        /// `ssl.truststore.location`, `ssl.keystore.location`, `sasl.mechanism`,
+        /// `sasl.username`, `sasl.password` (docs/security.md).
+        #[arg(long)]
+        command_config: Option<PathBuf>,
     },
     /// Print a log directory's batches.
     DumpLog { dir: PathBuf },
@@ -153,11 +158,19 @@ fn main() -> ExitCode {
             bootstrap_server,
             describe,
             json,
+            command_config,
         } => {
-            if describe {
-                describe_quorum(&bootstrap_server, json)
-            } else {
+            let settings = match &command_config {
+                Some(path) => client_config::ClientSettings::load(path),
+                None => Ok(client_config::ClientSettings::plaintext()),
+            };
+            if !describe {
                 Err("nothing to do: pass --describe".into())
+            } else {
+                match settings {
+                    Ok(settings) => describe_quorum(&bootstrap_server, json, &settings),
+                    Err(message) => Err(Failure::Message(message)),
+                }
             }
         }
         Command::DumpLog { dir } => dump_log(&dir),
@@ -184,13 +197,16 @@ fn serve(config: &std::path::Path, overrides: &[String]) -> Result<(), String> {
 /// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the
 /// leader's id, and the server whose answer comes from that leader (error NONE) is the one
 /// printed. With one server that is not the leader, its answer (with the leader hint) is printed.
-fn describe_quorum(servers: &str, json: bool) -> Result<(), Failure> {
+fn describe_quorum(
+    servers: &str,
+    json: bool,
+    settings: &client_config::ClientSettings,
+) -> Result<(), Failure> {
     let mut last = None;
     let mut errors = Vec::new();
     for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let answer = resolve(server).and_then(|addr| {
-            let mut client =
-                BlockingClient::connect(addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+            let mut client = settings.connect(server, addr)?;
             client.describe_quorum().map_err(|e| e.to_string())
         });
         match answer {

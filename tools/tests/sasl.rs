@@ -341,6 +341,46 @@ fn three_voters_with_acls_serve_scram_and_plain_users_over_sasl_ssl() {
         ErrorCode::TOPIC_AUTHORIZATION_FAILED
     );
 
+    // The admin tool over SASL_SSL: bob may describe the quorum, carol may not.
+    let describe_as = |user: &str, password: &str| {
+        let config = cluster.root.path().join(format!("{user}.properties"));
+        std::fs::write(
+            &config,
+            format!(
+                "security.protocol=SASL_SSL\nssl.truststore.location={}\n\
+                 sasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\nsasl.password={password}\n",
+                cluster.root.path().join("pki").join("ca.pem").display()
+            ),
+        )
+        .unwrap();
+        std::process::Command::new(binary())
+            .args(["quorum", "--describe", "--bootstrap-server"])
+            .arg(format!("127.0.0.1:{}", leader_addr.port()))
+            .arg("--command-config")
+            .arg(&config)
+            .output()
+            .unwrap()
+    };
+    let described = describe_as(bob.0, bob.1);
+    let stdout = String::from_utf8_lossy(&described.stdout);
+    assert!(
+        described.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&described.stderr)
+    );
+    assert!(stdout.contains(&format!("leader: {leader}")), "{stdout}");
+    let refused = describe_as(carol, carol_password);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("CLUSTER_AUTHORIZATION_FAILED"), "{stderr}");
+    let wrong = describe_as(bob.0, "not-the-password");
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("SASL_AUTHENTICATION_FAILED"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+
     // The records reach every voter over the mutual-TLS controller listeners.
     let deadline = Instant::now() + WAIT;
     loop {
