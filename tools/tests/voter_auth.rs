@@ -313,3 +313,106 @@ fn processes_posing_as_voter_2_while_the_followers_are_paused_get_nothing_acknow
         );
     }
 }
+
+/// A client connection that stays open (to see whether the node closes it).
+fn open_tls(
+    config: Arc<rustls::ClientConfig>,
+    addr: SocketAddr,
+) -> rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    let tcp = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    tcp.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    rustls::StreamOwned::new(conn, tcp)
+}
+
+/// One anonymous FindQuorum on an open connection: Ok with the answer's error code.
+fn find_quorum_on(
+    stream: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+) -> Result<ErrorCode, String> {
+    let request = Request::FindQuorum(engine::raft::FindQuorumRequest {
+        cluster_id: CLUSTER_ID.into(),
+        replica_id: -1,
+        boot_timestamp: 0,
+        host: String::new(),
+        port: -1,
+    });
+    stream
+        .write_all(&raw_request_frame(&request))
+        .and_then(|()| stream.flush())
+        .map_err(|e| format!("send: {e}"))?;
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .map_err(|e| format!("no answer: {e}"))?;
+    let mut body = vec![0u8; i32::from_be_bytes(size).clamp(0, 1 << 20) as usize];
+    stream
+        .read_exact(&mut body)
+        .map_err(|e| format!("truncated: {e}"))?;
+    let mut r = WireReader::new(Bytes::from(body));
+    ResponseHeader::read(&mut r, true).map_err(|e| e.to_string())?;
+    let response = quorum::decode_response(request.api_key(), &mut r).map_err(|e| e.to_string())?;
+    Ok(response.error())
+}
+
+#[test]
+fn a_reloaded_truststore_closes_the_connections_it_no_longer_trusts_and_keeps_the_others() {
+    let mut cluster = Cluster::new_mutual_tls(1);
+    cluster.start_all_logged();
+    cluster.wait_for_leader(None);
+    let controller = cluster.nodes[0].controller_addr;
+    let pid = cluster.node(1).process.as_ref().unwrap().pid();
+    let root = cluster.root.path().to_owned();
+    let pki = cluster.pki.as_ref().unwrap();
+    let old_ca = std::fs::read_to_string(pki.ca_path()).unwrap();
+    let kept = pki
+        .issue("kept", "ringraft-8", &["127.0.0.1"], Validity::Current)
+        .unwrap();
+    let new_ca = Authority::create(&root.join("new"), "new-ca").unwrap();
+    let moved = new_ca
+        .issue("moved", "ringraft-9", &["127.0.0.1"], Validity::Current)
+        .unwrap();
+    // The client side trusts the node's (old-CA) certificate throughout, from a copy: the node's
+    // truststore file is rewritten below.
+    let client_trust = root.join("client-ca.pem");
+    std::fs::write(&client_trust, &old_ca).unwrap();
+    let trusting = |keystore: &Path| match tls_poser(&client_trust, Some(keystore)) {
+        Poser::Tls(config) => config,
+        Poser::Plain => unreachable!(),
+    };
+    let mut old_client = open_tls(trusting(&kept), controller);
+    assert_eq!(find_quorum_on(&mut old_client), Ok(ErrorCode::NONE));
+    assert!(
+        find_quorum_on(&mut open_tls(trusting(&moved), controller)).is_err(),
+        "the new CA is not trusted yet"
+    );
+
+    // The truststore now holds only the new CA; SIGHUP.
+    let new_ca_pem = std::fs::read_to_string(new_ca.ca_path()).unwrap();
+    std::fs::write(pki.ca_path(), &new_ca_pem).unwrap();
+    signal(pid, libc::SIGHUP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut closed = false;
+    while Instant::now() < deadline && !closed {
+        std::thread::sleep(Duration::from_millis(100));
+        closed = find_quorum_on(&mut old_client).is_err();
+    }
+    assert!(closed, "the connection whose CA was removed stays open");
+    let mut new_client = open_tls(trusting(&moved), controller);
+    assert_eq!(
+        find_quorum_on(&mut new_client),
+        Ok(ErrorCode::NONE),
+        "a certificate of the new CA is taken after the reload\n{}",
+        cluster.stderr_tail(1)
+    );
+
+    // Both CAs: a connection of either is taken, and the open one survives another reload.
+    std::fs::write(pki.ca_path(), format!("{old_ca}{new_ca_pem}")).unwrap();
+    signal(pid, libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(find_quorum_on(&mut new_client), Ok(ErrorCode::NONE));
+    let mut again = open_tls(trusting(&kept), controller);
+    assert_eq!(find_quorum_on(&mut again), Ok(ErrorCode::NONE));
+    drop(again);
+    assert!(cluster.node(1).process.as_mut().unwrap().exited().is_none());
+}

@@ -295,6 +295,42 @@ pub fn read_keystore(
 }
 
 /// A PEM truststore: every certificate in it becomes a trust anchor.
+/// Checks client certificate chains against a truststore, as a server config built from the
+/// same settings would: what a reload uses to find the open connections whose peers no longer
+/// pass (docs/security.md, "Reloading").
+pub struct ChainCheck {
+    verifier: Arc<dyn rustls::server::danger::ClientCertVerifier>,
+}
+
+impl ChainCheck {
+    /// None when `settings` checks no client certificates (no truststore, or `client_auth`
+    /// none).
+    pub fn new(settings: &TlsSettings) -> Result<Option<Self>, TlsConfigError> {
+        let Some(path) = settings.truststore_location.as_deref() else {
+            return Ok(None);
+        };
+        if settings.client_auth == ClientAuth::None {
+            return Ok(None);
+        }
+        let roots = Arc::new(read_truststore(path)?);
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider(settings)?)
+            .build()
+            .map_err(|e| TlsConfigError::Verifier(e.to_string()))?;
+        Ok(Some(ChainCheck { verifier }))
+    }
+
+    /// Whether `chain` (leaf first) verifies now; an empty chain passes (a connection that
+    /// presented none was let in without one).
+    pub fn passes(&self, chain: &[CertificateDer<'_>]) -> bool {
+        let Some((leaf, intermediates)) = chain.split_first() else {
+            return true;
+        };
+        self.verifier
+            .verify_client_cert(leaf, intermediates, rustls::pki_types::UnixTime::now())
+            .is_ok()
+    }
+}
+
 pub fn read_truststore(path: &Path) -> Result<RootCertStore, TlsConfigError> {
     let pem = read(path)?;
     let mut roots = RootCertStore::empty();

@@ -7,7 +7,9 @@ use rustls::ClientConfig;
 
 use super::*;
 use crate::security::principal::{KafkaPrincipal, SslPrincipalMapper};
-use crate::security::tls::{client_config, server_config, subject_dn, TlsConfigError};
+use crate::security::tls::{
+    client_config, server_config, subject_dn, ChainCheck, TlsConfigError, TlsSettings,
+};
 
 /// The TLS side of one listener.
 pub(super) struct ListenerTls {
@@ -172,13 +174,17 @@ impl Node {
     /// SIGHUP: the TLS listeners' certificates and truststores again, for new handshakes
     /// (open connections keep their sessions); the peers' client config too.
     pub(super) fn reload_tls(&mut self) {
+        let mut stale = Vec::new();
         for (index, listener) in self.config.listeners.all.iter().enumerate() {
             let (Some(ssl), Some(tls)) = (&listener.ssl, &self.listener_tls[index]) else {
                 continue;
             };
             match server_config(&ssl.tls) {
                 Ok(config) => match self.ring.set_listener_tls(tls.id, config) {
-                    Ok(()) => info!(listener = %listener.name, "reloaded the TLS certificates"),
+                    Ok(()) => {
+                        info!(listener = %listener.name, "reloaded the TLS certificates");
+                        stale.extend(self.connections_failing(tls.id, &ssl.tls));
+                    }
                     Err(error) => tracing::error!(listener = %listener.name, %error, "TLS reload"),
                 },
                 Err(error) => tracing::error!(
@@ -188,10 +194,38 @@ impl Node {
                 ),
             }
         }
+        for conn in stale {
+            warn!(
+                ?conn,
+                "its client certificate no longer verifies against the reloaded truststore: \
+                 closing"
+            );
+            self.close(conn, "certificate no longer trusted");
+        }
         match peer_tls(&self.config) {
             Ok(Some(tls)) => self.peer_tls = Some(tls),
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "the peers' TLS files did not load"),
         }
+    }
+
+    /// The open connections of `listener` whose client certificate chain no longer verifies
+    /// under `settings` (a CA removed from the truststore, a certificate expired since).
+    fn connections_failing(&self, listener: ListenerId, settings: &TlsSettings) -> Vec<ConnId> {
+        let check = match ChainCheck::new(settings) {
+            Ok(Some(check)) => check,
+            Ok(None) => return Vec::new(),
+            Err(error) => {
+                tracing::error!(%error, "cannot re-check the open connections");
+                return Vec::new();
+            }
+        };
+        self.ring
+            .tls_connections()
+            .into_iter()
+            .filter(|(_, info)| info.listener == Some(listener))
+            .filter(|(_, info)| !check.passes(&info.peer_certificates))
+            .map(|(conn, _)| conn)
+            .collect()
     }
 }
