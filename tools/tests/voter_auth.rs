@@ -77,6 +77,11 @@ fn send_as(poser: &Poser, addr: SocketAddr, request: &Request) -> Result<Respons
             Box::new(rustls::StreamOwned::new(conn, tcp))
         }
     };
+    exchange(&mut stream, request)
+}
+
+/// Writes `request` on `stream` as a peer would and reads its answer.
+fn exchange(stream: &mut dyn ReadWrite, request: &Request) -> Result<Response, String> {
     stream
         .write_all(&raw_request_frame(request))
         .and_then(|()| stream.flush())
@@ -337,22 +342,7 @@ fn find_quorum_on(
         host: String::new(),
         port: -1,
     });
-    stream
-        .write_all(&raw_request_frame(&request))
-        .and_then(|()| stream.flush())
-        .map_err(|e| format!("send: {e}"))?;
-    let mut size = [0u8; 4];
-    stream
-        .read_exact(&mut size)
-        .map_err(|e| format!("no answer: {e}"))?;
-    let mut body = vec![0u8; i32::from_be_bytes(size).clamp(0, 1 << 20) as usize];
-    stream
-        .read_exact(&mut body)
-        .map_err(|e| format!("truncated: {e}"))?;
-    let mut r = WireReader::new(Bytes::from(body));
-    ResponseHeader::read(&mut r, true).map_err(|e| e.to_string())?;
-    let response = quorum::decode_response(request.api_key(), &mut r).map_err(|e| e.to_string())?;
-    Ok(response.error())
+    exchange(stream, &request).map(|response| response.error())
 }
 
 #[test]
