@@ -57,6 +57,9 @@ fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringraft-bench"))
         .env("TMPDIR", &temp)
         .args(args)
+        // 64 MiB segments instead of 1 GiB preallocated per node: a smoke run writes a few MB,
+        // and CI machines' disks are small.
+        .args(["--node-override", "log.segment.bytes=67108864"])
         .arg("--ringraft-bin")
         .arg(&ringraft)
         .arg("--json")

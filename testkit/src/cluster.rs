@@ -49,6 +49,10 @@ pub struct Settings {
     /// ... or, when set and the node panicked, from its last panic message on.
     pub tail_from_panic: bool,
     pub security: Security,
+    /// `log.segment.bytes` written into every node's config (the node's default when None).
+    /// Segments are preallocated whole: the process tests run several 3- to 5-node clusters at
+    /// once, and at the default 1 GiB those fill a small disk before any record is written.
+    pub segment_bytes: Option<u64>,
 }
 
 impl Settings {
@@ -66,6 +70,7 @@ impl Settings {
             tail_lines: 15,
             tail_from_panic: true,
             security: Security::Plaintext,
+            segment_bytes: None,
         }
     }
 
@@ -340,7 +345,7 @@ impl Cluster {
     ) -> Result<(), String> {
         let dir = self.root.path().join(dir);
         let config = self.root.path().join(config);
-        let properties = match &self.pki {
+        let mut properties = match &self.pki {
             None => node_properties(id, cluster_id, addr, &dir, membership),
             Some(pki) => {
                 let keystore = pki.issue(
@@ -361,6 +366,9 @@ impl Cluster {
                 )
             }
         };
+        if let Some(bytes) = self.settings.segment_bytes {
+            properties.push_str(&format!("log.segment.bytes={bytes}\n"));
+        }
         std::fs::write(&config, properties)
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
         self.nodes.push(Node {

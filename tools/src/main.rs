@@ -297,7 +297,7 @@ fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
 /// Prints every batch of a log directory, read with the log's own reader (read-only use: the
 /// directory must not be in use by a running node).
 fn dump_log(dir: &Path) -> Result<(), Failure> {
-    let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::for_reading())
         .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
     let mut offset = log.start_offset();
     let end = log.end_offset();
@@ -371,7 +371,7 @@ fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
         .read()
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("{} disappeared", path.display()))?;
-    let log = engine::log::Log::open(dir, engine::log::LogConfig::default())
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::for_reading())
         .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
     let last_epoch = log.last_epoch();
     outln!(

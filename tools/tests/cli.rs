@@ -87,7 +87,11 @@ fn run_and_close_after_one_line(program: &str, args: &[&str]) -> (ProcessGuard, 
 /// own append), so `dump-log` prints far more than a pipe buffer holds.
 fn write_log(dir: &Path, batches: i64) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut log = engine::log::Log::open(dir, engine::log::LogConfig::default()).unwrap();
+    let config = engine::log::LogConfig {
+        preallocate: false,
+        ..Default::default()
+    };
+    let mut log = engine::log::Log::open(dir, config).unwrap();
     let all: Vec<bytes::Bytes> = (0..batches)
         .map(|offset| {
             let mut builder = engine::record::RecordBatchBuilder::new(offset, 1);

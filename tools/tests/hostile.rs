@@ -47,7 +47,7 @@ struct UnderLoad {
 impl UnderLoad {
     fn start() -> UnderLoad {
         let mut cluster = Cluster::new(3);
-        cluster.start_all_logged();
+        cluster.start_all();
         let leader = cluster.wait_for_leader(None);
         let stop = Arc::new(AtomicBool::new(false));
         let addrs = (1..=3).map(|id| cluster.addr(id)).collect();
@@ -168,7 +168,7 @@ impl UnderLoad {
         }
         eprintln!("{} acknowledged records in all three logs", acked.len());
 
-        self.cluster.start_all_logged();
+        self.cluster.start_all();
         let deadline = Instant::now() + Duration::from_secs(15);
         let committed = loop {
             self.assert_all_running("after the restart");
@@ -476,7 +476,7 @@ fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
     use std::io::{Read, Write};
     const IDS: i32 = 10_000;
     let mut cluster = Cluster::new(3);
-    cluster.start_all_logged();
+    cluster.start_all();
     let leader = cluster.wait_for_leader(None);
     let d = describe(&cluster, leader).expect("the leader answers DescribeQuorum");
     let end = d

@@ -81,7 +81,7 @@ fn assert_refused(dir: &Path, id: i32, reset: &str, reason: &str) {
 #[test]
 fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
     let mut cluster = Cluster::new(3);
-    cluster.start_all_logged();
+    cluster.start_all();
     let leader = cluster.wait_for_leader(None);
     let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
     let mut acked = Vec::new();
@@ -133,7 +133,7 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
         .unwrap();
     }
     // Stuck: no leader comes out of it (the nodes crash, or refuse to campaign).
-    cluster.start_all_logged();
+    cluster.start_all();
     let stuck_until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < stuck_until {
         for node in &cluster.nodes {
@@ -201,7 +201,7 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
         assert_eq!(state.current_voters, vec![1, 2, 3]);
     }
 
-    cluster.start_all_logged();
+    cluster.start_all();
     let leader = cluster.wait_for_leader(None);
     let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
     let after = produce_one(&mut client, "after the reset").unwrap();

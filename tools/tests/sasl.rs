@@ -131,6 +131,7 @@ impl SaslCluster {
                 "broker.id={id}\n\
                  cluster.id={CLUSTER_ID}\n\
                  log.dirs={dir}\n\
+                 log.segment.bytes={SEGMENT_BYTES}\n\
                  quorum.voters={voters}\n\
                  listeners=CLIENT://{client},CONTROLLER://{controller}\n\
                  listener.security.protocol.map=CLIENT:{protocol},CONTROLLER:SSL\n\

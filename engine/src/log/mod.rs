@@ -67,6 +67,18 @@ impl Default for LogConfig {
     }
 }
 
+impl LogConfig {
+    /// For opening a stopped node's log to read it (`ringraft dump-log`, checks in tests): no
+    /// preallocation, so opening never grows a segment to `segment_bytes` (1 GiB by default,
+    /// which once filled a small disk in CI).
+    pub fn for_reading() -> Self {
+        Self {
+            preallocate: false,
+            ..Self::default()
+        }
+    }
+}
+
 /// Everything that can go wrong in the log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {

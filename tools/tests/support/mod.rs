@@ -48,9 +48,15 @@ impl DerefMut for Cluster {
     }
 }
 
+/// Every node's `log.segment.bytes`: the tests write kilobytes to megabytes, and a 1 GiB
+/// preallocated segment per node, several clusters at once, filled the CI machine's disk
+/// (nodes stopped with ENOSPC writing their quorum-state file before any leader was elected).
+pub const SEGMENT_BYTES: u64 = 64 << 20;
+
 pub fn settings() -> Settings {
     Settings {
         cluster_id: CLUSTER_ID.into(),
+        segment_bytes: Some(SEGMENT_BYTES),
         ..Settings::new(binary())
     }
 }
@@ -83,18 +89,15 @@ impl Cluster {
         Cluster(ok(testkit::Cluster::create(settings, count as usize)))
     }
 
+    /// Starts every node, its stderr appended to [`testkit::Cluster::stderr_path`] so that a
+    /// failure can show why a node stopped (a CI run failed with nothing to read until then).
     pub fn start_all(&mut self) {
-        ok(self.0.start_all(Stderr::Null));
-    }
-
-    pub fn start(&mut self, id: i32, overrides: &[&str]) {
-        ok(self.0.start(id, overrides, Stderr::Null));
-    }
-
-    /// Starts every node with its stderr appended to [`testkit::Cluster::stderr_path`] (for a
-    /// failure's message: [`testkit::Cluster::stderr_tail`]).
-    pub fn start_all_logged(&mut self) {
         ok(self.0.start_all(Stderr::File));
+    }
+
+    /// Starts node `id` with `overrides`, its stderr kept as [`Cluster::start_all`] keeps it.
+    pub fn start(&mut self, id: i32, overrides: &[&str]) {
+        ok(self.0.start(id, overrides, Stderr::File));
     }
 
     /// Stops every running node: SIGTERM, then SIGKILL (the guard) if it has not exited in
@@ -110,8 +113,7 @@ impl Cluster {
     }
 
     /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
-    /// On failure the panic shows each node's last stderr lines (empty unless the nodes were
-    /// started logged).
+    /// On failure the panic shows each node's last stderr lines.
     pub fn wait_for_leader(&mut self, exclude: Option<i32>) -> i32 {
         let waited = self.0.wait_for_leader(&LeaderWait {
             exclude,
@@ -146,7 +148,7 @@ pub fn batch(value: &str) -> Bytes {
 
 /// Every data record in a log directory as (offset, value), read with the log's reader.
 pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
-    let log = engine::log::Log::open(dir, engine::log::LogConfig::default()).unwrap();
+    let log = engine::log::Log::open(dir, engine::log::LogConfig::for_reading()).unwrap();
     let mut out = Vec::new();
     let mut offset = log.start_offset();
     while offset < log.end_offset() {
