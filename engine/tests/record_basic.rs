@@ -200,14 +200,98 @@ fn record_count_must_match_last_offset_delta() {
 }
 
 #[test]
-fn compressed_batches_are_refused() {
-    let mut batch = three_record_batch();
-    batch[22] |= 0x01; // gzip
-    recrc(&mut batch);
+fn a_batch_marked_compressed_whose_records_do_not_decompress_is_refused() {
+    for (codec, name) in [(1, "gzip"), (2, "snappy"), (3, "lz4"), (4, "zstd")] {
+        let mut batch = three_record_batch();
+        batch[22] |= codec; // plain records under a codec's flag, CRC made right again
+        recrc(&mut batch);
+        match BatchView::parse(batch.freeze()) {
+            Err(RecordError::Decompression { codec, .. }) => assert_eq!(codec, name),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
+/// `batch` with its records section replaced by `records` under zstd (attributes bit 4), its
+/// BatchLength and CRC made right.
+fn zstd_batch(batch: &[u8], records: &[u8]) -> Bytes {
+    let mut out = BytesMut::from(&batch[..RECORDS_OFFSET]);
+    out.extend_from_slice(&zstd::stream::encode_all(records, 1).unwrap());
+    out[22] |= 4;
+    let batch_length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    recrc(&mut out);
+    out.freeze()
+}
+
+#[test]
+fn a_compressed_batch_is_read_like_the_plain_one_and_kept_as_it_came() {
+    let plain = three_record_batch();
+    let compressed = zstd_batch(&plain, &plain[RECORDS_OFFSET..]);
+    let view = BatchView::parse(compressed.clone()).unwrap();
+    let plain_view = BatchView::parse(plain.freeze()).unwrap();
+    assert_eq!(view.bytes(), &compressed);
+    assert_eq!(
+        view.records().collect::<Vec<_>>(),
+        plain_view.records().collect::<Vec<_>>()
+    );
+    assert_eq!(view.record_refs().count(), 3);
+}
+
+#[test]
+fn a_compressed_batch_whose_records_do_not_match_its_header_is_refused() {
+    let plain = three_record_batch();
+    // Two of the three records: the count in the header no longer holds.
+    let first_two = {
+        let view = BatchView::parse(plain.clone().freeze()).unwrap();
+        let mut builder = RecordBatchBuilder::new(100, 7);
+        for record in view.record_refs().take(2) {
+            builder.append(record.timestamp_delta, record.key, record.value, &[]);
+        }
+        builder.build()
+    };
+    let compressed = zstd_batch(&plain, &first_two[RECORDS_OFFSET..]);
+    assert!(BatchView::parse(compressed).is_err());
+    // Bytes after the last record.
+    let mut extra = plain[RECORDS_OFFSET..].to_vec();
+    extra.push(0);
+    match BatchView::parse(zstd_batch(&plain, &extra)) {
+        Err(RecordError::InCompressedRecords {
+            codec: "zstd",
+            source,
+        }) => {
+            assert!(
+                matches!(*source, RecordError::TrailingBytes { .. }),
+                "{source}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_batch_that_decompresses_past_the_largest_batch_is_refused_without_holding_it() {
+    let plain = three_record_batch();
+    let bomb = vec![0u8; engine::record::compression::MAX_DECOMPRESSED_BYTES + 1];
+    let compressed = zstd_batch(&plain, &bomb);
+    assert!(compressed.len() < 64 * 1024, "{}", compressed.len());
     assert!(matches!(
-        BatchView::parse(batch.freeze()),
-        Err(RecordError::UnsupportedCompression { codec: 1, .. })
+        BatchView::parse(compressed),
+        Err(RecordError::DecompressedTooLarge { codec: "zstd", .. })
     ));
+}
+
+#[test]
+fn unknown_compression_codecs_are_refused() {
+    for codec in 5..=7 {
+        let mut batch = three_record_batch();
+        batch[22] |= codec;
+        recrc(&mut batch);
+        assert!(matches!(
+            BatchView::parse(batch.freeze()),
+            Err(RecordError::UnsupportedCompression { codec: c, .. }) if c == codec
+        ));
+    }
 }
 
 #[test]

@@ -50,6 +50,7 @@ error_codes! {
     SASL_AUTHENTICATION_FAILED = 58, "SASL authentication failed";
     FENCED_LEADER_EPOCH = 74, "the request's epoch is older than the receiver's";
     UNKNOWN_LEADER_EPOCH = 75, "the request's epoch is newer than the leader's";
+    INVALID_RECORD = 87, "a record batch's records are invalid (after decompression)";
     INCONSISTENT_VOTER_SET = 94, "sender or receiver is not in the receiver's voter set";
     INCONSISTENT_CLUSTER_ID = 104, "the request's cluster id does not match this cluster";
     NOT_QUORUM_LEADER = 205, "target broker is not the leader of this quorum";

@@ -29,8 +29,21 @@ pub enum RecordError {
         actual: u32,
         end: usize,
     },
-    #[error("compressed batches are not supported (attributes {attributes:#06x}, codec {codec})")]
+    #[error("unknown compression codec {codec} (attributes {attributes:#06x}; 0-4 exist)")]
     UnsupportedCompression { attributes: i16, codec: u8 },
+    /// The records of a compressed batch do not decompress.
+    #[error("the {codec} records do not decompress: {reason}")]
+    Decompression { codec: &'static str, reason: String },
+    /// The records of a compressed batch decompressed but are malformed; positions in `source`
+    /// count from the start of the decompressed records.
+    #[error("in the decompressed {codec} records: {source}")]
+    InCompressedRecords {
+        codec: &'static str,
+        source: Box<RecordError>,
+    },
+    /// The records of a compressed batch decompress to more than the largest batch.
+    #[error("the {codec} records decompress to more than {limit} bytes")]
+    DecompressedTooLarge { codec: &'static str, limit: usize },
     /// RecordsCount must be at least 1 and equal LastOffsetDelta + 1.
     #[error("RecordsCount {records_count} does not match LastOffsetDelta {last_offset_delta}")]
     RecordCountMismatch {

@@ -10,10 +10,12 @@
 //! - [`control`]: LeaderChange and QuorumReassignment control records.
 //! - [`varint`]: varint and zigzag helpers, shared with the wire codec.
 //!
-//! Compressed batches are rejected with [`RecordError::UnsupportedCompression`].
+//! - [`compression`]: gzip, snappy, lz4 and zstd batches are stored as they came; their records
+//!   are decompressed (bounded) only to validate and read them.
 
 mod batch;
 mod builder;
+pub mod compression;
 pub mod control;
 mod error;
 mod header;

@@ -5,8 +5,9 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::batch::Batch;
+use super::compression::{self, Compression, MAX_DECOMPRESSED_BYTES};
 use super::error::RecordError;
-use super::header::{BatchHeader, ATTR_COMPRESSION_MASK, CRC_START, RECORDS_OFFSET};
+use super::header::{BatchHeader, CRC_START, RECORDS_OFFSET};
 use super::varint;
 
 /// One record of a batch. Key, value and headers are slices of the batch's [`Bytes`] (no copy).
@@ -34,16 +35,24 @@ impl Record {
 }
 
 /// Exactly one batch, checked in full by [`BatchView::parse`]: header bounds, magic, CRC-32C,
-/// record count, and the framing of every record. The header is decoded once, at parse.
+/// record count, and the framing of every record (after decompression, for a compressed
+/// batch). The header is decoded once, at parse.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchView {
     header: BatchHeader,
     bytes: Bytes,
+    /// The records: `bytes` itself for an uncompressed batch (from [`RECORDS_OFFSET`] on), the
+    /// decompressed records section (from 0) for a compressed one.
+    records: Bytes,
+    records_start: usize,
 }
 
 impl BatchView {
-    /// Validates `bytes` as exactly one uncompressed batch. Fewer bytes than the header declares
-    /// is [`RecordError::TooShort`] (see [`RecordError::is_incomplete`]).
+    /// Validates `bytes` as exactly one batch; a compressed batch's records are decompressed
+    /// (at most [`MAX_DECOMPRESSED_BYTES`]) and checked like an uncompressed batch's
+    /// ([`RecordError::InCompressedRecords`] when they fail).
+    /// Fewer bytes than the header declares is [`RecordError::TooShort`] (see
+    /// [`RecordError::is_incomplete`]).
     pub fn parse(bytes: Bytes) -> Result<BatchView, RecordError> {
         let header = BatchHeader::read_framing(&bytes)?;
         if header.total_len() > bytes.len() {
@@ -68,14 +77,35 @@ impl BatchView {
             });
         }
         header.check_records_count()?;
-        if header.attributes & ATTR_COMPRESSION_MASK != 0 {
-            return Err(RecordError::UnsupportedCompression {
-                attributes: header.attributes,
-                codec: header.compression(),
-            });
-        }
-        validate_records(&bytes, header.records_count as u32)?;
-        Ok(BatchView { header, bytes })
+        let count = header.records_count as u32;
+        let (records, records_start) = match Compression::from_attributes(header.attributes)? {
+            Compression::None => {
+                validate_records(&bytes, RECORDS_OFFSET, count)?;
+                (bytes.clone(), RECORDS_OFFSET)
+            }
+            codec => {
+                let section = &bytes[RECORDS_OFFSET..];
+                let plain = compression::decompress(codec, section, MAX_DECOMPRESSED_BYTES)?;
+                validate_records(&plain, 0, count).map_err(|source| {
+                    RecordError::InCompressedRecords {
+                        codec: codec.name(),
+                        source: Box::new(source),
+                    }
+                })?;
+                (Bytes::from(plain), 0)
+            }
+        };
+        Ok(BatchView {
+            header,
+            bytes,
+            records,
+            records_start,
+        })
+    }
+
+    /// The batch's compression codec.
+    pub fn compression(&self) -> Compression {
+        Compression::from_attributes(self.header.attributes).expect("checked by parse")
     }
 
     pub fn header(&self) -> &BatchHeader {
@@ -161,11 +191,12 @@ impl BatchView {
         self.bytes
     }
 
-    /// The records, in offset order, as slices of the batch.
+    /// The records, in offset order, as slices of the batch (of its decompressed records, for a
+    /// compressed batch).
     pub fn records(&self) -> RecordIter {
         RecordIter {
-            bytes: self.bytes.clone(),
-            position: RECORDS_OFFSET,
+            bytes: self.records.clone(),
+            position: self.records_start,
             next_index: 0,
             count: self.record_count(),
         }
@@ -175,8 +206,8 @@ impl BatchView {
     /// them (state machines applying records, dumps, checks).
     pub fn record_refs(&self) -> RecordRefIter<'_> {
         RecordRefIter {
-            batch: &self.bytes,
-            position: RECORDS_OFFSET,
+            batch: &self.records,
+            position: self.records_start,
             next_index: 0,
             count: self.record_count(),
         }
@@ -348,8 +379,9 @@ impl RecordSpans {
     }
 }
 
-fn validate_records(batch: &[u8], count: u32) -> Result<(), RecordError> {
-    let mut position = RECORDS_OFFSET;
+/// Checks the `count` records that start at `start` in `batch` and end exactly at its end.
+fn validate_records(batch: &[u8], start: usize, count: u32) -> Result<(), RecordError> {
+    let mut position = start;
     for index in 0..count {
         position = read_record(batch, position, index)?.end;
     }
@@ -365,7 +397,7 @@ fn validate_records(batch: &[u8], count: u32) -> Result<(), RecordError> {
 /// Reads the record at `start` that must carry offset delta `index`, checking every length.
 #[inline]
 fn read_record(batch: &[u8], start: usize, index: u32) -> Result<RecordSpans, RecordError> {
-    assert!(start >= RECORDS_OFFSET && start <= batch.len());
+    assert!(start <= batch.len());
     let mut cursor = Cursor {
         buf: batch,
         position: start,

@@ -2,6 +2,7 @@
 //! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
 
 use super::*;
+use engine::record::RecordError;
 
 /// Produce deadlines are checked on this coarse tick (node time, ms): every deadline inside one
 /// tick shares one wake-up, and no timer is armed per request.
@@ -205,6 +206,7 @@ pub(super) fn split_produce(
                         appends.push((slot, view));
                         None
                     }
+                    Some(Err(error)) => Some((refusal(&error), -1)),
                     _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
                 }
             };
@@ -212,6 +214,19 @@ pub(super) fn split_produce(
         }
     }
     (partitions, appends)
+}
+
+/// The error a Produce partition gets for a batch that fails validation: bytes that are damaged
+/// (CRC, framing, a codec's stream that does not decompress) are CORRUPT_MESSAGE, as Kafka
+/// answers; records of a compressed batch that decompress but are malformed or too large are
+/// INVALID_RECORD.
+fn refusal(error: &RecordError) -> ErrorCode {
+    match error {
+        RecordError::DecompressedTooLarge { .. } | RecordError::InCompressedRecords { .. } => {
+            ErrorCode::INVALID_RECORD
+        }
+        _ => ErrorCode::CORRUPT_MESSAGE,
+    }
 }
 
 /// The Produce response frame (4 placeholder bytes for the size first) for answered slots.
