@@ -202,6 +202,17 @@ mod tests {
         out
     }
 
+    /// `data` under each codec, snappy both raw and in snappy-java's framing.
+    fn compressed_every_way(data: &[u8]) -> [(Compression, Vec<u8>); 5] {
+        [
+            (Compression::Gzip, gzip(data)),
+            (Compression::Lz4, lz4(data)),
+            (Compression::Zstd, zstd(data)),
+            (Compression::Snappy, raw_snappy(data)),
+            (Compression::Snappy, xerial(data, 32 * 1024)),
+        ]
+    }
+
     fn sample() -> Vec<u8> {
         (0..100_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
@@ -211,14 +222,7 @@ mod tests {
     #[test]
     fn every_codec_round_trips() {
         let data = sample();
-        let cases = [
-            (Compression::Gzip, gzip(&data)),
-            (Compression::Lz4, lz4(&data)),
-            (Compression::Zstd, zstd(&data)),
-            (Compression::Snappy, raw_snappy(&data)),
-            (Compression::Snappy, xerial(&data, 32 * 1024)),
-        ];
-        for (codec, compressed) in cases {
+        for (codec, compressed) in compressed_every_way(&data) {
             assert!(compressed.len() < data.len(), "{codec:?}");
             let out = decompress(codec, &compressed, MAX_DECOMPRESSED_BYTES).unwrap();
             assert_eq!(out, data, "{codec:?}");
@@ -243,14 +247,7 @@ mod tests {
     #[test]
     fn output_past_the_limit_is_refused_for_every_codec() {
         let zeros = vec![0u8; 1 << 20];
-        let cases = [
-            (Compression::Gzip, gzip(&zeros)),
-            (Compression::Lz4, lz4(&zeros)),
-            (Compression::Zstd, zstd(&zeros)),
-            (Compression::Snappy, raw_snappy(&zeros)),
-            (Compression::Snappy, xerial(&zeros, 32 * 1024)),
-        ];
-        for (codec, compressed) in cases {
+        for (codec, compressed) in compressed_every_way(&zeros) {
             let limit = (1 << 20) - 1;
             match decompress(codec, &compressed, limit) {
                 Err(RecordError::DecompressedTooLarge { .. }) => {}
@@ -267,14 +264,7 @@ mod tests {
     #[test]
     fn damaged_input_is_an_error_for_every_codec() {
         let data = sample();
-        let cases = [
-            (Compression::Gzip, gzip(&data)),
-            (Compression::Lz4, lz4(&data)),
-            (Compression::Zstd, zstd(&data)),
-            (Compression::Snappy, raw_snappy(&data)),
-            (Compression::Snappy, xerial(&data, 32 * 1024)),
-        ];
-        for (codec, compressed) in cases {
+        for (codec, compressed) in compressed_every_way(&data) {
             let cut = &compressed[..compressed.len() / 2];
             assert!(
                 decompress(codec, cut, MAX_DECOMPRESSED_BYTES).is_err(),
