@@ -16,7 +16,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use net::security::tls::ClientAuth;
 use net::transport::{Config, ConnId, Event, EventLoop};
 use transport_support::{frame_chain, pattern, EchoServer};
-use transport_tls_support::{server_name, Pki, TlsEchoServer};
+use transport_tls_support::{server_name, Pki};
 
 const CASES: [(usize, u64); 5] = [(64, 1), (64, 16), (4096, 1), (65_536, 4), (1 << 20, 2)];
 
@@ -52,7 +52,7 @@ struct Setup {
     ring: EventLoop,
     conn: ConnId,
     _plain: Option<EchoServer>,
-    _tls: Option<(TlsEchoServer, Pki)>,
+    _tls: Option<(EchoServer, Pki)>,
 }
 
 impl Setup {
@@ -60,7 +60,8 @@ impl Setup {
         let mut ring = EventLoop::new(Config::default()).unwrap();
         let (conn, plain, tls) = if tls {
             let pki = Pki::new();
-            let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, &[]));
+            let server =
+                EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, &[]));
             let client = pki.client(&pki.ca, None, &[]);
             let conn = ring
                 .connect_tls(server.addr, client, server_name())

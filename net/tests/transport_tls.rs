@@ -17,8 +17,10 @@ use net::security::tls::{not_after, subject_dn, ClientAuth, TlsVersion};
 use net::transport::{CloseReason, Config, ConnId, ConnectError, Event, EventLoop};
 use net::wire::frame::size_prefix;
 use rustls::ProtocolVersion;
-use transport_support::{closed_by_peer, pattern, poll_until, std_client, Seen, PATIENCE};
-use transport_tls_support::{server_name, Pki, StdTlsClient, TlsEchoServer};
+use transport_support::{
+    closed_by_peer, pattern, poll_until, std_client, EchoServer, Seen, PATIENCE,
+};
+use transport_tls_support::{server_name, Pki, StdTlsClient};
 
 const BOTH: &[TlsVersion] = &[];
 
@@ -72,7 +74,7 @@ fn close_and_settle(ring: &mut EventLoop, conn: ConnId) {
 }
 
 /// The server's report after every connection is gone: nothing left buffered.
-fn stop_clean(server: TlsEchoServer) -> transport_tls_support::TlsServerReport {
+fn stop_clean(server: EchoServer) -> transport_support::ServerReport {
     let report = server.stop();
     assert_eq!(report.connections_at_stop, 0);
     assert_eq!(
@@ -99,7 +101,7 @@ fn every_fallback_forced_still_round_trips_over_tls() {
 
 fn sizes_round(config: Config) {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(config.clone(), pki.server(ClientAuth::None, BOTH));
+    let server = EchoServer::start_tls(config.clone(), pki.server(ClientAuth::None, BOTH));
     let mut ring = EventLoop::new(config).unwrap();
     let conn = ring
         .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
@@ -137,7 +139,7 @@ fn many_pipelined_frames_and_partial_sends_through_a_tiny_send_buffer() {
         send_buffer_bytes: Some(4096),
         ..Config::default()
     };
-    let server = TlsEchoServer::start(config.clone(), pki.server(ClientAuth::None, BOTH));
+    let server = EchoServer::start_tls(config.clone(), pki.server(ClientAuth::None, BOTH));
     let mut ring = EventLoop::new(config).unwrap();
     let conn = ring
         .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
@@ -164,7 +166,7 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
     ] {
         // The server offers both; the client allows one.
         let server =
-            TlsEchoServer::start(Config::default(), pki.server(ClientAuth::Required, BOTH));
+            EchoServer::start_tls(Config::default(), pki.server(ClientAuth::Required, BOTH));
         let mut ring = EventLoop::new(Config::default()).unwrap();
         let client = pki.client(&pki.ca, Some(&pki.client), &[version]);
         let conn = ring
@@ -184,7 +186,7 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
         stop_clean(server);
     }
     // A server that allows only TLS 1.3 refuses a TLS 1.2-only client.
-    let server = TlsEchoServer::start(
+    let server = EchoServer::start_tls(
         Config::default(),
         pki.server(ClientAuth::None, &[TlsVersion::Tls13]),
     );
@@ -205,7 +207,7 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
 
 /// What happened to a client refused by mutual TLS: it never gets an echo, and the server
 /// closes with a TLS reason naming the certificate problem.
-fn refused(pki: &Pki, server: &TlsEchoServer, keystore: Option<&std::path::Path>) -> String {
+fn refused(pki: &Pki, server: &EchoServer, keystore: Option<&std::path::Path>) -> String {
     let mut ring = EventLoop::new(Config::default()).unwrap();
     let conn = ring
         .connect_tls(
@@ -235,7 +237,7 @@ fn refused(pki: &Pki, server: &TlsEchoServer, keystore: Option<&std::path::Path>
 #[test]
 fn mutual_tls_refuses_bad_client_certificates_and_names_the_good_one() {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::Required, BOTH));
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::Required, BOTH));
     let why = refused(&pki, &server, None);
     assert!(why.contains("certificate"), "{why}");
     let why = refused(&pki, &server, Some(&pki.foreign_client));
@@ -269,7 +271,7 @@ fn mutual_tls_refuses_bad_client_certificates_and_names_the_good_one() {
 #[test]
 fn requested_client_auth_accepts_clients_with_and_without_certificates() {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::Requested, BOTH));
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::Requested, BOTH));
     let mut anonymous = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let mut named =
         StdTlsClient::connect(server.addr, pki.client(&pki.ca, Some(&pki.client), BOTH));
@@ -305,7 +307,7 @@ fn client_hello(pki: &Pki) -> Vec<u8> {
 #[test]
 fn plaintext_garbage_and_broken_handshakes_close_only_their_connection() {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, BOTH));
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
     let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let body = pattern(100, 9);
     assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
@@ -358,7 +360,7 @@ fn plaintext_garbage_and_broken_handshakes_close_only_their_connection() {
 fn a_silent_or_stalled_handshake_times_out_and_established_connections_stay() {
     let pki = Pki::new();
     let timeout = Duration::from_millis(300);
-    let server = TlsEchoServer::start(
+    let server = EchoServer::start_tls(
         Config {
             tls_handshake_timeout: timeout,
             ..Config::default()
@@ -415,7 +417,7 @@ fn a_silent_or_stalled_handshake_times_out_and_established_connections_stay() {
 #[test]
 fn a_config_swap_keeps_open_connections_and_changes_new_handshakes() {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, BOTH));
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
     let mut before = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let body = pattern(30, 1);
     assert_eq!(before.round_trip(&body).unwrap(), &body[..]);
@@ -460,7 +462,7 @@ fn a_config_swap_keeps_open_connections_and_changes_new_handshakes() {
 /// through it and read the echo back from its stdout. Bounded: the process is killed at the end.
 fn s_client_echo(version_flag: &str, expected: ProtocolVersion) {
     let pki = Pki::new();
-    let server = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, BOTH));
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
     let mut child = match Command::new("openssl")
         .args([
             "s_client",
@@ -535,7 +537,7 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
         matches!(&events[0], Event::ConnectFailed { conn: c, error: ConnectError::Tls(_) } if *c == conn),
         "{events:?}"
     );
-    let tls = TlsEchoServer::start(Config::default(), pki.server(ClientAuth::None, BOTH));
+    let tls = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
     let conn = ring
         .connect_tls(tls.addr, pki.client(&pki.ca, None, BOTH), server_name())
         .unwrap();
@@ -553,7 +555,7 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
 fn a_huge_frame_sent_slowly_over_tls_hits_the_buffer_budget() {
     const BUDGET: usize = 1 << 20;
     let pki = Pki::new();
-    let server = TlsEchoServer::start(
+    let server = EchoServer::start_tls(
         Config {
             max_buffered_bytes: BUDGET,
             ..Config::default()

@@ -1,17 +1,20 @@
 //! Shared by the transport tests (and the transport bench): an echo server running an
-//! `EventLoop` on its own thread, stopped through a watched eventfd, plus bounded wait helpers.
+//! `EventLoop` on its own thread, on a plain or a TLS listener, stopped through a watched
+//! eventfd (a second one carries commands: swap the TLS config, list TLS peers), plus bounded
+//! wait helpers.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use net::transport::{CloseReason, Config, ConnId, Event, EventLoop, Features, Stats};
+use net::transport::{CloseReason, Config, ConnId, Event, EventLoop, Features, Stats, TlsPeerInfo};
 use net::wire::frame::size_prefix;
+use rustls::ServerConfig;
 
 /// Every wait in these tests gives up (and fails) after this long.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -34,12 +37,22 @@ pub struct ServerReport {
     pub connections_at_stop: usize,
     /// The most received-but-undelivered bytes seen after any poll.
     pub max_buffered_bytes: usize,
+    pub buffered_at_stop: usize,
 }
 
+/// What a test asks of a running echo server.
+enum Command {
+    Reload(Arc<ServerConfig>),
+    Peers(mpsc::Sender<Vec<(ConnId, TlsPeerInfo)>>),
+}
+
+/// An echo server: every frame comes back on its connection.
 pub struct EchoServer {
     pub addr: SocketAddr,
     pub seen: mpsc::Receiver<Seen>,
     stop: OwnedFd,
+    control: OwnedFd,
+    commands: mpsc::Sender<Command>,
     thread: Option<JoinHandle<ServerReport>>,
 }
 
@@ -78,19 +91,49 @@ pub fn pattern(len: usize, seed: u64) -> Bytes {
 }
 
 impl EchoServer {
+    /// On a plain listener.
     pub fn start(config: Config) -> Self {
-        let stop = eventfd();
-        let stop_fd = stop.as_raw_fd();
+        Self::spawn(config, None)
+    }
+
+    /// On a TLS listener with `tls`.
+    pub fn start_tls(config: Config, tls: Arc<ServerConfig>) -> Self {
+        Self::spawn(config, Some(tls))
+    }
+
+    fn spawn(config: Config, tls: Option<Arc<ServerConfig>>) -> Self {
+        let (stop, control) = (eventfd(), eventfd());
+        let fds = (stop.as_raw_fd(), control.as_raw_fd());
         let (addr_tx, addr_rx) = mpsc::channel();
         let (seen_tx, seen) = mpsc::channel();
-        let thread = std::thread::spawn(move || serve(config, stop_fd, addr_tx, seen_tx));
+        let (commands, command_rx) = mpsc::channel();
+        let thread =
+            std::thread::spawn(move || serve(config, tls, fds, addr_tx, seen_tx, command_rx));
         let addr = addr_rx.recv_timeout(PATIENCE).expect("echo server started");
         Self {
             addr,
             seen,
             stop,
+            control,
+            commands,
             thread: Some(thread),
         }
+    }
+
+    /// Swap the TLS listener's config (done before this returns).
+    pub fn reload(&self, tls: Arc<ServerConfig>) {
+        self.commands.send(Command::Reload(tls)).unwrap();
+        write_eventfd(&self.control, 1);
+        // A Peers round trip proves the reload was handled (commands run in order).
+        self.peers();
+    }
+
+    /// The server's open TLS connections past their handshake.
+    pub fn peers(&self) -> Vec<(ConnId, TlsPeerInfo)> {
+        let (tx, rx) = mpsc::channel();
+        self.commands.send(Command::Peers(tx)).unwrap();
+        write_eventfd(&self.control, 1);
+        rx.recv_timeout(PATIENCE).expect("peers answered")
     }
 
     /// The next thing the server saw; fails the test after PATIENCE.
@@ -133,13 +176,20 @@ impl Drop for EchoServer {
 
 fn serve(
     config: Config,
-    stop_fd: i32,
+    tls: Option<Arc<ServerConfig>>,
+    (stop_fd, control_fd): (i32, i32),
     addr_tx: mpsc::Sender<SocketAddr>,
     seen_tx: mpsc::Sender<Seen>,
+    commands: mpsc::Receiver<Command>,
 ) -> ServerReport {
     let mut ring = EventLoop::new(config).expect("server ring");
-    let listener = ring.listen(loopback()).expect("listen");
-    ring.watch_eventfd(stop_fd).expect("watch stop eventfd");
+    let listener = match tls {
+        Some(tls) => ring.listen_tls(loopback(), tls).expect("listen_tls"),
+        None => ring.listen(loopback()).expect("listen"),
+    };
+    let stop = ring.watch_eventfd(stop_fd).expect("watch stop eventfd");
+    ring.watch_eventfd(control_fd)
+        .expect("watch control eventfd");
     addr_tx.send(ring.local_addr(listener).unwrap()).unwrap();
     let started = Instant::now();
     let mut events = Vec::new();
@@ -158,7 +208,18 @@ fn serve(
                     Seen::Frame(conn, len)
                 }
                 Event::Closed { conn, reason } => Seen::Closed(conn, reason),
-                Event::EventFd { .. } => break 'serve,
+                Event::EventFd { id, .. } if id == stop => break 'serve,
+                Event::EventFd { .. } => {
+                    while let Ok(command) = commands.try_recv() {
+                        match command {
+                            Command::Reload(tls) => ring.set_listener_tls(listener, tls).unwrap(),
+                            Command::Peers(reply) => {
+                                let _ = reply.send(ring.tls_connections());
+                            }
+                        }
+                    }
+                    continue;
+                }
                 other => panic!("echo server got {other:?}"),
             };
             let _ = seen_tx.send(seen);
@@ -169,6 +230,7 @@ fn serve(
         features: ring.features(),
         connections_at_stop: ring.connection_count(),
         max_buffered_bytes: max_buffered,
+        buffered_at_stop: ring.buffered_bytes(),
     }
 }
 

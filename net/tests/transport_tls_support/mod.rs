@@ -1,24 +1,18 @@
 //! Shared by the TLS transport tests (and the transport bench): certificates made in the test
-//! with rcgen and written as PEM stores (so the `security::tls` builders read them), and a TLS
-//! echo server on its own thread that can swap its listener's config and list its connections.
+//! with rcgen and written as PEM stores (so the `security::tls` builders read them), and a
+//! blocking TLS client (the echo server, plain or TLS, is `transport_support::EchoServer`).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use net::security::tls::{client_config, server_config, ClientAuth, TlsSettings, TlsVersion};
-use net::transport::{Config, ConnId, Event, EventLoop, Stats, TlsPeerInfo};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::{ClientConfig, ServerConfig};
-
-use crate::transport_support::{eventfd, frame_chain, loopback, write_eventfd, Seen, PATIENCE};
 
 /// A CA that signs leaf certificates, each written as a PEM keystore (key + chain) in `dir`.
 pub struct Ca {
@@ -147,162 +141,6 @@ impl Pki {
 
 pub fn server_name() -> rustls::pki_types::ServerName<'static> {
     rustls::pki_types::ServerName::try_from("localhost").unwrap()
-}
-
-enum Command {
-    Reload(Arc<ServerConfig>),
-    Peers(mpsc::Sender<Vec<(ConnId, TlsPeerInfo)>>),
-}
-
-pub struct TlsServerReport {
-    pub stats: Stats,
-    pub connections_at_stop: usize,
-    pub max_buffered_bytes: usize,
-    pub buffered_at_stop: usize,
-}
-
-/// An echo server on a TLS listener: every frame comes back on its connection.
-pub struct TlsEchoServer {
-    pub addr: SocketAddr,
-    pub seen: mpsc::Receiver<Seen>,
-    stop: OwnedFd,
-    control: OwnedFd,
-    commands: mpsc::Sender<Command>,
-    thread: Option<JoinHandle<TlsServerReport>>,
-}
-
-impl TlsEchoServer {
-    pub fn start(config: Config, tls: Arc<ServerConfig>) -> Self {
-        let stop = eventfd();
-        let control = eventfd();
-        let (stop_fd, control_fd) = (stop.as_raw_fd(), control.as_raw_fd());
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let (seen_tx, seen) = mpsc::channel();
-        let (commands, command_rx) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            serve(
-                config, tls, stop_fd, control_fd, addr_tx, seen_tx, command_rx,
-            )
-        });
-        let addr = addr_rx
-            .recv_timeout(PATIENCE)
-            .expect("TLS echo server started");
-        Self {
-            addr,
-            seen,
-            stop,
-            control,
-            commands,
-            thread: Some(thread),
-        }
-    }
-
-    pub fn next_seen(&self) -> Seen {
-        self.seen
-            .recv_timeout(PATIENCE)
-            .expect("the TLS echo server reported in time")
-    }
-
-    pub fn wait_for(&self, count: usize, want: impl Fn(&Seen) -> bool) -> Vec<Seen> {
-        let mut all = Vec::new();
-        let mut matched = 0;
-        while matched < count {
-            let seen = self.next_seen();
-            matched += usize::from(want(&seen));
-            all.push(seen);
-        }
-        all
-    }
-
-    /// Swap the listener's config (done before this returns).
-    pub fn reload(&self, tls: Arc<ServerConfig>) {
-        self.commands.send(Command::Reload(tls)).unwrap();
-        write_eventfd(&self.control, 1);
-        // A Peers round trip proves the reload was handled (commands run in order).
-        self.peers();
-    }
-
-    /// The server's open TLS connections past their handshake.
-    pub fn peers(&self) -> Vec<(ConnId, TlsPeerInfo)> {
-        let (tx, rx) = mpsc::channel();
-        self.commands.send(Command::Peers(tx)).unwrap();
-        write_eventfd(&self.control, 1);
-        rx.recv_timeout(PATIENCE).expect("peers answered")
-    }
-
-    pub fn stop(mut self) -> TlsServerReport {
-        write_eventfd(&self.stop, 1);
-        self.thread
-            .take()
-            .unwrap()
-            .join()
-            .expect("TLS echo server thread")
-    }
-}
-
-impl Drop for TlsEchoServer {
-    fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            write_eventfd(&self.stop, 1);
-            let _ = thread.join();
-        }
-    }
-}
-
-fn serve(
-    config: Config,
-    tls: Arc<ServerConfig>,
-    stop_fd: i32,
-    control_fd: i32,
-    addr_tx: mpsc::Sender<SocketAddr>,
-    seen_tx: mpsc::Sender<Seen>,
-    commands: mpsc::Receiver<Command>,
-) -> TlsServerReport {
-    let mut ring = EventLoop::new(config).expect("server ring");
-    let listener = ring.listen_tls(loopback(), tls).expect("listen_tls");
-    let stop = ring.watch_eventfd(stop_fd).expect("watch stop eventfd");
-    ring.watch_eventfd(control_fd)
-        .expect("watch control eventfd");
-    addr_tx.send(ring.local_addr(listener).unwrap()).unwrap();
-    let started = Instant::now();
-    let mut events = Vec::new();
-    let mut max_buffered = 0;
-    'serve: while started.elapsed() < PATIENCE * 4 {
-        ring.poll(Some(Duration::from_millis(100)), &mut events)
-            .expect("server poll");
-        max_buffered = max_buffered.max(ring.buffered_bytes());
-        for event in events.drain(..) {
-            let seen = match event {
-                Event::Accepted { conn, .. } => Seen::Accepted(conn),
-                Event::Frame { conn, bytes } => {
-                    let len = bytes.len();
-                    let _ = ring.send(conn, frame_chain(bytes));
-                    Seen::Frame(conn, len)
-                }
-                Event::Closed { conn, reason } => Seen::Closed(conn, reason),
-                Event::EventFd { id, .. } if id == stop => break 'serve,
-                Event::EventFd { .. } => {
-                    while let Ok(command) = commands.try_recv() {
-                        match command {
-                            Command::Reload(tls) => ring.set_listener_tls(listener, tls).unwrap(),
-                            Command::Peers(reply) => {
-                                let _ = reply.send(ring.tls_connections());
-                            }
-                        }
-                    }
-                    continue;
-                }
-                other => panic!("TLS echo server got {other:?}"),
-            };
-            let _ = seen_tx.send(seen);
-        }
-    }
-    TlsServerReport {
-        stats: ring.stats(),
-        connections_at_stop: ring.connection_count(),
-        max_buffered_bytes: max_buffered,
-        buffered_at_stop: ring.buffered_bytes(),
-    }
 }
 
 /// A blocking rustls client over a std TcpStream, for peers that must not share the test's loop.
