@@ -1,7 +1,9 @@
 //! A small blocking client over `std::net`, for the admin tool, process tests and the load
 //! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
-//! pipelined (`send_produce` several times, then `recv_produce` for each answer); SASL
-//! authentication (`authenticate`) before them on a SASL listener.
+//! pipelined (`send_produce` several times, then `recv_produce` for each answer); the consumer
+//! APIs (Fetch, ListOffsets, OffsetForLeaderEpoch) and InitProducerId, each at the highest
+//! version both sides speak (`negotiate`, from the server's ApiVersions answer) or at a chosen
+//! one (`*_at`); SASL authentication (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -12,14 +14,18 @@ use bytes::Bytes;
 use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, Request, Response};
 
 use crate::security::sasl::{Mechanism, SaslClient, SaslError};
-use crate::wire::api;
+use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    ApiVersionsRequest, ApiVersionsResponse, ProducePartition, ProduceRequest, ProduceResponse,
-    ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE, SASL_AUTHENTICATE_SPEC,
-    SASL_HANDSHAKE,
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducePartition, ProduceRequest,
+    ProduceResponse, ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse, FETCH_SPEC, INIT_PRODUCER_ID_SPEC,
+    LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE,
+    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
+use crate::wire::WireError;
 use crate::wire::{RequestHeader, ResponseHeader, WireReader, WireWriter};
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +54,15 @@ pub enum ClientError {
     /// the credential (SCRAM's server signature).
     #[error("{addr}: SASL: {source}")]
     Sasl { addr: SocketAddr, source: SaslError },
+    /// The server does not advertise the API, or none of the versions this client speaks.
+    #[error("{addr}: no {api} version in common (server: {server:?}, client: {min}-{max})")]
+    NoCommonVersion {
+        addr: SocketAddr,
+        api: &'static str,
+        server: Option<(i16, i16)>,
+        min: i16,
+        max: i16,
+    },
 }
 
 /// The first socket address of `host` and `port` (a listener, a voter, a bootstrap server, an
@@ -125,6 +140,8 @@ pub struct BlockingClient {
     /// Bytes read from the socket and not yet consumed as frames: `received[consumed..]`.
     received: Vec<u8>,
     consumed: usize,
+    /// The server's ApiVersions answer, asked the first time a version is negotiated.
+    server_versions: Option<Vec<ApiVersionRange>>,
 }
 
 impl BlockingClient {
@@ -140,6 +157,7 @@ impl BlockingClient {
             next_correlation: 1,
             received: Vec::new(),
             consumed: 0,
+            server_versions: None,
         })
     }
 
@@ -349,8 +367,9 @@ impl BlockingClient {
         }
     }
 
-    /// Produces one RecordBatch to `__cluster_metadata`-0. With `acks` 0 no response is read
-    /// (Ok(None)).
+    /// Produces one RecordBatch to `__cluster_metadata`-0 at `version` (any of 0-10: v0-v2
+    /// requests are sent in their own layout, to see the server refuse them). With `acks` 0 no
+    /// response is read (Ok(None)).
     pub fn produce(
         &mut self,
         version: i16,
@@ -400,11 +419,148 @@ impl BlockingClient {
     /// Reads the next Produce answer on this connection (sent with `version`): its correlation
     /// id and body. Blocks up to the connect timeout.
     pub fn recv_produce(&mut self, version: i16) -> Result<(i32, ProduceResponse), ClientError> {
-        let flexible = PRODUCE_SPEC.is_flexible(version);
+        let flexible = PRODUCE_SPEC.response_header_flexible(version);
         let (correlation_id, mut r) = self.any_response(flexible)?;
         let response =
             ProduceResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))?;
         Ok((correlation_id, response))
+    }
+
+    /// The highest version of `spec` the server advertises and this client speaks. The
+    /// server's ranges are asked once per connection (ApiVersions v3) and kept.
+    pub fn negotiate(&mut self, spec: &ApiSpec) -> Result<i16, ClientError> {
+        if self.server_versions.is_none() {
+            let answer = self.api_versions(3)?;
+            if answer.error != ErrorCode::NONE {
+                return Err(self.decode_error(format!("ApiVersions answered {}", answer.error)));
+            }
+            self.server_versions = Some(answer.api_keys);
+        }
+        let server = self
+            .server_versions
+            .iter()
+            .flatten()
+            .find(|range| range.api_key == spec.key)
+            .map(|range| (range.min_version, range.max_version));
+        let common = server.and_then(|(min, max)| {
+            let (low, high) = (min.max(spec.min_version), max.min(spec.max_version));
+            (low <= high).then_some(high)
+        });
+        common.ok_or(ClientError::NoCommonVersion {
+            addr: self.addr,
+            api: spec.name,
+            server,
+            min: spec.min_version,
+            max: spec.max_version,
+        })
+    }
+
+    /// One request of `spec` at `version` and its decoded answer, with the header versions the
+    /// spec gives.
+    fn call<T>(
+        &mut self,
+        spec: &ApiSpec,
+        version: i16,
+        body: impl FnOnce(&mut WireWriter),
+        decode: impl FnOnce(&mut WireReader) -> Result<T, WireError>,
+    ) -> Result<T, ClientError> {
+        let corr = self.request(spec.key, version, spec.is_flexible(version), body)?;
+        let mut r = self.response(corr, spec.response_header_flexible(version))?;
+        decode(&mut r).map_err(|e| self.decode_error(e))
+    }
+
+    /// Fetch at the negotiated version; the request's fields a version lacks are not sent.
+    pub fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ClientError> {
+        let version = self.negotiate(&FETCH_SPEC)?;
+        self.fetch_at(version, request)
+    }
+
+    pub fn fetch_at(
+        &mut self,
+        version: i16,
+        request: &FetchRequest,
+    ) -> Result<FetchResponse, ClientError> {
+        self.call(
+            &FETCH_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| FetchResponse::decode(r, version),
+        )
+    }
+
+    pub fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        let version = self.negotiate(&LIST_OFFSETS_SPEC)?;
+        self.list_offsets_at(version, request)
+    }
+
+    pub fn list_offsets_at(
+        &mut self,
+        version: i16,
+        request: &ListOffsetsRequest,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        self.call(
+            &LIST_OFFSETS_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| ListOffsetsResponse::decode(r, version),
+        )
+    }
+
+    pub fn offset_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        let version = self.negotiate(&OFFSET_FOR_LEADER_EPOCH_SPEC)?;
+        self.offset_for_leader_epoch_at(version, request)
+    }
+
+    pub fn offset_for_leader_epoch_at(
+        &mut self,
+        version: i16,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        self.call(
+            &OFFSET_FOR_LEADER_EPOCH_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| OffsetForLeaderEpochResponse::decode(r, version),
+        )
+    }
+
+    pub fn init_producer_id(
+        &mut self,
+        request: &InitProducerIdRequest,
+    ) -> Result<InitProducerIdResponse, ClientError> {
+        let version = self.negotiate(&INIT_PRODUCER_ID_SPEC)?;
+        self.init_producer_id_at(version, request)
+    }
+
+    pub fn init_producer_id_at(
+        &mut self,
+        version: i16,
+        request: &InitProducerIdRequest,
+    ) -> Result<InitProducerIdResponse, ClientError> {
+        self.call(
+            &INIT_PRODUCER_ID_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| InitProducerIdResponse::decode(r, version),
+        )
+    }
+
+    /// Produces `batch` at the negotiated Produce version; returns that version with the
+    /// answer (None with acks 0). `produce` sends at a chosen one, v0-v2 included (their
+    /// answer is the server's refusal).
+    pub fn produce_negotiated(
+        &mut self,
+        acks: i16,
+        batch: Bytes,
+    ) -> Result<(i16, Option<ProduceResponse>), ClientError> {
+        let version = self.negotiate(&PRODUCE_SPEC)?;
+        Ok((version, self.produce(version, acks, batch)?))
     }
 
     /// SaslHandshake (v0 or v1) naming `mechanism`: the server's answer, whatever its error.
