@@ -678,3 +678,219 @@ mod resolve_tests {
         assert_eq!(resolve_host_port("::1", 7).unwrap().to_string(), "[::1]:7");
     }
 }
+
+#[cfg(test)]
+mod negotiation_tests {
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::wire::kafka::{
+        FetchPartitionData, FetchTopic, FetchableTopic, ListOffsetsPartition,
+        ListOffsetsPartitionResponse, ListOffsetsTopic, ListOffsetsTopicResponse,
+        API_VERSIONS_SPEC,
+    };
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A one-connection server: each request's header and body go to `answer`, whose body
+    /// (None: no answer, end) is framed with the spec's response header.
+    fn serve(
+        mut answer: impl FnMut(RequestHeader, WireReader) -> Option<(&'static ApiSpec, Bytes)>
+            + Send
+            + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+            for _ in 0..8 {
+                let mut size = [0u8; 4];
+                if socket.read_exact(&mut size).is_err() {
+                    return;
+                }
+                let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+                socket.read_exact(&mut body).unwrap();
+                let mut r = WireReader::new(Bytes::from(body));
+                let prefix = crate::wire::RequestPrefix::read(&mut r).unwrap();
+                let spec = [
+                    API_VERSIONS_SPEC,
+                    FETCH_SPEC,
+                    LIST_OFFSETS_SPEC,
+                    PRODUCE_SPEC,
+                ]
+                .into_iter()
+                .find(|spec| spec.key == prefix.api_key)
+                .expect("an API this test serves");
+                let flexible = spec.is_flexible(prefix.api_version);
+                let header = RequestHeader::read_rest(&mut r, prefix, flexible).unwrap();
+                let correlation_id = header.correlation_id;
+                let version = header.api_version;
+                let Some((spec, body)) = answer(header, r) else {
+                    return;
+                };
+                let mut w = WireWriter::new();
+                w.i32(0);
+                ResponseHeader { correlation_id }
+                    .write(&mut w, spec.response_header_flexible(version));
+                let mut frame = w.into_inner();
+                frame.extend_from_slice(&body);
+                let size = (frame.len() - 4) as i32;
+                frame[..4].copy_from_slice(&size.to_be_bytes());
+                socket.write_all(&frame).unwrap();
+            }
+        });
+        (addr, server)
+    }
+
+    fn body(f: impl FnOnce(&mut WireWriter)) -> Bytes {
+        let mut w = WireWriter::new();
+        f(&mut w);
+        w.into_inner().freeze()
+    }
+
+    /// The server lists Fetch 4-11 and ListOffsets 1-5 (older than this client): each call
+    /// goes out at the highest common version, ApiVersions is asked once, and an API the
+    /// server does not list fails without a request.
+    #[test]
+    fn calls_use_the_highest_version_both_sides_speak() {
+        let mut seen = Vec::new();
+        let (addr, server) = serve(move |header, mut r| {
+            seen.push((header.api_key, header.api_version));
+            match header.api_key {
+                api::API_VERSIONS => {
+                    let ranges = [(1, 4, 11), (2, 1, 5), (0, 0, 10)];
+                    let response = ApiVersionsResponse {
+                        error: ErrorCode::NONE,
+                        api_keys: ranges
+                            .map(|(api_key, min_version, max_version)| ApiVersionRange {
+                                api_key,
+                                min_version,
+                                max_version,
+                            })
+                            .to_vec(),
+                        throttle_time_ms: 0,
+                    };
+                    let v = header.api_version;
+                    Some((&API_VERSIONS_SPEC, body(|w| response.encode(w, v))))
+                }
+                1 => {
+                    assert_eq!(seen, vec![(18, 3), (1, 11)]);
+                    let request = FetchRequest::decode(&mut r, 11).unwrap();
+                    assert_eq!(request.rack_id, "rack-a");
+                    assert_eq!(request.topics[0].partitions[0].fetch_offset, 5);
+                    let response = FetchResponse {
+                        throttle_time_ms: 0,
+                        error: ErrorCode::NONE,
+                        session_id: 0,
+                        topics: vec![FetchableTopic {
+                            name: METADATA_TOPIC.into(),
+                            partitions: vec![FetchPartitionData {
+                                high_watermark: 9,
+                                records: Some(vec![Bytes::from_static(b"batch")]),
+                                ..FetchPartitionData::empty(0, ErrorCode::NONE)
+                            }],
+                        }],
+                    };
+                    let chain = response.encode_chain(WireWriter::new(), 11);
+                    Some((&FETCH_SPEC, Bytes::from(chain.concat())))
+                }
+                2 => {
+                    assert_eq!(header.api_version, 5);
+                    let request = ListOffsetsRequest::decode(&mut r, 5).unwrap();
+                    let response = ListOffsetsResponse {
+                        throttle_time_ms: 0,
+                        topics: vec![ListOffsetsTopicResponse {
+                            name: request.topics[0].name.clone(),
+                            partitions: vec![ListOffsetsPartitionResponse {
+                                index: 0,
+                                error: ErrorCode::NONE,
+                                timestamp: -1,
+                                offset: 9,
+                                leader_epoch: 3,
+                            }],
+                        }],
+                    };
+                    Some((&LIST_OFFSETS_SPEC, body(|w| response.encode(w, 5))))
+                }
+                _ => None,
+            }
+        });
+        let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+        let request = FetchRequest {
+            rack_id: "rack-a".into(),
+            topics: vec![FetchTopic {
+                name: METADATA_TOPIC.into(),
+                partitions: vec![crate::wire::kafka::FetchPartition {
+                    partition: 0,
+                    current_leader_epoch: 3,
+                    fetch_offset: 5,
+                    last_fetched_epoch: -1,
+                    log_start_offset: -1,
+                    partition_max_bytes: 1 << 20,
+                }],
+            }],
+            ..FetchRequest::default()
+        };
+        let fetched = client.fetch(&request).unwrap();
+        let partition = &fetched.topics[0].partitions[0];
+        assert_eq!(partition.high_watermark, 9);
+        assert_eq!(&partition.records_bytes().unwrap()[..], b"batch");
+
+        let offsets = client
+            .list_offsets(&ListOffsetsRequest {
+                replica_id: -1,
+                isolation_level: 1,
+                topics: vec![ListOffsetsTopic {
+                    name: METADATA_TOPIC.into(),
+                    partitions: vec![ListOffsetsPartition {
+                        index: 0,
+                        current_leader_epoch: 3,
+                        timestamp: -1,
+                    }],
+                }],
+            })
+            .unwrap();
+        assert_eq!(offsets.topics[0].partitions[0].offset, 9);
+        assert_eq!(offsets.topics[0].partitions[0].leader_epoch, 3);
+
+        let refused = client.init_producer_id(&InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+            producer_id: -1,
+            producer_epoch: -1,
+        });
+        assert!(matches!(
+            refused,
+            Err(ClientError::NoCommonVersion {
+                server: None,
+                api: "InitProducerId",
+                ..
+            })
+        ));
+        assert_eq!(client.negotiate(&PRODUCE_SPEC).unwrap(), 10);
+        drop(client);
+        server.join().unwrap();
+    }
+
+    /// A v2 Produce goes out in the v0-2 layout and the v2 refusal is read back.
+    #[test]
+    fn produce_at_v2_reads_the_refusal() {
+        let (addr, server) = serve(|header, mut r| {
+            assert_eq!((header.api_key, header.api_version), (PRODUCE, 2));
+            let legacy = crate::wire::kafka::LegacyProduceRequest::decode(&mut r, 2).unwrap();
+            let refusal = legacy.refusal();
+            Some((&PRODUCE_SPEC, body(|w| refusal.encode(w, 2))))
+        });
+        let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+        let response = client
+            .produce(2, -1, Bytes::from_static(b"message set"))
+            .unwrap()
+            .unwrap();
+        let partition = &response.topics[0].partitions[0];
+        assert_eq!(partition.index, METADATA_PARTITION);
+        assert_eq!(partition.error, ErrorCode::UNSUPPORTED_VERSION);
+        drop(client);
+        server.join().unwrap();
+    }
+}
