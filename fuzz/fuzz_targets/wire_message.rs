@@ -1,15 +1,24 @@
 //! Arbitrary bytes into every message decoder a node exposes to the network: request headers,
-//! the quorum RPCs (requests and responses), ApiVersions and Produce. They must return errors,
-//! never panic, and never allocate beyond what the input can hold. (The frame splitter has its
-//! own target, `wire_frame`.)
+//! the quorum RPCs (requests and responses), ApiVersions, Produce (v3-10, and the v0-2 refusal
+//! path), Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId, requests and responses
+//! in every version. They must return errors, never panic, and never allocate beyond what the
+//! input can hold. (The frame splitter has its own target, `wire_frame`.)
 //!
-//! The first byte picks the decoder and its version; the rest is the input.
+//! The first byte picks the decoder (low 4 bits) and its version (high 4 bits); the rest is
+//! the input.
 
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use net::wire::kafka::{ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, ProduceResponse};
+use net::wire::api::ApiSpec;
+use net::wire::kafka::{
+    ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, InitProducerIdRequest,
+    InitProducerIdResponse, LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
+    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+};
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
 const QUORUM_KEYS: [i16; 6] = [
@@ -21,29 +30,66 @@ const QUORUM_KEYS: [i16; 6] = [
     api::FIND_QUORUM,
 ];
 
+/// A version of `spec` picked by `pick`, covering the whole range.
+fn version(spec: &ApiSpec, pick: u8) -> i16 {
+    let span = (spec.max_version - spec.min_version + 1) as u8;
+    spec.min_version + i16::from(pick % span)
+}
+
+fn reader(input: &Bytes) -> WireReader {
+    WireReader::new(input.clone())
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
     let input = Bytes::copy_from_slice(rest);
-    match mode % 8 {
+    let pick = mode >> 4;
+    match mode % 16 {
         1 => {
-            let key = QUORUM_KEYS[usize::from(mode >> 3) % QUORUM_KEYS.len()];
+            let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
             let _ = quorum::decode_request(key, &mut WireReader::new(input));
         }
         2 => {
-            let key = QUORUM_KEYS[usize::from(mode >> 3) % QUORUM_KEYS.len()];
+            let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
             let _ = quorum::decode_response(key, &mut WireReader::new(input));
         }
         3 => {
-            let version = 3 + i16::from(mode >> 3) % 7;
-            let _ = ProduceRequest::decode(&mut WireReader::new(input.clone()), version);
-            let _ = ProduceResponse::decode(&mut WireReader::new(input), version);
+            // Every advertised version: v0-2 go to the refusal decoder, as the node routes them.
+            let version = version(&PRODUCE_SPEC, pick);
+            if version < PRODUCE_MIN_ACCEPTED {
+                if let Ok(request) = LegacyProduceRequest::decode(&mut reader(&input), version) {
+                    let _ = request.refusal();
+                }
+            }
+            let _ = ProduceRequest::decode(&mut reader(&input), version);
+            let _ = ProduceResponse::decode(&mut reader(&input), version);
         }
         4 => {
-            let version = i16::from(mode >> 3) % 5;
-            let _ = ApiVersionsRequest::decode(&mut WireReader::new(input.clone()), version);
-            let _ = ApiVersionsResponse::decode(&mut WireReader::new(input), version);
+            let version = i16::from(pick) % 5;
+            let _ = ApiVersionsRequest::decode(&mut reader(&input), version);
+            let _ = ApiVersionsResponse::decode(&mut reader(&input), version);
+        }
+        5 => {
+            let version = version(&FETCH_SPEC, pick);
+            let _ = FetchRequest::decode(&mut reader(&input), version);
+            let _ = FetchResponse::decode(&mut reader(&input), version);
+        }
+        6 => {
+            let version = version(&LIST_OFFSETS_SPEC, pick);
+            let _ = ListOffsetsRequest::decode(&mut reader(&input), version);
+            let _ = ListOffsetsResponse::decode(&mut reader(&input), version);
+        }
+        7 => {
+            let version = version(&OFFSET_FOR_LEADER_EPOCH_SPEC, pick);
+            let _ = OffsetForLeaderEpochRequest::decode(&mut reader(&input), version);
+            let _ = OffsetForLeaderEpochResponse::decode(&mut reader(&input), version);
+        }
+        8 => {
+            let version = version(&INIT_PRODUCER_ID_SPEC, pick);
+            let _ = InitProducerIdRequest::decode(&mut reader(&input), version);
+            let _ = InitProducerIdResponse::decode(&mut reader(&input), version);
         }
         _ => {
             let flexible = mode & 0x80 != 0;

@@ -1,7 +1,9 @@
 //! A small blocking client over `std::net`, for the admin tool, process tests and the load
 //! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
-//! pipelined (`send_produce` several times, then `recv_produce` for each answer); SASL
-//! authentication (`authenticate`) before them on a SASL listener.
+//! pipelined (`send_produce` several times, then `recv_produce` for each answer); the consumer
+//! APIs (Fetch, ListOffsets, OffsetForLeaderEpoch) and InitProducerId, each at the highest
+//! version both sides speak (`negotiate`, from the server's ApiVersions answer) or at a chosen
+//! one (`*_at`); SASL authentication (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -12,14 +14,18 @@ use bytes::Bytes;
 use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, Request, Response};
 
 use crate::security::sasl::{Mechanism, SaslClient, SaslError};
-use crate::wire::api;
+use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    ApiVersionsRequest, ApiVersionsResponse, ProducePartition, ProduceRequest, ProduceResponse,
-    ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE, SASL_AUTHENTICATE_SPEC,
-    SASL_HANDSHAKE,
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
+    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducePartition, ProduceRequest,
+    ProduceResponse, ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse, FETCH_SPEC, INIT_PRODUCER_ID_SPEC,
+    LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE,
+    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
+use crate::wire::WireError;
 use crate::wire::{RequestHeader, ResponseHeader, WireReader, WireWriter};
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +54,15 @@ pub enum ClientError {
     /// the credential (SCRAM's server signature).
     #[error("{addr}: SASL: {source}")]
     Sasl { addr: SocketAddr, source: SaslError },
+    /// The server does not advertise the API, or none of the versions this client speaks.
+    #[error("{addr}: no {api} version in common (server: {server:?}, client: {min}-{max})")]
+    NoCommonVersion {
+        addr: SocketAddr,
+        api: &'static str,
+        server: Option<(i16, i16)>,
+        min: i16,
+        max: i16,
+    },
 }
 
 /// The first socket address of `host` and `port` (a listener, a voter, a bootstrap server, an
@@ -125,6 +140,8 @@ pub struct BlockingClient {
     /// Bytes read from the socket and not yet consumed as frames: `received[consumed..]`.
     received: Vec<u8>,
     consumed: usize,
+    /// The server's ApiVersions answer, asked the first time a version is negotiated.
+    server_versions: Option<Vec<ApiVersionRange>>,
 }
 
 impl BlockingClient {
@@ -140,6 +157,7 @@ impl BlockingClient {
             next_correlation: 1,
             received: Vec::new(),
             consumed: 0,
+            server_versions: None,
         })
     }
 
@@ -349,8 +367,9 @@ impl BlockingClient {
         }
     }
 
-    /// Produces one RecordBatch to `__cluster_metadata`-0. With `acks` 0 no response is read
-    /// (Ok(None)).
+    /// Produces one RecordBatch to `__cluster_metadata`-0 at `version` (any of 0-10: v0-v2
+    /// requests are sent in their own layout, to see the server refuse them). With `acks` 0 no
+    /// response is read (Ok(None)).
     pub fn produce(
         &mut self,
         version: i16,
@@ -400,11 +419,148 @@ impl BlockingClient {
     /// Reads the next Produce answer on this connection (sent with `version`): its correlation
     /// id and body. Blocks up to the connect timeout.
     pub fn recv_produce(&mut self, version: i16) -> Result<(i32, ProduceResponse), ClientError> {
-        let flexible = PRODUCE_SPEC.is_flexible(version);
+        let flexible = PRODUCE_SPEC.response_header_flexible(version);
         let (correlation_id, mut r) = self.any_response(flexible)?;
         let response =
             ProduceResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))?;
         Ok((correlation_id, response))
+    }
+
+    /// The highest version of `spec` the server advertises and this client speaks. The
+    /// server's ranges are asked once per connection (ApiVersions v3) and kept.
+    pub fn negotiate(&mut self, spec: &ApiSpec) -> Result<i16, ClientError> {
+        if self.server_versions.is_none() {
+            let answer = self.api_versions(3)?;
+            if answer.error != ErrorCode::NONE {
+                return Err(self.decode_error(format!("ApiVersions answered {}", answer.error)));
+            }
+            self.server_versions = Some(answer.api_keys);
+        }
+        let server = self
+            .server_versions
+            .iter()
+            .flatten()
+            .find(|range| range.api_key == spec.key)
+            .map(|range| (range.min_version, range.max_version));
+        let common = server.and_then(|(min, max)| {
+            let (low, high) = (min.max(spec.min_version), max.min(spec.max_version));
+            (low <= high).then_some(high)
+        });
+        common.ok_or(ClientError::NoCommonVersion {
+            addr: self.addr,
+            api: spec.name,
+            server,
+            min: spec.min_version,
+            max: spec.max_version,
+        })
+    }
+
+    /// One request of `spec` at `version` and its decoded answer, with the header versions the
+    /// spec gives.
+    fn call<T>(
+        &mut self,
+        spec: &ApiSpec,
+        version: i16,
+        body: impl FnOnce(&mut WireWriter),
+        decode: impl FnOnce(&mut WireReader) -> Result<T, WireError>,
+    ) -> Result<T, ClientError> {
+        let corr = self.request(spec.key, version, spec.is_flexible(version), body)?;
+        let mut r = self.response(corr, spec.response_header_flexible(version))?;
+        decode(&mut r).map_err(|e| self.decode_error(e))
+    }
+
+    /// Fetch at the negotiated version; the request's fields a version lacks are not sent.
+    pub fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ClientError> {
+        let version = self.negotiate(&FETCH_SPEC)?;
+        self.fetch_at(version, request)
+    }
+
+    pub fn fetch_at(
+        &mut self,
+        version: i16,
+        request: &FetchRequest,
+    ) -> Result<FetchResponse, ClientError> {
+        self.call(
+            &FETCH_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| FetchResponse::decode(r, version),
+        )
+    }
+
+    pub fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        let version = self.negotiate(&LIST_OFFSETS_SPEC)?;
+        self.list_offsets_at(version, request)
+    }
+
+    pub fn list_offsets_at(
+        &mut self,
+        version: i16,
+        request: &ListOffsetsRequest,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        self.call(
+            &LIST_OFFSETS_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| ListOffsetsResponse::decode(r, version),
+        )
+    }
+
+    pub fn offset_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        let version = self.negotiate(&OFFSET_FOR_LEADER_EPOCH_SPEC)?;
+        self.offset_for_leader_epoch_at(version, request)
+    }
+
+    pub fn offset_for_leader_epoch_at(
+        &mut self,
+        version: i16,
+        request: &OffsetForLeaderEpochRequest,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        self.call(
+            &OFFSET_FOR_LEADER_EPOCH_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| OffsetForLeaderEpochResponse::decode(r, version),
+        )
+    }
+
+    pub fn init_producer_id(
+        &mut self,
+        request: &InitProducerIdRequest,
+    ) -> Result<InitProducerIdResponse, ClientError> {
+        let version = self.negotiate(&INIT_PRODUCER_ID_SPEC)?;
+        self.init_producer_id_at(version, request)
+    }
+
+    pub fn init_producer_id_at(
+        &mut self,
+        version: i16,
+        request: &InitProducerIdRequest,
+    ) -> Result<InitProducerIdResponse, ClientError> {
+        self.call(
+            &INIT_PRODUCER_ID_SPEC,
+            version,
+            |w| request.encode(w, version),
+            |r| InitProducerIdResponse::decode(r, version),
+        )
+    }
+
+    /// Produces `batch` at the negotiated Produce version; returns that version with the
+    /// answer (None with acks 0). `produce` sends at a chosen one, v0-v2 included (their
+    /// answer is the server's refusal).
+    pub fn produce_negotiated(
+        &mut self,
+        acks: i16,
+        batch: Bytes,
+    ) -> Result<(i16, Option<ProduceResponse>), ClientError> {
+        let version = self.negotiate(&PRODUCE_SPEC)?;
+        Ok((version, self.produce(version, acks, batch)?))
     }
 
     /// SaslHandshake (v0 or v1) naming `mechanism`: the server's answer, whatever its error.
@@ -520,5 +676,221 @@ mod resolve_tests {
             "localhost:http: invalid port value"
         );
         assert_eq!(resolve_host_port("::1", 7).unwrap().to_string(), "[::1]:7");
+    }
+}
+
+#[cfg(test)]
+mod negotiation_tests {
+    use std::net::TcpListener;
+
+    use super::*;
+    use crate::wire::kafka::{
+        FetchPartitionData, FetchTopic, FetchableTopic, ListOffsetsPartition,
+        ListOffsetsPartitionResponse, ListOffsetsTopic, ListOffsetsTopicResponse,
+        API_VERSIONS_SPEC,
+    };
+
+    const TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A one-connection server: each request's header and body go to `answer`, whose body
+    /// (None: no answer, end) is framed with the spec's response header.
+    fn serve(
+        mut answer: impl FnMut(RequestHeader, WireReader) -> Option<(&'static ApiSpec, Bytes)>
+            + Send
+            + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            socket.set_read_timeout(Some(TIMEOUT)).unwrap();
+            for _ in 0..8 {
+                let mut size = [0u8; 4];
+                if socket.read_exact(&mut size).is_err() {
+                    return;
+                }
+                let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+                socket.read_exact(&mut body).unwrap();
+                let mut r = WireReader::new(Bytes::from(body));
+                let prefix = crate::wire::RequestPrefix::read(&mut r).unwrap();
+                let spec = [
+                    API_VERSIONS_SPEC,
+                    FETCH_SPEC,
+                    LIST_OFFSETS_SPEC,
+                    PRODUCE_SPEC,
+                ]
+                .into_iter()
+                .find(|spec| spec.key == prefix.api_key)
+                .expect("an API this test serves");
+                let flexible = spec.is_flexible(prefix.api_version);
+                let header = RequestHeader::read_rest(&mut r, prefix, flexible).unwrap();
+                let correlation_id = header.correlation_id;
+                let version = header.api_version;
+                let Some((spec, body)) = answer(header, r) else {
+                    return;
+                };
+                let mut w = WireWriter::new();
+                w.i32(0);
+                ResponseHeader { correlation_id }
+                    .write(&mut w, spec.response_header_flexible(version));
+                let mut frame = w.into_inner();
+                frame.extend_from_slice(&body);
+                let size = (frame.len() - 4) as i32;
+                frame[..4].copy_from_slice(&size.to_be_bytes());
+                socket.write_all(&frame).unwrap();
+            }
+        });
+        (addr, server)
+    }
+
+    fn body(f: impl FnOnce(&mut WireWriter)) -> Bytes {
+        let mut w = WireWriter::new();
+        f(&mut w);
+        w.into_inner().freeze()
+    }
+
+    /// The server lists Fetch 4-11 and ListOffsets 1-5 (older than this client): each call
+    /// goes out at the highest common version, ApiVersions is asked once, and an API the
+    /// server does not list fails without a request.
+    #[test]
+    fn calls_use_the_highest_version_both_sides_speak() {
+        let mut seen = Vec::new();
+        let (addr, server) = serve(move |header, mut r| {
+            seen.push((header.api_key, header.api_version));
+            match header.api_key {
+                api::API_VERSIONS => {
+                    let ranges = [(1, 4, 11), (2, 1, 5), (0, 0, 10)];
+                    let response = ApiVersionsResponse {
+                        error: ErrorCode::NONE,
+                        api_keys: ranges
+                            .map(|(api_key, min_version, max_version)| ApiVersionRange {
+                                api_key,
+                                min_version,
+                                max_version,
+                            })
+                            .to_vec(),
+                        throttle_time_ms: 0,
+                    };
+                    let v = header.api_version;
+                    Some((&API_VERSIONS_SPEC, body(|w| response.encode(w, v))))
+                }
+                1 => {
+                    assert_eq!(seen, vec![(18, 3), (1, 11)]);
+                    let request = FetchRequest::decode(&mut r, 11).unwrap();
+                    assert_eq!(request.rack_id, "rack-a");
+                    assert_eq!(request.topics[0].partitions[0].fetch_offset, 5);
+                    let response = FetchResponse {
+                        throttle_time_ms: 0,
+                        error: ErrorCode::NONE,
+                        session_id: 0,
+                        topics: vec![FetchableTopic {
+                            name: METADATA_TOPIC.into(),
+                            partitions: vec![FetchPartitionData {
+                                high_watermark: 9,
+                                records: Some(vec![Bytes::from_static(b"batch")]),
+                                ..FetchPartitionData::empty(0, ErrorCode::NONE)
+                            }],
+                        }],
+                    };
+                    let chain = response.encode_chain(WireWriter::new(), 11);
+                    Some((&FETCH_SPEC, Bytes::from(chain.concat())))
+                }
+                2 => {
+                    assert_eq!(header.api_version, 5);
+                    let request = ListOffsetsRequest::decode(&mut r, 5).unwrap();
+                    let response = ListOffsetsResponse {
+                        throttle_time_ms: 0,
+                        topics: vec![ListOffsetsTopicResponse {
+                            name: request.topics[0].name.clone(),
+                            partitions: vec![ListOffsetsPartitionResponse {
+                                index: 0,
+                                error: ErrorCode::NONE,
+                                timestamp: -1,
+                                offset: 9,
+                                leader_epoch: 3,
+                            }],
+                        }],
+                    };
+                    Some((&LIST_OFFSETS_SPEC, body(|w| response.encode(w, 5))))
+                }
+                _ => None,
+            }
+        });
+        let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+        let request = FetchRequest {
+            rack_id: "rack-a".into(),
+            topics: vec![FetchTopic {
+                name: METADATA_TOPIC.into(),
+                partitions: vec![crate::wire::kafka::FetchPartition {
+                    partition: 0,
+                    current_leader_epoch: 3,
+                    fetch_offset: 5,
+                    last_fetched_epoch: -1,
+                    log_start_offset: -1,
+                    partition_max_bytes: 1 << 20,
+                }],
+            }],
+            ..FetchRequest::default()
+        };
+        let fetched = client.fetch(&request).unwrap();
+        let partition = &fetched.topics[0].partitions[0];
+        assert_eq!(partition.high_watermark, 9);
+        assert_eq!(&partition.records_bytes().unwrap()[..], b"batch");
+
+        let offsets = client
+            .list_offsets(&ListOffsetsRequest {
+                replica_id: -1,
+                isolation_level: 1,
+                topics: vec![ListOffsetsTopic {
+                    name: METADATA_TOPIC.into(),
+                    partitions: vec![ListOffsetsPartition {
+                        index: 0,
+                        current_leader_epoch: 3,
+                        timestamp: -1,
+                    }],
+                }],
+            })
+            .unwrap();
+        assert_eq!(offsets.topics[0].partitions[0].offset, 9);
+        assert_eq!(offsets.topics[0].partitions[0].leader_epoch, 3);
+
+        let refused = client.init_producer_id(&InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+            producer_id: -1,
+            producer_epoch: -1,
+        });
+        assert!(matches!(
+            refused,
+            Err(ClientError::NoCommonVersion {
+                server: None,
+                api: "InitProducerId",
+                ..
+            })
+        ));
+        assert_eq!(client.negotiate(&PRODUCE_SPEC).unwrap(), 10);
+        drop(client);
+        server.join().unwrap();
+    }
+
+    /// A v2 Produce goes out in the v0-2 layout and the v2 refusal is read back.
+    #[test]
+    fn produce_at_v2_reads_the_refusal() {
+        let (addr, server) = serve(|header, mut r| {
+            assert_eq!((header.api_key, header.api_version), (PRODUCE, 2));
+            let legacy = crate::wire::kafka::LegacyProduceRequest::decode(&mut r, 2).unwrap();
+            let refusal = legacy.refusal();
+            Some((&PRODUCE_SPEC, body(|w| refusal.encode(w, 2))))
+        });
+        let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
+        let response = client
+            .produce(2, -1, Bytes::from_static(b"message set"))
+            .unwrap()
+            .unwrap();
+        let partition = &response.topics[0].partitions[0];
+        assert_eq!(partition.index, METADATA_PARTITION);
+        assert_eq!(partition.error, ErrorCode::UNSUPPORTED_VERSION);
+        drop(client);
+        server.join().unwrap();
     }
 }

@@ -95,7 +95,7 @@ fn api_versions_and_bad_produce_batches_get_kafka_errors() {
     assert!(versions
         .api_keys
         .iter()
-        .any(|k| k.api_key == 0 && k.min_version == 3 && k.max_version == 9));
+        .any(|k| k.api_key == 0 && k.min_version == 0 && k.max_version == 10));
     let unsupported = client.api_versions(99).unwrap();
     assert_eq!(unsupported.error, ErrorCode::UNSUPPORTED_VERSION);
 

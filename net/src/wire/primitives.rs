@@ -50,6 +50,21 @@ pub enum WireError {
     TagOrder { previous: u32, tag: u32 },
     #[error("{trailing} bytes left over after the message body")]
     TrailingBytes { trailing: usize },
+    #[error("{field}: {len} bytes at byte {at}, above the limit of {limit}")]
+    TooLong {
+        field: &'static str,
+        at: usize,
+        len: usize,
+        limit: usize,
+    },
+    #[error("{api} v{version} is not decoded by this codec")]
+    UnsupportedVersion { api: &'static str, version: i16 },
+    #[error("{field}: {count} elements, above the limit of {limit} per request")]
+    TooMany {
+        field: &'static str,
+        count: usize,
+        limit: usize,
+    },
 }
 
 /// A cursor over one frame.
@@ -172,6 +187,32 @@ impl WireReader {
         let at = self.pos;
         self.nullable_string(field)?
             .ok_or(WireError::UnexpectedNull { field, at })
+    }
+
+    /// STRING (or COMPACT_STRING when `compact`) of at most `limit` bytes: the length is
+    /// checked before anything is copied out of the frame.
+    pub fn string_at_most(
+        &mut self,
+        compact: bool,
+        field: &'static str,
+        limit: usize,
+    ) -> Result<String, WireError> {
+        let at = self.pos;
+        let len = if compact {
+            self.compact_len(field)?
+        } else {
+            self.classic_string_len(field)?
+        };
+        let len = len.ok_or(WireError::UnexpectedNull { field, at })?;
+        if len > limit {
+            return Err(WireError::TooLong {
+                field,
+                at,
+                len,
+                limit,
+            });
+        }
+        self.utf8(field, len)
     }
 
     /// COMPACT_NULLABLE_STRING.
@@ -325,6 +366,12 @@ impl WireWriter {
 
     pub fn into_inner(self) -> BytesMut {
         self.buf
+    }
+
+    /// Hands out what was written so far as one piece of a response chain and keeps writing
+    /// into the same allocation (`BytesMut::split`: no copy).
+    pub fn split_piece(&mut self) -> Bytes {
+        self.buf.split().freeze()
     }
 
     pub fn i8(&mut self, v: i8) {

@@ -245,6 +245,7 @@ pub(super) fn produce_response_frame(
             log_append_time_ms: -1,
             log_start_offset: 0,
             error_message: None,
+            current_leader: None,
         };
         match topics.last_mut() {
             Some(topic) if topic.name == name => topic.partitions.push(partition),
@@ -257,6 +258,7 @@ pub(super) fn produce_response_frame(
     let response = ProduceResponse {
         topics,
         throttle_time_ms: 0,
+        node_endpoints: Vec::new(),
     };
     let mut w = WireWriter::with_capacity(128);
     w.i32(0);

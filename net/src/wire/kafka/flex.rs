@@ -47,6 +47,20 @@ impl Flex {
         Ok(len.unwrap_or(0))
     }
 
+    /// An array length where null is allowed: None for null.
+    pub(super) fn read_nullable_array_len(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+        min_element_bytes: usize,
+    ) -> Result<Option<usize>, WireError> {
+        if self.0 {
+            r.compact_array_len(field, min_element_bytes)
+        } else {
+            r.array_len(field, min_element_bytes)
+        }
+    }
+
     pub(super) fn read_nullable_bytes(
         &self,
         r: &mut WireReader,
@@ -87,6 +101,24 @@ impl Flex {
             w.compact_array_len(Some(len))
         } else {
             w.array_len(Some(len))
+        }
+    }
+
+    pub(super) fn write_nullable_array_len(&self, w: &mut WireWriter, len: Option<usize>) {
+        if self.0 {
+            w.compact_array_len(len)
+        } else {
+            w.array_len(len)
+        }
+    }
+
+    /// The length prefix of a BYTES or RECORDS field whose bytes the caller sends separately
+    /// (a response chain's pieces); None for null.
+    pub(super) fn write_bytes_len(&self, w: &mut WireWriter, len: Option<usize>) {
+        match (self.0, len) {
+            (true, len) => w.compact_bytes_len(len),
+            (false, None) => w.i32(-1),
+            (false, Some(len)) => w.i32(i32::try_from(len).expect("records of at most 2 GiB")),
         }
     }
 

@@ -1,12 +1,24 @@
 //! The Kafka client APIs a node serves, in Kafka's own layouts so existing clients negotiate and
 //! append as they do with a Kafka broker: one module per API, beside the quorum RPCs
-//! (`wire::quorum`).
+//! (`wire::quorum`). Request decoders apply the bounds of `limits`.
 
 mod api_versions;
+mod fetch;
 mod flex;
+mod init_producer_id;
+mod limits;
+mod list_offsets;
+mod offset_for_leader_epoch;
 mod produce;
+mod produce_legacy;
 mod sasl;
 
 pub use api_versions::*;
+pub use fetch::*;
+pub use init_producer_id::*;
+pub use limits::{MAX_ENTRIES_PER_REQUEST, MAX_TOPIC_NAME_BYTES};
+pub use list_offsets::*;
+pub use offset_for_leader_epoch::*;
 pub use produce::*;
+pub use produce_legacy::*;
 pub use sasl::*;

@@ -1,8 +1,13 @@
-//! Produce (key 0, v3-v9, flexible from v9): record batches appended to `__cluster_metadata`-0.
+//! Produce (key 0, v0-v10 advertised, flexible from v9): record batches appended to
+//! `__cluster_metadata`-0. [`ProduceRequest`] decodes the accepted versions (v3-v10, from
+//! [`PRODUCE_MIN_ACCEPTED`]); v0-v2 are advertised only so librdkafka keeps compression on, and
+//! are refused with UNSUPPORTED_VERSION through `produce_legacy` (docs/protocol.md, "Kafka
+//! client APIs"). The responses of every version are encoded here.
 
 use bytes::Bytes;
 use engine::raft::ErrorCode;
 
+use super::fetch::{read_leader_id_and_epoch, read_tag_payload, tag_payload, LeaderIdAndEpoch};
 use super::flex::Flex;
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
@@ -12,10 +17,18 @@ pub const PRODUCE: i16 = 0;
 pub const PRODUCE_SPEC: ApiSpec = ApiSpec {
     key: PRODUCE,
     name: "Produce",
-    min_version: 3,
-    max_version: 9,
+    min_version: 0,
+    max_version: 10,
     first_flexible: Some(9),
 };
+
+/// The first version whose requests are decoded and appended (RecordBatch v2 needs v3+).
+pub const PRODUCE_MIN_ACCEPTED: i16 = 3;
+
+/// v10 tagged fields: a partition's `CurrentLeader`, the response's `NodeEndpoints`.
+const TAG_CURRENT_LEADER: u32 = 0;
+const TAG_NODE_ENDPOINTS: u32 = 0;
+const MIN_NODE_ENDPOINT_BYTES: usize = 11;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducePartition {
@@ -47,6 +60,17 @@ pub struct ProducePartitionResponse {
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
     pub error_message: Option<String>,
+    /// v10+ tagged field 0: the leader a client should go to (NOT_LEADER_OR_FOLLOWER).
+    pub current_leader: Option<LeaderIdAndEpoch>,
+}
+
+/// v10+: where a node named by a `current_leader` listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEndpoint {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,11 +82,21 @@ pub struct ProduceTopicResponse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProduceResponse {
     pub topics: Vec<ProduceTopicResponse>,
+    /// v1+; 0 when absent.
     pub throttle_time_ms: i32,
+    /// v10+ tagged field 0; not sent when empty.
+    pub node_endpoints: Vec<NodeEndpoint>,
 }
 
 impl ProduceRequest {
+    /// Decodes an accepted version (v3-v10); earlier ones are `produce_legacy`'s.
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
+        if version < PRODUCE_MIN_ACCEPTED {
+            return Err(WireError::UnsupportedVersion {
+                api: PRODUCE_SPEC.name,
+                version,
+            });
+        }
         let flex = Flex(PRODUCE_SPEC.is_flexible(version));
         let transactional_id = flex.read_nullable_string(r, "transactional id")?;
         let acks = r.i16("acks")?;
@@ -93,9 +127,13 @@ impl ProduceRequest {
         })
     }
 
+    /// Encodes any version; before v3 there is no transactional id (the records are then the
+    /// caller's message set, which this server refuses anyway).
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
         let flex = Flex(PRODUCE_SPEC.is_flexible(version));
-        flex.write_nullable_string(w, self.transactional_id.as_deref());
+        if version >= 3 {
+            flex.write_nullable_string(w, self.transactional_id.as_deref());
+        }
         w.i16(self.acks);
         w.i32(self.timeout_ms);
         flex.write_array_len(w, self.topics.len());
@@ -124,7 +162,9 @@ impl ProduceResponse {
                 w.i32(p.index);
                 w.i16(p.error.0);
                 w.i64(p.base_offset);
-                w.i64(p.log_append_time_ms);
+                if version >= 2 {
+                    w.i64(p.log_append_time_ms);
+                }
                 if version >= 5 {
                     w.i64(p.log_start_offset);
                 }
@@ -132,12 +172,36 @@ impl ProduceResponse {
                     flex.write_array_len(w, 0); // RecordErrors
                     flex.write_nullable_string(w, p.error_message.as_deref());
                 }
-                flex.write_tags(w);
+                match p.current_leader {
+                    Some(leader) if version >= 10 => {
+                        let payload = tag_payload(|t| {
+                            t.i32(leader.leader_id);
+                            t.i32(leader.leader_epoch);
+                        });
+                        w.tagged_fields(&[(TAG_CURRENT_LEADER, &payload)]);
+                    }
+                    _ => flex.write_tags(w),
+                }
             }
             flex.write_tags(w);
         }
-        w.i32(self.throttle_time_ms);
-        flex.write_tags(w);
+        if version >= 1 {
+            w.i32(self.throttle_time_ms);
+        }
+        if version >= 10 && !self.node_endpoints.is_empty() {
+            let mut t = WireWriter::new();
+            t.compact_array_len(Some(self.node_endpoints.len()));
+            for node in &self.node_endpoints {
+                t.i32(node.node_id);
+                t.compact_string(&node.host);
+                t.i32(node.port);
+                t.compact_nullable_string(node.rack.as_deref());
+                t.no_tagged_fields();
+            }
+            w.tagged_fields(&[(TAG_NODE_ENDPOINTS, &t.into_inner())]);
+        } else {
+            flex.write_tags(w);
+        }
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
@@ -146,13 +210,17 @@ impl ProduceResponse {
         let mut topics = Vec::with_capacity(topic_count);
         for _ in 0..topic_count {
             let name = flex.read_string(r, "topic name")?;
-            let count = flex.read_array_len(r, "partition responses", 22)?;
+            let count = flex.read_array_len(r, "partition responses", 14)?;
             let mut partitions = Vec::with_capacity(count);
             for _ in 0..count {
                 let index = r.i32("partition index")?;
                 let error = ErrorCode(r.i16("error code")?);
                 let base_offset = r.i64("base offset")?;
-                let log_append_time_ms = r.i64("log append time")?;
+                let log_append_time_ms = if version >= 2 {
+                    r.i64("log append time")?
+                } else {
+                    -1
+                };
                 let log_start_offset = if version >= 5 {
                     r.i64("log start offset")?
                 } else {
@@ -168,7 +236,16 @@ impl ProduceResponse {
                     }
                     error_message = flex.read_nullable_string(r, "error message")?;
                 }
-                flex.read_tags(r)?;
+                let mut current_leader = None;
+                if flex.0 {
+                    r.tagged_fields(|tag, payload| {
+                        if tag != TAG_CURRENT_LEADER || version < 10 {
+                            return Ok(false);
+                        }
+                        current_leader = Some(read_tag_payload(payload, read_leader_id_and_epoch)?);
+                        Ok(true)
+                    })?;
+                }
                 partitions.push(ProducePartitionResponse {
                     index,
                     error,
@@ -176,19 +253,55 @@ impl ProduceResponse {
                     log_append_time_ms,
                     log_start_offset,
                     error_message,
+                    current_leader,
                 });
             }
             flex.read_tags(r)?;
             topics.push(ProduceTopicResponse { name, partitions });
         }
-        let throttle_time_ms = r.i32("throttle time")?;
-        flex.read_tags(r)?;
+        let throttle_time_ms = if version >= 1 {
+            r.i32("throttle time")?
+        } else {
+            0
+        };
+        let mut node_endpoints = Vec::new();
+        if flex.0 {
+            r.tagged_fields(|tag, payload| {
+                if tag != TAG_NODE_ENDPOINTS || version < 10 {
+                    return Ok(false);
+                }
+                let mut t = WireReader::new(payload);
+                node_endpoints = read_node_endpoints(&mut t)?;
+                t.finish()?;
+                Ok(true)
+            })?;
+        }
         r.finish()?;
         Ok(Self {
             topics,
             throttle_time_ms,
+            node_endpoints,
         })
     }
+}
+
+/// The `NodeEndpoints` array (a tagged field's whole payload: an array has no tag section of
+/// its own, unlike a struct).
+fn read_node_endpoints(t: &mut WireReader) -> Result<Vec<NodeEndpoint>, WireError> {
+    let count = t
+        .compact_array_len("node endpoints", MIN_NODE_ENDPOINT_BYTES)?
+        .unwrap_or(0);
+    let mut nodes = Vec::with_capacity(count);
+    for _ in 0..count {
+        nodes.push(NodeEndpoint {
+            node_id: t.i32("node id")?,
+            host: t.compact_string("host")?,
+            port: t.i32("port")?,
+            rack: t.compact_nullable_string("rack")?,
+        });
+        t.skip_tagged_fields()?;
+    }
+    Ok(nodes)
 }
 
 #[cfg(test)]
@@ -219,11 +332,21 @@ mod tests {
                     log_append_time_ms: -1,
                     log_start_offset: 0,
                     error_message: Some("leader is 2".into()),
+                    current_leader: Some(LeaderIdAndEpoch {
+                        leader_id: 2,
+                        leader_epoch: 7,
+                    }),
                 }],
             }],
             throttle_time_ms: 0,
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 2,
+                host: "node-2".into(),
+                port: 9092,
+                rack: None,
+            }],
         };
-        for version in PRODUCE_SPEC.min_version..=PRODUCE_SPEC.max_version {
+        for version in PRODUCE_MIN_ACCEPTED..=PRODUCE_SPEC.max_version {
             let mut w = WireWriter::new();
             request.encode(&mut w, version);
             let mut r = WireReader::new(w.into_inner().freeze());
@@ -238,6 +361,10 @@ mod tests {
             }
             if version < 5 {
                 expected.topics[0].partitions[0].log_start_offset = -1;
+            }
+            if version < 10 {
+                expected.topics[0].partitions[0].current_leader = None;
+                expected.node_endpoints.clear();
             }
             assert_eq!(ProduceResponse::decode(&mut r, version).unwrap(), expected);
         }
