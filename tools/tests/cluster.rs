@@ -107,6 +107,16 @@ fn api_versions_and_bad_produce_batches_get_kafka_errors() {
         response.topics[0].partitions[0].error,
         ErrorCode::CORRUPT_MESSAGE
     );
+    // Produce v0-2 is advertised (librdkafka compresses only then) but refused, per partition,
+    // in the request's own layout; the connection stays usable.
+    for version in 0..=2 {
+        let response = client.produce(version, -1, batch("v0-2")).unwrap().unwrap();
+        assert_eq!(
+            response.topics[0].partitions[0].error,
+            ErrorCode::UNSUPPORTED_VERSION,
+            "v{version}"
+        );
+    }
     // The connection is still usable and an older Produce version works.
     let response = client.produce(3, 1, batch("v3 acks=1")).unwrap().unwrap();
     assert_eq!(response.topics[0].partitions[0].error, ErrorCode::NONE);

@@ -52,8 +52,9 @@ use crate::transport::{ConnId, Event, EventLoop, ListenerId, WatchId};
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
-    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartitionResponse,
-    ProduceRequest, ProduceResponse, ProduceTopicResponse, PRODUCE_SPEC,
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LegacyProduceRequest,
+    ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopicResponse,
+    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};

@@ -35,6 +35,9 @@ impl Node {
         _spec: &'static ApiSpec,
         mut r: WireReader,
     ) {
+        if header.api_version < PRODUCE_MIN_ACCEPTED {
+            return self.refuse_legacy_produce(conn, header, r);
+        }
         let request = match ProduceRequest::decode(&mut r, header.api_version) {
             Ok(request) => request,
             Err(_) => return self.close(conn, "bad Produce body"),
@@ -111,6 +114,27 @@ impl Node {
         if outstanding == 0 {
             self.finish_produce(produce_id);
         }
+    }
+
+    /// Produce v0-2 is advertised (librdkafka keeps compression on only when v0 is listed) but
+    /// answered UNSUPPORTED_VERSION for every partition it names, as Kafka 4 does
+    /// (docs/protocol.md, "Kafka client APIs"); with acks=0 no answer is read, so the
+    /// connection is closed instead.
+    fn refuse_legacy_produce(&mut self, conn: ConnId, header: &RequestHeader, mut r: WireReader) {
+        let request = match LegacyProduceRequest::decode(&mut r, header.api_version) {
+            Ok(request) => request,
+            Err(_) => return self.close(conn, "bad Produce body"),
+        };
+        if request.acks == 0 {
+            return self.close(conn, "Produce v0-2 is not accepted");
+        }
+        let seq = self.reserve_response(conn);
+        let frame = encode_produce_response(
+            header.correlation_id,
+            header.api_version,
+            &request.refusal(),
+        );
+        self.deliver(conn, seq, frame);
     }
 
     pub(super) fn reject_produce(
@@ -260,6 +284,15 @@ pub(super) fn produce_response_frame(
         throttle_time_ms: 0,
         node_endpoints: Vec::new(),
     };
+    encode_produce_response(correlation_id, version, &response)
+}
+
+/// A Produce response frame at `version` (4 placeholder bytes for the size first).
+fn encode_produce_response(
+    correlation_id: i32,
+    version: i16,
+    response: &ProduceResponse,
+) -> Vec<Bytes> {
     let mut w = WireWriter::with_capacity(128);
     w.i32(0);
     ResponseHeader { correlation_id }.write(&mut w, PRODUCE_SPEC.response_header_flexible(version));
