@@ -3,10 +3,14 @@
 //! (`wire::quorum`).
 
 mod api_versions;
+mod describe_cluster;
 mod flex;
+mod metadata;
 mod produce;
 mod sasl;
 
 pub use api_versions::*;
+pub use describe_cluster::*;
+pub use metadata::*;
 pub use produce::*;
 pub use sasl::*;
