@@ -4,14 +4,21 @@
 # piece is installed only when missing. .ci/run calls it; so can README.md's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v kcat >/dev/null; then
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_install() {
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@"
+}
+if ! command -v kcat >/dev/null; then
+    apt_install kcat
 fi
 VENV=target/venv
 if [ ! -x "$VENV/bin/python" ]; then
+    # Debian's python3 makes venvs only with python3-venv (ensurepip) installed.
+    if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        apt_install python3 python3-venv
+    fi
     python3 -m venv "$VENV"
 fi
 if ! "$VENV/bin/python" -c 'import kafka, confluent_kafka, sys

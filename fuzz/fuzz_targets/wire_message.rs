@@ -1,5 +1,6 @@
 //! Arbitrary bytes into every message decoder a node exposes to the network: request headers,
-//! the quorum RPCs (requests and responses), ApiVersions and Produce. They must return errors,
+//! the quorum RPCs (requests and responses, with the node's FetchQuorumRecords extras and broker
+//! list), ApiVersions, Produce, Metadata and DescribeCluster. They must return errors,
 //! never panic, and never allocate beyond what the input can hold. (The frame splitter has its
 //! own target, `wire_frame`.)
 //!
@@ -9,7 +10,10 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use net::wire::kafka::{ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, ProduceResponse};
+use net::wire::kafka::{
+    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse,
+};
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
 const QUORUM_KEYS: [i16; 6] = [
@@ -29,11 +33,11 @@ fuzz_target!(|data: &[u8]| {
     match mode % 8 {
         1 => {
             let key = QUORUM_KEYS[usize::from(mode >> 3) % QUORUM_KEYS.len()];
-            let _ = quorum::decode_request(key, &mut WireReader::new(input));
+            let _ = quorum::decode_request_with(key, &mut WireReader::new(input));
         }
         2 => {
             let key = QUORUM_KEYS[usize::from(mode >> 3) % QUORUM_KEYS.len()];
-            let _ = quorum::decode_response(key, &mut WireReader::new(input));
+            let _ = quorum::decode_response_with(key, &mut WireReader::new(input));
         }
         3 => {
             let version = 3 + i16::from(mode >> 3) % 7;
@@ -44,6 +48,16 @@ fuzz_target!(|data: &[u8]| {
             let version = i16::from(mode >> 3) % 5;
             let _ = ApiVersionsRequest::decode(&mut WireReader::new(input.clone()), version);
             let _ = ApiVersionsResponse::decode(&mut WireReader::new(input), version);
+        }
+        5 => {
+            let version = i16::from(mode >> 3) % 13;
+            let _ = MetadataRequest::decode(&mut WireReader::new(input.clone()), version);
+            let _ = MetadataResponse::decode(&mut WireReader::new(input), version);
+        }
+        6 => {
+            let version = i16::from(mode >> 3) % 2;
+            let _ = DescribeClusterRequest::decode(&mut WireReader::new(input.clone()), version);
+            let _ = DescribeClusterResponse::decode(&mut WireReader::new(input), version);
         }
         _ => {
             let flexible = mode & 0x80 != 0;

@@ -6,8 +6,8 @@ use super::core::RaftCore;
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
-    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output,
-    ReplicaView, RequestId, Sender,
+    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, ReplicaView,
+    RequestId, Sender,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,

@@ -239,7 +239,11 @@ mod tests {
         let v = view(&[1, 2], &[]);
         leader.learn(2, extras.endpoints.unwrap(), VOTERS, &v);
         let (version, bytes) = leader.leader_list(VOTERS, &v);
-        assert_ne!(Some(version), extras.known_brokers, "so the leader sends it");
+        assert_ne!(
+            Some(version),
+            extras.known_brokers,
+            "so the leader sends it"
+        );
         follower.adopt(1, 5, BrokerList::decode(bytes).unwrap());
 
         let extras = follower.fetch_extras();

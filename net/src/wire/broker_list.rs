@@ -209,7 +209,11 @@ mod tests {
     fn a_list_round_trips_and_its_version_follows_its_content() {
         let (list, bytes) = sample();
         assert_eq!(BrokerList::decode(bytes).unwrap(), list);
-        assert_eq!(sample().0.version, list.version, "same content, same version");
+        assert_eq!(
+            sample().0.version,
+            list.version,
+            "same content, same version"
+        );
         let (other, _) = BrokerList::build(list.brokers.clone(), vec![1, 7]);
         assert_ne!(other.version, list.version, "the in-sync set is part of it");
         assert_ne!(list.version, 0);
@@ -267,7 +271,10 @@ mod tests {
         payload.extend_from_slice(&vec![0u8; 6 * (MAX_BROKERS + 1)]);
         assert!(matches!(
             BrokerList::decode(payload.freeze()),
-            Err(BrokerListError::TooMany { what: "brokers", .. })
+            Err(BrokerListError::TooMany {
+                what: "brokers",
+                ..
+            })
         ));
     }
 }

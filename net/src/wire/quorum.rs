@@ -16,8 +16,8 @@ use engine::record::{BatchIter, RecordError};
 use thiserror::Error;
 
 use super::api;
-use super::broker_list::{decode_endpoints, encode_endpoints, BrokerList, BrokerListError};
 use super::broker_list::ClientEndpoint;
+use super::broker_list::{decode_endpoints, encode_endpoints, BrokerList, BrokerListError};
 use super::primitives::{WireError, WireReader, WireWriter};
 
 /// The one topic-partition the quorum serves.

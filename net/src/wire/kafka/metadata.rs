@@ -505,7 +505,10 @@ mod tests {
             let full = w.into_inner().freeze();
             for cut in 0..full.len() {
                 let mut r = WireReader::new(full.slice(..cut));
-                assert!(MetadataRequest::decode(&mut r, version).is_err(), "v{version} cut {cut}");
+                assert!(
+                    MetadataRequest::decode(&mut r, version).is_err(),
+                    "v{version} cut {cut}"
+                );
             }
         }
     }
