@@ -1,6 +1,8 @@
 //! Our bytes against an independent Kafka codec (the `kafka-protocol` crate) wherever Kafka has
 //! the same message: request headers, ApiVersions, Produce, DescribeQuorum.
 
+mod oracle_support;
+
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     self as kp, ApiVersionsRequest as KpApiVersionsRequest,
@@ -14,18 +16,7 @@ use net::wire::kafka::{
     PRODUCE_SPEC,
 };
 use net::wire::{RequestHeader, WireReader, WireWriter};
-
-fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-    let mut w = WireWriter::new();
-    f(&mut w);
-    w.into_inner().freeze()
-}
-
-fn theirs<T: Encodable>(msg: &T, version: i16) -> Bytes {
-    let mut buf = BytesMut::new();
-    msg.encode(&mut buf, version).unwrap();
-    buf.freeze()
-}
+use oracle_support::*;
 
 #[test]
 fn request_headers_match_kafka_in_v1_and_v2() {

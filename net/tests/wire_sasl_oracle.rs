@@ -2,43 +2,24 @@
 //! crate): Kafka's bytes decode with ours, ours equal Kafka's and decode with Kafka's, in every
 //! version of both directions; the version ranges and header versions agree too.
 
-use bytes::{Bytes, BytesMut};
+mod oracle_support;
+
+use bytes::Bytes;
 use engine::raft::ErrorCode;
 use kafka_protocol::messages::{
     SaslAuthenticateRequest as KpAuthenticateRequest,
     SaslAuthenticateResponse as KpAuthenticateResponse, SaslHandshakeRequest as KpHandshakeRequest,
     SaslHandshakeResponse as KpHandshakeResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{HeaderVersion, Request, StrBytes};
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
     SASL_AUTHENTICATE_SPEC, SASL_AUTHENTICATION_FAILED, SASL_HANDSHAKE_SPEC,
     UNSUPPORTED_SASL_MECHANISM,
 };
-use net::wire::{WireReader, WireWriter};
-
-fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-    let mut w = WireWriter::new();
-    f(&mut w);
-    w.into_inner().freeze()
-}
-
-fn theirs<T: Encodable>(msg: &T, version: i16) -> Bytes {
-    let mut buf = BytesMut::new();
-    msg.encode(&mut buf, version).unwrap();
-    buf.freeze()
-}
-
-fn decode_theirs<T: Decodable>(mut bytes: Bytes, version: i16) -> T {
-    let msg = T::decode(&mut bytes, version).unwrap();
-    assert!(
-        bytes.is_empty(),
-        "kafka-protocol left {} bytes",
-        bytes.len()
-    );
-    msg
-}
+use net::wire::WireReader;
+use oracle_support::*;
 
 /// Our spec's key, range and header versions are Kafka's.
 fn assert_spec_matches<Req: Request, Resp: HeaderVersion>(spec: &ApiSpec) {

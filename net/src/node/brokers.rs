@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use engine::raft::{Epoch, NodeId, ReplicaView};
+use engine::raft::{Epoch, NodeId, ReplicaView, Sender};
 
 use crate::wire::broker_list::{BrokerInfo, BrokerList, ClientEndpoint, MAX_BROKERS};
 use crate::wire::kafka::ClusterBroker;
@@ -19,6 +19,17 @@ use crate::wire::quorum::FetchRequestExtras;
 
 /// Other brokers' entries kept at most: a list must hold them and this node.
 const MAX_OTHERS: usize = MAX_BROKERS - 1;
+
+/// Whether a fetch's endpoints may be kept as replica `replica`'s: its sender is proven to be
+/// that replica (a certificate or SASL principal mapped to it), or it came on a PLAINTEXT
+/// listener, where nothing is proven for anyone (as for every quorum RPC there).
+pub(crate) fn vouches_for(sender: Sender, replica: NodeId, plaintext_listener: bool) -> bool {
+    match sender {
+        Sender::Replica(id) => id == replica,
+        Sender::Unverified => plaintext_listener,
+        Sender::NotAReplica => false,
+    }
+}
 
 pub(crate) struct BrokerDirectory {
     own_id: NodeId,
@@ -227,6 +238,25 @@ mod tests {
     }
 
     const VOTERS: &[NodeId] = &[1, 2, 3];
+
+    #[test]
+    fn only_the_replica_itself_or_a_plaintext_listener_vouches_for_endpoints() {
+        assert!(vouches_for(Sender::Replica(2), 2, false));
+        assert!(
+            !vouches_for(Sender::Replica(3), 2, false),
+            "replica 3 posing as 2"
+        );
+        assert!(!vouches_for(Sender::Replica(3), 2, true));
+        assert!(vouches_for(Sender::Unverified, 2, true));
+        assert!(
+            !vouches_for(Sender::Unverified, 2, false),
+            "unproven on a TLS listener"
+        );
+        assert!(
+            !vouches_for(Sender::NotAReplica, 2, true),
+            "an operator's tool"
+        );
+    }
 
     #[test]
     fn a_follower_learns_the_leaders_list_and_stops_sending_its_endpoints() {

@@ -295,15 +295,12 @@ impl Node {
         self.deliver(pending.conn, pending.seq, chain);
     }
 
-    /// Whether the fetch's endpoints may be taken as replica `replica`'s.
+    /// Whether the fetch's endpoints may be taken as replica `replica`'s (node/brokers.rs).
     fn speaks_for(&self, conn: ConnId, from: Sender, replica: NodeId) -> bool {
-        match from {
-            Sender::Replica(id) => id == replica,
-            Sender::Unverified => self.sessions.get(&conn).is_some_and(|s| {
-                self.config.listeners.all[s.listener].protocol == SecurityProtocol::Plaintext
-            }),
-            Sender::NotAReplica => false,
-        }
+        let plaintext = self.sessions.get(&conn).is_some_and(|s| {
+            self.config.listeners.all[s.listener].protocol == SecurityProtocol::Plaintext
+        });
+        crate::node::brokers::vouches_for(from, replica, plaintext)
     }
 
     /// On the leader, answering a fetch without error: keep the fetcher's endpoints, and return
