@@ -96,6 +96,9 @@ impl Node {
             }
         };
         let topics = match &request.topics {
+            // A request for every topic lists those the principal may describe (Kafka's rule):
+            // none, when it may not describe this one.
+            None if !allowed => Vec::new(),
             None => vec![ours()],
             Some(asked) => asked
                 .iter()
