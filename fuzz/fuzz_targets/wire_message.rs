@@ -1,7 +1,8 @@
 //! Arbitrary bytes into every message decoder a node exposes to the network: request headers,
-//! the quorum RPCs (requests and responses), ApiVersions, Produce (v3-10, and the v0-2 refusal
-//! path), Fetch, ListOffsets, OffsetForLeaderEpoch and InitProducerId, requests and responses
-//! in every version. They must return errors, never panic, and never allocate beyond what the
+//! the quorum RPCs (requests and responses, with the node's FetchQuorumRecords extras and broker
+//! list), ApiVersions, Produce (v3-10, and the v0-2 refusal path), Fetch, ListOffsets,
+//! OffsetForLeaderEpoch, InitProducerId, Metadata and DescribeCluster, requests and responses in
+//! every version. They must return errors, never panic, and never allocate beyond what the
 //! input can hold. (The frame splitter has its own target, `wire_frame`.)
 //!
 //! The first byte picks the decoder (low 4 bits) and its version (high 4 bits); the rest is
@@ -13,7 +14,8 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
-    ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse, InitProducerIdRequest,
+    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, DESCRIBE_CLUSTER_SPEC, METADATA_SPEC, FetchRequest, FetchResponse, InitProducerIdRequest,
     InitProducerIdResponse, LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
     FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
@@ -49,11 +51,11 @@ fuzz_target!(|data: &[u8]| {
     match mode % 16 {
         1 => {
             let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
-            let _ = quorum::decode_request(key, &mut WireReader::new(input));
+            let _ = quorum::decode_request_with(key, &mut WireReader::new(input));
         }
         2 => {
             let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
-            let _ = quorum::decode_response(key, &mut WireReader::new(input));
+            let _ = quorum::decode_response_with(key, &mut WireReader::new(input));
         }
         3 => {
             // Every advertised version: v0-2 go to the refusal decoder, as the node routes them.
@@ -90,6 +92,16 @@ fuzz_target!(|data: &[u8]| {
             let version = version(&INIT_PRODUCER_ID_SPEC, pick);
             let _ = InitProducerIdRequest::decode(&mut reader(&input), version);
             let _ = InitProducerIdResponse::decode(&mut reader(&input), version);
+        }
+        9 => {
+            let version = version(&METADATA_SPEC, pick);
+            let _ = MetadataRequest::decode(&mut reader(&input), version);
+            let _ = MetadataResponse::decode(&mut reader(&input), version);
+        }
+        10 => {
+            let version = version(&DESCRIBE_CLUSTER_SPEC, pick);
+            let _ = DescribeClusterRequest::decode(&mut reader(&input), version);
+            let _ = DescribeClusterResponse::decode(&mut reader(&input), version);
         }
         _ => {
             let flexible = mode & 0x80 != 0;

@@ -24,6 +24,10 @@ use crate::wire::kafka::{
     LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE,
     SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE,
 };
+use crate::wire::kafka::{
+    DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataRequestTopic,
+    MetadataResponse, DESCRIBE_CLUSTER_SPEC, ENDPOINT_TYPE_BROKERS, METADATA_SPEC,
+};
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::WireError;
 use crate::wire::{RequestHeader, ResponseHeader, WireReader, WireWriter};
@@ -365,6 +369,49 @@ impl BlockingClient {
             Ok(other) => Err(self.decode_error(format!("unexpected {other:?}"))),
             Err(e) => Err(self.decode_error(e)),
         }
+    }
+
+    /// Metadata at `version` (0-12) for `topics` (None: every topic).
+    pub fn metadata(
+        &mut self,
+        version: i16,
+        topics: Option<&[&str]>,
+    ) -> Result<MetadataResponse, ClientError> {
+        let request = MetadataRequest {
+            topics: topics.map(|names| {
+                names
+                    .iter()
+                    .map(|name| MetadataRequestTopic {
+                        topic_id: [0; 16],
+                        name: Some((*name).to_owned()),
+                    })
+                    .collect()
+            }),
+            allow_auto_topic_creation: version < 4,
+            ..MetadataRequest::default()
+        };
+        let flexible = METADATA_SPEC.is_flexible(version);
+        let corr = self.request(METADATA_SPEC.key, version, flexible, |w| {
+            request.encode(w, version)
+        })?;
+        let mut r = self.response(corr, flexible)?;
+        MetadataResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+    }
+
+    /// DescribeCluster at `version` (0-1), with the cluster's authorized operations.
+    pub fn describe_cluster(
+        &mut self,
+        version: i16,
+    ) -> Result<DescribeClusterResponse, ClientError> {
+        let request = DescribeClusterRequest {
+            include_cluster_authorized_operations: true,
+            endpoint_type: ENDPOINT_TYPE_BROKERS,
+        };
+        let corr = self.request(DESCRIBE_CLUSTER_SPEC.key, version, true, |w| {
+            request.encode(w, version)
+        })?;
+        let mut r = self.response(corr, true)?;
+        DescribeClusterResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
     }
 
     /// Produces one RecordBatch to `__cluster_metadata`-0 at `version` (any of 0-10: v0-v2

@@ -6,8 +6,8 @@ use super::core::RaftCore;
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
-    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, RequestId,
-    Sender,
+    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, ReplicaView,
+    RequestId, Sender,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
@@ -446,6 +446,32 @@ impl RaftCore {
         } else {
             self.outbound.reset_backoff(f.to);
         }
+    }
+
+    // ----- the leader's view of its replicas (Metadata) -----
+
+    /// The leader's view of its replicas, as Kafka's Metadata reports them (docs/clients.md):
+    /// the voters caught up with its log end within the fetch timeout (the leader counts itself),
+    /// and the observers DescribeQuorum lists. None unless this node leads. Read-only.
+    pub fn replica_view(&self) -> Option<ReplicaView> {
+        let l = self.qs.leader()?;
+        let me = self.qs.local_id();
+        let window = self.config.fetch_timeout_ms;
+        let caught_up = |p: &ReplicaProgress| {
+            p.last_caught_up_ms
+                .is_some_and(|t| self.now.saturating_sub(t) <= window)
+        };
+        let in_sync = self
+            .qs
+            .voters()
+            .iter()
+            .copied()
+            .filter(|v| *v == me || l.voters.get(v).is_some_and(caught_up))
+            .collect();
+        Some(ReplicaView {
+            in_sync,
+            observers: l.live_observers(self.now).map(|(id, _)| *id).collect(),
+        })
     }
 
     // ----- DescribeQuorum -----

@@ -36,6 +36,7 @@ error_codes! {
     OFFSET_OUT_OF_RANGE = 1, "fetch offset out of range";
     CORRUPT_MESSAGE = 2, "record batch failed its CRC or size check";
     UNKNOWN_TOPIC_OR_PARTITION = 3, "this server does not host that topic-partition";
+    LEADER_NOT_AVAILABLE = 5, "the partition has no leader (an election is under way)";
     NOT_LEADER_OR_FOLLOWER = 6, "this server is not the leader";
     REQUEST_TIMED_OUT = 7, "the request timed out";
     BROKER_NOT_AVAILABLE = 8, "the server is shutting down or resigned; retry elsewhere";
@@ -53,6 +54,7 @@ error_codes! {
     INVALID_RECORD = 87, "a record batch's records are invalid (after decompression)";
     INCONSISTENT_VOTER_SET = 94, "sender or receiver is not in the receiver's voter set";
     INCONSISTENT_CLUSTER_ID = 104, "the request's cluster id does not match this cluster";
+    UNSUPPORTED_ENDPOINT_TYPE = 115, "the requested endpoint type is not served";
     NOT_QUORUM_LEADER = 205, "target broker is not the leader of this quorum";
     UNKNOWN_VOTER_ID = 206, "target voter is unknown to the leader";
     NOT_FOLLOWER = 207, "the sender is no longer a voter; continue as an observer";

@@ -307,3 +307,14 @@ mod tests {
         assert_eq!(bootstrap_server_index(NodeId::MIN), Some(2_147_483_646));
     }
 }
+
+/// The leader's view of its replicas (`RaftCore::replica_view`), what Kafka's Metadata calls the
+/// in-sync replicas and what the node lists as brokers beside the voters (docs/clients.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaView {
+    /// The voters (the leader included) whose fetches reached the leader's log end within the
+    /// fetch timeout, in voter order.
+    pub in_sync: Vec<NodeId>,
+    /// The observers that fetched within the observer expiry, by id.
+    pub observers: Vec<NodeId>,
+}

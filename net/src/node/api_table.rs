@@ -8,7 +8,8 @@ use super::runtime::Node;
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    API_VERSIONS_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
+    API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, METADATA_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC,
+    SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::{RequestHeader, WireReader};
 
@@ -52,10 +53,16 @@ const fn quorum(spec: ApiSpec) -> ApiRow {
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 10] = [
+pub(crate) static API_TABLE: [ApiRow; 12] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
+        scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: METADATA_SPEC,
+        handler: Node::handle_metadata,
         scope: Scope::Client,
         sasl: false,
     },
@@ -76,6 +83,12 @@ pub(crate) static API_TABLE: [ApiRow; 10] = [
         handler: Node::handle_sasl_authenticate,
         scope: Scope::Any,
         sasl: true,
+    },
+    ApiRow {
+        spec: DESCRIBE_CLUSTER_SPEC,
+        handler: Node::handle_describe_cluster,
+        scope: Scope::Client,
+        sasl: false,
     },
     quorum(api::QUORUM_APIS[0]),
     quorum(api::QUORUM_APIS[1]),
@@ -144,7 +157,13 @@ mod tests {
         ] {
             assert!(!client.contains(&key) && controller.contains(&key), "{key}");
         }
-        assert!(client.contains(&PRODUCE_SPEC.key) && !controller.contains(&PRODUCE_SPEC.key));
+        for key in [
+            PRODUCE_SPEC.key,
+            METADATA_SPEC.key,
+            DESCRIBE_CLUSTER_SPEC.key,
+        ] {
+            assert!(client.contains(&key) && !controller.contains(&key), "{key}");
+        }
         for key in [api::API_VERSIONS, api::DESCRIBE_QUORUM] {
             assert!(client.contains(&key) && controller.contains(&key), "{key}");
         }

@@ -2,6 +2,7 @@
 //! event loop ([`runtime::Node`]).
 
 mod api_table;
+mod brokers;
 pub mod config;
 pub mod counters;
 pub mod lock;

@@ -2,6 +2,7 @@
 //! Message codecs (one module per API) build on these.
 
 pub mod api;
+pub mod broker_list;
 pub mod frame;
 pub mod header;
 pub mod kafka;

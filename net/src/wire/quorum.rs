@@ -16,6 +16,8 @@ use engine::record::{BatchIter, RecordError};
 use thiserror::Error;
 
 use super::api;
+use super::broker_list::ClientEndpoint;
+use super::broker_list::{decode_endpoints, encode_endpoints, BrokerList, BrokerListError};
 use super::primitives::{WireError, WireReader, WireWriter};
 
 /// The one topic-partition the quorum serves.
@@ -24,6 +26,24 @@ pub const METADATA_PARTITION: i32 = 0;
 
 /// Tagged field of FetchQuorumRecords requests: the requester's durable end offset.
 const TAG_DURABLE_OFFSET: u32 = 0;
+/// Tagged fields of FetchQuorumRecords requests the node adds around the core's request
+/// (docs/protocol.md, "Client endpoints"): the fetcher's advertised client endpoints, and the
+/// version of the broker list it holds.
+const TAG_CLIENT_ENDPOINTS: u32 = 1;
+const TAG_KNOWN_BROKERS: u32 = 2;
+/// Tagged field of FetchQuorumRecords responses: the leader's broker list.
+const TAG_BROKER_LIST: u32 = 0;
+
+/// What a node adds to a FetchQuorumRecords request beside the core's fields. A node that
+/// does not know these tags skips them (KIP-482), so old and new nodes fetch from each other.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FetchRequestExtras {
+    /// The fetcher's own client endpoints (sent until the leader's list shows them).
+    pub endpoints: Option<Vec<ClientEndpoint>>,
+    /// The version of the broker list the fetcher holds, 0 for none; None from a fetcher that
+    /// takes no list (the leader then sends none).
+    pub known_brokers: Option<u64>,
+}
 /// Tagged fields of DescribeQuorum: the partition's target voters, and per replica timestamps.
 const TAG_TARGET_VOTERS: u32 = 0;
 const TAG_LAST_CAUGHT_UP: u32 = 0;
@@ -41,6 +61,8 @@ pub enum DecodeError {
     UnknownPartition { topic: String, partition: i32 },
     #[error("DescribeQuorum must name exactly one partition, it names {0}")]
     PartitionCount(usize),
+    #[error("broker endpoints: {0}")]
+    BrokerList(#[from] BrokerListError),
 }
 
 impl DecodeError {
@@ -58,6 +80,11 @@ impl DecodeError {
 // Requests
 
 pub fn encode_request(request: &Request, w: &mut WireWriter) {
+    encode_request_with(request, &FetchRequestExtras::default(), w)
+}
+
+/// [`encode_request`] with the node's extras on a FetchQuorumRecords request (ignored on others).
+pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &mut WireWriter) {
     match request {
         Request::Vote(r) => {
             w.compact_string(&r.cluster_id);
@@ -89,11 +116,7 @@ pub fn encode_request(request: &Request, w: &mut WireWriter) {
             w.i32(r.last_fetched_epoch);
             w.bool(r.is_follower);
             w.i32(r.max_wait_ms);
-            if r.durable_offset != -1 {
-                let payload = r.durable_offset.to_be_bytes();
-                w.tagged_fields(&[(TAG_DURABLE_OFFSET, &payload)]);
-                return;
-            }
+            return write_fetch_tags(w, r.durable_offset, extras);
         }
         Request::FindQuorum(r) => {
             w.compact_string(&r.cluster_id);
@@ -114,7 +137,36 @@ pub fn encode_request(request: &Request, w: &mut WireWriter) {
     w.no_tagged_fields();
 }
 
+fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchRequestExtras) {
+    let durable = durable_offset.to_be_bytes();
+    let endpoints = extras.endpoints.as_ref().map(|e| {
+        let mut inner = WireWriter::new();
+        encode_endpoints(&mut inner, e);
+        inner.into_inner()
+    });
+    let known = extras.known_brokers.map(u64::to_be_bytes);
+    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(3);
+    if durable_offset != -1 {
+        tags.push((TAG_DURABLE_OFFSET, &durable));
+    }
+    if let Some(endpoints) = &endpoints {
+        tags.push((TAG_CLIENT_ENDPOINTS, endpoints));
+    }
+    if let Some(known) = &known {
+        tags.push((TAG_KNOWN_BROKERS, known));
+    }
+    w.tagged_fields(&tags);
+}
+
 pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, DecodeError> {
+    decode_request_with(api_key, r).map(|(request, _)| request)
+}
+
+/// [`decode_request`] with the extras of a FetchQuorumRecords request (default for others).
+pub fn decode_request_with(
+    api_key: i16,
+    r: &mut WireReader,
+) -> Result<(Request, FetchRequestExtras), DecodeError> {
     let request = match api_key {
         api::VOTE => Request::Vote(VoteRequest {
             cluster_id: r.compact_string("cluster id")?,
@@ -157,15 +209,36 @@ pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, Decod
                 max_wait_ms: r.i32("max wait ms")?,
                 durable_offset: -1,
             };
+            let mut endpoints = None;
+            let mut known = None;
             r.tagged_fields(|tag, payload| {
-                if tag != TAG_DURABLE_OFFSET {
-                    return Ok(false);
+                match tag {
+                    TAG_DURABLE_OFFSET => {
+                        fetch.durable_offset = WireReader::new(payload).i64("durable offset")?
+                    }
+                    TAG_CLIENT_ENDPOINTS => endpoints = Some(payload),
+                    TAG_KNOWN_BROKERS => {
+                        known = Some(WireReader::new(payload).i64("known brokers")? as u64)
+                    }
+                    _ => return Ok(false),
                 }
-                fetch.durable_offset = WireReader::new(payload).i64("durable offset")?;
                 Ok(true)
             })?;
             r.finish()?;
-            return Ok(Request::FetchQuorumRecords(fetch));
+            let endpoints = match endpoints {
+                Some(payload) => {
+                    let mut inner = WireReader::new(payload);
+                    let endpoints = decode_endpoints(&mut inner)?;
+                    inner.finish()?;
+                    Some(endpoints)
+                }
+                None => None,
+            };
+            let extras = FetchRequestExtras {
+                endpoints,
+                known_brokers: known,
+            };
+            return Ok((Request::FetchQuorumRecords(fetch), extras));
         }
         api::FIND_QUORUM => Request::FindQuorum(FindQuorumRequest {
             cluster_id: r.compact_string("cluster id")?,
@@ -182,7 +255,7 @@ pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, Decod
     };
     r.skip_tagged_fields()?;
     r.finish()?;
-    Ok(request)
+    Ok((request, FetchRequestExtras::default()))
 }
 
 /// Topics[]{TopicName, Partitions[]{PartitionIndex}}: exactly `__cluster_metadata`-0.
@@ -214,6 +287,16 @@ fn decode_describe_topics(r: &mut WireReader) -> Result<(), DecodeError> {
 /// Encodes a response body. The result is a chain: FetchQuorumRecords responses put each record
 /// batch in as its own [`Bytes`] (the log's buffer), everything else is one piece.
 pub fn encode_response(response: &Response, w: WireWriter) -> Vec<Bytes> {
+    encode_response_with(response, None, w)
+}
+
+/// [`encode_response`] with the leader's broker list (`BrokerList::build`'s bytes) in a
+/// FetchQuorumRecords response's tagged field (ignored on others).
+pub fn encode_response_with(
+    response: &Response,
+    broker_list: Option<&Bytes>,
+    w: WireWriter,
+) -> Vec<Bytes> {
     let mut w = w;
     match response {
         Response::Vote(r) => {
@@ -232,7 +315,7 @@ pub fn encode_response(response: &Response, w: WireWriter) -> Vec<Bytes> {
             w.i32(r.leader_id);
             w.i32(r.leader_epoch);
         }
-        Response::FetchQuorumRecords(r) => return encode_fetch_response(r, w),
+        Response::FetchQuorumRecords(r) => return encode_fetch_response(r, broker_list, w),
         Response::FindQuorum(r) => {
             w.i16(r.error.0);
             w.compact_string(&r.cluster_id);
@@ -247,7 +330,11 @@ pub fn encode_response(response: &Response, w: WireWriter) -> Vec<Bytes> {
     vec![w.into_inner().freeze()]
 }
 
-fn encode_fetch_response(r: &FetchQuorumRecordsResponse, mut w: WireWriter) -> Vec<Bytes> {
+fn encode_fetch_response(
+    r: &FetchQuorumRecordsResponse,
+    broker_list: Option<&Bytes>,
+    mut w: WireWriter,
+) -> Vec<Bytes> {
     w.i16(r.error.0);
     w.i32(r.leader_id);
     w.i32(r.leader_epoch);
@@ -262,7 +349,10 @@ fn encode_fetch_response(r: &FetchQuorumRecordsResponse, mut w: WireWriter) -> V
     tail.i64(r.high_watermark);
     tail.i64(r.first_dirty_offset);
     tail.i64(r.last_caught_up_time_ms);
-    tail.no_tagged_fields();
+    match broker_list {
+        Some(list) => tail.tagged_fields(&[(TAG_BROKER_LIST, list)]),
+        None => tail.no_tagged_fields(),
+    }
     chain.push(tail.into_inner().freeze());
     chain
 }
@@ -363,6 +453,28 @@ fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
 }
 
 pub fn decode_response(api_key: i16, r: &mut WireReader) -> Result<Response, DecodeError> {
+    decode_response_with(api_key, r).map(|(response, _)| response)
+}
+
+/// [`decode_response`] with the broker list a FetchQuorumRecords response may carry.
+pub fn decode_response_with(
+    api_key: i16,
+    r: &mut WireReader,
+) -> Result<(Response, Option<BrokerList>), DecodeError> {
+    if api_key == api::FETCH_QUORUM_RECORDS {
+        let response = decode_fetch_response(r)?;
+        let mut list = None;
+        r.tagged_fields(|tag, payload| {
+            if tag != TAG_BROKER_LIST {
+                return Ok(false);
+            }
+            list = Some(payload);
+            Ok(true)
+        })?;
+        r.finish()?;
+        let list = list.map(BrokerList::decode).transpose()?;
+        return Ok((Response::FetchQuorumRecords(response), list));
+    }
     let response = match api_key {
         api::VOTE => Response::Vote(VoteResponse {
             error: ErrorCode(r.i16("error code")?),
@@ -380,7 +492,6 @@ pub fn decode_response(api_key: i16, r: &mut WireReader) -> Result<Response, Dec
             leader_id: r.i32("leader id")?,
             leader_epoch: r.i32("leader epoch")?,
         }),
-        api::FETCH_QUORUM_RECORDS => Response::FetchQuorumRecords(decode_fetch_response(r)?),
         api::FIND_QUORUM => Response::FindQuorum(FindQuorumResponse {
             error: ErrorCode(r.i16("error code")?),
             cluster_id: r.compact_string("cluster id")?,
@@ -394,7 +505,7 @@ pub fn decode_response(api_key: i16, r: &mut WireReader) -> Result<Response, Dec
     };
     r.skip_tagged_fields()?;
     r.finish()?;
-    Ok(response)
+    Ok((response, None))
 }
 
 fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsResponse, DecodeError> {
@@ -614,6 +725,126 @@ mod tests {
                 observers: vec![],
             }),
         );
+    }
+
+    fn fetch_request() -> Request {
+        Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+            cluster_id: "c".into(),
+            replica_id: 2,
+            leader_epoch: 3,
+            fetch_offset: 80,
+            last_fetched_epoch: 3,
+            is_follower: true,
+            max_wait_ms: 500,
+            durable_offset: 77,
+        })
+    }
+
+    fn fetch_response() -> Response {
+        Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+            error: ErrorCode::NONE,
+            leader_id: 1,
+            leader_epoch: 3,
+            next_fetch_offset: -1,
+            next_fetch_offset_epoch: -1,
+            batches: vec![batch(10, 3, 2)],
+            high_watermark: 11,
+            first_dirty_offset: -1,
+            last_caught_up_time_ms: -1,
+        })
+    }
+
+    fn joined(chain: Vec<Bytes>) -> Bytes {
+        let mut all = BytesMut::new();
+        for piece in &chain {
+            all.extend_from_slice(piece);
+        }
+        all.freeze()
+    }
+
+    #[test]
+    fn fetch_request_extras_round_trip_and_an_old_decoder_skips_them() {
+        let extras = FetchRequestExtras {
+            endpoints: Some(vec![ClientEndpoint {
+                listener: "CLIENT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+            }]),
+            known_brokers: Some(0x1234),
+        };
+        let mut w = WireWriter::new();
+        encode_request_with(&fetch_request(), &extras, &mut w);
+        let bytes = w.into_inner().freeze();
+        let mut r = WireReader::new(bytes.clone());
+        let (request, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        assert_eq!((request, decoded), (fetch_request(), extras));
+        // A node that knows only tag 0 reads the same request and skips tags 1 and 2.
+        let mut r = WireReader::new(bytes);
+        assert_eq!(
+            decode_request(api::FETCH_QUORUM_RECORDS, &mut r).unwrap(),
+            fetch_request()
+        );
+        // From such a node: no extras, so the leader sends it no list.
+        let mut w = WireWriter::new();
+        encode_request(&fetch_request(), &mut w);
+        let mut r = WireReader::new(w.into_inner().freeze());
+        let (_, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        assert_eq!(decoded, FetchRequestExtras::default());
+    }
+
+    #[test]
+    fn a_broker_list_rides_a_fetch_response_and_an_old_decoder_skips_it() {
+        use crate::wire::broker_list::BrokerInfo;
+        let (list, bytes) = BrokerList::build(
+            vec![BrokerInfo {
+                id: 1,
+                endpoints: vec![ClientEndpoint {
+                    listener: "CLIENT".into(),
+                    host: "h".into(),
+                    port: 1,
+                }],
+            }],
+            vec![1, 2],
+        );
+        let chain = encode_response_with(&fetch_response(), Some(&bytes), WireWriter::new());
+        let all = joined(chain);
+        let mut r = WireReader::new(all.clone());
+        let (response, decoded) = decode_response_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        assert_eq!((response, decoded), (fetch_response(), Some(list)));
+        let mut r = WireReader::new(all);
+        assert_eq!(
+            decode_response(api::FETCH_QUORUM_RECORDS, &mut r).unwrap(),
+            fetch_response()
+        );
+        let plain = joined(encode_response(&fetch_response(), WireWriter::new()));
+        let mut r = WireReader::new(plain);
+        let (_, decoded) = decode_response_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        assert_eq!(decoded, None);
+    }
+
+    #[test]
+    fn a_malformed_endpoint_list_is_a_decode_error() {
+        let mut inner = WireWriter::new();
+        inner.compact_array_len(Some(1));
+        inner.compact_string("CLIENT");
+        inner.compact_string("h");
+        inner.i32(-5);
+        inner.no_tagged_fields();
+        let mut w = WireWriter::new();
+        w.compact_string("c");
+        for v in [2i32, 3] {
+            w.i32(v);
+        }
+        w.i64(80);
+        w.i32(3);
+        w.bool(true);
+        w.i32(500);
+        w.tagged_fields(&[(TAG_CLIENT_ENDPOINTS, &inner.into_inner())]);
+        let mut r = WireReader::new(w.into_inner().freeze());
+        assert!(matches!(
+            decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r),
+            Err(DecodeError::BrokerList(BrokerListError::BadPort(-5)))
+        ));
     }
 
     #[test]

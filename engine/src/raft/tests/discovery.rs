@@ -144,6 +144,36 @@ fn describe_quorum_on_leader() {
 }
 
 #[test]
+fn replica_view_counts_voters_caught_up_within_the_fetch_timeout() {
+    let (mut h, _) = elect(2);
+    h.durable_all();
+    h.run_until(10);
+    // Voter 2 reaches the leader's end (1); voter 3 never fetches; observer 9 fetches.
+    h.request(2, Harness::fetch_request(2, 2, 1, 2, 1));
+    let mut obs = Harness::fetch_request(9, 2, 0, 0, 0);
+    if let Request::FetchQuorumRecords(r) = &mut obs {
+        r.is_follower = false;
+    }
+    h.request(9, obs);
+    let view = h.core.replica_view().expect("leads");
+    assert_eq!(view.in_sync, vec![1, 2]);
+    assert_eq!(view.observers, vec![9]);
+    // Past the fetch timeout without another caught-up fetch, voter 2 leaves the in-sync set.
+    let timeout = h.core.config.fetch_timeout_ms;
+    h.run_until(10 + timeout + 1);
+    // Voter 3 fetches from behind (offset 0 < the leader's end 1): counted alive, not in sync.
+    h.request(3, Harness::fetch_request(3, 2, 0, 0, 0));
+    let view = h.core.replica_view().expect("still leads");
+    assert_eq!(view.in_sync, vec![1]);
+}
+
+#[test]
+fn replica_view_is_none_off_the_leader() {
+    let (h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    assert_eq!(h.core.replica_view(), None);
+}
+
+#[test]
 fn describe_quorum_on_non_leader() {
     let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
     let (_, out) = h.request(0, Request::DescribeQuorum(DescribeQuorumRequest {}));

@@ -16,6 +16,17 @@ pub(super) struct PendingRequest {
     pub(super) correlation_id: i32,
     pub(super) spec: &'static ApiSpec,
     pub(super) version: i16,
+    /// A FetchQuorumRecords request's extras, kept for its answer (node/brokers.rs).
+    pub(super) fetch: Option<InboundFetch>,
+}
+
+/// What a fetcher added to its request around the core's fields.
+pub(super) struct InboundFetch {
+    replica: NodeId,
+    extras: quorum::FetchRequestExtras,
+    /// Whether its endpoints may be kept as that replica's: its sender is proven to be that
+    /// replica, or it came on a PLAINTEXT listener, where nothing is proven for anyone.
+    trusted: bool,
 }
 
 /// The responses owed on one inbound connection, released in request order: Kafka clients match
@@ -216,8 +227,8 @@ impl Node {
         spec: &'static ApiSpec,
         mut r: WireReader,
     ) {
-        let request = match quorum::decode_request(spec.key, &mut r) {
-            Ok(request) => request,
+        let (request, extras) = match quorum::decode_request_with(spec.key, &mut r) {
+            Ok(decoded) => decoded,
             Err(error) => {
                 debug!(%error, "undecodable quorum request");
                 self.close(conn, "bad quorum request body");
@@ -228,6 +239,14 @@ impl Node {
         let from = match self.access(conn, spec.key) {
             Ok(sender) => sender,
             Err(error) => return self.refuse_quorum_request(conn, header, spec, &request, error),
+        };
+        let fetch = match &request {
+            Request::FetchQuorumRecords(f) => Some(InboundFetch {
+                replica: f.replica_id,
+                extras,
+                trusted: self.speaks_for(conn, from, f.replica_id),
+            }),
+            _ => None,
         };
         let id = self.next_request_id;
         self.next_request_id += 1;
@@ -240,6 +259,7 @@ impl Node {
                 correlation_id: header.correlation_id,
                 spec,
                 version: header.api_version,
+                fetch,
             },
         );
         self.step(Input::Request { id, from, request });
@@ -265,8 +285,36 @@ impl Node {
             &mut w,
             pending.spec.response_header_flexible(pending.version),
         );
-        let chain = quorum::encode_response(response, w);
+        let list = match (&pending.fetch, response) {
+            (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
+                self.broker_list_for(fetch)
+            }
+            _ => None,
+        };
+        let chain = quorum::encode_response_with(response, list.as_ref(), w);
         self.deliver(pending.conn, pending.seq, chain);
+    }
+
+    /// Whether the fetch's endpoints may be taken as replica `replica`'s (node/brokers.rs).
+    fn speaks_for(&self, conn: ConnId, from: Sender, replica: NodeId) -> bool {
+        let plaintext = self.sessions.get(&conn).is_some_and(|s| {
+            self.config.listeners.all[s.listener].protocol == SecurityProtocol::Plaintext
+        });
+        crate::node::brokers::vouches_for(from, replica, plaintext)
+    }
+
+    /// On the leader, answering a fetch without error: keep the fetcher's endpoints, and return
+    /// the broker list if the fetcher holds another version of it.
+    fn broker_list_for(&mut self, fetch: &InboundFetch) -> Option<Bytes> {
+        let view = self.core.replica_view()?;
+        let voters = self.core.voters().to_vec();
+        if let (true, Some(endpoints)) = (fetch.trusted, &fetch.extras.endpoints) {
+            self.brokers
+                .learn(fetch.replica, endpoints.clone(), &voters, &view);
+        }
+        let held = fetch.extras.known_brokers?;
+        let (version, bytes) = self.brokers.leader_list(&voters, &view);
+        (held != version).then_some(bytes)
     }
 
     /// Sends a chain whose first piece starts with 4 placeholder bytes for the size.

@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 
 mod access;
 mod inbound;
+mod metadata;
 mod peers;
 mod produce;
 mod sasl;
@@ -39,6 +40,7 @@ use peers::{Peer, Probe, UnresolvedProbe, MIN_RECONNECT};
 use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
 
 use super::api_table::{self, ApiRow, API_TABLE};
+use super::brokers::BrokerDirectory;
 use super::config::NodeConfig;
 use super::config::{Listener, SecurityProtocol, SslSettings};
 use super::counters::{NodeCounters, NodeStatsLine};
@@ -50,6 +52,7 @@ use super::stepping::{CoreDriver, InputQueue};
 use crate::security::authorizer::Authorizer;
 use crate::transport::{ConnId, Event, EventLoop, ListenerId, WatchId};
 use crate::wire::api::{self, ApiSpec};
+use crate::wire::broker_list::ClientEndpoint;
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LegacyProduceRequest,
@@ -161,6 +164,8 @@ pub struct Node {
     authorizer: Option<Arc<Authorizer>>,
     /// The credentials, each SASL connection's exchange, the PLAIN worker (sasl.rs).
     sasl: sasl::SaslRuntime,
+    /// Every broker's client endpoints, for Metadata and DescribeCluster (node/brokers.rs).
+    brokers: BrokerDirectory,
     counters: NodeCounters,
 }
 
@@ -271,6 +276,10 @@ impl Node {
                 Ok(Peer::new(v.id, addr, &v.host, started))
             })
             .collect::<Result<Vec<_>, NodeError>>()?;
+        let brokers = BrokerDirectory::new(
+            config.broker_id,
+            own_client_endpoints(&config, &listener_addrs),
+        );
         // The core addresses bootstrap server i by a pseudo node id (FindQuorum only).
         for (index, (host, port)) in config.bootstrap_servers.iter().enumerate() {
             let addr = resolve(host, *port)
@@ -316,6 +325,7 @@ impl Node {
             inputs: InputQueue::default(),
             authorizer,
             sasl,
+            brokers,
             counters: NodeCounters::default(),
         })
     }
@@ -710,6 +720,38 @@ fn writer_request(op: LogOp) -> WriterRequest {
             offset,
         },
     }
+}
+
+/// This node's advertised client endpoints (every listener that serves clients), as the broker
+/// directory shares them: a port of 0 is the one the listener was bound to; past the wire's
+/// bounds (16 endpoints, 255-byte names) the rest is left out, with a warning.
+fn own_client_endpoints(config: &NodeConfig, bound: &[SocketAddr]) -> Vec<ClientEndpoint> {
+    use crate::wire::broker_list::{MAX_ENDPOINTS, MAX_NAME_BYTES};
+    let mut endpoints = Vec::new();
+    for (index, listener) in config.listeners.all.iter().enumerate() {
+        if !config.listeners.serves_clients(index) {
+            continue;
+        }
+        let (host, port) = &listener.advertised;
+        let port = if *port == 0 {
+            bound[index].port()
+        } else {
+            *port
+        };
+        if endpoints.len() == MAX_ENDPOINTS
+            || host.len() > MAX_NAME_BYTES
+            || listener.name.len() > MAX_NAME_BYTES
+        {
+            warn!(listener = %listener.name, "not shared with the other nodes: over the bounds of docs/protocol.md, \"Client endpoints\"");
+            continue;
+        }
+        endpoints.push(ClientEndpoint {
+            listener: listener.name.clone(),
+            host: host.clone(),
+            port,
+        });
+    }
+    endpoints
 }
 
 fn resolve(host: &str, port: u16) -> std::io::Result<SocketAddr> {

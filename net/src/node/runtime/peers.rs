@@ -3,6 +3,7 @@
 //! (docs/architecture.md, "Node runtime"; docs/protocol.md section 9).
 
 use super::*;
+use crate::wire::broker_list::BrokerList;
 
 /// The first reconnection delay to a peer, doubled per failure up to [`MAX_RECONNECT`].
 pub(super) const MIN_RECONNECT: Duration = Duration::from_millis(50);
@@ -99,7 +100,13 @@ impl Node {
             client_id: Some(format!("ringraft-{}", self.config.broker_id)),
         }
         .write(&mut w, true);
-        quorum::encode_request(request, &mut w);
+        // A fetch carries this node's client endpoints and the broker list version it holds
+        // (node/brokers.rs); the core never sees them.
+        let extras = match request {
+            Request::FetchQuorumRecords(_) => self.brokers.fetch_extras(),
+            _ => quorum::FetchRequestExtras::default(),
+        };
+        quorum::encode_request_with(request, &extras, &mut w);
         let mut frame = w.into_inner();
         let size = size_prefix(frame.len() - 4);
         frame[..4].copy_from_slice(&size);
@@ -353,14 +360,17 @@ impl Node {
             return;
         };
         let from = self.peers[index].id;
-        let decoded = quorum::decode_response(api_key, &mut r);
+        let decoded = quorum::decode_response_with(api_key, &mut r);
         tracing::trace!(from, api_key, ?decoded, "response");
         match decoded {
-            Ok(response) => self.step(Input::Response {
-                from,
-                correlation,
-                response,
-            }),
+            Ok((response, list)) => {
+                self.learn_broker_list(from, &response, list);
+                self.step(Input::Response {
+                    from,
+                    correlation,
+                    response,
+                })
+            }
             Err(error) => {
                 warn!(from, %error, "undecodable response");
                 self.step(Input::RequestFailed {
@@ -369,6 +379,23 @@ impl Node {
                 });
                 self.close(conn, "undecodable response");
             }
+        }
+    }
+}
+
+impl Node {
+    /// A fetch answered by its leader: the broker list it sent replaces ours; none sent means
+    /// ours is its current one (node/brokers.rs).
+    fn learn_broker_list(&mut self, from: NodeId, response: &Response, list: Option<BrokerList>) {
+        let Response::FetchQuorumRecords(fetch) = response else {
+            return;
+        };
+        if !fetch.error.is_none() || fetch.leader_id != from {
+            return;
+        }
+        match list {
+            Some(list) => self.brokers.adopt(from, fetch.leader_epoch, list),
+            None => self.brokers.confirm(from, fetch.leader_epoch),
         }
     }
 }

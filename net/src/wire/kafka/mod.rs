@@ -3,21 +3,25 @@
 //! (`wire::quorum`). Request decoders apply the bounds of `limits`.
 
 mod api_versions;
+mod describe_cluster;
 mod fetch;
 mod flex;
 mod init_producer_id;
 mod limits;
 mod list_offsets;
+mod metadata;
 mod offset_for_leader_epoch;
 mod produce;
 mod produce_legacy;
 mod sasl;
 
 pub use api_versions::*;
+pub use describe_cluster::*;
 pub use fetch::*;
 pub use init_producer_id::*;
 pub use limits::{MAX_ENTRIES_PER_REQUEST, MAX_TOPIC_NAME_BYTES};
 pub use list_offsets::*;
+pub use metadata::*;
 pub use offset_for_leader_epoch::*;
 pub use produce::*;
 pub use produce_legacy::*;

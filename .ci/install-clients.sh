@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the real Kafka clients the process tests drive (docs/clients.md): Debian's `kcat`, and
+# a virtualenv at target/venv with kafka-python 3.x and confluent-kafka 2.x. Idempotent: each
+# piece is installed only when missing. .ci/run calls it; so can README.md's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_install() {
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@"
+}
+if ! command -v kcat >/dev/null; then
+    apt_install kcat
+fi
+VENV=target/venv
+if [ ! -x "$VENV/bin/python" ]; then
+    # Debian's python3 makes venvs only with python3-venv (ensurepip) installed.
+    if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+        apt_install python3 python3-venv
+    fi
+    python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c 'import kafka, confluent_kafka, sys
+sys.exit(not (kafka.__version__.startswith("3.") and confluent_kafka.version()[0].startswith("2.")))' 2>/dev/null; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+        'kafka-python>=3,<4' 'confluent-kafka>=2,<3'
+fi

@@ -1,0 +1,242 @@
+//! The Metadata and DescribeCluster handlers (docs/clients.md): any node answers, from its
+//! core's view (leader, epoch, voters, the leader's in-sync set) and its broker directory
+//! (`node/brokers.rs`), with each broker's endpoint on the listener the request came in on.
+
+use super::*;
+use crate::security::acl::{Operation, Resource};
+use crate::wire::kafka::DESCRIBE_CLUSTER;
+use crate::wire::kafka::{
+    ClusterBroker, DescribeClusterRequest, DescribeClusterResponse, MetadataPartition,
+    MetadataRequest, MetadataResponse, MetadataTopic, AUTHORIZED_OPERATIONS_OMITTED,
+    ENDPOINT_TYPE_BROKERS, METADATA,
+};
+
+/// Kafka's AclOperation codes, the bit positions of an "authorized operations" field.
+fn acl_operation_code(operation: Operation) -> u32 {
+    match operation {
+        Operation::All => 2,
+        Operation::Read => 3,
+        Operation::Write => 4,
+        Operation::Create => 5,
+        Operation::Delete => 6,
+        Operation::Alter => 7,
+        Operation::Describe => 8,
+        Operation::ClusterAction => 9,
+        Operation::DescribeConfigs => 10,
+        Operation::AlterConfigs => 11,
+        Operation::IdempotentWrite => 12,
+    }
+}
+
+/// What can be done to the topic and to the cluster in ringraft (the rest is not served).
+const TOPIC_OPERATIONS: [Operation; 3] = [Operation::Read, Operation::Write, Operation::Describe];
+const CLUSTER_OPERATIONS: [Operation; 4] = [
+    Operation::Alter,
+    Operation::Describe,
+    Operation::ClusterAction,
+    Operation::IdempotentWrite,
+];
+
+impl Node {
+    pub(in crate::node) fn handle_metadata(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        let Ok(request) = MetadataRequest::decode(&mut r, header.api_version) else {
+            self.close(conn, "bad Metadata body");
+            return;
+        };
+        let seq = self.reserve_response(conn);
+        let response = self.metadata(conn, &request);
+        let mut w = self.response_writer(header, spec);
+        response.encode(&mut w, header.api_version);
+        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+    }
+
+    pub(in crate::node) fn handle_describe_cluster(
+        &mut self,
+        conn: ConnId,
+        header: &RequestHeader,
+        spec: &'static ApiSpec,
+        mut r: WireReader,
+    ) {
+        let Ok(request) = DescribeClusterRequest::decode(&mut r, header.api_version) else {
+            self.close(conn, "bad DescribeCluster body");
+            return;
+        };
+        let seq = self.reserve_response(conn);
+        let response = self.describe_cluster(conn, &request);
+        let mut w = self.response_writer(header, spec);
+        response.encode(&mut w, header.api_version);
+        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+    }
+
+    /// A response's size placeholder and header.
+    fn response_writer(&self, header: &RequestHeader, spec: &ApiSpec) -> WireWriter {
+        let mut w = WireWriter::with_capacity(256);
+        w.i32(0);
+        ResponseHeader {
+            correlation_id: header.correlation_id,
+        }
+        .write(&mut w, spec.response_header_flexible(header.api_version));
+        w
+    }
+
+    fn metadata(&self, conn: ConnId, request: &MetadataRequest) -> MetadataResponse {
+        let allowed = self.access(conn, METADATA).is_ok();
+        let topic_ops = request.include_topic_authorized_operations;
+        let ours = || {
+            if allowed {
+                self.metadata_topic(conn, topic_ops)
+            } else {
+                refused_topic(ErrorCode::TOPIC_AUTHORIZATION_FAILED, METADATA_TOPIC)
+            }
+        };
+        let topics = match &request.topics {
+            // A request for every topic lists those the principal may describe (Kafka's rule):
+            // none, when it may not describe this one.
+            None if !allowed => Vec::new(),
+            None => vec![ours()],
+            Some(asked) => asked
+                .iter()
+                .map(|topic| match topic.name.as_deref() {
+                    Some(METADATA_TOPIC) => ours(),
+                    // Never auto-created: only the log's own topic exists.
+                    name => refused_topic(
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                        name.unwrap_or_default(),
+                    ),
+                })
+                .collect(),
+        };
+        MetadataResponse {
+            throttle_time_ms: 0,
+            // Listed even when the topic is refused, as Kafka does.
+            brokers: self.brokers_here(conn),
+            cluster_id: Some(self.config.cluster_id.clone()),
+            controller_id: self.core.leader_id().unwrap_or(-1),
+            topics,
+            cluster_authorized_operations: if request.include_cluster_authorized_operations {
+                self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS)
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
+            },
+        }
+    }
+
+    /// `__cluster_metadata` with its one partition as this node sees it.
+    fn metadata_topic(&self, conn: ConnId, include_operations: bool) -> MetadataTopic {
+        let leader = self.core.leader_id();
+        let epoch = self.core.epoch();
+        let voters = self.core.voters().to_vec();
+        let view = self.core.replica_view();
+        let isr = self.brokers.in_sync(leader, epoch, view.as_ref());
+        let offline = voters
+            .iter()
+            .copied()
+            .filter(|v| !isr.contains(v))
+            .collect();
+        MetadataTopic {
+            error: ErrorCode::NONE,
+            name: Some(METADATA_TOPIC.to_owned()),
+            topic_id: [0; 16],
+            is_internal: false,
+            partitions: vec![MetadataPartition {
+                // During an election there is no leader to send to.
+                error: if leader.is_some() {
+                    ErrorCode::NONE
+                } else {
+                    ErrorCode::LEADER_NOT_AVAILABLE
+                },
+                partition_index: METADATA_PARTITION,
+                leader_id: leader.unwrap_or(-1),
+                leader_epoch: epoch,
+                replica_nodes: voters,
+                isr_nodes: isr,
+                offline_replicas: offline,
+            }],
+            topic_authorized_operations: if include_operations {
+                self.authorized_operations(
+                    conn,
+                    &Resource::topic(METADATA_TOPIC),
+                    &TOPIC_OPERATIONS,
+                )
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
+            },
+        }
+    }
+
+    fn describe_cluster(
+        &self,
+        conn: ConnId,
+        request: &DescribeClusterRequest,
+    ) -> DescribeClusterResponse {
+        let mut response = DescribeClusterResponse {
+            endpoint_type: request.endpoint_type,
+            cluster_id: self.config.cluster_id.clone(),
+            controller_id: self.core.leader_id().unwrap_or(-1),
+            ..DescribeClusterResponse::default()
+        };
+        if let Err(error) = self.access(conn, DESCRIBE_CLUSTER) {
+            response.error = error;
+            return response;
+        }
+        if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
+            response.error = ErrorCode::UNSUPPORTED_ENDPOINT_TYPE;
+            response.error_message = Some("only broker endpoints (type 1) are served".into());
+            return response;
+        }
+        response.brokers = self.brokers_here(conn);
+        if request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations =
+                self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS);
+        }
+        response
+    }
+
+    /// The brokers with their endpoints on the listener `conn` came in on.
+    fn brokers_here(&self, conn: ConnId) -> Vec<ClusterBroker> {
+        let Some(session) = self.sessions.get(&conn) else {
+            return Vec::new();
+        };
+        self.brokers
+            .brokers_on(&self.config.listeners.all[session.listener].name)
+    }
+
+    /// Kafka's bit field of the `operations` the caller may do on `resource`.
+    fn authorized_operations(
+        &self,
+        conn: ConnId,
+        resource: &Resource,
+        operations: &[Operation],
+    ) -> i32 {
+        let Some(session) = self.sessions.get(&conn) else {
+            return 0;
+        };
+        let principal = session.principal();
+        let bits = operations
+            .iter()
+            .filter(|op| match &self.authorizer {
+                None => true,
+                Some(a) => a.authorize(&principal, session.addr.ip(), **op, resource),
+            })
+            .fold(0u32, |bits, op| bits | 1 << acl_operation_code(*op));
+        bits as i32
+    }
+}
+
+/// A topic answered with an error and nothing else.
+fn refused_topic(error: ErrorCode, name: &str) -> MetadataTopic {
+    MetadataTopic {
+        error,
+        name: Some(name.to_owned()),
+        topic_id: [0; 16],
+        is_internal: false,
+        partitions: Vec::new(),
+        topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+    }
+}

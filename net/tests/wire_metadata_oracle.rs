@@ -1,0 +1,270 @@
+//! Metadata and DescribeCluster against the `kafka-protocol` crate, byte for byte, in both
+//! directions and every version we serve: our encoding is theirs, and each side decodes the
+//! other's bytes to the same message.
+
+mod wire_support;
+
+use engine::raft::ErrorCode;
+use kafka_protocol::messages::{
+    describe_cluster_response::DescribeClusterBroker as KpDcBroker,
+    metadata_request::MetadataRequestTopic as KpRequestTopic,
+    metadata_response::{
+        MetadataResponseBroker as KpBroker, MetadataResponsePartition as KpPartition,
+        MetadataResponseTopic as KpTopic,
+    },
+    BrokerId, DescribeClusterRequest as KpDcRequest, DescribeClusterResponse as KpDcResponse,
+    MetadataRequest as KpMetadataRequest, MetadataResponse as KpMetadataResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use net::wire::kafka::{
+    ClusterBroker, DescribeClusterRequest, DescribeClusterResponse, MetadataPartition,
+    MetadataRequest, MetadataRequestTopic, MetadataResponse, MetadataTopic,
+    AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE_CLUSTER_SPEC, ENDPOINT_TYPE_BROKERS, METADATA_SPEC,
+};
+use net::wire::WireReader;
+use wire_support::{assert_spec_matches, decode_theirs, ours, theirs};
+
+const TOPIC: &str = "__cluster_metadata";
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+fn ids(ids: &[i32]) -> Vec<BrokerId> {
+    ids.iter().map(|id| BrokerId(*id)).collect()
+}
+
+#[test]
+fn specs_are_within_kafkas() {
+    use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest, MetadataResponse};
+    assert_spec_matches::<MetadataRequest, MetadataResponse>(&METADATA_SPEC, false);
+    assert_spec_matches::<DescribeClusterRequest, kafka_protocol::messages::DescribeClusterResponse>(
+        &DESCRIBE_CLUSTER_SPEC,
+        false,
+    );
+}
+
+/// Our request at `version` and Kafka's same request.
+fn metadata_requests(version: i16, all_topics: bool) -> (MetadataRequest, KpMetadataRequest) {
+    let ours = MetadataRequest {
+        topics: (!all_topics).then(|| {
+            vec![MetadataRequestTopic {
+                topic_id: [0; 16],
+                name: Some(TOPIC.into()),
+            }]
+        }),
+        // Kafka refuses to encode a field the version lacks unless it has its default.
+        allow_auto_topic_creation: version < 4,
+        include_cluster_authorized_operations: (8..=10).contains(&version),
+        include_topic_authorized_operations: version >= 8,
+    };
+    let topics = match (all_topics, version) {
+        // v0 has no null array: an empty one means every topic.
+        (true, 0) => Some(vec![]),
+        (true, _) => None,
+        (false, _) => Some(vec![
+            KpRequestTopic::default().with_name(Some(TopicName(s(TOPIC))))
+        ]),
+    };
+    let theirs = KpMetadataRequest::default()
+        .with_topics(topics)
+        .with_allow_auto_topic_creation(ours.allow_auto_topic_creation)
+        .with_include_cluster_authorized_operations(ours.include_cluster_authorized_operations)
+        .with_include_topic_authorized_operations(ours.include_topic_authorized_operations);
+    (ours, theirs)
+}
+
+#[test]
+fn metadata_requests_match_kafka_in_every_version() {
+    for version in METADATA_SPEC.min_version..=METADATA_SPEC.max_version {
+        for all_topics in [false, true] {
+            let (request, kp_request) = metadata_requests(version, all_topics);
+            let kafka_bytes = theirs(&kp_request, version);
+            let our_bytes = ours(|w| request.encode(w, version));
+            assert_eq!(our_bytes, kafka_bytes, "v{version} all={all_topics}");
+            let mut r = WireReader::new(kafka_bytes);
+            assert_eq!(MetadataRequest::decode(&mut r, version).unwrap(), request);
+            let decoded: KpMetadataRequest = decode_theirs(our_bytes, version);
+            assert_eq!(decoded, kp_request, "v{version}");
+        }
+    }
+}
+
+/// A response as `version` carries it: ours and Kafka's.
+fn metadata_responses(version: i16) -> (MetadataResponse, KpMetadataResponse) {
+    let (v1, v2, v5, v7, v8) = (
+        version >= 1,
+        version >= 2,
+        version >= 5,
+        version >= 7,
+        version >= 8,
+    );
+    let cluster_ops = if (8..=10).contains(&version) {
+        0x180
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    let topic_ops = if v8 {
+        0x118
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    let partition = |error: ErrorCode, leader: i32| MetadataPartition {
+        error,
+        partition_index: 0,
+        leader_id: leader,
+        leader_epoch: if v7 { 7 } else { -1 },
+        replica_nodes: vec![1, 2, 3],
+        isr_nodes: vec![1, 2],
+        offline_replicas: if v5 { vec![3] } else { vec![] },
+    };
+    let ours = MetadataResponse {
+        throttle_time_ms: 0,
+        brokers: vec![
+            ClusterBroker {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+            },
+            ClusterBroker {
+                node_id: 2,
+                host: "broker-2.example".into(),
+                port: 19092,
+                rack: v1.then(|| "rack-b".into()),
+            },
+        ],
+        cluster_id: v2.then(|| "cluster-1".into()),
+        controller_id: if v1 { 1 } else { -1 },
+        topics: vec![
+            MetadataTopic {
+                error: ErrorCode::NONE,
+                name: Some(TOPIC.into()),
+                topic_id: [0; 16],
+                is_internal: false,
+                partitions: vec![partition(ErrorCode::NONE, 1)],
+                topic_authorized_operations: topic_ops,
+            },
+            MetadataTopic {
+                error: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                name: Some("other".into()),
+                topic_id: [0; 16],
+                is_internal: false,
+                partitions: vec![],
+                topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+            },
+        ],
+        cluster_authorized_operations: cluster_ops,
+    };
+    let kp_partition = KpPartition::default()
+        .with_error_code(0)
+        .with_partition_index(0)
+        .with_leader_id(BrokerId(1))
+        .with_leader_epoch(if v7 { 7 } else { -1 })
+        .with_replica_nodes(ids(&[1, 2, 3]))
+        .with_isr_nodes(ids(&[1, 2]))
+        .with_offline_replicas(if v5 { ids(&[3]) } else { vec![] });
+    let theirs = KpMetadataResponse::default()
+        .with_brokers(vec![
+            KpBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(s("127.0.0.1"))
+                .with_port(9092),
+            KpBroker::default()
+                .with_node_id(BrokerId(2))
+                .with_host(s("broker-2.example"))
+                .with_port(19092)
+                .with_rack(v1.then(|| s("rack-b"))),
+        ])
+        .with_cluster_id(v2.then(|| s("cluster-1")))
+        .with_controller_id(BrokerId(if v1 { 1 } else { -1 }))
+        .with_topics(vec![
+            KpTopic::default()
+                .with_name(Some(TopicName(s(TOPIC))))
+                .with_partitions(vec![kp_partition])
+                .with_topic_authorized_operations(topic_ops),
+            KpTopic::default()
+                .with_error_code(3)
+                .with_name(Some(TopicName(s("other")))),
+        ])
+        .with_cluster_authorized_operations(cluster_ops);
+    (ours, theirs)
+}
+
+#[test]
+fn metadata_responses_match_kafka_in_every_version() {
+    for version in METADATA_SPEC.min_version..=METADATA_SPEC.max_version {
+        let (response, kp_response) = metadata_responses(version);
+        let kafka_bytes = theirs(&kp_response, version);
+        let our_bytes = ours(|w| response.encode(w, version));
+        assert_eq!(our_bytes, kafka_bytes, "v{version}");
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(
+            MetadataResponse::decode(&mut r, version).unwrap(),
+            response,
+            "v{version}"
+        );
+        let decoded: KpMetadataResponse = decode_theirs(our_bytes, version);
+        assert_eq!(decoded, kp_response, "v{version}");
+    }
+}
+
+#[test]
+fn describe_cluster_matches_kafka_in_every_version() {
+    for version in DESCRIBE_CLUSTER_SPEC.min_version..=DESCRIBE_CLUSTER_SPEC.max_version {
+        let request = DescribeClusterRequest {
+            include_cluster_authorized_operations: true,
+            endpoint_type: ENDPOINT_TYPE_BROKERS,
+        };
+        let kp_request = KpDcRequest::default()
+            .with_include_cluster_authorized_operations(true)
+            .with_endpoint_type(ENDPOINT_TYPE_BROKERS);
+        let kafka_bytes = theirs(&kp_request, version);
+        let our_bytes = ours(|w| request.encode(w, version));
+        assert_eq!(our_bytes, kafka_bytes, "request v{version}");
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(
+            DescribeClusterRequest::decode(&mut r, version).unwrap(),
+            request
+        );
+        assert_eq!(decode_theirs::<KpDcRequest>(our_bytes, version), kp_request);
+
+        let response = DescribeClusterResponse {
+            error: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+            error_message: Some("no".into()),
+            cluster_id: "cluster-1".into(),
+            controller_id: 2,
+            brokers: vec![ClusterBroker {
+                node_id: 2,
+                host: "127.0.0.1".into(),
+                port: 9093,
+                rack: None,
+            }],
+            cluster_authorized_operations: 0x100,
+            ..DescribeClusterResponse::default()
+        };
+        let kp_response = KpDcResponse::default()
+            .with_error_code(31)
+            .with_error_message(Some(s("no")))
+            .with_endpoint_type(ENDPOINT_TYPE_BROKERS)
+            .with_cluster_id(s("cluster-1"))
+            .with_controller_id(BrokerId(2))
+            .with_brokers(vec![KpDcBroker::default()
+                .with_broker_id(BrokerId(2))
+                .with_host(s("127.0.0.1"))
+                .with_port(9093)])
+            .with_cluster_authorized_operations(0x100);
+        let kafka_bytes = theirs(&kp_response, version);
+        let our_bytes = ours(|w| response.encode(w, version));
+        assert_eq!(our_bytes, kafka_bytes, "response v{version}");
+        let mut r = WireReader::new(kafka_bytes);
+        assert_eq!(
+            DescribeClusterResponse::decode(&mut r, version).unwrap(),
+            response
+        );
+        assert_eq!(
+            decode_theirs::<KpDcResponse>(our_bytes, version),
+            kp_response
+        );
+    }
+}

@@ -1,0 +1,369 @@
+//! Real Kafka clients against real nodes (docs/clients.md): `kcat -L`, kafka-python 3 and
+//! confluent-kafka 2 read Metadata from every node of a 3-voter cluster (plus an observer) and
+//! see every broker's client endpoint and the partition's leader; Metadata on a survivor after
+//! the leader is killed never names the dead leader once another is elected; separate CLIENT
+//! and CONTROLLER listeners advertise the CLIENT endpoints. The clients come from
+//! `.ci/install-clients.sh` (kcat on the PATH, a venv at target/venv); a missing one fails the
+//! test with that hint. Every wait is bounded; every process is killed when its guard drops.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use engine::raft::ErrorCode;
+use net::client::BlockingClient;
+use net::wire::kafka::MetadataResponse;
+use serde_json::Value;
+use support::*;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// Every client run is killed after this (coreutils `timeout`), so a hung client fails the test.
+const CLIENT_LIMIT_SECS: &str = "30";
+const INSTALL_HINT: &str = "run .ci/install-clients.sh (README.md's test command does)";
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+fn venv_python() -> PathBuf {
+    let python = workspace().join("target/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: {INSTALL_HINT}",
+        python.display()
+    );
+    python
+}
+
+fn kcat() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kcat"))
+        .find(|path| path.is_file());
+    found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
+}
+
+/// Runs `program args` under `timeout`, returning its stdout (or why it failed).
+fn run(program: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("timeout")
+        .arg(CLIENT_LIMIT_SECS)
+        .arg(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {args:?}: {}: {}",
+            program.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// What a client saw: the brokers (id, host, port) and the partition's leader.
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    brokers: BTreeSet<(i64, String, i64)>,
+    leader: i64,
+}
+
+fn kcat_metadata(addr: SocketAddr) -> Result<Seen, String> {
+    let server = addr.to_string();
+    let out = run(
+        &kcat(),
+        &[
+            "-b",
+            &server,
+            "-L",
+            "-J",
+            "-t",
+            "__cluster_metadata",
+            "-m",
+            "10",
+        ],
+    )?;
+    let json: Value = serde_json::from_str(&out).map_err(|e| format!("{e}: {out}"))?;
+    let brokers = json["brokers"]
+        .as_array()
+        .ok_or(format!("no brokers: {out}"))?
+        .iter()
+        .map(|b| {
+            let name = b["name"].as_str().unwrap_or_default();
+            let (host, port) = name.rsplit_once(':').unwrap_or((name, "0"));
+            let id = b["id"].as_i64().unwrap_or(-100);
+            (id, host.to_owned(), port.parse().unwrap_or(0))
+        })
+        .collect();
+    let leader = json["topics"][0]["partitions"][0]["leader"]
+        .as_i64()
+        .ok_or(format!("no partition leader: {out}"))?;
+    Ok(Seen { brokers, leader })
+}
+
+/// One of the Python scripts beside this file, run from the venv.
+fn python_metadata(script: &str, addr: SocketAddr) -> Result<Seen, String> {
+    let path = workspace().join("tools/tests/clients").join(script);
+    let out = run(&venv_python(), &[path.to_str().unwrap(), &addr.to_string()])?;
+    let json: Value = serde_json::from_str(out.trim()).map_err(|e| format!("{e}: {out}"))?;
+    let brokers = json["brokers"]
+        .as_array()
+        .ok_or(format!("no brokers: {out}"))?
+        .iter()
+        .map(|b| {
+            (
+                b[0].as_i64().unwrap_or(-100),
+                b[1].as_str().unwrap_or_default().to_owned(),
+                b[2].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let leader = json["leader"].as_i64().ok_or(format!("no leader: {out}"))?;
+    Ok(Seen { brokers, leader })
+}
+
+/// Polls `query` (bounded by [`WAIT`]) until it sees `expected`; panics with the last answer.
+fn wait_to_see(what: &str, expected: &Seen, mut query: impl FnMut() -> Result<Seen, String>) {
+    let deadline = Instant::now() + WAIT;
+    let mut last = Err("never asked".to_string());
+    while Instant::now() < deadline {
+        last = query();
+        if last.as_ref() == Ok(expected) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{what}: expected {expected:?} within {WAIT:?}, last saw {last:?}");
+}
+
+fn expected(cluster: &Cluster, ids: &[i32], leader: i32) -> Seen {
+    Seen {
+        brokers: ids
+            .iter()
+            .map(|id| {
+                let addr = cluster.addr(*id);
+                (
+                    i64::from(*id),
+                    addr.ip().to_string(),
+                    i64::from(addr.port()),
+                )
+            })
+            .collect(),
+        leader: i64::from(leader),
+    }
+}
+
+fn metadata(addr: SocketAddr, version: i16) -> Result<MetadataResponse, String> {
+    BlockingClient::connect(addr, TIMEOUT)
+        .and_then(|mut c| c.metadata(version, None))
+        .map_err(|e| e.to_string())
+}
+
+fn add_observer(cluster: &mut Cluster, id: i32) {
+    let membership = format!("bootstrap.servers={}", cluster.addr(1));
+    cluster
+        .add_node(id, &format!("observer-{id}"), CLUSTER_ID, &membership)
+        .unwrap();
+}
+
+#[test]
+fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_every_node() {
+    let (kcat_path, python) = (kcat(), venv_python());
+    assert!(kcat_path.is_file() && python.is_file());
+    let mut cluster = Cluster::new(3);
+    add_observer(&mut cluster, 4);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let want = expected(&cluster, &[1, 2, 3, 4], leader);
+    for id in 1..=4 {
+        let addr = cluster.addr(id);
+        wait_to_see(&format!("kcat -L on node {id}"), &want, || {
+            kcat_metadata(addr)
+        });
+    }
+    for id in 1..=4 {
+        let addr = cluster.addr(id);
+        for script in ["metadata_kafka_python.py", "metadata_confluent.py"] {
+            wait_to_see(&format!("{script} on node {id}"), &want, || {
+                python_metadata(script, addr)
+            });
+        }
+    }
+    assert_eq!(cluster.leader_now(None), Some(leader), "the leader held");
+
+    // Every version, on a follower: the fields each version carries.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    for version in 0..=12 {
+        let m = metadata(cluster.addr(follower), version).unwrap();
+        assert_eq!(m.brokers.len(), 4, "v{version}: {m:?}");
+        let p = &m.topics[0].partitions[0];
+        assert_eq!(
+            (p.error, p.leader_id),
+            (ErrorCode::NONE, leader),
+            "v{version}"
+        );
+        assert_eq!(p.replica_nodes, vec![1, 2, 3], "v{version}");
+        if version >= 1 {
+            assert_eq!(m.controller_id, leader);
+        }
+        if version >= 2 {
+            assert_eq!(m.cluster_id.as_deref(), Some(CLUSTER_ID));
+        }
+        if version >= 7 {
+            assert!(p.leader_epoch >= 1, "v{version}: {p:?}");
+        }
+    }
+    // The in-sync set is the leader's view: every voter catches up in an idle cluster.
+    let deadline = Instant::now() + WAIT;
+    let mut m = metadata(cluster.addr(follower), 12).unwrap();
+    while m.topics[0].partitions[0].isr_nodes != vec![1, 2, 3] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        m = metadata(cluster.addr(follower), 12).unwrap();
+    }
+    let p = &m.topics[0].partitions[0];
+    assert_eq!(p.isr_nodes, vec![1, 2, 3], "{m:?}");
+    assert!(p.offline_replicas.is_empty());
+
+    // Any other topic is unknown, never created; DescribeCluster says the same as Metadata.
+    let mut client = BlockingClient::connect(cluster.addr(4), TIMEOUT).unwrap();
+    let m = client.metadata(12, Some(&["other"])).unwrap();
+    assert_eq!(m.topics[0].error, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    assert!(m.topics[0].partitions.is_empty());
+    for version in 0..=1 {
+        let d = client.describe_cluster(version).unwrap();
+        assert_eq!((d.error, d.controller_id), (ErrorCode::NONE, leader));
+        assert_eq!(d.cluster_id, CLUSTER_ID);
+        assert_eq!(d.brokers.len(), 4, "{d:?}");
+        assert_ne!(d.cluster_authorized_operations, i32::MIN, "asked for");
+    }
+    drop(client);
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
+    }
+}
+
+#[test]
+fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let old = cluster.wait_for_leader(None);
+    let want = expected(&cluster, &[1, 2, 3], old);
+    for id in 1..=3 {
+        let addr = cluster.addr(id);
+        wait_to_see(&format!("kcat -L on node {id}"), &want, || {
+            kcat_metadata(addr)
+        });
+    }
+    cluster.node(old).process = None; // SIGKILL
+    let new = cluster.wait_for_leader(Some(old));
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != old).collect();
+    for id in &survivors {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let m = metadata(cluster.addr(*id), 12).unwrap();
+            let p = &m.topics[0].partitions[0];
+            assert_ne!(p.leader_id, old, "node {id} names the dead leader: {m:?}");
+            if p.leader_id == -1 {
+                assert_eq!(p.error, ErrorCode::LEADER_NOT_AVAILABLE, "{m:?}");
+                assert_eq!(m.controller_id, -1);
+            }
+            if p.leader_id == new {
+                assert_eq!(m.controller_id, new);
+                // The dead voter stays listed (its last endpoints) and is not in sync.
+                assert_eq!(m.brokers.len(), 3, "{m:?}");
+                if p.isr_nodes.contains(&new) {
+                    assert!(!p.isr_nodes.contains(&old), "{m:?}");
+                    assert!(p.offline_replicas.contains(&old), "{m:?}");
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id} never named {new}: {m:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let addr = cluster.addr(*id);
+        wait_to_see(
+            &format!("kcat -L on survivor {id}"),
+            &expected(&cluster, &[1, 2, 3], new),
+            || kcat_metadata(addr),
+        );
+    }
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
+    }
+}
+
+#[test]
+fn separate_client_and_controller_listeners_advertise_the_client_endpoints() {
+    let mut cluster = Cluster::new_mutual_tls(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    for node in &cluster.nodes {
+        assert_ne!(node.addr, node.controller_addr, "two listeners");
+    }
+    let want = expected(&cluster, &[1, 2, 3], leader);
+    for id in 1..=3 {
+        let addr = cluster.addr(id);
+        wait_to_see(&format!("kcat -L on node {id}"), &want, || {
+            kcat_metadata(addr)
+        });
+    }
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
+    }
+}
+
+#[test]
+fn metadata_refused_on_the_topic_still_lists_the_brokers() {
+    let mut cluster = Cluster::new(3);
+    // The voters' quorum RPCs and DescribeQuorum (which the kit's leader wait uses) stay open;
+    // nobody may DESCRIBE the topic.
+    let acls = cluster.root.path().join("acls.txt");
+    std::fs::write(
+        &acls,
+        "allow User:ANONYMOUS CLUSTER_ACTION cluster:kafka-cluster from *\n\
+         allow User:ANONYMOUS DESCRIBE cluster:kafka-cluster from *\n",
+    )
+    .unwrap();
+    let acl_file = format!("authorizer.acl.file={}", acls.display());
+    for id in 1..=3 {
+        cluster.start(id, &[&acl_file]);
+    }
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let named = Some(&["__cluster_metadata"][..]);
+    let deadline = Instant::now() + WAIT;
+    let mut m = client.metadata(12, named).unwrap();
+    while m.brokers.len() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        m = client.metadata(12, named).unwrap();
+    }
+    assert_eq!(m.brokers.len(), 3, "{m:?}");
+    assert_eq!(m.controller_id, leader);
+    assert_eq!(
+        m.topics[0].error,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED,
+        "{m:?}"
+    );
+    assert!(m.topics[0].partitions.is_empty());
+    // Asked for every topic, it lists only those it may describe: none; the brokers still.
+    let all = client.metadata(12, None).unwrap();
+    assert!(all.topics.is_empty(), "{all:?}");
+    assert_eq!(all.brokers.len(), 3);
+    let d = client.describe_cluster(1).unwrap();
+    assert_eq!(d.error, ErrorCode::NONE);
+    // DESCRIBE and CLUSTER_ACTION on the cluster, nothing else: Kafka's bits 8 and 9.
+    assert_eq!(d.cluster_authorized_operations, 1 << 8 | 1 << 9, "{d:?}");
+    drop(client);
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
+    }
+}
