@@ -598,6 +598,8 @@ mod tests {
         log.append(&mut states, seq(1, 0, 1, 1)); // producer 1 written most recently
         log.append(&mut states, seq(3, 0, 0, 1));
         assert_eq!(states.len(), 2);
+        assert!(!states.is_empty());
+        assert!(ProducerStates::default().is_empty());
         assert_eq!(states.evicted(), 1);
         assert_eq!(states.view(2), None);
         assert!(states.view(1).is_some() && states.view(3).is_some());
