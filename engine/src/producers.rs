@@ -596,6 +596,7 @@ mod tests {
         log.append(&mut states, seq(1, 0, 0, 1));
         log.append(&mut states, seq(2, 0, 0, 1));
         log.append(&mut states, seq(1, 0, 1, 1)); // producer 1 written most recently
+        assert_eq!(states.evicted(), 0);
         log.append(&mut states, seq(3, 0, 0, 1));
         assert_eq!(states.len(), 2);
         assert!(!states.is_empty());
