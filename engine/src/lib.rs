@@ -6,6 +6,8 @@
 //! - [`log`]: the segmented log, its offset index and leader-epoch cache, recovery.
 //! - [`fail_stop`]: stopping the process on a durability failure or a panic.
 //! - [`io`]: the io_uring `GroupCommitWriter` that makes appends durable.
+//! - [`producers`]: idempotent-producer state rebuilt from batch headers (logic only);
+//!   [`producer_ids`]: producer ids unique across leaders.
 //! - [`quorum_state_store`]: the quorum-state file (election state), replaced atomically (IO).
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
@@ -15,6 +17,8 @@ pub mod fail_stop;
 pub mod io;
 pub mod log;
 pub mod os;
+pub mod producer_ids;
+pub mod producers;
 pub mod quorum_state_store;
 pub mod raft;
 pub mod record;

@@ -40,6 +40,7 @@ error_codes! {
     NOT_LEADER_OR_FOLLOWER = 6, "this server is not the leader";
     REQUEST_TIMED_OUT = 7, "the request timed out";
     BROKER_NOT_AVAILABLE = 8, "the server is shutting down or resigned; retry elsewhere";
+    COORDINATOR_NOT_AVAILABLE = 15, "no producer ids can be handed out here now (not the leader); retry";
     TOPIC_AUTHORIZATION_FAILED = 29, "topic authorization failed";
     GROUP_AUTHORIZATION_FAILED = 30, "group authorization failed";
     CLUSTER_AUTHORIZATION_FAILED = 31, "cluster authorization failed";
@@ -47,6 +48,8 @@ error_codes! {
     ILLEGAL_SASL_STATE = 34, "the SASL request is not expected now";
     UNSUPPORTED_VERSION = 35, "unsupported api version";
     INVALID_REQUEST = 42, "malformed request";
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45, "the producer's batch does not follow its previous one (a gap, or a new epoch not at 0)";
+    INVALID_PRODUCER_EPOCH = 47, "the producer's epoch is older than the one in the log (fenced)";
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, "transactional id authorization failed";
     SASL_AUTHENTICATION_FAILED = 58, "SASL authentication failed";
     FENCED_LEADER_EPOCH = 74, "the request's epoch is older than the receiver's";

@@ -28,6 +28,8 @@ pub(crate) struct Session {
     pub(crate) listener: usize,
     pub(crate) addr: SocketAddr,
     pub(crate) identity: Identity,
+    /// Whether its refused transactional batches were logged already (once per connection).
+    pub(crate) warned_transactional: bool,
 }
 
 impl Session {
@@ -36,6 +38,7 @@ impl Session {
             listener,
             addr,
             identity,
+            warned_transactional: false,
         }
     }
 

@@ -28,6 +28,7 @@ use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
 mod access;
+mod idempotence;
 mod inbound;
 mod metadata;
 mod peers;
@@ -103,6 +104,8 @@ pub enum NodeError {
     Credentials(crate::security::credentials::CredentialError),
     #[error("starting the SASL worker thread: {0}")]
     SaslWorker(std::io::Error),
+    #[error("rebuilding the producer state from the log: {0}")]
+    Producers(#[from] idempotence::RebuildError),
 }
 
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
@@ -167,6 +170,8 @@ pub struct Node {
     /// Every broker's client endpoints, for Metadata and DescribeCluster (node/brokers.rs).
     brokers: BrokerDirectory,
     counters: NodeCounters,
+    /// Producer state, duplicates waiting, producer ids (idempotence.rs).
+    idempotence: idempotence::Idempotence,
 }
 
 fn boot_seed(node_id: NodeId) -> u64 {
@@ -200,6 +205,8 @@ impl Node {
         let stored = quorum_state.read()?;
         let log = Log::open(&config.log_dir, log_config)?;
         let snapshot = log.snapshot();
+        // Before serving: a new leader must know every producer the log holds.
+        let idempotence = Node::rebuild_idempotence(&log)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,
@@ -327,6 +334,7 @@ impl Node {
             sasl,
             brokers,
             counters: NodeCounters::default(),
+            idempotence,
         })
     }
 
@@ -649,7 +657,10 @@ impl CoreDriver for Node {
                 request,
             } => self.send_to_peer(to, correlation, request),
             Output::Respond { id, response } => self.respond(id, &response),
-            Output::Log(op) => self.writer().submit(writer_request(op)),
+            Output::Log(op) => {
+                self.track_log_op(&op);
+                self.writer().submit(writer_request(op))
+            }
             Output::ReadLog {
                 read_id,
                 from_offset,
@@ -671,19 +682,25 @@ impl CoreDriver for Node {
                     });
                 }
             }
-            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
+            Output::HighWatermark(hw) => {
+                debug!(hw, "high watermark");
+                self.on_high_watermark(hw);
+            }
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::RoleChanged {
                 role,
                 epoch,
                 leader_id,
-            } => info!(
-                node = self.config.broker_id,
-                ?role,
-                epoch,
-                leader_id,
-                "role changed"
-            ),
+            } => {
+                info!(
+                    node = self.config.broker_id,
+                    ?role,
+                    epoch,
+                    leader_id,
+                    "role changed"
+                );
+                self.on_role_for_idempotence(role);
+            }
             Output::ShutdownComplete => self.shutdown_done = true,
             Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),
             Output::ProbeEndpoint {

@@ -1,6 +1,7 @@
 //! Produce: a client's record batches appended through the core, answered when its acks say
 //! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
 
+use super::idempotence::Admission;
 use super::*;
 use engine::record::RecordError;
 
@@ -103,13 +104,33 @@ impl Node {
             if acks != Acks::None {
                 self.appends.insert(id, (produce_id, slot));
             }
-            let record_count = view.record_count();
-            self.step(Input::ClientAppend {
-                id,
-                batch: BytesMut::from(&view.bytes()[..]),
-                record_count,
-                acks,
-            });
+            match self.admit(conn, &view) {
+                Admission::Append => {
+                    let record_count = view.record_count();
+                    self.step(Input::ClientAppend {
+                        id,
+                        batch: BytesMut::from(&view.bytes()[..]),
+                        record_count,
+                        acks,
+                    });
+                }
+                Admission::Refuse(error) => {
+                    let result = AppendResult::Failed {
+                        error,
+                        leader_id: self.core.leader_id().unwrap_or(-1),
+                        leader_epoch: self.core.epoch(),
+                    };
+                    self.append_done(id, result);
+                }
+                Admission::Duplicate {
+                    base_offset,
+                    last_offset,
+                } => {
+                    if acks != Acks::None {
+                        self.answer_duplicate(id, base_offset, last_offset);
+                    }
+                }
+            }
         }
         if outstanding == 0 {
             self.finish_produce(produce_id);
