@@ -115,11 +115,7 @@ impl Simulation {
             }
             Output::HighWatermark(hw) => self.observe_hw(i, hw),
             Output::AppendDone { id: aid, result } => self.client_done(i, aid, result),
-            // No simulated consumer fetches yet: an answer is to a fetch nobody sent.
-            Output::ClientFetchDone { id: fid, .. } => breach(
-                Invariant::ExactlyOnceContract,
-                format!("node {id} answered consumer fetch {fid} nobody sent"),
-            ),
+            Output::ClientFetchDone { id: fid, result } => self.consumer_done(i, fid, result),
             Output::RoleChanged {
                 role,
                 epoch,
