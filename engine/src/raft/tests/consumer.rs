@@ -619,6 +619,14 @@ fn list_offsets_and_offset_for_leader_epoch_answer_as_kafka_does() {
         }
     );
     assert_eq!(end(0), UNDEFINED_EPOCH_END);
+    assert_eq!(
+        UNDEFINED_EPOCH_END,
+        OffsetAndEpoch {
+            offset: -1,
+            epoch: -1
+        },
+        "Kafka's UNDEFINED_EPOCH_OFFSET and UNDEFINED_EPOCH"
+    );
     assert_eq!(end(-1), UNDEFINED_EPOCH_END);
 }
 
