@@ -48,6 +48,7 @@ fn snapshot(log: &[Batch]) -> LogSnapshot {
         epochs.assign(b.epoch, b.base_offset).unwrap();
     }
     LogSnapshot {
+        start_offset: 0,
         end_offset: log.last().map_or(0, |b| b.end_offset()),
         epochs: epochs.entries().to_vec(),
     }
@@ -175,6 +176,9 @@ impl Cluster {
             | Output::Alert(_)
             | Output::EndpointChanged(_)
             | Output::ProbeEndpoint { .. } => {}
+            Output::ClientFetchDone { id: fid, .. } => {
+                panic!("node {id} answered consumer fetch {fid} nobody sent")
+            }
         }
     }
 

@@ -306,6 +306,7 @@ fn fixed_batch_of_random_seeds() {
     let events = 3_000;
     let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
     let (mut lies, mut refused) = (0, 0);
+    let (mut consumer_fetches, mut consumed) = (0, 0);
     for (shape, &(voters, observers, seeds, delete_state)) in shapes.iter().enumerate() {
         let first = 1_000_000 * (shape as u64 + 1);
         for seed in first..first + seeds {
@@ -319,6 +320,8 @@ fn fixed_batch_of_random_seeds() {
             commits += s.commits;
             lies += s.liar_messages;
             refused += s.refused_lies;
+            consumer_fetches += s.consumer_fetches;
+            consumed += s.consumed_batches;
         }
     }
     // Guards against a simulator that silently stopped doing anything.
@@ -334,10 +337,19 @@ fn fixed_batch_of_random_seeds() {
         lies >= 20 * total_seeds,
         "{lies} hostile messages in {total_seeds} seeds"
     );
+    // The consumers read, and were handed committed batches (each one checked).
+    assert!(
+        consumer_fetches >= 20 * total_seeds,
+        "{consumer_fetches} consumer fetches in {total_seeds} seeds"
+    );
+    assert!(
+        consumed >= 5 * total_seeds,
+        "{consumed} batches consumed in {total_seeds} seeds"
+    );
     // Most lies carry a field out of bounds or a spoofed id: admission must be what stops them.
     assert!(
         refused * 4 >= lies,
         "only {refused} of {lies} hostile messages refused on admission"
     );
-    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission): no violation");
+    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission), {consumer_fetches} consumer fetches handing over {consumed} batches: no violation");
 }

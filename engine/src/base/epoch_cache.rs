@@ -109,6 +109,13 @@ impl EpochCache {
         Some((found, end))
     }
 
+    /// The epoch whose leader appended `offset`: the last entry starting at or before it (for an
+    /// offset at the log end, the latest epoch). None before the first entry.
+    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        let index = self.entries.partition_point(|&(_, start)| start <= offset);
+        index.checked_sub(1).map(|i| self.entries[i].0)
+    }
+
     /// Drops every entry starting at or beyond `offset` (the log is truncated to `offset`).
     pub fn truncate_to(&mut self, offset: Offset) {
         let keep = self.entries.partition_point(|&(_, start)| start < offset);
@@ -183,6 +190,20 @@ mod tests {
         assert_eq!(cache.end_offset_for_epoch(5, 9), Some((5, 9)));
         assert_eq!(cache.end_offset_for_epoch(7, 9), Some((5, 9)));
         assert_eq!(cache.end_offset_for_epoch(0, 9), None);
+    }
+
+    #[test]
+    fn epoch_at_of_the_worked_example() {
+        let cache = worked_example();
+        assert_eq!(cache.epoch_at(0), Some(1));
+        assert_eq!(cache.epoch_at(2), Some(1));
+        assert_eq!(cache.epoch_at(3), Some(3));
+        assert_eq!(cache.epoch_at(6), Some(5));
+        assert_eq!(cache.epoch_at(100), Some(5));
+        assert_eq!(cache.epoch_at(-1), None);
+        let late = EpochCache::from_entries(&[(2, 4)]).unwrap();
+        assert_eq!(late.epoch_at(3), None);
+        assert_eq!(EpochCache::new().epoch_at(0), None);
     }
 
     #[test]

@@ -246,6 +246,7 @@ impl Log {
     /// What the Raft core is handed at start-up.
     pub fn snapshot(&self) -> LogSnapshot {
         LogSnapshot {
+            start_offset: self.start_offset(),
             end_offset: self.end_offset,
             epochs: self.epochs.entries().to_vec(),
         }
@@ -777,6 +778,8 @@ fn create_segment(
 /// What the log looked like when the node started (after recovery), handed to the core once.
 #[derive(Clone, Debug, Default)]
 pub struct LogSnapshot {
+    /// The first offset in the log (0 while nothing is ever deleted: storage.md, "No retention").
+    pub start_offset: Offset,
     /// Log end offset (everything below is durable: recovery only keeps what is on disk).
     pub end_offset: Offset,
     /// The leader-epoch cache: (epoch, start offset), ascending in both.

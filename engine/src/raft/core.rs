@@ -59,6 +59,11 @@ impl RaftCore {
         if log.end_offset < 0 {
             return Err(InitError::InvalidConfig("negative log end offset"));
         }
+        if !(0..=log.end_offset).contains(&log.start_offset) {
+            return Err(InitError::InvalidConfig(
+                "log start offset outside 0..=end offset",
+            ));
+        }
         let (qs, initial_persist) = QuorumState::restore(&config, stored, &log)?;
         let mut rng = SplitMix64::new(config.seed, config.node_id);
         let first_correlation = rng.next_u64() >> 16;
@@ -122,6 +127,7 @@ impl RaftCore {
                 record_count,
                 acks,
             } => self.on_client_append(id, batch, record_count, acks, out),
+            Input::ClientFetch { id, fetch } => self.on_client_fetch(id, fetch, out),
             Input::Shutdown => self.on_shutdown(out),
         }
         if !self.stopped {
@@ -445,10 +451,10 @@ impl RaftCore {
                 ErrorCode::NOT_LEADER_OR_FOLLOWER
             };
             for p in &l.parked {
-                self.respond_fetch_error(p.request_id, error, out);
+                self.answer_fetch_error(p.fetcher, error, out);
             }
-            for request_id in l.reads.values() {
-                self.respond_fetch_error(*request_id, error, out);
+            for fetcher in l.reads.values() {
+                self.answer_fetch_error(*fetcher, error, out);
             }
             for a in &l.appends {
                 self.fail_append(a.id, a.acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
@@ -613,7 +619,8 @@ impl RaftCore {
         true
     }
 
-    /// Leader -> Resigned: parked fetches fail with BROKER_NOT_AVAILABLE, appends fail, and
+    /// Leader -> Resigned: parked replica fetches fail with BROKER_NOT_AVAILABLE (consumers'
+    /// with NOT_LEADER_OR_FOLLOWER), appends fail, and
     /// EndQuorumEpoch goes to the other voters, most caught-up first.
     pub(crate) fn resign(&mut self, out: &mut Vec<Output>) -> bool {
         let old = match self.qs.become_resigned(out) {

@@ -1,11 +1,13 @@
 //! FetchQuorumRecords (docs/protocol.md section 6): the leader's side (divergence, long-poll
-//! parking) and the follower's (truncation, pipelining with the durable offset).
+//! parking) and the follower's (truncation, pipelining with the durable offset). The leader's
+//! machinery (parking, log reads, expiry) also serves consumers' fetches (`consumer.rs`): a
+//! `Fetcher` says who waits, and only the answer differs.
 
 use super::admission::MAX_OFFSET;
 use super::core::RaftCore;
 use super::discovery::Common;
 use super::epoch_state::EpochState;
-use super::leader::ParkedFetch;
+use super::leader::{Fetcher, ParkedFetch};
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{Batch, Offset, OffsetAndEpoch, Output, RequestId};
 use super::{
@@ -80,6 +82,10 @@ impl RaftCore {
             return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
         }
         self.supersede_parked_fetch(req.replica_id, out);
+        let fetcher = Fetcher::Replica {
+            request_id: id,
+            replica_id: req.replica_id,
+        };
         let now = self.now;
         self.leading().note_contact(req.replica_id, now);
         let leo = self.log.end_offset();
@@ -110,32 +116,75 @@ impl RaftCore {
                         .fetch_timeout_ms
                         .max(self.config.fetch_max_wait_ms),
                 );
-                self.leading().parked.push(ParkedFetch {
-                    request_id: id,
-                    replica_id: req.replica_id,
-                    fetch_offset: req.fetch_offset,
-                    deadline: now + wait,
-                });
+                self.park(fetcher, req.fetch_offset, now + wait);
                 return;
             }
             return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), None, out);
         }
-        self.respond_with_records(id, req.fetch_offset, out);
+        self.respond_with_records(fetcher, req.fetch_offset, out);
+    }
+
+    pub(crate) fn park(&mut self, fetcher: Fetcher, fetch_offset: Offset, deadline: u64) {
+        self.leading().parked.push(ParkedFetch {
+            fetcher,
+            fetch_offset,
+            deadline,
+        });
     }
 
     /// Answers from the tail cache, or asks the driver to read the log (a leader's).
-    fn respond_with_records(&mut self, id: RequestId, from: Offset, out: &mut Vec<Output>) {
-        if let Some(batches) = self.log.tail.read(from, self.config.fetch_max_bytes) {
-            return self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
+    pub(crate) fn respond_with_records(
+        &mut self,
+        fetcher: Fetcher,
+        from: Offset,
+        out: &mut Vec<Output>,
+    ) {
+        let max_bytes = match fetcher {
+            Fetcher::Replica { .. } => self.config.fetch_max_bytes,
+            Fetcher::Consumer { max_bytes, .. } => max_bytes,
+        };
+        if let Some(batches) = self.log.tail.read(from, max_bytes) {
+            return self.answer_records(fetcher, batches, out);
+        }
+        let consumer = matches!(fetcher, Fetcher::Consumer { .. });
+        if consumer && self.leading().consumer_reads() >= super::leader::MAX_CONSUMER_READS {
+            // Bounded memory of reads in flight: the consumer fetches again.
+            return self.answer_records(fetcher, Vec::new(), out);
         }
         let read_id = self.next_read_id;
         self.next_read_id += 1;
-        self.leading().reads.insert(read_id, id);
+        self.leading().reads.insert(read_id, fetcher);
         out.push(Output::ReadLog {
             read_id,
             from_offset: from,
-            max_bytes: self.config.fetch_max_bytes,
+            max_bytes,
         });
+    }
+
+    /// The answer with data (perhaps none) to whoever waits.
+    fn answer_records(&mut self, fetcher: Fetcher, batches: Vec<Batch>, out: &mut Vec<Output>) {
+        match fetcher {
+            Fetcher::Replica { request_id, .. } => {
+                self.respond_fetch(request_id, ErrorCode::NONE, batches, None, out)
+            }
+            Fetcher::Consumer { id, .. } => self.consumer_records(id, batches, out),
+        }
+    }
+
+    /// The end of a leadership (or of a read nobody can serve): the error to whoever waits.
+    pub(crate) fn answer_fetch_error(
+        &self,
+        fetcher: Fetcher,
+        replica_error: ErrorCode,
+        out: &mut Vec<Output>,
+    ) {
+        match fetcher {
+            Fetcher::Replica { request_id, .. } => {
+                self.respond_fetch_error(request_id, replica_error, out)
+            }
+            // A consumer only needs to look for the leader again (docs/protocol.md section 16).
+            Fetcher::Consumer { id, .. } => self.consumer_not_leader(id, out),
+        }
     }
 
     pub(crate) fn on_read_done(
@@ -145,9 +194,9 @@ impl RaftCore {
         out: &mut Vec<Output>,
     ) {
         // The leadership that asked may be gone: its fetches were answered when it ended.
-        let request_id = self.qs.leader_mut().and_then(|l| l.reads.remove(&read_id));
-        if let Some(id) = request_id {
-            self.respond_fetch(id, ErrorCode::NONE, batches, None, out);
+        let fetcher = self.qs.leader_mut().and_then(|l| l.reads.remove(&read_id));
+        if let Some(fetcher) = fetcher {
+            self.answer_records(fetcher, batches, out);
         }
     }
 
@@ -157,18 +206,25 @@ impl RaftCore {
             return;
         }
         let l = self.leading();
-        let Some(pos) = l.parked.iter().position(|p| p.replica_id == replica_id) else {
+        let same = |p: &ParkedFetch| matches!(p.fetcher, Fetcher::Replica { replica_id: r, .. } if r == replica_id);
+        let Some(pos) = l.parked.iter().position(same) else {
             return;
         };
         let p = l.parked.swap_remove(pos);
-        self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+        self.answer_records(p.fetcher, Vec::new(), out);
     }
 
-    /// New data (a leader's): every parked fetch gets it.
+    /// New data (a leader's, not yet committed): every parked replica fetch gets it; consumers
+    /// wait for the high watermark.
     pub(crate) fn complete_parked_with_records(&mut self, out: &mut Vec<Output>) {
         let parked = std::mem::take(&mut self.leading().parked);
         for p in parked {
-            self.respond_with_records(p.request_id, p.fetch_offset, out);
+            match p.fetcher {
+                Fetcher::Replica { .. } => {
+                    self.respond_with_records(p.fetcher, p.fetch_offset, out)
+                }
+                Fetcher::Consumer { .. } => self.leading().parked.push(p),
+            }
         }
     }
 
@@ -185,7 +241,11 @@ impl RaftCore {
             _ => return,
         };
         for p in expired {
-            self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+            match p.fetcher {
+                Fetcher::Replica { .. } => self.answer_records(p.fetcher, Vec::new(), out),
+                // Waited long enough: what there is.
+                Fetcher::Consumer { .. } => self.serve_consumer(p.fetcher, p.fetch_offset, out),
+            }
         }
     }
 
@@ -207,9 +267,18 @@ impl RaftCore {
         self.local_hw = Some(hw);
         out.push(Output::HighWatermark(hw));
         self.complete_appends(out);
+        // Replicas fetch again and learn the HW; a consumer is answered once enough is committed.
         let parked = std::mem::take(&mut self.leading().parked);
         for p in parked {
-            self.respond_fetch(p.request_id, ErrorCode::NONE, Vec::new(), None, out);
+            match p.fetcher {
+                Fetcher::Replica { .. } => self.answer_records(p.fetcher, Vec::new(), out),
+                Fetcher::Consumer { min_bytes, .. }
+                    if self.committed_bytes_from(p.fetch_offset) >= min_bytes =>
+                {
+                    self.serve_consumer(p.fetcher, p.fetch_offset, out)
+                }
+                Fetcher::Consumer { .. } => self.leading().parked.push(p),
+            }
         }
         true
     }

@@ -33,10 +33,35 @@ impl ReplicaProgress {
     }
 }
 
+/// Parked consumer fetches the leader keeps at most; beyond, a consumer is answered at once with
+/// what there is (docs/protocol.md section 16).
+pub(crate) const MAX_PARKED_CONSUMER_FETCHES: usize = 1024;
+/// Log reads for consumers in flight at most; beyond, a consumer the tail cache cannot serve is
+/// answered with no records and fetches again (the reader's queue holds 32: docs/architecture.md,
+/// "Threads", so replicas keep room there).
+pub(crate) const MAX_CONSUMER_READS: usize = 16;
+
+/// Who waits for a fetch answer: one machinery (parking, log reads, expiry, the end of a
+/// leadership) serves both kinds, and only the answer differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fetcher {
+    /// A replica's FetchQuorumRecords, answered with `Output::Respond` (uncommitted data too).
+    Replica {
+        request_id: RequestId,
+        replica_id: NodeId,
+    },
+    /// A consumer's `Input::ClientFetch`, answered with `Output::ClientFetchDone` (committed data
+    /// only). `max_bytes` is already capped by the core's fetch budget.
+    Consumer {
+        id: u64,
+        min_bytes: usize,
+        max_bytes: usize,
+    },
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ParkedFetch {
-    pub(crate) request_id: RequestId,
-    pub(crate) replica_id: NodeId,
+    pub(crate) fetcher: Fetcher,
     pub(crate) fetch_offset: Offset,
     pub(crate) deadline: TimeMs,
 }
@@ -60,7 +85,7 @@ pub(crate) struct LeaderState {
     pub(crate) endorsed: BTreeSet<NodeId>,
     pub(crate) parked: Vec<ParkedFetch>,
     /// read id -> the fetch waiting for it.
-    pub(crate) reads: BTreeMap<u64, RequestId>,
+    pub(crate) reads: BTreeMap<u64, Fetcher>,
     pub(crate) appends: VecDeque<PendingAppend>,
     pub(crate) since_ms: TimeMs,
 }
@@ -89,6 +114,16 @@ impl LeaderState {
             appends: VecDeque::new(),
             since_ms: now,
         }
+    }
+
+    pub(crate) fn parked_consumers(&self) -> usize {
+        let consumer = |p: &&ParkedFetch| matches!(p.fetcher, Fetcher::Consumer { .. });
+        self.parked.iter().filter(consumer).count()
+    }
+
+    pub(crate) fn consumer_reads(&self) -> usize {
+        let consumer = |f: &&Fetcher| matches!(f, Fetcher::Consumer { .. });
+        self.reads.values().filter(consumer).count()
     }
 
     /// Any well-formed fetch in this epoch (diverging or not) shows the replica is in contact

@@ -21,6 +21,8 @@ struct PendingOp {
 
 #[derive(Debug)]
 pub(crate) struct LogState {
+    /// The first offset (the log never deletes: it stays what the snapshot said).
+    start_offset: Offset,
     end_offset: Offset,
     durable_end_offset: Offset,
     next_seq: u64,
@@ -37,6 +39,7 @@ impl LogState {
         tail_cache_bytes: usize,
     ) -> Result<Self, EpochCacheError> {
         Ok(Self {
+            start_offset: snapshot.start_offset,
             end_offset: snapshot.end_offset,
             durable_end_offset: snapshot.end_offset,
             next_seq: 1,
@@ -45,6 +48,10 @@ impl LogState {
             epochs: EpochCache::from_entries(&snapshot.epochs)?,
             tail: TailCache::new(tail_cache_bytes),
         })
+    }
+
+    pub(crate) fn start_offset(&self) -> Offset {
+        self.start_offset
     }
 
     pub(crate) fn end_offset(&self) -> Offset {

@@ -11,11 +11,14 @@
 //! (Begin/EndQuorumEpoch), `fetch` (both sides of FetchQuorumRecords), `discovery`
 //! (common response rules, FindQuorum, DescribeQuorum), `endpoints` (voter endpoints learned
 //! through FindQuorum), `append` (client appends),
-//! `leader` (replica progress, HW, parked fetches), `log_state`, `tail_cache`,
+//! `consumer` (a consumer's read, ClientFetch, and the read-only queries of ListOffsets and
+//! OffsetForLeaderEpoch), `leader` (replica progress, HW, parked fetches), `log_state`,
+//! `tail_cache`,
 //! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
 pub mod admission;
 mod append;
+mod consumer;
 mod core;
 mod discovery;
 mod endpoints;
@@ -38,6 +41,7 @@ mod vote;
 mod tests;
 
 pub use self::core::RaftCore;
+pub use consumer::UNDEFINED_EPOCH_END;
 pub use error::ErrorCode;
 pub use message::*;
 pub use quorum_state::{InitError, QuorumState, TransitionError};

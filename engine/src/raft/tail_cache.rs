@@ -52,6 +52,23 @@ impl TailCache {
         self.bytes = 0;
     }
 
+    /// Bytes of the cached batches from the one containing `from` up to those ending at or before
+    /// `to` (whole batches only), or None when `from` is not covered by the cache.
+    pub(crate) fn bytes_between(&self, from: Offset, to: Offset) -> Option<usize> {
+        let first = self.batches.front()?;
+        if from < first.base_offset {
+            return None;
+        }
+        let idx = self.batches.partition_point(|b| b.end_offset() <= from);
+        let bytes = self
+            .batches
+            .range(idx..)
+            .take_while(|b| b.end_offset() <= to)
+            .map(|b| b.bytes.len())
+            .sum();
+        Some(bytes)
+    }
+
     /// Batches from the one containing `from`, up to about `max_bytes` (at least one), or None
     /// when `from` is not covered by the cache.
     pub(crate) fn read(&self, from: Offset, max_bytes: usize) -> Option<Vec<Batch>> {
@@ -107,5 +124,25 @@ mod tests {
         assert!(c.read(6, 1000).is_none());
         c.truncate_to(4);
         assert!(c.read(4, 1000).is_none());
+    }
+
+    #[test]
+    fn bytes_between_counts_whole_batches_up_to_the_bound() {
+        let mut c = TailCache::new(1000);
+        assert_eq!(c.bytes_between(0, 10), None, "empty");
+        c.push(batch(2, 2, 100));
+        c.push(batch(4, 2, 50));
+        c.push(batch(6, 2, 10));
+        assert_eq!(c.bytes_between(1, 8), None, "before the cache");
+        assert_eq!(c.bytes_between(2, 8), Some(160));
+        assert_eq!(c.bytes_between(3, 8), Some(160), "from inside a batch");
+        assert_eq!(c.bytes_between(2, 6), Some(150));
+        assert_eq!(
+            c.bytes_between(2, 5),
+            Some(100),
+            "a batch past the bound is not counted"
+        );
+        assert_eq!(c.bytes_between(4, 4), Some(0));
+        assert_eq!(c.bytes_between(8, 20), Some(0), "at the end");
     }
 }

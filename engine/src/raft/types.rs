@@ -92,8 +92,151 @@ pub enum Input {
         record_count: u32,
         acks: Acks,
     },
+    /// A consumer's read of the log (a Kafka Fetch of `__cluster_metadata`-0 with replica id
+    /// -1), answered exactly once with [`Output::ClientFetchDone`] of the same `id`
+    /// (docs/protocol.md section 16).
+    ClientFetch { id: u64, fetch: ClientFetch },
     /// Resign (if leader) and stop; the core answers with [`Output::ShutdownComplete`].
     Shutdown,
+}
+
+/// What a consumer asks for: the fields of one partition of a Kafka Fetch request, with Kafka's
+/// "none" (-1) as `None` (docs/protocol.md section 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientFetch {
+    pub fetch_offset: Offset,
+    /// The epoch of the last batch the consumer has (Fetch v12+): checked for divergence.
+    pub last_fetched_epoch: Option<Epoch>,
+    /// The leader epoch the consumer believes current (Fetch v9+): fenced when it differs.
+    pub current_leader_epoch: Option<Epoch>,
+    /// How long the read may wait for `min_bytes` (capped by `RaftConfig::fetch_max_wait_ms`).
+    pub max_wait_ms: u64,
+    /// Bytes of committed data worth answering for; 0 answers at once.
+    pub min_bytes: usize,
+    /// Byte budget of the answer (capped by `RaftConfig::fetch_max_bytes`); one whole batch is
+    /// always sent when there is one, however large.
+    pub max_bytes: usize,
+}
+
+impl ClientFetch {
+    /// From the wire's fields: a negative epoch means none (Kafka's `optionalEpoch`), a negative
+    /// wait or size counts as 0.
+    pub fn from_wire(
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        current_leader_epoch: i32,
+        max_wait_ms: i32,
+        min_bytes: i32,
+        max_bytes: i32,
+    ) -> Self {
+        let epoch = |e: i32| (e >= 0).then_some(e);
+        let size = |n: i32| usize::try_from(n).unwrap_or(0);
+        Self {
+            fetch_offset,
+            last_fetched_epoch: epoch(last_fetched_epoch),
+            current_leader_epoch: epoch(current_leader_epoch),
+            max_wait_ms: u64::try_from(max_wait_ms).unwrap_or(0),
+            min_bytes: size(min_bytes),
+            max_bytes: size(max_bytes),
+        }
+    }
+}
+
+/// The answer to a [`ClientFetch`]: one partition of a Kafka Fetch response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientFetchResult {
+    /// NONE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH or
+    /// OFFSET_OUT_OF_RANGE.
+    pub error: ErrorCode,
+    /// The committed end the batches respect; -1 unless this node leads.
+    pub high_watermark: Offset,
+    /// -1 unless this node leads.
+    pub log_start_offset: Offset,
+    /// The leader as far as this node knows (-1 when it knows none): Kafka's leader hint.
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    /// The consumer's log diverges (Fetch v12): the largest epoch `<=` its last fetched epoch and
+    /// where that epoch ends; no batches come with it.
+    pub diverging_epoch: Option<OffsetAndEpoch>,
+    /// Whole committed batches from the one holding the fetch offset on: the tail cache's or the
+    /// log read's own bytes, never copied.
+    pub batches: Vec<Batch>,
+}
+
+/// Which offset a ListOffsets partition asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// -2: the log start offset.
+    Earliest,
+    /// -1: the high watermark (the end of what a consumer may read).
+    Latest,
+}
+
+/// A ListOffsets answer: the offset, and the leader epoch of the data there (None: unknown, -1 on
+/// the wire). No timestamp is looked up for Earliest and Latest (Kafka answers -1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedOffset {
+    pub offset: Offset,
+    pub leader_epoch: Option<Epoch>,
+}
+
+/// What the leader tells a consumer about the partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    pub log_start_offset: Offset,
+    /// The committed end (a batch boundary): consumers read below it.
+    pub high_watermark: Offset,
+}
+
+/// Why a consumer's read or query was not served; `error_code` is the Kafka error to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadRefused {
+    #[error("not the leader (leader {leader_id}, epoch {leader_epoch})")]
+    NotLeader {
+        leader_id: NodeId,
+        leader_epoch: Epoch,
+    },
+    #[error("leader epoch {requested} is older than the leader's {leader_epoch}")]
+    FencedLeaderEpoch {
+        requested: Epoch,
+        leader_id: NodeId,
+        leader_epoch: Epoch,
+    },
+    #[error("leader epoch {requested} is newer than the leader's {leader_epoch}")]
+    UnknownLeaderEpoch {
+        requested: Epoch,
+        leader_id: NodeId,
+        leader_epoch: Epoch,
+    },
+}
+
+impl ReadRefused {
+    pub fn error_code(&self) -> ErrorCode {
+        match self {
+            ReadRefused::NotLeader { .. } => ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            ReadRefused::FencedLeaderEpoch { .. } => ErrorCode::FENCED_LEADER_EPOCH,
+            ReadRefused::UnknownLeaderEpoch { .. } => ErrorCode::UNKNOWN_LEADER_EPOCH,
+        }
+    }
+
+    /// The leader hint to answer with (-1: none known).
+    pub fn leader_id(&self) -> NodeId {
+        match *self {
+            ReadRefused::NotLeader { leader_id, .. }
+            | ReadRefused::FencedLeaderEpoch { leader_id, .. }
+            | ReadRefused::UnknownLeaderEpoch { leader_id, .. } => leader_id,
+        }
+    }
+
+    pub fn leader_epoch(&self) -> Epoch {
+        match *self {
+            ReadRefused::NotLeader { leader_epoch, .. }
+            | ReadRefused::FencedLeaderEpoch { leader_epoch, .. }
+            | ReadRefused::UnknownLeaderEpoch { leader_epoch, .. } => leader_epoch,
+        }
+    }
 }
 
 /// A change to the log, applied in `seq` order.
@@ -157,6 +300,8 @@ pub enum Output {
     HighWatermark(Offset),
     /// A client append finished.
     AppendDone { id: u64, result: AppendResult },
+    /// The answer to [`Input::ClientFetch`] `id` (exactly one per id).
+    ClientFetchDone { id: u64, result: ClientFetchResult },
     /// The role changed (for logs, metrics and the runtime's routing).
     RoleChanged {
         role: super::Role,

@@ -212,6 +212,7 @@ impl SimDisk {
             "snapshot only right after recovery"
         );
         LogSnapshot {
+            start_offset: 0,
             end_offset: end_offset(&self.written),
             epochs: epoch_cache(&self.written),
         }

@@ -47,7 +47,12 @@ pub enum Invariant {
     FatalOutput,
     /// A log operation broke the driver contract (seq order, contiguity, header stamps).
     LogContract,
-    /// Respond / AppendDone / ShutdownComplete not exactly once, or for an unknown id.
+    /// What a consumer is handed is the committed log from its position on: contiguous, no
+    /// gap, no duplicate, never past the high watermark; diverging and out-of-range answers
+    /// never cut committed data.
+    ConsumerReadCommitted,
+    /// Respond / AppendDone / ClientFetchDone / ShutdownComplete not exactly once, or for an
+    /// unknown id (a consumer fetch also never left unanswered).
     ExactlyOnceContract,
     /// The core's view of its log differs from the log the driver keeps for it.
     CoreLogView,
@@ -458,6 +463,50 @@ impl Checker {
         Ok(())
     }
 
+    /// Consumer `consumer` at `position` was handed `batches` by `node` with high watermark
+    /// `hw`: they must be the committed batches from `position` on, whole and in order, below
+    /// `hw`, and `hw` no higher than what is committed.
+    pub fn on_consumed(
+        &self,
+        consumer: usize,
+        node: NodeId,
+        position: Offset,
+        hw: Offset,
+        batches: &[Batch],
+    ) -> Checked {
+        let bad = |detail: String| {
+            breach(
+                Invariant::ConsumerReadCommitted,
+                format!("node {node} to consumer {consumer} at {position}: {detail}"),
+            )
+        };
+        if hw > self.committed_end() {
+            return bad(format!(
+                "high watermark {hw} above the committed end {}",
+                self.committed_end()
+            ));
+        }
+        let mut at = position;
+        for b in batches {
+            let c = self.committed.partition_point(|c| c.base < at);
+            let expected = self.committed.get(c).filter(|c| c.base == at);
+            if expected != Some(&BatchId::of(b)) {
+                return bad(format!(
+                    "batch at {} (epoch {}) is not the committed batch at {at} ({expected:?})",
+                    b.base_offset, b.epoch
+                ));
+            }
+            if b.end_offset() > hw {
+                return bad(format!(
+                    "batch ending at {} past the high watermark {hw}",
+                    b.end_offset()
+                ));
+            }
+            at = b.end_offset();
+        }
+        Ok(())
+    }
+
     /// The client got a success for `value` at `base..=last` from `node`, whose log is `log`.
     pub fn on_ack(&mut self, node: NodeId, ack: Acked, log: &[Batch], quorum: bool) -> Checked {
         let found = batch_index_covering(log, ack.base_offset).map(|i| &log[i]);
@@ -565,6 +614,47 @@ mod tests {
         assert_eq!(
             broken(c.on_persist(2, None, &state(3, 2, -1), true)),
             Invariant::SingleLeader
+        );
+    }
+
+    #[test]
+    fn a_consumer_is_handed_the_committed_prefix_only() {
+        let mut c = Checker::default();
+        let a = batch(&mut c, 0, 1, 1);
+        let b = batch(&mut c, 1, 1, 2);
+        let log = vec![a.clone(), b.clone()];
+        let voters: Vec<&[Batch]> = vec![&log, &log, &log];
+        c.on_leader_hw(0, 1, 1, &log, &voters).unwrap();
+        c.on_consumed(0, 0, 0, 1, std::slice::from_ref(&a)).unwrap();
+        c.on_consumed(0, 0, 1, 1, &[]).unwrap();
+        let not_committed = [Invariant::ConsumerReadCommitted];
+        assert_eq!(
+            [broken(c.on_consumed(0, 0, 0, 2, std::slice::from_ref(&a)))],
+            not_committed,
+            "a HW above the committed end"
+        );
+        assert_eq!(
+            [broken(c.on_consumed(0, 0, 1, 1, std::slice::from_ref(&b)))],
+            not_committed,
+            "a batch not committed yet"
+        );
+        c.on_leader_hw(0, 1, 2, &log, &voters).unwrap();
+        c.on_consumed(0, 0, 0, 2, &log).unwrap();
+        assert_eq!(
+            [broken(c.on_consumed(0, 0, 1, 2, &log))],
+            not_committed,
+            "a gap or a duplicate: not from the position"
+        );
+        assert_eq!(
+            [broken(c.on_consumed(0, 0, 0, 1, &log))],
+            not_committed,
+            "past the answer's HW"
+        );
+        let forked = batch(&mut c, 1, 1, 9);
+        assert_eq!(
+            [broken(c.on_consumed(0, 0, 1, 2, &[forked]))],
+            not_committed,
+            "not the committed batch"
         );
     }
 

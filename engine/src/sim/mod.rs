@@ -47,6 +47,8 @@ pub struct SimConfig {
     pub outcome_only: bool,
     /// A client keeps appending.
     pub client: bool,
+    /// Consumers reading the committed log with ClientFetch (docs/simulation.md, "Consumers").
+    pub consumers: usize,
     /// How long the final calm may take before liveness is declared broken.
     pub liveness_ms: u64,
     /// Events kept for the report.
@@ -67,6 +69,7 @@ impl SimConfig {
             liar: true,
             outcome_only: false,
             client: true,
+            consumers: 2,
             liveness_ms: 30_000,
             trace_len: 40,
         }
@@ -144,6 +147,9 @@ pub struct Summary {
     /// Quorum-acknowledged client appends.
     pub commits: u64,
     pub committed_offsets: i64,
+    /// ClientFetch requests the consumers sent, and the batches they were handed.
+    pub consumer_fetches: u64,
+    pub consumed_batches: u64,
     pub sim_time_ms: u64,
     /// Hostile messages the liar sent.
     pub liar_messages: u64,

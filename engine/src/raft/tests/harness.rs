@@ -32,6 +32,7 @@ pub(crate) fn stored(
 /// A log with `end_offset` and epoch cache `epochs`.
 pub(crate) fn log(end_offset: Offset, epochs: &[(Epoch, Offset)]) -> LogSnapshot {
     LogSnapshot {
+        start_offset: 0,
         end_offset,
         epochs: epochs.to_vec(),
     }

@@ -5,6 +5,7 @@
 mod harness;
 
 mod bootstrap;
+mod consumer;
 mod discovery;
 mod election;
 mod fetch;

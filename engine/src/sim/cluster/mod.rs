@@ -2,6 +2,7 @@
 //! and the event loop that drives them in one deterministic order.
 
 mod clients;
+mod consumers;
 mod faults;
 mod lies;
 mod network;
@@ -21,6 +22,7 @@ use super::rng::SimRng;
 use super::trace::{Trace, TraceEntry};
 use super::{SimConfig, Summary, Violation};
 use clients::Client;
+use consumers::Consumers;
 use faults::Phase;
 use lies::LiarState;
 use network::Network;
@@ -36,6 +38,7 @@ pub struct Simulation {
     nodes: Vec<SimNode>,
     net: Network,
     client: Client,
+    consumers: Consumers,
     checker: Checker,
     phase: Phase,
     next_request_id: RequestId,
@@ -89,6 +92,7 @@ impl Simulation {
                 next_value: 1,
                 ..Client::default()
             },
+            consumers: Consumers::default(),
             checker: Checker::default(),
             phase: Phase::Calm,
             next_request_id: 1,
@@ -133,6 +137,7 @@ impl Simulation {
         if sim.cfg.client {
             sim.schedule(1, Event::ClientTick);
         }
+        sim.start_consumers();
         if sim.cfg.faults {
             sim.phase = Phase::Faults;
             let first = sim.rng.range(300, 3_000);
@@ -261,6 +266,8 @@ impl Simulation {
             }
             Event::ClientDeliver { append_id } => self.client_deliver(append_id),
             Event::ClientTick => self.client_tick(),
+            Event::ConsumerTick { consumer } => self.consumer_tick(consumer),
+            Event::ConsumerWatch { consumer, fetch_id } => self.consumer_watch(consumer, fetch_id),
             Event::Chaos => self.chaos(),
             Event::Restart { node } => {
                 if self.nodes[node].running() {
@@ -449,6 +456,8 @@ impl Simulation {
             commits: self.checker.acked.len() as u64,
             committed_offsets: self.checker.committed_end(),
             sim_time_ms: self.now,
+            consumer_fetches: self.consumers.fetches,
+            consumed_batches: self.consumers.batches,
             liar_messages: self.liar.messages,
             refused_lies: self.liar.refused,
             trace_hash: self.trace.hash(),

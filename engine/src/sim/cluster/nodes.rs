@@ -110,8 +110,9 @@ impl Simulation {
         node.tick_at = None;
         node.shutdown_since = None;
         node.role = Role::Unattached;
-        self.trace
-            .push(TraceEntry::new(self.now, "kill", node.id, 0, 0));
+        let id = node.id;
+        self.consumers_lost_node(i);
+        self.trace.push(TraceEntry::new(self.now, "kill", id, 0, 0));
     }
 
     /// Kill, then lose the quorum-state file and the log (Kafka's killAndDeletePersistentState;
@@ -152,6 +153,8 @@ impl Simulation {
         node.disk.close();
         node.pending.clear();
         self.client.in_flight.retain(|_, a| a.node != i);
+        self.consumers_lost_node(i);
+        let node = &mut self.nodes[i];
         node.tick_at = None;
         node.shutdown_since = None;
         node.role = Role::Unattached;

@@ -115,6 +115,7 @@ impl Simulation {
             }
             Output::HighWatermark(hw) => self.observe_hw(i, hw),
             Output::AppendDone { id: aid, result } => self.client_done(i, aid, result),
+            Output::ClientFetchDone { id: fid, result } => self.consumer_done(i, fid, result),
             Output::RoleChanged {
                 role,
                 epoch,

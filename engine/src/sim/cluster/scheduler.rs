@@ -36,6 +36,15 @@ pub(super) enum Event {
         append_id: u64,
     },
     ClientTick,
+    /// Consumer `consumer` sends its next fetch.
+    ConsumerTick {
+        consumer: usize,
+    },
+    /// Fetch `fetch_id` of `consumer` must be answered by now (unless its node went away).
+    ConsumerWatch {
+        consumer: usize,
+        fetch_id: u64,
+    },
     Chaos,
     Restart {
         node: usize,

@@ -687,6 +687,14 @@ impl CoreDriver for Node {
                 self.on_high_watermark(hw);
             }
             Output::AppendDone { id, result } => self.append_done(id, result),
+            // The Kafka Fetch handler carries these once it steps `Input::ClientFetch`; until
+            // then no consumer fetch is ever stepped, so none is answered.
+            Output::ClientFetchDone { id, .. } => {
+                warn!(
+                    id,
+                    "a consumer fetch answer with no Fetch handler to carry it"
+                )
+            }
             Output::RoleChanged {
                 role,
                 epoch,
