@@ -367,3 +367,265 @@ fn metadata_refused_on_the_topic_still_lists_the_brokers() {
         assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
     }
 }
+
+/// What a produce-and-consume script reported: acknowledged and consumed (offset, value), and
+/// the values whose delivery failed.
+#[derive(Debug, Default)]
+struct Run {
+    acked: Vec<(i64, String)>,
+    consumed: Vec<(i64, String)>,
+    failed: Vec<String>,
+    done: bool,
+}
+
+/// Starts `script` (beside this file, from the venv) producing `count` records `prefix-N`
+/// through every node; its JSON lines arrive on the returned channel as they are printed.
+fn start_script(
+    script: &str,
+    cluster: &Cluster,
+    count: usize,
+    prefix: &str,
+    env: &[(&str, &str)],
+) -> (ProcessGuard, std::sync::mpsc::Receiver<Value>) {
+    use std::io::BufRead;
+    let servers: Vec<String> = (1..=3).map(|id| cluster.addr(id).to_string()).collect();
+    let path = workspace().join("tools/tests/clients").join(script);
+    let mut child = Command::new("timeout")
+        .arg("150")
+        .arg(venv_python())
+        .arg(path)
+        .arg(servers.join(","))
+        .arg(count.to_string())
+        .arg(prefix)
+        .stdout(std::process::Stdio::piped())
+        .envs(env.iter().copied())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (ProcessGuard { child }, rx)
+}
+
+/// Collects events until `stop` says so or the script is done; bounded by `limit`.
+fn collect(
+    rx: &std::sync::mpsc::Receiver<Value>,
+    run: &mut Run,
+    limit: Duration,
+    stop: impl Fn(&Run) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    while !run.done && !stop(run) && Instant::now() < deadline {
+        let Ok(event) = rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let pair = |v: &Value| {
+            (
+                v[0].as_i64().unwrap_or(-1),
+                v[1].as_str().unwrap_or_default().to_owned(),
+            )
+        };
+        if let Some(a) = event.get("acked") {
+            run.acked.push(pair(a));
+        } else if let Some(c) = event.get("consumed") {
+            run.consumed.push(pair(c));
+        } else if let Some(f) = event.get("failed") {
+            run.failed.push(f.to_string());
+        } else if event.get("done").is_some() {
+            run.done = true;
+        }
+    }
+}
+
+/// The checks on a finished run: every record acknowledged (or, when `may_fail`, acknowledged
+/// or reported failed), each acknowledged one exactly once in what the consumer read, at its
+/// acknowledged offset, in offset order; nothing read that was not produced (no control record);
+/// and every voter's log holding each acknowledged value exactly once and no value twice.
+fn assert_exactly_once(
+    run: &Run,
+    count: usize,
+    prefix: &str,
+    may_fail: bool,
+    cluster: &mut Cluster,
+) {
+    assert!(run.done, "the script did not finish: {run:?}");
+    assert!(
+        may_fail || run.failed.is_empty(),
+        "{} deliveries failed, the first: {:?}",
+        run.failed.len(),
+        run.failed.first()
+    );
+    let acked: BTreeSet<&String> = run.acked.iter().map(|(_, v)| v).collect();
+    assert_eq!(acked.len(), run.acked.len(), "acknowledged once each");
+    assert_eq!(acked.len() + run.failed.len(), count, "every send answered");
+    assert!(
+        run.consumed.windows(2).all(|w| w[0].0 < w[1].0),
+        "consumed out of offset order or twice: {:?}",
+        run.consumed
+    );
+    for (offset, value) in &run.acked {
+        let at: Vec<i64> = run
+            .consumed
+            .iter()
+            .filter(|(_, v)| v == value)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(
+            at,
+            vec![*offset],
+            "{value} consumed at {at:?}, acknowledged at {offset}"
+        );
+    }
+    for (offset, value) in &run.consumed {
+        assert!(
+            value.starts_with(prefix),
+            "read a record nobody produced at {offset}: {value:?}"
+        );
+    }
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}");
+    }
+    for node in &cluster.nodes {
+        let log = read_log(&node.dir);
+        for i in 0..count {
+            let value = format!("{prefix}-{i}");
+            let copies = log.iter().filter(|(_, v)| *v == value).count();
+            let want = if acked.contains(&value) { 1..=1 } else { 0..=1 };
+            assert!(
+                want.contains(&copies),
+                "node {}: {value} stored {copies} times",
+                node.id
+            );
+        }
+    }
+}
+
+#[test]
+fn kafka_python_produces_with_acks_all_and_consumes_every_record_once() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    cluster.wait_for_leader(None);
+    let script = "produce_consume_kafka_python.py";
+    let (_script, rx) = start_script(script, &cluster, 200, "kp", &[]);
+    let mut run = Run::default();
+    collect(&rx, &mut run, Duration::from_secs(140), |_| false);
+    assert_exactly_once(&run, 200, "kp", false, &mut cluster);
+}
+
+#[test]
+fn confluent_kafka_produces_lz4_with_acks_all_and_consumes_every_record_once() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    cluster.wait_for_leader(None);
+    let script = "produce_consume_confluent.py";
+    let (_script, rx) = start_script(script, &cluster, 300, "ck", &[]);
+    let mut run = Run::default();
+    collect(&rx, &mut run, Duration::from_secs(140), |_| false);
+    assert_exactly_once(&run, 300, "ck", false, &mut cluster);
+}
+
+/// kafka-python (no retries) while the leader is SIGKILLed after a third of the records are
+/// acknowledged and restarted a second later: the consumer follows the new leader and reads
+/// every acknowledged record once, in order; a send that failed was written at most once.
+#[test]
+fn kafka_python_loses_nothing_acknowledged_across_a_leader_kill_and_restart() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let count = 600;
+    let script = "produce_consume_kafka_python.py";
+    let (_script, rx) = start_script(script, &cluster, count, "kill", &[("RETRIES", "0")]);
+    let mut run = Run::default();
+    collect(&rx, &mut run, Duration::from_secs(60), |r| {
+        r.acked.len() >= count / 3
+    });
+    assert!(
+        run.acked.len() >= count / 3,
+        "too few acknowledged before the kill: {run:?}"
+    );
+    cluster.node(leader).process.take(); // SIGKILL via the guard
+    let acked_before = run.acked.len();
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.start(leader, &[]);
+    collect(&rx, &mut run, Duration::from_secs(140), |_| false);
+    // Sends in flight during the election fail (no retries); later ones reach the new leader.
+    assert!(
+        run.acked.len() >= acked_before + 20,
+        "the producer did not go on after the kill: {acked_before} then {} acked",
+        run.acked.len()
+    );
+    assert_exactly_once(&run, count, "kill", true, &mut cluster);
+}
+
+/// kcat (Debian's, librdkafka 2.0) produces with acks=all and snappy, then reads the partition
+/// from the beginning to its end (`-e`): every line once, in order.
+#[test]
+fn kcat_produces_and_consumes_every_record_once() {
+    use std::io::Write;
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let server = cluster.addr(leader).to_string();
+    let values: Vec<String> = (0..100).map(|i| format!("kcat-{i}")).collect();
+    let mut producer = Command::new("timeout")
+        .args([CLIENT_LIMIT_SECS])
+        .arg(kcat())
+        .args(["-P", "-b", &server, "-t", "__cluster_metadata", "-p", "0"])
+        .args(["-X", "acks=all", "-z", "lz4"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    producer
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{}\n", values.join("\n")).as_bytes())
+        .unwrap();
+    assert!(producer.wait().unwrap().success(), "kcat -P failed");
+    let out = run(
+        &kcat(),
+        &[
+            "-C",
+            "-b",
+            &server,
+            "-t",
+            "__cluster_metadata",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o %s\\n",
+        ],
+    )
+    .unwrap();
+    let read: Vec<(i64, String)> = out
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(o, v)| (o.parse().unwrap(), v.to_owned()))
+        .collect();
+    let read_values: Vec<&String> = read.iter().map(|(_, v)| v).collect();
+    assert_eq!(read_values, values.iter().collect::<Vec<_>>(), "{out}");
+    let high_watermark = BlockingClient::connect(cluster.addr(leader), TIMEOUT)
+        .unwrap()
+        .describe_quorum()
+        .unwrap()
+        .high_watermark;
+    assert!(
+        read.iter().all(|(o, _)| *o < high_watermark),
+        "read past the high watermark"
+    );
+}

@@ -8,7 +8,8 @@ use super::runtime::Node;
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, METADATA_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC,
+    API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC,
+    METADATA_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC,
     SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::{RequestHeader, WireReader};
@@ -53,7 +54,7 @@ const fn quorum(spec: ApiSpec) -> ApiRow {
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 12] = [
+pub(crate) static API_TABLE: [ApiRow; 16] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
@@ -87,6 +88,30 @@ pub(crate) static API_TABLE: [ApiRow; 12] = [
     ApiRow {
         spec: DESCRIBE_CLUSTER_SPEC,
         handler: Node::handle_describe_cluster,
+        scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: FETCH_SPEC,
+        handler: Node::handle_fetch,
+        scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: LIST_OFFSETS_SPEC,
+        handler: Node::handle_list_offsets,
+        scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: OFFSET_FOR_LEADER_EPOCH_SPEC,
+        handler: Node::handle_offset_for_leader_epoch,
+        scope: Scope::Client,
+        sasl: false,
+    },
+    ApiRow {
+        spec: INIT_PRODUCER_ID_SPEC,
+        handler: Node::handle_init_producer_id,
         scope: Scope::Client,
         sasl: false,
     },

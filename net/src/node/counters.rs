@@ -27,6 +27,8 @@ pub struct NodeCounters {
     pub log_reads: u64,
     /// Peer messages the core refused on admission (docs/protocol.md, "Hostile input").
     pub refused: u64,
+    /// Kafka Fetch partitions the core answered (consumers' reads, docs/clients.md).
+    pub consumer_fetches: u64,
 }
 
 impl NodeCounters {
@@ -79,7 +81,8 @@ impl fmt::Display for NodeStatsLine<'_> {
              writer_groups={groups} writer_batches={batches} batches_per_group={:.2} \
              bytes_per_group={:.0} device_bytes_per_batch_byte={:.3} \
              max_group_us={max_group_us} slow_groups={slow_groups} frames_received={} \
-             bytes_received={} bytes_sent={} sends={} partial_sends={} refused={}",
+             bytes_received={} bytes_sent={} sends={} partial_sends={} refused={} \
+             consumer_fetches={}",
             n.wakeups,
             n.events,
             per_batch(n.wakeups),
@@ -102,6 +105,7 @@ impl fmt::Display for NodeStatsLine<'_> {
             self.transport.sends,
             self.transport.partial_sends,
             n.refused,
+            n.consumer_fetches,
         )
     }
 }

@@ -75,7 +75,7 @@ impl Node {
     }
 
     /// A response's size placeholder and header.
-    fn response_writer(&self, header: &RequestHeader, spec: &ApiSpec) -> WireWriter {
+    pub(super) fn response_writer(&self, header: &RequestHeader, spec: &ApiSpec) -> WireWriter {
         let mut w = WireWriter::with_capacity(256);
         w.i32(0);
         ResponseHeader {

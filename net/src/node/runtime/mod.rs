@@ -28,6 +28,7 @@ use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
 mod access;
+mod consume;
 mod idempotence;
 mod inbound;
 mod metadata;
@@ -57,7 +58,7 @@ use crate::wire::broker_list::ClientEndpoint;
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LegacyProduceRequest,
-    ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopicResponse,
+    ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopicResponse, FETCH_SPEC,
     PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
@@ -154,6 +155,9 @@ pub struct Node {
     inbound: BTreeMap<ConnId, ResponseQueue>,
     next_produce_id: u64,
     produces: BTreeMap<u64, PendingProduce>,
+    /// Kafka Fetches waiting for the core's `ClientFetchDone`, by fetch id (consume.rs).
+    fetches: BTreeMap<u64, consume::PendingFetch>,
+    next_fetch_id: u64,
     /// (deadline ms, produce id) of every Produce with appends outstanding.
     produce_deadlines: BTreeSet<(u64, u64)>,
     /// Client append id → (produce id, partition slot).
@@ -324,6 +328,8 @@ impl Node {
             inbound: BTreeMap::new(),
             next_produce_id: 1,
             produces: BTreeMap::new(),
+            fetches: BTreeMap::new(),
+            next_fetch_id: 1,
             produce_deadlines: BTreeSet::new(),
             appends: BTreeMap::new(),
             next_append_id: 1,
@@ -687,14 +693,7 @@ impl CoreDriver for Node {
                 self.on_high_watermark(hw);
             }
             Output::AppendDone { id, result } => self.append_done(id, result),
-            // The Kafka Fetch handler carries these once it steps `Input::ClientFetch`; until
-            // then no consumer fetch is ever stepped, so none is answered.
-            Output::ClientFetchDone { id, .. } => {
-                warn!(
-                    id,
-                    "a consumer fetch answer with no Fetch handler to carry it"
-                )
-            }
+            Output::ClientFetchDone { id, result } => self.client_fetch_done(id, result),
             Output::RoleChanged {
                 role,
                 epoch,

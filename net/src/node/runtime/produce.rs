@@ -251,7 +251,10 @@ pub(super) fn split_produce(
                         appends.push((slot, view));
                         None
                     }
-                    Some(Err(error)) => Some((refusal(&error), -1)),
+                    Some(Err(error)) => {
+                        debug!(%error, "a Produce batch refused");
+                        Some((refusal(&error), -1))
+                    }
                     _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
                 }
             };
