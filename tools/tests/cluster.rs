@@ -122,6 +122,38 @@ fn api_versions_and_bad_produce_batches_get_kafka_errors() {
     assert_eq!(response.topics[0].partitions[0].error, ErrorCode::NONE);
     assert!(client.produce(9, 0, batch("acks=0")).unwrap().is_none());
     produce_one(&mut client, "after acks=0").unwrap();
+
+    // Produce v10 to a follower: NOT_LEADER_OR_FOLLOWER with the leader, its epoch and where it
+    // listens (the follower learns the endpoint from its fetches: bounded wait).
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    let leader_addr = cluster.addr(leader);
+    let deadline = Instant::now() + WAIT;
+    let response = loop {
+        let response = to_follower.produce(10, -1, batch("v10")).unwrap().unwrap();
+        if !response.node_endpoints.is_empty() || Instant::now() > deadline {
+            break response;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+    let hint = partition.current_leader.expect("v10 names the leader");
+    assert_eq!(hint.leader_id, leader);
+    assert!(hint.leader_epoch > 0);
+    assert_eq!(response.node_endpoints.len(), 1, "{response:?}");
+    let endpoint = &response.node_endpoints[0];
+    assert_eq!(endpoint.node_id, leader);
+    assert_eq!(
+        (endpoint.host.as_str(), endpoint.port),
+        (
+            leader_addr.ip().to_string().as_str(),
+            i32::from(leader_addr.port())
+        )
+    );
+    // v9 has no such fields.
+    let response = to_follower.produce(9, -1, batch("v9")).unwrap().unwrap();
+    assert_eq!(response.topics[0].partitions[0].current_leader, None);
 }
 
 /// A batch of `values` compressed with `compression`, written by kafka-protocol as a Kafka

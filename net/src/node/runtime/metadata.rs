@@ -199,7 +199,7 @@ impl Node {
     }
 
     /// The brokers with their endpoints on the listener `conn` came in on.
-    fn brokers_here(&self, conn: ConnId) -> Vec<ClusterBroker> {
+    pub(super) fn brokers_here(&self, conn: ConnId) -> Vec<ClusterBroker> {
         let Some(session) = self.sessions.get(&conn) else {
             return Vec::new();
         };

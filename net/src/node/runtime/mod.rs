@@ -57,9 +57,9 @@ use crate::wire::api::{self, ApiSpec};
 use crate::wire::broker_list::ClientEndpoint;
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
-    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LegacyProduceRequest,
-    ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopicResponse, FETCH_SPEC,
-    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LeaderIdAndEpoch,
+    LegacyProduceRequest, NodeEndpoint, ProducePartitionResponse, ProduceRequest, ProduceResponse,
+    ProduceTopicResponse, FETCH_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};

@@ -175,7 +175,9 @@ impl Node {
             })
             .collect();
         let seq = self.reserve_response(conn);
-        let frame = produce_response_frame(header.correlation_id, header.api_version, partitions);
+        let hint = self.leader_hint(conn);
+        let frame =
+            produce_response_frame(header.correlation_id, header.api_version, partitions, &hint);
         self.deliver(conn, seq, frame);
     }
 
@@ -227,10 +229,48 @@ impl Node {
         };
         self.produce_deadlines
             .remove(&(produce.deadline_ms, produce_id));
-        let frame =
-            produce_response_frame(produce.correlation_id, produce.version, produce.partitions);
+        let hint = self.leader_hint(produce.conn);
+        let frame = produce_response_frame(
+            produce.correlation_id,
+            produce.version,
+            produce.partitions,
+            &hint,
+        );
         self.deliver(produce.conn, produce.seq, frame);
     }
+
+    /// Who leads as this node knows it, and where the leader listens on `conn`'s listener:
+    /// Produce v10's answer to NOT_LEADER_OR_FOLLOWER (KIP-951), so a client can go there
+    /// without a Metadata round trip.
+    fn leader_hint(&self, conn: ConnId) -> LeaderHint {
+        let Some(leader_id) = self.core.leader_id() else {
+            return LeaderHint::default();
+        };
+        let endpoint = self
+            .brokers_here(conn)
+            .into_iter()
+            .find(|broker| broker.node_id == leader_id)
+            .map(|broker| NodeEndpoint {
+                node_id: broker.node_id,
+                host: broker.host,
+                port: broker.port,
+                rack: broker.rack,
+            });
+        LeaderHint {
+            leader: Some(LeaderIdAndEpoch {
+                leader_id,
+                leader_epoch: self.core.epoch(),
+            }),
+            endpoint,
+        }
+    }
+}
+
+/// What a Produce v10 answer carries on NOT_LEADER_OR_FOLLOWER (none known: nothing).
+#[derive(Default)]
+pub(super) struct LeaderHint {
+    leader: Option<LeaderIdAndEpoch>,
+    endpoint: Option<NodeEndpoint>,
 }
 
 /// A Produce request's partitions in request order, each with its outcome when known at once
@@ -282,10 +322,18 @@ pub(super) fn produce_response_frame(
     correlation_id: i32,
     version: i16,
     partitions: Vec<ProduceSlot>,
+    hint: &LeaderHint,
 ) -> Vec<Bytes> {
     let mut topics: Vec<ProduceTopicResponse> = Vec::new();
+    let mut redirected = false;
     for (name, index, outcome) in partitions {
         let (error, base_offset) = outcome.expect("every partition answered");
+        let current_leader = if error == ErrorCode::NOT_LEADER_OR_FOLLOWER {
+            hint.leader
+        } else {
+            None
+        };
+        redirected |= current_leader.is_some();
         let partition = ProducePartitionResponse {
             index,
             error,
@@ -293,7 +341,7 @@ pub(super) fn produce_response_frame(
             log_append_time_ms: -1,
             log_start_offset: 0,
             error_message: None,
-            current_leader: None,
+            current_leader,
         };
         match topics.last_mut() {
             Some(topic) if topic.name == name => topic.partitions.push(partition),
@@ -306,7 +354,10 @@ pub(super) fn produce_response_frame(
     let response = ProduceResponse {
         topics,
         throttle_time_ms: 0,
-        node_endpoints: Vec::new(),
+        node_endpoints: match &hint.endpoint {
+            Some(endpoint) if redirected => vec![endpoint.clone()],
+            _ => Vec::new(),
+        },
     };
     encode_produce_response(correlation_id, version, &response)
 }
@@ -339,7 +390,7 @@ mod tests {
                 Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1)),
             ),
         ];
-        let frame = produce_response_frame(42, 9, slots);
+        let frame = produce_response_frame(42, 9, slots, &LeaderHint::default());
         let mut r = WireReader::new(frame[0].slice(4..));
         let header = ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(9));
         assert_eq!(header.unwrap().correlation_id, 42);
