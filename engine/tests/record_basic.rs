@@ -238,6 +238,26 @@ fn a_compressed_batch_is_read_like_the_plain_one_and_kept_as_it_came() {
     assert_eq!(view.record_refs().count(), 3);
 }
 
+/// A compressed batch may hold more records than its compressed bytes could at 7 bytes each
+/// (librdkafka's zstd and gzip batches of short values do): accepted, header checks included.
+#[test]
+fn a_compressed_batch_smaller_than_seven_bytes_a_record_is_accepted() {
+    let mut builder = RecordBatchBuilder::new(0, 1);
+    for _ in 0..1000 {
+        builder.append(0, None, Some(b"same"), &[]);
+    }
+    let plain = builder.build();
+    let compressed = zstd_batch(&plain, &plain[RECORDS_OFFSET..]);
+    assert!(
+        compressed.len() - RECORDS_OFFSET < 1000 * 7,
+        "{}",
+        compressed.len()
+    );
+    assert!(BatchHeader::read(&compressed).is_ok());
+    let view = BatchView::parse(compressed).unwrap();
+    assert_eq!(view.record_refs().count(), 1000);
+}
+
 #[test]
 fn a_compressed_batch_whose_records_do_not_match_its_header_is_refused() {
     let plain = three_record_batch();

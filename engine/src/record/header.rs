@@ -133,9 +133,12 @@ impl BatchHeader {
             return Err(mismatch);
         }
         // Each record takes at least MIN_RECORD_LEN bytes: a count the length cannot hold is
-        // corruption, caught here before anyone loops over it.
+        // corruption, caught here before anyone loops over it. Not for a compressed batch: its
+        // records can take far less than that (100 short values zstd-compress into a few
+        // hundred bytes); `BatchView::parse` bounds its count by the decompressed length.
         let records_bytes = self.total_len() - BATCH_HEADER_LEN;
-        if self.records_count as usize > records_bytes / MIN_RECORD_LEN {
+        let compressed = self.attributes & ATTR_COMPRESSION_MASK != 0;
+        if !compressed && self.records_count as usize > records_bytes / MIN_RECORD_LEN {
             return Err(mismatch);
         }
         Ok(())

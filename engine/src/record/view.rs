@@ -7,7 +7,7 @@ use bytes::Bytes;
 use super::batch::Batch;
 use super::compression::{self, Compression, MAX_DECOMPRESSED_BYTES};
 use super::error::RecordError;
-use super::header::{BatchHeader, CRC_START, RECORDS_OFFSET};
+use super::header::{BatchHeader, CRC_START, MIN_RECORD_LEN, RECORDS_OFFSET};
 use super::varint;
 
 /// One record of a batch. Key, value and headers are slices of the batch's [`Bytes`] (no copy).
@@ -86,6 +86,12 @@ impl BatchView {
             codec => {
                 let section = &bytes[RECORDS_OFFSET..];
                 let plain = compression::decompress(codec, section, MAX_DECOMPRESSED_BYTES)?;
+                if count as usize > plain.len() / MIN_RECORD_LEN {
+                    return Err(RecordError::RecordCountMismatch {
+                        records_count: header.records_count,
+                        last_offset_delta: header.last_offset_delta,
+                    });
+                }
                 validate_records(&plain, 0, count).map_err(|source| {
                     RecordError::InCompressedRecords {
                         codec: codec.name(),
