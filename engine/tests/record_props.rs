@@ -2,7 +2,7 @@
 //! corruption and truncation are always rejected with an error (never a panic).
 
 use bytes::{Bytes, BytesMut};
-use engine::record::control::{ControlRecord, LeaderChange, QuorumReassignment};
+use engine::record::control::{ControlRecord, LeaderChange, ProducerIdBlock, QuorumReassignment};
 use engine::record::varint;
 use engine::record::{
     peek_batch_len, BatchHeader, BatchIter, BatchView, RecordBatchBuilder, RecordError, CRC_OFFSET,
@@ -214,6 +214,35 @@ proptest! {
             ControlRecord::decode_batch(&view),
             Ok(vec![ControlRecord::QuorumReassignment(message)])
         );
+    }
+
+    #[test]
+    fn producer_id_blocks_round_trip_and_truncations_are_errors(
+        node_id in any::<i32>(),
+        incarnation in any::<u64>(),
+        first_id in 0i64..i64::MAX / 2,
+        count in 1i32..i32::MAX,
+        base_offset in 0i64..1 << 40,
+        epoch in 0i32..i32::MAX,
+    ) {
+        let block = ProducerIdBlock { node_id, incarnation, first_id, count };
+        let value = block.encode();
+        prop_assert_eq!(ProducerIdBlock::decode(&value), Ok(block));
+        for len in 0..value.len() {
+            prop_assert!(ProducerIdBlock::decode(&value[..len]).is_err());
+        }
+        let view = BatchView::parse(block.to_batch(base_offset, epoch, 1).freeze()).unwrap();
+        prop_assert!(view.is_control());
+        prop_assert_eq!(ProducerIdBlock::from_batch(&view), Ok(block));
+        prop_assert_eq!(
+            ControlRecord::decode_batch(&view),
+            Ok(vec![ControlRecord::ProducerIdBlock(block)])
+        );
+        // Blocks that are not ranges of non-negative ids are refused.
+        for (first_id, count) in [(-1, count), (first_id, 0), (first_id, -count), (i64::MAX - 1, 2)] {
+            let bad = ProducerIdBlock { node_id, incarnation, first_id, count };
+            prop_assert!(ProducerIdBlock::decode(&bad.encode()).is_err());
+        }
     }
 
     #[test]

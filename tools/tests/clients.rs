@@ -387,8 +387,20 @@ fn start_script(
     prefix: &str,
     env: &[(&str, &str)],
 ) -> (ProcessGuard, std::sync::mpsc::Receiver<Value>) {
+    start_script_on(script, cluster, &[1, 2, 3], count, prefix, env)
+}
+
+/// [`start_script`] with the bootstrap list in the order of `ids`.
+fn start_script_on(
+    script: &str,
+    cluster: &Cluster,
+    ids: &[i32],
+    count: usize,
+    prefix: &str,
+    env: &[(&str, &str)],
+) -> (ProcessGuard, std::sync::mpsc::Receiver<Value>) {
     use std::io::BufRead;
-    let servers: Vec<String> = (1..=3).map(|id| cluster.addr(id).to_string()).collect();
+    let servers: Vec<String> = ids.iter().map(|&id| cluster.addr(id).to_string()).collect();
     let path = workspace().join("tools/tests/clients").join(script);
     let mut child = Command::new("timeout")
         .arg("150")
@@ -536,17 +548,17 @@ fn confluent_kafka_produces_lz4_with_acks_all_and_consumes_every_record_once() {
     assert_exactly_once(&run, 300, "ck", false, &mut cluster);
 }
 
-/// kafka-python (no retries) while the leader is SIGKILLed after a third of the records are
-/// acknowledged and restarted a second later: the consumer follows the new leader and reads
-/// every acknowledged record once, in order; a send that failed was written at most once.
-#[test]
-fn kafka_python_loses_nothing_acknowledged_across_a_leader_kill_and_restart() {
+/// An idempotent producer with retries (`script`) while the leader is SIGKILLed after a third of
+/// the records are acknowledged and restarted a second later: sends in flight are retried to the
+/// new leader, the consumer follows it, and every record is acknowledged and read exactly once,
+/// in order, and stored once in every log. The bootstrap list starts with `first`.
+fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str, first: Order) {
     let mut cluster = Cluster::new(3);
     cluster.start_all();
     let leader = cluster.wait_for_leader(None);
     let count = 600;
-    let script = "produce_consume_kafka_python.py";
-    let (_script, rx) = start_script(script, &cluster, count, "kill", &[("RETRIES", "0")]);
+    let order = first.servers(leader);
+    let (_script, rx) = start_script_on(script, &cluster, &order, count, prefix, &[]);
     let mut run = Run::default();
     collect(&rx, &mut run, Duration::from_secs(60), |r| {
         r.acked.len() >= count / 3
@@ -556,17 +568,56 @@ fn kafka_python_loses_nothing_acknowledged_across_a_leader_kill_and_restart() {
         "too few acknowledged before the kill: {run:?}"
     );
     cluster.node(leader).process.take(); // SIGKILL via the guard
-    let acked_before = run.acked.len();
     std::thread::sleep(Duration::from_secs(1));
     cluster.start(leader, &[]);
     collect(&rx, &mut run, Duration::from_secs(140), |_| false);
-    // Sends in flight during the election fail (no retries); later ones reach the new leader.
+    assert_exactly_once(&run, count, prefix, false, &mut cluster);
+    let producers = producer_ids_in(&cluster.nodes[0].dir);
     assert!(
-        run.acked.len() >= acked_before + 20,
-        "the producer did not go on after the kill: {acked_before} then {} acked",
-        run.acked.len()
+        !producers.is_empty() && producers.iter().all(|&id| id >= 0),
+        "every data batch comes from an idempotent producer: {producers:?}"
     );
-    assert_exactly_once(&run, count, "kill", true, &mut cluster);
+}
+
+/// The producer ids of the data batches in a stopped node's log (-1: not idempotent).
+fn producer_ids_in(dir: &Path) -> BTreeSet<i64> {
+    read_batches(dir)
+        .iter()
+        .filter(|view| !view.is_control())
+        .map(|view| view.producer_id())
+        .collect()
+}
+
+/// Where a script's bootstrap list starts.
+#[derive(Clone, Copy)]
+enum Order {
+    /// A follower first: its producer id comes from a follower's block.
+    FollowerFirst,
+    /// The leader first.
+    LeaderFirst,
+}
+
+impl Order {
+    fn servers(self, leader: i32) -> Vec<i32> {
+        let mut ids: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+        match self {
+            Order::FollowerFirst => ids.push(leader),
+            Order::LeaderFirst => ids.insert(0, leader),
+        }
+        ids
+    }
+}
+
+#[test]
+fn idempotent_kafka_python_across_a_leader_kill_writes_every_record_once() {
+    let script = "produce_consume_kafka_python.py";
+    loses_and_duplicates_nothing_across_a_leader_kill(script, "kpkill", Order::LeaderFirst);
+}
+
+#[test]
+fn idempotent_confluent_kafka_across_a_leader_kill_writes_every_record_once() {
+    let script = "produce_consume_confluent.py";
+    loses_and_duplicates_nothing_across_a_leader_kill(script, "ckkill", Order::FollowerFirst);
 }
 
 /// kcat (Debian's, librdkafka 2.0) produces with acks=all and zstd (100 short lines compress to

@@ -247,3 +247,124 @@ fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
         }
     }
 }
+
+/// Asks node `id` for producer ids until `count` are handed out (a node without a committed
+/// block yet answers COORDINATOR_LOAD_IN_PROGRESS, retried here as clients do), bounded.
+fn producer_ids_from(cluster: &Cluster, id: i32, count: usize) -> Vec<i64> {
+    use net::wire::kafka::InitProducerIdRequest;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut ids = Vec::new();
+    while ids.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "node {id} handed out only {ids:?}"
+        );
+        let Ok(mut client) = BlockingClient::connect(cluster.addr(id), TIMEOUT) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        let request = InitProducerIdRequest {
+            transactional_id: None,
+            transaction_timeout_ms: 60_000,
+            producer_id: -1,
+            producer_epoch: -1,
+        };
+        match client.init_producer_id(&request) {
+            Ok(answer) if answer.error == ErrorCode::NONE => {
+                assert_eq!(answer.producer_epoch, 0);
+                ids.push(answer.producer_id);
+            }
+            Ok(answer) => {
+                assert_eq!(
+                    answer.error,
+                    ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+                    "node {id}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    ids
+}
+
+/// The producer-id blocks in a stopped node's log, in log order.
+fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::ProducerIdBlock> {
+    use engine::record::control::ProducerIdBlock;
+    read_batches(dir)
+        .iter()
+        .filter_map(|view| ProducerIdBlock::from_batch(view).ok())
+        .collect()
+}
+
+/// Every node hands out producer ids, the followers from blocks the leader reserved for them
+/// through the log; no id is handed out twice, also not by a follower SIGKILLed and restarted
+/// (its new run gets a block of its own), and the voters' logs hold the same blocks, none
+/// overlapping another.
+#[test]
+fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let mut handed: Vec<(i32, i64)> = Vec::new();
+    for id in 1..=3 {
+        handed.extend(
+            producer_ids_from(&cluster, id, 3)
+                .into_iter()
+                .map(|p| (id, p)),
+        );
+    }
+    cluster.node(follower).process.take(); // SIGKILL
+    cluster.start(follower, &[]);
+    for id in [follower, leader] {
+        handed.extend(
+            producer_ids_from(&cluster, id, 2)
+                .into_iter()
+                .map(|p| (id, p)),
+        );
+    }
+    let distinct: std::collections::BTreeSet<i64> = handed.iter().map(|&(_, p)| p).collect();
+    assert_eq!(
+        distinct.len(),
+        handed.len(),
+        "an id handed out twice: {handed:?}"
+    );
+
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}");
+    }
+    let logs: Vec<_> = cluster
+        .nodes
+        .iter()
+        .map(|n| producer_id_blocks(&n.dir))
+        .collect();
+    let blocks = &logs[(leader - 1) as usize];
+    // One block per node, and one more for the restarted follower's new run.
+    assert_eq!(blocks.len(), 4, "{blocks:?}");
+    for (i, a) in blocks.iter().enumerate() {
+        for b in &blocks[i + 1..] {
+            assert!(
+                a.end_id() <= b.first_id || b.end_id() <= a.first_id,
+                "{a:?} {b:?}"
+            );
+        }
+    }
+    for (id, producer_id) in &handed {
+        let owner = blocks
+            .iter()
+            .filter(|b| (b.first_id..b.end_id()).contains(producer_id))
+            .map(|b| b.node_id)
+            .collect::<Vec<_>>();
+        assert_eq!(owner, vec![*id], "id {producer_id} from node {id}");
+    }
+    for log in &logs {
+        // A follower stopped before it fetched the last block holds a prefix of them.
+        assert_eq!(
+            log[..],
+            blocks[..log.len()],
+            "every voter's log holds the same blocks"
+        );
+        assert!(log.len() >= 3, "{log:?}");
+    }
+}

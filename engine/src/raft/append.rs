@@ -12,17 +12,50 @@ impl RaftCore {
     pub(crate) fn on_client_append(
         &mut self,
         id: u64,
-        mut bytes: BytesMut,
+        bytes: BytesMut,
         record_count: u32,
         acks: Acks,
         out: &mut Vec<Output>,
     ) {
-        if self.qs.leader().is_none() || self.is_shutting_down() {
-            return self.fail_append(id, acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
+        if let Err(error) = self.check_append(&bytes, record_count, false) {
+            return self.fail_append(id, acks, error, out);
         }
-        // A leader from here on: nothing below changes the role.
+        let (base_offset, end_offset) = self.append_stamped(bytes, record_count, false, out);
+        if acks != Acks::None {
+            self.leading().appends.push_back(PendingAppend {
+                id,
+                base_offset,
+                end_offset,
+                acks,
+            });
+        }
+        self.complete_parked_with_records(out);
+    }
+
+    /// A control batch of the node's own (a producer-id block). Not answered: a node that wants
+    /// it sees it in the log and its commit in the high watermark, and asks again if it never
+    /// comes (not the leader, or the unflushed bytes are over the limit).
+    pub(crate) fn on_append_control(&mut self, bytes: BytesMut, out: &mut Vec<Output>) {
+        if self.check_append(&bytes, 1, true).is_err() {
+            return;
+        }
+        self.append_stamped(bytes, 1, true, out);
+        self.complete_parked_with_records(out);
+    }
+
+    /// Whether a batch may be appended now: only by a serving leader, within the bound on bytes
+    /// not yet durable, and only whole batches whose header agrees with what the caller says.
+    fn check_append(
+        &self,
+        bytes: &[u8],
+        record_count: u32,
+        is_control: bool,
+    ) -> Result<(), ErrorCode> {
+        if self.qs.leader().is_none() || self.is_shutting_down() {
+            return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        }
         if record_count == 0 {
-            return self.fail_append(id, acks, ErrorCode::INVALID_REQUEST, out);
+            return Err(ErrorCode::INVALID_REQUEST);
         }
         // Bounded memory between the core and the disk: beyond the limit a client is told to
         // retry (one batch larger than the limit still goes through when nothing is pending).
@@ -30,14 +63,26 @@ impl RaftCore {
         if (unflushed > 0 && unflushed + bytes.len() > self.config.max_unflushed_bytes)
             || self.log.unflushed_ops() >= self.config.max_unflushed_ops
         {
-            return self.fail_append(id, acks, ErrorCode::REQUEST_TIMED_OUT, out);
+            return Err(ErrorCode::REQUEST_TIMED_OUT);
         }
-        let Some(header) = record_glue::whole_batch_header(&bytes) else {
-            return self.fail_append(id, acks, ErrorCode::CORRUPT_MESSAGE, out);
+        let Some(header) = record_glue::whole_batch_header(bytes) else {
+            return Err(ErrorCode::CORRUPT_MESSAGE);
         };
-        if header.records_count as u32 != record_count || header.is_control() {
-            return self.fail_append(id, acks, ErrorCode::INVALID_REQUEST, out);
+        if header.records_count as u32 != record_count || header.is_control() != is_control {
+            return Err(ErrorCode::INVALID_REQUEST);
         }
+        Ok(())
+    }
+
+    /// Appends a checked batch at the log end in the leader's epoch; returns its offsets
+    /// (base, end).
+    fn append_stamped(
+        &mut self,
+        mut bytes: BytesMut,
+        record_count: u32,
+        is_control: bool,
+        out: &mut Vec<Output>,
+    ) -> (i64, i64) {
         let base_offset = self.log.end_offset();
         let epoch = self.qs.epoch();
         debug_assert_eq!(
@@ -50,20 +95,12 @@ impl RaftCore {
             base_offset,
             epoch,
             record_count,
-            is_control: false,
+            is_control,
             bytes: bytes.freeze(),
         };
         let end_offset = batch.end_offset();
         self.log.append(vec![batch], out);
-        if acks != Acks::None {
-            self.leading().appends.push_back(PendingAppend {
-                id,
-                base_offset,
-                end_offset,
-                acks,
-            });
-        }
-        self.complete_parked_with_records(out);
+        (base_offset, end_offset)
     }
 
     /// Answers a leader's appends that are committed (Quorum) or durable here (Leader).

@@ -127,6 +127,7 @@ impl RaftCore {
                 record_count,
                 acks,
             } => self.on_client_append(id, batch, record_count, acks, out),
+            Input::AppendControl { batch } => self.on_append_control(batch, out),
             Input::ClientFetch { id, fetch } => self.on_client_fetch(id, fetch, out),
             Input::Shutdown => self.on_shutdown(out),
         }

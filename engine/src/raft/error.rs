@@ -40,7 +40,8 @@ error_codes! {
     NOT_LEADER_OR_FOLLOWER = 6, "this server is not the leader";
     REQUEST_TIMED_OUT = 7, "the request timed out";
     BROKER_NOT_AVAILABLE = 8, "the server is shutting down or resigned; retry elsewhere";
-    COORDINATOR_NOT_AVAILABLE = 15, "no producer ids can be handed out here now (not the leader); retry";
+    COORDINATOR_LOAD_IN_PROGRESS = 14, "this node's producer ids are not ready yet; retry";
+    COORDINATOR_NOT_AVAILABLE = 15, "no producer ids can be handed out here now; retry";
     TOPIC_AUTHORIZATION_FAILED = 29, "topic authorization failed";
     GROUP_AUTHORIZATION_FAILED = 30, "group authorization failed";
     CLUSTER_AUTHORIZATION_FAILED = 31, "cluster authorization failed";

@@ -92,6 +92,10 @@ pub enum Input {
         record_count: u32,
         acks: Acks,
     },
+    /// On the leader, one control batch of the node's own (a producer-id block, docs/protocol.md
+    /// "Idempotent producers"), appended like a client's batch. Not answered; dropped when not
+    /// the leader or over the bound on bytes not yet durable (the node asks again).
+    AppendControl { batch: bytes::BytesMut },
     /// A consumer's read of the log (a Kafka Fetch of `__cluster_metadata`-0 with replica id
     /// -1), answered exactly once with [`Output::ClientFetchDone`] of the same `id`
     /// (docs/protocol.md section 16).

@@ -1,5 +1,6 @@
 //! Control records (docs/protocol.md section 13, "Record batches"): LeaderChange (Kafka's type 2
-//! and layout, so Kafka tools can read it) and ringraft's QuorumReassignment (private type 100).
+//! and layout, so Kafka tools can read it), ringraft's QuorumReassignment (private type 100) and
+//! ProducerIdBlock (private type 101, docs/protocol.md "Idempotent producers").
 //!
 //! A control batch has attribute bit 5 set. Each control record's key is `int16 version (0),
 //! int16 type`; its value is a flexible-version message (compact arrays and strings, tagged
@@ -27,6 +28,9 @@ impl ControlRecordType {
     pub const KRAFT_VOTERS: Self = Self(6);
     /// ringraft's own: a voter-set change (AlterQuorum), docs/protocol.md section 1.
     pub const QUORUM_REASSIGNMENT: Self = Self(100);
+    /// ringraft's own: producer ids reserved for one node (docs/protocol.md, "Idempotent
+    /// producers").
+    pub const PRODUCER_ID_BLOCK: Self = Self(101);
 
     /// The version of the key layout ringraft writes.
     pub const KEY_VERSION: i16 = 0;
@@ -89,11 +93,26 @@ pub struct QuorumReassignment {
     pub target_voters: Option<Vec<i32>>,
 }
 
+/// ringraft's producer-id reservation (type 101): ids `first_id .. first_id + count` belong to
+/// node `node_id` while it runs as incarnation `incarnation` (a random number drawn at start, so
+/// a restarted node never hands out ids a former run of it may have handed out).
+///
+/// Value layout (flexible): NodeId int32 · Incarnation int64 · FirstId int64 · Count int32 ·
+/// tagged fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerIdBlock {
+    pub node_id: i32,
+    pub incarnation: u64,
+    pub first_id: i64,
+    pub count: i32,
+}
+
 /// A decoded control record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ControlRecord {
     LeaderChange(LeaderChange),
     QuorumReassignment(QuorumReassignment),
+    ProducerIdBlock(ProducerIdBlock),
     /// A type ringraft does not interpret, with its raw value.
     Other {
         control_type: ControlRecordType,
@@ -205,6 +224,61 @@ impl QuorumReassignment {
     }
 }
 
+impl ProducerIdBlock {
+    /// The first id past the block.
+    pub fn end_id(&self) -> i64 {
+        self.first_id.saturating_add(i64::from(self.count))
+    }
+
+    pub fn encode(&self) -> BytesMut {
+        let mut out = BytesMut::with_capacity(25);
+        out.put_i32(self.node_id);
+        out.put_u64(self.incarnation);
+        out.put_i64(self.first_id);
+        out.put_i32(self.count);
+        put_uvarint(&mut out, 0); // tagged fields
+        out
+    }
+
+    /// Decodes the value; a negative first id or a count that is not positive is refused, as is
+    /// a block running past the largest id.
+    pub fn decode(value: &[u8]) -> Result<Self, RecordError> {
+        let mut reader = ValueReader::new(value, ControlRecordType::PRODUCER_ID_BLOCK);
+        let node_id = reader.i32()?;
+        let incarnation = reader.i64()? as u64;
+        let first_id = reader.i64()?;
+        let count = reader.i32()?;
+        if first_id < 0 || count <= 0 || first_id.checked_add(i64::from(count)).is_none() {
+            return Err(reader.error("FirstId and Count do not make a block of ids"));
+        }
+        reader.skip_tagged_fields()?;
+        reader.finish()?;
+        Ok(Self {
+            node_id,
+            incarnation,
+            first_id,
+            count,
+        })
+    }
+
+    /// A control batch holding this one record.
+    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
+        control_batch(
+            ControlRecordType::PRODUCER_ID_BLOCK,
+            &self.encode(),
+            base_offset,
+            epoch,
+            timestamp_ms,
+        )
+    }
+
+    /// Decodes a control batch holding exactly one ProducerIdBlock record.
+    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
+        let value = single_control_value(batch, ControlRecordType::PRODUCER_ID_BLOCK)?;
+        Self::decode(&value)
+    }
+}
+
 impl ControlRecord {
     /// Decodes every record of a control batch, in order.
     pub fn decode_batch(batch: &BatchView) -> Result<Vec<ControlRecord>, RecordError> {
@@ -232,6 +306,9 @@ impl ControlRecord {
                     }
                     ControlRecordType::QUORUM_REASSIGNMENT => {
                         ControlRecord::QuorumReassignment(QuorumReassignment::decode(&value()?)?)
+                    }
+                    ControlRecordType::PRODUCER_ID_BLOCK => {
+                        ControlRecord::ProducerIdBlock(ProducerIdBlock::decode(&value()?)?)
                     }
                     _ => ControlRecord::Other {
                         control_type,
@@ -346,6 +423,11 @@ impl<'a> ValueReader<'a> {
     fn i32(&mut self) -> Result<i32, RecordError> {
         let bytes = self.take(4, "truncated int32")?;
         Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    fn i64(&mut self) -> Result<i64, RecordError> {
+        let bytes = self.take(8, "truncated int64")?;
+        Ok(i64::from_be_bytes(bytes.try_into().expect("8 bytes")))
     }
 
     fn uvarint(&mut self) -> Result<u32, RecordError> {

@@ -76,6 +76,7 @@ impl BrokerDirectory {
         FetchRequestExtras {
             endpoints: (!shown).then(|| self.own.clone()),
             known_brokers: Some(self.held.as_ref().map_or(0, |h| h.version)),
+            producer_ids: None,
         }
     }
 

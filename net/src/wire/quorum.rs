@@ -6,6 +6,7 @@
 //! response is sent as an iovec chain without copying the records.
 
 use bytes::Bytes;
+use engine::producer_ids::BlockWanted;
 use engine::raft::{
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, DescribeQuorumRequest,
     DescribeQuorumResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, ErrorCode,
@@ -31,6 +32,10 @@ const TAG_DURABLE_OFFSET: u32 = 0;
 /// version of the broker list it holds.
 const TAG_CLIENT_ENDPOINTS: u32 = 1;
 const TAG_KNOWN_BROKERS: u32 = 2;
+/// Tagged field of FetchQuorumRecords requests: the fetcher wants a block of producer ids
+/// (docs/protocol.md, "Idempotent producers"): incarnation u64, the first id of the newest block
+/// it has i64.
+const TAG_PRODUCER_IDS_WANTED: u32 = 3;
 /// Tagged field of FetchQuorumRecords responses: the leader's broker list.
 const TAG_BROKER_LIST: u32 = 0;
 
@@ -43,6 +48,8 @@ pub struct FetchRequestExtras {
     /// The version of the broker list the fetcher holds, 0 for none; None from a fetcher that
     /// takes no list (the leader then sends none).
     pub known_brokers: Option<u64>,
+    /// The fetcher wants producer ids.
+    pub producer_ids: Option<BlockWanted>,
 }
 /// Tagged fields of DescribeQuorum: the partition's target voters, and per replica timestamps.
 const TAG_TARGET_VOTERS: u32 = 0;
@@ -145,7 +152,13 @@ fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchReque
         inner.into_inner()
     });
     let known = extras.known_brokers.map(u64::to_be_bytes);
-    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(3);
+    let wanted = extras.producer_ids.map(|w| {
+        let mut payload = [0u8; 16];
+        payload[..8].copy_from_slice(&w.incarnation.to_be_bytes());
+        payload[8..].copy_from_slice(&w.have.to_be_bytes());
+        payload
+    });
+    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(4);
     if durable_offset != -1 {
         tags.push((TAG_DURABLE_OFFSET, &durable));
     }
@@ -154,6 +167,9 @@ fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchReque
     }
     if let Some(known) = &known {
         tags.push((TAG_KNOWN_BROKERS, known));
+    }
+    if let Some(wanted) = &wanted {
+        tags.push((TAG_PRODUCER_IDS_WANTED, wanted));
     }
     w.tagged_fields(&tags);
 }
@@ -211,6 +227,7 @@ pub fn decode_request_with(
             };
             let mut endpoints = None;
             let mut known = None;
+            let mut producer_ids = None;
             r.tagged_fields(|tag, payload| {
                 match tag {
                     TAG_DURABLE_OFFSET => {
@@ -219,6 +236,14 @@ pub fn decode_request_with(
                     TAG_CLIENT_ENDPOINTS => endpoints = Some(payload),
                     TAG_KNOWN_BROKERS => {
                         known = Some(WireReader::new(payload).i64("known brokers")? as u64)
+                    }
+                    TAG_PRODUCER_IDS_WANTED => {
+                        let mut inner = WireReader::new(payload);
+                        producer_ids = Some(BlockWanted {
+                            incarnation: inner.i64("producer ids incarnation")? as u64,
+                            have: inner.i64("producer ids held")?,
+                        });
+                        inner.finish()?;
                     }
                     _ => return Ok(false),
                 }
@@ -237,6 +262,7 @@ pub fn decode_request_with(
             let extras = FetchRequestExtras {
                 endpoints,
                 known_brokers: known,
+                producer_ids,
             };
             return Ok((Request::FetchQuorumRecords(fetch), extras));
         }
@@ -771,6 +797,10 @@ mod tests {
                 port: 9092,
             }]),
             known_brokers: Some(0x1234),
+            producer_ids: Some(BlockWanted {
+                incarnation: u64::MAX - 3,
+                have: 5000,
+            }),
         };
         let mut w = WireWriter::new();
         encode_request_with(&fetch_request(), &extras, &mut w);
@@ -778,7 +808,7 @@ mod tests {
         let mut r = WireReader::new(bytes.clone());
         let (request, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
         assert_eq!((request, decoded), (fetch_request(), extras));
-        // A node that knows only tag 0 reads the same request and skips tags 1 and 2.
+        // A node that knows only tag 0 reads the same request and skips tags 1 to 3.
         let mut r = WireReader::new(bytes);
         assert_eq!(
             decode_request(api::FETCH_QUORUM_RECORDS, &mut r).unwrap(),

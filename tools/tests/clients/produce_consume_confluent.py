@@ -1,13 +1,14 @@
-"""Produce and consume through confluent-kafka 2 (librdkafka; docs/clients.md): a producer with
-acks=all and lz4 compression (idempotence off: librdkafka asks one broker for a producer id, and
-only the leader hands them out yet) sends COUNT records PREFIX-0.. to
-__cluster_metadata-0, one every few milliseconds, while a consumer assigned the partition reads
+"""Produce and consume through confluent-kafka 2 (librdkafka; docs/clients.md): an idempotent
+producer (acks=all, lz4; librdkafka asks any one broker for its producer id, which every
+ringraft node hands out) sends COUNT records PREFIX-0.. to __cluster_metadata-0, one every few milliseconds, while a consumer assigned the partition reads
 it from the beginning (librdkafka needs a group.id even for a manual assignment; no group
 coordinator is ever asked). Prints one JSON line per event: {"acked": [offset, value]},
 {"failed": [value, error]}, {"consumed": [offset, value]}, then {"done": ...} once every acked
 record was consumed or the deadline passed.
+With IDEMPOTENT=0 in the environment the producer is not idempotent.
 Usage: python produce_consume_confluent.py HOST:PORT,... COUNT PREFIX"""
 import json
+import os
 import sys
 import threading
 import time
@@ -51,8 +52,9 @@ def delivered(error, message):
 
 reader = threading.Thread(target=consume)
 reader.start()
-producer = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": False,
-                     "compression.type": "lz4", "linger.ms": 2})
+idempotent = os.environ.get("IDEMPOTENT", "1") == "1"
+producer = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": idempotent,
+                     "compression.type": "lz4", "linger.ms": 2, "message.timeout.ms": 60000})
 for i in range(count):
     producer.produce(TOPIC, value=f"{prefix}-{i}".encode(), partition=0, on_delivery=delivered)
     producer.poll(0)

@@ -1,12 +1,12 @@
-"""Produce and consume through kafka-python 3 (docs/clients.md): a producer with acks=all and
-idempotence off (kafka-python 3's idempotent producer asks FindCoordinator first, which ringraft
-does not serve yet) sends COUNT records PREFIX-0.. to __cluster_metadata-0,
+"""Produce and consume through kafka-python 3 (docs/clients.md): a producer with acks=all,
+idempotent as kafka-python 3 is by default (it asks any node for its producer id), sends COUNT
+records PREFIX-0.. to __cluster_metadata-0,
 one every few milliseconds, while a consumer assigned the partition (no group) reads it from the
 beginning. Prints one JSON line per event: {"acked": [offset, value]}, {"failed": [value, error]},
 {"consumed": [offset, value]}, then {"done": ...} once every acked record was consumed or the
 deadline passed.
-With RETRIES=0 in the environment a failed send is reported, never retried (so a record is
-written at most once even across a leader kill).
+With IDEMPOTENT=0 and RETRIES=0 in the environment the producer is not idempotent and a failed
+send is reported, never retried (so a record is written at most once even across a leader kill).
 Usage: python produce_consume_kafka_python.py HOST:PORT,... COUNT PREFIX"""
 import os
 import json
@@ -45,7 +45,8 @@ def consume():
 
 reader = threading.Thread(target=consume)
 reader.start()
-producer = KafkaProducer(bootstrap_servers=servers, acks="all", enable_idempotence=False,
+idempotent = os.environ.get("IDEMPOTENT", "1") == "1"
+producer = KafkaProducer(bootstrap_servers=servers, acks="all", enable_idempotence=idempotent,
                          retries=int(os.environ.get("RETRIES", "2147483647")),
                          request_timeout_ms=5000, retry_backoff_ms=100)
 for i in range(count):

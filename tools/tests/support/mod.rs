@@ -146,8 +146,8 @@ pub fn batch(value: &str) -> Bytes {
     builder.build().freeze()
 }
 
-/// Every data record in a log directory as (offset, value), read with the log's reader.
-pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
+/// Every batch in a stopped node's log directory, in log order, read with the log's reader.
+pub fn read_batches(dir: &Path) -> Vec<BatchView> {
     let log = engine::log::Log::open(dir, engine::log::LogConfig::for_reading()).unwrap();
     let mut out = Vec::new();
     let mut offset = log.start_offset();
@@ -160,16 +160,23 @@ pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
         );
         for piece in pieces {
             let view = BatchView::parse(piece).unwrap();
-            if !view.is_control() {
-                for record in view.records() {
-                    let value = record.value.clone().unwrap_or_default();
-                    out.push((
-                        record.offset(view.base_offset()),
-                        String::from_utf8(value.to_vec()).unwrap(),
-                    ));
-                }
-            }
             offset = view.next_offset();
+            out.push(view);
+        }
+    }
+    out
+}
+
+/// Every data record in a log directory as (offset, value).
+pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    for view in read_batches(dir).iter().filter(|v| !v.is_control()) {
+        for record in view.records() {
+            let value = record.value.clone().unwrap_or_default();
+            out.push((
+                record.offset(view.base_offset()),
+                String::from_utf8(value.to_vec()).unwrap(),
+            ));
         }
     }
     out

@@ -440,3 +440,64 @@ fn offset_out_of_range_with_truncation_point_is_a_truncation() {
     let out = respond_fetch(&mut h, c, r);
     assert!(matches!(log_ops(&out)[..], [LogOpKind::TruncateTo(2)]));
 }
+
+#[test]
+fn a_leader_appends_the_nodes_control_batches_and_nobody_else_does() {
+    use crate::record::control::ProducerIdBlock;
+    let block = ProducerIdBlock {
+        node_id: 2,
+        incarnation: 7,
+        first_id: 0,
+        count: 1000,
+    };
+    let (mut f, _) = Harness::follower(2, &[1, 2, 3], 3, 1, log(0, &[]));
+    let out = f.step(Input::AppendControl {
+        batch: block.to_batch(0, 0, 1),
+    });
+    assert!(log_ops(&out).is_empty(), "a follower appends nothing");
+
+    let mut h = Harness::leader(1, &[1, 2, 3], 2, log(0, &[]));
+    let end = h.core.log_end_offset();
+    let out = h.step(Input::AppendControl {
+        batch: client_batch(1),
+    });
+    assert!(
+        log_ops(&out).is_empty(),
+        "a data batch is not a control batch"
+    );
+    let out = h.step(Input::AppendControl {
+        batch: block.to_batch(0, 0, 1),
+    });
+    let ops = log_ops(&out);
+    let [LogOpKind::Append(batches)] = &ops[..] else {
+        panic!("one append expected: {ops:?}");
+    };
+    assert_eq!(
+        (
+            batches[0].base_offset,
+            batches[0].epoch,
+            batches[0].is_control
+        ),
+        (end, 2, true)
+    );
+    let view = crate::record::BatchView::parse(batches[0].bytes.clone()).unwrap();
+    assert_eq!(ProducerIdBlock::from_batch(&view), Ok(block));
+    // A client may not append a control batch.
+    let out = h.step(Input::ClientAppend {
+        id: 9,
+        batch: block.to_batch(0, 0, 1),
+        record_count: 1,
+        acks: Acks::Quorum,
+    });
+    assert!(log_ops(&out).is_empty());
+    assert!(matches!(
+        &appends_done(&out)[..],
+        [(
+            9,
+            AppendResult::Failed {
+                error: ErrorCode::INVALID_REQUEST,
+                ..
+            }
+        )]
+    ));
+}

@@ -1,18 +1,17 @@
 //! The Kafka read APIs on a node (docs/clients.md, docs/protocol.md "Consumer reads"): Fetch
 //! (each partition of ours becomes one `Input::ClientFetch`, answered when the core's
 //! `Output::ClientFetchDone` for it arrives), ListOffsets and OffsetForLeaderEpoch (read-only
-//! queries of the core, answered at once), and InitProducerId (a producer id from
-//! idempotence.rs). Only the leader serves them; the others answer NOT_LEADER_OR_FOLLOWER with
-//! the leader they know, which a Kafka client follows after refreshing its Metadata.
+//! queries of the core, answered at once). Only the leader serves them; the others answer
+//! NOT_LEADER_OR_FOLLOWER with the leader they know, which a Kafka client follows after
+//! refreshing its Metadata. InitProducerId is in producer_ids.rs.
 
 use super::*;
 use crate::wire::kafka::{
     EpochEndOffset, EpochEndOffsetResponse, FetchPartitionData, FetchRequest, FetchResponse,
-    FetchableTopic, InitProducerIdRequest, InitProducerIdResponse, LeaderIdAndEpoch,
-    ListOffsetsPartitionResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ListOffsetsTopicResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-    OffsetForLeaderTopicResult, EARLIEST_TIMESTAMP, FETCH, INIT_PRODUCER_ID, LATEST_TIMESTAMP,
-    LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH,
+    FetchableTopic, LeaderIdAndEpoch, ListOffsetsPartitionResponse, ListOffsetsRequest,
+    ListOffsetsResponse, ListOffsetsTopicResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult, EARLIEST_TIMESTAMP, FETCH,
+    LATEST_TIMESTAMP, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH,
 };
 use engine::raft::{ClientFetch, ClientFetchResult, OffsetSpec};
 
@@ -275,46 +274,6 @@ impl Node {
                         .collect(),
                 })
                 .collect(),
-        };
-        let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
-    }
-
-    pub(in crate::node) fn handle_init_producer_id(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
-        let Ok(request) = InitProducerIdRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad InitProducerId body");
-        };
-        let seq = self.reserve_response(conn);
-        let answer = if let Err(error) = self.access(conn, INIT_PRODUCER_ID) {
-            Err(error)
-        } else if request
-            .transactional_id
-            .as_deref()
-            .is_some_and(|id| !id.is_empty())
-        {
-            // Transactions are not served: no coordinator, no markers (docs/clients.md).
-            Err(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        } else {
-            // A producer asking to bump its epoch (v3+, KIP-360) gets a fresh id instead: its
-            // sequences start again at 0 either way.
-            self.allocate_producer_id()
-        };
-        let (error, producer_id, producer_epoch) = match answer {
-            Ok((id, epoch)) => (ErrorCode::NONE, id, epoch),
-            Err(error) => (error, -1, -1),
-        };
-        let response = InitProducerIdResponse {
-            throttle_time_ms: 0,
-            error,
-            producer_id,
-            producer_epoch,
         };
         let mut w = self.response_writer(header, spec);
         response.encode(&mut w, header.api_version);

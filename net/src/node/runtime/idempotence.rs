@@ -1,14 +1,14 @@
 //! Idempotent produce on the node (docs/protocol.md, "Idempotent producers"): the producer state
 //! fed from every log change the core makes, the check of each batch with a producer id before
-//! the core sees it, duplicates answered with their original offsets once committed, producer
-//! ids for the InitProducerId handler, and the rebuild of the state from the log at start.
+//! the core sees it, duplicates answered with their original offsets once committed, and the
+//! rebuild of the state (and of the producer-id blocks, producer_ids.rs) from the log at start.
 
 use std::time::Instant;
 
 use engine::log::{Log, LogError};
-use engine::producer_ids::{ProducerIdError, ProducerIds};
 use engine::producers::{ProducerStates, SequenceCheck, Sequenced};
 use engine::raft::Offset;
+use engine::record::control::ProducerIdBlock;
 use engine::record::{BatchHeader, RecordError};
 
 use super::*;
@@ -20,7 +20,6 @@ const REBUILD_READ_BYTES: usize = 8 << 20;
 #[derive(Default)]
 pub(super) struct Idempotence {
     pub(super) producers: ProducerStates,
-    ids: ProducerIds,
     /// Duplicates waiting for the high watermark to pass their original batch:
     /// (original end offset, append id) -> original base offset.
     waiting: BTreeMap<(Offset, u64), Offset>,
@@ -58,10 +57,18 @@ pub(super) struct RebuildStats {
     pub(super) bytes: u64,
 }
 
+/// What the log implies for idempotent producers: the producer state, and the producer-id
+/// blocks with their offsets.
+#[derive(Default)]
+pub(super) struct Rebuilt {
+    pub(super) producers: ProducerStates,
+    pub(super) blocks: Vec<(Offset, ProducerIdBlock)>,
+    pub(super) stats: RebuildStats,
+}
+
 /// The producer state the log implies, read from its batch headers, oldest first.
-pub(super) fn rebuild(log: &Log) -> Result<(ProducerStates, RebuildStats), RebuildError> {
-    let mut producers = ProducerStates::default();
-    let mut stats = RebuildStats::default();
+pub(super) fn rebuild(log: &Log) -> Result<Rebuilt, RebuildError> {
+    let mut rebuilt = Rebuilt::default();
     let end = log.end_offset();
     let mut offset = log.start_offset();
     while offset < end {
@@ -74,52 +81,47 @@ pub(super) fn rebuild(log: &Log) -> Result<(ProducerStates, RebuildStats), Rebui
         for piece in pieces {
             let header = BatchHeader::read(&piece)
                 .map_err(|source| RebuildError::Batch { offset, source })?;
-            if let Some(batch) = Sequenced::of(&header).filter(|_| !header.is_control()) {
-                producers.append(&batch, header.base_offset);
+            if header.is_control() {
+                if let Some(block) = super::producer_ids::producer_id_block(&piece) {
+                    rebuilt.blocks.push((header.base_offset, block));
+                }
+            } else if let Some(batch) = Sequenced::of(&header) {
+                rebuilt.producers.append(&batch, header.base_offset);
             }
-            stats.batches += 1;
-            stats.bytes += piece.len() as u64;
+            rebuilt.stats.batches += 1;
+            rebuilt.stats.bytes += piece.len() as u64;
             offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
         }
     }
-    Ok((producers, stats))
+    Ok(rebuilt)
 }
 
 impl Node {
-    /// Rebuilds the producer state from `log` before the node serves anything (start-up).
-    pub(super) fn rebuild_idempotence(log: &Log) -> Result<Idempotence, NodeError> {
+    /// Rebuilds the producer state and the producer-id blocks of node `own_id` from `log`
+    /// before the node serves anything (start-up).
+    pub(super) fn rebuild_idempotence(
+        log: &Log,
+        own_id: NodeId,
+    ) -> Result<(Idempotence, super::producer_ids::ProducerIds), NodeError> {
         let started = Instant::now();
-        let (producers, stats) = rebuild(log)?;
+        let rebuilt = rebuild(log)?;
         info!(
-            batches = stats.batches,
-            bytes = stats.bytes,
-            producers = producers.len(),
+            batches = rebuilt.stats.batches,
+            bytes = rebuilt.stats.bytes,
+            producers = rebuilt.producers.len(),
+            producer_id_blocks = rebuilt.blocks.len(),
             ms = started.elapsed().as_millis() as u64,
             "rebuilt the producer state from the log"
         );
-        Ok(Idempotence {
-            producers,
-            ..Idempotence::default()
-        })
-    }
-
-    /// A fresh producer id and epoch 0 for the InitProducerId handler, never handed out by any
-    /// leader before (docs/protocol.md, "Idempotent producers"). Not the leader:
-    /// COORDINATOR_NOT_AVAILABLE, which clients retry (on another node).
-    pub fn allocate_producer_id(&mut self) -> Result<(i64, i16), ErrorCode> {
-        if self.core.role() != Role::Leader {
-            return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+        let mut ids = super::producer_ids::ProducerIds::new(own_id);
+        for (offset, block) in rebuilt.blocks {
+            ids.recovered(offset, block);
         }
-        self.idempotence
-            .ids
-            .allocate(self.core.epoch())
-            .map_err(|error| {
-                warn!(%error, "no producer id handed out");
-                match error {
-                    ProducerIdError::Exhausted { .. } => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                    ProducerIdError::BadEpoch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
-                }
-            })
+        let idempotence = Idempotence {
+            producers: rebuilt.producers,
+            ..Idempotence::default()
+        };
+        Ok((idempotence, ids))
     }
 
     /// Decides what becomes of one batch of a Produce from `conn`, before the core sees it.

@@ -287,6 +287,9 @@ impl Node {
         );
         let list = match (&pending.fetch, response) {
             (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
+                if let (true, Some(wanted)) = (fetch.trusted, fetch.extras.producer_ids) {
+                    self.producer_ids_asked(fetch.replica, wanted);
+                }
                 self.broker_list_for(fetch)
             }
             _ => None,

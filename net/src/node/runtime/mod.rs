@@ -34,6 +34,7 @@ mod inbound;
 mod metadata;
 mod peers;
 mod produce;
+mod producer_ids;
 mod sasl;
 mod tls;
 
@@ -174,8 +175,10 @@ pub struct Node {
     /// Every broker's client endpoints, for Metadata and DescribeCluster (node/brokers.rs).
     brokers: BrokerDirectory,
     counters: NodeCounters,
-    /// Producer state, duplicates waiting, producer ids (idempotence.rs).
+    /// Producer state and duplicates waiting (idempotence.rs).
     idempotence: idempotence::Idempotence,
+    /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
+    producer_ids: producer_ids::ProducerIds,
 }
 
 fn boot_seed(node_id: NodeId) -> u64 {
@@ -210,7 +213,7 @@ impl Node {
         let log = Log::open(&config.log_dir, log_config)?;
         let snapshot = log.snapshot();
         // Before serving: a new leader must know every producer the log holds.
-        let idempotence = Node::rebuild_idempotence(&log)?;
+        let (idempotence, producer_ids) = Node::rebuild_idempotence(&log, config.broker_id)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,
@@ -341,6 +344,7 @@ impl Node {
             brokers,
             counters: NodeCounters::default(),
             idempotence,
+            producer_ids,
         })
     }
 
@@ -383,6 +387,7 @@ impl Node {
             }
             self.drain_writer();
             self.expire_produces(self.now_ms());
+            self.tend_producer_ids(self.now_ms());
             self.tend_probes();
             self.tend_sasl();
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
@@ -665,6 +670,7 @@ impl CoreDriver for Node {
             Output::Respond { id, response } => self.respond(id, &response),
             Output::Log(op) => {
                 self.track_log_op(&op);
+                self.track_producer_id_blocks(&op);
                 self.writer().submit(writer_request(op))
             }
             Output::ReadLog {
@@ -691,6 +697,7 @@ impl CoreDriver for Node {
             Output::HighWatermark(hw) => {
                 debug!(hw, "high watermark");
                 self.on_high_watermark(hw);
+                self.commit_producer_id_blocks(hw);
             }
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::ClientFetchDone { id, result } => self.client_fetch_done(id, result),

@@ -101,9 +101,13 @@ impl Node {
         }
         .write(&mut w, true);
         // A fetch carries this node's client endpoints and the broker list version it holds
-        // (node/brokers.rs); the core never sees them.
+        // (node/brokers.rs), and its wish for producer ids (producer_ids.rs); the core never
+        // sees them.
         let extras = match request {
-            Request::FetchQuorumRecords(_) => self.brokers.fetch_extras(),
+            Request::FetchQuorumRecords(_) => quorum::FetchRequestExtras {
+                producer_ids: self.producer_ids.wanted(),
+                ..self.brokers.fetch_extras()
+            },
             _ => quorum::FetchRequestExtras::default(),
         };
         quorum::encode_request_with(request, &extras, &mut w);
