@@ -4,7 +4,7 @@
 use bytes::{Bytes, BytesMut};
 use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
 use engine::record::{
-    peek_batch_len, stamp, BatchHeader, BatchView, RecordBatchBuilder, RecordError,
+    peek_batch_len, stamp, Batch, BatchHeader, BatchView, RecordBatchBuilder, RecordError,
     BATCH_HEADER_LEN, CRC_OFFSET, CRC_START, MAGIC_OFFSET, RECORDS_OFFSET,
 };
 
@@ -155,6 +155,38 @@ fn trailing_and_missing_bytes_are_length_errors() {
         }
     );
     assert!(error.is_incomplete());
+}
+
+/// A stored batch is checked for framing and CRC only: a "gzip" batch whose records section is
+/// not gzip (with a CRC made to match) fails a full parse but passes as stored, which is why
+/// only batches validated in full on their way into the log are read that way.
+#[test]
+fn a_stored_batch_is_not_decompressed_but_its_crc_is_checked() {
+    let mut batch = three_record_batch();
+    let attributes_at = CRC_START;
+    batch[attributes_at + 1] |= 1; // compression: gzip
+    recrc(&mut batch);
+    let batch = batch.freeze();
+    assert!(matches!(
+        BatchView::parse(batch.clone()),
+        Err(RecordError::Decompression { .. })
+    ));
+    let stored = Batch::from_stored(batch.clone()).unwrap();
+    assert_eq!(
+        (
+            stored.base_offset,
+            stored.epoch,
+            stored.record_count,
+            stored.is_control
+        ),
+        (100, 7, 3, false)
+    );
+    let mut damaged = batch.to_vec();
+    damaged[RECORDS_OFFSET] ^= 1;
+    assert!(matches!(
+        Batch::from_stored(Bytes::from(damaged)),
+        Err(RecordError::CrcMismatch { .. })
+    ));
 }
 
 /// Rewrites the CRC so that a deliberate change of the records reaches the framing checks.

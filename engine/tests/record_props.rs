@@ -402,6 +402,10 @@ proptest! {
         }
         prop_assert!(!iter.failed());
         prop_assert_eq!(iter.position(), all.len());
+        // The stored-batch split finds the same batches with the same header fields.
+        let stored: Vec<_> = BatchIter::new(all.clone()).stored().map(Result::unwrap).collect();
+        let from_views: Vec<_> = got.iter().map(BatchView::to_raft_batch).collect();
+        prop_assert_eq!(stored, from_views);
 
         let cut = cut.index(all.len());
         let whole = boundaries.iter().filter(|&&b| b > 0 && b <= cut).count();
@@ -412,6 +416,11 @@ proptest! {
         prop_assert_eq!(iter.failed(), !on_boundary);
         prop_assert_eq!(results.len(), whole + usize::from(!on_boundary));
         prop_assert_eq!(iter.position(), boundaries[whole]);
+        let mut stored = BatchIter::new(all.slice(..cut)).stored();
+        let results: Vec<_> = stored.by_ref().collect();
+        prop_assert_eq!(results.iter().filter(|r| r.is_ok()).count(), whole);
+        prop_assert_eq!(results.len(), whole + usize::from(!on_boundary));
+        prop_assert_eq!(stored.position(), boundaries[whole]);
 
         // Corrupt one byte of the CRC-covered part of some batch: the batches before it survive.
         let mut corrupt = all.to_vec();
@@ -419,12 +428,19 @@ proptest! {
         let batch = boundaries.iter().rposition(|&b| b <= at).unwrap();
         prop_assume!(at - boundaries[batch] >= CRC_OFFSET);
         corrupt[at] ^= 0x40;
-        let mut iter = BatchIter::new(Bytes::from(corrupt));
+        let corrupt = Bytes::from(corrupt);
+        let mut iter = BatchIter::new(corrupt.clone());
         let results: Vec<_> = iter.by_ref().collect();
         prop_assert_eq!(results.len(), batch + 1);
         prop_assert!(results[..batch].iter().all(Result::is_ok));
         prop_assert!(results[batch].is_err());
         prop_assert_eq!(iter.position(), boundaries[batch]);
+        // The CRC alone catches the same damage.
+        let mut stored = BatchIter::new(corrupt).stored();
+        let results: Vec<_> = stored.by_ref().collect();
+        prop_assert_eq!(results.len(), batch + 1);
+        prop_assert!(results[batch].is_err());
+        prop_assert_eq!(stored.position(), boundaries[batch]);
     }
 }
 

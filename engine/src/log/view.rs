@@ -16,6 +16,7 @@ use super::batch_meta::{self, BATCH_HEADER_LEN};
 use super::segment::SegmentFile;
 use super::LogError;
 use crate::base::Offset;
+use crate::record::Batch;
 
 /// How often a read is retried when truncations keep racing it, before it returns nothing (the
 /// Raft core then answers the fetch empty and the follower asks again).
@@ -135,7 +136,7 @@ impl LogView {
     }
 }
 
-/// Keeps the leading run of batches that pass full validation (framing, CRC-32C, records) and
+/// Keeps the leading run of batches whose framing and CRC-32C are intact ([`Batch::from_stored`]) and
 /// continue each other in offset order from the one holding `from_offset`; returns it and how many
 /// batches were dropped.
 fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
@@ -143,15 +144,18 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
     let mut kept = Vec::with_capacity(total);
     let mut expected: Option<Offset> = None;
     for batch in batches {
-        let meta = match batch_meta::validate(&batch) {
+        // Every batch was validated in full before it was appended: a read checks the framing
+        // and CRC-32C, which catch whatever the disk did to it.
+        let meta = match Batch::from_stored(batch.clone()) {
             Ok(meta) => meta,
-            Err(reason) => {
+            Err(error) => {
+                let reason = error.to_string();
                 tracing::warn!(%reason, "a batch read from the log failed validation; read cut short");
                 break;
             }
         };
         let continues = match expected {
-            None => meta.last_offset >= from_offset,
+            None => meta.end_offset() > from_offset,
             Some(next) => meta.base_offset == next,
         };
         if !continues {
@@ -162,7 +166,7 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
             );
             break;
         }
-        expected = Some(meta.next_offset());
+        expected = Some(meta.end_offset());
         kept.push(batch);
     }
     let dropped = (total - kept.len()) as u32;

@@ -27,5 +27,5 @@ pub use batch::Batch;
 pub use builder::RecordBatchBuilder;
 pub use error::RecordError;
 pub use header::*;
-pub use scan::BatchIter;
+pub use scan::{BatchIter, StoredBatchIter};
 pub use view::{BatchView, Record, RecordIter, RecordRef, RecordRefIter};

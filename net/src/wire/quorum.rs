@@ -555,17 +555,15 @@ fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsRespons
     })
 }
 
-/// Splits a records field into validated batches (CRC included), each a slice of the frame.
+/// Splits a records field into batches, each a slice of the frame. The leader validated each in
+/// full when it entered the log; here the framing and CRC-32C are checked
+/// (`Batch::from_stored`), so a follower does not decompress every compressed batch again.
 pub fn split_batches(records: Bytes) -> Result<Vec<engine::raft::Batch>, DecodeError> {
-    let mut iter = BatchIter::new(records);
+    let mut iter = BatchIter::new(records).stored();
     let mut batches = Vec::new();
     while let Some(batch) = iter.next() {
         let at = iter.position();
-        batches.push(
-            batch
-                .map_err(|source| DecodeError::Records { at, source })?
-                .to_raft_batch(),
-        );
+        batches.push(batch.map_err(|source| DecodeError::Records { at, source })?);
     }
     Ok(batches)
 }

@@ -591,12 +591,14 @@ impl Node {
     }
 }
 
-/// Log reads return raw batches; the core wants them with their header fields lifted out.
+/// Log reads return raw batches; the core wants them with their header fields lifted out. The
+/// log's reader checked their framing and CRC-32C already; this checks them once more in the
+/// raft thread's own terms and never decompresses (`Batch::from_stored`).
 fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
     let mut batches = Vec::with_capacity(pieces.len());
     for piece in pieces {
-        match BatchView::parse(piece) {
-            Ok(view) => batches.push(view.to_raft_batch()),
+        match Batch::from_stored(piece) {
+            Ok(batch) => batches.push(batch),
             Err(error) => {
                 warn!(%error, "a batch read from the log failed validation; read cut short");
                 break;
