@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -18,35 +18,12 @@ use engine::raft::ErrorCode;
 use net::client::BlockingClient;
 use net::wire::kafka::MetadataResponse;
 use serde_json::Value;
+use support::clients::{kcat, venv_python, workspace};
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// Every client run is killed after this (coreutils `timeout`), so a hung client fails the test.
 const CLIENT_LIMIT_SECS: &str = "30";
-const INSTALL_HINT: &str = "run .ci/install-clients.sh (README.md's test command does)";
-
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
-}
-
-fn venv_python() -> PathBuf {
-    let python = workspace().join("target/venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: {INSTALL_HINT}",
-        python.display()
-    );
-    python
-}
-
-fn kcat() -> PathBuf {
-    let found = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("kcat"))
-        .find(|path| path.is_file());
-    found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
-}
 
 /// Runs `program args` under `timeout`, returning its stdout (or why it failed).
 fn run(program: &Path, args: &[&str]) -> Result<String, String> {

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod clients;
+
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::ops::{Deref, DerefMut};

@@ -101,7 +101,10 @@ pub(super) struct ServerFirstSent {
     gs2_header: String,
     client_first_bare: String,
     pub(super) server_first: String,
+    /// The combined nonce: the client's, then the server's.
     nonce: String,
+    /// How many bytes of `nonce` are the client's.
+    client_nonce_len: usize,
     credential: ScramCredential,
     known: bool,
 }
@@ -171,9 +174,21 @@ pub(super) fn server_first(
         client_first_bare: bare.into(),
         server_first,
         nonce,
+        client_nonce_len: client_nonce.len(),
         credential: lookup.credential,
         known: lookup.known,
     })
+}
+
+/// Whether a client-final `r=` is the client nonce followed by the whole combined nonce, as
+/// librdkafka (kcat, confluent-kafka) writes it: it joins its own nonce to the server-first's
+/// `r=` value, which already starts with it. Kafka's broker accepts any `r=` that ends with the
+/// combined nonce; this accepts that one form besides the exact one (docs/security.md,
+/// "SASL"). The server's part is still required whole, so a replayed final message still fails,
+/// and the proof covers the `r=` as sent.
+fn repeats_client_nonce(nonce: &str, sent: &ServerFirstSent) -> bool {
+    let client_nonce = &sent.nonce[..sent.client_nonce_len];
+    nonce.strip_prefix(client_nonce) == Some(sent.nonce.as_str())
 }
 
 /// The client's final message in: the proof checked, the server's signature out.
@@ -194,7 +209,7 @@ pub(super) fn server_final(sent: &ServerFirstSent, token: &[u8]) -> Result<SaslS
         .next()
         .and_then(|part| attribute(part, "r"))
         .ok_or(SaslError::Malformed("SCRAM: expected r=nonce"))?;
-    if nonce != sent.nonce {
+    if nonce != sent.nonce && !repeats_client_nonce(nonce, sent) {
         return Err(SaslError::NonceMismatch);
     }
     if let Some(extension) = parts.next() {

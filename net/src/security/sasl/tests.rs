@@ -307,6 +307,79 @@ fn a_wrong_nonce_fails() {
     }
 }
 
+/// A client-final for alice whose `r=` is `nonce(client nonce, combined nonce)`, with the proof
+/// computed over that text (as a client that writes it so would), stepped into a server that
+/// has sent its first message.
+fn final_with_nonce(
+    mechanism: Mechanism,
+    nonce: impl FnOnce(&str, &str) -> String,
+) -> Result<(SaslStep, Vec<u8>), SaslError> {
+    let scram = mechanism.scram().unwrap();
+    let client_nonce = "fyko+d2lbbFgONRv9qkxdawL";
+    let first_bare = format!("n=alice,r={client_nonce}");
+    let mut server = SaslServer::new(mechanism, store());
+    let SaslStep::Continue(challenge) = server.step(format!("n,,{first_bare}").as_bytes())? else {
+        panic!("SCRAM takes two steps");
+    };
+    let server_first = String::from_utf8(challenge).unwrap();
+    let field = |name: &str| {
+        let prefix = format!("{name}=");
+        let part = server_first.split(',').find(|p| p.starts_with(&prefix));
+        part.unwrap()[prefix.len()..].to_owned()
+    };
+    let (combined, salt) = (field("r"), BASE64.decode(field("s")).unwrap());
+    let iterations: u32 = field("i").parse().unwrap();
+    let without_proof = format!("c=biws,r={}", nonce(client_nonce, &combined));
+    let salted = scram.salted_password(b"alice-pw", &salt, iterations);
+    let (client_key, server_key) = scram.client_and_server_keys(&salted);
+    let auth_message = format!("{first_bare},{server_first},{without_proof}");
+    let signature = scram.hmac(&scram.hash(&client_key), &[auth_message.as_bytes()]);
+    let proof: Vec<u8> = client_key
+        .iter()
+        .zip(&signature)
+        .map(|(k, s)| k ^ s)
+        .collect();
+    let client_final = format!("{without_proof},p={}", BASE64.encode(proof));
+    let step = server.step(client_final.as_bytes())?;
+    Ok((step, scram.hmac(&server_key, &[auth_message.as_bytes()])))
+}
+
+/// librdkafka (kcat, confluent-kafka) writes its client-final's `r=` as its own nonce followed
+/// by the server-first's whole `r=` (which starts with that nonce again); Kafka's broker takes
+/// it, and so does this one, with the server's signature over the text as sent. No other
+/// prefix or suffix is taken.
+#[test]
+fn librdkafkas_repeated_client_nonce_is_accepted() {
+    for mechanism in SCRAM {
+        let exact = final_with_nonce(mechanism, |_, combined| combined.to_owned()).unwrap();
+        let repeated =
+            final_with_nonce(mechanism, |client, combined| format!("{client}{combined}")).unwrap();
+        for (step, server_signature) in [exact, repeated] {
+            let SaslStep::Done { user, token } = step else {
+                panic!("{mechanism}: {step:?}");
+            };
+            assert_eq!(user, "alice");
+            assert_eq!(
+                token,
+                format!("v={}", BASE64.encode(server_signature)).into_bytes()
+            );
+        }
+        let refused: [fn(&str, &str) -> String; 4] = [
+            |client, combined| format!("{client}{client}{combined}"),
+            |client, combined| format!("{combined}{client}"),
+            |client, combined| format!("{}{combined}", &client[1..]),
+            |client, combined| format!("{client}{}", &combined[..combined.len() - 1]),
+        ];
+        for nonce in refused {
+            assert_eq!(
+                final_with_nonce(mechanism, nonce).unwrap_err(),
+                SaslError::NonceMismatch,
+                "{mechanism}"
+            );
+        }
+    }
+}
+
 #[test]
 fn channel_binding_is_refused() {
     for mechanism in SCRAM {

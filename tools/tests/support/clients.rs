@@ -1,0 +1,59 @@
+//! The real Kafka clients the process tests drive (docs/clients.md): Debian's `kcat` on the PATH
+//! and the Python clients in the venv at `target/venv`, both installed by
+//! `.ci/install-clients.sh`. A missing client fails the test with that hint; it never skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+pub const INSTALL_HINT: &str = "run .ci/install-clients.sh (README.md's test command does)";
+
+pub fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+pub fn venv_python() -> PathBuf {
+    let python = workspace().join("target/venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: {INSTALL_HINT}",
+        python.display()
+    );
+    python
+}
+
+pub fn kcat() -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kcat"))
+        .find(|path| path.is_file());
+    found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
+}
+
+/// A script beside the client tests (`tools/tests/clients/NAME`).
+pub fn script(name: &str) -> PathBuf {
+    workspace().join("tools/tests/clients").join(name)
+}
+
+/// `program args` under coreutils `timeout`: SIGTERM after `limit`, SIGKILL 5 s later, so a
+/// hung client ends the run instead of the test. `stdin` is written to the program's standard
+/// input (then closed). Returns how it exited and everything it printed.
+pub fn run_bounded(program: &Path, args: &[&str], stdin: &[u8], limit: Duration) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("timeout")
+        .arg("--kill-after=5")
+        .arg(format!("{}", limit.as_secs().max(1)))
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("timeout {}: {e}", program.display()));
+    let mut input = child.stdin.take().unwrap();
+    // A client that exits before reading everything closes the pipe: not this run's error.
+    let _ = input.write_all(stdin);
+    drop(input);
+    child.wait_with_output().unwrap()
+}
