@@ -59,6 +59,11 @@ pub fn decompress(codec: Compression, input: &[u8], limit: usize) -> Result<Vec<
         reason,
     };
     match codec {
+        // Nothing to undo; BatchView::parse never asks, but the bound holds here too.
+        Compression::None if input.len() > limit => Err(RecordError::DecompressedTooLarge {
+            codec: codec.name(),
+            limit,
+        }),
         Compression::None => Ok(input.to_vec()),
         Compression::Gzip => {
             read_bounded(&mut flate2::read::MultiGzDecoder::new(input), codec, limit)
@@ -247,6 +252,11 @@ mod tests {
     #[test]
     fn output_past_the_limit_is_refused_for_every_codec() {
         let zeros = vec![0u8; 1 << 20];
+        assert!(matches!(
+            decompress(Compression::None, &zeros, (1 << 20) - 1),
+            Err(RecordError::DecompressedTooLarge { .. })
+        ));
+        assert_eq!(decompress(Compression::None, &zeros, 1 << 20).unwrap(), zeros);
         for (codec, compressed) in compressed_every_way(&zeros) {
             let limit = (1 << 20) - 1;
             match decompress(codec, &compressed, limit) {
