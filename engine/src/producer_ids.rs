@@ -85,10 +85,6 @@ impl ProducerIdLedger {
         }
     }
 
-    pub fn incarnation(&self) -> u64 {
-        self.incarnation
-    }
-
     /// A block record was appended to the log at `offset`.
     pub fn on_append(&mut self, offset: Offset, block: ProducerIdBlock) {
         debug_assert!(
@@ -246,6 +242,22 @@ mod tests {
         assert_eq!(ledger.allocate(), Some(2001));
         assert_eq!(ledger.available(), i64::from(BLOCK_SIZE) - 2);
         assert_eq!(ledger.wanted(), None, "more than half a block is left");
+    }
+
+    #[test]
+    fn a_block_at_the_high_watermark_is_not_committed_and_one_below_it_is() {
+        let mut ledger = ProducerIdLedger::new(2, 7);
+        ledger.on_committed(5);
+        ledger.on_append(5, block(2, 7, 0));
+        assert_eq!(ledger.allocate(), None, "offset 5 is not below the high watermark 5");
+        assert!(ledger.on_committed(6));
+        assert_eq!(ledger.allocate(), Some(0));
+
+        // A block read back below what is known committed counts at once.
+        let mut ledger = ProducerIdLedger::new(2, 7);
+        ledger.on_committed(10);
+        ledger.on_append(3, block(2, 7, 4000));
+        assert_eq!(ledger.allocate(), Some(4000));
     }
 
     #[test]
