@@ -261,6 +261,28 @@ mod tests {
     }
 
     #[test]
+    fn the_same_block_seen_twice_gives_its_ids_once_and_the_newest_grant_is_remembered() {
+        let mut ledger = ProducerIdLedger::new(2, 7);
+        ledger.on_append(0, block(2, 7, 0));
+        ledger.on_committed(1);
+        ledger.on_append(0, block(2, 7, 0)); // read again below the high watermark
+        assert_eq!(ledger.available(), i64::from(BLOCK_SIZE));
+
+        ledger.on_append(1, block(4, 8, 1000));
+        ledger.on_append(2, block(4, 8, 2000));
+        ledger.on_committed(3);
+        let has_the_first = BlockWanted {
+            incarnation: 8,
+            have: 1000,
+        };
+        assert_eq!(
+            ledger.grant(4, has_the_first),
+            Err(NoGrant::Pending),
+            "the newer block is on its way"
+        );
+    }
+
+    #[test]
     fn a_node_asks_again_below_half_a_block_and_moves_on_to_the_next() {
         let mut ledger = ProducerIdLedger::new(1, 9);
         ledger.on_append(0, block(1, 9, 0));
