@@ -6,7 +6,7 @@
 mod log_support;
 
 use bytes::{Bytes, BytesMut};
-use engine::log::{FoundRecord, Log, LogConfig, TimestampTarget};
+use engine::log::{FoundRecord, Log, LogConfig, LookupStep, TimestampLookup, TimestampTarget};
 use engine::record::{BatchView, RecordBatchBuilder, CRC_START, RECORDS_OFFSET};
 use proptest::prelude::*;
 
@@ -365,4 +365,116 @@ proptest! {
         let log = Log::open(dir.path(), cfg).unwrap();
         check(&log)?;
     }
+}
+
+/// Runs `lookup` through the writer's reader thread, one step per job, as the node does; returns
+/// the answer and how many steps it took.
+fn lookup_through_the_reader(
+    writer: &engine::io::GroupCommitWriter,
+    lookup: TimestampLookup,
+) -> (Option<FoundRecord>, usize) {
+    use engine::io::{LookupRequest, WriterEvent};
+    let mut next = lookup;
+    for steps in 1..=10_000 {
+        writer
+            .lookup(LookupRequest {
+                lookup_id: steps as u64,
+                lookup: next,
+            })
+            .unwrap();
+        let step = loop {
+            match writer.events().recv_timeout(log_support::WAIT).unwrap() {
+                WriterEvent::LookupDone { lookup_id, result } => {
+                    assert_eq!(lookup_id, steps as u64);
+                    break result.unwrap();
+                }
+                WriterEvent::Durable { .. } => {}
+                other => panic!("unexpected event {other:?}"),
+            }
+        };
+        match step {
+            LookupStep::Done(found) => return (found, steps),
+            LookupStep::Continue(more) => next = more,
+        }
+    }
+    panic!("a lookup that never ends");
+}
+
+/// Through the reader thread: an answer in one step where the index points at it, and a search
+/// sent through 3 MiB of batches (by a MaxTimestamp that overstates its records) in steps of at
+/// most LOOKUP_STEP_BYTES, each a job of its own.
+#[test]
+fn lookups_through_the_reader_thread_run_in_bounded_steps() {
+    use engine::io::{WriterConfig, WriterRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let writer = log_support::start_writer(
+        dir.path(),
+        log_support::small_config(8 << 20),
+        WriterConfig {
+            read_bytes_per_sec: None,
+            ..WriterConfig::default()
+        },
+    );
+    let honest = batch(0, 1, &[10, 20], Kind::Plain, 20);
+    let mut liar = BytesMut::from(&honest[..]);
+    liar[35..43].copy_from_slice(&1_000_000_000_000_000i64.to_be_bytes());
+    let crc = crc32c::crc32c(&liar[CRC_START..]);
+    liar[17..21].copy_from_slice(&crc.to_be_bytes());
+    let mut batches = vec![liar.freeze()];
+    let mut next = 2;
+    let mut bytes = 0;
+    while bytes < 3 << 20 {
+        // Records at 1_700_000_000_000 + 0..4 (log_support's batches).
+        let b = log_support::batch(next, 1, 4, 1000);
+        bytes += b.len();
+        next += 4;
+        batches.push(b);
+    }
+    for (seq, b) in batches.into_iter().enumerate() {
+        writer.submit(WriterRequest::Append {
+            seq: seq as u64 + 1,
+            batches: vec![b],
+        });
+    }
+    let end = log_support::wait_durable(&writer, (next as u64 - 2) / 4 + 1);
+    assert_eq!(end, next);
+    let (found, steps) = lookup_through_the_reader(
+        &writer,
+        TimestampLookup::new(AtOrAfter(1_700_000_000_002), end),
+    );
+    assert_eq!(
+        found.map(|f| (f.offset, f.timestamp)),
+        Some((4, 1_700_000_000_002))
+    );
+    assert_eq!(steps, 1);
+    let before = writer
+        .reader_stats()
+        .bytes
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let (found, steps) = lookup_through_the_reader(
+        &writer,
+        TimestampLookup::new(AtOrAfter(2_000_000_000_000), end),
+    );
+    assert_eq!(found, None, "no record reaches it");
+    let walked = writer
+        .reader_stats()
+        .bytes
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - before;
+    assert!(
+        walked as usize >= bytes,
+        "the whole segment was searched: {walked}"
+    );
+    assert!(steps >= 3, "3 MiB in steps of 1 MiB: {steps} steps");
+    let widest = 8 << 10;
+    assert!(
+        walked as usize <= steps * (engine::log::LOOKUP_STEP_BYTES + widest),
+        "{walked} bytes in {steps} steps"
+    );
+    // Nothing has the largest MaxTimestamp but the overstated batch, whose records do not.
+    assert_eq!(
+        lookup_through_the_reader(&writer, TimestampLookup::new(Max, end)).0,
+        None
+    );
+    writer.shutdown();
 }
