@@ -704,7 +704,10 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
     use kafka_protocol::records::Compression;
     let python = venv_python();
     let mut cluster = Cluster::new(3);
-    cluster.start_all();
+    // The leader keeps its leadership while its followers are paused below (check-quorum).
+    for id in 1..=3 {
+        cluster.start(id, &["quorum.progress.timeout.ms=120000"]);
+    }
     let leader = cluster.wait_for_leader(None);
     let servers: Vec<String> = (1..=3).map(|id| cluster.addr(id).to_string()).collect();
     let servers = servers.join(",");
@@ -877,6 +880,53 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
         serde_json::json!([biggest.0, biggest.1]),
         "{out}"
     );
+
+    // Above the high watermark nothing counts: with the followers paused, a record durable on
+    // the leader (acks=1) is neither found by its time nor the largest, until it is committed.
+    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let pids = cluster.pids();
+    let paused = Resume(
+        pids.iter()
+            .filter(|(id, _)| followers.contains(id))
+            .map(|(_, pid)| *pid)
+            .collect(),
+    );
+    assert_eq!(paused.0.len(), 2);
+    for &pid in &paused.0 {
+        // SAFETY: plain syscall on our own child's pid.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    }
+    let late = t0 + 1_000;
+    let response = client
+        .produce(9, 1, timestamped_batch(&[late], Compression::None))
+        .unwrap()
+        .unwrap();
+    let late_offset = response.topics[0].partitions[0].base_offset;
+    assert!(late_offset >= hw, "{response:?}");
+    assert_eq!(
+        list_offset(&mut client, 7, -1).1,
+        hw,
+        "the high watermark waits"
+    );
+    assert_eq!(
+        list_offset(&mut client, 7, late - 1),
+        (ErrorCode::NONE, -1, -1, -1)
+    );
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
+    assert_eq!((offset, timestamp), biggest, "the largest committed time");
+    drop(paused); // SIGCONT: the followers fetch, the record is committed
+    let deadline = Instant::now() + WAIT;
+    while list_offset(&mut client, 7, -1).1 <= late_offset {
+        assert!(
+            Instant::now() < deadline,
+            "the high watermark never passed {late_offset}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, late - 1);
+    assert_eq!((offset, timestamp), (late_offset, late));
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
+    assert_eq!((offset, timestamp), (late_offset, late));
     drop((client, to_follower));
     for (id, status) in cluster.stop_all() {
         assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
@@ -885,3 +935,16 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
 
 /// Kafka's MAX_TIMESTAMP (-3).
 const MAX: i64 = net::wire::kafka::MAX_TIMESTAMP;
+
+/// Sends SIGCONT to the paused processes when dropped, so that a failed assertion never leaves
+/// a stopped process behind (the cluster's guards then kill them).
+struct Resume(Vec<u32>);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: plain syscall on our own child's pid.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+    }
+}
