@@ -333,7 +333,7 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
             }
             WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
             WriterEvent::Stopped { .. } => return,
-            WriterEvent::ReadDone { .. } => {}
+            WriterEvent::ReadDone { .. } | WriterEvent::LookupDone { .. } => {}
         }
     }
 }
@@ -375,7 +375,7 @@ impl Wakeups {
                     }
                     WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
                     WriterEvent::Stopped { .. } => return Err("the log writer stopped".into()),
-                    WriterEvent::ReadDone { .. } => {}
+                    WriterEvent::ReadDone { .. } | WriterEvent::LookupDone { .. } => {}
                 }
             },
         }

@@ -658,3 +658,321 @@ fn kcat_produces_and_consumes_every_record_once() {
         "read past the high watermark"
     );
 }
+
+/// A batch with one record per timestamp of `stamps`, as a Kafka client writes it (kafka-protocol
+/// computes its MaxTimestamp), compressed with `compression`.
+fn timestamped_batch(
+    stamps: &[i64],
+    compression: kafka_protocol::records::Compression,
+) -> bytes::Bytes {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let records: Vec<Record> = stamps
+        .iter()
+        .enumerate()
+        .map(|(i, timestamp)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // One batch, base sequence -1 (no producer id): see compressed_batch in cluster.rs.
+            sequence: i as i32 - 1,
+            timestamp: *timestamp,
+            key: None,
+            value: Some(bytes::Bytes::from(format!("ts-{timestamp}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    let mut out = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
+    out.freeze()
+}
+
+/// One ListOffsets of `__cluster_metadata`-0 at `timestamp` with the project's client at
+/// `version`: (error, offset, timestamp, leader epoch).
+fn list_offset(
+    client: &mut BlockingClient,
+    version: i16,
+    timestamp: i64,
+) -> (ErrorCode, i64, i64, i32) {
+    use net::wire::kafka::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+    let request = ListOffsetsRequest {
+        replica_id: -1,
+        isolation_level: 0,
+        topics: vec![ListOffsetsTopic {
+            name: "__cluster_metadata".into(),
+            partitions: vec![ListOffsetsPartition {
+                index: 0,
+                current_leader_epoch: -1,
+                timestamp,
+            }],
+        }],
+    };
+    let response = client.list_offsets_at(version, &request).unwrap();
+    let p = &response.topics[0].partitions[0];
+    (p.error, p.offset, p.timestamp, p.leader_epoch)
+}
+
+/// ListOffsets by timestamp and by max timestamp (docs/clients.md, "Offsets by timestamp") on
+/// records with known times: batches written by the project's client (one zstd-compressed, times
+/// going back inside a batch and between batches) and by kafka-python (`timestamp_ms`), looked
+/// up by the project's client at every version 1-7, by kafka-python (`offsets_for_times`,
+/// `list_partition_offsets` with MAX_TIMESTAMP) and by confluent-kafka (`offsets_for_times`,
+/// `list_offsets` with `max_timestamp`): each answer is the first record in offset order whose
+/// timestamp reaches the target (none past the last), as a scan of what was produced says.
+#[test]
+fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records_says() {
+    use kafka_protocol::records::Compression;
+    let python = venv_python();
+    let mut cluster = Cluster::new(3);
+    // The leader keeps its leadership while its followers are paused below (check-quorum).
+    for id in 1..=3 {
+        cluster.start(id, &["quorum.progress.timeout.ms=120000"]);
+    }
+    let leader = cluster.wait_for_leader(None);
+    let servers: Vec<String> = (1..=3).map(|id| cluster.addr(id).to_string()).collect();
+    let servers = servers.join(",");
+    // A day ahead: every LeaderChange control record (stamped with the leader's clock) is older
+    // than every target, so only the records below count.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let t0 = (now + 86_400_000) / 1000 * 1000;
+    let mut produced: Vec<(i64, i64)> = Vec::new(); // (offset, timestamp)
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let ours: [(&[i64], Compression); 3] = [
+        (&[t0 + 100, t0 + 110, t0 + 105], Compression::None),
+        (&[t0 + 300, t0 + 250, t0 + 320], Compression::Zstd),
+        (&[t0 + 200], Compression::None),
+    ];
+    for (stamps, compression) in ours {
+        let response = client
+            .produce(9, -1, timestamped_batch(stamps, compression))
+            .unwrap()
+            .unwrap();
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(p.error, ErrorCode::NONE, "{p:?}");
+        produced.extend(
+            stamps
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (p.base_offset + i as i64, *t)),
+        );
+    }
+    let script = workspace().join("tools/tests/clients/timestamps_kafka_python.py");
+    let script = script.to_str().unwrap();
+    let stamps = [t0 + 400, t0 + 150, t0 + 500].map(|t| t.to_string());
+    let mut args = vec![script, &servers, "produce"];
+    args.extend(stamps.iter().map(String::as_str));
+    let out = run(&python, &args).unwrap();
+    let acked: Value = serde_json::from_str(out.trim()).unwrap();
+    for pair in acked["acked"].as_array().unwrap() {
+        produced.push((pair[0].as_i64().unwrap(), pair[1].as_i64().unwrap()));
+    }
+    assert_eq!(produced.len(), 10, "{produced:?}");
+    let first_at = |target: i64| produced.iter().find(|(_, t)| *t >= target).copied();
+    let max = produced.iter().map(|(_, t)| *t).max().unwrap();
+    let biggest = first_at(max).unwrap();
+    assert_eq!(biggest.1, t0 + 500);
+    let targets: Vec<i64> = [0, 100, 101, 106, 111, 201, 260, 321, 401, 450, 500, 501]
+        .iter()
+        .map(|d| t0 + d)
+        .collect();
+    assert_eq!(
+        first_at(t0 + 106).map(|(_, t)| t),
+        Some(t0 + 110),
+        "inside a batch"
+    );
+    assert_eq!(
+        first_at(t0 + 201).map(|(_, t)| t),
+        Some(t0 + 300),
+        "not the next in time"
+    );
+    assert_eq!(first_at(t0 + 501), None, "past the last");
+
+    // The project's client, every version; the epoch of every batch is this leader's.
+    let epoch = client.describe_quorum().unwrap().leader_epoch;
+    for version in 1..=7 {
+        for target in targets.iter().copied().chain([MAX]) {
+            let want = if target == MAX {
+                Some(biggest)
+            } else {
+                first_at(target)
+            };
+            let (error, offset, timestamp, leader_epoch) =
+                list_offset(&mut client, version, target);
+            assert_eq!(error, ErrorCode::NONE, "v{version} {target}");
+            let (want_offset, want_timestamp) = want.unwrap_or((-1, -1));
+            assert_eq!(
+                (offset, timestamp),
+                (want_offset, want_timestamp),
+                "v{version} {target}"
+            );
+            let want_epoch = match (version, want) {
+                (4.., Some(_)) => epoch,
+                _ => -1,
+            };
+            assert_eq!(leader_epoch, want_epoch, "v{version} {target}");
+        }
+    }
+    // Before every record: the LeaderChange control record at offset 0, stamped with the
+    // leader's wall clock when it was elected, moments ago (as Kafka's control records are).
+    let (error, offset, timestamp, _) = list_offset(&mut client, 7, now - 86_400_000);
+    assert_eq!((error, offset), (ErrorCode::NONE, 0));
+    assert!(
+        (now - 120_000..=now + 5_000).contains(&timestamp),
+        "{timestamp} vs {now}"
+    );
+    // A partition named twice: both copies refused, as Kafka does.
+    {
+        use net::wire::kafka::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+        let partition = ListOffsetsPartition {
+            index: 0,
+            current_leader_epoch: -1,
+            timestamp: t0,
+        };
+        let twice = ListOffsetsRequest {
+            replica_id: -1,
+            isolation_level: 0,
+            topics: vec![ListOffsetsTopic {
+                name: "__cluster_metadata".into(),
+                partitions: vec![partition.clone(), partition],
+            }],
+        };
+        let response = client.list_offsets_at(7, &twice).unwrap();
+        let errors: Vec<ErrorCode> = response.topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.error)
+            .collect();
+        assert_eq!(errors, vec![ErrorCode::INVALID_REQUEST; 2]);
+    }
+    // Earliest and latest as before; another negative is no offset; a follower points away.
+    let hw = client.describe_quorum().unwrap().high_watermark;
+    assert_eq!(list_offset(&mut client, 7, -1).1, hw);
+    assert_eq!(list_offset(&mut client, 7, -2).1, 0);
+    assert_eq!(
+        list_offset(&mut client, 7, -7).0,
+        ErrorCode::INVALID_REQUEST
+    );
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    for target in [t0, MAX] {
+        let (error, ..) = list_offset(&mut to_follower, 7, target);
+        assert_eq!(error, ErrorCode::NOT_LEADER_OR_FOLLOWER, "{target}");
+    }
+
+    // kafka-python and confluent-kafka, through any node.
+    let stamps: Vec<String> = targets.iter().map(i64::to_string).collect();
+    let mut args = vec![script, &servers, "query"];
+    args.extend(stamps.iter().map(String::as_str));
+    let out = run(&python, &args).unwrap();
+    let kp: Value = serde_json::from_str(out.trim()).unwrap();
+    for target in &targets {
+        let got = &kp["found"][target.to_string()];
+        let want = first_at(*target).map(|(o, t)| serde_json::json!([o, t]));
+        assert_eq!(
+            got,
+            &want.unwrap_or(Value::Null),
+            "kafka-python {target}: {out}"
+        );
+    }
+    assert_eq!(
+        kp["max"],
+        serde_json::json!([biggest.0, biggest.1]),
+        "{out}"
+    );
+    let script = workspace().join("tools/tests/clients/timestamps_confluent.py");
+    let mut args = vec![script.to_str().unwrap(), &servers];
+    args.extend(stamps.iter().map(String::as_str));
+    let out = run(&python, &args).unwrap();
+    let ck: Value = serde_json::from_str(out.trim()).unwrap();
+    for target in &targets {
+        let want = first_at(*target).map_or(-1, |(o, _)| o);
+        assert_eq!(
+            ck["found"][target.to_string()],
+            want,
+            "confluent {target}: {out}"
+        );
+    }
+    assert_eq!(
+        ck["max"],
+        serde_json::json!([biggest.0, biggest.1]),
+        "{out}"
+    );
+
+    // Above the high watermark nothing counts: with the followers paused, a record durable on
+    // the leader (acks=1) is neither found by its time nor the largest, until it is committed.
+    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let pids = cluster.pids();
+    let paused = Resume(
+        pids.iter()
+            .filter(|(id, _)| followers.contains(id))
+            .map(|(_, pid)| *pid)
+            .collect(),
+    );
+    assert_eq!(paused.0.len(), 2);
+    for &pid in &paused.0 {
+        // SAFETY: plain syscall on our own child's pid.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    }
+    let late = t0 + 1_000;
+    let response = client
+        .produce(9, 1, timestamped_batch(&[late], Compression::None))
+        .unwrap()
+        .unwrap();
+    let late_offset = response.topics[0].partitions[0].base_offset;
+    assert!(late_offset >= hw, "{response:?}");
+    assert_eq!(
+        list_offset(&mut client, 7, -1).1,
+        hw,
+        "the high watermark waits"
+    );
+    assert_eq!(
+        list_offset(&mut client, 7, late - 1),
+        (ErrorCode::NONE, -1, -1, -1)
+    );
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
+    assert_eq!((offset, timestamp), biggest, "the largest committed time");
+    drop(paused); // SIGCONT: the followers fetch, the record is committed
+    let deadline = Instant::now() + WAIT;
+    while list_offset(&mut client, 7, -1).1 <= late_offset {
+        assert!(
+            Instant::now() < deadline,
+            "the high watermark never passed {late_offset}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, late - 1);
+    assert_eq!((offset, timestamp), (late_offset, late));
+    let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
+    assert_eq!((offset, timestamp), (late_offset, late));
+    drop((client, to_follower));
+    for (id, status) in cluster.stop_all() {
+        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
+    }
+}
+
+/// Kafka's MAX_TIMESTAMP (-3).
+const MAX: i64 = net::wire::kafka::MAX_TIMESTAMP;
+
+/// Sends SIGCONT to the paused processes when dropped, so that a failed assertion never leaves
+/// a stopped process behind (the cluster's guards then kill them).
+struct Resume(Vec<u32>);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: plain syscall on our own child's pid.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+    }
+}

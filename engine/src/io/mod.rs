@@ -1,12 +1,13 @@
 //! The log's threads: the io_uring [`GroupCommitWriter`] thread that makes appends durable in groups, the reader thread that
-//! serves catch-up reads off the writer's sequence, and the bounded event channel both report on.
+//! serves catch-up reads and timestamp lookups off the writer's sequence, and the bounded event
+//! channel both report on.
 
 mod events;
 pub mod reader;
 pub mod writer;
 
 pub use events::EVENT_CAPACITY;
-pub use reader::{ReadRefused, ReadRequest, ReaderStats, READ_QUEUE_CAPACITY};
+pub use reader::{LookupRequest, ReadRefused, ReadRequest, ReaderStats, READ_QUEUE_CAPACITY};
 pub use writer::{
     exit_on_fatal, GroupCommitWriter, RingInfo, SubmitError, SyncMode, WriterConfig, WriterError,
     WriterEvent, WriterRequest, WriterStats, READ_BYTES_PER_SEC, REQUEST_CAPACITY,

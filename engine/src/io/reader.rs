@@ -25,7 +25,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use super::events::EventSink;
 use super::writer::{WriterError, WriterEvent};
 use crate::base::Offset;
-use crate::log::LogView;
+use crate::log::{LogView, TimestampLookup};
 
 /// Reads waiting for the reader thread, at most. A follower has one fetch in flight, so this is
 /// room for that many lagging replicas at once; the memory of their results is bounded by the
@@ -39,6 +39,23 @@ pub struct ReadRequest {
     pub read_id: u64,
     pub from_offset: Offset,
     pub max_bytes: usize,
+}
+
+/// One step of a timestamp lookup (ListOffsets by timestamp: `engine::log::TimestampLookup`):
+/// answered with [`WriterEvent::LookupDone`], whose step says whether it is finished or what
+/// to queue next. One step walks at most `engine::log::LOOKUP_STEP_BYTES` of batches, so a long
+/// lookup takes turns with the catch-up reads in this queue instead of holding the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LookupRequest {
+    pub lookup_id: u64,
+    pub lookup: TimestampLookup,
+}
+
+/// What the reader thread is asked to do; both kinds share its bounded queue and its budget.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    Read(ReadRequest),
+    Lookup(LookupRequest),
 }
 
 /// Why a read was not queued. The read gets no `ReadDone`: the caller answers it itself (the node
@@ -61,6 +78,8 @@ pub struct ReaderStats {
     pub refused: AtomicU64,
     /// Snapshots thrown away because a truncation began during the read.
     pub retries: AtomicU64,
+    /// Timestamp lookup steps run.
+    pub lookup_steps: AtomicU64,
     /// Batches dropped for failing validation (never expected).
     pub invalid_batches: AtomicU64,
     pub errors: AtomicU64,
@@ -112,7 +131,7 @@ impl Pacer {
 
 /// Handle to the reader thread. Dropping it stops the thread after the read in progress.
 pub struct LogReader {
-    requests: Option<Sender<ReadRequest>>,
+    requests: Option<Sender<Job>>,
     stats: Arc<ReaderStats>,
     thread: Option<JoinHandle<()>>,
 }
@@ -141,10 +160,19 @@ impl LogReader {
 
     /// Queues `request` (never blocks).
     pub fn submit(&self, request: ReadRequest) -> Result<(), ReadRefused> {
+        self.queue(Job::Read(request))
+    }
+
+    /// Queues one step of a timestamp lookup (never blocks), in the same queue as the reads.
+    pub fn submit_lookup(&self, request: LookupRequest) -> Result<(), ReadRefused> {
+        self.queue(Job::Lookup(request))
+    }
+
+    fn queue(&self, job: Job) -> Result<(), ReadRefused> {
         let Some(requests) = &self.requests else {
             return Err(ReadRefused::Stopped);
         };
-        match requests.try_send(request) {
+        match requests.try_send(job) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_)) => {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -181,12 +209,12 @@ impl Drop for LogReader {
 
 fn run(
     view: &LogView,
-    requests: &Receiver<ReadRequest>,
+    requests: &Receiver<Job>,
     sink: &EventSink,
     stats: &ReaderStats,
     mut pacer: Option<Pacer>,
 ) {
-    while let Ok(request) = requests.recv() {
+    while let Ok(job) = requests.recv() {
         if let Some(pacer) = &mut pacer {
             let wait = pacer.wait();
             if !wait.is_zero() {
@@ -199,41 +227,73 @@ fn run(
             }
         }
         let started = Instant::now();
-        let result = view.read(request.from_offset, request.max_bytes);
+        let (event, bytes) = match job {
+            Job::Read(request) => read(view, request, stats),
+            Job::Lookup(request) => lookup(view, request, stats),
+        };
         let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        stats.reads.fetch_add(1, Ordering::Relaxed);
         stats.max_read_us.fetch_max(micros, Ordering::Relaxed);
-        let result = match result {
-            Ok((batches, outcome)) => {
-                let bytes: usize = batches.iter().map(|b| b.len()).sum();
-                stats
-                    .batches
-                    .fetch_add(batches.len() as u64, Ordering::Relaxed);
-                stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-                if let Some(pacer) = &mut pacer {
-                    pacer.spend(bytes);
-                }
-                stats
-                    .retries
-                    .fetch_add(u64::from(outcome.retries), Ordering::Relaxed);
-                stats
-                    .invalid_batches
-                    .fetch_add(u64::from(outcome.invalid), Ordering::Relaxed);
-                Ok(batches)
-            }
-            Err(error) => {
-                stats.errors.fetch_add(1, Ordering::Relaxed);
-                Err(error)
-            }
-        };
-        let event = WriterEvent::ReadDone {
-            read_id: request.read_id,
-            result,
-        };
+        stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if let Some(pacer) = &mut pacer {
+            pacer.spend(bytes);
+        }
         if !sink.send(event) {
             return; // the handle shut down: nobody reads results any more
         }
     }
+}
+
+/// One catch-up read: its event and the bytes it read.
+fn read(view: &LogView, request: ReadRequest, stats: &ReaderStats) -> (WriterEvent, usize) {
+    let result = view.read(request.from_offset, request.max_bytes);
+    stats.reads.fetch_add(1, Ordering::Relaxed);
+    let mut read = 0;
+    let result = match result {
+        Ok((batches, outcome)) => {
+            read = batches.iter().map(|b| b.len()).sum();
+            stats
+                .batches
+                .fetch_add(batches.len() as u64, Ordering::Relaxed);
+            stats
+                .retries
+                .fetch_add(u64::from(outcome.retries), Ordering::Relaxed);
+            stats
+                .invalid_batches
+                .fetch_add(u64::from(outcome.invalid), Ordering::Relaxed);
+            Ok(batches)
+        }
+        Err(error) => {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+            Err(error)
+        }
+    };
+    let event = WriterEvent::ReadDone {
+        read_id: request.read_id,
+        result,
+    };
+    (event, read)
+}
+
+/// One step of a timestamp lookup: its event and the bytes of batches it walked.
+fn lookup(view: &LogView, request: LookupRequest, stats: &ReaderStats) -> (WriterEvent, usize) {
+    stats.lookup_steps.fetch_add(1, Ordering::Relaxed);
+    let (result, walked) = match view.lookup_step(request.lookup) {
+        Ok((step, walked, outcome)) => {
+            stats
+                .retries
+                .fetch_add(u64::from(outcome.retries), Ordering::Relaxed);
+            (Ok(step), walked)
+        }
+        Err(error) => {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+            (Err(error), 0)
+        }
+    };
+    let event = WriterEvent::LookupDone {
+        lookup_id: request.lookup_id,
+        result,
+    };
+    (event, walked)
 }
 
 #[cfg(test)]

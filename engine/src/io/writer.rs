@@ -25,9 +25,9 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
-use super::reader::{LogReader, ReadRefused, ReadRequest, ReaderStats};
+use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
 use crate::base::Offset;
-use crate::log::{GroupWrite, Log, LogError, StageStop};
+use crate::log::{GroupWrite, Log, LogError, LookupStep, StageStop};
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
 
@@ -125,6 +125,12 @@ pub enum WriterEvent {
     ReadDone {
         read_id: u64,
         result: Result<Vec<Bytes>, LogError>,
+    },
+    /// A step of a timestamp lookup queued with [`GroupCommitWriter::lookup`] ran (sent by the
+    /// reader thread): finished, or the step to queue next.
+    LookupDone {
+        lookup_id: u64,
+        result: Result<LookupStep, LogError>,
     },
     /// The writer stopped on an error; nothing after the last `Durable` is known to be on disk.
     /// Sent once. The node must stop: see [`exit_on_fatal`].
@@ -346,6 +352,13 @@ impl GroupCommitWriter {
     /// is full; a refused read gets no `ReadDone`.
     pub fn read(&self, request: ReadRequest) -> Result<(), ReadRefused> {
         self.reader.submit(request)
+    }
+
+    /// Queues one step of a timestamp lookup on the reader thread (its queue, its budget),
+    /// answered with [`WriterEvent::LookupDone`]. Never blocks: refused at once when the
+    /// reader's queue is full; a refused step gets no `LookupDone`.
+    pub fn lookup(&self, request: LookupRequest) -> Result<(), ReadRefused> {
+        self.reader.submit_lookup(request)
     }
 
     pub fn reader_stats(&self) -> &Arc<ReaderStats> {

@@ -16,6 +16,9 @@ pub struct BatchMeta {
     pub record_count: u32,
     /// Total bytes, header included.
     pub len: usize,
+    /// The header's MaxTimestamp as the producer sent it (ringraft never rewrites it): what the
+    /// sparse index keeps a running maximum of for timestamp lookups (docs/storage.md).
+    pub max_timestamp: i64,
 }
 
 impl BatchMeta {
@@ -30,6 +33,7 @@ impl BatchMeta {
             epoch: header.partition_leader_epoch,
             record_count: header.records_count as u32,
             len: header.total_len(),
+            max_timestamp: header.max_timestamp,
         }
     }
 }

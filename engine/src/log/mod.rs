@@ -11,6 +11,7 @@ mod batch_meta;
 mod checkpoint;
 mod recovery;
 mod segment;
+mod timestamps;
 mod view;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,10 @@ pub use crate::base::{EpochCache, EpochCacheError};
 pub use batch_meta::{BatchMeta, BATCH_HEADER_LEN};
 pub use checkpoint::{Checkpoint, CHECKPOINT_FILE};
 pub use segment::{parse_segment_file_name, segment_file_name};
+pub use timestamps::{
+    first_record_at_or_after, FoundRecord, LookupStep, TimestampLookup, TimestampTarget,
+    LOOKUP_STEP_BYTES,
+};
 pub use view::{LogView, ViewRead};
 
 use crate::base::{Epoch, Offset};
@@ -321,11 +326,12 @@ impl Log {
             self.active.staged_batches += 1;
             let interval = self.config.index_interval_bytes;
             let segment = self.active_segment_mut();
-            segment
-                .file
-                .index
-                .lock()
-                .note(meta.base_offset, position, interval);
+            segment.file.index.lock().note(
+                meta.base_offset,
+                position,
+                meta.max_timestamp,
+                interval,
+            );
             segment.size += batch.len() as u64;
             segment.end_offset = meta.next_offset();
             self.end_offset = meta.next_offset();
@@ -525,7 +531,7 @@ impl Log {
             return Ok(self.end_offset);
         }
         let target_base = self.segment_base_for_truncation(offset);
-        let (position, new_end) = self.position_of(target_base, offset)?;
+        let (position, new_end, walked_max) = self.position_of(target_base, offset)?;
         if self.checkpoint.offset > new_end {
             let epochs = self.epochs.entries_before(new_end);
             self.checkpoint = Checkpoint::new(new_end, target_base, position, epochs);
@@ -536,7 +542,7 @@ impl Log {
         // Readers first: nothing they read from now on shows what this cuts (docs/storage.md).
         self.view.begin_truncation(target_base, position);
         self.remove_segments_after(target_base)?;
-        self.reopen_as_active(target_base, position, new_end)?;
+        self.reopen_as_active(target_base, position, new_end, walked_max)?;
         self.epochs.truncate_to(new_end);
         self.end_offset = new_end;
         self.durable_end_offset = new_end;
@@ -552,8 +558,9 @@ impl Log {
     }
 
     /// Byte position in segment `base` where the batch holding `offset` starts (or the segment
-    /// end), and that batch's base offset.
-    fn position_of(&self, base: Offset, offset: Offset) -> Result<(u64, Offset), LogError> {
+    /// end), that batch's base offset, and the largest MaxTimestamp of the batches walked over
+    /// from the index's hint to that position (for [`SparseIndex::truncate_at`]).
+    fn position_of(&self, base: Offset, offset: Offset) -> Result<(u64, Offset, i64), LogError> {
         let segment = &self.segments[&base];
         let file = &segment.file;
         file.ensure_indexed(self.config.index_interval_bytes)
@@ -561,6 +568,7 @@ impl Log {
         let mut position = file.index.lock().lookup(offset);
         let readable = file.readable_size();
         let mut reader = file.chunk_reader(readable);
+        let mut walked_max = segment::NO_TIMESTAMP;
         while position < readable {
             let header = reader
                 .get(position, BATCH_HEADER_LEN)
@@ -569,11 +577,12 @@ impl Log {
                 break;
             };
             if meta.last_offset >= offset {
-                return Ok((position, meta.base_offset));
+                return Ok((position, meta.base_offset, walked_max));
             }
+            walked_max = walked_max.max(meta.max_timestamp);
             position += meta.len as u64;
         }
-        Ok((position, segment.end_offset))
+        Ok((position, segment.end_offset, walked_max))
     }
 
     fn remove_segments_after(&mut self, base: Offset) -> Result<(), LogError> {
@@ -590,12 +599,13 @@ impl Log {
     }
 
     /// Makes segment `base` the active one, cut at `position`, with its tail zeroed and
-    /// preallocated again, durably.
+    /// preallocated again, durably. `walked_max`: see [`Self::position_of`].
     fn reopen_as_active(
         &mut self,
         base: Offset,
         position: u64,
         end_offset: Offset,
+        walked_max: i64,
     ) -> Result<(), LogError> {
         let segment = &self.segments[&base];
         let path = segment.file.path.clone();
@@ -617,7 +627,7 @@ impl Log {
         segment.size = position;
         segment.file.set_readable_size(position);
         segment.end_offset = end_offset;
-        segment.file.index.lock().truncate_at(position);
+        segment.file.index.lock().truncate_at(position, walked_max);
         Ok(())
     }
 
@@ -638,6 +648,27 @@ impl Log {
             max_bytes,
             self.config.index_interval_bytes,
         )
+    }
+
+    /// A timestamp lookup run to its end here, step by step ([`timestamps`]); on another thread,
+    /// [`LogView::lookup_step`] runs one step at a time instead.
+    pub fn lookup_timestamp(
+        &self,
+        target: TimestampTarget,
+        end: Offset,
+    ) -> Result<Option<FoundRecord>, LogError> {
+        let files: Vec<_> = self
+            .segments
+            .iter()
+            .map(|(&base, s)| (base, Arc::clone(&s.file), s.file.readable_size()))
+            .collect();
+        let mut lookup = TimestampLookup::new(target, end);
+        loop {
+            match timestamps::step(&files, lookup, self.config.index_interval_bytes)?.0 {
+                LookupStep::Done(found) => return Ok(found),
+                LookupStep::Continue(next) => lookup = next,
+            }
+        }
     }
 
     /// Writes a checkpoint at the durable end, so the next open scans nothing. Call on shutdown.

@@ -26,7 +26,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     if bases.is_empty() {
         return create_empty(dir, config);
     }
-    let start = choose_start(dir, &bases)?;
+    let mut start = choose_start(dir, &bases, config.index_interval_bytes)?;
     let mut epochs = start.epochs;
     let mut segments = BTreeMap::new();
     for (i, &base) in bases[..start.index].iter().enumerate() {
@@ -53,7 +53,10 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
             .metadata()
             .map_err(LogError::io("stat", &path))?
             .len();
-        let mut index = SparseIndex::new(true);
+        let mut index = match i == start.index {
+            true => std::mem::replace(&mut start.prefix_index, SparseIndex::new(true)),
+            false => SparseIndex::new(true),
+        };
         let scan = scan_segment(
             &reader,
             length,
@@ -157,17 +160,20 @@ struct Start {
     offset: Offset,
     epochs: EpochCache,
     checkpoint: Checkpoint,
+    /// The sparse index of the batches of the first scanned segment before `position`.
+    prefix_index: SparseIndex,
 }
 
 /// Starts at the checkpoint when it is readable and consistent with the files, else at the first
 /// segment (the checkpoint is derived data: losing it costs a longer scan, never correctness).
-fn choose_start(dir: &Path, bases: &[Offset]) -> Result<Start, LogError> {
+fn choose_start(dir: &Path, bases: &[Offset], interval: u64) -> Result<Start, LogError> {
     let full = Start {
         index: 0,
         position: 0,
         offset: bases[0],
         epochs: EpochCache::new(),
         checkpoint: Checkpoint::new(bases[0], bases[0], 0, Vec::new()),
+        prefix_index: SparseIndex::new(true),
     };
     let loaded = Checkpoint::load(dir).map_err(LogError::io("read checkpoint", dir))?;
     let checkpoint = match loaded {
@@ -187,16 +193,19 @@ fn choose_start(dir: &Path, bases: &[Offset]) -> Result<Start, LogError> {
         .map_err(LogError::io("stat", &path))?
         .len();
     let epochs = EpochCache::from_entries(&checkpoint.epochs);
-    match epochs {
-        Ok(epochs)
-            if checkpoint.position <= length && checkpoint.offset >= checkpoint.segment_base =>
-        {
+    let prefix = match checkpoint.position <= length {
+        true => index_prefix(&path, length, &checkpoint, interval)?,
+        false => None,
+    };
+    match (epochs, prefix) {
+        (Ok(epochs), Some(prefix_index)) if checkpoint.offset >= checkpoint.segment_base => {
             Ok(Start {
                 index,
                 position: checkpoint.position,
                 offset: checkpoint.offset,
                 epochs,
                 checkpoint,
+                prefix_index,
             })
         }
         _ => {
@@ -204,6 +213,38 @@ fn choose_start(dir: &Path, bases: &[Offset]) -> Result<Start, LogError> {
             Ok(full)
         }
     }
+}
+
+/// The sparse index of the checkpoint segment's batches before the checkpoint, from a walk of
+/// their headers (trusted as validated when the checkpoint was written), so the segment's index
+/// and its running maximum of timestamps cover the whole segment, not only what the scan sees.
+/// None when the headers do not lead exactly to the checkpoint's position and offset: the
+/// checkpoint does not describe this file.
+fn index_prefix(
+    path: &Path,
+    length: u64,
+    checkpoint: &Checkpoint,
+    interval: u64,
+) -> Result<Option<SparseIndex>, LogError> {
+    let mut index = SparseIndex::new(true);
+    let file = SegmentFile::open_reader(path).map_err(LogError::io("open", path))?;
+    let mut reader = ChunkReader::new(&file, length);
+    let (mut position, mut offset) = (0, checkpoint.segment_base);
+    while position < checkpoint.position {
+        let header = reader
+            .get(position, BATCH_HEADER_LEN)
+            .map_err(LogError::io("read", path))?;
+        let Peek::Header(meta) = batch_meta::peek(&header) else {
+            return Ok(None);
+        };
+        if meta.base_offset != offset {
+            return Ok(None);
+        }
+        index.note(meta.base_offset, position, meta.max_timestamp, interval);
+        position += meta.len as u64;
+        offset = meta.next_offset();
+    }
+    Ok((position == checkpoint.position && offset == checkpoint.offset).then_some(index))
 }
 
 /// A segment before the checkpoint: trusted as written (sealed segments are trimmed to their data
@@ -318,7 +359,7 @@ fn scan_segment(
             let followed = valid_batch_at(&mut reader, position + meta.len as u64)?;
             break invalid(reason, followed);
         }
-        index.note(meta.base_offset, position, interval);
+        index.note(meta.base_offset, position, meta.max_timestamp, interval);
         position += meta.len as u64;
         offset = meta.next_offset();
     };

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use super::batch_meta::{self, BATCH_HEADER_LEN};
 use super::segment::SegmentFile;
+use super::timestamps::{self, LookupStep, SnapshotFile, TimestampLookup};
 use super::LogError;
 use crate::base::Offset;
 use crate::record::Batch;
@@ -113,6 +114,41 @@ impl LogView {
             return Ok((batches, outcome));
         }
         Ok((Vec::new(), outcome))
+    }
+
+    /// Runs one step of a timestamp lookup (at most [`super::LOOKUP_STEP_BYTES`] of batches, see
+    /// [`super::timestamps`]) on a snapshot of the segments, under the same rule as [`Self::read`]:
+    /// a step a truncation overtook is run again on a fresh snapshot, and after [`MAX_ATTEMPTS`]
+    /// the lookup comes back unchanged, to be run again later. Returns the outcome and the bytes
+    /// of batches walked (for pacing).
+    pub fn lookup_step(
+        &self,
+        lookup: TimestampLookup,
+    ) -> Result<(LookupStep, usize, ViewRead), LogError> {
+        let mut outcome = ViewRead::default();
+        let mut walked = 0;
+        for _ in 0..MAX_ATTEMPTS {
+            let (generation, files) = {
+                let state = self.state.lock();
+                let files: Vec<SnapshotFile> = state
+                    .segments
+                    .iter()
+                    .map(|(&base, file)| (base, Arc::clone(file), file.readable_size()))
+                    .collect();
+                (state.generation, files)
+            };
+            let result = timestamps::step(&files, lookup, self.index_interval_bytes);
+            if self.state.lock().generation != generation {
+                outcome.retries += 1;
+                if let Ok((_, bytes)) = result {
+                    walked += bytes;
+                }
+                continue;
+            }
+            let (step, bytes) = result?;
+            return Ok((step, walked + bytes, outcome));
+        }
+        Ok((LookupStep::Continue(lookup), walked, outcome))
     }
 
     /// The generation and, from the segment holding `from_offset` on, each file with the bytes

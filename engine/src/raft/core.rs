@@ -568,13 +568,17 @@ impl RaftCore {
         self.leave_role(old, false, out);
         self.emit_role(out);
         let epoch = self.qs.epoch();
+        // The record's timestamp is a wall-clock time, as Kafka's control records carry: a
+        // ListOffsets by timestamp compares it with the producers' times (docs/clients.md). The
+        // core's monotonic time when the driver gave no boot time (the simulator).
+        let timestamp = self.wall_clock_ms().unwrap_or(self.now as i64);
         let bytes = super::record_glue::leader_change_batch(
             start,
             epoch,
             self.qs.local_id(),
             self.qs.voters(),
             &granted,
-            self.now as i64,
+            timestamp,
         );
         let batch = super::types::Batch {
             base_offset: start,

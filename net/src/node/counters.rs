@@ -29,6 +29,8 @@ pub struct NodeCounters {
     pub refused: u64,
     /// Kafka Fetch partitions the core answered (consumers' reads, docs/clients.md).
     pub consumer_fetches: u64,
+    /// Steps of ListOffsets timestamp lookups the reader thread ran (docs/clients.md).
+    pub timestamp_lookups: u64,
 }
 
 impl NodeCounters {
@@ -82,7 +84,7 @@ impl fmt::Display for NodeStatsLine<'_> {
              bytes_per_group={:.0} device_bytes_per_batch_byte={:.3} \
              max_group_us={max_group_us} slow_groups={slow_groups} frames_received={} \
              bytes_received={} bytes_sent={} sends={} partial_sends={} refused={} \
-             consumer_fetches={}",
+             consumer_fetches={} timestamp_lookups={}",
             n.wakeups,
             n.events,
             per_batch(n.wakeups),
@@ -106,6 +108,7 @@ impl fmt::Display for NodeStatsLine<'_> {
             self.transport.partial_sends,
             n.refused,
             n.consumer_fetches,
+            n.timestamp_lookups,
         )
     }
 }

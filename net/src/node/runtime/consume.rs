@@ -1,9 +1,10 @@
 //! The Kafka read APIs on a node (docs/clients.md, docs/protocol.md "Consumer reads"): Fetch
 //! (each partition of ours becomes one `Input::ClientFetch`, answered when the core's
 //! `Output::ClientFetchDone` for it arrives), ListOffsets and OffsetForLeaderEpoch (read-only
-//! queries of the core, answered at once). Only the leader serves them; the others answer
-//! NOT_LEADER_OR_FOLLOWER with the leader they know, which a Kafka client follows after
-//! refreshing its Metadata. InitProducerId is in producer_ids.rs.
+//! queries of the core; a ListOffsets by timestamp also looks the log up on the reader thread,
+//! below the committed end the core gave, and is answered when that lookup ends). Only the
+//! leader serves them; the others answer NOT_LEADER_OR_FOLLOWER with the leader they know, which
+//! a Kafka client follows after refreshing its Metadata. InitProducerId is in producer_ids.rs.
 
 use super::*;
 use crate::wire::kafka::{
@@ -11,8 +12,10 @@ use crate::wire::kafka::{
     FetchableTopic, LeaderIdAndEpoch, ListOffsetsPartitionResponse, ListOffsetsRequest,
     ListOffsetsResponse, ListOffsetsTopicResponse, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult, EARLIEST_TIMESTAMP, FETCH,
-    LATEST_TIMESTAMP, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH,
+    LATEST_TIMESTAMP, LIST_OFFSETS, MAX_TIMESTAMP, OFFSET_FOR_LEADER_EPOCH,
 };
+use engine::io::{LookupRequest, ReadRefused};
+use engine::log::{FoundRecord, LogError, LookupStep, TimestampLookup, TimestampTarget};
 use engine::raft::{ClientFetch, ClientFetchResult, OffsetSpec};
 
 /// A Fetch waiting for the core's answers to its partitions of ours.
@@ -31,9 +34,91 @@ pub(super) struct PendingFetch {
 /// fetch (a session id other than 0) is answered with it and the client falls back to full
 /// fetches.
 const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = ErrorCode(70);
-/// Kafka's UNSUPPORTED_FOR_MESSAGE_FORMAT: what Kafka answers a timestamp lookup it cannot
-/// serve; ringraft keeps no timestamp index yet (docs/clients.md).
-const UNSUPPORTED_FOR_MESSAGE_FORMAT: ErrorCode = ErrorCode(43);
+/// Kafka's KAFKA_STORAGE_ERROR (retriable for a ListOffsets client): a timestamp lookup whose
+/// read of the log failed.
+const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+
+/// Timestamp lookups on the reader thread at once, at most: its queue (32) is shared with the
+/// replicas' catch-up reads and the consumers' (the core keeps at most 16 of those in flight).
+const MAX_LOOKUPS_IN_FLIGHT: usize = 4;
+/// ListOffsets requests waiting for a lookup (in flight or queued), at most; one more is
+/// answered REQUEST_TIMED_OUT at once, which clients retry (docs/clients.md).
+const MAX_PENDING_LOOKUPS: usize = 256;
+/// Steps of one lookup, at most (each walks at most `engine::log::LOOKUP_STEP_BYTES` of
+/// batches, 1 MiB): the work one request may cause. Batches whose MaxTimestamp is their records'
+/// are found in the step the index points to; only batches whose header overstates their
+/// records can send a search through a whole segment (docs/protocol.md, "Kafka client APIs").
+const MAX_LOOKUP_STEPS: u32 = 4096;
+
+/// A ListOffsets waiting for the timestamp lookup of its partition of ours (one per request:
+/// a partition named twice is refused, as Kafka does).
+pub(super) struct PendingListOffsets {
+    conn: ConnId,
+    seq: u64,
+    version: i16,
+    /// The size placeholder and the response header, written at the request.
+    writer: WireWriter,
+    /// The answer, with the slot of our partition to fill at (topic, partition) `slot`.
+    response: ListOffsetsResponse,
+    slot: (usize, usize),
+    /// The lookup as far as it got: its next step.
+    lookup: TimestampLookup,
+    steps: u32,
+}
+
+/// The ListOffsets requests waiting for lookups, and the steps queued for the reader thread.
+#[derive(Default)]
+pub(super) struct Lookups {
+    pending: BTreeMap<u64, PendingListOffsets>,
+    /// Lookups whose next step waits for room on the reader thread, in order.
+    waiting: VecDeque<u64>,
+    in_flight: usize,
+    next_id: u64,
+}
+
+/// What a ListOffsets partition of ours gets: an answer now, or a lookup of the log below the
+/// committed end.
+enum Listing {
+    Now(PartitionAnswer),
+    Lookup(TimestampLookup),
+}
+
+/// (error, timestamp, offset, leader epoch) of a ListOffsets partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PartitionAnswer {
+    error: ErrorCode,
+    timestamp: i64,
+    offset: i64,
+    leader_epoch: i32,
+}
+
+impl PartitionAnswer {
+    fn error(error: ErrorCode) -> Self {
+        Self {
+            error,
+            timestamp: -1,
+            offset: -1,
+            leader_epoch: -1,
+        }
+    }
+
+    /// A lookup's answer: the record found, or Kafka's "none" (-1, -1 with no error).
+    fn found(found: Option<FoundRecord>) -> Self {
+        match found {
+            Some(f) => Self {
+                error: ErrorCode::NONE,
+                timestamp: f.timestamp,
+                offset: f.offset,
+                leader_epoch: if f.leader_epoch >= 0 {
+                    f.leader_epoch
+                } else {
+                    -1
+                },
+            },
+            None => Self::error(ErrorCode::NONE),
+        }
+    }
+}
 
 /// Kafka's "no epoch" (-1) as the core's None.
 fn epoch_or_none(epoch: i32) -> Option<i32> {
@@ -169,59 +254,197 @@ impl Node {
         };
         let seq = self.reserve_response(conn);
         let refused = self.access(conn, LIST_OFFSETS).err();
-        let response = ListOffsetsResponse {
+        // Kafka refuses every copy of a partition a request names twice (INVALID_REQUEST).
+        let ours_named = request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| is_ours(&t.name, p.index)))
+            .filter(|ours| *ours)
+            .count();
+        let mut lookup = None;
+        let mut response = ListOffsetsResponse {
             throttle_time_ms: 0,
-            topics: request
-                .topics
-                .iter()
-                .map(|topic| ListOffsetsTopicResponse {
-                    name: topic.name.clone(),
-                    partitions: topic
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            let (error, offset, leader_epoch) = match refused {
-                                Some(error) => (error, -1, -1),
-                                None if !is_ours(&topic.name, p.index) => {
-                                    (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
-                                }
-                                None => self.listed_offset(p.current_leader_epoch, p.timestamp),
-                            };
-                            ListOffsetsPartitionResponse {
-                                index: p.index,
-                                error,
-                                timestamp: -1,
-                                offset,
-                                leader_epoch,
-                            }
-                        })
-                        .collect(),
-                })
-                .collect(),
+            topics: Vec::with_capacity(request.topics.len()),
         };
+        for (t, topic) in request.topics.iter().enumerate() {
+            let mut partitions = Vec::with_capacity(topic.partitions.len());
+            for (i, p) in topic.partitions.iter().enumerate() {
+                let answer = match refused {
+                    Some(error) => PartitionAnswer::error(error),
+                    None if !is_ours(&topic.name, p.index) => {
+                        PartitionAnswer::error(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+                    }
+                    None if ours_named > 1 => PartitionAnswer::error(ErrorCode::INVALID_REQUEST),
+                    None => match self.listing(p.current_leader_epoch, p.timestamp) {
+                        Listing::Now(answer) => answer,
+                        Listing::Lookup(found) => {
+                            lookup = Some(((t, i), found));
+                            PartitionAnswer::error(ErrorCode::NONE) // filled in when it ends
+                        }
+                    },
+                };
+                partitions.push(ListOffsetsPartitionResponse {
+                    index: p.index,
+                    error: answer.error,
+                    timestamp: answer.timestamp,
+                    offset: answer.offset,
+                    leader_epoch: answer.leader_epoch,
+                });
+            }
+            response.topics.push(ListOffsetsTopicResponse {
+                name: topic.name.clone(),
+                partitions,
+            });
+        }
         let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        let Some((slot, lookup)) = lookup else {
+            response.encode(&mut w, header.api_version);
+            return self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        };
+        let pending = PendingListOffsets {
+            conn,
+            seq,
+            version: header.api_version,
+            writer: w,
+            response,
+            slot,
+            lookup,
+            steps: 0,
+        };
+        self.start_lookup(pending);
     }
 
-    /// (error, offset, leader epoch) of a ListOffsets partition of ours.
-    fn listed_offset(&self, current_leader_epoch: i32, timestamp: i64) -> (ErrorCode, i64, i32) {
+    /// What a ListOffsets partition of ours gets: earliest and latest from the core's query; a
+    /// timestamp (>= 0) or MAX_TIMESTAMP (-3) a lookup below the committed end the core gives
+    /// (followers, and a leader epoch that does not match, are refused by the same query).
+    fn listing(&self, current_leader_epoch: i32, timestamp: i64) -> Listing {
+        let epoch = epoch_or_none(current_leader_epoch);
         let spec = match timestamp {
             EARLIEST_TIMESTAMP => OffsetSpec::Earliest,
             LATEST_TIMESTAMP => OffsetSpec::Latest,
-            _ => return (UNSUPPORTED_FOR_MESSAGE_FORMAT, -1, -1),
+            MAX_TIMESTAMP | 0.. => {
+                let target = match timestamp {
+                    MAX_TIMESTAMP => TimestampTarget::Max,
+                    t => TimestampTarget::AtOrAfter(t),
+                };
+                return match self.core.consumer_offsets(epoch) {
+                    Err(refused) => Listing::Now(PartitionAnswer::error(refused.error_code())),
+                    // Nothing committed: no record can be found.
+                    Ok(p) if p.high_watermark <= p.log_start_offset => {
+                        Listing::Now(PartitionAnswer::found(None))
+                    }
+                    Ok(p) => Listing::Lookup(TimestampLookup::new(target, p.high_watermark)),
+                };
+            }
+            // Another negative value names no offset at these versions.
+            _ => return Listing::Now(PartitionAnswer::error(ErrorCode::INVALID_REQUEST)),
         };
-        match self
-            .core
-            .list_offsets(epoch_or_none(current_leader_epoch), spec)
-        {
-            Ok(listed) => (
-                ErrorCode::NONE,
-                listed.offset,
-                listed.leader_epoch.unwrap_or(-1),
-            ),
-            Err(refused) => (refused.error_code(), -1, -1),
+        Listing::Now(match self.core.list_offsets(epoch, spec) {
+            Ok(listed) => PartitionAnswer {
+                error: ErrorCode::NONE,
+                timestamp: -1,
+                offset: listed.offset,
+                leader_epoch: listed.leader_epoch.unwrap_or(-1),
+            },
+            Err(refused) => PartitionAnswer::error(refused.error_code()),
+        })
+    }
+
+    /// Queues the first step of a lookup (or refuses it when too many wait).
+    fn start_lookup(&mut self, pending: PendingListOffsets) {
+        if self.lookups.pending.len() >= MAX_PENDING_LOOKUPS {
+            let answer = PartitionAnswer::error(ErrorCode::REQUEST_TIMED_OUT);
+            return self.answer_list_offsets(pending, answer);
         }
+        let id = self.lookups.next_id;
+        self.lookups.next_id += 1;
+        self.lookups.pending.insert(id, pending);
+        self.lookups.waiting.push_back(id);
+        self.pump_lookups();
+    }
+
+    /// Hands waiting lookup steps to the reader thread while it has room (called after every
+    /// change and on every turn of the loop: a full reader queue frees up as reads finish).
+    pub(super) fn pump_lookups(&mut self) {
+        while self.lookups.in_flight < MAX_LOOKUPS_IN_FLIGHT {
+            let Some(&id) = self.lookups.waiting.front() else {
+                return;
+            };
+            let lookup = self.lookups.pending[&id].lookup;
+            let request = LookupRequest {
+                lookup_id: id,
+                lookup,
+            };
+            match self.writer().lookup(request) {
+                Ok(()) => {
+                    self.lookups.waiting.pop_front();
+                    self.lookups.in_flight += 1;
+                }
+                Err(ReadRefused::Full(_)) => return,
+                Err(ReadRefused::Stopped) => {
+                    self.lookups.waiting.pop_front();
+                    self.finish_lookup(id, PartitionAnswer::error(KAFKA_STORAGE_ERROR));
+                }
+            }
+        }
+    }
+
+    /// A step of lookup `id` ran on the reader thread.
+    pub(super) fn lookup_done(&mut self, id: u64, result: Result<LookupStep, LogError>) {
+        self.lookups.in_flight = self.lookups.in_flight.saturating_sub(1);
+        match result {
+            Ok(LookupStep::Done(found)) => self.finish_lookup(id, PartitionAnswer::found(found)),
+            Ok(LookupStep::Continue(next)) => {
+                let Some(pending) = self.lookups.pending.get_mut(&id) else {
+                    return;
+                };
+                pending.steps += 1;
+                if pending.steps >= MAX_LOOKUP_STEPS {
+                    warn!(
+                        steps = pending.steps,
+                        "a timestamp lookup took too many steps"
+                    );
+                    let answer = PartitionAnswer::error(ErrorCode::REQUEST_TIMED_OUT);
+                    self.finish_lookup(id, answer);
+                } else {
+                    pending.lookup = next;
+                    self.lookups.waiting.push_back(id);
+                }
+            }
+            Err(error) => {
+                warn!(%error, "a timestamp lookup could not read the log");
+                self.finish_lookup(id, PartitionAnswer::error(KAFKA_STORAGE_ERROR));
+            }
+        }
+        self.counters.timestamp_lookups += 1;
+        self.pump_lookups();
+    }
+
+    fn finish_lookup(&mut self, id: u64, answer: PartitionAnswer) {
+        if let Some(pending) = self.lookups.pending.remove(&id) {
+            self.answer_list_offsets(pending, answer);
+        }
+    }
+
+    fn answer_list_offsets(&mut self, pending: PendingListOffsets, answer: PartitionAnswer) {
+        let PendingListOffsets {
+            conn,
+            seq,
+            version,
+            mut writer,
+            mut response,
+            slot: (t, i),
+            ..
+        } = pending;
+        let p = &mut response.topics[t].partitions[i];
+        (p.error, p.timestamp, p.offset, p.leader_epoch) = (
+            answer.error,
+            answer.timestamp,
+            answer.offset,
+            answer.leader_epoch,
+        );
+        response.encode(&mut writer, version);
+        self.deliver(conn, seq, vec![writer.into_inner().freeze()]);
     }
 
     pub(in crate::node) fn handle_offset_for_leader_epoch(

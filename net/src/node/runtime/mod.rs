@@ -158,6 +158,8 @@ pub struct Node {
     produces: BTreeMap<u64, PendingProduce>,
     /// Kafka Fetches waiting for the core's `ClientFetchDone`, by fetch id (consume.rs).
     fetches: BTreeMap<u64, consume::PendingFetch>,
+    /// ListOffsets waiting for timestamp lookups on the reader thread (consume.rs).
+    lookups: consume::Lookups,
     next_fetch_id: u64,
     /// (deadline ms, produce id) of every Produce with appends outstanding.
     produce_deadlines: BTreeSet<(u64, u64)>,
@@ -332,6 +334,7 @@ impl Node {
             next_produce_id: 1,
             produces: BTreeMap::new(),
             fetches: BTreeMap::new(),
+            lookups: consume::Lookups::default(),
             next_fetch_id: 1,
             produce_deadlines: BTreeSet::new(),
             appends: BTreeMap::new(),
@@ -386,6 +389,7 @@ impl Node {
                 self.on_event(event);
             }
             self.drain_writer();
+            self.pump_lookups();
             self.expire_produces(self.now_ms());
             self.tend_producer_ids(self.now_ms());
             self.tend_probes();
@@ -473,6 +477,9 @@ impl Node {
                         }
                     };
                     self.step(Input::LogReadDone { read_id, batches });
+                }
+                WriterEvent::LookupDone { lookup_id, result } => {
+                    self.lookup_done(lookup_id, result)
                 }
                 WriterEvent::Fatal(error) => exit_on_fatal(&error),
                 WriterEvent::Stopped { .. } => {}
