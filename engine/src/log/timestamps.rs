@@ -60,7 +60,9 @@ pub struct TimestampLookup {
 }
 
 impl TimestampLookup {
-    /// A lookup of `target` among the records below offset `end`.
+    /// A lookup of `target` among the records below offset `end`, a batch boundary (the high
+    /// watermark is one): [`TimestampTarget::Max`] takes each batch's MaxTimestamp whole, so a
+    /// batch cut by `end` would count records above it.
     pub fn new(target: TimestampTarget, end: Offset) -> Self {
         Self {
             target,

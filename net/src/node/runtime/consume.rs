@@ -277,8 +277,8 @@ impl Node {
                     None if ours_named > 1 => PartitionAnswer::error(ErrorCode::INVALID_REQUEST),
                     None => match self.listing(p.current_leader_epoch, p.timestamp) {
                         Listing::Now(answer) => answer,
-                        Listing::Lookup(found) => {
-                            lookup = Some(((t, i), found));
+                        Listing::Lookup(search) => {
+                            lookup = Some(((t, i), search));
                             PartitionAnswer::error(ErrorCode::NONE) // filled in when it ends
                         }
                     },
@@ -394,23 +394,22 @@ impl Node {
         self.lookups.in_flight = self.lookups.in_flight.saturating_sub(1);
         match result {
             Ok(LookupStep::Done(found)) => self.finish_lookup(id, PartitionAnswer::found(found)),
-            Ok(LookupStep::Continue(next)) => {
-                let Some(pending) = self.lookups.pending.get_mut(&id) else {
-                    return;
-                };
-                pending.steps += 1;
-                if pending.steps >= MAX_LOOKUP_STEPS {
+            Ok(LookupStep::Continue(next)) => match self.lookups.pending.get_mut(&id) {
+                Some(pending) if pending.steps + 1 >= MAX_LOOKUP_STEPS => {
                     warn!(
-                        steps = pending.steps,
+                        steps = pending.steps + 1,
                         "a timestamp lookup took too many steps"
                     );
                     let answer = PartitionAnswer::error(ErrorCode::REQUEST_TIMED_OUT);
                     self.finish_lookup(id, answer);
-                } else {
+                }
+                Some(pending) => {
+                    pending.steps += 1;
                     pending.lookup = next;
                     self.lookups.waiting.push_back(id);
                 }
-            }
+                None => {}
+            },
             Err(error) => {
                 warn!(%error, "a timestamp lookup could not read the log");
                 self.finish_lookup(id, PartitionAnswer::error(KAFKA_STORAGE_ERROR));
