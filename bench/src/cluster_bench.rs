@@ -20,6 +20,9 @@ use crate::svg_chart::{self, RatePoint};
 
 pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(30);
 pub(crate) const STOP_WAIT: Duration = Duration::from_secs(15);
+/// The started nodes' `RUST_LOG`: warnings, plus the counters line each node logs when it
+/// stops.
+pub(crate) const NODE_LOG: &str = "warn,ringraft::stats=info";
 const CLUSTER_ID: &str = "ringraft-bench";
 
 #[derive(Args, Debug, Clone)]
@@ -254,7 +257,7 @@ pub(crate) struct Target {
 
 /// Starts the cluster `args` describe and waits for its leader, or finds the leader of the
 /// running one `--bootstrap-server` names.
-pub(crate) fn start_or_join(args: &ClusterArgs) -> Result<Target, String> {
+pub(crate) fn start_or_join(args: &ClusterArgs, rust_log: &str) -> Result<Target, String> {
     if let Some(servers) = &args.bootstrap_server {
         let (leader, replication_factor) = testkit::find_leader(servers, Duration::from_secs(5))?;
         return Ok(Target {
@@ -265,7 +268,7 @@ pub(crate) fn start_or_join(args: &ClusterArgs) -> Result<Target, String> {
         });
     }
     let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
-    let mut started = start_cluster(&bin, args)?;
+    let mut started = start_cluster(&bin, args, rust_log)?;
     let id = started.wait_for_leader(&LeaderWait {
         fail_on_exit: true,
         interrupted: Some(&INTERRUPTED),
@@ -287,7 +290,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         leader,
         leader_id,
         replication_factor,
-    } = start_or_join(&args)?;
+    } = start_or_join(&args, NODE_LOG)?;
     let mut catch_up = CatchUpReport::default();
     if args.prefill_mb > 0.0 {
         let tls = cluster.as_ref().and_then(|c| c.client_tls.clone());
@@ -761,12 +764,15 @@ pub(crate) fn ringraft_binary(given: Option<&Path>) -> Result<PathBuf, String> {
 
 /// Starts `args.nodes` voters on 127.0.0.1, each with the `--node-override`s and its share of
 /// `--raft-cpus` and `--log-cpus`, its stderr in a file of the cluster's directory.
-pub(crate) fn start_cluster(bin: &Path, args: &ClusterArgs) -> Result<Cluster, String> {
+pub(crate) fn start_cluster(
+    bin: &Path,
+    args: &ClusterArgs,
+    rust_log: &str,
+) -> Result<Cluster, String> {
     let settings = Settings {
         cluster_id: CLUSTER_ID.into(),
         dir_prefix: "ringraft-bench-".into(),
-        // Warnings, plus the counters line each node logs when it stops.
-        rust_log: "warn,ringraft::stats=info".into(),
+        rust_log: rust_log.into(),
         overrides: args.node_overrides.clone(),
         raft_cpus: args.raft_cpus.clone(),
         log_cpus: args.log_cpus.clone(),

@@ -35,6 +35,9 @@ const POLL: Duration = Duration::from_millis(20);
 const MAX_ROUNDS: usize = 100;
 /// Longest fetch wait accepted (Kafka's consumers default to 500 ms).
 const MAX_FETCH_WAIT_MS: i32 = 30_000;
+/// The started nodes' `RUST_LOG`: the cluster benchmark's, and the role changes (elections
+/// stop the consumers with NOT_LEADER_OR_FOLLOWER, and their stderr then says when).
+const NODE_LOG: &str = "warn,ringraft::stats=info,net::node::runtime=info";
 /// Bytes of kcat's stderr kept for an error message.
 const KCAT_STDERR_BYTES: u64 = 16 << 10;
 
@@ -80,6 +83,12 @@ pub struct ConsumeArgs {
     /// dropped from it before each phase that reads, so each reads the disk).
     #[arg(long)]
     no_evict: bool,
+    /// Do not wait, after the prefill, for every voter to reach the high watermark. A voter
+    /// that fell behind the leader's in-memory tail during the prefill catches up through log
+    /// reads from the same read budget as the consumers, so by default the phases start only
+    /// when none is behind (at most `--to-end-timeout` seconds).
+    #[arg(long)]
+    no_catch_up_wait: bool,
     /// The kcat binary of the `kcat-all` phase.
     #[arg(long, default_value = "kcat")]
     kcat: PathBuf,
@@ -150,6 +159,39 @@ struct PhaseReport {
     loadavg: String,
     /// Bytes of the leader's segment files dropped from the page cache before the phase.
     evicted_bytes: Option<u64>,
+    /// The quorum as the leader described it just before the phase.
+    quorum_before: Option<QuorumView>,
+}
+
+/// The leader's DescribeQuorum: its epoch, the high watermark and how far each voter's log
+/// end is behind it (a voter behind the leader's in-memory tail is served by log reads, from
+/// the same read budget as the consumers).
+#[derive(Debug, Clone, Serialize)]
+struct QuorumView {
+    leader_id: i32,
+    leader_epoch: i32,
+    high_watermark: i64,
+    /// (voter id, high watermark - its log end offset).
+    voter_lag: Vec<(i32, i64)>,
+}
+
+fn describe_quorum(leader: SocketAddr, tls: Option<&testkit::ClientTls>) -> Option<QuorumView> {
+    let timeout = Duration::from_secs(5);
+    let mut client = match tls {
+        Some(tls) => tls.connect(leader, timeout).ok()?,
+        None => net::client::BlockingClient::connect(leader, timeout).ok()?,
+    };
+    let quorum = client.describe_quorum().ok()?;
+    quorum.error.is_none().then(|| QuorumView {
+        leader_id: quorum.leader_id,
+        leader_epoch: quorum.leader_epoch,
+        high_watermark: quorum.high_watermark,
+        voter_lag: quorum
+            .current_voters
+            .iter()
+            .map(|v| (v.replica_id, quorum.high_watermark - v.log_end_offset))
+            .collect(),
+    })
 }
 
 /// Within one round: the produce-consume phase against the produce phase.
@@ -189,6 +231,9 @@ struct ConsumeReport {
     duration_sec: f64,
     prefill_mb: f64,
     prefill_sec: f64,
+    /// After the prefill: how long until every voter had reached the high watermark (null
+    /// with `--no-catch-up-wait` or no prefill).
+    voters_catch_up_sec: Option<f64>,
     phases: Vec<PhaseReport>,
     ratios: Vec<RoundRatio>,
     interrupted: bool,
@@ -204,7 +249,7 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
         leader,
         leader_id,
         replication_factor,
-    } = cluster_bench::start_or_join(&args.cluster)?;
+    } = cluster_bench::start_or_join(&args.cluster, NODE_LOG)?;
     let result = run_on(&args, cluster.as_ref(), leader, leader_id);
     let node_exits = match cluster.as_mut() {
         Some(cluster) => cluster.stop_all(STOP_WAIT),
@@ -214,10 +259,27 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
     let (phases, prefill) = match result {
         Ok(done) => done,
         Err(error) => {
-            return Err(match exits {
-                Err(exits) => format!("{error}\n{exits}"),
-                Ok(()) => error,
-            })
+            return Err(match (exits, cluster.as_ref()) {
+                (Err(exits), _) => format!("{error}\n{exits}"),
+                // A consumer or the load failed with every node up: what the nodes logged
+                // (an election, a slow disk) is the likely reason.
+                (Ok(()), Some(cluster)) => {
+                    let tails = cluster
+                        .nodes
+                        .iter()
+                        .map(|n| {
+                            format!(
+                                "node {}'s last stderr lines:\n{}",
+                                n.id,
+                                cluster.stderr_tail(n.id)
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    format!("{error}\n{tails}")
+                }
+                (Ok(()), None) => error,
+            });
         }
     };
     let report = ConsumeReport {
@@ -242,8 +304,9 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
         acks: args.cluster.acks,
         warmup_sec: args.cluster.warmup,
         duration_sec: args.cluster.duration,
-        prefill_mb: prefill.0,
-        prefill_sec: prefill.1,
+        prefill_mb: prefill.mb,
+        prefill_sec: prefill.sec,
+        voters_catch_up_sec: prefill.voters_catch_up_sec,
         ratios: ratios(&phases),
         phases,
         interrupted: INTERRUPTED.load(Ordering::Relaxed),
@@ -303,13 +366,21 @@ fn validate(args: &ConsumeArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the prefill and the phases; returns the phases' reports and the prefill (MB, s).
+/// What the prefill did: MB committed, the seconds it took, and the seconds the voters then
+/// took to reach the high watermark (None when not waited for).
+struct Prefill {
+    mb: f64,
+    sec: f64,
+    voters_catch_up_sec: Option<f64>,
+}
+
+/// Runs the prefill and the phases; returns the phases' reports and the prefill.
 fn run_on(
     args: &ConsumeArgs,
     cluster: Option<&Cluster>,
     leader: SocketAddr,
     leader_id: Option<i32>,
-) -> Result<(Vec<PhaseReport>, (f64, f64)), String> {
+) -> Result<(Vec<PhaseReport>, Prefill), String> {
     let tls = cluster.and_then(|c| c.client_tls.clone());
     let mut prefill = (0.0, 0.0);
     if args.cluster.prefill_mb > 0.0 {
@@ -320,6 +391,10 @@ fn run_on(
             &INTERRUPTED,
             tls.clone(),
         )?;
+    }
+    let mut catch_up_sec = None;
+    if args.cluster.prefill_mb > 0.0 && !args.no_catch_up_wait {
+        catch_up_sec = Some(wait_for_voters(args, leader, tls.as_ref())?);
     }
     let nodes = cluster.map(|c| c.pids()).unwrap_or_default();
     let leader_dir = cluster.and_then(|c| {
@@ -357,15 +432,68 @@ fn run_on(
                 (Some(dir), true) => Some(evict_segments(dir)?),
                 _ => None,
             };
-            outln!("round {round}, phase {}:", phase.name())
+            let quorum = describe_quorum(leader, context.tls.as_ref());
+            let quorum_text = quorum.as_ref().map_or("leader unknown".to_string(), |q| {
+                format!(
+                    "leader {} epoch {}, high watermark {}, voters behind it {:?}",
+                    q.leader_id, q.leader_epoch, q.high_watermark, q.voter_lag
+                )
+            });
+            outln!("round {round}, phase {} ({quorum_text}):", phase.name())
                 .map_err(|e| crate::out::describe(&e))?;
             let mut report = context.run_phase(round, phase)?;
             report.evicted_bytes = evicted_bytes;
+            report.quorum_before = quorum;
             print_phase(&report).map_err(|e| crate::out::describe(&e))?;
             reports.push(report);
         }
     }
+    let prefill = Prefill {
+        mb: prefill.0,
+        sec: prefill.1,
+        voters_catch_up_sec: catch_up_sec,
+    };
     Ok((reports, prefill))
+}
+
+/// Waits until every voter's log end is at the high watermark; returns the seconds waited.
+fn wait_for_voters(
+    args: &ConsumeArgs,
+    leader: SocketAddr,
+    tls: Option<&testkit::ClientTls>,
+) -> Result<f64, String> {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.to_end_timeout);
+    let mut last_print = started;
+    loop {
+        let quorum = describe_quorum(leader, tls);
+        let behind = quorum.as_ref().map(|q| {
+            q.voter_lag
+                .iter()
+                .filter(|(_, lag)| *lag > 0)
+                .copied()
+                .collect::<Vec<_>>()
+        });
+        if behind.as_ref().is_some_and(Vec::is_empty) {
+            let waited = started.elapsed().as_secs_f64();
+            outln!("voters at the high watermark after {waited:.1} s")
+                .map_err(|e| crate::out::describe(&e))?;
+            return Ok(waited);
+        }
+        if Instant::now() > deadline || INTERRUPTED.load(Ordering::Relaxed) {
+            return Err(format!(
+                "voters still behind the high watermark after {:.0} s: {behind:?} \
+                 (--no-catch-up-wait to start anyway)",
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        if last_print.elapsed() >= Duration::from_secs(5) {
+            last_print = Instant::now();
+            outln!("waiting for voters to catch up: (id, offsets behind) {behind:?}")
+                .map_err(|e| crate::out::describe(&e))?;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 fn settle(seconds: f64) {
@@ -512,6 +640,7 @@ impl PhaseContext<'_> {
             bench_cpu_sec: cpu.bench,
             loadavg: loadavg(),
             evicted_bytes: None,
+            quorum_before: None,
         }
     }
 
@@ -537,6 +666,10 @@ impl PhaseContext<'_> {
             true => Some(Consumers::start(&self.consume_config(false))?),
             false => None,
         };
+        // Reading from before the warm-up on, so the window sees a reader in its stride.
+        if let Some(consumers) = &consumers {
+            consumers.go();
+        }
         let mut watch = PhaseWatch {
             nodes: &self.nodes,
             leader_pid: self.leader_pid,
@@ -588,15 +721,20 @@ impl PhaseContext<'_> {
     /// to the high watermark.
     fn consume(&self, round: usize, phase: Phase, to_end: bool) -> Result<PhaseReport, String> {
         let consumers = Consumers::start(&self.consume_config(to_end))?;
-        if !to_end {
+        // To the end: the window starts before the first fetch; else after the warm-up.
+        let (window, first) = if to_end {
+            let window = ProcWindow::start(&self.nodes, self.leader_pid);
+            (window, consumers.go())
+        } else {
+            consumers.go();
             let warmup = Instant::now() + Duration::from_secs_f64(self.args.cluster.warmup);
             while Instant::now() < warmup && !INTERRUPTED.load(Ordering::Relaxed) {
                 consumers.check_errors()?;
                 std::thread::sleep(POLL);
             }
-        }
-        let window = ProcWindow::start(&self.nodes, self.leader_pid);
-        let first = consumers.snapshot();
+            let window = ProcWindow::start(&self.nodes, self.leader_pid);
+            (window, consumers.snapshot())
+        };
         let limit = Duration::from_secs_f64(if to_end {
             self.args.to_end_timeout
         } else {

@@ -24,6 +24,8 @@ use crate::fetch_tally::{Counts, Position};
 /// Added to the fetch's max wait for the socket's read timeout: a node answers a parked fetch
 /// at its max wait, so an answer this much later means the node is stuck.
 const ANSWER_GRACE: Duration = Duration::from_secs(10);
+/// How often a connected consumer looks whether it may start.
+const GO_POLL: Duration = Duration::from_millis(1);
 
 /// Where each consumer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -254,10 +256,11 @@ impl ConsumeFigures {
     }
 }
 
-/// Running consumers.
+/// Consumers, connected; they fetch once [`Consumers::go`] is called.
 pub struct Consumers {
     shared: Vec<Arc<Shared>>,
     stop: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
     /// The log start and high watermark ListOffsets gave before the first fetch.
     pub earliest: i64,
@@ -265,15 +268,18 @@ pub struct Consumers {
 }
 
 impl Consumers {
-    /// Connects every consumer and finds its start offset, then starts their loops.
+    /// Connects every consumer and finds its start offset; their loops wait for
+    /// [`Consumers::go`].
     pub fn start(config: &ConsumeConfig) -> Result<Consumers, String> {
         assert!(config.consumers > 0);
         assert!(config.max_wait_ms >= 0 && config.max_bytes > 0 && config.partition_max_bytes > 0);
         let timeout = Duration::from_millis(config.max_wait_ms as u64) + ANSWER_GRACE;
         let stop = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
         let mut consumers = Consumers {
             shared: Vec::new(),
             stop: Arc::clone(&stop),
+            go: Arc::clone(&go),
             threads: Vec::new(),
             earliest: -1,
             latest: -1,
@@ -297,10 +303,18 @@ impl Consumers {
             shared.position.store(start, Ordering::Relaxed);
             shared.high_watermark.store(latest, Ordering::Relaxed);
             let plan = (config.clone(), Arc::clone(&shared), Arc::clone(&stop));
+            let go = Arc::clone(&go);
             let thread = std::thread::Builder::new()
                 .name(format!("consumer-{index}"))
                 .spawn(move || {
                     let (config, shared, stop) = plan;
+                    // The phase's first snapshot comes before the first fetch.
+                    while !go.load(Ordering::Acquire) {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        std::thread::sleep(GO_POLL);
+                    }
                     if let Err(error) = consume_loop(&config, client, &shared, &stop) {
                         *shared.error.lock().unwrap() = Some(error);
                     }
@@ -310,6 +324,13 @@ impl Consumers {
             consumers.threads.push(thread);
         }
         Ok(consumers)
+    }
+
+    /// The counters before any fetch, then the loops start.
+    pub fn go(&self) -> Snapshot {
+        let first = self.snapshot();
+        self.go.store(true, Ordering::Release);
+        first
     }
 
     pub fn snapshot(&self) -> Snapshot {

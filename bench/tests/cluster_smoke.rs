@@ -367,7 +367,14 @@ fn consume_phases_beside_the_produce_load_and_kcat() {
         "/usr/bin/kcat",
     ]);
     assert_eq!(report["started_cluster"], true);
+    // The phases began once every voter had reached the high watermark after the prefill,
+    // and each names the quorum it started with.
+    assert!(report["voters_catch_up_sec"].as_f64().is_some());
     let phases = report["phases"].as_array().unwrap();
+    for phase in phases {
+        let lags = phase["quorum_before"]["voter_lag"].as_array().unwrap();
+        assert_eq!(lags.len(), 3, "{phase}");
+    }
     let names: Vec<_> = phases
         .iter()
         .map(|p| p["phase"].as_str().unwrap())
