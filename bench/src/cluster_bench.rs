@@ -18,83 +18,86 @@ use crate::proc_sample::{self, ProcSample};
 use crate::produce_load::{self, Interval, LoadConfig, LoadReport, WindowObserver};
 use crate::svg_chart::{self, RatePoint};
 
-const LEADER_WAIT: Duration = Duration::from_secs(30);
-const STOP_WAIT: Duration = Duration::from_secs(15);
+pub(crate) const LEADER_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const STOP_WAIT: Duration = Duration::from_secs(15);
+/// The started nodes' `RUST_LOG`: warnings, plus the counters line each node logs when it
+/// stops.
+pub(crate) const NODE_LOG: &str = "warn,ringraft::stats=info";
 const CLUSTER_ID: &str = "ringraft-bench";
 
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// Voters to start on 127.0.0.1.
     #[arg(long, default_value_t = 3)]
-    nodes: usize,
+    pub(crate) nodes: usize,
     /// A `key=value` handed to every started node as `ringraft serve --override` (repeatable),
     /// e.g. `log.segment.bytes=67108864`.
     #[arg(long = "node-override", value_name = "KEY=VALUE")]
-    node_overrides: Vec<String>,
+    pub(crate) node_overrides: Vec<String>,
     /// Drive a running cluster (`host:port,...`; the leader is found among them) instead of
     /// starting one.
     #[arg(long)]
-    bootstrap_server: Option<String>,
+    pub(crate) bootstrap_server: Option<String>,
     /// The `ringraft` binary (default: next to this executable).
     #[arg(long)]
-    ringraft_bin: Option<PathBuf>,
+    pub(crate) ringraft_bin: Option<PathBuf>,
     /// Connections to the leader, one load thread each.
     #[arg(long, default_value_t = 16)]
-    connections: usize,
+    pub(crate) connections: usize,
     /// Produce requests in flight per connection (pipelined; answers matched by correlation id).
     #[arg(long, default_value_t = 1)]
-    inflight: usize,
+    pub(crate) inflight: usize,
     /// Open loop: this many records/s in total, shared evenly by the connections, each request
     /// sent at its scheduled time (when the in-flight window allows) and its latency counted
     /// from that time. Without it: closed loop (a request goes out when one is answered).
     #[arg(long)]
-    rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Bytes of each record's value.
     #[arg(long, default_value_t = 1024)]
-    record_bytes: usize,
+    pub(crate) record_bytes: usize,
     /// Records per batch (one Produce request carries one batch).
     #[arg(long, default_value_t = 1)]
-    batch_records: usize,
+    pub(crate) batch_records: usize,
     /// -1 (all: committed on a majority), 1 (leader) or 0 (no response).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
-    acks: i16,
+    pub(crate) acks: i16,
     /// Seconds measured.
     #[arg(long, default_value_t = 10.0)]
-    duration: f64,
+    pub(crate) duration: f64,
     /// Seconds of load before measuring.
     #[arg(long, default_value_t = 1.0)]
-    warmup: f64,
+    pub(crate) warmup: f64,
     /// CPUs for the nodes' raft threads (`0,1,...`): node i gets entry i mod the list's length.
     #[arg(long, value_delimiter = ',')]
-    raft_cpus: Vec<usize>,
+    pub(crate) raft_cpus: Vec<usize>,
     /// CPUs for the nodes' log writer threads, handed out as --raft-cpus.
     #[arg(long, value_delimiter = ',')]
-    log_cpus: Vec<usize>,
+    pub(crate) log_cpus: Vec<usize>,
     /// CPUs for the load threads: thread i runs on entry i mod the list's length.
     #[arg(long, value_delimiter = ',')]
-    bench_cpus: Vec<usize>,
+    pub(crate) bench_cpus: Vec<usize>,
     /// Write every figure as one JSON object to this file.
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Write an SVG with the latency percentile chart and throughput over time to this file.
     #[arg(long)]
-    svg: Option<PathBuf>,
+    pub(crate) svg: Option<PathBuf>,
     /// Before the warm-up, commit at least this many MB of record values (256-record batches
     /// from 8 connections), so the log is larger than the leader's in-memory tail.
     #[arg(long, default_value_t = 0.0)]
-    prefill_mb: f64,
+    pub(crate) prefill_mb: f64,
     /// After the prefill, start one observer with an empty log (id `--nodes` + 1, bootstrap
     /// servers only): it replicates the log from offset 0 during the run, through log reads on
     /// the leader. The report says how far it got (`catch_up`).
     #[arg(long)]
-    catch_up_observer: bool,
+    pub(crate) catch_up_observer: bool,
     /// How the started cluster is secured: `voters-mtls` (each node a certificate from a CA made
     /// for the run, the controller listener requires them: a voter accepts quorum requests only
     /// from the replica they name; clients on a PLAINTEXT listener), `tls` (the same, and the
     /// load over TLS to an SSL client listener) or `plaintext` (one PLAINTEXT listener: anyone
     /// who reaches it can speak for any voter).
     #[arg(long, value_enum, default_value_t = ClusterSecurity::VotersMtls)]
-    security: ClusterSecurity,
+    pub(crate) security: ClusterSecurity,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -229,13 +232,13 @@ impl WindowObserver for NodeWatch {
 }
 
 /// Set by SIGINT/SIGTERM: the load stops, the nodes are stopped, the figures so far printed.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-fn install_signal_handlers() {
+pub(crate) fn install_signal_handlers() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
@@ -244,27 +247,50 @@ fn install_signal_handlers() {
     }
 }
 
+/// The cluster a run drives: one it started (and the leader's id), or a running one.
+pub(crate) struct Target {
+    pub(crate) cluster: Option<Cluster>,
+    pub(crate) leader: SocketAddr,
+    pub(crate) leader_id: Option<i32>,
+    pub(crate) replication_factor: usize,
+}
+
+/// Starts the cluster `args` describe and waits for its leader, or finds the leader of the
+/// running one `--bootstrap-server` names.
+pub(crate) fn start_or_join(args: &ClusterArgs, rust_log: &str) -> Result<Target, String> {
+    if let Some(servers) = &args.bootstrap_server {
+        let (leader, replication_factor) = testkit::find_leader(servers, Duration::from_secs(5))?;
+        return Ok(Target {
+            cluster: None,
+            leader,
+            leader_id: None,
+            replication_factor,
+        });
+    }
+    let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
+    let mut started = start_cluster(&bin, args, rust_log)?;
+    let id = started.wait_for_leader(&LeaderWait {
+        fail_on_exit: true,
+        interrupted: Some(&INTERRUPTED),
+        ..LeaderWait::within(LEADER_WAIT)
+    })?;
+    Ok(Target {
+        leader: started.addr(id),
+        cluster: Some(started),
+        leader_id: Some(id),
+        replication_factor: args.nodes,
+    })
+}
+
 pub fn run(args: ClusterArgs) -> Result<(), String> {
     validate(&args)?;
     install_signal_handlers();
-    let mut cluster: Option<Cluster> = None;
-    let mut leader_id = None;
-    let (leader, replication_factor) = match &args.bootstrap_server {
-        Some(servers) => testkit::find_leader(servers, Duration::from_secs(5))?,
-        None => {
-            let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
-            let mut started = start_cluster(&bin, &args)?;
-            let id = started.wait_for_leader(&LeaderWait {
-                fail_on_exit: true,
-                interrupted: Some(&INTERRUPTED),
-                ..LeaderWait::within(LEADER_WAIT)
-            })?;
-            leader_id = Some(id);
-            let leader = started.addr(id);
-            cluster = Some(started);
-            (leader, args.nodes)
-        }
-    };
+    let Target {
+        mut cluster,
+        leader,
+        leader_id,
+        replication_factor,
+    } = start_or_join(&args, NODE_LOG)?;
     let mut catch_up = CatchUpReport::default();
     if args.prefill_mb > 0.0 {
         let tls = cluster.as_ref().and_then(|c| c.client_tls.clone());
@@ -365,7 +391,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn validate(args: &ClusterArgs) -> Result<(), String> {
+pub(crate) fn validate(args: &ClusterArgs) -> Result<(), String> {
     if args.connections == 0 || args.batch_records == 0 || args.nodes == 0 || args.inflight == 0 {
         return Err(
             "--connections, --inflight, --batch-records and --nodes must be at least 1".into(),
@@ -487,7 +513,7 @@ fn print_settings(
     Ok(())
 }
 
-fn print_interval(interval: &Interval) -> std::io::Result<()> {
+pub(crate) fn print_interval(interval: &Interval) -> std::io::Result<()> {
     let rss = interval
         .leader_rss_kib
         .map(|kib| format!("{:.1}", kib as f64 / 1024.0))
@@ -691,11 +717,11 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
     Ok(())
 }
 
-fn opt(value: Option<String>) -> String {
+pub(crate) fn opt(value: Option<String>) -> String {
     value.unwrap_or_else(|| "-".into())
 }
 
-fn check_exits(
+pub(crate) fn check_exits(
     exits: &[(i32, Option<ExitStatus>)],
     cluster: Option<&Cluster>,
 ) -> Result<(), String> {
@@ -715,7 +741,7 @@ fn check_exits(
 }
 
 /// `--ringraft-bin`, else `ringraft` in this executable's directory.
-fn ringraft_binary(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn ringraft_binary(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = given {
         return if path.is_file() {
             Ok(path.to_path_buf())
@@ -738,12 +764,15 @@ fn ringraft_binary(given: Option<&Path>) -> Result<PathBuf, String> {
 
 /// Starts `args.nodes` voters on 127.0.0.1, each with the `--node-override`s and its share of
 /// `--raft-cpus` and `--log-cpus`, its stderr in a file of the cluster's directory.
-fn start_cluster(bin: &Path, args: &ClusterArgs) -> Result<Cluster, String> {
+pub(crate) fn start_cluster(
+    bin: &Path,
+    args: &ClusterArgs,
+    rust_log: &str,
+) -> Result<Cluster, String> {
     let settings = Settings {
         cluster_id: CLUSTER_ID.into(),
         dir_prefix: "ringraft-bench-".into(),
-        // Warnings, plus the counters line each node logs when it stops.
-        rust_log: "warn,ringraft::stats=info".into(),
+        rust_log: rust_log.into(),
         overrides: args.node_overrides.clone(),
         raft_cpus: args.raft_cpus.clone(),
         log_cpus: args.log_cpus.clone(),
@@ -783,7 +812,7 @@ fn start_observer(cluster: &mut Cluster) -> Result<usize, String> {
 }
 
 /// The counters of each node's last `node stats` line (logged at a graceful stop).
-fn node_stats(cluster: &Cluster) -> BTreeMap<i32, BTreeMap<String, f64>> {
+pub(crate) fn node_stats(cluster: &Cluster) -> BTreeMap<i32, BTreeMap<String, f64>> {
     cluster
         .nodes
         .iter()

@@ -3,7 +3,8 @@
 //! With no subcommand (or `cluster`) it starts a local cluster of `ringraft serve` processes (or
 //! joins one with `--bootstrap-server`) and drives Produce load at its leader.
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
-//! node's log).
+//! node's log). `ringraft-bench consume ...` reads the log with Fetch, alone or beside the
+//! produce load.
 //!
 //! Output goes through `out::line`: a closed stdout stops a run quietly, status 141
 //! (docs/operations.md).
@@ -14,6 +15,9 @@ use cli_out as out;
 
 mod catch_up;
 mod cluster_bench;
+mod consume_bench;
+mod consume_load;
+mod fetch_tally;
 mod log_bench;
 mod open_loop;
 mod proc_sample;
@@ -42,6 +46,9 @@ enum Command {
     Cluster(cluster_bench::ClusterArgs),
     /// Closed-loop appenders against the log's group-commit writer on one disk.
     Log(log_bench::LogArgs),
+    /// Consumers reading the log with Fetch (from the start by default), alone or beside the
+    /// produce load, in phases on one cluster (started here, or `--bootstrap-server`).
+    Consume(consume_bench::ConsumeArgs),
 }
 
 fn main() {
@@ -56,6 +63,7 @@ fn main() {
         None => cluster_bench::run(cli.cluster),
         Some(Command::Cluster(args)) => cluster_bench::run(args),
         Some(Command::Log(args)) => log_bench::run(args),
+        Some(Command::Consume(args)) => consume_bench::run(args),
     };
     // A closed stdout is no failure of the run: status 141, no message (docs/operations.md).
     if out::closed() {

@@ -221,3 +221,213 @@ fn open_loop_delivers_about_the_rate_asked_for() {
     let service = report["service_latency_us"]["max"].as_u64().unwrap();
     assert!(corrected >= service, "{corrected} < {service}");
 }
+
+/// The records produced by [`produce_known_records`]: how many, and the high watermark after.
+struct Produced {
+    records: u64,
+    high_watermark: i64,
+    /// An offset inside a batch of several records (not its base).
+    inside_a_batch: i64,
+}
+
+/// Produces 120 batches of 1 to 5 records each (acks=-1, each answer checked) to `leader`.
+fn produce_known_records(leader: std::net::SocketAddr) -> Produced {
+    use engine::record::RecordBatchBuilder;
+    let mut client = net::client::BlockingClient::connect(leader, Duration::from_secs(10)).unwrap();
+    let mut records = 0u64;
+    let mut end = 0i64;
+    let mut inside_a_batch = None;
+    for i in 0..120usize {
+        let count = 1 + i % 5;
+        let mut builder = RecordBatchBuilder::new(0, 0);
+        for r in 0..count {
+            builder.append(0, None, Some(format!("record {i}.{r}").as_bytes()), &[]);
+        }
+        let response = client
+            .produce(9, -1, builder.build().freeze())
+            .unwrap()
+            .expect("acks=-1 is answered");
+        let partition = &response.topics[0].partitions[0];
+        assert!(partition.error.is_none(), "{:?}", partition.error);
+        assert!(partition.base_offset >= end, "offsets go forward");
+        if count > 2 && inside_a_batch.is_none() {
+            inside_a_batch = Some(partition.base_offset + 2);
+        }
+        records += count as u64;
+        end = partition.base_offset + count as i64;
+    }
+    Produced {
+        records,
+        high_watermark: end,
+        inside_a_batch: inside_a_batch.unwrap(),
+    }
+}
+
+/// What every consumer of a `consume-all` phase must have done: read from `start` to the high
+/// watermark, every offset once (data and control records together cover the range exactly),
+/// with nothing left.
+fn assert_read_all(phase: &serde_json::Value, start: i64, hw: i64, data_records: u64) {
+    assert_eq!(phase["phase"], "consume-all");
+    for consumer in phase["consume"]["per_consumer"].as_array().unwrap() {
+        assert_eq!(consumer["position_start"], start, "{consumer}");
+        assert_eq!(consumer["position_end"], hw, "{consumer}");
+        assert_eq!(consumer["lag_end"], 0, "{consumer}");
+        assert_eq!(consumer["reached_end"], true, "{consumer}");
+        assert_eq!(consumer["records"], data_records, "{consumer}");
+        let control = consumer["control_records"].as_u64().unwrap();
+        assert_eq!(data_records + control, (hw - start) as u64, "{consumer}");
+        assert!(consumer["fetches"].as_u64().unwrap() > 0);
+        assert!(consumer["bytes"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn consume_reads_every_produced_record_once_and_in_order() {
+    let ringraft = ringraft_binary();
+    let mut cluster = testkit::Cluster::create(
+        testkit::Settings {
+            segment_bytes: Some(64 << 20),
+            ..testkit::Settings::new(&ringraft)
+        },
+        3,
+    )
+    .unwrap();
+    cluster.start_all(testkit::Stderr::File).unwrap();
+    let leader = cluster
+        .wait_for_leader(&testkit::LeaderWait::within(Duration::from_secs(30)))
+        .unwrap();
+    let produced = produce_known_records(cluster.addr(leader));
+    let servers = cluster
+        .nodes
+        .iter()
+        .map(|n| n.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let common = ["consume", "--bootstrap-server", &servers, "--settle", "0"];
+
+    // Two consumers from the start, each to the end: every record once, in order (the mode
+    // fails the run on a gap or a repeat), the LeaderChange counted apart.
+    let mut args = common.to_vec();
+    args.extend(["--consumers", "2"]);
+    let (stdout, report) = run_bench(&args);
+    assert_eq!(report["started_cluster"], false);
+    let phases = report["phases"].as_array().unwrap();
+    assert_eq!(
+        phases.len(),
+        1,
+        "the default phase is consume-all\n{stdout}"
+    );
+    assert_eq!(
+        phases[0]["consume"]["per_consumer"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_read_all(&phases[0], 0, produced.high_watermark, produced.records);
+    let control = phases[0]["consume"]["control_records"].as_u64().unwrap();
+    assert!(control >= 2, "each consumer read the leader's LeaderChange");
+    assert!(stdout.contains("consumers: "), "{stdout}");
+
+    // From inside a batch: the node answers from that batch's base, the records before the
+    // offset are not counted again.
+    let from = produced.inside_a_batch.to_string();
+    let mut args = common.to_vec();
+    args.extend(["--from", &from, "--fetch-max-wait-ms", "100"]);
+    let (_, report) = run_bench(&args);
+    let phase = &report["phases"][0];
+    let after = (produced.high_watermark - produced.inside_a_batch) as u64;
+    assert_read_all(
+        phase,
+        produced.inside_a_batch,
+        produced.high_watermark,
+        after,
+    );
+    let stopped = cluster.stop_all(Duration::from_secs(15));
+    assert!(stopped.iter().all(|(_, s)| s.is_some_and(|s| s.success())));
+}
+
+#[test]
+fn consume_phases_beside_the_produce_load_and_kcat() {
+    let (stdout, report) = run_bench(&[
+        "consume",
+        "--prefill-mb",
+        "3",
+        "--phases",
+        "produce,produce-consume,consume,consume-all,kcat-all",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--connections",
+        "2",
+        "--settle",
+        "0",
+        "--kcat",
+        "/usr/bin/kcat",
+    ]);
+    assert_eq!(report["started_cluster"], true);
+    // The phases began once every voter had reached the high watermark after the prefill,
+    // and each names the quorum it started with.
+    assert!(report["voters_catch_up_sec"].as_f64().is_some());
+    let phases = report["phases"].as_array().unwrap();
+    for phase in phases {
+        let lags = phase["quorum_before"]["voter_lag"].as_array().unwrap();
+        assert_eq!(lags.len(), 3, "{phase}");
+    }
+    let names: Vec<_> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "produce",
+            "produce-consume",
+            "consume",
+            "consume-all",
+            "kcat-all"
+        ],
+        "{stdout}"
+    );
+    for phase in &phases[..2] {
+        let produce = &phase["produce"];
+        assert!(
+            produce["records_per_sec"].as_f64().unwrap() > 0.0,
+            "{phase}"
+        );
+        assert!(produce["commit_latency_us"]["p99"].as_u64().unwrap() > 0);
+    }
+    assert!(phases[0]["consume"].is_null());
+    for phase in &phases[1..4] {
+        let consume = &phase["consume"];
+        assert!(consume["records"].as_u64().unwrap() > 0, "{phase}");
+        assert!(consume["mb_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(consume["bytes_per_fetch"].as_f64().unwrap() > 0.0);
+        let values = phase["node_cpu_sec"].as_array().unwrap();
+        assert_eq!(values.len(), 3);
+        assert!(values.iter().all(|v| v.as_f64().is_some()), "{values:?}");
+        // The leader's segments were dropped from the page cache before each reading phase.
+        assert!(phase["evicted_bytes"].as_u64().unwrap() > 0);
+    }
+    // The whole log from the start: the consumer and kcat read the same data records.
+    let all = &phases[3]["consume"]["per_consumer"][0];
+    let hw = all["position_end"].as_i64().unwrap();
+    let records = all["records"].as_u64().unwrap();
+    assert_read_all(&phases[3], 0, hw, records);
+    assert!(
+        records > 3_000,
+        "the prefill's 3 MB of 1 KiB records: {records}"
+    );
+    let kcat = &phases[4]["kcat"];
+    assert_eq!(kcat["records"], records, "{stdout}");
+    assert_eq!(kcat["last_offset"], hw - 1);
+    let ratios = report["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 1);
+    assert!(ratios[0]["commit_p99_ratio"].as_f64().unwrap() > 0.0);
+    let exits = report["node_exits"].as_array().unwrap();
+    assert!(exits
+        .iter()
+        .all(|e| e.as_str().unwrap().ends_with("exit status: 0")));
+    assert!(stdout.contains("with the reader / without"), "{stdout}");
+}

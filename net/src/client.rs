@@ -284,7 +284,10 @@ impl BlockingClient {
                 self.consumed = 0;
             }
             let held = self.received.len();
-            self.received.resize(held + READ_CHUNK.max(wanted), 0);
+            // Only what is missing (at least a chunk): growing by `wanted` on every read
+            // zero-filled a whole large frame's size per socket read of it.
+            let missing = wanted - (held - self.consumed);
+            self.received.resize(held + READ_CHUNK.max(missing), 0);
             let read = self.stream.read(&mut self.received[held..]);
             let addr = self.addr;
             match read {
