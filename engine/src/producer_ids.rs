@@ -249,7 +249,11 @@ mod tests {
         let mut ledger = ProducerIdLedger::new(2, 7);
         ledger.on_committed(5);
         ledger.on_append(5, block(2, 7, 0));
-        assert_eq!(ledger.allocate(), None, "offset 5 is not below the high watermark 5");
+        assert_eq!(
+            ledger.allocate(),
+            None,
+            "offset 5 is not below the high watermark 5"
+        );
         assert!(ledger.on_committed(6));
         assert_eq!(ledger.allocate(), Some(0));
 

@@ -256,7 +256,10 @@ mod tests {
             decompress(Compression::None, &zeros, (1 << 20) - 1),
             Err(RecordError::DecompressedTooLarge { .. })
         ));
-        assert_eq!(decompress(Compression::None, &zeros, 1 << 20).unwrap(), zeros);
+        assert_eq!(
+            decompress(Compression::None, &zeros, 1 << 20).unwrap(),
+            zeros
+        );
         for (codec, compressed) in compressed_every_way(&zeros) {
             let limit = (1 << 20) - 1;
             match decompress(codec, &compressed, limit) {
