@@ -8,7 +8,8 @@ use bytes::{Bytes, BytesMut};
 use engine::raft::ErrorCode;
 
 use super::flex::Flex;
-use super::limits::{read_topic_name, Budget};
+use super::limits::Budget;
+use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -29,10 +30,18 @@ const TAG_DIVERGING_EPOCH: u32 = 0;
 const TAG_CURRENT_LEADER: u32 = 1;
 const TAG_SNAPSHOT_ID: u32 = 2;
 
-/// Smallest encodings, so an array count that cannot fit is refused before allocating.
-const MIN_TOPIC_BYTES: usize = 3;
-const MIN_FETCH_PARTITION_BYTES: usize = 16;
-const MIN_PARTITION_DATA_BYTES: usize = 22;
+/// Partition, FetchOffset, PartitionMaxBytes at least.
+const REQUEST_TOPICS: TopicsLayout = TopicsLayout::new(16);
+/// v7+: each partition a bare int32.
+const FORGOTTEN_TOPICS: TopicsLayout = TopicsLayout::new(4)
+    .named("forgotten topics", "forgotten partitions")
+    .own_partition_tags();
+/// Index, ErrorCode, HighWatermark, LastStableOffset at least; a partition's tagged fields
+/// are its own (`decode_partition`).
+const RESPONSE_TOPICS: TopicsLayout = TopicsLayout::new(22)
+    .named("responses", "partitions")
+    .own_partition_tags();
+/// Smallest encoding, so an array count that cannot fit is refused before allocating.
 const ABORTED_TRANSACTION_BYTES: usize = 16;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,18 +57,10 @@ pub struct FetchPartition {
     pub partition_max_bytes: i32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchTopic {
-    pub name: String,
-    pub partitions: Vec<FetchPartition>,
-}
+pub type FetchTopic = Topic<FetchPartition>;
 
 /// v7+: partitions an incremental fetch session stops following.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForgottenTopic {
-    pub name: String,
-    pub partitions: Vec<i32>,
-}
+pub type ForgottenTopic = Topic<i32>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchRequest {
@@ -192,11 +193,7 @@ impl FetchPartitionData {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FetchableTopic {
-    pub name: String,
-    pub partitions: Vec<FetchPartitionData>,
-}
+pub type FetchableTopic = Topic<FetchPartitionData>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchResponse {
@@ -228,28 +225,14 @@ impl FetchRequest {
             request.session_id = r.i32("session id")?;
             request.session_epoch = r.i32("session epoch")?;
         }
-        let count = budget.topics(&flex, r, "topics", MIN_TOPIC_BYTES)?;
-        request.topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            request
-                .topics
-                .push(decode_fetch_topic(&flex, r, version, &mut budget)?);
-        }
+        request.topics = read_topics(&flex, r, &mut budget, &REQUEST_TOPICS, |r| {
+            read_fetch_partition(r, version)
+        })?;
         if version >= 7 {
-            let count = budget.topics(&flex, r, "forgotten topics", MIN_TOPIC_BYTES)?;
-            request.forgotten_topics = Vec::with_capacity(count);
-            for _ in 0..count {
-                let name = read_topic_name(&flex, r)?;
-                let n = budget.partitions(&flex, r, "forgotten partitions", 4)?;
-                let mut partitions = Vec::with_capacity(n);
-                for _ in 0..n {
-                    partitions.push(r.i32("forgotten partition")?);
-                }
-                flex.read_tags(r)?;
-                request
-                    .forgotten_topics
-                    .push(ForgottenTopic { name, partitions });
-            }
+            request.forgotten_topics =
+                read_topics(&flex, r, &mut budget, &FORGOTTEN_TOPICS, |r| {
+                    r.i32("forgotten partition")
+                })?;
         }
         if version >= 11 {
             request.rack_id = flex.read_string(r, "rack id")?;
@@ -282,37 +265,28 @@ impl FetchRequest {
             w.i32(self.session_id);
             w.i32(self.session_epoch);
         }
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(w, &topic.name);
-            flex.write_array_len(w, topic.partitions.len());
-            for p in &topic.partitions {
-                w.i32(p.partition);
-                if version >= 9 {
-                    w.i32(p.current_leader_epoch);
-                }
-                w.i64(p.fetch_offset);
-                if version >= 12 {
-                    w.i32(p.last_fetched_epoch);
-                }
-                if version >= 5 {
-                    w.i64(p.log_start_offset);
-                }
-                w.i32(p.partition_max_bytes);
-                flex.write_tags(w);
+        write_topics(&flex, w, &REQUEST_TOPICS, &self.topics, |w, p| {
+            w.i32(p.partition);
+            if version >= 9 {
+                w.i32(p.current_leader_epoch);
             }
-            flex.write_tags(w);
-        }
+            w.i64(p.fetch_offset);
+            if version >= 12 {
+                w.i32(p.last_fetched_epoch);
+            }
+            if version >= 5 {
+                w.i64(p.log_start_offset);
+            }
+            w.i32(p.partition_max_bytes);
+        });
         if version >= 7 {
-            flex.write_array_len(w, self.forgotten_topics.len());
-            for topic in &self.forgotten_topics {
-                flex.write_string(w, &topic.name);
-                flex.write_array_len(w, topic.partitions.len());
-                for &p in &topic.partitions {
-                    w.i32(p);
-                }
-                flex.write_tags(w);
-            }
+            write_topics(
+                &flex,
+                w,
+                &FORGOTTEN_TOPICS,
+                &self.forgotten_topics,
+                |w, p| w.i32(*p),
+            );
         }
         if version >= 11 {
             flex.write_string(w, &self.rack_id);
@@ -330,45 +304,32 @@ impl FetchRequest {
     }
 }
 
-fn decode_fetch_topic(
-    flex: &Flex,
-    r: &mut WireReader,
-    version: i16,
-    budget: &mut Budget,
-) -> Result<FetchTopic, WireError> {
-    let name = read_topic_name(flex, r)?;
-    let count = budget.partitions(flex, r, "partitions", MIN_FETCH_PARTITION_BYTES)?;
-    let mut partitions = Vec::with_capacity(count);
-    for _ in 0..count {
-        let partition = r.i32("partition")?;
-        let current_leader_epoch = if version >= 9 {
-            r.i32("current leader epoch")?
-        } else {
-            -1
-        };
-        let fetch_offset = r.i64("fetch offset")?;
-        let last_fetched_epoch = if version >= 12 {
-            r.i32("last fetched epoch")?
-        } else {
-            -1
-        };
-        let log_start_offset = if version >= 5 {
-            r.i64("log start offset")?
-        } else {
-            -1
-        };
-        partitions.push(FetchPartition {
-            partition,
-            current_leader_epoch,
-            fetch_offset,
-            last_fetched_epoch,
-            log_start_offset,
-            partition_max_bytes: r.i32("partition max bytes")?,
-        });
-        flex.read_tags(r)?;
-    }
-    flex.read_tags(r)?;
-    Ok(FetchTopic { name, partitions })
+fn read_fetch_partition(r: &mut WireReader, version: i16) -> Result<FetchPartition, WireError> {
+    let partition = r.i32("partition")?;
+    let current_leader_epoch = if version >= 9 {
+        r.i32("current leader epoch")?
+    } else {
+        -1
+    };
+    let fetch_offset = r.i64("fetch offset")?;
+    let last_fetched_epoch = if version >= 12 {
+        r.i32("last fetched epoch")?
+    } else {
+        -1
+    };
+    let log_start_offset = if version >= 5 {
+        r.i64("log start offset")?
+    } else {
+        -1
+    };
+    Ok(FetchPartition {
+        partition,
+        current_leader_epoch,
+        fetch_offset,
+        last_fetched_epoch,
+        log_start_offset,
+        partition_max_bytes: r.i32("partition max bytes")?,
+    })
 }
 
 impl FetchResponse {
@@ -389,15 +350,9 @@ impl FetchResponse {
             w.i16(self.error.0);
             w.i32(self.session_id);
         }
-        flex.write_array_len(&mut w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(&mut w, &topic.name);
-            flex.write_array_len(&mut w, topic.partitions.len());
-            for p in &topic.partitions {
-                encode_partition(&flex, &mut w, &mut chain, p, version);
-            }
-            flex.write_tags(&mut w);
-        }
+        write_topics(&flex, &mut w, &RESPONSE_TOPICS, &self.topics, |w, p| {
+            encode_partition(&flex, w, &mut chain, p, version)
+        });
         flex.write_tags(&mut w);
         chain.push(w.split_piece());
         chain
@@ -405,25 +360,15 @@ impl FetchResponse {
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = flex(version);
-        let mut budget = Budget::new();
         let throttle_time_ms = r.i32("throttle time")?;
         let (error, session_id) = if version >= 7 {
             (ErrorCode(r.i16("error code")?), r.i32("session id")?)
         } else {
             (ErrorCode::NONE, 0)
         };
-        let count = budget.topics(&flex, r, "responses", MIN_TOPIC_BYTES)?;
-        let mut topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            let name = read_topic_name(&flex, r)?;
-            let n = budget.partitions(&flex, r, "partitions", MIN_PARTITION_DATA_BYTES)?;
-            let mut partitions = Vec::with_capacity(n);
-            for _ in 0..n {
-                partitions.push(decode_partition(&flex, r, version)?);
-            }
-            flex.read_tags(r)?;
-            topics.push(FetchableTopic { name, partitions });
-        }
+        let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
+            decode_partition(&flex, r, version)
+        })?;
         flex.read_tags(r)?;
         r.finish()?;
         Ok(Self {

@@ -20,6 +20,13 @@ pub(super) struct Budget {
     partitions: usize,
 }
 
+/// Which of the two limits an array counts against.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Entries {
+    Topics,
+    Partitions,
+}
+
 impl Budget {
     pub(super) fn new() -> Self {
         Self {
@@ -28,43 +35,31 @@ impl Budget {
         }
     }
 
-    /// Reads a topic array's length and spends it; `min_element_bytes` as for any array.
-    pub(super) fn topics(
+    /// Reads an array's length and spends it on `entries`; `min_element_bytes` as for any
+    /// array.
+    pub(super) fn read_len(
         &mut self,
+        entries: Entries,
         flex: &Flex,
         r: &mut WireReader,
         field: &'static str,
         min_element_bytes: usize,
     ) -> Result<usize, WireError> {
+        let left = match entries {
+            Entries::Topics => &mut self.topics,
+            Entries::Partitions => &mut self.partitions,
+        };
         let count = flex.read_array_len(r, field, min_element_bytes)?;
-        spend(&mut self.topics, field, count)?;
+        if count > *left {
+            return Err(WireError::TooMany {
+                field,
+                count: MAX_ENTRIES_PER_REQUEST - *left + count,
+                limit: MAX_ENTRIES_PER_REQUEST,
+            });
+        }
+        *left -= count;
         Ok(count)
     }
-
-    /// Reads a partition array's length and spends it.
-    pub(super) fn partitions(
-        &mut self,
-        flex: &Flex,
-        r: &mut WireReader,
-        field: &'static str,
-        min_element_bytes: usize,
-    ) -> Result<usize, WireError> {
-        let count = flex.read_array_len(r, field, min_element_bytes)?;
-        spend(&mut self.partitions, field, count)?;
-        Ok(count)
-    }
-}
-
-fn spend(left: &mut usize, field: &'static str, count: usize) -> Result<(), WireError> {
-    if count > *left {
-        return Err(WireError::TooMany {
-            field,
-            count: MAX_ENTRIES_PER_REQUEST - *left + count,
-            limit: MAX_ENTRIES_PER_REQUEST,
-        });
-    }
-    *left -= count;
-    Ok(())
 }
 
 /// A topic name (STRING or COMPACT_STRING) of at most [`MAX_TOPIC_NAME_BYTES`]. The length is
@@ -90,10 +85,11 @@ mod tests {
         let mut r = WireReader::new(body.freeze());
         let flex = Flex(false);
         let mut budget = Budget::new();
-        assert_eq!(budget.partitions(&flex, &mut r, "p", 1), Ok(600));
-        assert_eq!(budget.partitions(&flex, &mut r, "p", 1), Ok(400));
+        let mut read = |r: &mut WireReader| budget.read_len(Entries::Partitions, &flex, r, "p", 1);
+        assert_eq!(read(&mut r), Ok(600));
+        assert_eq!(read(&mut r), Ok(400));
         assert_eq!(
-            budget.partitions(&flex, &mut r, "p", 1),
+            read(&mut r),
             Err(WireError::TooMany {
                 field: "p",
                 count: 1001,

@@ -4,7 +4,8 @@
 use engine::raft::ErrorCode;
 
 use super::flex::Flex;
-use super::limits::{read_topic_name, Budget};
+use super::limits::Budget;
+use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -23,9 +24,10 @@ pub const LATEST_TIMESTAMP: i64 = -1;
 pub const EARLIEST_TIMESTAMP: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 
-const MIN_TOPIC_BYTES: usize = 3;
-const MIN_REQUEST_PARTITION_BYTES: usize = 12;
-const MIN_RESPONSE_PARTITION_BYTES: usize = 22;
+/// Index, CurrentLeaderEpoch (v4+), Timestamp.
+const REQUEST_TOPICS: TopicsLayout = TopicsLayout::new(12);
+/// Index, ErrorCode, Timestamp, Offset, LeaderEpoch (v4+).
+const RESPONSE_TOPICS: TopicsLayout = TopicsLayout::new(22);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListOffsetsPartition {
@@ -35,11 +37,7 @@ pub struct ListOffsetsPartition {
     pub timestamp: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListOffsetsTopic {
-    pub name: String,
-    pub partitions: Vec<ListOffsetsPartition>,
-}
+pub type ListOffsetsTopic = Topic<ListOffsetsPartition>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListOffsetsRequest {
@@ -60,11 +58,7 @@ pub struct ListOffsetsPartitionResponse {
     pub leader_epoch: i32,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListOffsetsTopicResponse {
-    pub name: String,
-    pub partitions: Vec<ListOffsetsPartitionResponse>,
-}
+pub type ListOffsetsTopicResponse = Topic<ListOffsetsPartitionResponse>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListOffsetsResponse {
@@ -80,36 +74,23 @@ fn flex(version: i16) -> Flex {
 impl ListOffsetsRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = flex(version);
-        let mut budget = Budget::new();
         let replica_id = r.i32("replica id")?;
         let isolation_level = if version >= 2 {
             r.i8("isolation level")?
         } else {
             0
         };
-        let count = budget.topics(&flex, r, "topics", MIN_TOPIC_BYTES)?;
-        let mut topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            let name = read_topic_name(&flex, r)?;
-            let n = budget.partitions(&flex, r, "partitions", MIN_REQUEST_PARTITION_BYTES)?;
-            let mut partitions = Vec::with_capacity(n);
-            for _ in 0..n {
-                let index = r.i32("partition index")?;
-                let current_leader_epoch = if version >= 4 {
+        let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
+            Ok(ListOffsetsPartition {
+                index: r.i32("partition index")?,
+                current_leader_epoch: if version >= 4 {
                     r.i32("current leader epoch")?
                 } else {
                     -1
-                };
-                partitions.push(ListOffsetsPartition {
-                    index,
-                    current_leader_epoch,
-                    timestamp: r.i64("timestamp")?,
-                });
-                flex.read_tags(r)?;
-            }
-            flex.read_tags(r)?;
-            topics.push(ListOffsetsTopic { name, partitions });
-        }
+                },
+                timestamp: r.i64("timestamp")?,
+            })
+        })?;
         flex.read_tags(r)?;
         r.finish()?;
         Ok(Self {
@@ -125,20 +106,13 @@ impl ListOffsetsRequest {
         if version >= 2 {
             w.i8(self.isolation_level);
         }
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(w, &topic.name);
-            flex.write_array_len(w, topic.partitions.len());
-            for p in &topic.partitions {
-                w.i32(p.index);
-                if version >= 4 {
-                    w.i32(p.current_leader_epoch);
-                }
-                w.i64(p.timestamp);
-                flex.write_tags(w);
+        write_topics(&flex, w, &REQUEST_TOPICS, &self.topics, |w, p| {
+            w.i32(p.index);
+            if version >= 4 {
+                w.i32(p.current_leader_epoch);
             }
-            flex.write_tags(w);
-        }
+            w.i64(p.timestamp);
+        });
         flex.write_tags(w);
     }
 }
@@ -149,56 +123,38 @@ impl ListOffsetsResponse {
         if version >= 2 {
             w.i32(self.throttle_time_ms);
         }
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(w, &topic.name);
-            flex.write_array_len(w, topic.partitions.len());
-            for p in &topic.partitions {
-                w.i32(p.index);
-                w.i16(p.error.0);
-                w.i64(p.timestamp);
-                w.i64(p.offset);
-                if version >= 4 {
-                    w.i32(p.leader_epoch);
-                }
-                flex.write_tags(w);
+        write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
+            w.i32(p.index);
+            w.i16(p.error.0);
+            w.i64(p.timestamp);
+            w.i64(p.offset);
+            if version >= 4 {
+                w.i32(p.leader_epoch);
             }
-            flex.write_tags(w);
-        }
+        });
         flex.write_tags(w);
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = flex(version);
-        let mut budget = Budget::new();
         let throttle_time_ms = if version >= 2 {
             r.i32("throttle time")?
         } else {
             0
         };
-        let count = budget.topics(&flex, r, "topics", MIN_TOPIC_BYTES)?;
-        let mut topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            let name = read_topic_name(&flex, r)?;
-            let n = budget.partitions(&flex, r, "partitions", MIN_RESPONSE_PARTITION_BYTES)?;
-            let mut partitions = Vec::with_capacity(n);
-            for _ in 0..n {
-                partitions.push(ListOffsetsPartitionResponse {
-                    index: r.i32("partition index")?,
-                    error: ErrorCode(r.i16("error code")?),
-                    timestamp: r.i64("timestamp")?,
-                    offset: r.i64("offset")?,
-                    leader_epoch: if version >= 4 {
-                        r.i32("leader epoch")?
-                    } else {
-                        -1
-                    },
-                });
-                flex.read_tags(r)?;
-            }
-            flex.read_tags(r)?;
-            topics.push(ListOffsetsTopicResponse { name, partitions });
-        }
+        let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
+            Ok(ListOffsetsPartitionResponse {
+                index: r.i32("partition index")?,
+                error: ErrorCode(r.i16("error code")?),
+                timestamp: r.i64("timestamp")?,
+                offset: r.i64("offset")?,
+                leader_epoch: if version >= 4 {
+                    r.i32("leader epoch")?
+                } else {
+                    -1
+                },
+            })
+        })?;
         flex.read_tags(r)?;
         r.finish()?;
         Ok(Self {

@@ -14,6 +14,7 @@ mod offset_for_leader_epoch;
 mod produce;
 mod produce_legacy;
 mod sasl;
+mod topics;
 
 pub use api_versions::*;
 pub use describe_cluster::*;
@@ -26,3 +27,4 @@ pub use offset_for_leader_epoch::*;
 pub use produce::*;
 pub use produce_legacy::*;
 pub use sasl::*;
+pub use topics::Topic;

@@ -10,18 +10,19 @@
 use engine::raft::ErrorCode;
 
 use super::flex::Flex;
-use super::limits::{read_topic_name, Budget};
+use super::limits::Budget;
 use super::produce::{
     ProducePartitionResponse, ProduceResponse, ProduceTopicResponse, PRODUCE_MIN_ACCEPTED,
 };
+use super::topics::{read_topics, Topic, TopicsLayout};
 use crate::wire::primitives::{WireError, WireReader};
 
 /// A topic of a refused request: its name and the partitions it named.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LegacyProduceTopic {
-    pub name: String,
-    pub partitions: Vec<i32>,
-}
+pub type LegacyProduceTopic = Topic<i32>;
+
+/// Classic encodings only: a topic is at least a name length and a partition count (2 + 4
+/// bytes), a partition an index and a records length (4 + 4).
+const TOPICS: TopicsLayout = TopicsLayout::new(8).min_topic_bytes(6);
 
 /// What a v0-v2 Produce says, without its records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,22 +44,13 @@ impl LegacyProduceRequest {
                 version,
             });
         }
-        let flex = Flex(false);
-        let mut budget = Budget::new();
         let acks = r.i16("acks")?;
         let timeout_ms = r.i32("timeout ms")?;
-        let count = budget.topics(&flex, r, "topics", 6)?;
-        let mut topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            let name = read_topic_name(&flex, r)?;
-            let n = budget.partitions(&flex, r, "partitions", 8)?;
-            let mut partitions = Vec::with_capacity(n);
-            for _ in 0..n {
-                partitions.push(r.i32("partition index")?);
-                r.nullable_bytes("records")?;
-            }
-            topics.push(LegacyProduceTopic { name, partitions });
-        }
+        let topics = read_topics(&Flex(false), r, &mut Budget::new(), &TOPICS, |r| {
+            let index = r.i32("partition index")?;
+            r.nullable_bytes("records")?;
+            Ok(index)
+        })?;
         r.finish()?;
         Ok(Self {
             acks,

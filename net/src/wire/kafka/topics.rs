@@ -1,0 +1,190 @@
+//! The layout most client APIs share: an array of topics, each a name and an array of
+//! partitions (Kafka's `[Name, [Partition ...], tagged fields]`), in both encodings. One reader
+//! serves every such array, so each applies the bounds of `limits` the same way
+//! (docs/protocol.md, "Kafka client APIs"), and each API's codec says only what one partition
+//! holds.
+
+use super::flex::Flex;
+use super::limits::{read_topic_name, Budget, Entries};
+use crate::wire::primitives::{WireError, WireReader, WireWriter};
+
+/// The smallest topic in a flexible version: a 1-byte name length, a 1-byte partition count
+/// and an empty tagged-field section (the classic encoding needs more: 2 + 4 bytes).
+pub(super) const MIN_TOPIC_BYTES: usize = 3;
+
+/// A topic as a request or response names it: its name and what the message carries for each
+/// of its partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topic<P> {
+    pub name: String,
+    pub partitions: Vec<P>,
+}
+
+/// How one message lays out its topic array.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TopicsLayout {
+    /// The field names a decode error reports.
+    topics: &'static str,
+    partitions: &'static str,
+    /// The smallest encodings of a topic and of a partition, so an array count that cannot fit
+    /// in the bytes left is refused before anything is allocated.
+    min_topic_bytes: usize,
+    min_partition_bytes: usize,
+    /// Whether each partition ends with a tagged-field section this server neither sends nor
+    /// reads (written empty, skipped when read).
+    partition_tags: bool,
+}
+
+impl TopicsLayout {
+    /// `topics`, each with `partitions` of at least `min_partition_bytes` that end with an
+    /// empty tagged-field section in flexible versions.
+    pub(super) const fn new(min_partition_bytes: usize) -> Self {
+        Self {
+            topics: "topics",
+            partitions: "partitions",
+            min_topic_bytes: MIN_TOPIC_BYTES,
+            min_partition_bytes,
+            partition_tags: true,
+        }
+    }
+
+    /// Other field names for the errors.
+    pub(super) const fn named(self, topics: &'static str, partitions: &'static str) -> Self {
+        Self {
+            topics,
+            partitions,
+            ..self
+        }
+    }
+
+    /// A larger smallest topic (a message that has only the classic encoding).
+    pub(super) const fn min_topic_bytes(self, min_topic_bytes: usize) -> Self {
+        Self {
+            min_topic_bytes,
+            ..self
+        }
+    }
+
+    /// Partitions whose codec reads and writes their tagged fields itself, or that have none
+    /// (a bare int32).
+    pub(super) const fn own_partition_tags(self) -> Self {
+        Self {
+            partition_tags: false,
+            ..self
+        }
+    }
+}
+
+/// Reads a topic array, spending `budget` on its topics and partitions; `read_partition` reads
+/// one partition's fields.
+pub(super) fn read_topics<P>(
+    flex: &Flex,
+    r: &mut WireReader,
+    budget: &mut Budget,
+    layout: &TopicsLayout,
+    mut read_partition: impl FnMut(&mut WireReader) -> Result<P, WireError>,
+) -> Result<Vec<Topic<P>>, WireError> {
+    let mut read_len = |r: &mut WireReader, entries, field, min_element_bytes| {
+        budget.read_len(entries, flex, r, field, min_element_bytes)
+    };
+    let count = read_len(r, Entries::Topics, layout.topics, layout.min_topic_bytes)?;
+    let mut topics = Vec::with_capacity(count);
+    for _ in 0..count {
+        let name = read_topic_name(flex, r)?;
+        let n = read_len(
+            r,
+            Entries::Partitions,
+            layout.partitions,
+            layout.min_partition_bytes,
+        )?;
+        let mut partitions = Vec::with_capacity(n);
+        for _ in 0..n {
+            partitions.push(read_partition(r)?);
+            if layout.partition_tags {
+                flex.read_tags(r)?;
+            }
+        }
+        flex.read_tags(r)?;
+        topics.push(Topic { name, partitions });
+    }
+    Ok(topics)
+}
+
+/// Writes a topic array; `write_partition` writes one partition's fields.
+pub(super) fn write_topics<P>(
+    flex: &Flex,
+    w: &mut WireWriter,
+    layout: &TopicsLayout,
+    topics: &[Topic<P>],
+    mut write_partition: impl FnMut(&mut WireWriter, &P),
+) {
+    flex.write_array_len(w, topics.len());
+    for topic in topics {
+        flex.write_string(w, &topic.name);
+        flex.write_array_len(w, topic.partitions.len());
+        for p in &topic.partitions {
+            write_partition(w, p);
+            if layout.partition_tags {
+                flex.write_tags(w);
+            }
+        }
+        flex.write_tags(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAYOUT: TopicsLayout = TopicsLayout::new(4);
+
+    fn encoded(flexible: bool, topics: &[Topic<i32>]) -> WireReader {
+        let mut w = WireWriter::new();
+        write_topics(&Flex(flexible), &mut w, &LAYOUT, topics, |w, p| w.i32(*p));
+        WireReader::new(w.into_inner().freeze())
+    }
+
+    #[test]
+    fn topics_round_trip_in_both_encodings() {
+        let topics = vec![
+            Topic {
+                name: "a".into(),
+                partitions: vec![0, 7],
+            },
+            Topic {
+                name: "b".into(),
+                partitions: vec![],
+            },
+        ];
+        for flexible in [false, true] {
+            let mut r = encoded(flexible, &topics);
+            let flex = Flex(flexible);
+            let back = read_topics(&flex, &mut r, &mut Budget::new(), &LAYOUT, |r| {
+                r.i32("partition")
+            });
+            assert_eq!(back, Ok(topics.clone()), "flexible {flexible}");
+            assert_eq!(r.finish(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn the_budget_spans_every_array_read_with_it() {
+        let topics = vec![Topic {
+            name: "t".into(),
+            partitions: vec![1; 600],
+        }];
+        let mut budget = Budget::new();
+        let read = |r: &mut WireReader, budget: &mut Budget| {
+            read_topics(&Flex(true), r, budget, &LAYOUT, |r| r.i32("partition"))
+        };
+        assert!(read(&mut encoded(true, &topics), &mut budget).is_ok());
+        assert!(matches!(
+            read(&mut encoded(true, &topics), &mut budget),
+            Err(WireError::TooMany {
+                field: "partitions",
+                count: 1200,
+                limit: 1000
+            })
+        ));
+    }
+}
