@@ -9,6 +9,8 @@ use engine::raft::ErrorCode;
 
 use super::fetch::{read_leader_id_and_epoch, read_tag_payload, tag_payload, LeaderIdAndEpoch};
 use super::flex::Flex;
+use super::limits::Budget;
+use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -30,6 +32,14 @@ const TAG_CURRENT_LEADER: u32 = 0;
 const TAG_NODE_ENDPOINTS: u32 = 0;
 const MIN_NODE_ENDPOINT_BYTES: usize = 11;
 
+/// Index and a records length at least.
+const REQUEST_TOPICS: TopicsLayout = TopicsLayout::new(5);
+/// Index, ErrorCode, BaseOffset at least; a partition's tagged fields are its own (v10's
+/// CurrentLeader).
+const RESPONSE_TOPICS: TopicsLayout = TopicsLayout::new(14)
+    .named("responses", "partition responses")
+    .own_partition_tags();
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducePartition {
     pub index: i32,
@@ -37,11 +47,7 @@ pub struct ProducePartition {
     pub records: Option<Bytes>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProduceTopic {
-    pub name: String,
-    pub partitions: Vec<ProducePartition>,
-}
+pub type ProduceTopic = Topic<ProducePartition>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProduceRequest {
@@ -73,11 +79,7 @@ pub struct NodeEndpoint {
     pub rack: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProduceTopicResponse {
-    pub name: String,
-    pub partitions: Vec<ProducePartitionResponse>,
-}
+pub type ProduceTopicResponse = Topic<ProducePartitionResponse>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProduceResponse {
@@ -101,22 +103,12 @@ impl ProduceRequest {
         let transactional_id = flex.read_nullable_string(r, "transactional id")?;
         let acks = r.i16("acks")?;
         let timeout_ms = r.i32("timeout ms")?;
-        let topic_count = flex.read_array_len(r, "topics", 2)?;
-        let mut topics = Vec::with_capacity(topic_count);
-        for _ in 0..topic_count {
-            let name = flex.read_string(r, "topic name")?;
-            let partition_count = flex.read_array_len(r, "partitions", 5)?;
-            let mut partitions = Vec::with_capacity(partition_count);
-            for _ in 0..partition_count {
-                partitions.push(ProducePartition {
-                    index: r.i32("partition index")?,
-                    records: flex.read_nullable_bytes(r, "records")?,
-                });
-                flex.read_tags(r)?;
-            }
-            flex.read_tags(r)?;
-            topics.push(ProduceTopic { name, partitions });
-        }
+        let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
+            Ok(ProducePartition {
+                index: r.i32("partition index")?,
+                records: flex.read_nullable_bytes(r, "records")?,
+            })
+        })?;
         flex.read_tags(r)?;
         r.finish()?;
         Ok(Self {
@@ -136,17 +128,10 @@ impl ProduceRequest {
         }
         w.i16(self.acks);
         w.i32(self.timeout_ms);
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(w, &topic.name);
-            flex.write_array_len(w, topic.partitions.len());
-            for partition in &topic.partitions {
-                w.i32(partition.index);
-                flex.write_nullable_bytes(w, partition.records.as_deref());
-                flex.write_tags(w);
-            }
-            flex.write_tags(w);
-        }
+        write_topics(&flex, w, &REQUEST_TOPICS, &self.topics, |w, p| {
+            w.i32(p.index);
+            flex.write_nullable_bytes(w, p.records.as_deref());
+        });
         flex.write_tags(w);
     }
 }
@@ -154,37 +139,9 @@ impl ProduceRequest {
 impl ProduceResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
         let flex = Flex(PRODUCE_SPEC.is_flexible(version));
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            flex.write_string(w, &topic.name);
-            flex.write_array_len(w, topic.partitions.len());
-            for p in &topic.partitions {
-                w.i32(p.index);
-                w.i16(p.error.0);
-                w.i64(p.base_offset);
-                if version >= 2 {
-                    w.i64(p.log_append_time_ms);
-                }
-                if version >= 5 {
-                    w.i64(p.log_start_offset);
-                }
-                if version >= 8 {
-                    flex.write_array_len(w, 0); // RecordErrors
-                    flex.write_nullable_string(w, p.error_message.as_deref());
-                }
-                match p.current_leader {
-                    Some(leader) if version >= 10 => {
-                        let payload = tag_payload(|t| {
-                            t.i32(leader.leader_id);
-                            t.i32(leader.leader_epoch);
-                        });
-                        w.tagged_fields(&[(TAG_CURRENT_LEADER, &payload)]);
-                    }
-                    _ => flex.write_tags(w),
-                }
-            }
-            flex.write_tags(w);
-        }
+        write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
+            encode_partition_response(&flex, w, p, version)
+        });
         if version >= 1 {
             w.i32(self.throttle_time_ms);
         }
@@ -206,59 +163,9 @@ impl ProduceResponse {
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = Flex(PRODUCE_SPEC.is_flexible(version));
-        let topic_count = flex.read_array_len(r, "responses", 2)?;
-        let mut topics = Vec::with_capacity(topic_count);
-        for _ in 0..topic_count {
-            let name = flex.read_string(r, "topic name")?;
-            let count = flex.read_array_len(r, "partition responses", 14)?;
-            let mut partitions = Vec::with_capacity(count);
-            for _ in 0..count {
-                let index = r.i32("partition index")?;
-                let error = ErrorCode(r.i16("error code")?);
-                let base_offset = r.i64("base offset")?;
-                let log_append_time_ms = if version >= 2 {
-                    r.i64("log append time")?
-                } else {
-                    -1
-                };
-                let log_start_offset = if version >= 5 {
-                    r.i64("log start offset")?
-                } else {
-                    -1
-                };
-                let mut error_message = None;
-                if version >= 8 {
-                    let errors = flex.read_array_len(r, "record errors", 5)?;
-                    for _ in 0..errors {
-                        r.i32("batch index")?;
-                        flex.read_nullable_string(r, "batch index error message")?;
-                        flex.read_tags(r)?;
-                    }
-                    error_message = flex.read_nullable_string(r, "error message")?;
-                }
-                let mut current_leader = None;
-                if flex.0 {
-                    r.tagged_fields(|tag, payload| {
-                        if tag != TAG_CURRENT_LEADER || version < 10 {
-                            return Ok(false);
-                        }
-                        current_leader = Some(read_tag_payload(payload, read_leader_id_and_epoch)?);
-                        Ok(true)
-                    })?;
-                }
-                partitions.push(ProducePartitionResponse {
-                    index,
-                    error,
-                    base_offset,
-                    log_append_time_ms,
-                    log_start_offset,
-                    error_message,
-                    current_leader,
-                });
-            }
-            flex.read_tags(r)?;
-            topics.push(ProduceTopicResponse { name, partitions });
-        }
+        let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
+            decode_partition_response(&flex, r, version)
+        })?;
         let throttle_time_ms = if version >= 1 {
             r.i32("throttle time")?
         } else {
@@ -283,6 +190,86 @@ impl ProduceResponse {
             node_endpoints,
         })
     }
+}
+
+fn encode_partition_response(
+    flex: &Flex,
+    w: &mut WireWriter,
+    p: &ProducePartitionResponse,
+    version: i16,
+) {
+    w.i32(p.index);
+    w.i16(p.error.0);
+    w.i64(p.base_offset);
+    if version >= 2 {
+        w.i64(p.log_append_time_ms);
+    }
+    if version >= 5 {
+        w.i64(p.log_start_offset);
+    }
+    if version >= 8 {
+        flex.write_array_len(w, 0); // RecordErrors
+        flex.write_nullable_string(w, p.error_message.as_deref());
+    }
+    match p.current_leader {
+        Some(leader) if version >= 10 => {
+            let payload = tag_payload(|t| {
+                t.i32(leader.leader_id);
+                t.i32(leader.leader_epoch);
+            });
+            w.tagged_fields(&[(TAG_CURRENT_LEADER, &payload)]);
+        }
+        _ => flex.write_tags(w),
+    }
+}
+
+fn decode_partition_response(
+    flex: &Flex,
+    r: &mut WireReader,
+    version: i16,
+) -> Result<ProducePartitionResponse, WireError> {
+    let index = r.i32("partition index")?;
+    let error = ErrorCode(r.i16("error code")?);
+    let base_offset = r.i64("base offset")?;
+    let log_append_time_ms = if version >= 2 {
+        r.i64("log append time")?
+    } else {
+        -1
+    };
+    let log_start_offset = if version >= 5 {
+        r.i64("log start offset")?
+    } else {
+        -1
+    };
+    let mut error_message = None;
+    if version >= 8 {
+        let errors = flex.read_array_len(r, "record errors", 5)?;
+        for _ in 0..errors {
+            r.i32("batch index")?;
+            flex.read_nullable_string(r, "batch index error message")?;
+            flex.read_tags(r)?;
+        }
+        error_message = flex.read_nullable_string(r, "error message")?;
+    }
+    let mut current_leader = None;
+    if flex.0 {
+        r.tagged_fields(|tag, payload| {
+            if tag != TAG_CURRENT_LEADER || version < 10 {
+                return Ok(false);
+            }
+            current_leader = Some(read_tag_payload(payload, read_leader_id_and_epoch)?);
+            Ok(true)
+        })?;
+    }
+    Ok(ProducePartitionResponse {
+        index,
+        error,
+        base_offset,
+        log_append_time_ms,
+        log_start_offset,
+        error_message,
+        current_leader,
+    })
 }
 
 /// The `NodeEndpoints` array (a tagged field's whole payload: an array has no tag section of
@@ -367,6 +354,45 @@ mod tests {
                 expected.node_endpoints.clear();
             }
             assert_eq!(ProduceResponse::decode(&mut r, version).unwrap(), expected);
+        }
+    }
+
+    /// The bounds of `limits` apply to Produce as to the other client APIs: a topic name
+    /// longer than Kafka allows, or more partitions than one request may name, is a decode
+    /// error, however the request was encoded.
+    #[test]
+    fn requests_beyond_the_limits_are_refused() {
+        use crate::wire::kafka::{MAX_ENTRIES_PER_REQUEST, MAX_TOPIC_NAME_BYTES};
+        let partition = |index| ProducePartition {
+            index,
+            records: None,
+        };
+        let request = |name: String, partitions: usize| ProduceRequest {
+            transactional_id: None,
+            acks: 1,
+            timeout_ms: 1000,
+            topics: vec![ProduceTopic {
+                name,
+                partitions: (0..partitions as i32).map(partition).collect(),
+            }],
+        };
+        let name = |len| "t".repeat(len);
+        for version in PRODUCE_MIN_ACCEPTED..=PRODUCE_SPEC.max_version {
+            let decode = |request: &ProduceRequest| {
+                let mut w = WireWriter::new();
+                request.encode(&mut w, version);
+                ProduceRequest::decode(&mut WireReader::new(w.into_inner().freeze()), version)
+            };
+            let within = request(name(MAX_TOPIC_NAME_BYTES), MAX_ENTRIES_PER_REQUEST);
+            assert_eq!(decode(&within), Ok(within.clone()), "v{version}");
+            assert!(matches!(
+                decode(&request(name(MAX_TOPIC_NAME_BYTES + 1), 1)),
+                Err(WireError::TooLong { limit: 249, .. })
+            ));
+            assert!(matches!(
+                decode(&request(name(1), MAX_ENTRIES_PER_REQUEST + 1)),
+                Err(WireError::TooMany { limit: 1000, .. })
+            ));
         }
     }
 }
