@@ -93,8 +93,7 @@ impl ApiVersionsResponse {
         } else {
             0
         };
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             error,
             api_keys,

@@ -369,8 +369,7 @@ impl FetchResponse {
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             decode_partition(&flex, r, version)
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             throttle_time_ms,
             error,

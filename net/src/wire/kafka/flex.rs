@@ -80,6 +80,12 @@ impl Flex {
         Ok(())
     }
 
+    /// The end of a message body: its tagged fields (in flexible versions), then nothing.
+    pub(super) fn read_end(&self, r: &mut WireReader) -> Result<(), WireError> {
+        self.read_tags(r)?;
+        r.finish()
+    }
+
     pub(super) fn write_string(&self, w: &mut WireWriter, v: &str) {
         if self.0 {
             w.compact_string(v)

@@ -65,8 +65,7 @@ impl InitProducerIdRequest {
         } else {
             (-1, -1)
         };
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             transactional_id,
             transaction_timeout_ms,
@@ -105,8 +104,7 @@ impl InitProducerIdResponse {
             producer_id: r.i64("producer id")?,
             producer_epoch: r.i16("producer epoch")?,
         };
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(response)
     }
 }

@@ -91,8 +91,7 @@ impl ListOffsetsRequest {
                 timestamp: r.i64("timestamp")?,
             })
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             replica_id,
             isolation_level,
@@ -155,8 +154,7 @@ impl ListOffsetsResponse {
                 },
             })
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             throttle_time_ms,
             topics,

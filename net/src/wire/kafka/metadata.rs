@@ -180,8 +180,7 @@ impl MetadataRequest {
             request.include_topic_authorized_operations =
                 r.bool("include topic authorized operations")?;
         }
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(request)
     }
 
@@ -293,8 +292,7 @@ impl MetadataResponse {
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         };
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             throttle_time_ms,
             brokers,

@@ -78,8 +78,7 @@ impl OffsetForLeaderEpochRequest {
                 leader_epoch: r.i32("leader epoch")?,
             })
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self { replica_id, topics })
     }
 
@@ -121,8 +120,7 @@ impl OffsetForLeaderEpochResponse {
                 end_offset: r.i64("end offset")?,
             })
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             throttle_time_ms,
             topics,

@@ -109,8 +109,7 @@ impl ProduceRequest {
                 records: flex.read_nullable_bytes(r, "records")?,
             })
         })?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             transactional_id,
             acks,

@@ -138,8 +138,7 @@ impl SaslAuthenticateRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, SaslCodecError> {
         let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
         let auth_bytes = read_auth_bytes(&flex, r)?;
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self { auth_bytes })
     }
 
@@ -172,8 +171,7 @@ impl SaslAuthenticateResponse {
         } else {
             0
         };
-        flex.read_tags(r)?;
-        r.finish()?;
+        flex.read_end(r)?;
         Ok(Self {
             error,
             error_message,
