@@ -62,13 +62,11 @@ impl ApiVersionsResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
         let flex = Flex(version >= 3);
         w.i16(self.error.0);
-        flex.write_array_len(w, self.api_keys.len());
-        for key in &self.api_keys {
+        flex.write_structs(w, &self.api_keys, |w, key| {
             w.i16(key.api_key);
             w.i16(key.min_version);
             w.i16(key.max_version);
-            flex.write_tags(w);
-        }
+        });
         if version >= 1 {
             w.i32(self.throttle_time_ms);
         }
@@ -78,16 +76,13 @@ impl ApiVersionsResponse {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = Flex(version >= 3);
         let error = ErrorCode(r.i16("error code")?);
-        let count = flex.read_array_len(r, "api keys", 6)?;
-        let mut api_keys = Vec::with_capacity(count);
-        for _ in 0..count {
-            api_keys.push(ApiVersionRange {
+        let api_keys = flex.read_structs(r, "api keys", 6, |r| {
+            Ok(ApiVersionRange {
                 api_key: r.i16("api key")?,
                 min_version: r.i16("min version")?,
                 max_version: r.i16("max version")?,
-            });
-            flex.read_tags(r)?;
-        }
+            })
+        })?;
         let throttle_time_ms = if version >= 1 {
             r.i32("throttle time")?
         } else {

@@ -4,7 +4,8 @@
 
 use engine::raft::ErrorCode;
 
-use super::metadata::{ClusterBroker, AUTHORIZED_OPERATIONS_OMITTED};
+use super::flex::Flex;
+use super::metadata::{read_broker, write_broker, ClusterBroker, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -77,14 +78,9 @@ impl DescribeClusterResponse {
         }
         w.compact_string(&self.cluster_id);
         w.i32(self.controller_id);
-        w.compact_array_len(Some(self.brokers.len()));
-        for broker in &self.brokers {
-            w.i32(broker.node_id);
-            w.compact_string(&broker.host);
-            w.i32(broker.port);
-            w.compact_nullable_string(broker.rack.as_deref());
-            w.no_tagged_fields();
-        }
+        // Every version is flexible, and every version has the broker's rack.
+        let flex = Flex(true);
+        flex.write_structs(w, &self.brokers, |w, b| write_broker(&flex, w, b, true));
         w.i32(self.cluster_authorized_operations);
         w.no_tagged_fields();
     }
@@ -100,21 +96,8 @@ impl DescribeClusterResponse {
         };
         let cluster_id = r.compact_string("cluster id")?;
         let controller_id = r.i32("controller id")?;
-        let count = r.compact_array_len("brokers", 11)?.unwrap_or(0);
-        let mut brokers = Vec::with_capacity(count);
-        for _ in 0..count {
-            let node_id = r.i32("broker id")?;
-            let host = r.compact_string("host")?;
-            let port = r.i32("port")?;
-            let rack = r.compact_nullable_string("rack")?;
-            r.skip_tagged_fields()?;
-            brokers.push(ClusterBroker {
-                node_id,
-                host,
-                port,
-                rack,
-            });
-        }
+        let flex = Flex(true);
+        let brokers = flex.read_structs(r, "brokers", 11, |r| read_broker(&flex, r, true))?;
         let cluster_authorized_operations = r.i32("cluster authorized operations")?;
         r.skip_tagged_fields()?;
         r.finish()?;

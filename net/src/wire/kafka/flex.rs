@@ -80,6 +80,39 @@ impl Flex {
         Ok(())
     }
 
+    /// An array of structs, each read by `read` and followed by its tagged fields (in flexible
+    /// versions); null reads as empty. `min_element_bytes` as for any array.
+    pub(super) fn read_structs<T>(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+        min_element_bytes: usize,
+        mut read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
+    ) -> Result<Vec<T>, WireError> {
+        let count = self.read_array_len(r, field, min_element_bytes)?;
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(read(r)?);
+            self.read_tags(r)?;
+        }
+        Ok(items)
+    }
+
+    /// An array of structs, each written by `write` and followed by an empty tagged-field
+    /// section (in flexible versions).
+    pub(super) fn write_structs<T>(
+        &self,
+        w: &mut WireWriter,
+        items: &[T],
+        mut write: impl FnMut(&mut WireWriter, &T),
+    ) {
+        self.write_array_len(w, items.len());
+        for item in items {
+            write(w, item);
+            self.write_tags(w);
+        }
+    }
+
     /// The end of a message body: its tagged fields (in flexible versions), then nothing.
     pub(super) fn read_end(&self, r: &mut WireReader) -> Result<(), WireError> {
         self.read_tags(r)?;

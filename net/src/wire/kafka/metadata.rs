@@ -220,26 +220,18 @@ impl MetadataResponse {
         if version >= 3 {
             w.i32(self.throttle_time_ms);
         }
-        flex.write_array_len(w, self.brokers.len());
-        for broker in &self.brokers {
-            w.i32(broker.node_id);
-            flex.write_string(w, &broker.host);
-            w.i32(broker.port);
-            if version >= 1 {
-                flex.write_nullable_string(w, broker.rack.as_deref());
-            }
-            flex.write_tags(w);
-        }
+        flex.write_structs(w, &self.brokers, |w, broker| {
+            write_broker(&flex, w, broker, version >= 1)
+        });
         if version >= 2 {
             flex.write_nullable_string(w, self.cluster_id.as_deref());
         }
         if version >= 1 {
             w.i32(self.controller_id);
         }
-        flex.write_array_len(w, self.topics.len());
-        for topic in &self.topics {
-            encode_topic(&flex, w, topic, version);
-        }
+        flex.write_structs(w, &self.topics, |w, topic| {
+            encode_topic(&flex, w, topic, version)
+        });
         if (8..=10).contains(&version) {
             w.i32(self.cluster_authorized_operations);
         }
@@ -253,25 +245,8 @@ impl MetadataResponse {
         } else {
             0
         };
-        let count = flex.read_array_len(r, "brokers", 10)?;
-        let mut brokers = Vec::with_capacity(count);
-        for _ in 0..count {
-            let node_id = r.i32("node id")?;
-            let host = flex.read_string(r, "host")?;
-            let port = r.i32("port")?;
-            let rack = if version >= 1 {
-                flex.read_nullable_string(r, "rack")?
-            } else {
-                None
-            };
-            flex.read_tags(r)?;
-            brokers.push(ClusterBroker {
-                node_id,
-                host,
-                port,
-                rack,
-            });
-        }
+        let brokers =
+            flex.read_structs(r, "brokers", 10, |r| read_broker(&flex, r, version >= 1))?;
         let cluster_id = if version >= 2 {
             flex.read_nullable_string(r, "cluster id")?
         } else {
@@ -282,11 +257,7 @@ impl MetadataResponse {
         } else {
             -1
         };
-        let count = flex.read_array_len(r, "topics", 7)?;
-        let mut topics = Vec::with_capacity(count);
-        for _ in 0..count {
-            topics.push(decode_topic(&flex, r, version)?);
-        }
+        let topics = flex.read_structs(r, "topics", 7, |r| decode_topic(&flex, r, version))?;
         let cluster_authorized_operations = if (8..=10).contains(&version) {
             r.i32("cluster authorized operations")?
         } else {
@@ -304,6 +275,33 @@ impl MetadataResponse {
     }
 }
 
+/// A broker as Metadata (with its rack from v1) and DescribeCluster (always with it) list it.
+pub(super) fn write_broker(flex: &Flex, w: &mut WireWriter, broker: &ClusterBroker, rack: bool) {
+    w.i32(broker.node_id);
+    flex.write_string(w, &broker.host);
+    w.i32(broker.port);
+    if rack {
+        flex.write_nullable_string(w, broker.rack.as_deref());
+    }
+}
+
+pub(super) fn read_broker(
+    flex: &Flex,
+    r: &mut WireReader,
+    rack: bool,
+) -> Result<ClusterBroker, WireError> {
+    Ok(ClusterBroker {
+        node_id: r.i32("node id")?,
+        host: flex.read_string(r, "host")?,
+        port: r.i32("port")?,
+        rack: if rack {
+            flex.read_nullable_string(r, "rack")?
+        } else {
+            None
+        },
+    })
+}
+
 fn encode_topic(flex: &Flex, w: &mut WireWriter, topic: &MetadataTopic, version: i16) {
     w.i16(topic.error.0);
     if version >= 12 {
@@ -317,8 +315,7 @@ fn encode_topic(flex: &Flex, w: &mut WireWriter, topic: &MetadataTopic, version:
     if version >= 1 {
         w.bool(topic.is_internal);
     }
-    flex.write_array_len(w, topic.partitions.len());
-    for p in &topic.partitions {
+    flex.write_structs(w, &topic.partitions, |w, p| {
         w.i16(p.error.0);
         w.i32(p.partition_index);
         w.i32(p.leader_id);
@@ -330,12 +327,10 @@ fn encode_topic(flex: &Flex, w: &mut WireWriter, topic: &MetadataTopic, version:
         if version >= 5 {
             write_ids(flex, w, &p.offline_replicas);
         }
-        flex.write_tags(w);
-    }
+    });
     if version >= 8 {
         w.i32(topic.topic_authorized_operations);
     }
-    flex.write_tags(w);
 }
 
 fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<MetadataTopic, WireError> {
@@ -351,41 +346,30 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
         [0; 16]
     };
     let is_internal = version >= 1 && r.bool("is internal")?;
-    let count = flex.read_array_len(r, "partitions", 14)?;
-    let mut partitions = Vec::with_capacity(count);
-    for _ in 0..count {
-        let error = ErrorCode(r.i16("partition error code")?);
-        let partition_index = r.i32("partition index")?;
-        let leader_id = r.i32("leader id")?;
-        let leader_epoch = if version >= 7 {
-            r.i32("leader epoch")?
-        } else {
-            -1
-        };
-        let replica_nodes = read_ids(flex, r, "replica nodes")?;
-        let isr_nodes = read_ids(flex, r, "isr nodes")?;
-        let offline_replicas = if version >= 5 {
-            read_ids(flex, r, "offline replicas")?
-        } else {
-            Vec::new()
-        };
-        flex.read_tags(r)?;
-        partitions.push(MetadataPartition {
-            error,
-            partition_index,
-            leader_id,
-            leader_epoch,
-            replica_nodes,
-            isr_nodes,
-            offline_replicas,
-        });
-    }
+    let partitions = flex.read_structs(r, "partitions", 14, |r| {
+        Ok(MetadataPartition {
+            error: ErrorCode(r.i16("partition error code")?),
+            partition_index: r.i32("partition index")?,
+            leader_id: r.i32("leader id")?,
+            leader_epoch: if version >= 7 {
+                r.i32("leader epoch")?
+            } else {
+                -1
+            },
+            replica_nodes: read_ids(flex, r, "replica nodes")?,
+            isr_nodes: read_ids(flex, r, "isr nodes")?,
+            offline_replicas: if version >= 5 {
+                read_ids(flex, r, "offline replicas")?
+            } else {
+                Vec::new()
+            },
+        })
+    })?;
     let topic_authorized_operations = if version >= 8 {
         r.i32("topic authorized operations")?
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
-    flex.read_tags(r)?;
     Ok(MetadataTopic {
         error,
         name,

@@ -146,14 +146,12 @@ impl ProduceResponse {
         }
         if version >= 10 && !self.node_endpoints.is_empty() {
             let mut t = WireWriter::new();
-            t.compact_array_len(Some(self.node_endpoints.len()));
-            for node in &self.node_endpoints {
+            Flex(true).write_structs(&mut t, &self.node_endpoints, |t, node| {
                 t.i32(node.node_id);
                 t.compact_string(&node.host);
                 t.i32(node.port);
                 t.compact_nullable_string(node.rack.as_deref());
-                t.no_tagged_fields();
-            }
+            });
             w.tagged_fields(&[(TAG_NODE_ENDPOINTS, &t.into_inner())]);
         } else {
             flex.write_tags(w);
@@ -274,20 +272,14 @@ fn decode_partition_response(
 /// The `NodeEndpoints` array (a tagged field's whole payload: an array has no tag section of
 /// its own, unlike a struct).
 fn read_node_endpoints(t: &mut WireReader) -> Result<Vec<NodeEndpoint>, WireError> {
-    let count = t
-        .compact_array_len("node endpoints", MIN_NODE_ENDPOINT_BYTES)?
-        .unwrap_or(0);
-    let mut nodes = Vec::with_capacity(count);
-    for _ in 0..count {
-        nodes.push(NodeEndpoint {
+    Flex(true).read_structs(t, "node endpoints", MIN_NODE_ENDPOINT_BYTES, |t| {
+        Ok(NodeEndpoint {
             node_id: t.i32("node id")?,
             host: t.compact_string("host")?,
             port: t.i32("port")?,
             rack: t.compact_nullable_string("rack")?,
-        });
-        t.skip_tagged_fields()?;
-    }
-    Ok(nodes)
+        })
+    })
 }
 
 #[cfg(test)]
