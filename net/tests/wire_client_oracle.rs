@@ -15,7 +15,10 @@ use kafka_protocol::records::RecordBatchDecoder;
 use net::wire::kafka::*;
 use net::wire::{WireError, WireReader, WireWriter};
 use proptest::prelude::*;
-use wire_support::{assert_spec_matches, decode_theirs, joined, ours, theirs};
+use wire_support::{
+    assert_same_as_kafka, assert_same_as_kafka_in, assert_spec_matches, decode_theirs, joined,
+    ours, paired, theirs, versions,
+};
 
 const TOPIC: &str = "__cluster_metadata";
 
@@ -25,6 +28,45 @@ fn name(s: &str) -> TopicName {
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
+}
+
+/// One of Kafka's topic types: a name and its partitions.
+trait KpTopic: Default {
+    type Partition;
+    fn of(name: TopicName, partitions: Vec<Self::Partition>) -> Self;
+}
+
+macro_rules! kp_topic_types {
+    ($($topic:ty: $with_name:ident, $partition:ty;)*) => {$(
+        impl KpTopic for $topic {
+            type Partition = $partition;
+            fn of(name: TopicName, partitions: Vec<$partition>) -> Self {
+                <$topic>::default().$with_name(name).with_partitions(partitions)
+            }
+        }
+    )*};
+}
+
+kp_topic_types! {
+    kp::fetch_request::FetchTopic: with_topic, kp::fetch_request::FetchPartition;
+    kp::fetch_request::ForgottenTopic: with_topic, i32;
+    kp::fetch_response::FetchableTopicResponse: with_topic, kp::fetch_response::PartitionData;
+    kp::list_offsets_request::ListOffsetsTopic: with_name,
+        kp::list_offsets_request::ListOffsetsPartition;
+    kp::list_offsets_response::ListOffsetsTopicResponse: with_name,
+        kp::list_offsets_response::ListOffsetsPartitionResponse;
+    kp::offset_for_leader_epoch_request::OffsetForLeaderTopic: with_topic,
+        kp::offset_for_leader_epoch_request::OffsetForLeaderPartition;
+    kp::offset_for_leader_epoch_response::OffsetForLeaderTopicResult: with_topic,
+        kp::offset_for_leader_epoch_response::EpochEndOffset;
+}
+
+/// Kafka's topic array for ours, `partition` making Kafka's partition from ours.
+fn kp_topics<P, T: KpTopic>(topics: &[Topic<P>], partition: impl Fn(&P) -> T::Partition) -> Vec<T> {
+    topics
+        .iter()
+        .map(|t| T::of(name(&t.name), t.partitions.iter().map(&partition).collect()))
+        .collect()
 }
 
 #[test]
@@ -116,64 +158,27 @@ fn kp_fetch_request(r: &FetchRequest) -> kp::FetchRequest {
         .with_isolation_level(r.isolation_level)
         .with_session_id(r.session_id)
         .with_session_epoch(r.session_epoch)
-        .with_topics(
-            r.topics
-                .iter()
-                .map(|t| {
-                    kp::fetch_request::FetchTopic::default()
-                        .with_topic(name(&t.name))
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    kp::fetch_request::FetchPartition::default()
-                                        .with_partition(p.partition)
-                                        .with_current_leader_epoch(p.current_leader_epoch)
-                                        .with_fetch_offset(p.fetch_offset)
-                                        .with_last_fetched_epoch(p.last_fetched_epoch)
-                                        .with_log_start_offset(p.log_start_offset)
-                                        .with_partition_max_bytes(p.partition_max_bytes)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        )
-        .with_forgotten_topics_data(
-            r.forgotten_topics
-                .iter()
-                .map(|t| {
-                    kp::fetch_request::ForgottenTopic::default()
-                        .with_topic(name(&t.name))
-                        .with_partitions(t.partitions.clone())
-                })
-                .collect(),
-        )
+        .with_topics(kp_topics(&r.topics, |p| {
+            kp::fetch_request::FetchPartition::default()
+                .with_partition(p.partition)
+                .with_current_leader_epoch(p.current_leader_epoch)
+                .with_fetch_offset(p.fetch_offset)
+                .with_last_fetched_epoch(p.last_fetched_epoch)
+                .with_log_start_offset(p.log_start_offset)
+                .with_partition_max_bytes(p.partition_max_bytes)
+        }))
+        .with_forgotten_topics_data(kp_topics(&r.forgotten_topics, |p| *p))
         .with_rack_id(text(&r.rack_id))
         .with_cluster_id(r.cluster_id.as_deref().map(text))
 }
 
 fn assert_fetch_request_matches(request: &FetchRequest, version: i16) {
-    let kp_request = kp_fetch_request(request);
-    let kafka_bytes = theirs(&kp_request, version);
-    assert_eq!(
-        ours(|w| request.encode(w, version)),
-        kafka_bytes,
-        "v{version}"
-    );
-    let mut r = WireReader::new(kafka_bytes);
-    assert_eq!(
-        &FetchRequest::decode(&mut r, version).unwrap(),
-        request,
-        "v{version}"
-    );
-    let back: kp::FetchRequest = decode_theirs(ours(|w| request.encode(w, version)), version);
-    assert_eq!(back, kp_request, "v{version}");
+    assert_same_as_kafka(request, &kp_fetch_request(request), version);
 }
 
 #[test]
 fn fetch_requests_match_kafka_in_every_version() {
-    for version in FETCH_SPEC.min_version..=FETCH_SPEC.max_version {
+    for version in versions(&FETCH_SPEC) {
         for topics in [0, 1, 3] {
             assert_fetch_request_matches(&fetch_request(version, topics, 42), version);
         }
@@ -271,42 +276,11 @@ fn kp_fetch_response(r: &FetchResponse) -> kp::FetchResponse {
         .with_throttle_time_ms(r.throttle_time_ms)
         .with_error_code(r.error.0)
         .with_session_id(r.session_id)
-        .with_responses(
-            r.topics
-                .iter()
-                .map(|t| {
-                    kp::fetch_response::FetchableTopicResponse::default()
-                        .with_topic(name(&t.name))
-                        .with_partitions(t.partitions.iter().map(partition).collect())
-                })
-                .collect(),
-        )
-}
-
-/// What our decoder gives for `r`: each partition's records as the one piece received.
-fn as_received(r: &FetchResponse) -> FetchResponse {
-    let mut r = r.clone();
-    for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
-        p.records = p
-            .records_bytes()
-            .map(|b| if b.is_empty() { Vec::new() } else { vec![b] });
-    }
-    r
+        .with_responses(kp_topics(&r.topics, partition))
 }
 
 fn assert_fetch_response_matches(response: &FetchResponse, version: i16) {
-    let kp_response = kp_fetch_response(response);
-    let kafka_bytes = theirs(&kp_response, version);
-    let chain = response.encode_chain(WireWriter::new(), version);
-    assert_eq!(joined(&chain), kafka_bytes, "v{version}");
-    let mut r = WireReader::new(kafka_bytes);
-    assert_eq!(
-        FetchResponse::decode(&mut r, version).unwrap(),
-        as_received(response),
-        "v{version}"
-    );
-    let back: kp::FetchResponse = decode_theirs(joined(&chain), version);
-    assert_eq!(back, kp_response, "v{version}");
+    assert_same_as_kafka(response, &kp_fetch_response(response), version);
 }
 
 #[test]
@@ -540,282 +514,206 @@ fn list_offsets_response(version: i16) -> ListOffsetsResponse {
     }
 }
 
+fn kp_list_offsets_request(r: &ListOffsetsRequest) -> kp::ListOffsetsRequest {
+    let partition = |p: &ListOffsetsPartition| {
+        kp::list_offsets_request::ListOffsetsPartition::default()
+            .with_partition_index(p.index)
+            .with_current_leader_epoch(p.current_leader_epoch)
+            .with_timestamp(p.timestamp)
+    };
+    kp::ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(r.replica_id))
+        .with_isolation_level(r.isolation_level)
+        .with_topics(kp_topics(&r.topics, partition))
+}
+
+fn kp_list_offsets_response(r: &ListOffsetsResponse) -> kp::ListOffsetsResponse {
+    let partition = |p: &ListOffsetsPartitionResponse| {
+        kp::list_offsets_response::ListOffsetsPartitionResponse::default()
+            .with_partition_index(p.index)
+            .with_error_code(p.error.0)
+            .with_timestamp(p.timestamp)
+            .with_offset(p.offset)
+            .with_leader_epoch(p.leader_epoch)
+    };
+    kp::ListOffsetsResponse::default()
+        .with_throttle_time_ms(r.throttle_time_ms)
+        .with_topics(kp_topics(&r.topics, partition))
+}
+
 #[test]
 fn list_offsets_matches_kafka_in_every_version() {
-    for version in LIST_OFFSETS_SPEC.min_version..=LIST_OFFSETS_SPEC.max_version {
-        let request = list_offsets_request(version);
-        let kp_request = kp::ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(request.replica_id))
-            .with_isolation_level(request.isolation_level)
-            .with_topics(
-                request
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        kp::list_offsets_request::ListOffsetsTopic::default()
-                            .with_name(name(&t.name))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        kp::list_offsets_request::ListOffsetsPartition::default()
-                                            .with_partition_index(p.index)
-                                            .with_current_leader_epoch(p.current_leader_epoch)
-                                            .with_timestamp(p.timestamp)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
-        let kafka_bytes = theirs(&kp_request, version);
-        assert_eq!(
-            ours(|w| request.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            ListOffsetsRequest::decode(&mut r, version).unwrap(),
-            request
-        );
-        let back: kp::ListOffsetsRequest =
-            decode_theirs(ours(|w| request.encode(w, version)), version);
-        assert_eq!(back, kp_request, "v{version}");
-
-        let response = list_offsets_response(version);
-        let kp_response = kp::ListOffsetsResponse::default()
-            .with_throttle_time_ms(response.throttle_time_ms)
-            .with_topics(
-                response
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        kp::list_offsets_response::ListOffsetsTopicResponse::default()
-                            .with_name(name(&t.name))
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        kp::list_offsets_response::ListOffsetsPartitionResponse::default()
-                                            .with_partition_index(p.index)
-                                            .with_error_code(p.error.0)
-                                            .with_timestamp(p.timestamp)
-                                            .with_offset(p.offset)
-                                            .with_leader_epoch(p.leader_epoch)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
-        let kafka_bytes = theirs(&kp_response, version);
-        assert_eq!(
-            ours(|w| response.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            ListOffsetsResponse::decode(&mut r, version).unwrap(),
-            response
-        );
-        let back: kp::ListOffsetsResponse =
-            decode_theirs(ours(|w| response.encode(w, version)), version);
-        assert_eq!(back, kp_response, "v{version}");
-    }
+    assert_same_as_kafka_in(versions(&LIST_OFFSETS_SPEC), |version| {
+        vec![paired(
+            list_offsets_request(version),
+            kp_list_offsets_request,
+        )]
+    });
+    assert_same_as_kafka_in(versions(&LIST_OFFSETS_SPEC), |version| {
+        vec![paired(
+            list_offsets_response(version),
+            kp_list_offsets_response,
+        )]
+    });
 }
 
 // ---- OffsetForLeaderEpoch ----
 
+fn offset_for_leader_epoch_request(version: i16) -> OffsetForLeaderEpochRequest {
+    OffsetForLeaderEpochRequest {
+        replica_id: if version >= 3 {
+            -1
+        } else {
+            CONSUMER_REPLICA_ID
+        },
+        topics: vec![OffsetForLeaderTopic {
+            name: TOPIC.into(),
+            partitions: vec![
+                OffsetForLeaderPartition {
+                    partition: 0,
+                    current_leader_epoch: 5,
+                    leader_epoch: 3,
+                },
+                OffsetForLeaderPartition {
+                    partition: 1,
+                    current_leader_epoch: -1,
+                    leader_epoch: 0,
+                },
+            ],
+        }],
+    }
+}
+
+fn offset_for_leader_epoch_response() -> OffsetForLeaderEpochResponse {
+    OffsetForLeaderEpochResponse {
+        throttle_time_ms: 1,
+        topics: vec![OffsetForLeaderTopicResult {
+            name: TOPIC.into(),
+            partitions: vec![
+                EpochEndOffsetResponse {
+                    error: ErrorCode::NONE,
+                    partition: 0,
+                    leader_epoch: 3,
+                    end_offset: 120,
+                },
+                EpochEndOffsetResponse {
+                    error: ErrorCode::FENCED_LEADER_EPOCH,
+                    partition: 1,
+                    leader_epoch: -1,
+                    end_offset: -1,
+                },
+            ],
+        }],
+    }
+}
+
+fn kp_offset_for_leader_epoch_request(
+    r: &OffsetForLeaderEpochRequest,
+) -> kp::OffsetForLeaderEpochRequest {
+    use kp::offset_for_leader_epoch_request as kpr;
+    let partition = |p: &OffsetForLeaderPartition| {
+        kpr::OffsetForLeaderPartition::default()
+            .with_partition(p.partition)
+            .with_current_leader_epoch(p.current_leader_epoch)
+            .with_leader_epoch(p.leader_epoch)
+    };
+    kp::OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(r.replica_id))
+        .with_topics(kp_topics(&r.topics, partition))
+}
+
+fn kp_offset_for_leader_epoch_response(
+    r: &OffsetForLeaderEpochResponse,
+) -> kp::OffsetForLeaderEpochResponse {
+    use kp::offset_for_leader_epoch_response as kpr;
+    let partition = |p: &EpochEndOffsetResponse| {
+        kpr::EpochEndOffset::default()
+            .with_error_code(p.error.0)
+            .with_partition(p.partition)
+            .with_leader_epoch(p.leader_epoch)
+            .with_end_offset(p.end_offset)
+    };
+    kp::OffsetForLeaderEpochResponse::default()
+        .with_throttle_time_ms(r.throttle_time_ms)
+        .with_topics(kp_topics(&r.topics, partition))
+}
+
 #[test]
 fn offset_for_leader_epoch_matches_kafka_in_every_version() {
     let spec = OFFSET_FOR_LEADER_EPOCH_SPEC;
-    for version in spec.min_version..=spec.max_version {
-        let request = OffsetForLeaderEpochRequest {
-            replica_id: if version >= 3 {
-                -1
-            } else {
-                CONSUMER_REPLICA_ID
-            },
-            topics: vec![OffsetForLeaderTopic {
-                name: TOPIC.into(),
-                partitions: vec![
-                    OffsetForLeaderPartition {
-                        partition: 0,
-                        current_leader_epoch: 5,
-                        leader_epoch: 3,
-                    },
-                    OffsetForLeaderPartition {
-                        partition: 1,
-                        current_leader_epoch: -1,
-                        leader_epoch: 0,
-                    },
-                ],
-            }],
-        };
-        let kp_request = kp::OffsetForLeaderEpochRequest::default()
-            .with_replica_id(BrokerId(request.replica_id))
-            .with_topics(
-                vec![kp::offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
-                .with_topic(name(TOPIC))
-                .with_partitions(
-                    request.topics[0]
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            kp::offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
-                                .with_partition(p.partition)
-                                .with_current_leader_epoch(p.current_leader_epoch)
-                                .with_leader_epoch(p.leader_epoch)
-                        })
-                        .collect(),
-                )],
-            );
-        let kafka_bytes = theirs(&kp_request, version);
-        assert_eq!(
-            ours(|w| request.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            OffsetForLeaderEpochRequest::decode(&mut r, version).unwrap(),
-            request
-        );
-        let back: kp::OffsetForLeaderEpochRequest =
-            decode_theirs(ours(|w| request.encode(w, version)), version);
-        assert_eq!(back, kp_request);
-
-        let response = OffsetForLeaderEpochResponse {
-            throttle_time_ms: 1,
-            topics: vec![OffsetForLeaderTopicResult {
-                name: TOPIC.into(),
-                partitions: vec![
-                    EpochEndOffsetResponse {
-                        error: ErrorCode::NONE,
-                        partition: 0,
-                        leader_epoch: 3,
-                        end_offset: 120,
-                    },
-                    EpochEndOffsetResponse {
-                        error: ErrorCode::FENCED_LEADER_EPOCH,
-                        partition: 1,
-                        leader_epoch: -1,
-                        end_offset: -1,
-                    },
-                ],
-            }],
-        };
-        let kp_response = kp::OffsetForLeaderEpochResponse::default()
-            .with_throttle_time_ms(1)
-            .with_topics(vec![
-                kp::offset_for_leader_epoch_response::OffsetForLeaderTopicResult::default()
-                    .with_topic(name(TOPIC))
-                    .with_partitions(
-                        response.topics[0]
-                            .partitions
-                            .iter()
-                            .map(|p| {
-                                kp::offset_for_leader_epoch_response::EpochEndOffset::default()
-                                    .with_error_code(p.error.0)
-                                    .with_partition(p.partition)
-                                    .with_leader_epoch(p.leader_epoch)
-                                    .with_end_offset(p.end_offset)
-                            })
-                            .collect(),
-                    ),
-            ]);
-        let kafka_bytes = theirs(&kp_response, version);
-        assert_eq!(
-            ours(|w| response.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            OffsetForLeaderEpochResponse::decode(&mut r, version).unwrap(),
-            response
-        );
-        let back: kp::OffsetForLeaderEpochResponse =
-            decode_theirs(ours(|w| response.encode(w, version)), version);
-        assert_eq!(back, kp_response);
-    }
+    assert_same_as_kafka_in(versions(&spec), |version| {
+        vec![paired(
+            offset_for_leader_epoch_request(version),
+            kp_offset_for_leader_epoch_request,
+        )]
+    });
+    assert_same_as_kafka_in(versions(&spec), |_| {
+        vec![paired(
+            offset_for_leader_epoch_response(),
+            kp_offset_for_leader_epoch_response,
+        )]
+    });
 }
 
 // ---- InitProducerId ----
 
-fn assert_init_producer_id_matches(request: &InitProducerIdRequest, version: i16) {
-    let kp_request = kp::InitProducerIdRequest::default()
+fn kp_init_producer_id_request(r: &InitProducerIdRequest) -> kp::InitProducerIdRequest {
+    kp::InitProducerIdRequest::default()
         .with_transactional_id(
-            request
-                .transactional_id
+            r.transactional_id
                 .as_deref()
                 .map(|id| TransactionalId(text(id))),
         )
-        .with_transaction_timeout_ms(request.transaction_timeout_ms)
-        .with_producer_id(ProducerId(request.producer_id))
-        .with_producer_epoch(request.producer_epoch);
-    let kafka_bytes = theirs(&kp_request, version);
-    assert_eq!(
-        ours(|w| request.encode(w, version)),
-        kafka_bytes,
-        "v{version}"
-    );
-    let mut r = WireReader::new(kafka_bytes);
-    assert_eq!(
-        &InitProducerIdRequest::decode(&mut r, version).unwrap(),
-        request
-    );
-    let back: kp::InitProducerIdRequest =
-        decode_theirs(ours(|w| request.encode(w, version)), version);
-    assert_eq!(back, kp_request, "v{version}");
+        .with_transaction_timeout_ms(r.transaction_timeout_ms)
+        .with_producer_id(ProducerId(r.producer_id))
+        .with_producer_epoch(r.producer_epoch)
+}
+
+fn kp_init_producer_id_response(r: &InitProducerIdResponse) -> kp::InitProducerIdResponse {
+    kp::InitProducerIdResponse::default()
+        .with_throttle_time_ms(r.throttle_time_ms)
+        .with_error_code(r.error.0)
+        .with_producer_id(ProducerId(r.producer_id))
+        .with_producer_epoch(r.producer_epoch)
+}
+
+fn assert_init_producer_id_matches(request: &InitProducerIdRequest, version: i16) {
+    assert_same_as_kafka(request, &kp_init_producer_id_request(request), version);
 }
 
 #[test]
 fn init_producer_id_matches_kafka_in_every_version() {
     let spec = INIT_PRODUCER_ID_SPEC;
-    for version in spec.min_version..=spec.max_version {
-        for transactional_id in [None, Some(""), Some("txn-1")] {
-            let (producer_id, producer_epoch) = if version >= 3 { (1000, 2) } else { (-1, -1) };
-            let request = InitProducerIdRequest {
-                transactional_id: transactional_id.map(str::to_string),
-                transaction_timeout_ms: 60_000,
-                producer_id,
-                producer_epoch,
-            };
-            assert_init_producer_id_matches(&request, version);
-        }
-        for (error, producer_id, producer_epoch) in [
+    assert_same_as_kafka_in(versions(&spec), |version| {
+        let (producer_id, producer_epoch) = if version >= 3 { (1000, 2) } else { (-1, -1) };
+        [None, Some(""), Some("txn-1")]
+            .map(|transactional_id| {
+                let request = InitProducerIdRequest {
+                    transactional_id: transactional_id.map(str::to_string),
+                    transaction_timeout_ms: 60_000,
+                    producer_id,
+                    producer_epoch,
+                };
+                paired(request, kp_init_producer_id_request)
+            })
+            .to_vec()
+    });
+    assert_same_as_kafka_in(versions(&spec), |_| {
+        [
             (ErrorCode::NONE, 4096, 0),
             (ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1),
-        ] {
+        ]
+        .map(|(error, producer_id, producer_epoch)| {
             let response = InitProducerIdResponse {
                 throttle_time_ms: 0,
                 error,
                 producer_id,
                 producer_epoch,
             };
-            let kp_response = kp::InitProducerIdResponse::default()
-                .with_error_code(error.0)
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(producer_epoch);
-            let kafka_bytes = theirs(&kp_response, version);
-            assert_eq!(
-                ours(|w| response.encode(w, version)),
-                kafka_bytes,
-                "v{version}"
-            );
-            let mut r = WireReader::new(kafka_bytes);
-            assert_eq!(
-                InitProducerIdResponse::decode(&mut r, version).unwrap(),
-                response
-            );
-            let back: kp::InitProducerIdResponse =
-                decode_theirs(ours(|w| response.encode(w, version)), version);
-            assert_eq!(back, kp_response);
-        }
-    }
+            paired(response, kp_init_producer_id_response)
+        })
+        .to_vec()
+    });
 }
 
 proptest! {
@@ -922,17 +820,7 @@ fn produce_v10_tagged_fields_match_kafka() {
                 let _: kp::ProduceResponse = decode_theirs(bytes, version);
                 continue;
             }
-            let kafka_bytes = theirs(&kp_response, version);
-            assert_eq!(
-                ours(|w| response.encode(w, version)),
-                kafka_bytes,
-                "tags {with_tags}"
-            );
-            let mut r = WireReader::new(kafka_bytes);
-            assert_eq!(ProduceResponse::decode(&mut r, version).unwrap(), response);
-            let back: kp::ProduceResponse =
-                decode_theirs(ours(|w| response.encode(w, version)), version);
-            assert_eq!(back, kp_response);
+            assert_same_as_kafka(&response, &kp_response, version);
         }
     }
 }

@@ -21,8 +21,7 @@ use net::wire::kafka::{
     MetadataRequest, MetadataRequestTopic, MetadataResponse, MetadataTopic,
     AUTHORIZED_OPERATIONS_OMITTED, DESCRIBE_CLUSTER_SPEC, ENDPOINT_TYPE_BROKERS, METADATA_SPEC,
 };
-use net::wire::WireReader;
-use wire_support::{assert_spec_matches, decode_theirs, ours, theirs};
+use wire_support::{assert_same_as_kafka_in, assert_spec_matches, versions};
 
 const TOPIC: &str = "__cluster_metadata";
 
@@ -76,18 +75,12 @@ fn metadata_requests(version: i16, all_topics: bool) -> (MetadataRequest, KpMeta
 
 #[test]
 fn metadata_requests_match_kafka_in_every_version() {
-    for version in METADATA_SPEC.min_version..=METADATA_SPEC.max_version {
-        for all_topics in [false, true] {
-            let (request, kp_request) = metadata_requests(version, all_topics);
-            let kafka_bytes = theirs(&kp_request, version);
-            let our_bytes = ours(|w| request.encode(w, version));
-            assert_eq!(our_bytes, kafka_bytes, "v{version} all={all_topics}");
-            let mut r = WireReader::new(kafka_bytes);
-            assert_eq!(MetadataRequest::decode(&mut r, version).unwrap(), request);
-            let decoded: KpMetadataRequest = decode_theirs(our_bytes, version);
-            assert_eq!(decoded, kp_request, "v{version}");
-        }
-    }
+    assert_same_as_kafka_in(versions(&METADATA_SPEC), |version| {
+        vec![
+            metadata_requests(version, false),
+            metadata_requests(version, true),
+        ]
+    });
 }
 
 /// A response as `version` carries it: ours and Kafka's.
@@ -193,25 +186,14 @@ fn metadata_responses(version: i16) -> (MetadataResponse, KpMetadataResponse) {
 
 #[test]
 fn metadata_responses_match_kafka_in_every_version() {
-    for version in METADATA_SPEC.min_version..=METADATA_SPEC.max_version {
-        let (response, kp_response) = metadata_responses(version);
-        let kafka_bytes = theirs(&kp_response, version);
-        let our_bytes = ours(|w| response.encode(w, version));
-        assert_eq!(our_bytes, kafka_bytes, "v{version}");
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            MetadataResponse::decode(&mut r, version).unwrap(),
-            response,
-            "v{version}"
-        );
-        let decoded: KpMetadataResponse = decode_theirs(our_bytes, version);
-        assert_eq!(decoded, kp_response, "v{version}");
-    }
+    assert_same_as_kafka_in(versions(&METADATA_SPEC), |version| {
+        vec![metadata_responses(version)]
+    });
 }
 
 #[test]
 fn describe_cluster_matches_kafka_in_every_version() {
-    for version in DESCRIBE_CLUSTER_SPEC.min_version..=DESCRIBE_CLUSTER_SPEC.max_version {
+    assert_same_as_kafka_in(versions(&DESCRIBE_CLUSTER_SPEC), |_| {
         let request = DescribeClusterRequest {
             include_cluster_authorized_operations: true,
             endpoint_type: ENDPOINT_TYPE_BROKERS,
@@ -219,16 +201,9 @@ fn describe_cluster_matches_kafka_in_every_version() {
         let kp_request = KpDcRequest::default()
             .with_include_cluster_authorized_operations(true)
             .with_endpoint_type(ENDPOINT_TYPE_BROKERS);
-        let kafka_bytes = theirs(&kp_request, version);
-        let our_bytes = ours(|w| request.encode(w, version));
-        assert_eq!(our_bytes, kafka_bytes, "request v{version}");
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            DescribeClusterRequest::decode(&mut r, version).unwrap(),
-            request
-        );
-        assert_eq!(decode_theirs::<KpDcRequest>(our_bytes, version), kp_request);
-
+        vec![(request, kp_request)]
+    });
+    assert_same_as_kafka_in(versions(&DESCRIBE_CLUSTER_SPEC), |_| {
         let response = DescribeClusterResponse {
             error: ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
             error_message: Some("no".into()),
@@ -254,17 +229,6 @@ fn describe_cluster_matches_kafka_in_every_version() {
                 .with_host(s("127.0.0.1"))
                 .with_port(9093)])
             .with_cluster_authorized_operations(0x100);
-        let kafka_bytes = theirs(&kp_response, version);
-        let our_bytes = ours(|w| response.encode(w, version));
-        assert_eq!(our_bytes, kafka_bytes, "response v{version}");
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            DescribeClusterResponse::decode(&mut r, version).unwrap(),
-            response
-        );
-        assert_eq!(
-            decode_theirs::<KpDcResponse>(our_bytes, version),
-            kp_response
-        );
-    }
+        vec![(response, kp_response)]
+    });
 }

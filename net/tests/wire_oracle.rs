@@ -13,10 +13,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use net::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, ProducePartition,
     ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopic, ProduceTopicResponse,
-    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    API_VERSIONS_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{RequestHeader, WireReader, WireWriter};
-use wire_support::{ours, theirs};
+use wire_support::{assert_same_as_kafka_in, ours, theirs, versions};
 
 #[test]
 fn request_headers_match_kafka_in_v1_and_v2() {
@@ -43,19 +43,22 @@ fn request_headers_match_kafka_in_v1_and_v2() {
 
 #[test]
 fn api_versions_match_kafka_in_every_version() {
-    for version in 0..=4i16 {
+    assert_same_as_kafka_in(versions(&API_VERSIONS_SPEC), |version| {
+        // v3 added the client's software name and version.
+        let named = version >= 3;
         let request = ApiVersionsRequest {
-            client_software_name: (version >= 3).then(|| "ringraft".into()),
-            client_software_version: (version >= 3).then(|| "0.1.0".into()),
+            client_software_name: named.then(|| "ringraft".into()),
+            client_software_version: named.then(|| "0.1.0".into()),
         };
-        let kp_request = KpApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("ringraft"))
-            .with_client_software_version(StrBytes::from_static_str("0.1.0"));
-        assert_eq!(
-            ours(|w| request.encode(w, version)),
-            theirs(&kp_request, version)
-        );
-
+        let mut kp_request = KpApiVersionsRequest::default();
+        if named {
+            kp_request = kp_request
+                .with_client_software_name(StrBytes::from_static_str("ringraft"))
+                .with_client_software_version(StrBytes::from_static_str("0.1.0"));
+        }
+        vec![(request, kp_request)]
+    });
+    assert_same_as_kafka_in(versions(&API_VERSIONS_SPEC), |_| {
         let response = ApiVersionsResponse {
             error: engine::raft::ErrorCode::NONE,
             api_keys: vec![
@@ -82,24 +85,15 @@ fn api_versions_match_kafka_in_every_version() {
                 .with_min_version(0)
                 .with_max_version(4),
         ]);
-        let kafka_bytes = theirs(&kp_response, version);
-        assert_eq!(
-            ours(|w| response.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            ApiVersionsResponse::decode(&mut r, version).unwrap(),
-            response
-        );
-    }
+        vec![(response, kp_response)]
+    });
 }
 
 #[test]
 fn produce_matches_kafka_in_every_supported_version() {
     let records = Bytes::from_static(b"opaque record batch bytes");
-    for version in PRODUCE_MIN_ACCEPTED..=PRODUCE_SPEC.max_version {
+    let accepted = PRODUCE_MIN_ACCEPTED..=PRODUCE_SPEC.max_version;
+    assert_same_as_kafka_in(accepted.clone(), |_| {
         let request = ProduceRequest {
             transactional_id: None,
             acks: -1,
@@ -122,15 +116,11 @@ fn produce_matches_kafka_in_every_supported_version() {
                         .with_index(0)
                         .with_records(Some(records.clone())),
                 ])]);
-        let kafka_bytes = theirs(&kp_request, version);
-        assert_eq!(
-            ours(|w| request.encode(w, version)),
-            kafka_bytes,
-            "request v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(ProduceRequest::decode(&mut r, version).unwrap(), request);
-
+        vec![(request, kp_request)]
+    });
+    assert_same_as_kafka_in(accepted, |version| {
+        // LogStartOffset is v5+; absent, both sides read -1.
+        let log_start_offset = if version >= 5 { 0 } else { -1 };
         let response = ProduceResponse {
             topics: vec![ProduceTopicResponse {
                 name: "__cluster_metadata".into(),
@@ -139,7 +129,7 @@ fn produce_matches_kafka_in_every_supported_version() {
                     error: engine::raft::ErrorCode::NONE,
                     base_offset: 1234,
                     log_append_time_ms: -1,
-                    log_start_offset: if version >= 5 { 0 } else { -1 },
+                    log_start_offset,
                     error_message: None,
                     current_leader: None,
                 }],
@@ -155,20 +145,11 @@ fn produce_matches_kafka_in_every_supported_version() {
                         .with_index(0)
                         .with_base_offset(1234)
                         .with_log_append_time_ms(-1)
-                        .with_log_start_offset(0),
+                        .with_log_start_offset(log_start_offset),
                 ]),
         ]);
-        let kafka_bytes = theirs(&kp_response, version);
-        assert_eq!(
-            ours(|w| response.encode(w, version)),
-            kafka_bytes,
-            "response v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(ProduceResponse::decode(&mut r, version).unwrap(), response);
-        let _ =
-            KpProduceResponse::decode(&mut ours(|w| response.encode(w, version)), version).unwrap();
-    }
+        vec![(response, kp_response)]
+    });
 }
 
 #[test]

@@ -18,7 +18,7 @@ use net::wire::kafka::{
     UNSUPPORTED_SASL_MECHANISM,
 };
 use net::wire::WireReader;
-use wire_support::{assert_spec_matches, decode_theirs, ours, theirs};
+use wire_support::{assert_same_as_kafka_in, assert_spec_matches, theirs, versions};
 
 #[test]
 fn specs_match_kafka() {
@@ -31,34 +31,24 @@ fn specs_match_kafka() {
 
 #[test]
 fn sasl_handshake_matches_kafka_in_every_version() {
-    for version in SASL_HANDSHAKE_SPEC.min_version..=SASL_HANDSHAKE_SPEC.max_version {
+    assert_same_as_kafka_in(versions(&SASL_HANDSHAKE_SPEC), |_| {
         let request = SaslHandshakeRequest {
             mechanism: "SCRAM-SHA-512".into(),
         };
         let kp_request = KpHandshakeRequest::default()
             .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
-        let kafka_bytes = theirs(&kp_request, version);
-        assert_eq!(
-            ours(|w| request.encode(w, version)),
-            kafka_bytes,
-            "v{version}"
-        );
-        let mut r = WireReader::new(kafka_bytes);
-        assert_eq!(
-            SaslHandshakeRequest::decode(&mut r, version),
-            Ok(request.clone())
-        );
-        let back: KpHandshakeRequest = decode_theirs(ours(|w| request.encode(w, version)), version);
-        assert_eq!(back, kp_request);
-
-        for (error, mechanisms) in [
+        vec![(request, kp_request)]
+    });
+    assert_same_as_kafka_in(versions(&SASL_HANDSHAKE_SPEC), |_| {
+        [
             (
                 ErrorCode::NONE,
                 vec!["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
             ),
             (UNSUPPORTED_SASL_MECHANISM, vec!["SCRAM-SHA-512"]),
             (UNSUPPORTED_SASL_MECHANISM, vec![]),
-        ] {
+        ]
+        .map(|(error, mechanisms)| {
             let response = SaslHandshakeResponse {
                 error,
                 mechanisms: mechanisms.iter().map(|m| m.to_string()).collect(),
@@ -71,61 +61,41 @@ fn sasl_handshake_matches_kafka_in_every_version() {
                         .map(|m| StrBytes::from_string(m.to_string()))
                         .collect(),
                 );
-            let kafka_bytes = theirs(&kp_response, version);
-            assert_eq!(
-                ours(|w| response.encode(w, version)),
-                kafka_bytes,
-                "v{version}"
-            );
-            let mut r = WireReader::new(kafka_bytes);
-            assert_eq!(
-                SaslHandshakeResponse::decode(&mut r, version),
-                Ok(response.clone())
-            );
-            let back: KpHandshakeResponse =
-                decode_theirs(ours(|w| response.encode(w, version)), version);
-            assert_eq!(back, kp_response);
-        }
-    }
+            (response, kp_response)
+        })
+        .to_vec()
+    });
 }
+
+const TOKENS: [&[u8]; 3] = [
+    b"",
+    b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+    b"\0alice\0a password with \xff bytes",
+];
 
 #[test]
 fn sasl_authenticate_matches_kafka_in_every_version() {
-    let tokens: [&'static [u8]; 3] = [
-        b"",
-        b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
-        b"\0alice\0a password with \xff bytes",
-    ];
-    for version in SASL_AUTHENTICATE_SPEC.min_version..=SASL_AUTHENTICATE_SPEC.max_version {
-        for token in tokens {
-            let request = SaslAuthenticateRequest {
-                auth_bytes: Bytes::from_static(token),
-            };
-            let kp_request =
-                KpAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token));
-            let kafka_bytes = theirs(&kp_request, version);
-            assert_eq!(
-                ours(|w| request.encode(w, version)),
-                kafka_bytes,
-                "v{version}"
-            );
-            let mut r = WireReader::new(kafka_bytes);
-            assert_eq!(
-                SaslAuthenticateRequest::decode(&mut r, version),
-                Ok(request.clone())
-            );
-            let back: KpAuthenticateRequest =
-                decode_theirs(ours(|w| request.encode(w, version)), version);
-            assert_eq!(back, kp_request);
-
+    assert_same_as_kafka_in(versions(&SASL_AUTHENTICATE_SPEC), |_| {
+        TOKENS
+            .map(|token| {
+                let request = SaslAuthenticateRequest {
+                    auth_bytes: Bytes::from_static(token),
+                };
+                let kp_request =
+                    KpAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token));
+                (request, kp_request)
+            })
+            .to_vec()
+    });
+    assert_same_as_kafka_in(versions(&SASL_AUTHENTICATE_SPEC), |version| {
+        let lifetime = if version >= 1 { 3_600_000 } else { 0 };
+        let failed = Some("Authentication failed: invalid credentials");
+        let mut pairs = Vec::new();
+        for token in TOKENS {
             for (error, message) in [
                 (ErrorCode::NONE, None),
-                (
-                    SASL_AUTHENTICATION_FAILED,
-                    Some("Authentication failed: invalid credentials"),
-                ),
+                (SASL_AUTHENTICATION_FAILED, failed),
             ] {
-                let lifetime = if version >= 1 { 3_600_000 } else { 0 };
                 let response = SaslAuthenticateResponse {
                     error,
                     error_message: message.map(str::to_string),
@@ -137,23 +107,11 @@ fn sasl_authenticate_matches_kafka_in_every_version() {
                     .with_error_message(message.map(StrBytes::from_static_str))
                     .with_auth_bytes(Bytes::from_static(token))
                     .with_session_lifetime_ms(lifetime);
-                let kafka_bytes = theirs(&kp_response, version);
-                assert_eq!(
-                    ours(|w| response.encode(w, version)),
-                    kafka_bytes,
-                    "v{version}"
-                );
-                let mut r = WireReader::new(kafka_bytes);
-                assert_eq!(
-                    SaslAuthenticateResponse::decode(&mut r, version),
-                    Ok(response.clone())
-                );
-                let back: KpAuthenticateResponse =
-                    decode_theirs(ours(|w| response.encode(w, version)), version);
-                assert_eq!(back, kp_response);
+                pairs.push((response, kp_response));
             }
         }
-    }
+        pairs
+    });
 }
 
 /// A token above the limit is refused even though Kafka's codec carries it.

@@ -1,12 +1,18 @@
 //! Shared by the wire oracle tests: our encoders' bytes, the `kafka-protocol` crate's bytes
 //! (the independent codec every Kafka API is checked against), a decoder of theirs that must
-//! consume everything, and the check that a spec's key and header versions are Kafka's.
+//! consume everything, the check of one message both ways against Kafka's
+//! ([`assert_same_as_kafka`]), and the check that a spec's key and header versions are Kafka's.
 #![allow(dead_code)]
+
+use std::any::type_name;
+use std::fmt::Debug;
+use std::ops::RangeInclusive;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use net::wire::api::ApiSpec;
-use net::wire::WireWriter;
+use net::wire::kafka::*;
+use net::wire::{WireReader, WireWriter};
 
 pub fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
     let mut w = WireWriter::new();
@@ -65,4 +71,134 @@ pub fn assert_spec_matches<Req: Request, Resp: HeaderVersion>(spec: &ApiSpec, ex
             spec.name
         );
     }
+}
+
+/// One of our messages, as the oracle checks handle it.
+pub trait OurMessage: Clone + Debug + PartialEq {
+    /// Our bytes at `version`, as the peer receives them.
+    fn encode_at(&self, version: i16) -> Bytes;
+    /// Our decoder's value for `bytes` at `version`; an error fails the test.
+    fn decode_at(bytes: Bytes, version: i16) -> Self;
+    /// What our decoder gives back for this message's bytes: the message itself, unless the
+    /// codec reshapes it (a fetch response's records arrive as one piece).
+    fn as_received(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// Our messages encoded with `encode(&self, &mut WireWriter, version)` and decoded with
+/// `decode(&mut WireReader, version) -> Result<Self, _>`.
+macro_rules! our_messages {
+    ($($message:ty),* $(,)?) => {$(
+        impl OurMessage for $message {
+            fn encode_at(&self, version: i16) -> Bytes {
+                ours(|w| self.encode(w, version))
+            }
+
+            fn decode_at(bytes: Bytes, version: i16) -> Self {
+                <$message>::decode(&mut WireReader::new(bytes), version).unwrap_or_else(|e| {
+                    panic!("{} v{version}: {e:?}", stringify!($message))
+                })
+            }
+        }
+    )*};
+}
+
+our_messages!(
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ProduceRequest,
+    ProduceResponse,
+    FetchRequest,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataRequest,
+    MetadataResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+);
+
+/// A fetch response goes out as a chain whose record pieces are the log's own buffers.
+impl OurMessage for FetchResponse {
+    fn encode_at(&self, version: i16) -> Bytes {
+        joined(&self.encode_chain(WireWriter::new(), version))
+    }
+
+    fn decode_at(bytes: Bytes, version: i16) -> Self {
+        FetchResponse::decode(&mut WireReader::new(bytes), version)
+            .unwrap_or_else(|e| panic!("FetchResponse v{version}: {e:?}"))
+    }
+
+    /// Each partition's records as the one piece received.
+    fn as_received(&self) -> Self {
+        let mut r = self.clone();
+        for p in r.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+            p.records = p
+                .records_bytes()
+                .map(|b| if b.is_empty() { Vec::new() } else { vec![b] });
+        }
+        r
+    }
+}
+
+/// One message at `version`, both ways, byte for byte: our bytes are Kafka's; Kafka's bytes
+/// decode here to our message (as our decoder gives it back); our bytes decode there, leaving
+/// nothing, to Kafka's message.
+pub fn assert_same_as_kafka<O, K>(message: &O, kafka: &K, version: i16)
+where
+    O: OurMessage,
+    K: Encodable + Decodable + PartialEq + Debug,
+{
+    let what = type_name::<O>().rsplit("::").next().unwrap_or("message");
+    let kafka_bytes = theirs(kafka, version);
+    let our_bytes = message.encode_at(version);
+    assert_eq!(our_bytes, kafka_bytes, "{what} v{version}: our bytes");
+    assert_eq!(
+        O::decode_at(kafka_bytes, version),
+        message.as_received(),
+        "{what} v{version}: Kafka's bytes decoded by us"
+    );
+    assert_eq!(
+        &decode_theirs::<K>(our_bytes, version),
+        kafka,
+        "{what} v{version}: our bytes decoded by Kafka"
+    );
+}
+
+/// [`assert_same_as_kafka`] in every version of `versions`, for each pair (ours, Kafka's) that
+/// `cases` gives at that version; a version without a case fails.
+pub fn assert_same_as_kafka_in<O, K>(
+    versions: RangeInclusive<i16>,
+    mut cases: impl FnMut(i16) -> Vec<(O, K)>,
+) where
+    O: OurMessage,
+    K: Encodable + Decodable + PartialEq + Debug,
+{
+    assert!(!versions.is_empty(), "no versions");
+    for version in versions {
+        let pairs = cases(version);
+        assert!(!pairs.is_empty(), "v{version}: no cases");
+        for (message, kafka) in &pairs {
+            assert_same_as_kafka(message, kafka, version);
+        }
+    }
+}
+
+/// Every version `spec` serves.
+pub fn versions(spec: &ApiSpec) -> RangeInclusive<i16> {
+    spec.min_version..=spec.max_version
+}
+
+/// Our message and Kafka's made from it.
+pub fn paired<O, K>(message: O, kafka: impl FnOnce(&O) -> K) -> (O, K) {
+    let kafka = kafka(&message);
+    (message, kafka)
 }
