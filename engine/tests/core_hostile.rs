@@ -221,6 +221,9 @@ fn request(kind: u8, f: &Fields, v: &TargetView) -> Request {
             candidate_id: node(&f.id, v),
             last_epoch: epoch(&f.log_epoch, v),
             last_epoch_end_offset: offset(&f.offset, v),
+            // A pre-vote or a real one: the flag is free here (FetchQuorumRecords reads it as
+            // IsFollower).
+            pre_vote: f.flag,
         }),
         1 => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id,

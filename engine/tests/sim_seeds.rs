@@ -4,7 +4,7 @@
 //! A failure prints the violated invariant, the last events and the command that replays it.
 
 use engine::raft::{NodeId, Role};
-use engine::sim::{run_seed, SimConfig, Simulation, Violation};
+use engine::sim::{run_disruption, run_seed, SimConfig, Simulation, Violation};
 
 fn ok<T>(r: Result<T, Box<Violation>>) -> T {
     r.unwrap_or_else(|v| panic!("{v}"))
@@ -278,6 +278,37 @@ fn random_seeds_with_bootstrap_observers() {
     }
 }
 
+/// Pre-vote's point (docs/simulation.md, "Disruption"): a follower cut off from a healthy
+/// leader for 1-5 s (isolated, deaf to the leader, or mute to it) and healed causes no election
+/// and raises no epoch, and follows the leader again. `run_disruption` fails the seed otherwise.
+#[test]
+fn a_follower_cut_off_from_a_healthy_leader_disrupts_nothing() {
+    let mut cuts = std::collections::BTreeSet::new();
+    for (voters, seeds) in [(3, 60), (5, 30)] {
+        for seed in 9_000_000..9_000_000 + seeds {
+            let run = ok(run_disruption(seed, voters, true, false));
+            assert!(!run.disrupted(), "{run:?}");
+            cuts.insert(format!("{:?}", run.cut));
+        }
+    }
+    assert_eq!(cuts.len(), 3, "every kind of cut was drawn: {cuts:?}");
+}
+
+/// The scenario has teeth: without pre-vote the same runs see the cut-off follower stand and
+/// unseat the leader.
+#[test]
+fn without_pre_vote_a_follower_cut_off_from_a_healthy_leader_unseats_it() {
+    let seeds = 9_000_000..9_000_040;
+    let total = seeds.end - seeds.start;
+    let disrupted = seeds
+        .filter(|&seed| ok(run_disruption(seed, 3, false, false)).disrupted())
+        .count() as u64;
+    assert!(
+        disrupted * 2 >= total,
+        "only {disrupted} of {total} seeds saw an election without pre-vote"
+    );
+}
+
 #[test]
 fn same_seed_same_trace() {
     let cfg = SimConfig::random(2024, 1_500, 3, 1);
@@ -288,30 +319,34 @@ fn same_seed_same_trace() {
     assert_ne!(a.trace_hash, c.trace_hash);
 }
 
-/// The fixed batch: 4,500 seeds of 3,000 fault events each (plus the final calm) across cluster
-/// shapes, one shape also losing observers' disks, all with the liar. About a minute at the test profile on a small shared
+/// The fixed batch: 4,800 seeds of 3,000 fault events each (plus the final calm) across cluster
+/// shapes, one shape also losing observers' disks, one without pre-vote, all with the liar. About a minute at the test profile on a small shared
 /// machine; `ringraft-sim` runs more.
 #[test]
 fn fixed_batch_of_random_seeds() {
     // (voters, observers, seeds, delete_state)
-    let shapes: [(usize, usize, u64, bool); 7] = [
-        (1, 0, 300, false),
-        (1, 2, 200, false),
-        (3, 0, 1_200, false),
-        (3, 2, 800, false),
-        (5, 0, 800, false),
-        (5, 1, 800, false),
-        (3, 2, 400, true),
+    // (voters, observers, seeds, delete_state, pre_vote)
+    let shapes: [(usize, usize, u64, bool, bool); 8] = [
+        (1, 0, 300, false, true),
+        (1, 2, 200, false, true),
+        (3, 0, 1_200, false, true),
+        (3, 2, 800, false, true),
+        (5, 0, 800, false, true),
+        (5, 1, 800, false, true),
+        (3, 2, 400, true, true),
+        // The election of the draft, without pre-vote (quorum.prevote.enable = false).
+        (3, 1, 300, false, false),
     ];
     let events = 3_000;
     let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
     let (mut lies, mut refused) = (0, 0);
     let (mut consumer_fetches, mut consumed) = (0, 0);
-    for (shape, &(voters, observers, seeds, delete_state)) in shapes.iter().enumerate() {
+    for (shape, &(voters, observers, seeds, delete_state, pre_vote)) in shapes.iter().enumerate() {
         let first = 1_000_000 * (shape as u64 + 1);
         for seed in first..first + seeds {
             let mut cfg = SimConfig::random(seed, events, voters, observers);
             cfg.delete_state = delete_state;
+            cfg.pre_vote = pre_vote;
             let s = ok(run_seed(cfg));
             assert!(s.fault_events >= events, "seed {seed} ran out of events");
             total_events += s.events;

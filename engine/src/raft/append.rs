@@ -139,7 +139,7 @@ impl RaftCore {
                 self.update_leader_hw(out);
                 self.complete_appends(out);
             }
-            Role::Follower => self.refresh_durable_offset(out),
+            _ if self.qs.fetching_from().is_some() => self.refresh_durable_offset(out),
             _ => {}
         }
     }

@@ -4,7 +4,6 @@
 //! (`fetch.rs`, with `Fetcher::Consumer`); this module holds the rules that differ.
 
 use super::core::RaftCore;
-use super::epoch_state::EpochState;
 use super::leader::{Fetcher, MAX_PARKED_CONSUMER_FETCHES};
 use super::types::{
     Batch, ClientFetch, ClientFetchResult, Epoch, ListedOffset, Offset, OffsetAndEpoch, OffsetSpec,
@@ -107,13 +106,10 @@ impl RaftCore {
         )
     }
 
-    /// Who a non-leader points a consumer to: a follower's leader; nobody otherwise (a resigned
-    /// leader is no longer one).
+    /// Who a non-leader points a consumer to: the leader it fetches from (a follower's, or the
+    /// one a prospective kept); nobody otherwise (a resigned leader is no longer one).
     fn not_leader(&self) -> ReadRefused {
-        let leader_id = match self.qs.state() {
-            EpochState::Follower { leader, .. } => *leader,
-            _ => -1,
-        };
+        let leader_id = self.qs.fetching_from().unwrap_or(-1);
         ReadRefused::NotLeader {
             leader_id,
             leader_epoch: self.qs.epoch(),

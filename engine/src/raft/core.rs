@@ -4,7 +4,7 @@
 
 use super::admission::{Receiver, EPOCH_WARNING, MAX_PEER_EPOCH};
 use super::endpoints::EndpointTable;
-use super::epoch_state::EpochState;
+use super::epoch_state::{CandidateState, EpochState};
 use super::leader::LeaderState;
 use super::log_state::LogState;
 use super::quorum_state::{InitError, QuorumState, TransitionError};
@@ -45,6 +45,10 @@ pub struct RaftCore {
     start_now: TimeMs,
     /// The operator has been told that the epoch passed [`EPOCH_WARNING`] (once per start).
     epoch_alerted: bool,
+    /// The role timer, when it fires, starts a candidacy at once, without a pre-vote round:
+    /// an EndQuorumEpoch named this node a later successor (its leader gave the epoch up, so
+    /// there is no live leader a pre-vote would protect). Cleared by every role change.
+    pub(crate) stand_when_due: bool,
 }
 
 impl RaftCore {
@@ -92,6 +96,7 @@ impl RaftCore {
             find_quorum_cursor: 0,
             start_now: now,
             epoch_alerted: false,
+            stand_when_due: false,
         })
     }
 
@@ -207,8 +212,16 @@ impl RaftCore {
         self.qs.leader_mut().expect("this node leads")
     }
 
+    /// The leader this node's answers name (-1: none).
     pub(crate) fn leader_hint(&self) -> NodeId {
-        self.qs.leader_id().unwrap_or(-1)
+        match self.qs.state() {
+            // It gave its epoch up and asks for pre-votes, perhaps for long (cut off): naming
+            // itself would send clients back to it for as long.
+            EpochState::Prospective {
+                leader: Some(me), ..
+            } if *me == self.qs.local_id() => -1,
+            _ => self.qs.leader_id().unwrap_or(-1),
+        }
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -264,7 +277,9 @@ impl RaftCore {
                     self.role_deadline = Some(self.election_deadline());
                 }
             }
-            EpochState::Leader { .. } => unreachable!("restore never yields Leader"),
+            EpochState::Leader { .. } | EpochState::Prospective { .. } => {
+                unreachable!("restore never yields {:?}", self.qs.role())
+            }
         }
     }
 
@@ -293,10 +308,17 @@ impl RaftCore {
     }
 
     fn on_role_timer(&mut self, out: &mut Vec<Output>) {
+        if std::mem::take(&mut self.stand_when_due)
+            && !self.qs.is_observer()
+            && !self.is_shutting_down()
+        {
+            self.enter_candidate(out);
+            return;
+        }
         match self.qs.state() {
             EpochState::Unattached { .. } | EpochState::Voted { .. } => {
                 if !self.qs.is_observer() && !self.is_shutting_down() {
-                    self.enter_candidate(out);
+                    self.campaign(out);
                 }
             }
             EpochState::Follower { .. } => {
@@ -305,12 +327,19 @@ impl RaftCore {
                     let epoch = self.qs.epoch();
                     self.enter_unattached(epoch, out);
                 } else if !self.is_shutting_down() {
-                    self.enter_candidate(out);
+                    self.campaign(out);
+                }
+            }
+            EpochState::Prospective { round, .. } => {
+                if round.backing_off {
+                    self.start_pre_vote_round(out);
+                } else {
+                    self.start_backoff();
                 }
             }
             EpochState::Candidate { candidacy, .. } => {
                 if candidacy.backing_off {
-                    self.enter_candidate(out);
+                    self.campaign(out);
                 } else {
                     self.start_backoff();
                 }
@@ -322,19 +351,22 @@ impl RaftCore {
             }
             EpochState::Resigned { .. } => {
                 if !self.is_shutting_down() {
-                    self.enter_candidate(out);
+                    self.campaign(out);
                 }
             }
         }
     }
 
-    /// A lost or timed-out election: wait a random backoff, then campaign at epoch + 1.
+    /// A lost or timed-out election or pre-vote round: wait a random backoff, then campaign
+    /// again (a candidate at epoch + 1 or through a pre-vote round first; a prospective with a
+    /// new pre-vote round in the same epoch).
     pub(crate) fn start_backoff(&mut self) {
         self.qs
-            .candidate_mut()
-            .expect("only a candidate backs off")
+            .campaign_mut()
+            .expect("only a candidate or a prospective backs off")
             .backing_off = true;
-        self.outbound.forget(|f| f.kind == RequestKind::Vote);
+        self.outbound
+            .forget(|f| matches!(f.kind, RequestKind::Vote | RequestKind::PreVote));
         self.role_deadline = Some(self.now + self.rng.up_to(self.config.election_jitter_max_ms));
     }
 
@@ -355,25 +387,26 @@ impl RaftCore {
     /// Keeps the role's background sends going: followers always have a fetch outstanding;
     /// observers without a leader look for one.
     fn drive(&mut self, out: &mut Vec<Output>) {
-        match self.qs.role() {
-            Role::Follower => {
-                let (offset, epoch) = (self.log.end_offset(), self.log.last_epoch());
-                let fetching = self.outbound.any_in_flight(|f| {
-                    f.kind
-                        == RequestKind::Fetch {
-                            fetch_offset: offset,
-                            last_fetched_epoch: epoch,
-                        }
-                });
-                let waiting = self.outbound.any_retry(|r| r == Retry::Fetch);
-                if !fetching && !waiting {
-                    self.send_fetch(out);
-                }
+        if self.qs.fetching_from().is_some() {
+            // Followers, and a prospective that kept its leader: an answer from it ends the
+            // pre-vote round (docs/protocol.md, "Pre-vote").
+            let (offset, epoch) = (self.log.end_offset(), self.log.last_epoch());
+            let fetching = self.outbound.any_in_flight(|f| {
+                f.kind
+                    == RequestKind::Fetch {
+                        fetch_offset: offset,
+                        last_fetched_epoch: epoch,
+                    }
+            });
+            let waiting = self.outbound.any_retry(|r| r == Retry::Fetch);
+            if !fetching && !waiting {
+                self.send_fetch(out);
             }
-            Role::Unattached if self.qs.is_observer() && !self.looking_for_quorum() => {
-                self.send_find_quorum(out);
-            }
-            _ => {}
+        } else if self.qs.role() == Role::Unattached
+            && self.qs.is_observer()
+            && !self.looking_for_quorum()
+        {
+            self.send_find_quorum(out);
         }
         // A node missing some voter's endpoint keeps asking (docs/protocol.md section 9).
         if self.missing_endpoints() && !self.looking_for_quorum() {
@@ -442,6 +475,7 @@ impl RaftCore {
             "only a leader resigns, and only into Resigned"
         );
         self.outbound.clear();
+        self.stand_when_due = false;
         if let EpochState::Leader { leader: l, .. } = old {
             if let Some(hw) = l.high_watermark {
                 self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
@@ -511,6 +545,44 @@ impl RaftCore {
             Some(self.election_deadline())
         };
         true
+    }
+
+    /// Stands for election the way the configuration says: through a pre-vote round first
+    /// (docs/protocol.md, "Pre-vote"), or at once as before pre-vote when it is off or this node
+    /// is the only voter.
+    pub(crate) fn campaign(&mut self, out: &mut Vec<Output>) -> bool {
+        if !self.config.pre_vote || self.qs.majority() <= 1 {
+            return self.enter_candidate(out);
+        }
+        let epoch = self.qs.epoch();
+        if epoch >= MAX_PEER_EPOCH {
+            // The round would ask for an epoch the others refuse (docs/protocol.md, "Hostile
+            // input"), and win nothing.
+            return self.epoch_exhausted(TransitionError::EpochExhausted { epoch }, out);
+        }
+        let old = match self.qs.become_prospective(out) {
+            Ok(old) => old,
+            Err(e) => return self.refused(e, out),
+        };
+        self.leave_role(old, false, out);
+        self.emit_role(out);
+        self.start_pre_vote_round(out);
+        true
+    }
+
+    /// A fresh pre-vote round in the current epoch: only its own pre-vote granted, pre-votes
+    /// asked of every other voter, the election timeout as its limit.
+    pub(crate) fn start_pre_vote_round(&mut self, out: &mut Vec<Output>) {
+        let me = self.qs.local_id();
+        *self
+            .qs
+            .prospective_mut()
+            .expect("only a prospective asks for pre-votes") = CandidateState::voted_for_self(me);
+        self.outbound.forget(|f| f.kind == RequestKind::PreVote);
+        self.role_deadline = Some(self.election_deadline());
+        for v in self.other_voters() {
+            self.send_pre_vote(v, out);
+        }
     }
 
     pub(crate) fn enter_candidate(&mut self, out: &mut Vec<Output>) -> bool {
@@ -702,6 +774,11 @@ impl RaftCore {
                 .candidate()
                 .is_some_and(|c| c.awaits_vote(f.to))
                 .then_some(Retry::Vote(f.to)),
+            RequestKind::PreVote => self
+                .qs
+                .prospective()
+                .is_some_and(|c| c.awaits_vote(f.to))
+                .then_some(Retry::PreVote(f.to)),
             RequestKind::BeginQuorumEpoch => self
                 .qs
                 .leader()
@@ -718,7 +795,7 @@ impl RaftCore {
             } => {
                 let current = fetch_offset == self.log.end_offset()
                     && last_fetched_epoch == self.log.last_epoch();
-                if self.qs.role() != Role::Follower || !current {
+                if self.qs.fetching_from().is_none() || !current {
                     // Not following, or an answer to an older position that no longer matters.
                     None
                 } else if self.qs.is_observer() {
@@ -747,6 +824,11 @@ impl RaftCore {
             Retry::Vote(to) => {
                 if self.qs.candidate().is_some_and(|c| c.awaits_vote(to)) {
                     self.send_vote(to, out);
+                }
+            }
+            Retry::PreVote(to) => {
+                if self.qs.prospective().is_some_and(|c| c.awaits_vote(to)) {
+                    self.send_pre_vote(to, out);
                 }
             }
             Retry::BeginQuorumEpoch(to) => {

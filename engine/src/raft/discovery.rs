@@ -65,7 +65,9 @@ impl RaftCore {
             (RequestKind::Probe, response) => {
                 self.handle_probe_response(correlation, response, out)
             }
-            (RequestKind::Vote, Response::Vote(r)) => self.handle_vote_response(f, r, out),
+            (RequestKind::Vote | RequestKind::PreVote, Response::Vote(r)) => {
+                self.handle_vote_response(f, r, out)
+            }
             (RequestKind::BeginQuorumEpoch, Response::BeginQuorumEpoch(r)) => {
                 self.handle_begin_quorum_epoch_response(f, r, out)
             }
@@ -163,7 +165,8 @@ impl RaftCore {
             // make this node believe in a leader that never was: ignore the answer rather than
             // stop, and the fetch or election timer moves on to a newer epoch.
             if leader_id == me {
-                if !matches!(self.qs.role(), Role::Leader | Role::Resigned) {
+                // True of a leader, a resigned one, and a prospective that resigned.
+                if self.qs.leader_id() != Some(me) {
                     let why = format!("names this node leader of epoch {epoch}, which it is not");
                     self.distrust(from, why, out);
                     return Common::Done;

@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 
 use super::leader::LeaderState;
-use super::types::{Epoch, NodeId, Offset};
+use super::types::{Epoch, NodeId, Offset, TimeMs};
 use super::Role;
 
-/// A candidacy in progress.
+/// A candidacy in progress: the real one of a Candidate, or the pre-vote round of a Prospective.
 #[derive(Debug, Default)]
 pub(crate) struct CandidateState {
     pub(crate) granted: BTreeSet<NodeId>,
@@ -58,12 +58,32 @@ pub(crate) enum EpochState {
         epoch: Epoch,
         leader: Box<LeaderState>,
     },
+    /// Asks the other voters whether they would vote for it in the next epoch, without
+    /// raising its own (docs/protocol.md, "Pre-vote"). Nothing of it is persisted: the leader
+    /// or the vote it had in this epoch is kept (what the quorum-state file still holds), so it
+    /// never gives a second vote or follows a second leader in the epoch. At most one of the
+    /// two is set.
+    Prospective {
+        epoch: Epoch,
+        /// The leader of this epoch it followed (and still fetches from), or itself if it led
+        /// the epoch and resigned.
+        leader: Option<NodeId>,
+        /// Its vote in this epoch: another voter's, or its own if it stood as candidate.
+        voted_for: Option<NodeId>,
+        /// The pre-votes of the current round.
+        round: CandidateState,
+        /// Durable offset carried by the newest fetch sent (to `leader`, when it is another).
+        sent_durable: Offset,
+    },
     /// Follows `leader` in this epoch.
     Follower {
         epoch: Epoch,
         leader: NodeId,
         /// Durable offset carried by the newest fetch sent.
         sent_durable: Offset,
+        /// When the leader last answered a fetch successfully (None: not yet in this role):
+        /// while that is within the fetch timeout the leader is live, and pre-votes are refused.
+        fetched_at: Option<TimeMs>,
     },
     /// Led this epoch and gave it up (or restarted after leading it): never leads or votes in
     /// it again.
@@ -78,6 +98,7 @@ impl EpochState {
         match self {
             EpochState::Unattached { .. } => Role::Unattached,
             EpochState::Voted { .. } => Role::Voted,
+            EpochState::Prospective { .. } => Role::Prospective,
             EpochState::Candidate { .. } => Role::Candidate,
             EpochState::Leader { .. } => Role::Leader,
             EpochState::Follower { .. } => Role::Follower,
@@ -89,6 +110,7 @@ impl EpochState {
         match self {
             EpochState::Unattached { epoch }
             | EpochState::Voted { epoch, .. }
+            | EpochState::Prospective { epoch, .. }
             | EpochState::Candidate { epoch, .. }
             | EpochState::Leader { epoch, .. }
             | EpochState::Follower { epoch, .. }
@@ -101,6 +123,7 @@ impl EpochState {
         match self {
             EpochState::Leader { .. } | EpochState::Resigned { .. } => Some(local),
             EpochState::Follower { leader, .. } => Some(*leader),
+            EpochState::Prospective { leader, .. } => *leader,
             EpochState::Unattached { .. }
             | EpochState::Voted { .. }
             | EpochState::Candidate { .. } => None,
@@ -112,6 +135,7 @@ impl EpochState {
         match self {
             EpochState::Voted { voted_for, .. } => Some(*voted_for),
             EpochState::Candidate { .. } => Some(local),
+            EpochState::Prospective { voted_for, .. } => *voted_for,
             EpochState::Unattached { .. }
             | EpochState::Leader { .. }
             | EpochState::Follower { .. }

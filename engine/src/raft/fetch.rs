@@ -71,7 +71,9 @@ impl RaftCore {
         if req.leader_epoch > self.qs.epoch() {
             return self.respond_fetch_error(id, ErrorCode::UNKNOWN_LEADER_EPOCH, out);
         }
-        if self.is_shutting_down() || self.qs.role() == Role::Resigned {
+        // Resigned, or prospective after resigning: it led this epoch and gave it up.
+        let gave_up = self.qs.leader().is_none() && self.qs.leader_id() == Some(self.qs.local_id());
+        if self.is_shutting_down() || gave_up {
             return self.respond_fetch_error(id, ErrorCode::BROKER_NOT_AVAILABLE, out);
         }
         if self.qs.leader().is_none() {
@@ -286,7 +288,7 @@ impl RaftCore {
     // ----- follower side -----
 
     pub(crate) fn send_fetch(&mut self, out: &mut Vec<Output>) {
-        let Some(leader) = self.qs.leader_id() else {
+        let Some(leader) = self.qs.fetching_from() else {
             return;
         };
         let fetch_offset = self.log.end_offset();
@@ -314,15 +316,18 @@ impl RaftCore {
             },
             request,
         );
-        *self.qs.sent_durable_mut().expect("only a follower fetches") = durable;
+        *self
+            .qs
+            .sent_durable_mut()
+            .expect("only a follower or a prospective fetches") = durable;
     }
 
     /// Pipelining: the outstanding fetch may be parked at the leader with an older durable
     /// offset; send a fresher one so the leader can advance the HW.
     pub(crate) fn refresh_durable_offset(&mut self, out: &mut Vec<Output>) {
         let durable = self.log.durable_end_offset().min(self.log.end_offset());
-        let EpochState::Follower { sent_durable, .. } = *self.qs.state() else {
-            unreachable!("called for a follower");
+        let Some(sent_durable) = self.qs.sent_durable() else {
+            unreachable!("called for a node that fetches");
         };
         if durable <= sent_durable {
             return;
@@ -376,13 +381,26 @@ impl RaftCore {
                 return;
             }
         }
-        if !matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to) {
+        if self.qs.fetching_from() != Some(f.to) {
             return; // not (or no longer) following the node that answered
         }
         if fetch_offset != self.log.end_offset() || last_fetched_epoch != self.log.last_epoch() {
             return; // an answer to an older position (pipelined or superseded): drop
         }
+        if self.qs.role() == Role::Prospective {
+            // The leader it kept answered: live after all, so the pre-vote round ends and the
+            // node follows it again (docs/protocol.md, "Pre-vote"; nothing is persisted).
+            let epoch = self.qs.epoch();
+            if !self.enter_follower(epoch, f.to, out) {
+                return;
+            }
+        }
+        debug_assert!(
+            matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to)
+        );
         self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
+        self.qs.note_leader_answer(self.now);
+        self.stand_when_due = false;
         self.outbound.reset_backoff(f.to);
         if r.next_fetch_offset_epoch >= 0 {
             let leader_point = OffsetAndEpoch {
@@ -411,7 +429,7 @@ impl RaftCore {
             fetch_offset: self.log.end_offset(),
             last_fetched_epoch: self.log.last_epoch(),
         };
-        if self.qs.role() == Role::Follower
+        if self.qs.fetching_from().is_some()
             && self.qs.epoch() == f.epoch
             && f.kind == current
             && !self.outbound.any_retry(|r| r == Retry::Fetch)

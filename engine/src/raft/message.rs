@@ -15,6 +15,10 @@ pub struct VoteRequest {
     pub last_epoch: Epoch,
     /// The candidate's log end offset (docs/protocol.md section 3: LEO on both sides).
     pub last_epoch_end_offset: Offset,
+    /// A pre-vote (Vote v1, docs/protocol.md, "Pre-vote"): would the receiver vote for this
+    /// candidate in `candidate_epoch` (the sender's epoch + 1)? Nothing is persisted or changed
+    /// by either side. False: a real vote (all Vote v0 requests).
+    pub pre_vote: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,6 +295,7 @@ mod tests {
                 candidate_id: 2,
                 last_epoch: 2,
                 last_epoch_end_offset: 9,
+                pre_vote: false,
             }),
             Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
                 cluster_id: "c".into(),

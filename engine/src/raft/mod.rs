@@ -53,6 +53,8 @@ pub use types::*;
 pub enum Role {
     Unattached,
     Voted,
+    /// Asking for pre-votes in its epoch before it stands (docs/protocol.md, "Pre-vote").
+    Prospective,
     Candidate,
     Leader,
     Follower,

@@ -119,7 +119,14 @@ impl RaftCore {
                     self.enter_follower(req.leader_epoch, req.leader_id, out);
                     ErrorCode::NONE
                 }
-                Some(l) if l == req.leader_id => ErrorCode::NONE,
+                Some(l) if l == req.leader_id => {
+                    if self.qs.role() == Role::Prospective {
+                        // The leader it kept is alive: the pre-vote round ends
+                        // (docs/protocol.md, "Pre-vote").
+                        self.enter_follower(req.leader_epoch, req.leader_id, out);
+                    }
+                    ErrorCode::NONE
+                }
                 // Two leaders in one epoch: refuse (docs/protocol.md section 4).
                 Some(_) => ErrorCode::INVALID_QUORUM_STATE,
             }
@@ -187,11 +194,18 @@ impl RaftCore {
                 return;
             }
         }
+        let (leader, vote) = (self.qs.leader_id(), self.qs.voted_id());
         let eligible = !self.is_shutting_down()
             && match self.qs.role() {
                 Role::Unattached => true,
-                Role::Follower => self.qs.leader_id() == Some(req.replica_id),
-                Role::Voted => self.qs.voted_id() == Some(req.replica_id),
+                Role::Follower => leader == Some(req.replica_id),
+                Role::Voted => vote == Some(req.replica_id),
+                // As the role it came from: it kept that role's leader or vote.
+                Role::Prospective => match (leader, vote) {
+                    (None, None) => true,
+                    (Some(l), _) => l == req.replica_id && l != me,
+                    (_, Some(v)) => v == req.replica_id && v != me,
+                },
                 Role::Leader | Role::Candidate | Role::Resigned => false,
             };
         let mut error = ErrorCode::NONE;
@@ -207,6 +221,9 @@ impl RaftCore {
                 Some(p) => {
                     let delay = self.successor_delay(p, n);
                     self.role_deadline = Some(self.now + delay);
+                    // The leader asked: stand then, with no pre-vote round (a follower that
+                    // heard from it recently would refuse a pre-vote).
+                    self.stand_when_due = true;
                 }
             }
         }

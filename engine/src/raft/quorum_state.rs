@@ -161,6 +161,7 @@ impl QuorumState {
                 epoch,
                 leader: stored.leader_id,
                 sent_durable: -1,
+                fetched_at: None,
             };
         }
         let changed = stored_voters != qs.voters;
@@ -244,12 +245,6 @@ impl QuorumState {
             _ => None,
         }
     }
-    pub(crate) fn candidate_mut(&mut self) -> Option<&mut CandidateState> {
-        match &mut self.state {
-            EpochState::Candidate { candidacy, .. } => Some(candidacy),
-            _ => None,
-        }
-    }
     pub(crate) fn resigned(&self) -> Option<&ResignedState> {
         match &self.state {
             EpochState::Resigned { resigned, .. } => Some(resigned),
@@ -262,10 +257,64 @@ impl QuorumState {
             _ => None,
         }
     }
-    /// A follower's durable offset as carried by its newest fetch.
+    pub(crate) fn prospective(&self) -> Option<&CandidateState> {
+        match &self.state {
+            EpochState::Prospective { round, .. } => Some(round),
+            _ => None,
+        }
+    }
+    pub(crate) fn prospective_mut(&mut self) -> Option<&mut CandidateState> {
+        match &mut self.state {
+            EpochState::Prospective { round, .. } => Some(round),
+            _ => None,
+        }
+    }
+    /// The candidacy or pre-vote round this node runs, if it runs one.
+    pub(crate) fn campaign_mut(&mut self) -> Option<&mut CandidateState> {
+        match &mut self.state {
+            EpochState::Candidate { candidacy, .. } => Some(candidacy),
+            EpochState::Prospective { round, .. } => Some(round),
+            _ => None,
+        }
+    }
+    /// The leader this node fetches from: a follower's, or the one a prospective kept (another
+    /// node: a prospective that led the epoch itself fetches from nobody).
+    pub fn fetching_from(&self) -> Option<NodeId> {
+        match self.state {
+            EpochState::Follower { leader, .. } => Some(leader),
+            EpochState::Prospective {
+                leader: Some(leader),
+                ..
+            } if leader != self.local_id => Some(leader),
+            _ => None,
+        }
+    }
+    /// The durable offset carried by the newest fetch of a node that fetches.
+    pub(crate) fn sent_durable(&self) -> Option<Offset> {
+        match self.state {
+            EpochState::Follower { sent_durable, .. }
+            | EpochState::Prospective { sent_durable, .. } => Some(sent_durable),
+            _ => None,
+        }
+    }
+    /// A fetching node's durable offset as carried by its newest fetch.
     pub(crate) fn sent_durable_mut(&mut self) -> Option<&mut Offset> {
         match &mut self.state {
-            EpochState::Follower { sent_durable, .. } => Some(sent_durable),
+            EpochState::Follower { sent_durable, .. }
+            | EpochState::Prospective { sent_durable, .. } => Some(sent_durable),
+            _ => None,
+        }
+    }
+    /// A follower's leader answered a fetch successfully at `now`.
+    pub(crate) fn note_leader_answer(&mut self, now: TimeMs) {
+        if let EpochState::Follower { fetched_at, .. } = &mut self.state {
+            *fetched_at = Some(now);
+        }
+    }
+    /// When a follower's leader last answered a fetch successfully.
+    pub(crate) fn leader_answered_at(&self) -> Option<TimeMs> {
+        match self.state {
+            EpochState::Follower { fetched_at, .. } => fetched_at,
             _ => None,
         }
     }
@@ -296,6 +345,11 @@ impl QuorumState {
     }
 
     /// Persist first, then make the new state visible. Returns the state it replaced.
+    ///
+    /// A step into or out of Prospective that leaves what the file holds unchanged (entering
+    /// it; going back to the leader it kept) writes nothing: a pre-vote round is never
+    /// persisted (docs/protocol.md, "Pre-vote"). Every other transition writes, as before
+    /// pre-vote existed, even when the content is the same (Leader -> Resigned).
     fn commit(&mut self, next: EpochState, out: &mut Vec<Output>) -> EpochState {
         self.assert_consistent(&next);
         assert!(
@@ -305,7 +359,11 @@ impl QuorumState {
             self.epoch()
         );
         let persisted = self.election_state_of(&next);
-        out.push(Output::PersistElectionState(persisted));
+        let prospective = matches!(next, EpochState::Prospective { .. })
+            || matches!(self.state, EpochState::Prospective { .. });
+        if !prospective || persisted != self.election_state() {
+            out.push(Output::PersistElectionState(persisted));
+        }
         std::mem::replace(&mut self.state, next)
     }
 
@@ -317,6 +375,9 @@ impl QuorumState {
         let ok = match state {
             EpochState::Voted { voted_for, .. } => *voted_for != me,
             EpochState::Follower { leader, .. } => *leader != me,
+            EpochState::Prospective {
+                leader, voted_for, ..
+            } => leader.is_none() || voted_for.is_none(),
             EpochState::Unattached { .. }
             | EpochState::Candidate { .. }
             | EpochState::Leader { .. }
@@ -349,7 +410,8 @@ impl QuorumState {
         let me = self.local_id;
         let others = || self.voters.iter().copied().filter(move |v| *v != me);
         match state {
-            EpochState::Candidate { candidacy: c, .. } => {
+            EpochState::Candidate { candidacy: c, .. }
+            | EpochState::Prospective { round: c, .. } => {
                 debug_assert!(c.granted.contains(&me), "a candidate votes for itself");
                 debug_assert!(c.granted.is_disjoint(&c.rejected), "{c:?}");
             }
@@ -422,13 +484,67 @@ impl QuorumState {
         if !self.is_voter(candidate) {
             return Err(self.illegal(Role::Voted, "candidate is not a voter"));
         }
-        let EpochState::Unattached { epoch } = self.state else {
-            return Err(self.illegal(Role::Voted, "only an unattached voter can vote"));
+        let epoch = match self.state {
+            EpochState::Unattached { epoch }
+            | EpochState::Prospective {
+                epoch,
+                leader: None,
+                voted_for: None,
+                ..
+            } => epoch,
+            _ => {
+                return Err(self.illegal(
+                    Role::Voted,
+                    "only a voter with no vote and no leader in the epoch can vote",
+                ))
+            }
         };
         let next = EpochState::Voted {
             epoch,
             voted_for: candidate,
         };
+        Ok(self.commit(next, out))
+    }
+
+    /// Start a pre-vote round (docs/protocol.md, "Pre-vote"): same epoch, the leader or vote of
+    /// the epoch kept, nothing persisted. Not from Leader (it must resign or learn a higher
+    /// epoch first) nor from Prospective (a new round starts within the state).
+    pub(crate) fn become_prospective(
+        &mut self,
+        out: &mut Vec<Output>,
+    ) -> Result<EpochState, TransitionError> {
+        if self.is_observer() {
+            return Err(self.illegal(Role::Prospective, "observers never campaign"));
+        }
+        let me = self.local_id;
+        let (epoch, leader, voted_for) = match self.state {
+            EpochState::Unattached { epoch } => (epoch, None, None),
+            EpochState::Voted { epoch, voted_for } => (epoch, None, Some(voted_for)),
+            EpochState::Candidate { epoch, .. } => (epoch, None, Some(me)),
+            EpochState::Follower { epoch, leader, .. } => (epoch, Some(leader), None),
+            EpochState::Resigned { epoch, .. } => (epoch, Some(me), None),
+            EpochState::Leader { .. } => {
+                return Err(self.illegal(
+                    Role::Prospective,
+                    "a leader must resign or learn a higher epoch first",
+                ))
+            }
+            EpochState::Prospective { .. } => {
+                return Err(self.illegal(Role::Prospective, "already prospective"))
+            }
+        };
+        let next = EpochState::Prospective {
+            epoch,
+            leader,
+            voted_for,
+            round: CandidateState::voted_for_self(me),
+            sent_durable: -1,
+        };
+        debug_assert_eq!(
+            self.election_state_of(&next),
+            self.election_state(),
+            "a pre-vote round changes nothing the file holds"
+        );
         Ok(self.commit(next, out))
     }
 
@@ -500,7 +616,22 @@ impl QuorumState {
             match self.state {
                 EpochState::Unattached { .. }
                 | EpochState::Voted { .. }
-                | EpochState::Candidate { .. } => {}
+                | EpochState::Candidate { .. }
+                | EpochState::Prospective { leader: None, .. } => {}
+                // Back to the leader it kept while asking for pre-votes.
+                EpochState::Prospective {
+                    leader: Some(kept), ..
+                } if kept == leader => {}
+                EpochState::Prospective {
+                    leader: Some(kept), ..
+                } if kept == self.local_id => {
+                    return Err(self.illegal(Role::Follower, "this node led this epoch"))
+                }
+                EpochState::Prospective { .. } => {
+                    return Err(
+                        self.illegal(Role::Follower, "already following a leader in this epoch")
+                    )
+                }
                 EpochState::Follower { .. } => {
                     return Err(
                         self.illegal(Role::Follower, "already following a leader in this epoch")
@@ -515,6 +646,7 @@ impl QuorumState {
             epoch,
             leader,
             sent_durable: -1,
+            fetched_at: None,
         };
         Ok(self.commit(next, out))
     }

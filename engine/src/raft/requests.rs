@@ -11,6 +11,8 @@ use super::{Request, VoterEndpoint};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum RequestKind {
     Vote,
+    /// A Vote with PreVote set (docs/protocol.md, "Pre-vote").
+    PreVote,
     BeginQuorumEpoch,
     EndQuorumEpoch,
     Fetch {
@@ -34,6 +36,7 @@ pub(crate) struct InFlight {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Retry {
     Vote(NodeId),
+    PreVote(NodeId),
     BeginQuorumEpoch(NodeId),
     EndQuorumEpoch(NodeId),
     Fetch,

@@ -384,6 +384,11 @@ pub struct RaftConfig {
     pub boot_timestamp: i64,
     /// Voter endpoints known at start (from `quorum.voters`); FindQuorum keeps them current.
     pub voter_endpoints: Vec<super::message::VoterEndpoint>,
+    /// Pre-vote (`quorum.prevote.enable`, docs/protocol.md, "Pre-vote"): a voter whose timer
+    /// runs out first asks the others whether they would vote for it, without raising its
+    /// epoch, and stands only if a majority would. False: it stands at once, as before pre-vote
+    /// existed. Either way the node answers other voters' pre-votes.
+    pub pre_vote: bool,
     /// How many bootstrap servers (`bootstrap.servers`) the driver can reach. The core sends
     /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
     /// can reach (an observer that has not learned the voter set yet, or their endpoints).
@@ -431,6 +436,7 @@ impl RaftConfig {
             port: -1,
             boot_timestamp: 0,
             voter_endpoints: Vec::new(),
+            pre_vote: true,
             bootstrap_servers: 0,
         }
     }

@@ -1,22 +1,40 @@
-//! Vote (docs/protocol.md section 3): handling requests as a voter, responses as a candidate.
+//! Vote (docs/protocol.md section 3) and pre-vote ("Pre-vote"): handling requests as a voter,
+//! responses as a candidate or a prospective.
 
 use super::core::RaftCore;
+use super::discovery::Common;
+use super::epoch_state::EpochState;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{NodeId, Output, RequestId};
 use super::{ErrorCode, Request, Response, Role, VoteRequest, VoteResponse};
 
 impl RaftCore {
-    pub(crate) fn send_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
-        let request = Request::Vote(VoteRequest {
+    fn vote_request(&self, pre_vote: bool) -> Request {
+        let epoch = self.qs.epoch();
+        Request::Vote(VoteRequest {
             cluster_id: self.config.cluster_id.clone(),
-            candidate_epoch: self.qs.epoch(),
+            // A pre-vote asks about the epoch a candidacy would take, and raises nothing.
+            candidate_epoch: if pre_vote { epoch + 1 } else { epoch },
             candidate_id: self.qs.local_id(),
             last_epoch: self.log.last_epoch(),
             last_epoch_end_offset: self.log.end_offset(),
-        });
+            pre_vote,
+        })
+    }
+
+    pub(crate) fn send_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
+        let request = self.vote_request(false);
         let epoch = self.qs.epoch();
         self.outbound
             .send(out, self.now, to, epoch, RequestKind::Vote, request);
+    }
+
+    pub(crate) fn send_pre_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
+        debug_assert_eq!(self.qs.role(), Role::Prospective);
+        let request = self.vote_request(true);
+        let epoch = self.qs.epoch();
+        self.outbound
+            .send(out, self.now, to, epoch, RequestKind::PreVote, request);
     }
 
     pub(crate) fn respond_vote(
@@ -44,6 +62,23 @@ impl RaftCore {
             >= (self.log.last_epoch(), self.log.end_offset())
     }
 
+    /// Has this node heard from a live leader within the fetch timeout (docs/protocol.md,
+    /// "Pre-vote")? A follower: a successful fetch answer from its leader. The leader: fetches
+    /// from a majority of the voters (itself included), as check-quorum counts them.
+    pub(crate) fn heard_from_live_leader(&self) -> bool {
+        let window = self.config.fetch_timeout_ms;
+        match self.qs.state() {
+            EpochState::Follower { .. } => self
+                .qs
+                .leader_answered_at()
+                .is_some_and(|at| self.now < at.saturating_add(window)),
+            EpochState::Leader { leader, .. } => leader
+                .quorum_alive_until(self.qs.majority(), window)
+                .is_none_or(|until| self.now < until),
+            _ => false,
+        }
+    }
+
     pub(crate) fn handle_vote(&mut self, id: RequestId, req: VoteRequest, out: &mut Vec<Output>) {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_CLUSTER_ID, false, out);
@@ -57,6 +92,12 @@ impl RaftCore {
         }
         if req.candidate_id == self.qs.local_id() {
             return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);
+        }
+        if req.pre_vote {
+            // Answered from what this node knows, changing nothing: no epoch, vote, leader,
+            // file write or timer (docs/protocol.md, "Pre-vote").
+            let granted = self.candidate_log_ok(&req) && !self.heard_from_live_leader();
+            return self.respond_vote(id, ErrorCode::NONE, granted, out);
         }
         if req.candidate_epoch > self.qs.epoch() {
             // Adopt the epoch even if the vote is refused below (docs/protocol.md section 3,
@@ -77,11 +118,14 @@ impl RaftCore {
                 }
             }
         }
+        let (leader, vote) = (self.qs.leader_id(), self.qs.voted_id());
         let granted = match self.qs.role() {
-            Role::Unattached => {
+            // A prospective that neither voted nor knew a leader in the epoch votes like an
+            // unattached voter; one that voted re-grants that vote only.
+            Role::Unattached | Role::Prospective if leader.is_none() && vote.is_none() => {
                 self.candidate_log_ok(&req) && self.enter_voted(req.candidate_id, out)
             }
-            Role::Voted => self.qs.voted_id() == Some(req.candidate_id),
+            Role::Voted | Role::Prospective => vote == Some(req.candidate_id),
             // Leader, Candidate, Resigned (never in its own epoch) and Follower refuse.
             _ => false,
         };
@@ -97,39 +141,92 @@ impl RaftCore {
         r: VoteResponse,
         out: &mut Vec<Output>,
     ) {
+        if f.kind == RequestKind::PreVote {
+            return self.handle_pre_vote_response(f, r, out);
+        }
         match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
-            super::discovery::Common::Done => return,
-            super::discovery::Common::Retry => {
+            Common::Done => return,
+            Common::Retry => {
                 if self.qs.candidate().is_some_and(|c| !c.backing_off) {
                     self.outbound
                         .schedule_retry(self.now, f.to, Retry::Vote(f.to), &mut self.rng);
                 }
                 return;
             }
-            super::discovery::Common::Proceed => {}
+            Common::Proceed => {}
         }
-        let majority = self.qs.majority();
-        let voters = self.qs.voters().len();
         // A late answer (the candidacy won or ended in this epoch) changes nothing.
-        let Some(c) = self.qs.candidate_mut() else {
-            return;
-        };
-        if c.backing_off {
+        if self.qs.candidate().is_none() {
             return;
         }
-        self.outbound.reset_backoff(f.to);
-        if r.vote_granted {
-            c.granted.insert(f.to);
-            if c.granted.len() >= majority {
+        if let Some(won) = self.count_vote(f.to, r.vote_granted) {
+            if won {
                 self.enter_leader(out);
             }
+        }
+    }
+
+    /// An answer to a pre-vote (docs/protocol.md, "Pre-vote"). A peer that does not speak
+    /// Vote v1 answers UNSUPPORTED_VERSION: it cannot judge a pre-vote, so it counts as
+    /// granted, and the candidacy that may follow asks it with a plain Vote v0. A peer behind
+    /// this node's epoch (it answers with its own, lower one) still judged the question
+    /// asked: its answer counts rather than being dropped as stale.
+    fn handle_pre_vote_response(&mut self, f: InFlight, r: VoteResponse, out: &mut Vec<Output>) {
+        let granted = if r.error == ErrorCode::UNSUPPORTED_VERSION {
+            true
+        } else if r.error.is_none() && r.leader_epoch < self.qs.epoch() && r.leader_epoch >= 0 {
+            r.vote_granted
         } else {
-            c.rejected.insert(f.to);
-            if voters - c.rejected.len() < majority {
-                // Lost: back off now rather than wait for the election timeout
-                // (docs/protocol.md section 3).
-                self.start_backoff();
+            match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
+                Common::Done => return,
+                Common::Retry => {
+                    if self.qs.prospective().is_some_and(|c| !c.backing_off) {
+                        self.outbound.schedule_retry(
+                            self.now,
+                            f.to,
+                            Retry::PreVote(f.to),
+                            &mut self.rng,
+                        );
+                    }
+                    return;
+                }
+                Common::Proceed => r.vote_granted,
+            }
+        };
+        // A late answer (the round ended, or this node moved on) changes nothing.
+        if self.qs.prospective().is_none() {
+            return;
+        }
+        if let Some(won) = self.count_vote(f.to, granted) {
+            if won {
+                self.enter_candidate(out);
             }
         }
+    }
+
+    /// Records `voter`'s answer in the running candidacy or pre-vote round. Some(true): a
+    /// majority granted; Some(false): still open; None: the round is over (lost now, or
+    /// backing off already).
+    fn count_vote(&mut self, voter: NodeId, granted: bool) -> Option<bool> {
+        let majority = self.qs.majority();
+        let voters = self.qs.voters().len();
+        let c = self.qs.campaign_mut()?;
+        if c.backing_off {
+            return None;
+        }
+        self.outbound.reset_backoff(voter);
+        // Each voter answers once: a voter that answered is no longer asked (awaits_vote).
+        if granted {
+            c.granted.insert(voter);
+            return Some(c.granted.len() >= majority);
+        }
+        c.rejected.insert(voter);
+        if voters - c.rejected.len() < majority {
+            // Lost: back off now rather than wait for the election timeout
+            // (docs/protocol.md section 3).
+            self.start_backoff();
+            return None;
+        }
+        Some(false)
     }
 }

@@ -64,6 +64,12 @@ pub enum Invariant {
     ShutdownCompletes,
     /// After faults stop, a leader commits the client's appends and every node catches up.
     Liveness,
+    /// Answering a pre-vote changed the node's epoch, role, leader, vote, timers or
+    /// quorum-state file (docs/protocol.md, "Pre-vote").
+    PreVoteChangesNothing,
+    /// The disruption scenario: a voter cut off from a healthy leader and healed raised an
+    /// epoch or caused an election while the leader kept a majority.
+    DisruptedHealthyLeader,
 }
 
 #[derive(Clone, Debug)]

@@ -97,6 +97,9 @@ pub struct TargetView {
     pub voters: Vec<NodeId>,
     /// Nodes in the cluster: ids `0..nodes`.
     pub nodes: usize,
+    /// The cluster uses pre-vote: Vote lies are pre-votes half the time (no draw otherwise, so
+    /// runs without pre-vote replay as before it existed).
+    pub pre_vote: bool,
 }
 
 /// One hostile input.
@@ -134,6 +137,7 @@ pub fn request(d: &mut impl Draw, v: &TargetView) -> Request {
             candidate_id: node_id(d, v),
             last_epoch: log_epoch(d, v),
             last_epoch_end_offset: offset(d, v),
+            pre_vote: v.pre_vote && d.pick(2) == 1,
         }),
         1 => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: cluster_id(d, v),
@@ -391,6 +395,7 @@ mod tests {
             log_end: 40,
             voters: vec![0, 1, 2],
             nodes: 4,
+            pre_vote: true,
         }
     }
 

@@ -11,6 +11,7 @@
 mod batch;
 mod cluster;
 mod disk;
+mod disruption;
 mod invariants;
 pub mod liar;
 mod rng;
@@ -18,6 +19,7 @@ mod script;
 mod trace;
 
 pub use cluster::Simulation;
+pub use disruption::{run_disruption, Cut, DisruptionRun};
 pub use invariants::Invariant;
 pub use liar::{ByteDraw, Draw, Lie, TargetView, LIAR_ID};
 pub use rng::SimRng;
@@ -42,8 +44,8 @@ pub struct SimConfig {
     /// During fault periods a liar (node `LIAR_ID`, no member of the cluster) sends well-formed
     /// hostile requests and stray responses to live nodes (see `liar.rs`).
     pub liar: bool,
-    /// Judge only by outcomes: skip MajorityReachedHighWatermark and
-    /// VotePersistedBeforeGranted, which watch the mechanism directly.
+    /// Judge only by outcomes: skip MajorityReachedHighWatermark, VotePersistedBeforeGranted
+    /// and PreVoteChangesNothing, which watch the mechanism directly.
     pub outcome_only: bool,
     /// A client keeps appending.
     pub client: bool,
@@ -51,6 +53,13 @@ pub struct SimConfig {
     pub consumers: usize,
     /// How long the final calm may take before liveness is declared broken.
     pub liveness_ms: u64,
+    /// The cores stand for election through a pre-vote round (`RaftConfig::pre_vote`,
+    /// docs/protocol.md, "Pre-vote"); the liar then sends pre-votes too. Off: the runs of the
+    /// core before pre-vote, event for event.
+    pub pre_vote: bool,
+    /// Now and then a message takes 100-500 ms more (the network's long tail). The disruption
+    /// scenario turns it off: a tail that long is a leader unheard for a fetch timeout.
+    pub latency_tail: bool,
     /// Events kept for the report.
     pub trace_len: usize,
 }
@@ -71,6 +80,8 @@ impl SimConfig {
             client: true,
             consumers: 2,
             liveness_ms: 30_000,
+            pre_vote: true,
+            latency_tail: true,
             trace_len: 40,
         }
     }
@@ -100,6 +111,9 @@ impl SimConfig {
         }
         if !self.liar {
             cmd.push_str(" --no-liar");
+        }
+        if !self.pre_vote {
+            cmd.push_str(" --no-prevote");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");

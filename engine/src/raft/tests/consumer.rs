@@ -530,7 +530,8 @@ fn a_new_leader_answers_parked_consumers_with_its_id() {
 #[test]
 fn a_new_leader_serves_what_it_learned_was_committed_before_its_own_hw() {
     // A follower of epoch 2 learns HW 3, then wins epoch 3.
-    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let mut h = h.without_pre_vote();
     let mut lc = batch(0, 2, 1);
     lc.is_control = true;
     let r = Harness::fetch_response(2, 2, vec![lc, batch(1, 2, 2), batch(3, 2, 2)], 3);

@@ -131,6 +131,7 @@ fn vote_with_cluster_id_mismatch_is_rejected() {
         candidate_id: 2,
         last_epoch: 0,
         last_epoch_end_offset: 0,
+        pre_vote: false,
     });
     let (_, out) = h.request(2, req);
     assert_eq!(
@@ -234,7 +235,8 @@ fn retry_election() {
         config(1, VOTERS),
         Some(stored(2, -1, 1, VOTERS)),
         log(0, &[]),
-    );
+    )
+    .without_pre_vote();
     let out = h.tick();
     let votes = sends(&out);
     h.respond(
@@ -313,7 +315,8 @@ fn vote_response_ignored_after_becoming_follower() {
 
 #[test]
 fn voter_become_candidate_after_fetch_timeout() {
-    let (mut h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let (h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let mut h = h.without_pre_vote();
     let out = h.run_until(1_999);
     assert_eq!(h.core.role(), Role::Follower, "{out:?}");
     let out = h.run_until(2_000);
@@ -364,7 +367,8 @@ fn log_comparison_edge_cases() {
 
 #[test]
 fn candidate_persists_its_vote_before_asking_for_votes() {
-    let (mut h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let (h, _) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    let mut h = h.without_pre_vote();
     let out = h.run_until(2_000);
     let p = position(&out, is_persist).expect("candidacy persisted");
     let s = position(&out, |o| {
@@ -413,5 +417,6 @@ fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
         );
     }
     h.run_until(before);
-    assert_eq!(h.core.role(), Role::Candidate);
+    // Its own election began on time (with a pre-vote round: docs/protocol.md, "Pre-vote").
+    assert_eq!(h.core.role(), Role::Prospective);
 }

@@ -302,7 +302,8 @@ fn resign_will_complete_fetch_purgatory() {
 
 #[test]
 fn fetch_response_ignored_after_becoming_candidate() {
-    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let mut h = h.without_pre_vote();
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Candidate);
     let out = respond_fetch(

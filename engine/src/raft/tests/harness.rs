@@ -78,6 +78,13 @@ impl Harness {
         }
     }
 
+    /// The draft's election, without pre-vote (`quorum.prevote.enable = false`): for the tests
+    /// that time a candidacy as Kafka's suites do (pre-vote has its own, `pre_vote.rs`).
+    pub(crate) fn without_pre_vote(mut self) -> Self {
+        self.core.config.pre_vote = false;
+        self
+    }
+
     pub(crate) fn step(&mut self, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         self.core.step(input, &mut out);
@@ -173,7 +180,24 @@ impl Harness {
             candidate_id: candidate,
             last_epoch,
             last_epoch_end_offset: leo,
+            pre_vote: false,
         })
+    }
+
+    /// A pre-vote (Vote v1, PreVote set) from `candidate`, at its epoch + 1 = `epoch`.
+    pub(crate) fn pre_vote_request(
+        candidate: NodeId,
+        epoch: Epoch,
+        last_epoch: Epoch,
+        leo: Offset,
+    ) -> Request {
+        match Self::vote_request(candidate, epoch, last_epoch, leo) {
+            Request::Vote(v) => Request::Vote(VoteRequest {
+                pre_vote: true,
+                ..v
+            }),
+            _ => unreachable!(),
+        }
     }
 
     /// A FindQuorum of this cluster advertising 127.0.0.1:`port`.

@@ -262,9 +262,12 @@ fn leader_should_resign_if_not_get_fetch_request_from_majority_voters() {
     assert!(sends(&out)
         .iter()
         .any(|s| matches!(s.2, Request::EndQuorumEpoch(_))));
-    // ... and an election follows.
-    h.run_until(6_001);
-    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    // ... and an election follows: a pre-vote round for epoch 3 (docs/protocol.md, "Pre-vote").
+    let out = h.run_until(6_001);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Prospective, 2));
+    assert!(sends(&out)
+        .iter()
+        .any(|s| matches!(&s.2, Request::Vote(v) if v.pre_vote && v.candidate_epoch == 3)));
 }
 
 #[test]

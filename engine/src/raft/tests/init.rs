@@ -30,11 +30,14 @@ fn initialize_single_member_quorum() {
 
 #[test]
 fn initialize_as_leader_from_state_store() {
+    // The draft's election; with pre-vote the campaign starts as a pre-vote round in epoch 5
+    // (pre_vote.rs).
     let mut h = Harness::new(
         config(1, &[1, 2, 3]),
         Some(stored(5, 1, -1, &[1, 2, 3])),
         log(0, &[]),
-    );
+    )
+    .without_pre_vote();
     assert_eq!(h.core.role(), Role::Resigned);
     assert_eq!(h.core.epoch(), 5);
     let out = h.tick();
@@ -99,7 +102,7 @@ fn initialize_as_follower_non_empty_log() {
 
 #[test]
 fn initialize_primordial_epoch() {
-    let mut h = Harness::new(config(1, &[1, 2, 3]), None, log(0, &[]));
+    let mut h = Harness::new(config(1, &[1, 2, 3]), None, log(0, &[])).without_pre_vote();
     assert_eq!((h.core.epoch(), h.core.role()), (0, Role::Unattached));
     let out = h.tick();
     let states = persisted(&out);

@@ -12,5 +12,6 @@ mod fetch;
 mod high_watermark;
 mod hostile;
 mod init;
+mod pre_vote;
 mod quorum_epoch;
 mod transitions;

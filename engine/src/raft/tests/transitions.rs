@@ -15,7 +15,7 @@ fn lead_with(
     votes: usize,
     out: &mut Vec<Output>,
 ) -> Result<EpochState, TransitionError> {
-    if let Some(c) = q.candidate_mut() {
+    if let Some(c) = q.campaign_mut() {
         c.granted.extend(VOTERS.iter().take(votes));
     }
     q.become_leader(0, 0, out)
@@ -39,7 +39,19 @@ fn state(role: Role) -> QuorumState {
             lead_with(&mut q, 2, &mut Vec::new()).expect("majority");
             q
         }
+        // Prospective after following 2 in epoch 2 (the other origins: `prospective_from`).
+        Role::Prospective => prospective_from(Role::Follower),
     }
+}
+
+/// Prospective in epoch 2, having been `from` (which decides the leader or vote it keeps).
+fn prospective_from(from: Role) -> QuorumState {
+    let mut q = state(from);
+    let mut out = Vec::new();
+    q.become_prospective(&mut out)
+        .expect("a voter may ask for pre-votes");
+    assert!(out.is_empty(), "a pre-vote round persists nothing: {out:?}");
+    q
 }
 
 fn observer() -> QuorumState {
@@ -136,4 +148,94 @@ fn illegal_transitions_are_refused_without_touching_state() {
     refused(observer(), |q, o| q.become_candidate(o));
     refused(observer(), |q, o| q.become_voted(2, o));
     refused(observer(), |q, o| lead_with(q, 3, o));
+}
+
+#[test]
+fn prospective_keeps_what_the_file_holds_and_writes_nothing() {
+    use Role::*;
+    // (origin, the leader and the vote it keeps in epoch 2)
+    for (from, leader, vote) in [
+        (Unattached, None, None),
+        (Voted, None, Some(2)),
+        (Candidate, None, Some(1)),
+        (Follower, Some(2), None),
+        (Resigned, Some(1), None),
+    ] {
+        let before = state(from).election_state();
+        let q = prospective_from(from);
+        assert_eq!((q.role(), q.epoch()), (Prospective, 2), "from {from:?}");
+        assert_eq!(
+            (q.leader_id(), q.voted_id()),
+            (leader, vote),
+            "from {from:?}"
+        );
+        assert_eq!(q.election_state(), before, "from {from:?}");
+    }
+    // Not from Leader, not twice, never as an observer.
+    refused(state(Leader), |q, o| q.become_prospective(o));
+    refused(prospective_from(Unattached), |q, o| q.become_prospective(o));
+    refused(observer(), |q, o| q.become_prospective(o));
+}
+
+#[test]
+fn prospective_transitions_persist_only_what_changes() {
+    use Role::*;
+    // Standing (epoch + 1) and learning a higher epoch are ordinary transitions.
+    let candidate: Transition = |q, o| q.become_candidate(o);
+    let unattached3: Transition = |q, o| q.become_unattached(3, o);
+    let follow3_next: Transition = |q, o| q.become_follower(3, 3, o);
+    for from in [Unattached, Voted, Candidate, Follower, Resigned] {
+        allowed(prospective_from(from), candidate, Candidate, 3);
+        allowed(prospective_from(from), unattached3, Unattached, 3);
+        allowed(prospective_from(from), follow3_next, Follower, 3);
+    }
+    // A vote, when it had none and knew no leader: persisted like any vote.
+    allowed(
+        prospective_from(Unattached),
+        |q, o| q.become_voted(2, o),
+        Voted,
+        2,
+    );
+    // Learning the epoch's leader when it knew none, or its vote's candidate won.
+    allowed(
+        prospective_from(Unattached),
+        |q, o| q.become_follower(2, 2, o),
+        Follower,
+        2,
+    );
+    allowed(
+        prospective_from(Voted),
+        |q, o| q.become_follower(2, 2, o),
+        Follower,
+        2,
+    );
+    // Back to the leader it kept: the file already says so, nothing is written.
+    let mut q = prospective_from(Follower);
+    let mut out = Vec::new();
+    q.become_follower(2, 2, &mut out).expect("its own leader");
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!((q.role(), q.leader_id()), (Follower, Some(2)));
+}
+
+#[test]
+fn prospective_never_votes_twice_nor_follows_a_second_leader() {
+    use Role::*;
+    // Voting: not after a vote (its own or another's), not in an epoch it followed or led.
+    for from in [Voted, Candidate, Follower, Resigned] {
+        refused(prospective_from(from), |q, o| q.become_voted(3, o));
+    }
+    refused(prospective_from(Voted), |q, o| q.become_voted(2, o));
+    // Following: not another leader than the one it kept, not at all in an epoch it led.
+    refused(prospective_from(Follower), |q, o| {
+        q.become_follower(2, 3, o)
+    });
+    refused(prospective_from(Resigned), |q, o| {
+        q.become_follower(2, 2, o)
+    });
+    refused(prospective_from(Resigned), |q, o| {
+        q.become_follower(2, 3, o)
+    });
+    // And never leads without a candidacy.
+    refused(prospective_from(Unattached), |q, o| lead_with(q, 3, o));
+    refused(prospective_from(Unattached), |q, o| q.become_resigned(o));
 }

@@ -71,6 +71,7 @@ impl Simulation {
             log_end: core.log_end_offset(),
             voters: core.voters().to_vec(),
             nodes: self.nodes.len(),
+            pre_vote: self.cfg.pre_vote,
         })
     }
 

@@ -124,6 +124,7 @@ impl Simulation {
                 shutdown_since: None,
                 disk_busy_until: 0,
                 disk_slow_until: 0,
+                persists: 0,
             });
         }
         if sim.cfg.bootstrap_observers {
@@ -334,6 +335,33 @@ impl Simulation {
 
     pub fn epoch(&self, id: NodeId) -> Option<Epoch> {
         self.nodes[id as usize].core.as_ref().map(RaftCore::epoch)
+    }
+
+    /// The leader a running node knows in its epoch.
+    pub fn leader_of(&self, id: NodeId) -> Option<NodeId> {
+        self.nodes[id as usize]
+            .core
+            .as_ref()
+            .and_then(RaftCore::leader_id)
+    }
+
+    /// Elections won so far (leaders that took office).
+    pub fn elections(&self) -> u64 {
+        self.elections
+    }
+
+    /// The highest epoch any node has persisted or runs in.
+    pub fn max_epoch(&self) -> Epoch {
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                let persisted = n.persisted.as_ref().map(|s| s.epoch);
+                persisted
+                    .into_iter()
+                    .chain(n.core.as_ref().map(RaftCore::epoch))
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     pub fn acked(&self) -> usize {

@@ -2,8 +2,10 @@
 
 use std::collections::BTreeSet;
 
-use crate::raft::{Correlation, Input, NodeId, Request, Response, Sender, TimeMs};
-use crate::sim::invariants::Checked;
+use crate::raft::{
+    Correlation, ElectionState, Epoch, Input, NodeId, Request, Response, Role, Sender, TimeMs,
+};
+use crate::sim::invariants::{breach, Checked, Invariant};
 use crate::sim::liar::LIAR_ID;
 use crate::sim::trace::TraceEntry;
 
@@ -43,7 +45,55 @@ pub(super) struct Network {
     pub(super) duplicate: f64,
 }
 
+/// What a pre-vote must leave as it was on the node that answers it (docs/protocol.md,
+/// "Pre-vote"): its epoch, role, leader, vote, timers and quorum-state file.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct InertView {
+    incarnation: u32,
+    epoch: Epoch,
+    role: Role,
+    leader: Option<NodeId>,
+    vote: Option<NodeId>,
+    election_state: ElectionState,
+    next_deadline: Option<TimeMs>,
+    persists: u64,
+}
+
 impl Simulation {
+    pub(super) fn inert_view(&self, i: usize) -> Option<InertView> {
+        let node = &self.nodes[i];
+        let core = node.core.as_ref()?;
+        Some(InertView {
+            incarnation: node.incarnation,
+            epoch: core.epoch(),
+            role: core.role(),
+            leader: core.leader_id(),
+            vote: core.voted_id(),
+            election_state: core.election_state(),
+            next_deadline: core.next_deadline(),
+            persists: node.persists,
+        })
+    }
+
+    /// PreVoteChangesNothing: answering a pre-vote moved nothing (unless the node crashed
+    /// between outputs, which is a restart, not the pre-vote's doing). A check of the
+    /// mechanism: off with `outcome_only`.
+    pub(super) fn check_pre_vote_inert(&self, i: usize, before: &Option<InertView>) -> Checked {
+        if self.cfg.outcome_only {
+            return Ok(());
+        }
+        let (Some(before), Some(after)) = (before, self.inert_view(i)) else {
+            return Ok(());
+        };
+        if before.incarnation != after.incarnation || *before == after {
+            return Ok(());
+        }
+        breach(
+            Invariant::PreVoteChangesNothing,
+            format!("node {i} answered a pre-vote and changed: {before:?} -> {after:?}",),
+        )
+    }
+
     /// Symmetric partition: nodes in different groups cannot talk. Nodes in no group are
     /// isolated from everyone.
     pub fn partition(&mut self, groups: &[&[NodeId]]) {
@@ -108,7 +158,7 @@ impl Simulation {
         if self.rng.chance(0.1) {
             latency += self.rng.range(5, 50);
         }
-        if self.rng.chance(0.01) {
+        if self.cfg.latency_tail && self.rng.chance(0.01) {
             latency += self.rng.range(100, 500);
         }
         latency
@@ -147,10 +197,13 @@ impl Simulation {
                 }
                 let id = self.next_request_id;
                 self.next_request_id += 1;
+                // A granted pre-vote is no vote: nothing to have persisted.
                 let vote = match &request {
-                    Request::Vote(v) => Some((v.candidate_id, v.candidate_epoch)),
+                    Request::Vote(v) if !v.pre_vote => Some((v.candidate_id, v.candidate_epoch)),
                     _ => None,
                 };
+                let pre_vote = matches!(&request, Request::Vote(v) if v.pre_vote);
+                let before = pre_vote.then(|| self.inert_view(dest));
                 self.nodes[dest].pending.insert(
                     id,
                     PendingRequest {
@@ -170,6 +223,9 @@ impl Simulation {
                         request,
                     },
                 )?;
+                if let Some(before) = before {
+                    self.check_pre_vote_inert(dest, &before)?;
+                }
                 self.sweep(dest)
             }
             Message::Response {

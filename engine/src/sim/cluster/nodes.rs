@@ -48,6 +48,8 @@ pub(super) struct SimNode {
     pub(super) disk_busy_until: TimeMs,
     /// Until then every write is slow (an fsync stall).
     pub(super) disk_slow_until: TimeMs,
+    /// Quorum-state writes carried out, all incarnations.
+    pub(super) persists: u64,
 }
 
 impl SimNode {
@@ -62,13 +64,14 @@ impl Simulation {
         let seed = self.rng.next_u64();
         let node = &mut self.nodes[i];
         assert!(node.core.is_none());
-        let config = if node.bootstrap.is_empty() {
+        let mut config = if node.bootstrap.is_empty() {
             core_config(node.id, &voters, seed)
         } else {
             let mut c = core_config(node.id, &[], seed);
             c.bootstrap_servers = node.bootstrap.len();
             c
         };
+        config.pre_vote = self.cfg.pre_vote;
         let snapshot = node.disk.snapshot();
         let core = match RaftCore::new(config, node.persisted.clone(), snapshot, self.now) {
             Ok(core) => core,

@@ -30,6 +30,7 @@ impl Simulation {
                     (i64::from(state.leader_id) + 1) * 100_000 + i64::from(state.voted_id) + 1,
                 ));
                 self.nodes[i].persisted = Some(state);
+                self.nodes[i].persists += 1;
                 Ok(())
             }
             Output::Send {
