@@ -38,7 +38,8 @@ fn request(frame: Bytes) {
     let Ok(header) = RequestHeader::read(&mut r, true) else {
         return;
     };
-    if api::quorum_api(header.api_key).is_some() {
-        let _ = quorum::decode_request(header.api_key, &mut r);
+    // As the node routes them: only versions the API table supports reach a decoder.
+    if api::quorum_api(header.api_key).is_some_and(|spec| spec.supports(header.api_version)) {
+        let _ = quorum::decode_request(header.api_key, header.api_version, &mut r);
     }
 }

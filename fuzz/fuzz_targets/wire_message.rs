@@ -50,8 +50,11 @@ fuzz_target!(|data: &[u8]| {
     let pick = mode >> 4;
     match mode % 16 {
         1 => {
+            // Every supported version of the key (Vote 0-1, the others 0).
             let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
-            let _ = quorum::decode_request_with(key, &mut WireReader::new(input));
+            let spec = api::quorum_api(key).expect("a quorum RPC");
+            let version = version(spec, pick / 8);
+            let _ = quorum::decode_request_with(key, version, &mut WireReader::new(input));
         }
         2 => {
             let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];

@@ -105,7 +105,10 @@ fn a_fetch_response_chain_crosses_the_wire_and_decodes() {
     let mut r = WireReader::new(frame);
     let header = RequestHeader::read(&mut r, true).unwrap();
     assert_eq!(header.correlation_id, 77);
-    assert_eq!(decode_request(header.api_key, &mut r).unwrap(), request);
+    assert_eq!(
+        decode_request(header.api_key, header.api_version, &mut r).unwrap(),
+        request
+    );
 
     // Leader -> follower: 300 batches, each its own piece of the chain.
     let batches: Vec<Batch> = (0..300).map(|i| batch(i * 4, 3, 4)).collect();

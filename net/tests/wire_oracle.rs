@@ -168,7 +168,7 @@ fn describe_quorum_matches_kafkas_v0_layout() {
         ours(|w| encode_request(&Request::DescribeQuorum(DescribeQuorumRequest {}), w));
     assert_eq!(ours_request, theirs(&kp_request, 0));
     let mut r = WireReader::new(theirs(&kp_request, 0));
-    decode_request(net::wire::api::DESCRIBE_QUORUM, &mut r).unwrap();
+    decode_request(net::wire::api::DESCRIBE_QUORUM, 0, &mut r).unwrap();
 
     // Kafka's decoder reads our response (our timestamps and target voters are tagged fields it
     // skips), and we read Kafka's.

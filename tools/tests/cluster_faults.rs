@@ -112,6 +112,7 @@ fn vote_request(cluster_id: &str) -> Request {
         candidate_id: 9,
         last_epoch: 0,
         last_epoch_end_offset: 0,
+        pre_vote: false,
     })
 }
 

@@ -229,6 +229,7 @@ fn vote(candidate_id: i32, candidate_epoch: i32, last_epoch: i32, last_offset: i
         candidate_id,
         last_epoch,
         last_epoch_end_offset: last_offset,
+        pre_vote: false,
     })
 }
 

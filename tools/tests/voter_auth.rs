@@ -122,6 +122,7 @@ fn spoofed_vote(epoch: i32) -> Request {
         candidate_id: 2,
         last_epoch: epoch,
         last_epoch_end_offset: i64::from(i32::MAX),
+        pre_vote: false,
     })
 }
 

@@ -34,24 +34,27 @@ pub use engine::raft::api_key::{
 };
 pub const API_VERSIONS: i16 = 18;
 
-const fn quorum_rpc(key: i16, name: &'static str) -> ApiSpec {
+const fn quorum_rpc(key: i16, name: &'static str, max_version: i16) -> ApiSpec {
     ApiSpec {
         key,
         name,
         min_version: 0,
-        max_version: 0,
+        max_version,
         first_flexible: Some(0),
     }
 }
 
-/// The quorum RPCs: version 0, flexible.
+/// The first Vote version with PreVote (docs/protocol.md, "Pre-vote").
+pub const VOTE_PRE_VOTE_VERSION: i16 = 1;
+
+/// The quorum RPCs: flexible; version 0, and Vote 0-1 (v1 adds PreVote).
 pub const QUORUM_APIS: [ApiSpec; 6] = [
-    quorum_rpc(VOTE, "Vote"),
-    quorum_rpc(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch"),
-    quorum_rpc(END_QUORUM_EPOCH, "EndQuorumEpoch"),
-    quorum_rpc(DESCRIBE_QUORUM, "DescribeQuorum"),
-    quorum_rpc(FETCH_QUORUM_RECORDS, "FetchQuorumRecords"),
-    quorum_rpc(FIND_QUORUM, "FindQuorum"),
+    quorum_rpc(VOTE, "Vote", VOTE_PRE_VOTE_VERSION),
+    quorum_rpc(BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", 0),
+    quorum_rpc(END_QUORUM_EPOCH, "EndQuorumEpoch", 0),
+    quorum_rpc(DESCRIBE_QUORUM, "DescribeQuorum", 0),
+    quorum_rpc(FETCH_QUORUM_RECORDS, "FetchQuorumRecords", 0),
+    quorum_rpc(FIND_QUORUM, "FindQuorum", 0),
 ];
 
 /// The spec of a quorum RPC by key.
@@ -72,7 +75,16 @@ mod tests {
         for key in [FETCH_QUORUM_RECORDS, FIND_QUORUM, ALTER_QUORUM] {
             assert!(key >= 1000);
         }
-        assert!(quorum_api(VOTE).unwrap().is_flexible(0));
-        assert!(!quorum_api(VOTE).unwrap().supports(1));
+        let vote = quorum_api(VOTE).unwrap();
+        assert!(vote.is_flexible(0) && vote.is_flexible(1));
+        assert!(vote.supports(0) && vote.supports(1) && !vote.supports(2));
+        for spec in QUORUM_APIS.iter().filter(|s| s.key != VOTE) {
+            assert_eq!(
+                (spec.min_version, spec.max_version),
+                (0, 0),
+                "{}",
+                spec.name
+            );
+        }
     }
 }

@@ -1,5 +1,7 @@
-//! The quorum RPCs on the wire (docs/protocol.md sections 13 and 1): version 0,
-//! flexible (compact strings and arrays, a tagged-field section after every struct).
+//! The quorum RPCs on the wire (docs/protocol.md sections 13 and 1): flexible (compact strings
+//! and arrays, a tagged-field section after every struct), version 0, and Vote 0-1: v1 is v0
+//! plus the PreVote bool, and a Vote is sent as v1 only when it is a pre-vote (so a real vote
+//! reaches a node that knows only v0 exactly as before).
 //!
 //! Bodies map one to one onto `engine::raft::{Request, Response}`. FetchQuorumRecords responses
 //! encode to a chain of [`Bytes`] in which the record batches are the log's own buffers, so a
@@ -86,6 +88,15 @@ impl DecodeError {
 // ---------------------------------------------------------------------------------------------
 // Requests
 
+/// The version `request` goes out in: Vote v1 for a pre-vote, v0 for everything else (the
+/// request header must say it; `encode_request` writes that version's body).
+pub fn request_version(request: &Request) -> i16 {
+    match request {
+        Request::Vote(r) if r.pre_vote => api::VOTE_PRE_VOTE_VERSION,
+        _ => 0,
+    }
+}
+
 pub fn encode_request(request: &Request, w: &mut WireWriter) {
     encode_request_with(request, &FetchRequestExtras::default(), w)
 }
@@ -99,6 +110,9 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             w.i32(r.candidate_id);
             w.i32(r.last_epoch);
             w.i64(r.last_epoch_end_offset);
+            if request_version(request) >= api::VOTE_PRE_VOTE_VERSION {
+                w.bool(r.pre_vote);
+            }
         }
         Request::BeginQuorumEpoch(r) => {
             w.compact_string(&r.cluster_id);
@@ -174,13 +188,20 @@ fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchReque
     w.tagged_fields(&tags);
 }
 
-pub fn decode_request(api_key: i16, r: &mut WireReader) -> Result<Request, DecodeError> {
-    decode_request_with(api_key, r).map(|(request, _)| request)
+/// Decodes the body of a `version` request of `api_key` (a version its spec supports: the
+/// caller checked it against the API table).
+pub fn decode_request(
+    api_key: i16,
+    version: i16,
+    r: &mut WireReader,
+) -> Result<Request, DecodeError> {
+    decode_request_with(api_key, version, r).map(|(request, _)| request)
 }
 
 /// [`decode_request`] with the extras of a FetchQuorumRecords request (default for others).
 pub fn decode_request_with(
     api_key: i16,
+    version: i16,
     r: &mut WireReader,
 ) -> Result<(Request, FetchRequestExtras), DecodeError> {
     let request = match api_key {
@@ -190,6 +211,8 @@ pub fn decode_request_with(
             candidate_id: r.i32("candidate id")?,
             last_epoch: r.i32("last epoch")?,
             last_epoch_end_offset: r.i64("last epoch end offset")?,
+            // v0 has no such field: every v0 Vote is a real one.
+            pre_vote: version >= api::VOTE_PRE_VOTE_VERSION && r.bool("pre vote")?,
         }),
         api::BEGIN_QUORUM_EPOCH => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: r.compact_string("cluster id")?,
@@ -622,7 +645,7 @@ mod tests {
         let mut w = WireWriter::new();
         encode_request(&request, &mut w);
         let mut r = WireReader::new(w.into_inner().freeze());
-        let decoded = decode_request(request.api_key(), &mut r).unwrap();
+        let decoded = decode_request(request.api_key(), request_version(&request), &mut r).unwrap();
         assert_eq!(decoded, request);
     }
 
@@ -648,13 +671,16 @@ mod tests {
 
     #[test]
     fn every_request_round_trips() {
-        request_round_trip(Request::Vote(VoteRequest {
-            cluster_id: "c".into(),
-            candidate_epoch: 5,
-            candidate_id: 2,
-            last_epoch: 4,
-            last_epoch_end_offset: 100,
-        }));
+        for pre_vote in [false, true] {
+            request_round_trip(Request::Vote(VoteRequest {
+                cluster_id: "c".into(),
+                candidate_epoch: 5,
+                candidate_id: 2,
+                last_epoch: 4,
+                last_epoch_end_offset: 100,
+                pre_vote,
+            }));
+        }
         request_round_trip(Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: "c".into(),
             leader_id: 1,
@@ -804,19 +830,19 @@ mod tests {
         encode_request_with(&fetch_request(), &extras, &mut w);
         let bytes = w.into_inner().freeze();
         let mut r = WireReader::new(bytes.clone());
-        let (request, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        let (request, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, 0, &mut r).unwrap();
         assert_eq!((request, decoded), (fetch_request(), extras));
         // A node that knows only tag 0 reads the same request and skips tags 1 to 3.
         let mut r = WireReader::new(bytes);
         assert_eq!(
-            decode_request(api::FETCH_QUORUM_RECORDS, &mut r).unwrap(),
+            decode_request(api::FETCH_QUORUM_RECORDS, 0, &mut r).unwrap(),
             fetch_request()
         );
         // From such a node: no extras, so the leader sends it no list.
         let mut w = WireWriter::new();
         encode_request(&fetch_request(), &mut w);
         let mut r = WireReader::new(w.into_inner().freeze());
-        let (_, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
+        let (_, decoded) = decode_request_with(api::FETCH_QUORUM_RECORDS, 0, &mut r).unwrap();
         assert_eq!(decoded, FetchRequestExtras::default());
     }
 
@@ -870,7 +896,7 @@ mod tests {
         w.tagged_fields(&[(TAG_CLIENT_ENDPOINTS, &inner.into_inner())]);
         let mut r = WireReader::new(w.into_inner().freeze());
         assert!(matches!(
-            decode_request_with(api::FETCH_QUORUM_RECORDS, &mut r),
+            decode_request_with(api::FETCH_QUORUM_RECORDS, 0, &mut r),
             Err(DecodeError::BrokerList(BrokerListError::BadPort(-5)))
         ));
     }
@@ -917,8 +943,72 @@ mod tests {
         w.no_tagged_fields();
         w.no_tagged_fields();
         let mut r = WireReader::new(w.into_inner().freeze());
-        let err = decode_request(api::DESCRIBE_QUORUM, &mut r).unwrap_err();
+        let err = decode_request(api::DESCRIBE_QUORUM, 0, &mut r).unwrap_err();
         assert_eq!(err.error_code(), ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+
+    fn vote(pre_vote: bool) -> Request {
+        Request::Vote(VoteRequest {
+            cluster_id: "c".into(),
+            candidate_epoch: 5,
+            candidate_id: 2,
+            last_epoch: 4,
+            last_epoch_end_offset: 100,
+            pre_vote,
+        })
+    }
+
+    fn encoded(request: &Request) -> Bytes {
+        let mut w = WireWriter::new();
+        encode_request(request, &mut w);
+        w.into_inner().freeze()
+    }
+
+    /// The bytes of a Vote: v0 exactly as before pre-vote (so a real vote is what a v0-only
+    /// node always read), v1 the same plus the PreVote byte before the tagged fields.
+    #[test]
+    fn vote_v0_is_unchanged_and_v1_adds_the_pre_vote_byte() {
+        let v0: &[u8] = &[
+            0x02, b'c', // ClusterId, compact string "c"
+            0, 0, 0, 5, // CandidateEpoch
+            0, 0, 0, 2, // CandidateId
+            0, 0, 0, 4, // LastEpoch
+            0, 0, 0, 0, 0, 0, 0, 100, // LastEpochEndOffset
+            0,   // no tagged fields
+        ];
+        assert_eq!(request_version(&vote(false)), 0);
+        assert_eq!(&encoded(&vote(false))[..], v0);
+        assert_eq!(request_version(&vote(true)), api::VOTE_PRE_VOTE_VERSION);
+        let mut v1 = v0[..v0.len() - 1].to_vec();
+        v1.extend_from_slice(&[1, 0]); // PreVote = true, no tagged fields
+        assert_eq!(&encoded(&vote(true))[..], &v1[..]);
+        // v1 with PreVote false is a real vote, as v0 is.
+        let mut real_v1 = v1.clone();
+        real_v1[v0.len() - 1] = 0;
+        let mut r = WireReader::new(Bytes::from(real_v1));
+        assert_eq!(decode_request(api::VOTE, 1, &mut r).unwrap(), vote(false));
+        // Read at the wrong version, neither decodes: v0 has a byte left over, v1 misses one.
+        let mut r = WireReader::new(Bytes::from(v1));
+        assert!(decode_request(api::VOTE, 0, &mut r).is_err());
+        let mut r = WireReader::new(Bytes::from_static(v0));
+        assert!(decode_request(api::VOTE, 1, &mut r).is_err());
+        // A PreVote byte other than 0 or 1 is malformed.
+        let mut bad = v0[..v0.len() - 1].to_vec();
+        bad.extend_from_slice(&[2, 0]);
+        let mut r = WireReader::new(Bytes::from(bad));
+        assert!(decode_request(api::VOTE, 1, &mut r).is_err());
+    }
+
+    #[test]
+    fn every_prefix_of_a_pre_vote_is_an_error() {
+        let full = encoded(&vote(true));
+        for cut in 0..full.len() {
+            let mut r = WireReader::new(full.slice(..cut));
+            assert!(
+                decode_request(api::VOTE, 1, &mut r).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 
     #[test]
@@ -937,7 +1027,7 @@ mod tests {
         let full = w.into_inner().freeze();
         for cut in 0..full.len() {
             let mut r = WireReader::new(full.slice(..cut));
-            assert!(decode_request(api::END_QUORUM_EPOCH, &mut r).is_err());
+            assert!(decode_request(api::END_QUORUM_EPOCH, 0, &mut r).is_err());
         }
     }
 }

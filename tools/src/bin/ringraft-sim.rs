@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use engine::sim::{run_seed, SimConfig};
+use engine::sim::{run_disruption, run_seed, SimConfig};
 
 #[macro_use]
 extern crate cli_out;
@@ -42,14 +42,24 @@ struct Cli {
     /// Also kill observers and delete their persistent state (voters: scripted scenario only).
     #[arg(long)]
     delete_state: bool,
-    /// Judge by outcomes only: skip the two invariants that watch the mechanism
-    /// (MajorityReachedHighWatermark, VotePersistedBeforeGranted).
+    /// Judge by outcomes only: skip the invariants that watch the mechanism
+    /// (MajorityReachedHighWatermark, VotePersistedBeforeGranted, PreVoteChangesNothing).
     #[arg(long)]
     outcome_only: bool,
     /// No liar: no hostile requests or stray responses from outside the cluster (replays runs
     /// made before the liar existed, event for event).
     #[arg(long)]
     no_liar: bool,
+    /// The cores stand for election at once, without a pre-vote round (quorum.prevote.enable
+    /// = false; replays runs made before pre-vote existed, event for event).
+    #[arg(long)]
+    no_prevote: bool,
+    /// Run the disruption scenario instead (docs/simulation.md, "Disruption"): per seed, a
+    /// healthy cluster of --voters voters (at least 3) with one follower cut off from the leader
+    /// for 1-5 s and healed. With pre-vote any election or epoch raise is a violation; with
+    /// --no-prevote the tool counts the seeds that saw one.
+    #[arg(long)]
+    disruption: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -73,7 +83,16 @@ fn main() -> ExitCode {
         eprintln!("--voters must be at least 1");
         return ExitCode::from(2);
     }
-    match run(&cli) {
+    if cli.disruption && cli.voters < 3 {
+        eprintln!("--disruption needs at least 3 voters");
+        return ExitCode::from(2);
+    }
+    let outcome = if cli.disruption {
+        run_disruption_seeds(&cli)
+    } else {
+        run(&cli)
+    };
+    match outcome {
         Ok(code) => code,
         Err(error) if out::is_closed_pipe(&error) => ExitCode::from(out::CLOSED_STATUS),
         Err(error) => {
@@ -97,6 +116,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         cfg.trace_len = cli.trace;
         cfg.outcome_only = cli.outcome_only;
         cfg.liar = !cli.no_liar;
+        cfg.pre_vote = !cli.no_prevote;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -127,6 +147,49 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         }
     }
     print_totals(&totals, 0)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The disruption scenario over the seeds: the exit code, or the error of a write to stdout.
+#[allow(clippy::manual_is_multiple_of)]
+fn run_disruption_seeds(cli: &Cli) -> std::io::Result<ExitCode> {
+    let pre_vote = !cli.no_prevote;
+    let every = (cli.seeds / 20).max(1);
+    let (mut seeds, mut disrupted, mut elections) = (0u64, 0u64, 0u64);
+    let mut first_disrupted = None;
+    for seed in cli.first_seed..cli.first_seed.saturating_add(cli.seeds) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_disruption(seed, cli.voters, pre_vote, cli.outcome_only)
+        }));
+        let run = match outcome {
+            Ok(Ok(run)) => run,
+            Ok(Err(v)) => {
+                outln!("{v}")?;
+                outln!("total: {seeds} seeds passed, 1 violation")?;
+                return Ok(ExitCode::FAILURE);
+            }
+            Err(_) => {
+                outln!("PANIC at seed {seed} (message above)")?;
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        seeds += 1;
+        elections += run.elections;
+        if run.disrupted() {
+            disrupted += 1;
+            first_disrupted.get_or_insert(seed);
+        }
+        if cli.verbose || (seed - cli.first_seed) % every == 0 {
+            outln!(
+                "seed {seed}: {:?} follower {} for {} ms under leader {} of epoch {}: {} elections, epoch +{}",
+                run.cut, run.follower, run.cut_ms, run.leader, run.epoch, run.elections, run.epoch_raise
+            )?;
+        }
+    }
+    outln!(
+        "total: {seeds} seeds, {disrupted} disrupted (first: {first_disrupted:?}), {elections} elections, pre-vote {}",
+        if pre_vote { "on" } else { "off" }
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -215,7 +215,7 @@ pub fn raw_request_frame(request: &Request) -> Vec<u8> {
     w.i32(0);
     RequestHeader {
         api_key: request.api_key(),
-        api_version: 0,
+        api_version: quorum::request_version(request),
         correlation_id: RAW_CORRELATION_ID,
         client_id: Some("hostile-test".into()),
     }

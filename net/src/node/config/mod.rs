@@ -92,6 +92,8 @@ pub struct NodeConfig {
     pub request_timeout_ms: u64,
     pub retry_backoff_ms: u64,
     pub retry_backoff_max_ms: u64,
+    /// `quorum.prevote.enable`: stand for election through a pre-vote round first.
+    pub pre_vote: bool,
     pub segment_bytes: u64,
     pub max_request_bytes: usize,
     pub raft_cpu: Option<usize>,
@@ -283,6 +285,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "cap of the exponential retry backoff",
     ),
     (
+        "quorum.prevote.enable",
+        Some("true"),
+        "ask the other voters for pre-votes (no epoch raised, nothing persisted) before standing for election; false: stand at once",
+    ),
+    (
         "log.segment.bytes",
         Some("1073741824"),
         "size at which a log segment is rolled",
@@ -374,6 +381,7 @@ impl NodeConfig {
             retry_backoff_ms: props.parse_or_default("quorum.retry.backoff.ms", parse_positive)?,
             retry_backoff_max_ms: props
                 .parse_or_default("quorum.retry.backoff.max.ms", parse_positive)?,
+            pre_vote: props.parse_or_default("quorum.prevote.enable", parse_bool)?,
             segment_bytes: props.parse_or_default("log.segment.bytes", parse_segment_bytes)?,
             max_request_bytes: props.parse_or_default("socket.request.max.bytes", |v| {
                 parse_positive(v).map(|n| n as usize)
@@ -423,6 +431,7 @@ impl NodeConfig {
         raft.request_timeout_ms = self.request_timeout_ms;
         raft.retry_backoff_ms = self.retry_backoff_ms;
         raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
+        raft.pre_vote = self.pre_vote;
         raft.seed = seed;
         // FindQuorum advertises `advertised.listeners`; the configured voters' endpoints are
         // known from the start (boot timestamp 0, so any advertisement by a running voter
@@ -658,6 +667,20 @@ mod tests {
             (20, 1000)
         );
         assert_eq!(config.raft_cpu, None);
+        assert!(
+            config.pre_vote && raft.pre_vote,
+            "pre-vote is on by default"
+        );
+    }
+
+    #[test]
+    fn pre_vote_can_be_turned_off() {
+        let mut map = base();
+        map.insert("quorum.prevote.enable".into(), "false".into());
+        let config = NodeConfig::from_map(&map).unwrap();
+        assert!(!config.pre_vote && !config.raft_config(1).pre_vote);
+        map.insert("quorum.prevote.enable".into(), "TRUE".into());
+        assert!(NodeConfig::from_map(&map).unwrap().raft_config(1).pre_vote);
     }
 
     #[test]
@@ -698,6 +721,7 @@ mod tests {
             ),
             ("log.segment.bytes", "10", "log.segment.bytes"),
             ("raft.cpu", "zero", "raft.cpu"),
+            ("quorum.prevote.enable", "yes", "quorum.prevote.enable"),
             (
                 "quorum.retry.backoff.max.ms",
                 "5",

@@ -189,6 +189,10 @@ impl Node {
             if spec.key == api::API_VERSIONS {
                 let seq = self.reserve_response(conn);
                 self.answer_api_versions(conn, seq, prefix.correlation_id, 0, true);
+            } else if spec.key == api::VOTE && prefix.api_version > spec.max_version {
+                // A newer candidate's Vote: answered UNSUPPORTED_VERSION, not dropped with the
+                // connection, so it falls back (docs/protocol.md, "Pre-vote").
+                self.answer_unsupported_vote(conn, prefix.correlation_id);
             } else {
                 self.close(conn, "unsupported api version");
             }
@@ -227,14 +231,15 @@ impl Node {
         spec: &'static ApiSpec,
         mut r: WireReader,
     ) {
-        let (request, extras) = match quorum::decode_request_with(spec.key, &mut r) {
-            Ok(decoded) => decoded,
-            Err(error) => {
-                debug!(%error, "undecodable quorum request");
-                self.close(conn, "bad quorum request body");
-                return;
-            }
-        };
+        let (request, extras) =
+            match quorum::decode_request_with(spec.key, header.api_version, &mut r) {
+                Ok(decoded) => decoded,
+                Err(error) => {
+                    debug!(%error, "undecodable quorum request");
+                    self.close(conn, "bad quorum request body");
+                    return;
+                }
+            };
         tracing::trace!(?request, "request");
         let from = match self.access(conn, spec.key) {
             Ok(sender) => sender,
@@ -263,6 +268,23 @@ impl Node {
             },
         );
         self.step(Input::Request { id, from, request });
+    }
+
+    /// UNSUPPORTED_VERSION for a Vote of a version above ours, in the body every Vote version
+    /// answers with so far (response header v1, as all of them are flexible), granting nothing.
+    fn answer_unsupported_vote(&mut self, conn: ConnId, correlation_id: i32) {
+        let seq = self.reserve_response(conn);
+        let mut w = WireWriter::with_capacity(32);
+        w.i32(0);
+        ResponseHeader { correlation_id }.write(&mut w, true);
+        let refusal = Response::Vote(engine::raft::VoteResponse {
+            error: ErrorCode::UNSUPPORTED_VERSION,
+            leader_id: -1,
+            leader_epoch: -1,
+            vote_granted: false,
+        });
+        let chain = quorum::encode_response(&refusal, w);
+        self.deliver(conn, seq, chain);
     }
 
     pub(super) fn respond(&mut self, id: u64, response: &Response) {

@@ -95,7 +95,8 @@ impl Node {
         w.i32(0); // size, filled below
         RequestHeader {
             api_key: request.api_key(),
-            api_version: 0,
+            // Vote v1 for a pre-vote, v0 otherwise (wire/quorum.rs).
+            api_version: quorum::request_version(request),
             correlation_id: wire_correlation,
             client_id: Some(format!("ringraft-{}", self.config.broker_id)),
         }
