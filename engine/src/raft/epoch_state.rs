@@ -81,9 +81,11 @@ pub(crate) enum EpochState {
         leader: NodeId,
         /// Durable offset carried by the newest fetch sent.
         sent_durable: Offset,
-        /// When the leader last answered a fetch successfully (None: not yet in this role):
-        /// while that is within the fetch timeout the leader is live, and pre-votes are refused.
-        fetched_at: Option<TimeMs>,
+        /// When the leader was last heard directly — a successful fetch answer, or its
+        /// BeginQuorumEpoch (None: not yet in this role, as after a restart or when a third
+        /// party named it): while that is within the fetch timeout the leader is live, and
+        /// pre-votes are refused.
+        heard_at: Option<TimeMs>,
     },
     /// Led this epoch and gave it up (or restarted after leading it): never leads or votes in
     /// it again.

@@ -399,7 +399,7 @@ impl RaftCore {
             matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to)
         );
         self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
-        self.qs.note_leader_answer(self.now);
+        self.qs.note_leader_heard(self.now);
         self.stand_when_due = false;
         self.outbound.reset_backoff(f.to);
         if r.next_fetch_offset_epoch >= 0 {

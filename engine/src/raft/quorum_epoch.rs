@@ -131,6 +131,11 @@ impl RaftCore {
                 Some(_) => ErrorCode::INVALID_QUORUM_STATE,
             }
         };
+        if error.is_none() {
+            // Straight from the leader: it is live (the pre-vote rule, docs/protocol.md,
+            // "Pre-vote"; the fetch timer still waits for a fetch answer).
+            self.qs.note_leader_heard(self.now);
+        }
         if !self.stopped || error.is_none() {
             self.respond_begin(id, error, out);
         }

@@ -161,7 +161,7 @@ impl QuorumState {
                 epoch,
                 leader: stored.leader_id,
                 sent_durable: -1,
-                fetched_at: None,
+                heard_at: None,
             };
         }
         let changed = stored_voters != qs.voters;
@@ -305,16 +305,16 @@ impl QuorumState {
             _ => None,
         }
     }
-    /// A follower's leader answered a fetch successfully at `now`.
-    pub(crate) fn note_leader_answer(&mut self, now: TimeMs) {
-        if let EpochState::Follower { fetched_at, .. } = &mut self.state {
-            *fetched_at = Some(now);
+    /// A follower heard from its leader directly at `now` (a fetch answer, BeginQuorumEpoch).
+    pub(crate) fn note_leader_heard(&mut self, now: TimeMs) {
+        if let EpochState::Follower { heard_at, .. } = &mut self.state {
+            *heard_at = Some(now);
         }
     }
-    /// When a follower's leader last answered a fetch successfully.
-    pub(crate) fn leader_answered_at(&self) -> Option<TimeMs> {
+    /// When a follower last heard from its leader directly.
+    pub(crate) fn leader_heard_at(&self) -> Option<TimeMs> {
         match self.state {
-            EpochState::Follower { fetched_at, .. } => fetched_at,
+            EpochState::Follower { heard_at, .. } => heard_at,
             _ => None,
         }
     }
@@ -646,7 +646,7 @@ impl QuorumState {
             epoch,
             leader,
             sent_durable: -1,
-            fetched_at: None,
+            heard_at: None,
         };
         Ok(self.commit(next, out))
     }

@@ -63,14 +63,15 @@ impl RaftCore {
     }
 
     /// Has this node heard from a live leader within the fetch timeout (docs/protocol.md,
-    /// "Pre-vote")? A follower: a successful fetch answer from its leader. The leader: fetches
-    /// from a majority of the voters (itself included), as check-quorum counts them.
+    /// "Pre-vote")? A follower: a successful fetch answer or a BeginQuorumEpoch from its leader.
+    /// The leader: fetches from a majority of the voters (itself included), as check-quorum
+    /// counts them.
     pub(crate) fn heard_from_live_leader(&self) -> bool {
         let window = self.config.fetch_timeout_ms;
         match self.qs.state() {
             EpochState::Follower { .. } => self
                 .qs
-                .leader_answered_at()
+                .leader_heard_at()
                 .is_some_and(|at| self.now < at.saturating_add(window)),
             EpochState::Leader { leader, .. } => leader
                 .quorum_alive_until(self.qs.majority(), window)

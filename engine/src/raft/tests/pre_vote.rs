@@ -525,6 +525,32 @@ fn a_follower_that_heard_from_its_leader_refuses_pre_votes() {
 }
 
 #[test]
+fn a_follower_that_just_heard_begin_quorum_epoch_refuses_pre_votes() {
+    // Node 3 lost the election of epoch 4 that node 2 won; node 1 hears of it from node 2
+    // itself: a live leader, even before its first fetch answer.
+    let mut h = unattached(3, log(0, &[]));
+    h.request(2, Harness::begin_request(2, 4));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(2))
+    );
+    let v = ask(&mut h, Harness::pre_vote_request(3, 5, 0, 0));
+    assert!(!v.vote_granted);
+    assert_eq!((v.leader_id, v.leader_epoch), (2, 4));
+    // Up to a fetch timeout after it, still live; then its own fetch timer has run out too,
+    // and it grants as a prospective.
+    let heard = h.now;
+    h.now = heard + 1_999;
+    h.tick();
+    assert_eq!(h.core.role(), Role::Follower);
+    assert!(!ask(&mut h, Harness::pre_vote_request(3, 5, 0, 0)).vote_granted);
+    h.now = heard + 2_000;
+    h.tick();
+    assert_eq!(h.core.role(), Role::Prospective);
+    assert!(ask(&mut h, Harness::pre_vote_request(3, 5, 0, 0)).vote_granted);
+}
+
+#[test]
 fn the_leader_refuses_pre_votes_while_a_majority_fetches() {
     let mut h = Harness::leader(1, VOTERS, 3, log(0, &[]));
     h.durable_all();
