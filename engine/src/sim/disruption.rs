@@ -30,6 +30,10 @@ pub struct DisruptionRun {
     pub follower: NodeId,
     pub cut: Cut,
     pub cut_ms: TimeMs,
+    /// The client stopped appending before the cut, and every log was equal: the cut-off
+    /// follower's log is as up to date as anyone's, so only the live-leader rule of pre-vote
+    /// stands between it and an election.
+    pub quiet: bool,
     /// Elections won from the cut to the end of the run.
     pub elections: u64,
     /// How far the highest epoch any node reached rose above the leader's.
@@ -67,6 +71,7 @@ pub fn run_disruption(
     cfg.pre_vote = pre_vote;
     cfg.outcome_only = outcome_only;
     cfg.latency_tail = false;
+    cfg.tick_before_input = true;
     let replay = format!(
         "cargo run --release -p ringraft-tools --bin ringraft-sim -- --disruption --seeds 1 --first-seed {seed} --voters {voters}{}{}",
         if pre_vote { "" } else { " --no-prevote" },
@@ -96,6 +101,26 @@ pub fn run_disruption(
     let follower = followers[draw.index(followers.len())];
     let cut = [Cut::Isolated, Cut::DeafToLeader, Cut::MuteToLeader][draw.index(3)];
     let cut_ms = draw.range(2 * FETCH_TIMEOUT_MS, 10 * FETCH_TIMEOUT_MS);
+    let quiet = draw.chance(0.5);
+    if quiet {
+        sim.pause_client(true);
+        let voter_ids: Vec<NodeId> = (0..voters as NodeId).collect();
+        let settled = move |s: &Simulation| {
+            let end = s.log_end(leader);
+            s.client_in_flight() == 0
+                && voter_ids.iter().all(|&v| {
+                    s.log_end(v) == end && s.high_watermark(v).is_some_and(|hw| Some(hw) == end)
+                })
+        };
+        if !sim.run_until(10_000, settled).map_err(with_replay)? {
+            return Err(fail(
+                &sim,
+                Invariant::Liveness,
+                "logs did not settle",
+                &replay,
+            ));
+        }
+    }
     let elections = sim.elections();
     match cut {
         Cut::Isolated => {
@@ -114,10 +139,13 @@ pub fn run_disruption(
         follower,
         cut,
         cut_ms,
+        quiet,
         elections: sim.elections() - elections,
         epoch_raise: sim.max_epoch() - epoch,
     };
-    let disrupted = |s: &Simulation| run(s).disrupted();
+    // With pre-vote the first sign of a disruption is the violation; without, the run goes to
+    // its end so that it counts the elections that follow.
+    let disrupted = |s: &Simulation| pre_vote && run(s).disrupted();
     let mut hit = sim.run_until(cut_ms, disrupted).map_err(with_replay)?;
     sim.heal();
     let committed = sim.committed_end();

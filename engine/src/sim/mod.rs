@@ -60,6 +60,13 @@ pub struct SimConfig {
     /// Now and then a message takes 100-500 ms more (the network's long tail). The disruption
     /// scenario turns it off: a tail that long is a leader unheard for a fetch timeout.
     pub latency_tail: bool,
+    /// Tick a core at the present before every other input, as the node runtime does on every
+    /// wake-up (docs/architecture.md, "Node runtime"). Off (the random runs, as the simulator
+    /// always ran): a core is ticked only at its deadlines, so it handles a message with the
+    /// clock of its last tick, and a timer armed by the message (a follower's fetch timeout)
+    /// runs from that earlier time. The disruption scenario turns it on: there a fetch timeout
+    /// that fires early is a leader wrongly taken for dead.
+    pub tick_before_input: bool,
     /// Events kept for the report.
     pub trace_len: usize,
 }
@@ -82,6 +89,7 @@ impl SimConfig {
             liveness_ms: 30_000,
             pre_vote: true,
             latency_tail: true,
+            tick_before_input: false,
             trace_len: 40,
         }
     }
@@ -114,6 +122,9 @@ impl SimConfig {
         }
         if !self.pre_vote {
             cmd.push_str(" --no-prevote");
+        }
+        if self.tick_before_input {
+            cmd.push_str(" --tick-before-input");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");

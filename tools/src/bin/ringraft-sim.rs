@@ -54,6 +54,11 @@ struct Cli {
     /// = false; replays runs made before pre-vote existed, event for event).
     #[arg(long)]
     no_prevote: bool,
+    /// Tick each core at the present before every other input, as the node runtime does on
+    /// every wake-up (by default a core is ticked only at its deadlines and handles a message
+    /// with the clock of its last tick; docs/simulation.md, "How a run works").
+    #[arg(long)]
+    tick_before_input: bool,
     /// Run the disruption scenario instead (docs/simulation.md, "Disruption"): per seed, a
     /// healthy cluster of --voters voters (at least 3) with one follower cut off from the leader
     /// for 1-5 s and healed. With pre-vote any election or epoch raise is a violation; with
@@ -117,6 +122,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         cfg.outcome_only = cli.outcome_only;
         cfg.liar = !cli.no_liar;
         cfg.pre_vote = !cli.no_prevote;
+        cfg.tick_before_input = cli.tick_before_input;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -181,8 +187,9 @@ fn run_disruption_seeds(cli: &Cli) -> std::io::Result<ExitCode> {
         }
         if cli.verbose || (seed - cli.first_seed) % every == 0 {
             outln!(
-                "seed {seed}: {:?} follower {} for {} ms under leader {} of epoch {}: {} elections, epoch +{}",
-                run.cut, run.follower, run.cut_ms, run.leader, run.epoch, run.elections, run.epoch_raise
+                "seed {seed}: {:?} follower {} for {} ms under leader {} of epoch {}{}: {} elections, epoch +{}",
+                run.cut, run.follower, run.cut_ms, run.leader, run.epoch,
+                if run.quiet { " (quiet)" } else { "" }, run.elections, run.epoch_raise
             )?;
         }
     }

@@ -28,6 +28,8 @@ pub(super) struct Client {
     pub(super) answered: BTreeSet<u64>,
     /// Quorum-acknowledged appends, as (ack time, sent time, last offset).
     pub(super) acks: Vec<(TimeMs, TimeMs, Offset)>,
+    /// Sends nothing new while set (the disruption scenario's quiet cluster).
+    pub(super) paused: bool,
 }
 
 /// The client keeps at most this many appends outstanding.
@@ -36,6 +38,16 @@ pub(super) const CLIENT_MAX_IN_FLIGHT: usize = 3;
 pub(super) const CLIENT_TIMEOUT_MS: TimeMs = 4_000;
 
 impl Simulation {
+    /// Stops (or resumes) new appends; those in flight still get their answers.
+    pub fn pause_client(&mut self, paused: bool) {
+        self.client.paused = paused;
+    }
+
+    /// Appends sent and not answered yet.
+    pub fn client_in_flight(&self) -> usize {
+        self.client.in_flight.len()
+    }
+
     pub(super) fn client_tick(&mut self) -> Checked {
         let delay = self.rng.range(5, 40);
         self.schedule(delay, Event::ClientTick);
@@ -44,7 +56,7 @@ impl Simulation {
         self.client
             .in_flight
             .retain(|_, a| now < a.sent_at + CLIENT_TIMEOUT_MS);
-        if self.client.in_flight.len() >= CLIENT_MAX_IN_FLIGHT {
+        if self.client.paused || self.client.in_flight.len() >= CLIENT_MAX_IN_FLIGHT {
             return Ok(());
         }
         let value = self.client.next_value;

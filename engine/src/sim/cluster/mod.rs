@@ -125,6 +125,7 @@ impl Simulation {
                 disk_busy_until: 0,
                 disk_slow_until: 0,
                 persists: 0,
+                ticked_at: 0,
             });
         }
         if sim.cfg.bootstrap_observers {
@@ -335,6 +336,14 @@ impl Simulation {
 
     pub fn epoch(&self, id: NodeId) -> Option<Epoch> {
         self.nodes[id as usize].core.as_ref().map(RaftCore::epoch)
+    }
+
+    /// A running node's log end offset.
+    pub fn log_end(&self, id: NodeId) -> Option<Offset> {
+        self.nodes[id as usize]
+            .core
+            .as_ref()
+            .map(RaftCore::log_end_offset)
     }
 
     /// The leader a running node knows in its epoch.

@@ -203,6 +203,10 @@ impl Simulation {
                     _ => None,
                 };
                 let pre_vote = matches!(&request, Request::Vote(v) if v.pre_vote);
+                // The wake-up's tick first, so that only the pre-vote is judged.
+                if pre_vote && !self.tick_first(dest)? {
+                    return Ok(());
+                }
                 let before = pre_vote.then(|| self.inert_view(dest));
                 self.nodes[dest].pending.insert(
                     id,

@@ -50,6 +50,8 @@ pub(super) struct SimNode {
     pub(super) disk_slow_until: TimeMs,
     /// Quorum-state writes carried out, all incarnations.
     pub(super) persists: u64,
+    /// The time of the last Tick this incarnation's core was given.
+    pub(super) ticked_at: TimeMs,
 }
 
 impl SimNode {
@@ -80,6 +82,7 @@ impl Simulation {
             }
         };
         node.incarnation += 1;
+        node.ticked_at = 0;
         node.role = core.role();
         node.epoch = core.epoch();
         node.core = Some(core);
@@ -163,8 +166,25 @@ impl Simulation {
         node.role = Role::Unattached;
     }
 
+    /// With `tick_before_input`, ticks node `i` at the present unless it was already (the node
+    /// runtime's tick on wake-up). Ok(false) if the node is no longer running afterwards.
+    pub(super) fn tick_first(&mut self, i: usize) -> Result<bool, crate::sim::invariants::Breach> {
+        if self.cfg.tick_before_input
+            && self.nodes[i].running()
+            && self.nodes[i].ticked_at < self.now
+        {
+            self.step_node(i, Input::Tick { now: self.now })?;
+        }
+        Ok(self.nodes[i].running())
+    }
+
     /// Steps node `i` and carries out its outputs in order, perhaps crashing between two of them.
     pub(super) fn step_node(&mut self, i: usize, input: Input) -> Checked {
+        if let Input::Tick { now } = input {
+            self.nodes[i].ticked_at = now;
+        } else if !self.tick_first(i)? {
+            return Ok(());
+        }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.nodes[i]
