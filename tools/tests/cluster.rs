@@ -434,3 +434,83 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
         assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
     }
 }
+
+/// Pre-vote on the wire (docs/protocol.md, "Pre-vote"): a Vote v1 with PreVote set, to a
+/// follower and to the leader of a cluster that commits, is refused (both hear from a live
+/// leader) and moves no epoch; a Vote of a version above 1 is answered UNSUPPORTED_VERSION, and
+/// the connection stays open; ApiVersions advertises Vote 0-1.
+#[test]
+fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
+    use engine::raft::{Request, Response, VoteRequest};
+    use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+
+    let mut cluster = Cluster::new(3);
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(None);
+    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    produce_one(&mut client, "committed before the pre-votes").unwrap();
+    let epoch = client.describe_quorum().unwrap().leader_epoch;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let candidate = (1..=3).find(|id| *id != leader && *id != follower).unwrap();
+    let pre_vote = Request::Vote(VoteRequest {
+        cluster_id: CLUSTER_ID.into(),
+        candidate_epoch: epoch + 1,
+        candidate_id: candidate,
+        last_epoch: epoch,
+        last_epoch_end_offset: i64::from(i32::MAX),
+        pre_vote: true,
+    });
+    for target in [follower, leader] {
+        match send_raw_request(cluster.addr(target), &pre_vote, TIMEOUT) {
+            Ok(Response::Vote(v)) => {
+                assert_eq!(v.error, ErrorCode::NONE, "node {target}");
+                assert!(!v.vote_granted, "node {target} hears from leader {leader}");
+                assert_eq!(
+                    (v.leader_id, v.leader_epoch),
+                    (leader, epoch),
+                    "node {target}"
+                );
+            }
+            other => panic!("node {target}: {other:?}"),
+        }
+    }
+    // Nobody moved: the same leader commits in the same epoch.
+    produce_one(&mut client, "committed after the pre-votes").unwrap();
+    let quorum = client.describe_quorum().unwrap();
+    assert_eq!((quorum.leader_id, quorum.leader_epoch), (leader, epoch));
+
+    // A candidate speaking Vote v2 (a version this node does not know).
+    let mut w = WireWriter::with_capacity(64);
+    w.i32(0);
+    RequestHeader {
+        api_key: api::VOTE,
+        api_version: 2,
+        correlation_id: 91,
+        client_id: Some("newer-candidate".into()),
+    }
+    .write(&mut w, true);
+    quorum::encode_request(&pre_vote, &mut w);
+    let mut frame = w.into_inner().to_vec();
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let mut newer = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    newer.write_raw(&frame).unwrap();
+    let mut r = WireReader::new(newer.read_raw_frame().unwrap());
+    assert_eq!(
+        ResponseHeader::read(&mut r, true).unwrap().correlation_id,
+        91
+    );
+    match quorum::decode_response(api::VOTE, &mut r).unwrap() {
+        Response::Vote(v) => {
+            assert_eq!(v.error, ErrorCode::UNSUPPORTED_VERSION);
+            assert!(!v.vote_granted);
+        }
+        other => panic!("{other:?}"),
+    }
+    let versions = newer.api_versions(3).expect("the connection stays open");
+    assert!(versions
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == api::VOTE && (k.min_version, k.max_version) == (0, 1)));
+    cluster.stop_all();
+}
