@@ -152,8 +152,10 @@ impl RaftCore {
     pub fn epoch(&self) -> Epoch {
         self.qs.epoch()
     }
+    /// The leader this node names (to peers, clients and Metadata): the one its answers carry.
     pub fn leader_id(&self) -> Option<NodeId> {
-        self.qs.leader_id()
+        let hint = self.leader_hint();
+        (hint >= 0).then_some(hint)
     }
     pub fn voted_id(&self) -> Option<NodeId> {
         self.qs.voted_id()

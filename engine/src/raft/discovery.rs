@@ -110,7 +110,7 @@ impl RaftCore {
     }
 
     /// A response this node does not believe: reported, and otherwise ignored.
-    fn distrust(&self, from: NodeId, why: String, out: &mut Vec<Output>) {
+    pub(crate) fn distrust(&self, from: NodeId, why: String, out: &mut Vec<Output>) {
         out.push(Output::Refused {
             request: None,
             peer: Some(from),

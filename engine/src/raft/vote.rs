@@ -171,11 +171,27 @@ impl RaftCore {
     /// Vote v1 answers UNSUPPORTED_VERSION: it cannot judge a pre-vote, so it counts as
     /// granted, and the candidacy that may follow asks it with a plain Vote v0. A peer behind
     /// this node's epoch (it answers with its own, lower one) still judged the question
-    /// asked: its answer counts rather than being dropped as stale.
+    /// asked: its answer counts rather than being dropped as stale. So does one that names
+    /// another leader of this epoch than the one this node knows (reported, never believed):
+    /// honest nodes never disagree on it, but spoofed BeginQuorumEpochs can make every voter
+    /// believe in a different one, and dropping those answers would leave every round
+    /// unanswered for good.
     fn handle_pre_vote_response(&mut self, f: InFlight, r: VoteResponse, out: &mut Vec<Output>) {
+        let epoch = self.qs.epoch();
         let granted = if r.error == ErrorCode::UNSUPPORTED_VERSION {
             true
-        } else if r.error.is_none() && r.leader_epoch < self.qs.epoch() && r.leader_epoch >= 0 {
+        } else if r.error.is_none() && r.leader_epoch < epoch && r.leader_epoch >= 0 {
+            r.vote_granted
+        } else if r.error.is_none()
+            && r.leader_epoch == epoch
+            && self.contradicts_leader(r.leader_id)
+        {
+            let why = format!(
+                "names {} leader of epoch {epoch}, which this node knows as led by {:?}",
+                r.leader_id,
+                self.qs.leader_id()
+            );
+            self.distrust(f.to, why, out);
             r.vote_granted
         } else {
             match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
@@ -203,6 +219,17 @@ impl RaftCore {
                 self.enter_candidate(out);
             }
         }
+    }
+
+    /// Would believing `leader` as the leader of this node's epoch contradict what it knows:
+    /// another leader, or itself when it did not lead the epoch?
+    fn contradicts_leader(&self, leader: NodeId) -> bool {
+        let known = self.qs.leader_id();
+        leader >= 0
+            && match known {
+                Some(k) => k != leader,
+                None => leader == self.qs.local_id(),
+            }
     }
 
     /// Records `voter`'s answer in the running candidacy or pre-vote round. Some(true): a

@@ -281,6 +281,40 @@ fn answers_from_voters_behind_its_epoch_count() {
 }
 
 #[test]
+fn answers_naming_another_leader_of_the_epoch_are_reported_and_count() {
+    // Spoofed BeginQuorumEpochs told node 1 that 2 leads epoch 3, and node 3 that 1 does (the
+    // process test hostile::a_different_leader_claimed_to_each_voter_...): node 3's answer
+    // names a leader node 1 does not believe. Dropping it would leave every round unanswered.
+    let (mut h, asked, _) = prospective_follower();
+    let out = h.respond(
+        3,
+        asked[1].1,
+        Harness::vote_response(ErrorCode::NONE, 1, 3, true),
+    );
+    assert_eq!(
+        (h.core.role(), h.core.epoch()),
+        (Role::Candidate, 4),
+        "{out:?}"
+    );
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, Output::Refused { peer: Some(3), .. })));
+    // A refusal naming yet another leader counts too, and believes nothing.
+    let (mut h, asked, _) = prospective_follower();
+    h.respond(2, asked[0].1, refused(3, 3));
+    let out = h.respond(3, asked[1].1, refused(1, 3));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Prospective, Some(2))
+    );
+    assert!(real_votes(&out).is_empty());
+    assert!(
+        h.core.next_deadline().unwrap() <= h.now + 1_000,
+        "lost: backing off"
+    );
+}
+
+#[test]
 fn unsupported_version_counts_as_a_grant_and_the_candidacy_asks_with_a_plain_vote() {
     let (mut h, asked, _) = prospective_follower();
     // Node 3 does not speak Vote v1 (the node answers so for a version above its own).
@@ -386,7 +420,16 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
     let out = h.run_until(2_000);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Prospective, 4));
     assert!(persisted(&out).is_empty());
-    assert_eq!(h.core.leader_id(), Some(1), "it led epoch 4");
+    assert_eq!(
+        h.core.election_state().leader_id,
+        1,
+        "it led epoch 4 (the file says so)"
+    );
+    assert_eq!(
+        h.core.leader_id(),
+        None,
+        "and names no leader: it gave epoch 4 up"
+    );
     assert!(fetches(&out).is_empty(), "it fetches from nobody");
     let (_, out) = h.request(2, Harness::fetch_request(2, 4, 0, 0, 0));
     assert_eq!(
