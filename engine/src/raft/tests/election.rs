@@ -263,6 +263,26 @@ fn retry_election() {
 }
 
 #[test]
+fn a_vote_answered_with_a_retriable_error_is_asked_again() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    let votes = sends(&h.tick());
+    let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, -1, 2, false);
+    h.respond(2, votes[0].1, busy);
+    let out = h.run_until(h.now + 100);
+    let again: Vec<NodeId> = sends(&out)
+        .iter()
+        .filter(|s| matches!(s.2, Request::Vote(_)))
+        .map(|s| s.0)
+        .collect();
+    assert_eq!(again, vec![2], "after the retry backoff: {out:?}");
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 2));
+}
+
+#[test]
 fn vote_request_timeout() {
     let mut c = config(1, VOTERS);
     c.request_timeout_ms = 300;

@@ -161,6 +161,34 @@ fn rejected_by_a_majority_it_backs_off_and_asks_again_in_the_same_epoch() {
 }
 
 #[test]
+fn a_retriable_error_is_asked_again_after_the_retry_backoff() {
+    let (mut h, asked, _) = prospective_follower();
+    let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, 2, 3, false);
+    h.respond(2, asked[0].1, busy);
+    let out = h.run_until(h.now + 100);
+    let again = pre_votes(&out);
+    assert_eq!(again.len(), 1, "{out:?}");
+    assert_eq!(again[0].0, 2);
+    assert_eq!(h.core.role(), Role::Prospective);
+}
+
+#[test]
+fn with_five_voters_two_refusals_leave_the_round_open() {
+    const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
+    let (mut h, _) = Harness::follower(1, FIVE, 3, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    let asked = pre_votes(&out);
+    assert_eq!(asked.len(), 4);
+    h.respond(2, asked[0].1, refused(2, 3));
+    h.respond(3, asked[1].1, refused(2, 3));
+    assert_eq!(h.core.role(), Role::Prospective);
+    h.respond(4, asked[2].1, granted(3));
+    assert_eq!(h.core.role(), Role::Prospective, "2 of 3 needed");
+    h.respond(5, asked[3].1, granted(3));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
+}
+
+#[test]
 fn unanswered_until_the_election_timeout_it_backs_off_and_asks_again() {
     let (mut h, _, _) = prospective_follower();
     let start = h.now;
@@ -611,11 +639,40 @@ fn the_leader_refuses_pre_votes_while_a_majority_fetches() {
         !ask(&mut h, Harness::pre_vote_request(2, 4, 3, 1)).vote_granted,
         "node 3 fetched 1.5 s ago"
     );
-    // Nobody fetched for a fetch timeout (2 s), before check-quorum (3 s) resigns: it grants.
-    h.now = 3_600;
+    // Nobody fetched for a fetch timeout (2 s), before check-quorum (3 s) resigns: it grants,
+    // from the very millisecond the fetch timeout has passed.
+    h.now = 3_499;
+    h.tick();
+    assert!(!ask(&mut h, Harness::pre_vote_request(2, 4, 3, 1)).vote_granted);
+    h.now = 3_500;
     h.tick();
     assert_eq!(h.core.role(), Role::Leader);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 3, 1)).vote_granted);
+}
+
+#[test]
+fn a_follower_grants_from_the_millisecond_its_leader_is_a_fetch_timeout_old() {
+    // Its own fetch timer would fire then too; EndQuorumEpoch (successor at position 1) moved
+    // it later, so the follower itself answers at that millisecond.
+    let (mut h, fetch) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
+    h.now = 10;
+    h.tick();
+    let answer = Harness::fetch_response(2, 3, Vec::new(), -1);
+    h.respond(2, fetch, Response::FetchQuorumRecords(answer));
+    h.now = 1_900;
+    h.tick();
+    h.request(2, Harness::end_request(2, 3, &[3, 1]));
+    h.now = 2_009;
+    h.tick();
+    assert!(!ask(&mut h, Harness::pre_vote_request(3, 4, 0, 0)).vote_granted);
+    h.now = 2_010;
+    h.tick();
+    assert_eq!(
+        h.core.role(),
+        Role::Follower,
+        "its timer now fires at 2,400"
+    );
+    assert!(ask(&mut h, Harness::pre_vote_request(3, 4, 0, 0)).vote_granted);
 }
 
 #[test]
