@@ -29,6 +29,16 @@ fn write_at(path: &Path, position: u64, bytes: &[u8]) {
     file.sync_all().unwrap();
 }
 
+/// Flips the bits of `mask` in the byte at `position`, as a bad disk or a stray write would.
+fn flip_bits(path: &Path, position: u64, mask: u8) {
+    let mut byte = [0u8; 1];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut byte, position)
+        .unwrap();
+    write_at(path, position, &[byte[0] ^ mask]);
+}
+
 /// After recovery to `expected` batches, the log appends and reopens normally.
 fn check_recovered(dir: &Path, written: &[bytes::Bytes], expected: usize) {
     let mut log = Log::open(dir, LogConfig::default()).unwrap();
@@ -90,12 +100,7 @@ fn flipped_byte_in_the_last_batch_drops_it() {
     let written = log_with_batches(dir.path());
     let at = position_of(&written, 19) + 120;
     let path = first_segment(dir.path());
-    let mut byte = [0u8; 1];
-    std::fs::File::open(&path)
-        .unwrap()
-        .read_exact_at(&mut byte, at)
-        .unwrap();
-    write_at(&path, at, &[byte[0] ^ 0x40]);
+    flip_bits(&path, at, 0x40);
     check_recovered(dir.path(), &written, 19);
 }
 
@@ -105,12 +110,7 @@ fn bad_crc_in_the_middle_fails_open_naming_file_and_offset() {
     let written = log_with_batches(dir.path());
     let at = position_of(&written, 7) + 100;
     let path = first_segment(dir.path());
-    let mut byte = [0u8; 1];
-    std::fs::File::open(&path)
-        .unwrap()
-        .read_exact_at(&mut byte, at)
-        .unwrap();
-    write_at(&path, at, &[byte[0] ^ 1]);
+    flip_bits(&path, at, 1);
     match Log::open(dir.path(), LogConfig::default()) {
         Err(LogError::Corrupt {
             path: bad,

@@ -73,6 +73,15 @@ fn close_and_settle(ring: &mut EventLoop, conn: ConnId) {
     transport_support::settle(ring, &mut events);
 }
 
+/// A TLS echo server without client authentication, and a good client served by it (one
+/// round trip of `body`): the connection the test's hostile peers must leave alone.
+fn server_and_good_client(pki: &Pki, config: Config, body: &[u8]) -> (EchoServer, StdTlsClient) {
+    let server = EchoServer::start_tls(config, pki.server(ClientAuth::None, BOTH));
+    let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
+    assert_eq!(good.round_trip(body).unwrap(), body);
+    (server, good)
+}
+
 /// The server's report after every connection is gone: nothing left buffered.
 fn stop_clean(server: EchoServer) -> transport_support::ServerReport {
     let report = server.stop();
@@ -307,10 +316,8 @@ fn client_hello(pki: &Pki) -> Vec<u8> {
 #[test]
 fn plaintext_garbage_and_broken_handshakes_close_only_their_connection() {
     let pki = Pki::new();
-    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
-    let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let body = pattern(100, 9);
-    assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
+    let (server, mut good) = server_and_good_client(&pki, Config::default(), &body);
 
     let hello = client_hello(&pki);
     let mut kafka_request = size_prefix(12).to_vec();
@@ -360,16 +367,12 @@ fn plaintext_garbage_and_broken_handshakes_close_only_their_connection() {
 fn a_silent_or_stalled_handshake_times_out_and_established_connections_stay() {
     let pki = Pki::new();
     let timeout = Duration::from_millis(300);
-    let server = EchoServer::start_tls(
-        Config {
-            tls_handshake_timeout: timeout,
-            ..Config::default()
-        },
-        pki.server(ClientAuth::None, BOTH),
-    );
-    let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let body = pattern(40, 2);
-    assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
+    let config = Config {
+        tls_handshake_timeout: timeout,
+        ..Config::default()
+    };
+    let (server, mut good) = server_and_good_client(&pki, config, &body);
     let started = Instant::now();
     let mut silent = std_client(server.addr);
     let mut stalled = std_client(server.addr);
@@ -555,16 +558,12 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
 fn a_huge_frame_sent_slowly_over_tls_hits_the_buffer_budget() {
     const BUDGET: usize = 1 << 20;
     let pki = Pki::new();
-    let server = EchoServer::start_tls(
-        Config {
-            max_buffered_bytes: BUDGET,
-            ..Config::default()
-        },
-        pki.server(ClientAuth::None, BOTH),
-    );
-    let mut good = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let body = pattern(32, 5);
-    assert_eq!(good.round_trip(&body).unwrap(), &body[..]);
+    let config = Config {
+        max_buffered_bytes: BUDGET,
+        ..Config::default()
+    };
+    let (server, mut good) = server_and_good_client(&pki, config, &body);
     let mut slow = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     // Claims 64 MiB (below the frame limit), then sends it in 64 KiB writes.
     let mut written = 0usize;

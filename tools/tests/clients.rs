@@ -459,24 +459,7 @@ fn assert_exactly_once(
     let acked: BTreeSet<&String> = run.acked.iter().map(|(_, v)| v).collect();
     assert_eq!(acked.len(), run.acked.len(), "acknowledged once each");
     assert_eq!(acked.len() + run.failed.len(), count, "every send answered");
-    assert!(
-        run.consumed.windows(2).all(|w| w[0].0 < w[1].0),
-        "consumed out of offset order or twice: {:?}",
-        run.consumed
-    );
-    for (offset, value) in &run.acked {
-        let at: Vec<i64> = run
-            .consumed
-            .iter()
-            .filter(|(_, v)| v == value)
-            .map(|(o, _)| *o)
-            .collect();
-        assert_eq!(
-            at,
-            vec![*offset],
-            "{value} consumed at {at:?}, acknowledged at {offset}"
-        );
-    }
+    support::clients::assert_read_once_where_acked(&run.acked, &run.consumed);
     for (offset, value) in &run.consumed {
         assert!(
             value.starts_with(prefix),
@@ -665,34 +648,8 @@ fn timestamped_batch(
     stamps: &[i64],
     compression: kafka_protocol::records::Compression,
 ) -> bytes::Bytes {
-    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-    let records: Vec<Record> = stamps
-        .iter()
-        .enumerate()
-        .map(|(i, timestamp)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // One batch, base sequence -1 (no producer id): see compressed_batch in cluster.rs.
-            sequence: i as i32 - 1,
-            timestamp: *timestamp,
-            key: None,
-            value: Some(bytes::Bytes::from(format!("ts-{timestamp}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    let mut out = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    let records: Vec<(i64, String)> = stamps.iter().map(|t| (*t, format!("ts-{t}"))).collect();
+    support::kafka_client_batch(&records, compression)
 }
 
 /// One ListOffsets of `__cluster_metadata`-0 at `timestamp` with the project's client at

@@ -517,24 +517,7 @@ fn kafka_python_round_trip(
     assert_eq!(produced.acked.len(), count, "{produced:?}");
     let consumed = kafka_python("consume", servers, count, prefix, consumer);
     assert!(consumed.exception.is_none(), "{consumed:?}");
-    assert!(
-        consumed.consumed.windows(2).all(|w| w[0].0 < w[1].0),
-        "read out of offset order or twice: {:?}",
-        consumed.consumed
-    );
-    for (offset, value) in &produced.acked {
-        let at: Vec<i64> = consumed
-            .consumed
-            .iter()
-            .filter(|(_, v)| v == value)
-            .map(|(o, _)| *o)
-            .collect();
-        assert_eq!(
-            at,
-            [*offset],
-            "{value}: acknowledged at {offset}, read at {at:?}"
-        );
-    }
+    support::clients::assert_read_once_where_acked(&produced.acked, &consumed.consumed);
     let mut acked = produced.acked;
     acked.sort();
     acked.into_iter().map(|(_, v)| v).collect()
@@ -567,40 +550,105 @@ fn assert_python_refused(run: &Python, error: &str) {
     assert!(run.reported(error), "expected {error} in {run:?}");
 }
 
+/// The four clients of one secured listener, with the principals the ACL file gives them
+/// (producer: WRITE; consumer: READ only), and the log of what was acknowledged through them.
+struct Clients {
+    kcat_producer: Vec<String>,
+    kcat_consumer: Vec<String>,
+    python_producer: Value,
+    python_consumer: Value,
+    leader: SocketAddr,
+    servers: String,
+    /// Every record acknowledged, in the order of the log.
+    log: Vec<String>,
+}
+
+impl Clients {
+    /// kcat: acks=all, then the partition from the beginning to its end: every line once, in
+    /// order, and nothing else (the LeaderChange control batch is not a record); then
+    /// kafka-python: every acknowledged record read once, at its offset.
+    fn round_trips(&mut self, cluster: &SecuredCluster, prefix: &str) {
+        let lines: Vec<String> = (0..50).map(|i| format!("{prefix}-kcat-{i}")).collect();
+        let produced = kcat_produce(&self.kcat_producer, &self.servers, &lines);
+        assert!(produced.success, "{produced:?}\n{}", cluster.tails());
+        let read = kcat_consume(&self.kcat_consumer, &self.servers);
+        let values: Vec<&String> = read.iter().map(|(_, v)| v).collect();
+        assert_eq!(values, lines.iter().collect::<Vec<_>>());
+        assert!(read.windows(2).all(|w| w[0].0 < w[1].0), "{read:?}");
+        self.log.extend(lines);
+        self.log.extend(kafka_python_round_trip(
+            &self.servers,
+            50,
+            &format!("{prefix}-python"),
+            &self.python_producer,
+            &self.python_consumer,
+        ));
+    }
+
+    /// After a refused client, a good one is still served by the same leader.
+    fn kcat_still_served(&mut self, after: &str) {
+        kcat_still_served(&self.kcat_producer, self.leader, after, &mut self.log);
+    }
+
+    fn python_still_served(&mut self, after: &str) {
+        python_still_served(&self.python_producer, self.leader, after, &mut self.log);
+    }
+
+    /// What every secured listener refuses the same way: plain text on its TLS port, and a
+    /// produce from the principal without WRITE (TOPIC_AUTHORIZATION_FAILED) from both clients.
+    fn common_refusals(&mut self) {
+        let server = self.leader.to_string();
+        let refused_line = ["refused".to_string()];
+        let run = kcat_produce(&[], &server, &refused_line);
+        assert!(!run.success, "{run:?}");
+        assert!(
+            run.stderr.contains("connecting to a SSL listener?"),
+            "{run:?}"
+        );
+        self.kcat_still_served("after-kcat-plain-text");
+
+        let run = kcat_produce(&self.kcat_consumer, &server, &refused_line);
+        assert!(!run.success, "{run:?}");
+        assert!(
+            run.stderr
+                .contains("Delivery failed for message: Broker: Topic authorization failed"),
+            "{run:?}"
+        );
+        self.kcat_still_served("after-kcat-no-write");
+        let run = kafka_python("produce", &server, 1, "refused", &self.python_consumer);
+        assert_eq!(run.failed.len(), 1, "{run:?}");
+        assert_python_refused(&run, "TopicAuthorizationFailedError");
+        self.python_still_served("after-python-no-write");
+    }
+
+    /// Everything acknowledged, once, in order, and nothing a refused client sent; then every
+    /// voter's log is checked against it.
+    fn read_back_and_stop(self, cluster: &mut SecuredCluster) {
+        let read: Vec<String> = kcat_consume(&self.kcat_consumer, &self.servers)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(read, self.log);
+        cluster.stop_and_check_logs(&self.log);
+    }
+}
+
 #[test]
 fn kcat_and_kafka_python_over_sasl_ssl_with_scram_sha_512() {
     let mut cluster = SecuredCluster::start();
-    let leader = cluster.wait_for_leader().sasl;
-    let servers = cluster.servers(|n| n.sasl);
-    let producer = sasl_args(&cluster.kcat_config("producer", PRODUCER));
-    let consumer = sasl_args(&cluster.kcat_config("consumer", CONSUMER));
-    // Every record acknowledged, in the order of the log.
-    let mut log = Vec::new();
-
-    // kcat: acks=all, then the partition from the beginning to its end: every line once, in
-    // order, and nothing else (the LeaderChange control batch is not a record).
-    let lines: Vec<String> = (0..50).map(|i| format!("sasl-kcat-{i}")).collect();
-    let produced = kcat_produce(&producer, &servers, &lines);
-    assert!(produced.success, "{produced:?}\n{}", cluster.tails());
-    let read = kcat_consume(&consumer, &servers);
-    let values: Vec<&String> = read.iter().map(|(_, v)| v).collect();
-    assert_eq!(values, lines.iter().collect::<Vec<_>>());
-    assert!(read.windows(2).all(|w| w[0].0 < w[1].0), "{read:?}");
-    log.extend(lines);
-
-    // kafka-python: every acknowledged record read once, at its offset.
-    let python_producer = cluster.python_sasl(PRODUCER);
-    let python_consumer = cluster.python_sasl(CONSUMER);
-    log.extend(kafka_python_round_trip(
-        &servers,
-        50,
-        "sasl-python",
-        &python_producer,
-        &python_consumer,
-    ));
+    let mut clients = Clients {
+        kcat_producer: sasl_args(&cluster.kcat_config("producer", PRODUCER)),
+        kcat_consumer: sasl_args(&cluster.kcat_config("consumer", CONSUMER)),
+        python_producer: cluster.python_sasl(PRODUCER),
+        python_consumer: cluster.python_sasl(CONSUMER),
+        leader: cluster.wait_for_leader().sasl,
+        servers: cluster.servers(|n| n.sasl),
+        log: Vec::new(),
+    };
+    clients.round_trips(&cluster, "sasl");
 
     // Refusals, each on the leader and followed by a good client there.
-    let server = leader.to_string();
+    let server = clients.leader.to_string();
     let refused_line = ["refused".to_string()];
     let kafkas_message = "Authentication failed during authentication due to invalid \
                           credentials with SASL mechanism SCRAM-SHA-512";
@@ -622,84 +670,36 @@ fn kcat_and_kafka_python_over_sasl_ssl_with_scram_sha_512() {
                 .contains(&format!("SASL authentication error: {kafkas_message}")),
             "{case}: {run:?}"
         );
-        kcat_still_served(&producer, leader, &format!("after-kcat-{case}"), &mut log);
+        clients.kcat_still_served(&format!("after-kcat-{case}"));
 
         let run = kafka_python("produce", &server, 1, "refused", &cluster.python_sasl(user));
         assert_python_refused(&run, "[Error 58] SaslAuthenticationFailedError");
         assert_python_refused(&run, kafkas_message);
-        python_still_served(
-            &python_producer,
-            leader,
-            &format!("after-python-{case}"),
-            &mut log,
-        );
+        clients.python_still_served(&format!("after-python-{case}"));
     }
-
-    // A plain-text client on the TLS port: kcat without security.protocol.
-    let run = kcat_produce(&[], &server, &refused_line);
-    assert!(!run.success, "{run:?}");
-    assert!(
-        run.stderr.contains("connecting to a SSL listener?"),
-        "{run:?}"
-    );
-    kcat_still_served(&producer, leader, "after-kcat-plain-text", &mut log);
-
-    // A user without WRITE: TOPIC_AUTHORIZATION_FAILED.
-    let run = kcat_produce(&consumer, &server, &refused_line);
-    assert!(!run.success, "{run:?}");
-    assert!(
-        run.stderr
-            .contains("Delivery failed for message: Broker: Topic authorization failed"),
-        "{run:?}"
-    );
-    kcat_still_served(&producer, leader, "after-kcat-no-write", &mut log);
-    let run = kafka_python("produce", &server, 1, "refused", &python_consumer);
-    assert_eq!(run.failed.len(), 1, "{run:?}");
-    assert_python_refused(&run, "TopicAuthorizationFailedError");
-    python_still_served(&python_producer, leader, "after-python-no-write", &mut log);
-
-    // Everything acknowledged, once, in order, and nothing a refused client sent.
-    let read: Vec<String> = kcat_consume(&consumer, &servers)
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect();
-    assert_eq!(read, log);
-    cluster.stop_and_check_logs(&log);
+    clients.common_refusals();
+    clients.read_back_and_stop(&mut cluster);
 }
 
 #[test]
 fn kcat_and_kafka_python_over_ssl_with_client_certificates() {
     let mut cluster = SecuredCluster::start();
-    let leader = cluster.wait_for_leader().mtls;
-    let servers = cluster.servers(|n| n.mtls);
     let (producer_cert, consumer_cert) =
         (cluster.cert("cert-producer"), cluster.cert("cert-consumer"));
-    let producer = cluster.kcat_cert_args(&producer_cert);
-    let consumer = cluster.kcat_cert_args(&consumer_cert);
-    let mut log = Vec::new();
-
-    let lines: Vec<String> = (0..50).map(|i| format!("mtls-kcat-{i}")).collect();
-    let produced = kcat_produce(&producer, &servers, &lines);
-    assert!(produced.success, "{produced:?}\n{}", cluster.tails());
-    let read = kcat_consume(&consumer, &servers);
-    let values: Vec<&String> = read.iter().map(|(_, v)| v).collect();
-    assert_eq!(values, lines.iter().collect::<Vec<_>>());
-    assert!(read.windows(2).all(|w| w[0].0 < w[1].0), "{read:?}");
-    log.extend(lines);
-
-    let python_producer = cluster.python_cert(&producer_cert);
-    let python_consumer = cluster.python_cert(&consumer_cert);
-    log.extend(kafka_python_round_trip(
-        &servers,
-        50,
-        "mtls-python",
-        &python_producer,
-        &python_consumer,
-    ));
+    let mut clients = Clients {
+        kcat_producer: cluster.kcat_cert_args(&producer_cert),
+        kcat_consumer: cluster.kcat_cert_args(&consumer_cert),
+        python_producer: cluster.python_cert(&producer_cert),
+        python_consumer: cluster.python_cert(&consumer_cert),
+        leader: cluster.wait_for_leader().mtls,
+        servers: cluster.servers(|n| n.mtls),
+        log: Vec::new(),
+    };
+    clients.round_trips(&cluster, "mtls");
 
     // Certificates the listener refuses: the handshake fails (rustls's alert, as each
     // client's TLS library names it).
-    let server = leader.to_string();
+    let server = clients.leader.to_string();
     let refused_line = ["refused".to_string()];
     for (stem, kcat_error, python_error) in [
         ("stranger", "alert unknown ca", "TLSV1_ALERT_UNKNOWN_CA"),
@@ -713,7 +713,7 @@ fn kcat_and_kafka_python_over_ssl_with_client_certificates() {
         let run = kcat_produce(&cluster.kcat_cert_args(&cert), &server, &refused_line);
         assert!(!run.success, "{stem}: {run:?}");
         assert!(run.stderr.contains(kcat_error), "{stem}: {run:?}");
-        kcat_still_served(&producer, leader, &format!("after-kcat-{stem}"), &mut log);
+        clients.kcat_still_served(&format!("after-kcat-{stem}"));
 
         let run = kafka_python(
             "produce",
@@ -723,12 +723,7 @@ fn kcat_and_kafka_python_over_ssl_with_client_certificates() {
             &cluster.python_cert(&cert),
         );
         assert_python_refused(&run, python_error);
-        python_still_served(
-            &python_producer,
-            leader,
-            &format!("after-python-{stem}"),
-            &mut log,
-        );
+        clients.python_still_served(&format!("after-python-{stem}"));
     }
     // No certificate at all.
     let no_cert = [
@@ -740,35 +735,10 @@ fn kcat_and_kafka_python_over_ssl_with_client_certificates() {
     let run = kcat_produce(&no_cert, &server, &refused_line);
     assert!(!run.success, "{run:?}");
     assert!(run.stderr.contains("alert certificate required"), "{run:?}");
-    kcat_still_served(&producer, leader, "after-kcat-no-certificate", &mut log);
+    clients.kcat_still_served("after-kcat-no-certificate");
 
-    // Plain text on the TLS port.
-    let run = kcat_produce(&[], &server, &refused_line);
-    assert!(!run.success, "{run:?}");
-    assert!(
-        run.stderr.contains("connecting to a SSL listener?"),
-        "{run:?}"
-    );
-    kcat_still_served(&producer, leader, "after-kcat-plain-text", &mut log);
-
-    // The principal comes from the certificate: cert-consumer may not WRITE.
-    let run = kcat_produce(&consumer, &server, &refused_line);
-    assert!(!run.success, "{run:?}");
-    assert!(
-        run.stderr
-            .contains("Delivery failed for message: Broker: Topic authorization failed"),
-        "{run:?}"
-    );
-    kcat_still_served(&producer, leader, "after-kcat-no-write", &mut log);
-    let run = kafka_python("produce", &server, 1, "refused", &python_consumer);
-    assert_eq!(run.failed.len(), 1, "{run:?}");
-    assert_python_refused(&run, "TopicAuthorizationFailedError");
-    python_still_served(&python_producer, leader, "after-python-no-write", &mut log);
-
-    let read: Vec<String> = kcat_consume(&consumer, &servers)
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect();
-    assert_eq!(read, log);
-    cluster.stop_and_check_logs(&log);
+    // Plain text on the TLS port; the principal comes from the certificate: cert-consumer may
+    // not WRITE.
+    clients.common_refusals();
+    clients.read_back_and_stop(&mut cluster);
 }

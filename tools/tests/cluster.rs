@@ -162,35 +162,8 @@ fn compressed_batch(
     values: &[String],
     compression: kafka_protocol::records::Compression,
 ) -> bytes::Bytes {
-    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol starts a new batch unless offset - sequence stays the same; this
-            // keeps one batch with base sequence -1 (no producer id).
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(bytes::Bytes::from(value.clone())),
-            headers: Default::default(),
-        })
-        .collect();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    let mut out = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
-    out.freeze()
+    let records: Vec<(i64, String)> = (1_700_000_000_000..).zip(values.iter().cloned()).collect();
+    support::kafka_client_batch(&records, compression)
 }
 
 /// Every batch in a log directory as (compression codec, batch length), control batches left

@@ -74,6 +74,21 @@ fn ok<S: AsRef<str> + std::fmt::Debug>(args: &[S], stdin: &str) -> String {
     run.stdout
 }
 
+/// `VERB --file FILE --user USER --mechanism MECHANISM EXTRA...`.
+fn user_args(verb: &str, file: &str, user: &str, mechanism: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        verb,
+        "--file",
+        file,
+        "--user",
+        user,
+        "--mechanism",
+        mechanism,
+    ];
+    args.extend_from_slice(extra);
+    args.into_iter().map(String::from).collect()
+}
+
 /// Expects exit status `code` and a message containing `expected` on stderr.
 fn fails<S: AsRef<str> + std::fmt::Debug>(args: &[S], stdin: &str, code: i32, expected: &str) {
     let run = credentials(args, stdin);
@@ -121,15 +136,7 @@ fn add_list_delete_and_log_in() {
     let file = path.to_str().unwrap();
 
     let out = ok(
-        &[
-            "add",
-            "--file",
-            file,
-            "--user",
-            "alice",
-            "--mechanism",
-            "SCRAM-SHA-512",
-        ],
+        &user_args("add", file, "alice", "SCRAM-SHA-512", &[]),
         "s3cret password\n",
     );
     assert!(
@@ -142,31 +149,22 @@ fn add_list_delete_and_log_in() {
     let password_file = dir.path().join("bob.pw");
     std::fs::write(&password_file, "bob's password\r\n").unwrap();
     ok(
-        &[
+        &user_args(
             "add",
-            "--file",
             file,
-            "--user",
             "bob",
-            "--mechanism",
             "SCRAM-SHA-256",
-            "--iterations",
-            "4096",
-            "--password-file",
-            password_file.to_str().unwrap(),
-        ],
+            &[
+                "--iterations",
+                "4096",
+                "--password-file",
+                password_file.to_str().unwrap(),
+            ],
+        ),
         "",
     );
     ok(
-        &[
-            "add",
-            "--file",
-            file,
-            "--user",
-            "alice",
-            "--mechanism",
-            "SCRAM-SHA-256",
-        ],
+        &user_args("add", file, "alice", "SCRAM-SHA-256", &[]),
         "s3cret password",
     );
 
@@ -218,15 +216,7 @@ fn add_list_delete_and_log_in() {
 
     // Replacing changes the password.
     let out = ok(
-        &[
-            "add",
-            "--file",
-            file,
-            "--user",
-            "alice",
-            "--mechanism",
-            "SCRAM-SHA-512",
-        ],
+        &user_args("add", file, "alice", "SCRAM-SHA-512", &[]),
         "new password\n",
     );
     assert!(
@@ -243,15 +233,7 @@ fn add_list_delete_and_log_in() {
     );
 
     let out = ok(
-        &[
-            "delete",
-            "--file",
-            file,
-            "--user",
-            "alice",
-            "--mechanism",
-            "SCRAM-SHA-256",
-        ],
+        &user_args("delete", file, "alice", "SCRAM-SHA-256", &[]),
         "",
     );
     assert!(
@@ -275,19 +257,7 @@ fn refusals_exit_non_zero_with_a_message_and_leave_the_file_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("credentials.json");
     let file = path.to_str().unwrap();
-    let add = |user: &str, extra: &[&str]| -> Vec<String> {
-        let mut args = vec![
-            "add",
-            "--file",
-            file,
-            "--user",
-            user,
-            "--mechanism",
-            "SCRAM-SHA-256",
-        ];
-        args.extend_from_slice(extra);
-        args.into_iter().map(String::from).collect()
-    };
+    let add = |user: &str, extra: &[&str]| user_args("add", file, user, "SCRAM-SHA-256", extra);
 
     // Nothing exists yet: list and delete name the file.
     fails(&["list", "--file", file], "", 1, "credentials.json");
@@ -334,15 +304,7 @@ fn refusals_exit_non_zero_with_a_message_and_leave_the_file_alone() {
 
     // Usage errors are clap's: status 2.
     fails(
-        &[
-            "add",
-            "--file",
-            file,
-            "--user",
-            "a",
-            "--mechanism",
-            "SCRAM-SHA-1",
-        ],
+        &user_args("add", file, "a", "SCRAM-SHA-1", &[]),
         "pw\n",
         2,
         "expected SCRAM-SHA-256 or SCRAM-SHA-512",
@@ -364,15 +326,7 @@ fn refusals_exit_non_zero_with_a_message_and_leave_the_file_alone() {
         "no user \"mallory\"",
     );
     fails(
-        &[
-            "delete",
-            "--file",
-            file,
-            "--user",
-            "alice",
-            "--mechanism",
-            "SCRAM-SHA-512",
-        ],
+        &user_args("delete", file, "alice", "SCRAM-SHA-512", &[]),
         "",
         1,
         "has no SCRAM-SHA-512 credential",

@@ -57,3 +57,25 @@ pub fn run_bounded(program: &Path, args: &[&str], stdin: &[u8], limit: Duration)
     drop(input);
     child.wait_with_output().unwrap()
 }
+
+/// What a consumer read, checked against what a producer had acknowledged, both as (offset,
+/// value): offsets strictly rising (nothing read twice or out of order), and each acknowledged
+/// value read exactly once, at the offset it was acknowledged at.
+pub fn assert_read_once_where_acked(acked: &[(i64, String)], consumed: &[(i64, String)]) {
+    assert!(
+        consumed.windows(2).all(|w| w[0].0 < w[1].0),
+        "consumed out of offset order or twice: {consumed:?}"
+    );
+    for (offset, value) in acked {
+        let at: Vec<i64> = consumed
+            .iter()
+            .filter(|(_, v)| v == value)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(
+            at,
+            [*offset],
+            "{value}: acknowledged at {offset}, read at {at:?}"
+        );
+    }
+}

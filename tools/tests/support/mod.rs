@@ -148,6 +148,43 @@ pub fn batch(value: &str) -> Bytes {
     builder.build().freeze()
 }
 
+/// One batch of `records` (timestamp, value), compressed with `compression`, written by
+/// kafka-protocol as a Kafka client would write it.
+pub fn kafka_client_batch(
+    records: &[(i64, String)],
+    compression: kafka_protocol::records::Compression,
+) -> Bytes {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (timestamp, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol starts a new batch unless offset - sequence stays the same; this
+            // keeps one batch with base sequence -1 (no producer id).
+            sequence: i as i32 - 1,
+            timestamp: *timestamp,
+            key: None,
+            value: Some(Bytes::from(value.clone())),
+            headers: Default::default(),
+        })
+        .collect();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    let mut out = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(&mut out, &records, &options).unwrap();
+    out.freeze()
+}
+
 /// Every batch in a stopped node's log directory, in log order, read with the log's reader.
 pub fn read_batches(dir: &Path) -> Vec<BatchView> {
     let log = engine::log::Log::open(dir, engine::log::LogConfig::for_reading()).unwrap();
