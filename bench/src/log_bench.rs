@@ -304,6 +304,17 @@ impl Counters {
     }
 }
 
+impl Shared {
+    /// Records the new durable end and takes the waiters (thread, writer) whose seqs are now
+    /// durable, in seq order.
+    fn take_durable(&self, up_to_seq: u64, end_offset: i64) -> BTreeMap<u64, (usize, usize)> {
+        self.durable_end.store(end_offset, Ordering::Relaxed);
+        let mut sequencer = self.sequencer.lock().expect("sequencer lock");
+        let later = sequencer.waiters.split_off(&(up_to_seq + 1));
+        std::mem::replace(&mut sequencer.waiters, later)
+    }
+}
+
 fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
 }
@@ -316,11 +327,7 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
                 up_to_seq,
                 end_offset,
             } => {
-                shared.durable_end.store(end_offset, Ordering::Relaxed);
-                let mut sequencer = shared.sequencer.lock().expect("sequencer lock");
-                let later = sequencer.waiters.split_off(&(up_to_seq + 1));
-                let done = std::mem::replace(&mut sequencer.waiters, later);
-                drop(sequencer);
+                let done = shared.take_durable(up_to_seq, end_offset);
                 let mut per_thread = vec![Vec::new(); shared.wakers.len()];
                 for (thread, writer) in done.into_values() {
                     per_thread[thread].push(writer);
@@ -364,11 +371,7 @@ impl Wakeups {
                         up_to_seq,
                         end_offset,
                     } => {
-                        shared.durable_end.store(end_offset, Ordering::Relaxed);
-                        let mut sequencer = shared.sequencer.lock().expect("sequencer lock");
-                        let later = sequencer.waiters.split_off(&(up_to_seq + 1));
-                        let done = std::mem::replace(&mut sequencer.waiters, later);
-                        drop(sequencer);
+                        let done = shared.take_durable(up_to_seq, end_offset);
                         if !done.is_empty() {
                             return Ok(done.into_values().map(|(_, writer)| writer).collect());
                         }

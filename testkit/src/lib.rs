@@ -53,6 +53,18 @@ pub fn find_leader(servers: &str, timeout: Duration) -> Result<(SocketAddr, usiz
     ))
 }
 
+/// The end of each node's stderr file (its last panic, or its last 20 lines), headed by the
+/// node's id: what a process test prints when a cluster does not do what it should.
+pub fn stderr_tails<'a>(nodes: impl IntoIterator<Item = (i32, &'a std::path::Path)>) -> String {
+    nodes
+        .into_iter()
+        .map(|(id, stderr)| {
+            let text = std::fs::read_to_string(stderr).unwrap_or_default();
+            format!("node {id}:\n{}\n", tail(&text, 20, true))
+        })
+        .collect()
+}
+
 /// The end of `text`: from its last panic message on (without the backtrace) when `from_panic`
 /// and there is one, else its last `lines` lines.
 pub fn tail(text: &str, lines: usize, from_panic: bool) -> String {

@@ -227,13 +227,7 @@ impl SaslCluster {
     }
 
     fn tails(&self) -> String {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let text = std::fs::read_to_string(&n.stderr).unwrap_or_default();
-                format!("node {}:\n{}\n", n.id, testkit::tail(&text, 20, true))
-            })
-            .collect()
+        testkit::stderr_tails(self.nodes.iter().map(|n| (n.id, n.stderr.as_path())))
     }
 }
 
