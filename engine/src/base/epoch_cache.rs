@@ -122,6 +122,18 @@ impl EpochCache {
         self.entries.truncate(keep);
     }
 
+    /// The log now starts at `start` (segments left its front): drops the entries wholly below
+    /// it and moves the one that covers it up to `start`, so the cache describes only offsets
+    /// the log holds and stays bounded by the epochs in it.
+    pub fn trim_front(&mut self, start: Offset) {
+        let covering = self.entries.partition_point(|&(_, s)| s <= start);
+        if covering == 0 {
+            return;
+        }
+        self.entries.drain(..covering - 1);
+        self.entries[0].1 = start;
+    }
+
     /// Keeps only entries that start before `offset` (what a checkpoint at `offset` may claim).
     pub fn entries_before(&self, offset: Offset) -> Vec<(Epoch, Offset)> {
         self.entries
@@ -204,6 +216,28 @@ mod tests {
         let late = EpochCache::from_entries(&[(2, 4)]).unwrap();
         assert_eq!(late.epoch_at(3), None);
         assert_eq!(EpochCache::new().epoch_at(0), None);
+    }
+
+    #[test]
+    fn trim_front_keeps_the_epoch_that_covers_the_new_start() {
+        let mut cache = worked_example();
+        let before = cache.clone();
+        // Before the first entry, or at it: nothing changes.
+        cache.trim_front(0);
+        assert_eq!(cache, before);
+        // Inside epoch 3's range: epoch 1 goes, epoch 3 now starts at the log start.
+        cache.trim_front(4);
+        assert_eq!(cache.entries()[0], (3, 4));
+        assert_eq!(cache.entries()[1..], before.entries()[2..]);
+        assert_eq!(cache.epoch_at(4), Some(3));
+        // Exactly at a later entry's start: that entry is the first.
+        let start = before.entries()[2].1;
+        cache.trim_front(start);
+        assert_eq!(cache.entries(), &before.entries()[2..]);
+        // Past the last entry: the last epoch stays, starting at the log start.
+        cache.trim_front(1_000);
+        assert_eq!(cache.entries(), &[(before.last_epoch(), 1_000)]);
+        assert_eq!(cache.last_epoch(), before.last_epoch());
     }
 
     #[test]

@@ -15,7 +15,9 @@ const CHECKPOINT_TMP: &str = "recovery-checkpoint.tmp";
 const VERSION: u32 = 1;
 
 /// Everything below `offset` is durable and valid: it lies in the segment `segment_base` before
-/// byte `position`, and `epochs` are the cache entries that start below `offset`.
+/// byte `position`, and `epochs` are the cache entries that start below `offset` (and, after
+/// retention moved the log start to `offset`, the one that starts there: see
+/// [`super::Log::delete_segments_before`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checkpoint {
     pub version: u32,

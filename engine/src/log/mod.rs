@@ -10,6 +10,7 @@
 mod batch_meta;
 mod checkpoint;
 mod recovery;
+mod retention;
 mod segment;
 mod timestamps;
 mod view;
@@ -25,6 +26,7 @@ use bytes::Bytes;
 pub use crate::base::{EpochCache, EpochCacheError};
 pub use batch_meta::{BatchMeta, BATCH_HEADER_LEN};
 pub use checkpoint::{Checkpoint, CHECKPOINT_FILE};
+pub use retention::{retention_start, RetentionPolicy, SegmentSummary};
 pub use segment::{parse_segment_file_name, segment_file_name};
 pub use timestamps::{
     first_record_at_or_after, FoundRecord, LookupStep, TimestampLookup, TimestampTarget,
@@ -555,6 +557,73 @@ impl Log {
             .range(..offset)
             .next_back()
             .map_or(first, |(&base, _)| base)
+    }
+
+    /// What retention decides on (docs/storage.md, "Retention"): every segment in log order,
+    /// the last one active. A sealed segment opened lazily is indexed here first, once, to know
+    /// its newest timestamp.
+    pub fn segment_summaries(&self) -> Result<Vec<SegmentSummary>, LogError> {
+        self.segments
+            .iter()
+            .map(|(&base, segment)| {
+                let file = &segment.file;
+                file.ensure_indexed(self.config.index_interval_bytes)
+                    .map_err(LogError::io("read", &file.path))?;
+                let max_timestamp = file.index.lock().max_timestamp();
+                Ok(SegmentSummary {
+                    base,
+                    end_offset: segment.end_offset,
+                    bytes: segment.size,
+                    max_timestamp,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes the sealed segments that end at or before `start`, oldest first, and returns
+    /// the new log start (the first remaining segment's base, which the file names persist).
+    /// Only durable data may go: `start` is at most the durable end. A crash between two
+    /// deletions leaves a contiguous run of segments, so the log opens at the next base.
+    pub fn delete_segments_before(&mut self, start: Offset) -> Result<Offset, LogError> {
+        assert!(
+            start <= self.durable_end_offset,
+            "retention to {start} past the durable end {}",
+            self.durable_end_offset
+        );
+        let active = self.active_base();
+        let doomed: Vec<Offset> = self
+            .segments
+            .iter()
+            .take_while(|(&base, s)| base != active && s.end_offset <= start)
+            .map(|(&base, _)| base)
+            .collect();
+        let Some(&last) = doomed.last() else {
+            return Ok(self.start_offset());
+        };
+        let new_start = self.segments[&last].end_offset;
+        // Readers first, so none starts on a file about to lose its name.
+        self.view.drop_front(new_start);
+        for base in doomed {
+            let segment = self.segments.remove(&base).expect("listed segment");
+            let path = &segment.file.path;
+            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+        }
+        file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
+        debug_assert_eq!(self.start_offset(), new_start);
+        self.epochs.trim_front(new_start);
+        if self.checkpoint.segment_base < new_start {
+            // The recovery point was in a deleted segment: recovery would scan everything left.
+            // Say so explicitly, from the new start, with the epoch that covers it: when nothing
+            // follows the start (the active segment is empty) no batch would tell recovery the
+            // log's last epoch, and a log of (epoch 0, end 600) would fetch as if it diverged.
+            let epochs: Vec<_> = self.epochs.entries().iter().copied().take(1).collect();
+            let checkpoint = Checkpoint::new(new_start, new_start, 0, epochs);
+            checkpoint
+                .store(&self.dir)
+                .map_err(LogError::io("store checkpoint", &self.dir))?;
+            self.checkpoint = checkpoint;
+        }
+        Ok(new_start)
     }
 
     /// Byte position in segment `base` where the batch holding `offset` starts (or the segment

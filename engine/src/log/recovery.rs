@@ -101,7 +101,11 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         expected = scan.end_offset;
         position = 0;
     }
-    epochs.truncate_to(expected);
+    // Epochs past the end go (a torn tail took their batches), except the one that covers the
+    // log start of a log that retention emptied (start = end): no batch is left to name it.
+    epochs.truncate_to(expected.max(bases[0] + 1));
+    // A checkpoint written before retention moved the start may name epochs wholly below it.
+    epochs.trim_front(bases[0]);
     let active = open_active(
         segments.values().next_back().expect("segments"),
         &config,

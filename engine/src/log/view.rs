@@ -71,6 +71,13 @@ impl LogView {
         self.state.lock().segments.insert(base, file);
     }
 
+    /// Segments before `start` left the front of the log (retention). No generation bump: they
+    /// were sealed, so a read that snapshotted one still reads exactly what it held (the open
+    /// handle outlives the file's name).
+    pub(super) fn drop_front(&self, start: Offset) {
+        self.state.lock().segments.retain(|&b, _| b >= start);
+    }
+
     /// Called by the writer before it changes any file in a truncation to `position` of segment
     /// `base`: bumps the generation, forgets the later segments, and caps what `base` shows.
     pub(super) fn begin_truncation(&self, base: Offset, position: u64) {

@@ -1,0 +1,197 @@
+//! Retention on real files (ext4 under /tmp): whole segments leave the front of the log, the log
+//! start is the first remaining segment's base across reopens and crashes between deletions,
+//! the epoch cache and the readers' view follow, and appends carry on (docs/storage.md,
+//! "Retention").
+
+mod log_support;
+
+use engine::log::{retention_start, Log, RetentionPolicy};
+use engine::record::BatchView;
+use log_support::{append_batches, batch, header, read_all, small_config};
+
+/// A log of 60 batches of 10 records (offsets 0..600) in epochs 1, 2 and 3 (20 batches each),
+/// in segments of about 8 KiB: several sealed segments and an active one.
+fn segmented_log(dir: &std::path::Path) -> (Log, Vec<bytes::Bytes>) {
+    let mut log = Log::open(dir, small_config(8 << 10)).unwrap();
+    let mut written = Vec::new();
+    for epoch in 1..=3 {
+        written.extend(append_batches(&mut log, 20, epoch, 10, 100));
+    }
+    assert_eq!(log.end_offset(), 600);
+    assert!(log.segment_bases().len() >= 4, "{:?}", log.segment_bases());
+    (log, written)
+}
+
+fn segment_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn deleting_the_front_moves_the_start_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, written) = segmented_log(dir.path());
+    let bases = log.segment_bases();
+    let files_before = segment_files(dir.path());
+
+    // A start inside the third segment deletes the first two only: whole segments go.
+    let new_start = log.delete_segments_before(bases[2] + 1).unwrap();
+    assert_eq!(new_start, bases[2]);
+    assert_eq!(log.start_offset(), bases[2]);
+    assert_eq!(segment_files(dir.path()), files_before[2..]);
+
+    // What remains reads as before, from the new start; below it nothing is there.
+    let kept: Vec<_> = written
+        .iter()
+        .filter(|b| header(b).0 >= new_start)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), kept);
+    assert!(log.read(0, 1 << 20).unwrap().is_empty());
+    let (through_view, _) = log.view().read(new_start, 1 << 20).unwrap();
+    assert_eq!(header(&through_view[0]).0, new_start);
+
+    // The epoch cache starts at the log start and still answers for every epoch in the log.
+    let entries = log.epoch_cache().entries().to_vec();
+    assert_eq!(entries[0].1, new_start, "{entries:?}");
+    assert_eq!(log.end_offset_for_epoch(3), Some((3, 600)));
+
+    // Reopened: the same start, end, epochs and batches; appends carry on.
+    drop(log);
+    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.start_offset(), new_start);
+    assert_eq!(log.end_offset(), 600);
+    assert_eq!(log.epoch_cache().entries(), &entries[..]);
+    assert_eq!(read_all(&log), kept);
+    log.append(&[batch(600, 4, 5, 100)]).unwrap();
+    assert_eq!(log.end_offset(), 605);
+}
+
+#[test]
+fn the_active_segment_and_undurable_data_never_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    let active = *log.segment_bases().last().unwrap();
+    // Asking for everything deletes every sealed segment, never the active one.
+    assert_eq!(log.delete_segments_before(600).unwrap(), active);
+    assert_eq!(log.segment_bases(), vec![active]);
+    assert_eq!(log.delete_segments_before(600).unwrap(), active);
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        log.delete_segments_before(601)
+    }));
+    assert!(
+        done.is_err(),
+        "retention past the durable end must be refused"
+    );
+}
+
+#[test]
+fn a_crash_between_deletions_opens_at_the_next_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, written) = segmented_log(dir.path());
+    let bases = log.segment_bases();
+    drop(log);
+    // As if the node died after deleting the first file of three: the rest is contiguous.
+    std::fs::remove_file(dir.path().join(engine::log::segment_file_name(bases[0]))).unwrap();
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.start_offset(), bases[1]);
+    assert_eq!(log.end_offset(), 600);
+    let kept: Vec<_> = written
+        .iter()
+        .filter(|b| header(b).0 >= bases[1])
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), kept);
+    assert_eq!(log.epoch_cache().entries()[0].1, bases[1]);
+}
+
+#[test]
+fn retention_down_to_an_empty_active_segment_keeps_the_last_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    // Roll, so that the active segment is empty, then delete every sealed one: no batch is
+    // left to tell a reopened log its last epoch.
+    log.roll().unwrap();
+    assert_eq!(log.delete_segments_before(600).unwrap(), 600);
+    assert_eq!(log.last_epoch(), 3);
+    drop(log);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (600, 600));
+    assert_eq!(log.epoch_cache().entries(), &[(3, 600)]);
+    assert!(read_all(&log).is_empty());
+}
+
+#[test]
+fn deleting_the_checkpointed_segment_writes_a_checkpoint_at_the_new_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    log.roll().unwrap();
+    drop(log);
+    // An unreadable checkpoint: the log opens by scanning from its first segment, which is then
+    // its recovery point, and retention deletes that segment.
+    let checkpoint = dir.path().join(engine::log::CHECKPOINT_FILE);
+    std::fs::write(&checkpoint, b"not a checkpoint").unwrap();
+    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.recovery_start(), 0);
+    assert_eq!(log.delete_segments_before(600).unwrap(), 600);
+    drop(log);
+    let stored = engine::log::Checkpoint::load(dir.path())
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!((stored.offset, stored.segment_base), (600, 600));
+    assert_eq!(stored.epochs, vec![(3, 600)]);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.recovery_start(), 600);
+    assert_eq!((log.start_offset(), log.end_offset()), (600, 600));
+    assert_eq!(log.last_epoch(), 3);
+}
+
+#[test]
+fn the_policy_decides_on_the_log_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    let summaries = log.segment_summaries().unwrap();
+    assert_eq!(summaries.len(), log.segment_bases().len());
+    let total: u64 = summaries.iter().map(|s| s.bytes).sum();
+    // Every batch is stamped 1_700_000_000_000 + i (log_support::batch).
+    assert!(summaries
+        .iter()
+        .all(|s| (1_700_000_000_000..1_700_000_000_010).contains(&s.max_timestamp)));
+    // Keep at least half the bytes: the start moves, and what stays is at least that much.
+    let policy = RetentionPolicy {
+        bytes: Some(total / 2),
+        ms: None,
+    };
+    let start = retention_start(&summaries, policy, 0, log.end_offset());
+    assert!(start > 0);
+    log.delete_segments_before(start).unwrap();
+    let left: u64 = log
+        .segment_summaries()
+        .unwrap()
+        .iter()
+        .map(|s| s.bytes)
+        .sum();
+    assert!(left >= total / 2, "{left} of {total}");
+    // Everything is older than a day at the wall clock of 2026: all sealed segments go by time,
+    // but not past the high watermark given.
+    let summaries = log.segment_summaries().unwrap();
+    let policy = RetentionPolicy {
+        bytes: None,
+        ms: Some(86_400_000),
+    };
+    let hw = summaries[1].end_offset;
+    let start = retention_start(&summaries, policy, 1_790_000_000_000, hw);
+    assert_eq!(start, hw);
+    // A lazily opened sealed segment is indexed for its timestamp too.
+    drop(log);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.segment_summaries().unwrap(), summaries);
+    let first = log.read(log.start_offset(), 1).unwrap();
+    assert!(BatchView::parse(first[0].clone()).is_ok());
+}
