@@ -467,3 +467,57 @@ fn no_refresh_when_nothing_new_is_durable() {
     let out = h.step(Input::LogDurable { up_to_seq: 1 });
     assert!(fetch_sends(&out).is_empty(), "{out:?}");
 }
+
+// ----- the follower's answer handling -----
+
+/// Caught: `point < hw` in `truncate_diverged` turned into `<=`: truncating to exactly the high
+/// watermark keeps everything committed and is allowed.
+#[test]
+fn a_follower_may_truncate_to_exactly_its_high_watermark() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(5, &[(1, 0)]));
+    let out = h.respond(
+        2,
+        c,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![], 3)),
+    );
+    assert_eq!(h.core.high_watermark(), Some(3));
+    let next = fetch_sends(&out)[0].1;
+    let mut r = Harness::fetch_response(2, 2, vec![], 3);
+    (r.next_fetch_offset, r.next_fetch_offset_epoch) = (3, 1);
+    let out = h.respond(2, next, Response::FetchQuorumRecords(r));
+    assert!(!has_fatal(&out), "{out:?}");
+    assert!(matches!(log_ops(&out)[..], [LogOpKind::TruncateTo(3)]));
+}
+
+/// Caught: `hw > h` turned into `>=`: a high watermark is reported when it grows, not again.
+#[test]
+fn the_same_high_watermark_twice_is_reported_once() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(5, &[(1, 0)]));
+    let out = h.respond(
+        2,
+        c,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![], 4)),
+    );
+    assert_eq!(hw_outputs(&out), vec![4]);
+    let next = fetch_sends(&out)[0].1;
+    let out = h.respond(
+        2,
+        next,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![], 4)),
+    );
+    assert!(hw_outputs(&out).is_empty(), "{out:?}");
+    assert_eq!(fetch_sends(&out).len(), 1, "and it fetches again");
+}
+
+/// Caught: `error == OFFSET_OUT_OF_RANGE && next_fetch_offset_epoch >= 0` turned into `||`:
+/// only with a truncation point is the first draft's OFFSET_OUT_OF_RANGE a divergence; without
+/// one it is an error answer (back-off, no fetch at once).
+#[test]
+fn offset_out_of_range_without_a_truncation_point_is_an_error() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(3, &[(1, 0)]));
+    let mut r = Harness::fetch_response(2, 2, vec![], 2);
+    r.error = ErrorCode::OFFSET_OUT_OF_RANGE;
+    let out = h.respond(2, c, Response::FetchQuorumRecords(r));
+    assert!(fetch_sends(&out).is_empty(), "{out:?}");
+    assert!(hw_outputs(&out).is_empty() && log_ops(&out).is_empty());
+}
