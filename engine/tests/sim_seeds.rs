@@ -350,6 +350,7 @@ fn fixed_batch_of_random_seeds() {
     let (mut total_events, mut total_seeds, mut elections, mut commits) = (0, 0, 0, 0);
     let (mut lies, mut refused) = (0, 0);
     let (mut consumer_fetches, mut consumed) = (0, 0);
+    let mut after_faults = (0, 0);
     for (shape, &(voters, observers, seeds, delete_state, pre_vote, tick)) in
         shapes.iter().enumerate()
     {
@@ -369,6 +370,10 @@ fn fixed_batch_of_random_seeds() {
             refused += s.refused_lies;
             consumer_fetches += s.consumer_fetches;
             consumed += s.consumed_batches;
+            after_faults = (
+                after_faults.0.max(s.final_elections),
+                after_faults.1.max(s.final_epochs),
+            );
         }
     }
     // Guards against a simulator that silently stopped doing anything.
@@ -398,5 +403,5 @@ fn fixed_batch_of_random_seeds() {
         refused * 4 >= lies,
         "only {refused} of {lies} hostile messages refused on admission"
     );
-    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission), {consumer_fetches} consumer fetches handing over {consumed} batches: no violation");
+    eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission), {consumer_fetches} consumer fetches handing over {consumed} batches: no violation; at most {after_faults:?} elections, epochs raised after faults stopped");
 }

@@ -70,6 +70,13 @@ pub enum Invariant {
     /// The disruption scenario: a voter cut off from a healthy leader and healed raised an
     /// epoch or caused an election while the leader kept a majority.
     DisruptedHealthyLeader,
+    /// A FetchQuorumRecords request to a node that kept running was not answered within its
+    /// MaxWait (capped as the leader caps it) plus a log read (docs/simulation.md, "Liveness
+    /// properties").
+    FetchAnsweredByDeadline,
+    /// After faults stopped, more elections (or epochs raised) than the bound before the
+    /// cluster was live again (docs/simulation.md, "Liveness properties").
+    ElectionsAfterFaultsBounded,
 }
 
 #[derive(Clone, Debug)]

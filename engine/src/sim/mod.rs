@@ -180,6 +180,9 @@ pub struct Summary {
     pub liar_messages: u64,
     /// Of those, the ones the nodes refused on admission (docs/protocol.md section 14).
     pub refused_lies: u64,
+    /// Elections won and epochs raised after faults stopped, until the cluster was live.
+    pub final_elections: u64,
+    pub final_epochs: i32,
     pub trace_hash: u64,
 }
 

@@ -105,9 +105,23 @@ impl Harness {
     /// Ticks at every deadline until `until` (inclusive), collecting everything.
     pub(crate) fn run_until(&mut self, until: TimeMs) -> Vec<Output> {
         let mut all = Vec::new();
+        // Bounded: a deadline that its own tick does not clear (a parked fetch never expired)
+        // fails the test that meets it instead of hanging the suite.
+        let mut ticks_at_present = 0;
         loop {
             match self.core.next_deadline() {
                 Some(d) if d <= until => {
+                    ticks_at_present = if d <= self.now {
+                        ticks_at_present + 1
+                    } else {
+                        0
+                    };
+                    assert!(
+                        ticks_at_present <= 100,
+                        "the core asks again and again for a tick at {d} (now {}): a deadline \
+                         its tick does not clear",
+                        self.now
+                    );
                     self.now = self.now.max(d);
                     all.extend(self.tick());
                 }

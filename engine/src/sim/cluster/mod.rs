@@ -5,6 +5,7 @@ mod clients;
 mod consumers;
 mod faults;
 mod lies;
+mod liveness;
 mod network;
 mod nodes;
 mod outputs;
@@ -49,6 +50,12 @@ pub struct Simulation {
     /// Probability that a step is cut short by a crash between two of its outputs.
     mid_step_crash: f64,
     liar: LiarState,
+    /// Log reads in flight per (node, incarnation), and the most one node had at once.
+    reads_in_flight: BTreeMap<(usize, u32), usize>,
+    max_concurrent_reads: usize,
+    /// Elections won and epochs raised from the start of the final calm until the cluster was
+    /// live again (set when it was).
+    final_elections: (u64, Epoch),
 }
 
 /// Liveness: acknowledged appends sent after the final calm began, required to pass.
@@ -102,6 +109,9 @@ impl Simulation {
             out: Vec::new(),
             mid_step_crash: 0.0,
             liar: LiarState::default(),
+            reads_in_flight: BTreeMap::new(),
+            max_concurrent_reads: 0,
+            final_elections: (0, 0),
             cfg,
         };
         sim.checker.outcome_only = sim.cfg.outcome_only;
@@ -243,6 +253,7 @@ impl Simulation {
                 from,
                 max_bytes,
             } => {
+                self.read_finished(node, incarnation);
                 let n = &self.nodes[node];
                 if n.incarnation != incarnation || !n.running() {
                     return Ok(());
@@ -270,6 +281,11 @@ impl Simulation {
             Event::ClientTick => self.client_tick(),
             Event::ConsumerTick { consumer } => self.consumer_tick(consumer),
             Event::ConsumerWatch { consumer, fetch_id } => self.consumer_watch(consumer, fetch_id),
+            Event::FetchWatch {
+                node,
+                incarnation,
+                request,
+            } => self.fetch_watch(node, incarnation, request),
             Event::Chaos => self.chaos(),
             Event::Restart { node } => {
                 if self.nodes[node].running() {
@@ -438,12 +454,19 @@ impl Simulation {
     /// Heals everything and checks that the cluster recovers: the final calm period.
     pub fn check_liveness(&mut self) -> Result<(), Box<Violation>> {
         let since = self.now;
+        let start = liveness::CalmStart {
+            elections: self.elections,
+            max_epoch: self.max_epoch(),
+        };
         self.phase = Phase::Final { since };
         self.calm_down();
         // Nodes in a graceful shutdown finish it and are restarted (see ShutdownComplete).
         let ok = self.run_until(self.cfg.liveness_ms, |s| s.live_since(since))?;
         if ok {
-            return Ok(());
+            self.final_elections = self.since_calm(start);
+            return self
+                .check_final_elections(start)
+                .map_err(|b| self.violation(b));
         }
         let hws: Vec<Option<Offset>> = (0..self.nodes.len())
             .map(|i| self.high_watermark(i as NodeId))
@@ -497,6 +520,8 @@ impl Simulation {
             consumed_batches: self.consumers.batches,
             liar_messages: self.liar.messages,
             refused_lies: self.liar.refused,
+            final_elections: self.final_elections.0,
+            final_epochs: self.final_elections.1,
             trace_hash: self.trace.hash(),
         }
     }

@@ -203,6 +203,10 @@ impl Simulation {
                     _ => None,
                 };
                 let pre_vote = matches!(&request, Request::Vote(v) if v.pre_vote);
+                let fetch_wait = match &request {
+                    Request::FetchQuorumRecords(f) => Some(f.max_wait_ms),
+                    _ => None,
+                };
                 // The wake-up's tick first, so that only the pre-vote is judged.
                 if pre_vote && !self.tick_first(dest)? {
                     return Ok(());
@@ -218,6 +222,9 @@ impl Simulation {
                         vote,
                     },
                 );
+                if let Some(wait) = fetch_wait {
+                    self.watch_fetch(dest, id, wait);
+                }
                 self.count_event("request", to, i64::from(from), i64::from(request.api_key()));
                 self.step_node(
                     dest,

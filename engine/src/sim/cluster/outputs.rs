@@ -102,6 +102,7 @@ impl Simulation {
             } => {
                 let delay = self.rng.range(1, 5);
                 let incarnation = self.nodes[i].incarnation;
+                self.read_started(i);
                 self.schedule(
                     delay,
                     Event::ReadDone {

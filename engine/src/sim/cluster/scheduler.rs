@@ -2,7 +2,7 @@
 
 use std::cmp::Ordering;
 
-use crate::raft::{Correlation, Epoch, NodeId, Offset, TimeMs};
+use crate::raft::{Correlation, Epoch, NodeId, Offset, RequestId, TimeMs};
 
 use super::network::Message;
 use super::Simulation;
@@ -44,6 +44,13 @@ pub(super) enum Event {
     ConsumerWatch {
         consumer: usize,
         fetch_id: u64,
+    },
+    /// Request `request` (a FetchQuorumRecords) to `node` must be answered by now, unless the
+    /// node went away. Handled without a trace entry or a random draw: runs replay as before.
+    FetchWatch {
+        node: usize,
+        incarnation: u32,
+        request: RequestId,
     },
     Chaos,
     Restart {
