@@ -479,7 +479,8 @@ impl Node {
             self.tend_sasl();
             self.publish_metrics();
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
-                warn!("graceful shutdown timed out; stopping anyway");
+                warn!("graceful shutdown timed out (no successor took over); stopping anyway: nothing to \
+                       fix, the others elect a leader after their fetch timeout");
                 self.shutdown_done = true;
             }
         }
@@ -556,7 +557,8 @@ impl Node {
                     let batches = match result {
                         Ok(pieces) => to_batches(pieces),
                         Err(error) => {
-                            warn!(%error, "log read failed");
+                            warn!(%error, "log read failed (the fetch is answered empty and retried); if it repeats, \
+                                 check the disk of log.dirs");
                             Vec::new()
                         }
                     };
