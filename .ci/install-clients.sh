@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real Kafka clients the process tests drive (docs/clients.md): Debian's `kcat`, and
-# a virtualenv at target/venv with kafka-python 3.x and confluent-kafka 2.x. Idempotent: each
+# a virtualenv at target/venv with kafka-python 3.x, confluent-kafka 2.x and prometheus-client
+# (its parser reads /metrics in tools/tests/metrics.rs). Idempotent: each
 # piece is installed only when missing. .ci/run calls it; so can README.md's test command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +22,8 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
     python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import kafka, confluent_kafka, sys
+if ! "$VENV/bin/python" -c 'import kafka, confluent_kafka, prometheus_client, sys
 sys.exit(not (kafka.__version__.startswith("3.") and confluent_kafka.version()[0].startswith("2.")))' 2>/dev/null; then
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
-        'kafka-python>=3,<4' 'confluent-kafka>=2,<3'
+        'kafka-python>=3,<4' 'confluent-kafka>=2,<3' 'prometheus-client>=0.20,<1'
 fi

@@ -98,7 +98,14 @@ pub struct ClusterArgs {
     /// who reaches it can speak for any voter).
     #[arg(long, value_enum, default_value_t = ClusterSecurity::VotersMtls)]
     pub(crate) security: ClusterSecurity,
+    /// Give every started node a `/metrics` listener (`metrics.listener` on a free port) and
+    /// scrape them all every this many ms during the run (0: no listener).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) metrics_scrape_ms: u64,
 }
+
+/// The metrics ports [`start_cluster`] handed out (with `--metrics-scrape-ms`), node by node.
+static METRICS_PORTS: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,6 +117,9 @@ pub enum ClusterSecurity {
 
 #[derive(Serialize)]
 struct Report {
+    /// With `--metrics-scrape-ms`: what the scraper did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics_scrape: Option<crate::metrics_scrape::ScrapeReport>,
     records_per_sec: f64,
     mb_per_sec: f64,
     /// Open loop: from the intended send time (coordinated omission corrected).
@@ -336,6 +346,10 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     let mut stdout_error = print_settings(&args, leader, replication_factor, cluster.is_some())
         .err()
         .inspect(|_| INTERRUPTED.store(true, Ordering::Relaxed));
+    let scraper = (args.metrics_scrape_ms > 0).then(|| {
+        let ports = METRICS_PORTS.lock().expect("not poisoned").clone();
+        crate::metrics_scrape::Scraper::start(ports, Duration::from_millis(args.metrics_scrape_ms))
+    });
     let load = produce_load::run(&config, &INTERRUPTED, &mut watch, |interval| {
         if stdout_error.is_none() {
             if let Err(error) = print_interval(interval) {
@@ -344,6 +358,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             }
         }
     });
+    let scrapes = scraper.map(crate::metrics_scrape::Scraper::finish);
     // Stop the nodes whatever the load's outcome; their exit status is part of the result.
     let node_exits = match cluster.as_mut() {
         Some(cluster) => cluster.stop_all(STOP_WAIT),
@@ -370,6 +385,18 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     if let Some(cluster) = &cluster {
         report.node_stats = node_stats(cluster);
     }
+    if let Some(scrapes) = &scrapes {
+        println!(
+            "metrics: {} scrapes of {} nodes every {} ms ({} failed), {:.0} us and {:.0} bytes each",
+            scrapes.scrapes,
+            args.nodes,
+            scrapes.interval_ms,
+            scrapes.failures,
+            scrapes.mean_scrape_us,
+            scrapes.mean_bytes
+        );
+    }
+    report.metrics_scrape = scrapes;
     if stdout_error.is_none() {
         stdout_error = print_summary(&report).err();
     }
@@ -435,6 +462,7 @@ impl Report {
             samples.iter().map(|s| s.map(|s| s.rss_kib)).collect()
         };
         Self {
+            metrics_scrape: None,
             records_per_sec: load.records_per_sec,
             mb_per_sec: load.mb_per_sec,
             commit_latency_us: load.latency_us.clone(),
@@ -786,7 +814,17 @@ pub(crate) fn start_cluster(
         ..Settings::new(bin)
     };
     let mut cluster = Cluster::create(settings, args.nodes)?;
-    cluster.start_all(Stderr::File)?;
+    if args.metrics_scrape_ms == 0 {
+        cluster.start_all(Stderr::File)?;
+        return Ok(cluster);
+    }
+    let ports = testkit::free_ports(args.nodes)?;
+    let ids: Vec<i32> = cluster.nodes.iter().map(|n| n.id).collect();
+    for (id, port) in ids.into_iter().zip(&ports) {
+        let setting = format!("metrics.listener=http://127.0.0.1:{port}");
+        cluster.start(id, &[setting.as_str()], Stderr::File)?;
+    }
+    *METRICS_PORTS.lock().expect("not poisoned") = ports;
     Ok(cluster)
 }
 

@@ -19,6 +19,7 @@ mod consume_bench;
 mod consume_load;
 mod fetch_tally;
 mod log_bench;
+mod metrics_scrape;
 mod open_loop;
 mod proc_sample;
 mod produce_load;

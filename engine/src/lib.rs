@@ -10,6 +10,7 @@
 //!   [`producer_ids`]: producer ids unique across leaders.
 //! - [`quorum_state_store`]: the quorum-state file (election state), replaced atomically (IO).
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
+//! - [`stats`]: metric cells one thread writes and a scrape reads (counters, histograms).
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
 
 pub mod base;
@@ -24,3 +25,4 @@ pub mod raft;
 pub mod record;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod stats;

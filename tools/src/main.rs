@@ -18,6 +18,7 @@ use cli_out as out;
 
 mod client_config;
 mod credentials;
+mod log_format;
 
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
 /// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).
@@ -125,8 +126,10 @@ impl From<std::io::Error> for Failure {
     }
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+/// Logs on stderr, as `log.format` says (`serve` reads it from its configuration first; every
+/// other command logs text).
+fn init_logging(format: net::node::LogFormat) {
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -136,9 +139,18 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // A log line that cannot be written (stderr on a full disk) is dropped; the default
         // reports it with eprintln!, which panics, and would take the log thread down with it.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    match format {
+        net::node::LogFormat::Text => builder.init(),
+        net::node::LogFormat::Json => builder.event_format(log_format::JsonLines).init(),
+    }
+}
+
+fn main() -> ExitCode {
     let cli: Cli = out::parse_args();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        init_logging(net::node::LogFormat::Text);
+    }
     let result: Result<(), Failure> = match cli.command {
         Command::Serve {
             config,
@@ -190,7 +202,13 @@ fn main() -> ExitCode {
 }
 
 fn serve(config: &std::path::Path, overrides: &[String]) -> Result<(), String> {
-    let config = NodeConfig::load(config, overrides).map_err(|e| format!("config: {e}"))?;
+    let config = NodeConfig::load(config, overrides);
+    init_logging(
+        config
+            .as_ref()
+            .map_or(net::node::LogFormat::Text, |c| c.log_format),
+    );
+    let config = config.map_err(|e| format!("config: {e}"))?;
     net::node::serve(config).map_err(|e| format!("cannot run the node: {e}"))
 }
 

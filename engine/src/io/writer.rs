@@ -27,9 +27,10 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
 use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
 use crate::base::Offset;
-use crate::log::{GroupWrite, Log, LogError, LookupStep, StageStop};
+use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, StageStop};
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
+use crate::stats::{LocalHistogram, GROUP_BATCHES_BOUNDS, GROUP_BYTES_BOUNDS, LATENCY_US_BOUNDS};
 
 /// How a group is made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,8 +205,8 @@ pub struct RingInfo {
     pub pinned_cpu: Option<usize>,
 }
 
-/// Counters kept by the writer thread (relaxed atomics; read them for reports).
-#[derive(Debug, Default)]
+/// Counters kept by the writer thread (relaxed atomics; read them for reports and metrics).
+#[derive(Debug)]
 pub struct WriterStats {
     /// Groups written (each one write plus one sync).
     pub groups: AtomicU64,
@@ -223,6 +224,31 @@ pub struct WriterStats {
     pub submits_waited: AtomicU64,
     /// Durability reports the full event channel could not take at once (coalesced).
     pub reports_coalesced: AtomicU64,
+    /// Per group, submit to durable (write + fdatasync), in microseconds (etcd's
+    /// `disk_wal_fsync_duration_seconds`, for a group).
+    pub group_us: LocalHistogram,
+    /// Per group: bytes of batches, and batches.
+    pub group_bytes: LocalHistogram,
+    pub group_batches: LocalHistogram,
+}
+
+impl Default for WriterStats {
+    fn default() -> Self {
+        Self {
+            groups: AtomicU64::new(0),
+            batch_bytes: AtomicU64::new(0),
+            device_bytes: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            zero_fills: AtomicU64::new(0),
+            max_group_us: AtomicU64::new(0),
+            slow_groups: AtomicU64::new(0),
+            submits_waited: AtomicU64::new(0),
+            reports_coalesced: AtomicU64::new(0),
+            group_us: LocalHistogram::new(LATENCY_US_BOUNDS),
+            group_bytes: LocalHistogram::new(GROUP_BYTES_BOUNDS),
+            group_batches: LocalHistogram::new(GROUP_BATCHES_BOUNDS),
+        }
+    }
 }
 
 /// Handle to the writer thread and the log's reader thread.
@@ -233,6 +259,8 @@ pub struct GroupCommitWriter {
     /// Dropped at shutdown: tells the log threads that nobody reads events any more.
     close_events: Option<Sender<()>>,
     reader: LogReader,
+    /// The log's view, for the sparse index's memory (metrics, off every thread's hot path).
+    view: Arc<LogView>,
     stats: Arc<WriterStats>,
     info: RingInfo,
     request_capacity: usize,
@@ -272,7 +300,7 @@ impl GroupCommitWriter {
             })
             .map_err(WriterError::Spawn)?;
         let info = ready_rx.recv().expect("writer thread reports its set-up")?;
-        let reader = match LogReader::start(view, channel.sink, read_bytes_per_sec) {
+        let reader = match LogReader::start(view.clone(), channel.sink, read_bytes_per_sec) {
             Ok(reader) => reader,
             Err(error) => {
                 let _ = request_tx.send(WriterRequest::Shutdown);
@@ -286,6 +314,7 @@ impl GroupCommitWriter {
             eventfd: channel.eventfd,
             close_events: Some(channel.close),
             reader,
+            view,
             stats,
             info,
             request_capacity,
@@ -377,6 +406,11 @@ impl GroupCommitWriter {
 
     pub fn stats(&self) -> &Arc<WriterStats> {
         &self.stats
+    }
+
+    /// The log's view of its segments (safe on any thread: `LogView::index_bytes`).
+    pub fn view(&self) -> &Arc<LogView> {
+        &self.view
     }
 
     pub fn ring_info(&self) -> &RingInfo {
@@ -749,6 +783,8 @@ impl WriterThread {
             .batch_bytes
             .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
         stats.device_bytes.fetch_add(device, Ordering::Relaxed);
+        stats.group_bytes.observe(write.new_bytes as u64);
+        stats.group_batches.observe(write.batches as u64);
         stats
             .zero_fills
             .fetch_add(u64::from(write.zero_fill.is_some()), Ordering::Relaxed);
@@ -785,12 +821,15 @@ impl WriterThread {
         let elapsed = self.in_flight_since.elapsed();
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         self.stats.max_group_us.fetch_max(micros, Ordering::Relaxed);
+        self.stats.group_us.observe(micros);
         if elapsed >= SLOW_GROUP {
             self.stats.slow_groups.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 elapsed_ms = elapsed.as_millis() as u64,
                 bytes,
-                "slow log write + fdatasync: the disk stalled"
+                "slow log write + fdatasync: the disk stalled; if it repeats, move log.dirs to a \
+                 device of its own or replace the failing one (docs/operations.md, \"Warnings at \
+                 run time\")"
             );
         }
     }

@@ -113,6 +113,11 @@ impl SparseIndex {
         }
     }
 
+    /// Bytes the entries take on the heap (the vector's capacity).
+    pub fn heap_bytes(&self) -> u64 {
+        (self.entries.capacity() * std::mem::size_of::<IndexEntry>()) as u64
+    }
+
     /// The largest MaxTimestamp of the batches noted ([`NO_TIMESTAMP`] for none).
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp

@@ -61,6 +61,13 @@ impl LogView {
         }
     }
 
+    /// Heap bytes of the segments' sparse indexes: what the index costs in memory (one lock per
+    /// segment, each held for a read of two fields; for metrics, not for a hot path).
+    pub fn index_bytes(&self) -> u64 {
+        let files: Vec<Arc<SegmentFile>> = self.state.lock().segments.values().cloned().collect();
+        files.iter().map(|f| f.index.lock().heap_bytes()).sum()
+    }
+
     /// The truncation generation (how many truncations have begun).
     pub fn generation(&self) -> u64 {
         self.state.lock().generation

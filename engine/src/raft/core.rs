@@ -182,6 +182,28 @@ impl RaftCore {
     pub fn last_epoch(&self) -> Epoch {
         self.log.last_epoch()
     }
+    /// Bytes of batches the in-memory tail cache holds (what its memory costs, beside the
+    /// `Bytes` it may share with frames still in flight).
+    pub fn tail_cache_bytes(&self) -> usize {
+        self.log.tail.bytes()
+    }
+    /// On a leader, each other voter's lag (docs/operations.md, "Metrics"), appended to `out`;
+    /// false (and nothing appended) elsewhere.
+    pub fn replica_lags(&self, out: &mut Vec<super::types::ReplicaLag>) -> bool {
+        let Some(l) = self.qs.leader() else {
+            return false;
+        };
+        let leo = self.log.end_offset();
+        for (&replica_id, p) in &l.voters {
+            out.push(super::types::ReplicaLag {
+                replica_id,
+                // A replica that has not fetched yet (-1) is behind by the whole log.
+                records: leo.saturating_sub(p.end_offset.max(0)),
+                ms_since_caught_up: p.last_caught_up_ms.map(|t| self.now.saturating_sub(t)),
+            });
+        }
+        true
+    }
     /// The quorum-state content the core last asked to persist (or restored).
     pub fn election_state(&self) -> ElectionState {
         self.qs.election_state()

@@ -21,6 +21,10 @@ impl TailCache {
         }
     }
 
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     pub(crate) fn push(&mut self, batch: Batch) {
         if self
             .batches

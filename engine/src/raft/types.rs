@@ -259,6 +259,17 @@ pub struct LogOp {
     pub kind: LogOpKind,
 }
 
+/// How far one voter is behind the leader ([`crate::raft::RaftCore::replica_lags`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaLag {
+    pub replica_id: NodeId,
+    /// The leader's log end offset minus the replica's last fetch offset.
+    pub records: i64,
+    /// Milliseconds since the replica last fetched up to the leader's end (Kafka's lag time);
+    /// None when it never did in this epoch.
+    pub ms_since_caught_up: Option<u64>,
+}
+
 /// The result of a client append.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendResult {

@@ -6,6 +6,7 @@ mod brokers;
 pub mod config;
 pub mod counters;
 pub mod lock;
+pub mod metrics;
 mod resolver;
 pub mod runtime;
 mod sasl_worker;
@@ -14,5 +15,5 @@ pub mod signals;
 pub mod startup_checks;
 mod stepping;
 
-pub use config::{ConfigError, NodeConfig, VoterAddress};
+pub use config::{ConfigError, LogFormat, NodeConfig, VoterAddress};
 pub use runtime::{serve, Node, NodeError};

@@ -19,6 +19,8 @@ const ZERO_BUFFER_BYTES: u64 = 1 << 20;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
 const RAMFS_MAGIC: i64 = 0x8584_58f6;
 const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+const EXT4_MAGIC: i64 = 0xef53;
+const XFS_MAGIC: i64 = 0x5846_5342;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupCheckError {
@@ -52,18 +54,38 @@ pub enum StartupCheckError {
     IoUring(#[from] crate::transport::TransportError),
 }
 
-/// Runs every check; the first failure stops the start-up. Warnings (memlock) are logged.
-pub fn run(config: &NodeConfig, log_config: &LogConfig) -> Result<(), StartupCheckError> {
+/// Runs every check; the first failure stops the start-up. The results are logged at INFO
+/// with their figures, warnings (memlock) at WARN, and returned for the metrics.
+pub fn run(
+    config: &NodeConfig,
+    log_config: &LogConfig,
+) -> Result<super::metrics::StartupReport, StartupCheckError> {
     check_io_uring()?;
     check_cpus(config)?;
     check_direct_io(&config.log_dir)?;
-    if let Some(warning) = memlock_warning(
-        engine::os::file::memlock_limit(),
-        registered_bytes(log_config),
-    ) {
-        tracing::warn!("{warning}");
+    tracing::info!(
+        dir = %config.log_dir.display(),
+        filesystem = %filesystem_name(&config.log_dir),
+        "start-up check: O_DIRECT writes work in the log directory"
+    );
+    let limit = engine::os::file::memlock_limit();
+    let needed = registered_bytes(log_config);
+    match memlock_warning(limit, needed) {
+        Some(warning) => tracing::warn!("{warning}"),
+        None => tracing::info!(
+            memlock_limit_kib = limit.map(|l| l / 1024),
+            needed_kib = needed / 1024,
+            "start-up check: RLIMIT_MEMLOCK {} covers the log writer's registered buffers",
+            limit.map_or("unlimited".to_string(), |l| format!("{} KiB", l / 1024)),
+        ),
     }
-    Ok(())
+    Ok(super::metrics::StartupReport {
+        fdatasync_probe: None,
+        memlock_limit: limit,
+        memlock_needed: needed,
+        o_direct: true,
+        registered_buffers: false,
+    })
 }
 
 const IO_URING_DISABLED_SYSCTL: &str = "/proc/sys/kernel/io_uring_disabled";
@@ -220,7 +242,7 @@ impl Drop for AlignedBlock {
     }
 }
 
-/// "tmpfs", "overlay" or the statfs magic, for the error message.
+/// "tmpfs", "overlay", "ext4" or the statfs magic, for messages.
 fn filesystem_name(dir: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
@@ -237,6 +259,8 @@ fn filesystem_name(dir: &Path) -> String {
         TMPFS_MAGIC => "tmpfs".into(),
         RAMFS_MAGIC => "ramfs".into(),
         OVERLAYFS_MAGIC => "overlay".into(),
+        EXT4_MAGIC => "ext4".into(),
+        XFS_MAGIC => "xfs".into(),
         magic => format!("filesystem magic {magic:#x}"),
     }
 }

@@ -100,6 +100,18 @@ pub struct NodeConfig {
     pub log_cpu: Option<usize>,
     /// The log reader's budget for catch-up reads, bytes/s (None: unpaced).
     pub log_read_bytes_per_sec: Option<u64>,
+    /// `metrics.listener=http://host:port`: where `/metrics` is served (None: no listener).
+    pub metrics_listener: Option<(String, u16)>,
+    /// `log.format`: how log lines are written.
+    pub log_format: LogFormat,
+}
+
+/// `log.format`: text (human-readable lines) or json (one JSON object per line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// Who may do what (docs/security.md).
@@ -314,6 +326,16 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         Some("33554432"),
         "budget of the log reader thread for catch-up reads (0 = unpaced)",
     ),
+    (
+        "metrics.listener",
+        Some(""),
+        "`http://host:port` where Prometheus metrics are served at /metrics; empty: none",
+    ),
+    (
+        "log.format",
+        Some("text"),
+        "`text` or `json` (one JSON object per line: ts, level, target, message, fields)",
+    ),
 ];
 
 impl NodeConfig {
@@ -391,6 +413,8 @@ impl NodeConfig {
             log_read_bytes_per_sec: props
                 .parse_or_default("log.read.max.bytes.per.sec", parse_u64)
                 .map(|rate| (rate > 0).then_some(rate))?,
+            metrics_listener: props.parse_or_default("metrics.listener", parse_metrics_listener)?,
+            log_format: props.parse_or_default("log.format", parse_log_format)?,
         };
         config.check_relations()?;
         Ok(config)
@@ -488,6 +512,27 @@ fn bad(key: &str, value: &str, reason: String) -> ConfigError {
         key: key.to_owned(),
         value: value.to_owned(),
         reason,
+    }
+}
+
+/// `http://host:port` (empty: off). Only plain HTTP: the metrics carry no secret, and a TLS
+/// front end (or a scrape over a private network) is the operator's choice.
+fn parse_metrics_listener(v: &str) -> Result<Option<(String, u16)>, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let rest = v
+        .strip_prefix("http://")
+        .ok_or("expected http://host:port (e.g. http://127.0.0.1:9404)")?;
+    parse_host_port(rest.trim_end_matches('/')).map(Some)
+}
+
+fn parse_log_format(v: &str) -> Result<LogFormat, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("expected text or json".into()),
     }
 }
 
@@ -646,6 +691,32 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
+    }
+
+    #[test]
+    fn the_metrics_listener_and_log_format() {
+        let config = NodeConfig::from_map(&base()).unwrap();
+        assert_eq!(config.metrics_listener, None, "off by default");
+        assert_eq!(config.log_format, LogFormat::Text);
+        let mut map = base();
+        map.insert("metrics.listener".into(), "http://127.0.0.1:9404".into());
+        map.insert("log.format".into(), "JSON".into());
+        let config = NodeConfig::from_map(&map).unwrap();
+        assert_eq!(config.metrics_listener, Some(("127.0.0.1".into(), 9404)));
+        assert_eq!(config.log_format, LogFormat::Json);
+        for bad_value in [
+            "127.0.0.1:9404",
+            "https://127.0.0.1:9404",
+            "http://127.0.0.1",
+        ] {
+            map.insert("metrics.listener".into(), bad_value.into());
+            let error = NodeConfig::from_map(&map).unwrap_err().to_string();
+            assert!(error.contains("metrics.listener"), "{error}");
+        }
+        map.insert("metrics.listener".into(), "".into());
+        map.insert("log.format".into(), "xml".into());
+        let error = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(error.contains("expected text or json"), "{error}");
     }
 
     #[test]

@@ -185,6 +185,7 @@ impl Node {
             return;
         }
         let spec = &row.spec;
+        self.metrics.request(spec.key);
         if !spec.supports(prefix.api_version) {
             if spec.key == api::API_VERSIONS {
                 let seq = self.reserve_response(conn);
@@ -283,6 +284,7 @@ impl Node {
             leader_epoch: -1,
             vote_granted: false,
         });
+        self.metrics.response(api::VOTE, refusal.error());
         let chain = quorum::encode_response(&refusal, w);
         self.deliver(conn, seq, chain);
     }
@@ -292,6 +294,7 @@ impl Node {
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
+        self.metrics.response(pending.spec.key, response.error());
         if let Response::FetchQuorumRecords(fetch) = response {
             if !fetch.batches.is_empty() {
                 self.counters.fetch_data_responses += 1;

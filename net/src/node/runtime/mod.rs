@@ -48,6 +48,7 @@ use super::config::NodeConfig;
 use super::config::{Listener, SecurityProtocol, SslSettings};
 use super::counters::{NodeCounters, NodeStatsLine};
 use super::lock::DirLock;
+use super::metrics::{self as node_metrics, HttpLimits, MetricsServer, RaftMetrics, Sources};
 use super::resolver::Resolver;
 use super::session::{Identity, Session};
 use super::signals::ShutdownSignals;
@@ -108,6 +109,11 @@ pub enum NodeError {
     SaslWorker(std::io::Error),
     #[error("rebuilding the producer state from the log: {0}")]
     Producers(#[from] idempotence::RebuildError),
+    #[error(
+        "metrics.listener http://{0}: {1} (pick a free port, or leave metrics.listener empty to \
+         serve no metrics)"
+    )]
+    MetricsListener(String, std::io::Error),
 }
 
 /// A graceful shutdown stops waiting for a successor after the core's shutdown timeout plus this.
@@ -181,6 +187,15 @@ pub struct Node {
     idempotence: idempotence::Idempotence,
     /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
     producer_ids: producer_ids::ProducerIds,
+    /// What the raft thread publishes for `/metrics` (node/metrics), and the listener, if any.
+    metrics: Arc<RaftMetrics>,
+    metrics_server: Option<MetricsServer>,
+    /// When this node started its current election (ms of `metrics.clock`), and the leader it
+    /// last knew: the election latency and leader changes.
+    election_started_ms: Option<u64>,
+    known_leader: Option<NodeId>,
+    lags_published_ms: u64,
+    lag_scratch: Vec<engine::raft::ReplicaLag>,
 }
 
 fn boot_seed(node_id: NodeId) -> u64 {
@@ -205,8 +220,8 @@ impl Node {
             ..LogConfig::default()
         };
         // After the lock: the O_DIRECT probe writes a file in the directory.
-        super::startup_checks::run(&config, &log_config)?;
-        probe_fdatasync(&config.log_dir);
+        let mut startup = super::startup_checks::run(&config, &log_config)?;
+        startup.fdatasync_probe = probe_fdatasync(&config.log_dir);
         let authorizer = access::load_authorizer(&config)?;
         let credentials = sasl::load_credentials(&config)?;
         let quorum_state =
@@ -241,7 +256,10 @@ impl Node {
                 ..WriterConfig::default()
             },
         )?;
-        // Before the pinning: the SASL worker must not share the raft thread's CPU.
+        startup.registered_buffers = writer.ring_info().registered_buffers;
+        let metrics = Arc::new(RaftMetrics::default());
+        // Before the pinning: the metrics and SASL threads must not share the raft thread's CPU.
+        let metrics_server = start_metrics(&config, &metrics, &writer, startup)?;
         let mut sasl = sasl::start(&config, credentials)?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;
@@ -348,7 +366,67 @@ impl Node {
             counters: NodeCounters::default(),
             idempotence,
             producer_ids,
+            metrics,
+            metrics_server,
+            election_started_ms: None,
+            known_leader: None,
+            lags_published_ms: 0,
+            lag_scratch: Vec::new(),
         })
+    }
+
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_server.as_ref().map(MetricsServer::local_addr)
+    }
+
+    /// Once per loop turn: the raft thread's figures into its metric cells (a few stores; the
+    /// replica lags, which walk the leader's progress, at most every `LAG_PUBLISH_MS`).
+    fn publish_metrics(&mut self) {
+        let m = &*self.metrics;
+        let core = &self.core;
+        let state = node_metrics::state_name(core.role(), core.is_observer());
+        let index = node_metrics::STATES.iter().position(|s| *s == state);
+        m.state.set(index.unwrap_or(0) as i64);
+        m.leader.set(core.leader_id().map_or(-1, i64::from));
+        m.epoch.set(i64::from(core.epoch()));
+        m.vote.set(core.voted_id().map_or(-1, i64::from));
+        m.high_watermark.set(core.high_watermark().unwrap_or(-1));
+        m.log_end_offset.set(core.log_end_offset());
+        m.tail_cache_bytes.set(core.tail_cache_bytes() as i64);
+        m.open_connections.set(self.inbound.len() as i64);
+        let unknown = self
+            .peers
+            .iter()
+            .filter(|p| p.id >= 0 && p.conn.is_none())
+            .count();
+        m.unknown_voter_connections.set(unknown as i64);
+        m.node.publish(&self.counters, &self.ring.stats());
+        let now = m.now_ms();
+        if now.saturating_sub(self.lags_published_ms) >= node_metrics::LAG_PUBLISH_MS {
+            self.lags_published_ms = now;
+            self.lag_scratch.clear();
+            core.replica_lags(&mut self.lag_scratch);
+            m.publish_lags(&self.lag_scratch);
+        }
+    }
+
+    /// A role change: leader changes, and the election latency (from the start of this node's
+    /// election, pre-vote or vote, to knowing a leader).
+    fn note_role_for_metrics(&mut self, role: Role, leader_id: Option<NodeId>) {
+        let now = self.metrics.now_ms();
+        if matches!(role, Role::Prospective | Role::Candidate) {
+            self.election_started_ms.get_or_insert(now);
+        }
+        if let Some(leader) = leader_id {
+            if self.known_leader != Some(leader) {
+                self.metrics.leader_changes.add(1);
+            }
+            if let Some(started) = self.election_started_ms.take() {
+                self.metrics.observe_election(now.saturating_sub(started));
+            }
+        }
+        self.known_leader = leader_id.or(self.known_leader);
     }
 
     /// Where the controller listener is bound (the only listener when there is one).
@@ -378,7 +456,12 @@ impl Node {
         self.step(Input::Tick { now: 0 });
         while !self.shutdown_done {
             let timeout = self.poll_timeout();
+            let polled = Instant::now();
             self.ring.poll(Some(timeout), &mut events)?;
+            // Includes the completions' processing inside io_uring_enter: an upper bound of
+            // idleness, as Kafka's poll-idle-ratio is of its poll.
+            let idle = u64::try_from(polled.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.metrics.poll_idle_us.add(idle);
             self.counters.wakeups += 1;
             self.counters.events += events.len() as u64;
             // The core reads time only from ticks: tick once per wake-up, before the events,
@@ -394,8 +477,10 @@ impl Node {
             self.tend_producer_ids(self.now_ms());
             self.tend_probes();
             self.tend_sasl();
+            self.publish_metrics();
             if self.shutdown_deadline.is_some_and(|d| Instant::now() >= d) {
-                warn!("graceful shutdown timed out; stopping anyway");
+                warn!("graceful shutdown timed out (no successor took over); stopping anyway: nothing to \
+                       fix, the others elect a leader after their fetch timeout");
                 self.shutdown_done = true;
             }
         }
@@ -472,7 +557,8 @@ impl Node {
                     let batches = match result {
                         Ok(pieces) => to_batches(pieces),
                         Err(error) => {
-                            warn!(%error, "log read failed");
+                            warn!(%error, "log read failed (the fetch is answered empty and retried); if it repeats, \
+                                 check the disk of log.dirs");
                             Vec::new()
                         }
                     };
@@ -615,13 +701,55 @@ fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
     batches
 }
 
+impl Node {
+    /// Kafka's append-records (leader) and fetch-records (others) in records.
+    fn count_records(&self, op: &LogOp) {
+        if let LogOpKind::Append(batches) = &op.kind {
+            let records: u64 = batches.iter().map(|b| u64::from(b.record_count)).sum();
+            if self.core.role() == Role::Leader {
+                self.metrics.append_records.add(records);
+            } else {
+                self.metrics.fetch_records.add(records);
+            }
+        }
+    }
+}
+
+/// Starts the `/metrics` listener when `metrics.listener` is set (docs/operations.md,
+/// "Metrics").
+fn start_metrics(
+    config: &NodeConfig,
+    metrics: &Arc<RaftMetrics>,
+    writer: &GroupCommitWriter,
+    startup: node_metrics::StartupReport,
+) -> Result<Option<MetricsServer>, NodeError> {
+    let Some((host, port)) = &config.metrics_listener else {
+        return Ok(None);
+    };
+    let name = format!("{host}:{port}");
+    let addr = resolve(host, *port).map_err(|e| NodeError::MetricsListener(name.clone(), e))?;
+    let sources = Arc::new(Sources {
+        node_id: config.broker_id,
+        raft: metrics.clone(),
+        writer: writer.stats().clone(),
+        reader: writer.reader_stats().clone(),
+        view: writer.view().clone(),
+        startup,
+    });
+    let render = Arc::new(move || node_metrics::render(&sources));
+    let server = MetricsServer::start(addr, HttpLimits::default(), render)
+        .map_err(|e| NodeError::MetricsListener(name, e))?;
+    info!(node = config.broker_id, bound = %server.local_addr(), "serving metrics at http://{}/metrics", server.local_addr());
+    Ok(Some(server))
+}
+
 /// fdatasync latency above this gets a start-up warning: every commit waits for one.
 const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
 
 /// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is slow
 /// (docs/operations.md, "Start-up errors"). A probe failure is only a warning: the log's own writes
 /// will report a real problem with its path.
-fn probe_fdatasync(dir: &std::path::Path) {
+fn probe_fdatasync(dir: &std::path::Path) -> Option<Duration> {
     use std::io::Write;
     let path = dir.join(".fdatasync-probe");
     let probe = || -> std::io::Result<Duration> {
@@ -636,16 +764,40 @@ fn probe_fdatasync(dir: &std::path::Path) {
         }
         Ok(worst)
     };
-    match probe() {
-        Ok(worst) if worst > SLOW_FDATASYNC => warn!(
-            dir = %dir.display(),
-            worst_ms = worst.as_millis() as u64,
-            "fdatasync is slow on the log directory's device: every commit waits for one"
-        ),
-        Ok(worst) => debug!(worst_us = worst.as_micros() as u64, "fdatasync probe"),
-        Err(error) => warn!(%error, dir = %dir.display(), "fdatasync probe failed"),
-    }
+    let result = probe();
     let _ = std::fs::remove_file(&path);
+    match result {
+        Ok(worst) if worst > SLOW_FDATASYNC => {
+            warn!(
+                dir = %dir.display(),
+                worst_us = worst.as_micros() as u64,
+                "start-up check: fdatasync is slow on the log directory's device ({} us, over \
+                 {} ms): every commit waits for one; put log.dirs on a local SSD or NVMe \
+                 device, not a network, throttled or shared volume",
+                worst.as_micros(),
+                SLOW_FDATASYNC.as_millis()
+            );
+            Some(worst)
+        }
+        Ok(worst) => {
+            info!(
+                dir = %dir.display(),
+                worst_us = worst.as_micros() as u64,
+                "start-up check: 4 KiB write + fdatasync takes {} us at worst of 3 rounds",
+                worst.as_micros()
+            );
+            Some(worst)
+        }
+        Err(error) => {
+            warn!(
+                %error,
+                dir = %dir.display(),
+                "start-up check: the fdatasync probe failed; check that log.dirs is writable and \
+                 its filesystem healthy (the log's own writes stop the node if they fail)"
+            );
+            None
+        }
+    }
 }
 
 /// The core's driver: stepping never re-entrant (stepping.rs), outputs carried out in order.
@@ -678,6 +830,7 @@ impl CoreDriver for Node {
             } => self.send_to_peer(to, correlation, request),
             Output::Respond { id, response } => self.respond(id, &response),
             Output::Log(op) => {
+                self.count_records(&op);
                 self.track_log_op(&op);
                 self.track_producer_id_blocks(&op);
                 self.writer().submit(writer_request(op))
@@ -723,6 +876,7 @@ impl CoreDriver for Node {
                     "role changed"
                 );
                 self.on_role_for_idempotence(role);
+                self.note_role_for_metrics(role, (leader_id >= 0).then_some(leader_id));
             }
             Output::ShutdownComplete => self.shutdown_done = true,
             Output::EndpointChanged(endpoint) => self.peer_moved(&endpoint),

@@ -275,7 +275,8 @@ impl Node {
         let addr = match probed.map_or_else(|| resolve(&endpoint.host, port), |a| Ok(*a)) {
             Ok(addr) => addr,
             Err(error) => {
-                warn!(peer = endpoint.voter_id, host = %endpoint.host, %error, "cannot resolve");
+                warn!(peer = endpoint.voter_id, host = %endpoint.host, %error, "cannot resolve the \
+                       voter's advertised host: fix its advertised.listeners or this host's DNS");
                 return;
             }
         };
@@ -326,7 +327,8 @@ impl Node {
                 Some(conn)
             }
             Err(error) => {
-                warn!(peer = peer.id, %error, "connect");
+                warn!(peer = peer.id, %error, "connect to a voter failed (retried with backoff): check \
+                       that it runs and that quorum.voters has its address");
                 peer.retry_at = now + peer.backoff;
                 None
             }
@@ -377,7 +379,8 @@ impl Node {
                 })
             }
             Err(error) => {
-                warn!(from, %error, "undecodable response");
+                warn!(from, %error, "undecodable response (connection closed): run the same ringraft \
+                       version on every voter");
                 self.step(Input::RequestFailed {
                     to: from,
                     correlation,

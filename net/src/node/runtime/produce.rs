@@ -26,6 +26,8 @@ pub(super) struct PendingProduce {
     /// Node time (ms) at which the outstanding partitions are answered REQUEST_TIMED_OUT: the
     /// request's `timeout_ms` after it arrived.
     pub(super) deadline_ms: u64,
+    /// When it reached the raft thread, for the commit latency of acks=all (metrics).
+    pub(super) received: Option<std::time::Instant>,
 }
 
 impl Node {
@@ -91,6 +93,7 @@ impl Node {
                     partitions,
                     outstanding,
                     deadline_ms,
+                    received: (acks == Acks::Quorum).then(std::time::Instant::now),
                 },
             );
             if outstanding > 0 {
@@ -158,6 +161,15 @@ impl Node {
         self.deliver(conn, seq, frame);
     }
 
+    /// Counts each partition's answer by error code (`ringraft_responses_total`).
+    fn count_produce_answers(&self, partitions: &[ProduceSlot]) {
+        for (_, _, outcome) in partitions {
+            if let Some((error, _)) = outcome {
+                self.metrics.response(PRODUCE_SPEC.key, *error);
+            }
+        }
+    }
+
     pub(super) fn reject_produce(
         &mut self,
         conn: ConnId,
@@ -176,6 +188,7 @@ impl Node {
             .collect();
         let seq = self.reserve_response(conn);
         let hint = self.leader_hint(conn);
+        self.count_produce_answers(&partitions);
         let frame =
             produce_response_frame(header.correlation_id, header.api_version, partitions, &hint);
         self.deliver(conn, seq, frame);
@@ -230,6 +243,15 @@ impl Node {
         self.produce_deadlines
             .remove(&(produce.deadline_ms, produce_id));
         let hint = self.leader_hint(produce.conn);
+        self.count_produce_answers(&produce.partitions);
+        let committed = produce
+            .partitions
+            .iter()
+            .all(|slot| matches!(slot.2, Some((ErrorCode::NONE, _))));
+        if let (Some(received), true) = (produce.received, committed) {
+            let micros = u64::try_from(received.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.metrics.observe_commit(micros);
+        }
         let frame = produce_response_frame(
             produce.correlation_id,
             produce.version,

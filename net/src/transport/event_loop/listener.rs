@@ -141,7 +141,8 @@ impl EventLoop {
             -res,
             libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM
         ) {
-            warn!(error = %Errno(-res), "accept paused until a connection closes");
+            warn!(error = %Errno(-res), "accept paused until a connection closes: raise the open-file limit (`ulimit -n`, \
+                 LimitNOFILE= in a systemd unit) or find the client that holds connections");
             l.paused = true;
         } else if res != -libc::ECANCELED {
             debug!(error = %Errno(-res), "accept failed");

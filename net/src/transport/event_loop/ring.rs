@@ -39,7 +39,8 @@ fn build_ring(config: &Config) -> Result<(IoUring, bool), TransportError> {
             }
             Err(e) => warn!(
                 error = %e,
-                "kernel refused SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN; using a plain ring"
+                "kernel refused SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN; using a plain ring (slower \
+                 wake-ups; run on Linux 6.1 or later to get them)"
             ),
         }
     }
@@ -75,7 +76,8 @@ impl EventLoop {
             ) {
                 Ok(provided) => Some(provided),
                 Err(e) => {
-                    warn!(error = %e, "no provided buffer ring; one recv buffer per connection");
+                    warn!(error = %e, "no provided buffer ring; one recv buffer per connection (more memory per connection; \
+                         run on Linux 5.19 or later, or raise `ulimit -l` if it is memlock)");
                     None
                 }
             }
