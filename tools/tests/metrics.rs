@@ -190,6 +190,17 @@ fn metrics_are_scraped_parsed_and_move_under_load() {
     }
     cluster.start(3, &[]);
     let leader = cluster.wait_for_leader(None);
+    // A majority elects a leader while the third may still be starting: wait (bounded) until
+    // every node's Kafka listener accepts, which it binds after the metrics listener.
+    for id in 1..=3 {
+        let deadline = Instant::now() + WAIT;
+        while std::net::TcpStream::connect_timeout(&cluster.addr(id), Duration::from_secs(1))
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "node {id} never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 
     // The node without the setting listens only on its Kafka listener.
     let pids: BTreeMap<i32, u32> = cluster.pids().into_iter().collect();

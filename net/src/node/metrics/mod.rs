@@ -26,9 +26,34 @@ pub use render::render;
 use super::counters::NodeCounters;
 use crate::transport::Stats as TransportStats;
 
-/// Api keys with a request counter of their own (Kafka's keys are below 100; a higher key is
-/// refused before it is counted: it has no row in the API table).
+/// Api keys with a request counter of their own: Kafka's (below 112) by key, then the node's
+/// private quorum RPCs (keys from 1000, docs/protocol.md section 13) in the last slots. A key
+/// with no row in the API table is refused before it is counted.
 pub const API_SLOTS: usize = 128;
+const PRIVATE_BASE: i16 = 1000;
+const PRIVATE_SLOTS: usize = 16;
+
+/// The counter slot of `api_key` (None outside both ranges).
+pub fn api_slot(api_key: i16) -> Option<usize> {
+    let kafka = (API_SLOTS - PRIVATE_SLOTS) as i16;
+    if (0..kafka).contains(&api_key) {
+        Some(api_key as usize)
+    } else if (PRIVATE_BASE..PRIVATE_BASE + PRIVATE_SLOTS as i16).contains(&api_key) {
+        Some(API_SLOTS - PRIVATE_SLOTS + (api_key - PRIVATE_BASE) as usize)
+    } else {
+        None
+    }
+}
+
+/// The api key of counter slot `slot` (the inverse of [`api_slot`]).
+pub fn slot_api(slot: usize) -> i16 {
+    assert!(slot < API_SLOTS);
+    if slot < API_SLOTS - PRIVATE_SLOTS {
+        slot as i16
+    } else {
+        PRIVATE_BASE + (slot - (API_SLOTS - PRIVATE_SLOTS)) as i16
+    }
+}
 /// Error codes -1..=126 each have a response counter per api; others share the last slot.
 pub const ERROR_SLOTS: usize = 128;
 /// Kafka's metrics window for `*-max` (two samples of 30 s: `metrics.sample.window.ms`).
@@ -172,11 +197,8 @@ impl RaftMetrics {
     /// Counts a request of `api_key` (the caller looked it up in the API table).
     #[inline]
     pub fn request(&self, api_key: i16) {
-        if let Some(cell) = usize::try_from(api_key)
-            .ok()
-            .and_then(|k| self.requests.get(k))
-        {
-            cell.add(1);
+        if let Some(slot) = api_slot(api_key) {
+            self.requests[slot].add(1);
         }
     }
 
@@ -209,7 +231,7 @@ impl RaftMetrics {
 
 /// The cell of (api, error) in [`RaftMetrics::responses`]; None for a key outside the table.
 pub fn response_slot(api_key: i16, error: ErrorCode) -> Option<usize> {
-    let api = usize::try_from(api_key).ok().filter(|&k| k < API_SLOTS)?;
+    let api = api_slot(api_key)?;
     let code = usize::try_from(i32::from(error.0) + 1)
         .unwrap_or(ERROR_SLOTS - 1)
         .min(ERROR_SLOTS - 1);
@@ -243,4 +265,25 @@ pub struct Sources {
     pub reader: Arc<ReaderStats>,
     pub view: Arc<LogView>,
     pub startup: StartupReport,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_api_of_the_table_has_a_slot_of_its_own() {
+        let mut seen = std::collections::BTreeSet::new();
+        for key in (0..200).chain(1000..1020) {
+            if let Some(slot) = api_slot(key) {
+                assert_eq!(slot_api(slot), key);
+                assert!(seen.insert(slot), "slot {slot} twice");
+            }
+        }
+        for key in [0, 1, 3, 55, 1000, 1001, 1002] {
+            assert!(api_slot(key).is_some(), "{key}");
+        }
+        assert_eq!(api_slot(-1), None);
+        assert_eq!(api_slot(500), None);
+    }
 }

@@ -318,8 +318,9 @@ fn replica_lags(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
     Ok(())
 }
 
-fn api_name(key: usize) -> std::borrow::Cow<'static, str> {
-    match api_table::row(key as i16) {
+fn api_name(slot: usize) -> std::borrow::Cow<'static, str> {
+    let key = super::slot_api(slot);
+    match api_table::row(key) {
         Some(row) => row.spec.name.into(),
         None => format!("api_{key}").into(),
     }
@@ -539,6 +540,8 @@ mod tests {
     use engine::raft::ReplicaLag;
     use std::sync::Arc;
 
+    use crate::wire::api as net_api;
+
     fn sources(dir: &std::path::Path) -> Arc<Sources> {
         let log = Log::open(
             dir,
@@ -575,6 +578,8 @@ mod tests {
         r.append_records.add(5);
         r.append_records.add(6);
         r.request(api_table::row(0).unwrap().spec.key);
+        r.request(net_api::FETCH_QUORUM_RECORDS);
+        r.response(net_api::FETCH_QUORUM_RECORDS, ErrorCode::NONE);
         r.response(0, ErrorCode::NONE);
         r.response(0, ErrorCode(6));
         r.response(0, ErrorCode(6));
@@ -594,6 +599,8 @@ mod tests {
             "ringraft_raft_current_state{state=\"follower\"} 0",
             "ringraft_raft_append_records_total 11",
             "ringraft_requests_total{api=\"Produce\"} 1",
+            "ringraft_requests_total{api=\"FetchQuorumRecords\"} 1",
+            "ringraft_responses_total{api=\"FetchQuorumRecords\",error=\"NONE\"} 1",
             "ringraft_responses_total{api=\"Produce\",error=\"NONE\"} 1",
             "ringraft_responses_total{api=\"Produce\",error=\"NOT_LEADER_OR_FOLLOWER\"} 2",
             "ringraft_responses_total{api=\"Produce\",error=\"CODE_126_OR_ABOVE\"} 1",
