@@ -508,17 +508,22 @@ impl Report {
                 _ => None,
             },
             intervals: load.intervals.clone(),
-            node_exits: node_exits
-                .iter()
-                .map(|(id, status)| match status {
-                    Some(status) => format!("node {id}: {status}"),
-                    None => format!("node {id}: killed (did not stop on SIGTERM)"),
-                })
-                .collect(),
+            node_exits: describe_exits(node_exits),
             node_stats: BTreeMap::new(),
             catch_up: watch.catch_up.clone(),
         }
     }
+}
+
+/// How each node's process ended, one line per node for the report.
+pub(crate) fn describe_exits(node_exits: &[(i32, Option<ExitStatus>)]) -> Vec<String> {
+    node_exits
+        .iter()
+        .map(|(id, status)| match status {
+            Some(status) => format!("node {id}: {status}"),
+            None => format!("node {id}: killed (did not stop on SIGTERM)"),
+        })
+        .collect()
 }
 
 fn print_settings(

@@ -310,13 +310,7 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
         ratios: ratios(&phases),
         phases,
         interrupted: INTERRUPTED.load(Ordering::Relaxed),
-        node_exits: node_exits
-            .iter()
-            .map(|(id, status)| match status {
-                Some(status) => format!("node {id}: {status}"),
-                None => format!("node {id}: killed (did not stop on SIGTERM)"),
-            })
-            .collect(),
+        node_exits: cluster_bench::describe_exits(&node_exits),
         node_stats: cluster
             .as_ref()
             .map(cluster_bench::node_stats)

@@ -6,7 +6,7 @@ mod transport_support;
 
 use bytes::Bytes;
 use net::transport::{CloseReason, Config, Event, EventLoop, TransportError};
-use transport_support::{frame_chain, pattern, poll_until, EchoServer, Seen};
+use transport_support::{frame_chain, frames, pattern, poll_until, EchoServer, Seen};
 
 const SIZES: [usize; 12] = [
     8,
@@ -22,16 +22,6 @@ const SIZES: [usize; 12] = [
     3 << 20,
     6 << 20,
 ];
-
-fn frames(events: &[Event]) -> Vec<Bytes> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Frame { bytes, .. } => Some(bytes.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Send every body on one connection, wait for all echoes, compare, close.
 fn echo_round(config: Config, bodies: &[Vec<Bytes>]) -> (EventLoop, Vec<Bytes>) {

@@ -18,21 +18,11 @@ use net::transport::{CloseReason, Config, ConnId, ConnectError, Event, EventLoop
 use net::wire::frame::size_prefix;
 use rustls::ProtocolVersion;
 use transport_support::{
-    closed_by_peer, pattern, poll_until, std_client, EchoServer, Seen, PATIENCE,
+    closed_by_peer, frames, pattern, poll_until, std_client, EchoServer, Seen, PATIENCE,
 };
 use transport_tls_support::{server_name, Pki, StdTlsClient};
 
 const BOTH: &[TlsVersion] = &[];
-
-fn frames(events: &[Event]) -> Vec<Bytes> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::Frame { bytes, .. } => Some(bytes.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 fn framed(body: &Bytes) -> Vec<Bytes> {
     vec![
@@ -71,6 +61,18 @@ fn close_and_settle(ring: &mut EventLoop, conn: ConnId) {
     });
     assert_eq!(ring.connection_count(), 0);
     transport_support::settle(ring, &mut events);
+}
+
+/// Closes the test's one connection, waits for the server to see it closed, and stops the
+/// server with nothing left over.
+fn close_and_stop(
+    ring: &mut EventLoop,
+    conn: ConnId,
+    server: EchoServer,
+) -> transport_support::ServerReport {
+    close_and_settle(ring, conn);
+    server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
+    stop_clean(server)
 }
 
 /// A TLS echo server without client authentication, and a good client served by it (one
@@ -135,9 +137,7 @@ fn sizes_round(config: Config) {
     assert_eq!(peers.len(), 1);
     assert!(peers[0].1.peer_certificates.is_empty());
     assert_eq!(peers[0].1.server_name.as_deref(), Some("localhost"));
-    close_and_settle(&mut ring, conn);
-    server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
-    let report = stop_clean(server);
+    let report = close_and_stop(&mut ring, conn, server);
     assert_eq!(report.stats.frames_received, bodies.len() as u64);
 }
 
@@ -161,9 +161,7 @@ fn many_pipelined_frames_and_partial_sends_through_a_tiny_send_buffer() {
         "expected short sendmsg completions: {:?}",
         ring.stats()
     );
-    close_and_settle(&mut ring, conn);
-    server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
-    stop_clean(server);
+    close_and_stop(&mut ring, conn, server);
 }
 
 #[test]
@@ -190,9 +188,7 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
             subject_dn(&peers[0].1.peer_certificates[0]).unwrap(),
             "CN=voter-2,OU=ringraft,O=Example"
         );
-        close_and_settle(&mut ring, conn);
-        server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
-        stop_clean(server);
+        close_and_stop(&mut ring, conn, server);
     }
     // A server that allows only TLS 1.3 refuses a TLS 1.2-only client.
     let server = EchoServer::start_tls(
@@ -272,9 +268,7 @@ fn mutual_tls_refuses_bad_client_certificates_and_names_the_good_one() {
         "CN=voter-2,OU=ringraft,O=Example"
     );
     assert!(peers[0].1.listener.is_some());
-    close_and_settle(&mut ring, conn);
-    server.wait_for(1, |s| matches!(s, Seen::Closed(..)));
-    stop_clean(server);
+    close_and_stop(&mut ring, conn, server);
 }
 
 #[test]

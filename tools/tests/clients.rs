@@ -466,6 +466,13 @@ fn assert_exactly_once(
             "read a record nobody produced at {offset}: {value:?}"
         );
     }
+    // Committed means on a majority, not on every voter: a voter restarted late in the run may
+    // still be fetching. Every voter must reach the last acknowledged offset on its own (a
+    // bounded wait, so a voter that never catches up fails here, named) before the logs are read.
+    if let Some(last) = run.acked.iter().map(|(offset, _)| *offset).max() {
+        let leader = cluster.wait_for_leader(None);
+        cluster.wait_for_voters_at(leader, last + 1);
+    }
     for (id, status) in cluster.stop_all() {
         assert!(status.is_some_and(|s| s.success()), "node {id}");
     }

@@ -72,6 +72,17 @@ pub fn write_eventfd(fd: &OwnedFd, value: u64) {
 }
 
 /// A frame as a chain: size prefix, then the body.
+/// The frames among `events`, in order.
+pub fn frames(events: &[Event]) -> Vec<Bytes> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Frame { bytes, .. } => Some(bytes.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn frame_chain(body: Bytes) -> Vec<Bytes> {
     vec![Bytes::copy_from_slice(&size_prefix(body.len())), body]
 }

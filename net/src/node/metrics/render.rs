@@ -41,52 +41,28 @@ type Labels<'a> = Vec<(&'static str, std::borrow::Cow<'a, str>)>;
 struct Out<'e>(DescriptorEncoder<'e>);
 
 impl Out<'_> {
-    fn gauge(
-        &mut self,
-        name: &str,
-        help: &str,
-        unit: Option<Unit>,
-        v: i64,
-    ) -> Result<(), FmtError> {
+    /// One gauge of any value type prometheus-client encodes (i64, f64).
+    fn gauge<N>(&mut self, name: &str, help: &str, unit: Option<Unit>, v: N) -> Result<(), FmtError>
+    where
+        ConstGauge<N>: EncodeMetric,
+    {
         let e = self
             .0
             .encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
         ConstGauge::new(v).encode(e)
     }
 
-    fn gauge_f(
+    /// One counter of any value type prometheus-client encodes (u64, f64).
+    fn counter<N>(
         &mut self,
         name: &str,
         help: &str,
         unit: Option<Unit>,
-        v: f64,
-    ) -> Result<(), FmtError> {
-        let e = self
-            .0
-            .encode_descriptor(name, help, unit.as_ref(), MetricType::Gauge)?;
-        ConstGauge::new(v).encode(e)
-    }
-
-    fn counter(
-        &mut self,
-        name: &str,
-        help: &str,
-        unit: Option<Unit>,
-        v: u64,
-    ) -> Result<(), FmtError> {
-        let e = self
-            .0
-            .encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
-        ConstCounter::new(v).encode(e)
-    }
-
-    fn counter_f(
-        &mut self,
-        name: &str,
-        help: &str,
-        unit: Option<Unit>,
-        v: f64,
-    ) -> Result<(), FmtError> {
+        v: N,
+    ) -> Result<(), FmtError>
+    where
+        ConstCounter<N>: EncodeMetric,
+    {
         let e = self
             .0
             .encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
@@ -150,7 +126,7 @@ impl Collector for Scrape {
             &r.commit_latency_us,
             1e6,
         )?;
-        out.gauge_f(
+        out.gauge(
             "ringraft_raft_commit_latency_max",
             "Kafka commit-latency-max: the longest commit of the last 30 to 60 s",
             unit_seconds(),
@@ -164,7 +140,7 @@ impl Collector for Scrape {
             &r.election_latency_ms,
             1e3,
         )?;
-        out.gauge_f(
+        out.gauge(
             "ringraft_raft_election_latency_max",
             "Kafka election-latency-max: the longest election of the last 30 to 60 s",
             unit_seconds(),
@@ -183,7 +159,7 @@ impl Collector for Scrape {
             None,
             r.fetch_records.get(),
         )?;
-        out.counter_f(
+        out.counter(
             "ringraft_raft_poll_idle",
             "Kafka poll-idle-ratio-avg as a counter: time the raft thread spent waiting in \
              io_uring_enter (rate() of it is the idle ratio)",
@@ -489,7 +465,7 @@ fn memory(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
 fn startup(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
     let st = &s.startup;
     if let Some(worst) = st.fdatasync_probe {
-        out.gauge_f(
+        out.gauge(
             "ringraft_startup_fdatasync_probe",
             "start-up check: the slowest of three 4 KiB write + fdatasync rounds in log.dirs",
             unit_seconds(),
