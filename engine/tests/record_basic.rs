@@ -4,8 +4,8 @@
 use bytes::{Bytes, BytesMut};
 use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
 use engine::record::{
-    peek_batch_len, stamp, Batch, BatchHeader, BatchView, RecordBatchBuilder, RecordError,
-    BATCH_HEADER_LEN, CRC_OFFSET, CRC_START, MAGIC_OFFSET, RECORDS_OFFSET,
+    peek_batch_len, stamp, Batch, BatchHeader, BatchIter, BatchView, RecordBatchBuilder,
+    RecordError, BATCH_HEADER_LEN, CRC_OFFSET, CRC_START, MAGIC_OFFSET, RECORDS_OFFSET,
 };
 
 fn three_record_batch() -> BytesMut {
@@ -111,15 +111,47 @@ fn peek_and_header_read_see_the_length() {
     assert!(BatchHeader::read(&batch[..BATCH_HEADER_LEN]).is_ok());
 }
 
+/// Damaged bytes are not a torn write: only `TooShort` is incomplete (caught by this test:
+/// `RecordError::is_incomplete` always true).
 #[test]
 fn corrupt_crc_region_is_a_crc_mismatch() {
     let mut batch = three_record_batch();
     let last = batch.len() - 1;
     batch[last] ^= 0x01;
-    assert!(matches!(
-        BatchView::parse(batch.freeze()),
-        Err(RecordError::CrcMismatch { .. })
-    ));
+    let error = BatchView::parse(batch.freeze()).unwrap_err();
+    assert!(
+        matches!(error, RecordError::CrcMismatch { .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_incomplete(), "{error:?}");
+}
+
+/// A varint cut by its record's end is named at the byte where it stops, counted from the batch
+/// start (caught by this test: `offset + read` turned into `offset - read` in
+/// `RecordError::varint_at`).
+#[test]
+fn a_varint_cut_by_the_record_end_is_named_where_it_stops() {
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    builder.append(0, None, Some(b"a"), &[]);
+    let mut batch = builder.build();
+    // Record 0: Length Attributes TimestampDelta OffsetDelta KeyLength(-1) ValueLength(1) 'a'
+    // HeadersCount(0): the last byte of the batch.
+    let headers_at = batch.len() - 1;
+    assert_eq!(headers_at, RECORDS_OFFSET + 7);
+    assert_eq!(batch[headers_at], 0);
+    batch[headers_at] = 0x80; // a continuation bit with nothing after it
+    recrc(&mut batch);
+    let error = BatchView::parse(batch.clone().freeze()).unwrap_err();
+    assert_eq!(
+        error,
+        RecordError::TruncatedVarint {
+            offset: batch.len()
+        }
+    );
+    assert!(
+        !error.is_incomplete(),
+        "the batch is whole; its record is not"
+    );
 }
 
 #[test]
@@ -505,4 +537,23 @@ fn non_utf8_header_key_is_named() {
             offset: key_at - 1
         })
     );
+}
+
+/// Two batches back to back are two items and the end, each iteration moving past its batch
+/// (caught by this test as a failure rather than a hang: `position += len` turned into
+/// `*= len` in `BatchIter::next_with`, which yields the first batch forever).
+#[test]
+fn a_buffer_of_two_batches_yields_two_and_ends() {
+    let first = three_record_batch();
+    let mut all = first.to_vec();
+    all.extend_from_slice(&three_record_batch());
+    let mut iter = BatchIter::new(Bytes::from(all.clone()));
+    let items: Vec<_> = iter.by_ref().take(3).collect();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items.iter().all(Result::is_ok));
+    assert_eq!((iter.position(), iter.failed()), (all.len(), false));
+    let mut stored = BatchIter::new(Bytes::from(all.clone())).stored();
+    assert_eq!(stored.by_ref().take(3).count(), 2);
+    assert_eq!(stored.position(), all.len());
+    assert_eq!(first.len() * 2, all.len());
 }

@@ -9,6 +9,7 @@ mod consumer;
 mod discovery;
 mod election;
 mod fetch;
+mod fetch_retry_kinds;
 mod fetch_survivors;
 mod high_watermark;
 mod hostile;
