@@ -340,7 +340,13 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
             }
             WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
             WriterEvent::Stopped { .. } => return,
-            WriterEvent::ReadDone { .. } | WriterEvent::LookupDone { .. } => {}
+            // A run on a full disk measures nothing: stop it, saying why.
+            WriterEvent::StorageFull { error } => {
+                engine::fail_stop::fail_stop(1, format_args!("the bench's disk is full: {error}"))
+            }
+            WriterEvent::ReadDone { .. }
+            | WriterEvent::LookupDone { .. }
+            | WriterEvent::StorageAvailable { .. } => {}
         }
     }
 }
@@ -378,7 +384,12 @@ impl Wakeups {
                     }
                     WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
                     WriterEvent::Stopped { .. } => return Err("the log writer stopped".into()),
-                    WriterEvent::ReadDone { .. } | WriterEvent::LookupDone { .. } => {}
+                    WriterEvent::StorageFull { error } => {
+                        return Err(format!("the bench's disk is full: {error}"))
+                    }
+                    WriterEvent::ReadDone { .. }
+                    | WriterEvent::LookupDone { .. }
+                    | WriterEvent::StorageAvailable { .. } => {}
                 }
             },
         }

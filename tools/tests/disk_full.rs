@@ -1,22 +1,37 @@
-//! Process test of a full disk: the node must stop (fail-stop, exit code 74), not hang, even when
-//! its stderr is unwritable too (logs on the same full disk). A one-voter node runs in a private
-//! user and mount namespace (`unshare -rm`) with its log on a small tmpfs, 1 MiB segments and
-//! stderr on /dev/full (every write fails with ENOSPC); Produce load runs until the segment roll
-//! finds no space. Before the fix, the log thread panicked inside its own error report and the
-//! raft thread waited forever for it. Every wait is bounded; the node is killed when its guard
-//! drops.
+//! Process tests of a full disk (docs/operations.md, "A full disk"): a one-voter node runs in a
+//! private user and mount namespace (`unshare -rm`) with its log on a small tmpfs (the test is
+//! about space, not durability) and 1 MiB segments, and Produce load runs until the node cannot
+//! allocate its next segment. The node must not stop: it refuses appends with
+//! KAFKA_STORAGE_ERROR, keeps serving reads and DescribeQuorum, says so in one log line and a
+//! metric, and takes appends again on its own once space is freed, with every acknowledged
+//! batch still in its log. The second test puts stderr on /dev/full (the logs on the same full
+//! disk): the failed write of that log line must not stop or hang the node either. Every wait is
+//! bounded; the node is killed when its guard drops.
 
 mod support;
 
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use engine::record::RecordBatchBuilder;
+use bytes::Bytes;
+use engine::raft::ErrorCode;
+use engine::record::{BatchIter, RecordBatchBuilder};
 use net::client::BlockingClient;
+use net::wire::kafka::{FetchPartition, FetchRequest, FetchTopic};
+use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};
 use support::*;
 
-/// Long enough for the ~7 MB a 6 MiB tmpfs takes before it is full, on a slow machine.
+/// Long enough for the few MB the small tmpfs takes before it is full, on a slow machine.
 const FILL_BUDGET: Duration = Duration::from_secs(60);
+/// The writer tries the allocation again every second; this allows for a slow machine.
+const RESUME_BUDGET: Duration = Duration::from_secs(30);
+/// What the test frees: a file made in the mount before the node starts.
+const BALLAST_BYTES: u64 = 2 << 20;
+/// Each batch: one record of this many bytes, its name in front.
+const VALUE_BYTES: usize = 60 << 10;
 
 fn wait_listening(addr: SocketAddr, node: &mut ProcessGuard) {
     let deadline = Instant::now() + WAIT;
@@ -32,65 +47,275 @@ fn wait_listening(addr: SocketAddr, node: &mut ProcessGuard) {
     }
 }
 
-#[test]
-fn a_full_disk_stops_the_node_with_the_storage_exit_code_even_when_stderr_is_unwritable() {
-    let cluster = Cluster::new(1);
+/// The one-voter node on a `size_mb` tmpfs at `<root>/small` holding the ballast, its stderr
+/// sent by `redirect`, with `extra` properties.
+fn start_small_node(
+    cluster: &Cluster,
+    size_mb: u32,
+    redirect: &str,
+    extra: &str,
+) -> (ProcessGuard, PathBuf) {
     let mount = cluster.root.path().join("small");
     std::fs::create_dir(&mount).unwrap();
     let config = cluster.root.path().join("small.properties");
     let addr = cluster.addr(1);
     let voters = format!("quorum.voters=1@{addr}");
     let properties = node_properties(1, CLUSTER_ID, addr, &mount.join("log"), &voters);
-    std::fs::write(&config, properties + "log.segment.bytes=1048576\n").unwrap();
-    let mut node = spawn_on_private_mount(
-        "-t tmpfs -o size=6m none",
+    let properties = format!("{properties}log.segment.bytes=1048576\n{extra}");
+    std::fs::write(&config, properties).unwrap();
+    let mut node = spawn_on_private_mount_after(
+        &format!("-t tmpfs -o size={size_mb}m none"),
+        &format!(r#"head -c {BALLAST_BYTES} /dev/zero > "$1/ballast""#),
         &mount,
         &config,
-        "2>/dev/full",
+        redirect,
         "info",
     );
-    wait_listening(cluster.addr(1), &mut node);
+    wait_listening(addr, &mut node);
+    (node, mount)
+}
 
-    // 64 KiB batches until the node stops answering (it exits and closes the connection).
-    let value = vec![b'x'; 1024];
+/// One batch of one record: `name`, then padding to `VALUE_BYTES`.
+fn named_batch(name: &str) -> Bytes {
+    let mut value = name.as_bytes().to_vec();
+    value.resize(VALUE_BYTES, b'.');
     let mut builder = RecordBatchBuilder::new(0, 0);
-    for _ in 0..64 {
-        builder.append(0, None, Some(&value), &[]);
-    }
-    let batch = builder.build().freeze();
-    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    builder.append(0, None, Some(&value), &[]);
+    builder.build().freeze()
+}
+
+/// One Produce (acks=all): the partition's error and base offset, or None when the connection
+/// failed.
+fn produce(client: &mut BlockingClient, name: &str) -> Option<(ErrorCode, i64)> {
+    let response = client.produce(9, -1, named_batch(name)).ok()??;
+    let partition = &response.topics[0].partitions[0];
+    Some((partition.error, partition.base_offset))
+}
+
+/// Produces named batches until one is refused with KAFKA_STORAGE_ERROR; returns the
+/// acknowledged ones as (offset, name). Other refusals (NOT_LEADER_OR_FOLLOWER while the voter
+/// elects itself) are retried.
+fn fill(client: &mut BlockingClient, node: &mut ProcessGuard) -> Vec<(i64, String)> {
     let deadline = Instant::now() + FILL_BUDGET;
-    let mut acknowledged = 0u64;
-    let mut refused = 0u64;
+    let mut acked = Vec::new();
     loop {
-        match client.produce(9, -1, batch.clone()) {
-            Ok(Some(response)) if response.topics[0].partitions[0].error.is_none() => {
-                acknowledged += 1
-            }
-            // NOT_LEADER_OR_FOLLOWER while the single voter elects itself; anything else too.
-            Ok(_) => refused += 1,
-            Err(_) => break, // the connection closed: the node stopped
+        let name = format!("before-{:06}", acked.len());
+        match produce(client, &name) {
+            Some((ErrorCode::NONE, offset)) => acked.push((offset, name)),
+            Some((ErrorCode::KAFKA_STORAGE_ERROR, _)) => return acked,
+            Some(_) => std::thread::sleep(Duration::from_millis(20)),
+            None => panic!(
+                "the connection failed after {} acknowledged batches (node: {:?})",
+                acked.len(),
+                node.child.try_wait()
+            ),
         }
         assert!(
             Instant::now() < deadline,
-            "the node still answers after {FILL_BUDGET:?} ({acknowledged} batches acknowledged, \
-             {refused} refused): 6 MiB should be full by now"
+            "no KAFKA_STORAGE_ERROR after {FILL_BUDGET:?} ({} batches acknowledged)",
+            acked.len()
         );
-        if refused > 0 && acknowledged == 0 {
-            std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every data record below the high watermark, as (offset, name), read with consumer Fetches.
+fn read_all(client: &mut BlockingClient) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for _ in 0..10_000 {
+        let request = FetchRequest {
+            replica_id: -1,
+            max_wait_ms: 0,
+            min_bytes: 0,
+            max_bytes: 4 << 20,
+            isolation_level: 0,
+            session_id: 0,
+            session_epoch: -1,
+            topics: vec![FetchTopic {
+                name: METADATA_TOPIC.into(),
+                partitions: vec![FetchPartition {
+                    partition: METADATA_PARTITION,
+                    current_leader_epoch: -1,
+                    fetch_offset: offset,
+                    last_fetched_epoch: -1,
+                    log_start_offset: -1,
+                    partition_max_bytes: 1 << 20,
+                }],
+            }],
+            forgotten_topics: Vec::new(),
+            rack_id: String::new(),
+            cluster_id: None,
+        };
+        let response = client
+            .fetch(&request)
+            .expect("a consumer Fetch is answered");
+        let partition = &response.topics[0].partitions[0];
+        assert_eq!(partition.error, ErrorCode::NONE, "Fetch at {offset}");
+        let batches = partition.records.clone().unwrap_or_default();
+        if batches.is_empty() {
+            assert!(offset >= partition.high_watermark, "no batch at {offset}");
+            return out;
+        }
+        for view in batches.into_iter().flat_map(BatchIter::new) {
+            let view = view.expect("a fetched batch parses");
+            offset = view.next_offset();
+            if view.is_control() {
+                continue;
+            }
+            for record in view.records() {
+                let value = record.value.clone().unwrap_or_default();
+                let name = value.split(|&b| b == b'.').next().unwrap_or_default();
+                out.push((
+                    record.offset(view.base_offset()),
+                    String::from_utf8(name.to_vec()).unwrap(),
+                ));
+            }
         }
     }
-    let status = node
-        .wait_exit(WAIT)
-        .expect("the node closed its connection but did not exit: it hangs instead of stopping");
-    let stderr = read_stderr(&mut node);
-    assert_eq!(
-        status.code(),
-        Some(74),
-        "expected the storage fail-stop code 74, got {status} (stderr of the namespace: {stderr})"
-    );
+    panic!("the log never ended")
+}
+
+/// The value of a sample with no labels in the node's /metrics.
+fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let mut stream = TcpStream::connect(addr).expect("connect to /metrics");
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    let prefix = format!("{name} ");
+    let line = body
+        .lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no sample {name} in /metrics"));
+    line[prefix.len()..].trim().parse().unwrap()
+}
+
+/// Deletes `file` inside the node's mount namespace (the mount is the node's alone).
+fn remove_in_namespace(node: &ProcessGuard, file: &Path) {
+    let status = Command::new("nsenter")
+        .args([
+            "-t",
+            &node.pid().to_string(),
+            "-U",
+            "-m",
+            "--preserve-credentials",
+        ])
+        .arg("rm")
+        .arg(file)
+        .status()
+        .expect("nsenter (util-linux) runs");
     assert!(
-        acknowledged >= 16,
-        "only {acknowledged} batches of 64 KiB were acknowledged before the disk was full"
+        status.success(),
+        "rm {} in the node's mount: {status}",
+        file.display()
     );
+}
+
+#[test]
+fn a_full_disk_refuses_writes_serves_reads_and_resumes_when_space_returns() {
+    let cluster = Cluster::new(1);
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let stderr_file = cluster.root.path().join("node.stderr");
+    let (mut node, mount) = start_small_node(
+        &cluster,
+        8,
+        &format!("2>{}", stderr_file.display()),
+        &format!("metrics.listener=http://{metrics_addr}\n"),
+    );
+    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let mut acked = fill(&mut client, &mut node);
+    assert!(
+        acked.len() >= 16,
+        "only {} batches of 60 KiB were acknowledged before the disk was full",
+        acked.len()
+    );
+
+    // Full: the node runs, refuses every append, serves reads and DescribeQuorum.
+    for i in 0..3 {
+        let refused = produce(&mut client, &format!("refused-{i}"));
+        assert_eq!(refused.map(|r| r.0), Some(ErrorCode::KAFKA_STORAGE_ERROR));
+    }
+    assert!(node.child.try_wait().unwrap().is_none(), "the node stopped");
+    let quorum = client
+        .describe_quorum()
+        .expect("DescribeQuorum is answered");
+    assert_eq!(
+        (quorum.error, quorum.leader_id),
+        (ErrorCode::NONE, 1),
+        "a lone voter keeps leading: {quorum:?}"
+    );
+    let log = read_all(&mut client);
+    assert!(
+        log_holds_once_in_order(&log, &acked),
+        "an acknowledged batch is missing while the disk is full"
+    );
+    assert_eq!(metric(metrics_addr, "ringraft_disk_storage_full"), 1.0);
+    let stderr = std::fs::read_to_string(&stderr_file).unwrap();
+    let full_lines: Vec<&str> = stderr.lines().filter(|l| l.contains("disk full")).collect();
+    assert_eq!(
+        full_lines.len(),
+        1,
+        "one line says the disk is full:\n{stderr}"
+    );
+    let line = full_lines[0];
+    assert!(
+        line.contains(&mount.join("log").display().to_string()) && line.contains("free"),
+        "the line names the directory and the free space: {line}"
+    );
+
+    // Space returns: appends are taken again without a restart.
+    remove_in_namespace(&node, &mount.join("ballast"));
+    let deadline = Instant::now() + RESUME_BUDGET;
+    loop {
+        let name = format!("after-{:06}", acked.len());
+        match produce(&mut client, &name) {
+            Some((ErrorCode::NONE, offset)) => {
+                acked.push((offset, name));
+                break;
+            }
+            Some((ErrorCode::KAFKA_STORAGE_ERROR, _)) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            other => panic!("after freeing space: {other:?}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "appends still refused {RESUME_BUDGET:?} after space was freed"
+        );
+    }
+    for i in 0..8 {
+        let name = format!("after-more-{i}");
+        let (error, offset) = produce(&mut client, &name).expect("answered");
+        assert_eq!(error, ErrorCode::NONE, "append {i} after space returned");
+        acked.push((offset, name));
+    }
+    assert_eq!(metric(metrics_addr, "ringraft_disk_storage_full"), 0.0);
+    let log = read_all(&mut client);
+    assert!(
+        log_holds_once_in_order(&log, &acked),
+        "an acknowledged batch is missing after space returned"
+    );
+    let stderr = std::fs::read_to_string(&stderr_file).unwrap();
+    assert!(stderr.contains("disk space is back"), "{stderr}");
+    node.signal(libc::SIGTERM);
+    let status = node.wait_exit(STOP_WAIT).expect("stops on SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_full_disk_with_stderr_unwritable_neither_stops_nor_hangs_the_node() {
+    let cluster = Cluster::new(1);
+    let (mut node, _mount) = start_small_node(&cluster, 6, "2>/dev/full", "");
+    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let acked = fill(&mut client, &mut node);
+    assert!(acked.len() >= 8, "{} batches acknowledged", acked.len());
+    // The warning's write failed: the node still answers, refusing appends and serving reads.
+    let refused = produce(&mut client, "refused");
+    assert_eq!(refused.map(|r| r.0), Some(ErrorCode::KAFKA_STORAGE_ERROR));
+    assert!(log_holds_once_in_order(&read_all(&mut client), &acked));
+    assert!(node.child.try_wait().unwrap().is_none(), "the node stopped");
 }

@@ -138,7 +138,18 @@ pub enum WriterEvent {
     Fatal(WriterError),
     /// Clean shutdown finished.
     Stopped { end_offset: Offset },
+    /// The next segment cannot be allocated ([`LogError::NoSpace`], carried in `error`: the
+    /// directory, the bytes needed and free). Not fatal: nothing was written or lost. The
+    /// writer keeps what it holds and tries again every [`SPACE_RETRY`]; sent once per episode,
+    /// then [`WriterEvent::StorageAvailable`] when an allocation succeeds. The driver stops new
+    /// appends meanwhile (docs/storage.md, "A full disk").
+    StorageFull { error: LogError },
+    /// The next segment was allocated after a [`WriterEvent::StorageFull`]: appends may resume.
+    StorageAvailable { free_bytes: u64 },
 }
+
+/// How often a writer whose disk is full tries to allocate the next segment again.
+pub const SPACE_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
@@ -224,6 +235,10 @@ pub struct WriterStats {
     pub submits_waited: AtomicU64,
     /// Durability reports the full event channel could not take at once (coalesced).
     pub reports_coalesced: AtomicU64,
+    /// 1 while the next segment cannot be allocated (the disk is full), else 0.
+    pub storage_full: AtomicU64,
+    /// Times the disk was found full (episodes, each reported once).
+    pub storage_full_episodes: AtomicU64,
     /// Per group, submit to durable (write + fdatasync), in microseconds (etcd's
     /// `disk_wal_fsync_duration_seconds`, for a group).
     pub group_us: LocalHistogram,
@@ -244,6 +259,8 @@ impl Default for WriterStats {
             slow_groups: AtomicU64::new(0),
             submits_waited: AtomicU64::new(0),
             reports_coalesced: AtomicU64::new(0),
+            storage_full: AtomicU64::new(0),
+            storage_full_episodes: AtomicU64::new(0),
             group_us: LocalHistogram::new(LATENCY_US_BOUNDS),
             group_bytes: LocalHistogram::new(GROUP_BYTES_BOUNDS),
             group_batches: LocalHistogram::new(GROUP_BATCHES_BOUNDS),
@@ -487,6 +504,8 @@ struct WriterThread {
     /// When the group in flight was submitted.
     in_flight_since: Instant,
     split_bytes: usize,
+    /// The next segment could not be allocated (reported); retried every [`SPACE_RETRY`].
+    storage_full: bool,
 }
 
 impl WriterThread {
@@ -525,6 +544,7 @@ impl WriterThread {
             in_flight_since: Instant::now(),
             pending_error: None,
             split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
+            storage_full: false,
         };
         if config.register_buffers {
             writer.register_buffers();
@@ -572,14 +592,17 @@ impl WriterThread {
 
     fn run(mut self) -> Option<Log> {
         loop {
-            if self.queue.is_empty() && !self.shutting_down {
+            if self.storage_full && !self.shutting_down {
+                self.wait_space_retry();
+            } else if self.queue.is_empty() && !self.shutting_down {
                 match self.wait_request() {
                     Ok(request) => self.accept(request),
                     Err(_) => self.shutting_down = true,
                 }
             }
             self.drain_requests();
-            if let Err(error) = self.process() {
+            let result = self.process().and_then(|()| self.idle_work());
+            if let Err(error) = result {
                 tracing::error!(%error, "log writer stopped on a fatal error");
                 // Close the request channel first, so a sender waiting for room returns at once
                 // and the raft thread gets to read the Fatal.
@@ -587,9 +610,67 @@ impl WriterThread {
                 self.sink.send(WriterEvent::Fatal(error));
                 return None;
             }
-            if self.shutting_down && self.queue.is_empty() {
+            // A full disk holds appends that cannot be written: a shutdown drops them (none
+            // was reported durable, so none was acknowledged on this node's account).
+            if self.shutting_down && (self.queue.is_empty() || self.storage_full) {
                 return self.finish();
             }
+        }
+    }
+
+    /// While the disk is full: waits for a request or [`SPACE_RETRY`], whichever comes first
+    /// (the caller then tries the allocation again), delivering a held durability report first.
+    fn wait_space_retry(&mut self) {
+        if let Some(report) = self.undelivered.take() {
+            if let Err(report) = self.sink.try_send(report) {
+                self.undelivered = Some(report);
+            }
+        }
+        match self.requests.recv_timeout(SPACE_RETRY) {
+            Ok(request) => self.accept(request),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => self.shutting_down = true,
+        }
+    }
+
+    /// With nothing queued: allocates the next segment when it is due (the active segment is
+    /// past half full), or again while the disk is full, so a roll never waits for it and a
+    /// full disk is reported while the active segment still has room.
+    fn idle_work(&mut self) -> Result<(), WriterError> {
+        if !self.queue.is_empty() || self.in_flight.is_some() || self.shutting_down {
+            return Ok(());
+        }
+        if !self.storage_full && !self.log.spare_due() {
+            return Ok(());
+        }
+        let result = self.log.prepare_spare();
+        self.note_allocation(result)
+    }
+
+    /// Reports the change when an allocation of the next segment succeeded after a refusal, or
+    /// was refused for the first time; any other error is returned (fatal).
+    fn note_allocation(&mut self, result: Result<(), LogError>) -> Result<(), WriterError> {
+        match result {
+            Ok(()) => {
+                if std::mem::take(&mut self.storage_full) {
+                    self.stats.storage_full.store(0, Ordering::Relaxed);
+                    let free_bytes = file::free_bytes(self.log.dir()).unwrap_or(0);
+                    self.sink.send(WriterEvent::StorageAvailable { free_bytes });
+                }
+                Ok(())
+            }
+            Err(error @ LogError::NoSpace { .. }) => {
+                if !self.storage_full {
+                    self.storage_full = true;
+                    self.stats.storage_full.store(1, Ordering::Relaxed);
+                    self.stats
+                        .storage_full_episodes
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.sink.send(WriterEvent::StorageFull { error });
+                }
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
         }
     }
 
@@ -688,7 +769,13 @@ impl WriterThread {
             let stop = self.stage_group()?;
             let Some(write) = self.log.prepare_group_write() else {
                 if stop == StageStop::NeedsRoll {
-                    self.log.roll()?;
+                    let rolled = self.log.roll();
+                    let refused = matches!(rolled, Err(LogError::NoSpace { .. }));
+                    self.note_allocation(rolled)?;
+                    if refused {
+                        // The queue waits for space (run retries); nothing is lost or reported.
+                        return Ok(());
+                    }
                     continue;
                 }
                 if let Some(seq) = self.staged_seq.take() {

@@ -112,6 +112,19 @@ pub enum LogError {
     InvalidBatch { offset: Offset, reason: String },
     #[error(transparent)]
     Epoch(#[from] EpochCacheError),
+    /// The filesystem refused to allocate the next segment (ENOSPC, EDQUOT, or fewer free bytes
+    /// than a segment needs). Nothing was changed: the log stays as it was and can be written
+    /// up to the end of its active segment; the allocation can be tried again later.
+    #[error(
+        "no room for the next segment in {dir}: {needed} bytes needed, {free} free. Free space \
+         on that filesystem (or set retention.bytes / retention.ms); the node resumes on its \
+         own once a segment fits (docs/operations.md, \"A full disk\")"
+    )]
+    NoSpace {
+        dir: PathBuf,
+        needed: u64,
+        free: u64,
+    },
 }
 
 impl LogError {
@@ -175,6 +188,16 @@ struct Active {
     in_flight: Option<AlignedBuf>,
 }
 
+/// The file the next segment is allocated in before a roll needs it (renamed into place by the
+/// roll; not a segment name, so recovery never reads it as one).
+pub const SPARE_FILE: &str = "next-segment.spare";
+
+/// The next segment's file, allocated ahead (docs/storage.md, "A full disk").
+struct Spare {
+    path: PathBuf,
+    direct: File,
+}
+
 /// The log: segments, epoch cache, write state.
 pub struct Log {
     dir: PathBuf,
@@ -191,6 +214,8 @@ pub struct Log {
     recovery_start: Offset,
     /// What readers on other threads see (kept current by every change below).
     view: Arc<LogView>,
+    /// The next segment, allocated ahead of the roll ([`Self::prepare_spare`]).
+    spare: Option<Spare>,
 }
 
 impl Log {
@@ -495,12 +520,73 @@ impl Log {
         self.active.in_flight.is_some()
     }
 
-    /// Starts a new segment at the end offset. Everything staged must be written first.
+    /// True when the next segment should be allocated now: none is, and the active segment is
+    /// past half its size (the writer does it while idle, so a roll finds it ready and a full
+    /// disk is known while the active segment still has room).
+    pub fn spare_due(&self) -> bool {
+        self.spare.is_none() && self.active_segment().size >= self.config.segment_bytes / 2
+    }
+
+    /// Allocates the next segment's file ([`SPARE_FILE`]) if it is not allocated yet. A refused
+    /// allocation (no room) is [`LogError::NoSpace`] and changes nothing: the log carries on in
+    /// its active segment and the allocation can be tried again. Any other error is an IO error.
+    pub fn prepare_spare(&mut self) -> Result<(), LogError> {
+        if self.spare.is_some() {
+            return Ok(());
+        }
+        let needed = if self.config.preallocate {
+            self.config.segment_bytes
+        } else {
+            0
+        };
+        let free = file::free_bytes(&self.dir).map_err(LogError::io("statvfs", &self.dir))?;
+        if free < needed {
+            return Err(self.no_space(needed, free));
+        }
+        let path = self.dir.join(SPARE_FILE);
+        match allocate_spare(&path, needed) {
+            Ok(direct) => {
+                self.spare = Some(Spare { path, direct });
+                Ok(())
+            }
+            Err((op, error)) => {
+                // Whatever was allocated before the refusal is given back.
+                let _ = std::fs::remove_file(&path);
+                if file::is_no_space(&error) {
+                    let free = file::free_bytes(&self.dir).unwrap_or(0);
+                    return Err(self.no_space(needed, free));
+                }
+                Err(LogError::Io {
+                    op,
+                    path,
+                    source: error,
+                })
+            }
+        }
+    }
+
+    fn no_space(&self, needed: u64, free: u64) -> LogError {
+        LogError::NoSpace {
+            dir: self.dir.clone(),
+            needed,
+            free,
+        }
+    }
+
+    /// True when the next segment is allocated.
+    pub fn has_spare(&self) -> bool {
+        self.spare.is_some()
+    }
+
+    /// Starts a new segment at the end offset. Everything staged must be written first. The
+    /// segment is the spare ([`Self::prepare_spare`], allocated here if it is not yet): a
+    /// refused allocation is [`LogError::NoSpace`], returned before anything changes.
     pub fn roll(&mut self) -> Result<(), LogError> {
         assert!(
             !self.has_staged() && !self.write_in_flight(),
             "roll with unwritten batches"
         );
+        self.prepare_spare()?;
         let old = self.active_segment();
         let (old_path, old_size) = (old.file.path.clone(), old.size);
         // Trim the preallocated tail so a sealed segment's length is its data (recovery relies on
@@ -514,7 +600,8 @@ impl Log {
             .sync_all()
             .map_err(LogError::io("fsync", &old_path))?;
         let base = self.end_offset;
-        let (segment, direct) = create_segment(&self.dir, base, &self.config)?;
+        let spare = self.spare.take().expect("prepared above");
+        let (segment, direct) = install_spare(&self.dir, base, spare)?;
         self.view.add_segment(base, Arc::clone(&segment.file));
         self.segments.insert(base, segment);
         let buffers = self.active.take_buffers(&self.config);
@@ -851,6 +938,31 @@ fn load_partial_block(active: &mut Active, reader: &File, position: u64) -> std:
     active.staging.set_len(tail);
     active.written_len = tail;
     Ok(())
+}
+
+/// Creates and allocates the spare at `path` (the size of a segment, or empty), durably.
+fn allocate_spare(path: &Path, bytes: u64) -> Result<File, (&'static str, std::io::Error)> {
+    let direct = file::open_direct(path, true).map_err(|e| ("create", e))?;
+    direct.set_len(0).map_err(|e| ("truncate", e))?;
+    if bytes > 0 {
+        file::fallocate(&direct, 0, bytes).map_err(|e| ("fallocate", e))?;
+    }
+    direct.sync_all().map_err(|e| ("fsync", e))?;
+    Ok(direct)
+}
+
+/// Renames the spare to segment `base`, durably: the new active segment, empty.
+fn install_spare(dir: &Path, base: Offset, spare: Spare) -> Result<(Segment, File), LogError> {
+    let path = dir.join(segment_file_name(base));
+    std::fs::rename(&spare.path, &path).map_err(LogError::io("rename", &path))?;
+    file::fsync_dir(dir).map_err(LogError::io("fsync dir", dir))?;
+    let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
+    let segment = Segment {
+        file: SegmentFile::new(path, reader, 0, SparseIndex::new(true)),
+        size: 0,
+        end_offset: base,
+    };
+    Ok((segment, spare.direct))
 }
 
 /// Creates segment `base` (fallocated when configured), durably, with its directory entry.

@@ -22,6 +22,11 @@ const ZEROS_BYTES: usize = 1 << 20;
 
 pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     std::fs::create_dir_all(dir).map_err(LogError::io("create dir", dir))?;
+    // A spare allocated before a stop is allocated again when due (its space is given back).
+    let spare = dir.join(super::SPARE_FILE);
+    if spare.exists() {
+        std::fs::remove_file(&spare).map_err(LogError::io("remove", &spare))?;
+    }
     let bases = list_segments(dir).map_err(LogError::io("list", dir))?;
     if bases.is_empty() {
         return create_empty(dir, config);
@@ -123,6 +128,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         zeros: AlignedBuf::zeroed(ZEROS_BYTES),
         recovery_start: start.offset,
         checkpoint: start.checkpoint,
+        spare: None,
     })
 }
 
@@ -146,6 +152,7 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         zeros: AlignedBuf::zeroed(ZEROS_BYTES),
         checkpoint,
         recovery_start: 0,
+        spare: None,
     })
 }
 

@@ -28,6 +28,29 @@ pub fn fallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Bytes an unprivileged writer may still allocate on the filesystem holding `path`
+/// (statvfs(2): available blocks times the fragment size).
+pub fn free_bytes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path"))?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value to be overwritten.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a valid out pointer.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Both are 64-bit on the 64-bit Linux targets the node runs on.
+    let (available, fragment): (u64, u64) = (stat.f_bavail, stat.f_frsize);
+    Ok(available.saturating_mul(fragment))
+}
+
+/// True for the errors that mean "no room" (ENOSPC, EDQUOT): an allocation the filesystem
+/// refused, not a failed write whose data's state is unknown.
+pub fn is_no_space(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
 /// fdatasync(2).
 pub fn fdatasync(file: &File) -> io::Result<()> {
     file.sync_data()

@@ -51,6 +51,9 @@ impl RaftCore {
         record_count: u32,
         is_control: bool,
     ) -> Result<(), ErrorCode> {
+        if self.storage_full {
+            return Err(ErrorCode::KAFKA_STORAGE_ERROR);
+        }
         if self.qs.leader().is_none() || self.is_shutting_down() {
             return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         }

@@ -49,6 +49,8 @@ pub struct RaftCore {
     /// an EndQuorumEpoch named this node a later successor (its leader gave the epoch up, so
     /// there is no live leader a pre-vote would protect). Cleared by every role change.
     pub(crate) stand_when_due: bool,
+    /// The log cannot allocate its next segment ([`Input::StorageFull`]).
+    pub(crate) storage_full: bool,
 }
 
 impl RaftCore {
@@ -97,6 +99,7 @@ impl RaftCore {
             start_now: now,
             epoch_alerted: false,
             stand_when_due: false,
+            storage_full: false,
         })
     }
 
@@ -135,6 +138,7 @@ impl RaftCore {
             Input::AppendControl { batch } => self.on_append_control(batch, out),
             Input::ClientFetch { id, fetch } => self.on_client_fetch(id, fetch, out),
             Input::Shutdown => self.on_shutdown(out),
+            Input::StorageFull { full } => self.storage_full = full,
         }
         if !self.stopped {
             self.drive(out);
@@ -331,7 +335,18 @@ impl RaftCore {
         }
     }
 
+    /// A node whose log cannot grow does not lead among several voters: another can.
+    pub(crate) fn storage_blocks_leading(&self) -> bool {
+        self.storage_full && self.qs.voters().len() > 1
+    }
+
     fn on_role_timer(&mut self, out: &mut Vec<Output>) {
+        if self.storage_blocks_leading() && self.qs.leader().is_none() {
+            // Stand for no election while the disk is full; look again a timeout later.
+            self.stand_when_due = false;
+            self.role_deadline = Some(self.election_deadline());
+            return;
+        }
         if std::mem::take(&mut self.stand_when_due)
             && !self.qs.is_observer()
             && !self.is_shutting_down()
@@ -411,7 +426,11 @@ impl RaftCore {
     /// Keeps the role's background sends going: followers always have a fetch outstanding;
     /// observers without a leader look for one.
     fn drive(&mut self, out: &mut Vec<Output>) {
-        if self.qs.fetching_from().is_some() {
+        if self.storage_blocks_leading() && self.qs.leader().is_some() {
+            self.resign(out);
+            self.role_deadline = Some(self.election_deadline());
+        }
+        if self.qs.fetching_from().is_some() && !self.storage_full {
             // Followers, and a prospective that kept its leader: an answer from it ends the
             // pre-vote round (docs/protocol.md, "Pre-vote").
             let (offset, epoch) = (self.log.end_offset(), self.log.last_epoch());

@@ -52,6 +52,7 @@ error_codes! {
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45, "the producer's batch does not follow its previous one (a gap, or a new epoch not at 0)";
     INVALID_PRODUCER_EPOCH = 47, "the producer's epoch is older than the one in the log (fenced)";
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, "transactional id authorization failed";
+    KAFKA_STORAGE_ERROR = 56, "this node's log directory cannot take more data (disk full); retry";
     SASL_AUTHENTICATION_FAILED = 58, "SASL authentication failed";
     FENCED_LEADER_EPOCH = 74, "the request's epoch is older than the receiver's";
     UNKNOWN_LEADER_EPOCH = 75, "the request's epoch is newer than the leader's";

@@ -201,6 +201,7 @@ impl RaftCore {
         }
         let (leader, vote) = (self.qs.leader_id(), self.qs.voted_id());
         let eligible = !self.is_shutting_down()
+            && !self.storage_blocks_leading()
             && match self.qs.role() {
                 Role::Unattached => true,
                 Role::Follower => leader == Some(req.replica_id),

@@ -102,6 +102,12 @@ pub enum Input {
     ClientFetch { id: u64, fetch: ClientFetch },
     /// Resign (if leader) and stop; the core answers with [`Output::ShutdownComplete`].
     Shutdown,
+    /// The log can (`full: false`) or cannot (`full: true`) allocate its next segment
+    /// (docs/storage.md, "A full disk"). While full: appends are refused with
+    /// KAFKA_STORAGE_ERROR, a follower or observer sends no fetch, and among several voters a
+    /// leader resigns and the node stands for no election (a lone voter keeps leading: nobody
+    /// else could, and it still serves reads). Votes and every read are answered as before.
+    StorageFull { full: bool },
 }
 
 /// What a consumer asks for: the fields of one partition of a Kafka Fetch request, with Kafka's

@@ -362,8 +362,23 @@ pub fn spawn_on_private_mount(
     redirect: &str,
     rust_log: &str,
 ) -> ProcessGuard {
+    spawn_on_private_mount_after(mount_args, "true", dir, config, redirect, rust_log)
+}
+
+/// [`spawn_on_private_mount`], running the shell command `setup` (the mount is "$1") between
+/// the mount and the node; a failed setup exits 98 with "setup:". The node keeps the shell's
+/// pid (`exec`), so `nsenter -t <pid> -U -m` reaches its mount.
+pub fn spawn_on_private_mount_after(
+    mount_args: &str,
+    setup: &str,
+    dir: &Path,
+    config: &Path,
+    redirect: &str,
+    rust_log: &str,
+) -> ProcessGuard {
     let script = format!(
         r#"mount {mount_args} "$1" || {{ echo "mount: failed" >&2; exit 99; }}
+           {setup} || {{ echo "setup: failed" >&2; exit 98; }}
            exec "$2" serve --config "$3" {redirect}"#
     );
     let child = Command::new("unshare")

@@ -16,4 +16,5 @@ mod hostile;
 mod init;
 mod pre_vote;
 mod quorum_epoch;
+mod storage;
 mod transitions;

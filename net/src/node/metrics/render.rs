@@ -427,6 +427,19 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         None,
         w.slow_groups.load(Relaxed),
     )?;
+    out.gauge(
+        "ringraft_disk_storage_full",
+        "1 while the log cannot allocate its next segment (appends refused with \
+         KAFKA_STORAGE_ERROR; docs/operations.md, \"A full disk\"), else 0",
+        None,
+        w.storage_full.load(Relaxed) as i64,
+    )?;
+    out.counter(
+        "ringraft_disk_storage_full_episodes",
+        "times the log found its disk full (each also logged once)",
+        None,
+        w.storage_full_episodes.load(Relaxed),
+    )?;
     out.counter(
         "ringraft_disk_submits_waited",
         "log operations that found the writer's queue full and waited",

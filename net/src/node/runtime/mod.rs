@@ -569,6 +569,24 @@ impl Node {
                 }
                 WriterEvent::Fatal(error) => exit_on_fatal(&error),
                 WriterEvent::Stopped { .. } => {}
+                WriterEvent::StorageFull { error } => {
+                    warn!(
+                        node = self.config.broker_id,
+                        "disk full, this node takes no more appends (KAFKA_STORAGE_ERROR), \
+                         fetches nothing and stands for no election until space returns; it \
+                         still serves reads, votes and DescribeQuorum: {error}"
+                    );
+                    self.step(Input::StorageFull { full: true });
+                }
+                WriterEvent::StorageAvailable { free_bytes } => {
+                    info!(
+                        node = self.config.broker_id,
+                        free_bytes,
+                        dir = %self.config.log_dir.display(),
+                        "disk space is back: the next segment is allocated, appends resume"
+                    );
+                    self.step(Input::StorageFull { full: false });
+                }
             }
         }
     }

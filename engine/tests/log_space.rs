@@ -1,0 +1,222 @@
+//! A full disk at a segment roll (docs/storage.md, "A full disk"): the allocation of the next
+//! segment is refused (`LogError::NoSpace`), nothing changes, and once space is freed the log
+//! rolls with nothing lost; the writer reports `StorageFull` once, holds the appends that need
+//! the roll, and reports `StorageAvailable` and makes them durable once space returns.
+//!
+//! The scenarios need a filesystem that fills: the parent test re-runs this binary's
+//! `space_child` in a private user and mount namespace (`unshare -rm`, no privilege needed) on a
+//! 4 MiB tmpfs made there. The test is about space, not durability (the crash tests run on the
+//! real disk). A ballast file sized from `statvfs` leaves less room than a segment.
+
+mod log_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use engine::io::{WriterConfig, WriterEvent, WriterRequest};
+use engine::log::{Log, LogError, SPARE_FILE};
+use engine::os::file::free_bytes;
+use log_support::*;
+
+const CHILD_ENV: &str = "RINGRAFT_LOG_SPACE_DIR";
+const SEGMENT: u64 = 1 << 20;
+const CHILD_BUDGET: Duration = Duration::from_secs(120);
+
+/// Fills the filesystem of `dir` with a ballast file until `left` bytes are free.
+fn ballast(dir: &Path, left: u64) -> std::path::PathBuf {
+    let path = dir.join("ballast");
+    let free = free_bytes(dir).unwrap();
+    assert!(free > left, "the tmpfs has {free} bytes free");
+    std::fs::write(&path, vec![0u8; (free - left) as usize]).unwrap();
+    path
+}
+
+fn space_error(result: Result<i64, LogError>) -> (u64, u64) {
+    match result {
+        Err(LogError::NoSpace { needed, free, .. }) => (needed, free),
+        other => panic!("expected NoSpace, got {other:?}"),
+    }
+}
+
+/// The log used directly: a refused roll changes nothing and is refused again until space
+/// returns; a spare left over is removed at open.
+fn log_scenario(dir: &Path) {
+    let mut log = Log::open(dir, small_config(SEGMENT)).unwrap();
+    let ballast = ballast(dir.parent().unwrap(), SEGMENT / 2);
+    let mut written = Vec::new();
+    let refused = loop {
+        let b = batch(log.end_offset(), 1, 4, 15_000);
+        match log.append(std::slice::from_ref(&b)) {
+            Ok(_) => written.push(b),
+            Err(error) => break error,
+        }
+        assert!(written.len() < 200, "the segment never filled");
+    };
+    let (needed, free) = space_error(Err(refused));
+    assert_eq!(needed, SEGMENT);
+    assert!(free < SEGMENT, "{free} bytes free");
+    assert_eq!(log.segment_bases(), vec![0], "no segment was added");
+    assert_eq!(log.durable_end_offset(), log.end_offset());
+    assert_eq!(read_all(&log), written, "the log is as it was");
+    assert!(
+        !dir.join(SPARE_FILE).exists(),
+        "the refused spare is given back"
+    );
+    let next = batch(log.end_offset(), 1, 4, 15_000);
+    space_error(log.append(std::slice::from_ref(&next)));
+    assert!(matches!(log.prepare_spare(), Err(LogError::NoSpace { .. })));
+
+    std::fs::remove_file(&ballast).unwrap();
+    log.append(std::slice::from_ref(&next)).unwrap();
+    written.push(next);
+    assert_eq!(log.segment_bases().len(), 2, "rolled once space returned");
+    assert_eq!(read_all(&log), written);
+    log.prepare_spare().unwrap();
+    assert!(dir.join(SPARE_FILE).exists());
+    drop(log);
+    let log = Log::open(dir, small_config(SEGMENT)).unwrap();
+    assert!(
+        !dir.join(SPARE_FILE).exists(),
+        "a leftover spare is removed"
+    );
+    assert_eq!(read_all(&log), written, "nothing lost across the reopen");
+}
+
+fn next_event(writer: &engine::io::GroupCommitWriter, wait: Duration) -> Option<WriterEvent> {
+    writer.events().recv_timeout(wait).ok()
+}
+
+/// The writer: `StorageFull` once while the active segment still has room, the appends that need
+/// the roll held (no durability report), `StorageAvailable` and every append durable once space
+/// returns.
+fn writer_scenario(dir: &Path) {
+    let log = Log::open(dir, small_config(SEGMENT)).unwrap();
+    let ballast = ballast(dir.parent().unwrap(), SEGMENT / 4);
+    let writer = engine::io::GroupCommitWriter::start(log, WriterConfig::default()).unwrap();
+    let mut written: Vec<Bytes> = Vec::new();
+    let mut offset = 0;
+    let (mut full_reports, mut durable_seq) = (0, 0);
+    // One append at a time, each waited for, until one gets no durability report.
+    let mut held = None;
+    for seq in 1..=200u64 {
+        let b = batch(offset, 1, 4, 15_000);
+        offset += 4;
+        written.push(b.clone());
+        writer.submit(WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        });
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while durable_seq < seq && Instant::now() < deadline {
+            match next_event(&writer, Duration::from_millis(100)) {
+                Some(WriterEvent::Durable { up_to_seq, .. }) => durable_seq = up_to_seq,
+                Some(WriterEvent::StorageFull { error }) => {
+                    assert!(matches!(error, LogError::NoSpace { .. }), "{error}");
+                    full_reports += 1;
+                }
+                Some(other) => panic!("unexpected {other:?}"),
+                None => {}
+            }
+        }
+        if durable_seq < seq {
+            held = Some(seq);
+            break;
+        }
+    }
+    let held = held.expect("an append waits for the roll");
+    assert_eq!(full_reports, 1, "reported once, before the roll was needed");
+    assert!(held > 4, "appends filled the active segment first ({held})");
+    // Two more queue behind it; none is reported while the disk is full.
+    for seq in held + 1..=held + 2 {
+        let b = batch(offset, 1, 4, 15_000);
+        offset += 4;
+        written.push(b.clone());
+        writer.submit(WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        });
+    }
+    let quiet = next_event(&writer, Duration::from_millis(2500));
+    assert!(quiet.is_none(), "while full: {quiet:?}");
+    std::fs::remove_file(&ballast).unwrap();
+    let mut available = false;
+    let deadline = Instant::now() + WAIT;
+    while durable_seq < held + 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match next_event(&writer, left).expect("space returned but nothing happened") {
+            WriterEvent::StorageAvailable { free_bytes } => {
+                assert!(free_bytes >= SEGMENT, "{free_bytes}");
+                available = true;
+            }
+            WriterEvent::Durable { up_to_seq, .. } => {
+                assert!(available, "durable before the space was reported back");
+                durable_seq = up_to_seq;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let log = writer.shutdown().expect("a clean stop");
+    assert_eq!(log.segment_bases().len(), 2);
+    assert_eq!(read_all(&log), written, "every append, in order");
+}
+
+/// The child's body: runs only when re-executed by the parent in its namespace.
+#[test]
+fn space_child() {
+    let Ok(mount) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mount = Path::new(&mount);
+    for (name, scenario) in [
+        ("log", log_scenario as fn(&Path)),
+        ("writer", writer_scenario as fn(&Path)),
+    ] {
+        let dir = mount.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        // Each scenario's ballast is made from the room left when it starts.
+        scenario(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        println!("scenario {name}: passed");
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_the_roll_and_resumes_when_space_returns() {
+    let root = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let script = r#"mount -t tmpfs -o size=4m none "$1" || { echo "mount: failed" >&2; exit 99; }
+        exec "$2" --exact space_child --nocapture --test-threads=1"#;
+    let mut child = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh"])
+        .arg(root.path())
+        .arg(&exe)
+        .env(CHILD_ENV, root.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare (util-linux) runs");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > CHILD_BUDGET {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the child ran past {CHILD_BUDGET:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(status.success(), "child {status}:\n{stdout}\n{stderr}");
+    for name in ["log", "writer"] {
+        assert!(
+            stdout.contains(&format!("scenario {name}: passed")),
+            "scenario {name} did not run:\n{stdout}"
+        );
+    }
+}
