@@ -15,4 +15,5 @@ mod hostile;
 mod init;
 mod pre_vote;
 mod quorum_epoch;
+mod reassign;
 mod transitions;
