@@ -179,6 +179,7 @@ fn describe_quorum_matches_kafkas_v0_layout() {
         high_watermark: 99,
         current_voters: vec![ReplicaState {
             replica_id: 1,
+            directory_id: engine::raft::DirectoryId::ZERO,
             log_end_offset: 100,
             last_fetch_timestamp: 7,
             last_caught_up_timestamp: 8,

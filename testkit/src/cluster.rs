@@ -10,7 +10,11 @@ use std::time::{Duration, Instant};
 use net::client::BlockingClient;
 
 use crate::certs::{Authority, Validity, CN_MAPPING_RULE};
+use crate::netns::{Host, NetLab};
 use crate::process::{kill_with_parent, ProcessGuard};
+
+/// The port of every node in a [`NetLab`]: each host has a network of its own.
+const LAB_PORT: u16 = 9092;
 
 /// How the nodes of a [`Cluster`] listen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +82,22 @@ impl Settings {
     /// pinning of the node at position `index`, stdin and stdout null (the caller sets stderr),
     /// in a process group of its own and killed with the thread that spawns it.
     pub fn serve_command(&self, config: &Path, overrides: &[&str], index: usize) -> Command {
-        let mut command = Command::new(&self.binary);
+        self.serve_command_on(None, config, overrides, index)
+    }
+
+    /// [`Settings::serve_command`] in `host`'s network namespace (`ip netns exec`, which execs
+    /// the node: the child's pid is the node's), or in this process's when None.
+    pub fn serve_command_on(
+        &self,
+        host: Option<&Host>,
+        config: &Path,
+        overrides: &[&str],
+        index: usize,
+    ) -> Command {
+        let mut command = match host {
+            Some(host) => host.command(&self.binary),
+            None => Command::new(&self.binary),
+        };
         command.arg("serve").arg("--config").arg(config);
         let all = self.overrides.iter().map(String::as_str);
         for pair in all.chain(overrides.iter().copied()) {
@@ -145,11 +164,16 @@ pub struct Node {
     pub dir: PathBuf,
     pub config: PathBuf,
     pub process: Option<ProcessGuard>,
+    /// The lab host whose namespace the node runs in ([`Cluster::create_in_lab`]).
+    pub host: Option<Host>,
 }
 
 pub struct Cluster {
-    // Declared before `root` so the processes are gone before their directories are removed.
+    // Declared before `lab` and `root` so the processes are gone before their namespaces and
+    // directories are removed.
     pub nodes: Vec<Node>,
+    /// The namespaces of a cluster made by [`Cluster::create_in_lab`].
+    pub lab: Option<NetLab>,
     pub root: tempfile::TempDir,
     pub settings: Settings,
     /// The cluster's CA, with [`Security::MutualTls`] and [`Security::Tls`].
@@ -252,9 +276,50 @@ fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// Client and controller address of the node on lab host `i`: one PLAINTEXT listener.
+fn lab_addrs(lab: &NetLab, i: usize) -> (SocketAddr, SocketAddr) {
+    let addr = SocketAddr::from((lab.host(i).ip, LAB_PORT));
+    (addr, addr)
+}
+
 impl Cluster {
     /// Writes the configs of `count` voters, ids 1 to `count` on free ports (none started).
     pub fn create(settings: Settings, count: usize) -> Result<Cluster, String> {
+        let ports = crate::free_ports(2 * count)?;
+        let addrs: Vec<(SocketAddr, SocketAddr)> = (0..count)
+            .map(|i| match settings.security {
+                Security::Plaintext => (loopback(ports[i]), loopback(ports[i])),
+                Security::MutualTls | Security::Tls => {
+                    (loopback(ports[i]), loopback(ports[count + i]))
+                }
+            })
+            .collect();
+        Self::create_at(settings, addrs, None)
+    }
+
+    /// Writes the configs of `count` voters, ids 1 to `count`, each to run in a namespace of a
+    /// new [`NetLab`] of `hosts` hosts (node i on host i - 1, PLAINTEXT on port 9092; the hosts
+    /// beyond `count` are for [`Cluster::add_node`]). Clients of the cluster's methods connect
+    /// from the lab's client namespace.
+    pub fn create_in_lab(
+        settings: Settings,
+        count: usize,
+        hosts: usize,
+    ) -> Result<Cluster, String> {
+        if settings.security != Security::Plaintext {
+            return Err("a lab cluster is PLAINTEXT only".into());
+        }
+        assert!(count <= hosts, "{count} voters on {hosts} hosts");
+        let lab = NetLab::create(hosts)?;
+        let addrs = (0..count).map(|i| lab_addrs(&lab, i)).collect();
+        Self::create_at(settings, addrs, Some(lab))
+    }
+
+    fn create_at(
+        settings: Settings,
+        addrs: Vec<(SocketAddr, SocketAddr)>,
+        lab: Option<NetLab>,
+    ) -> Result<Cluster, String> {
         let root = tempfile::Builder::new()
             .prefix(&settings.dir_prefix)
             .tempdir_in(std::env::temp_dir())
@@ -269,15 +334,6 @@ impl Cluster {
             (Some(pki), Security::Tls) => Some(client_tls(&pki.ca_path())?),
             _ => None,
         };
-        let ports = crate::free_ports(2 * count)?;
-        let addrs: Vec<(SocketAddr, SocketAddr)> = (0..count)
-            .map(|i| match settings.security {
-                Security::Plaintext => (loopback(ports[i]), loopback(ports[i])),
-                Security::MutualTls | Security::Tls => {
-                    (loopback(ports[i]), loopback(ports[count + i]))
-                }
-            })
-            .collect();
         let voters = addrs
             .iter()
             .enumerate()
@@ -287,6 +343,7 @@ impl Cluster {
         let cluster_id = settings.cluster_id.clone();
         let mut cluster = Cluster {
             nodes: Vec::new(),
+            lab,
             root,
             settings,
             pki,
@@ -324,10 +381,18 @@ impl Cluster {
         cluster_id: &str,
         membership: &str,
     ) -> Result<usize, String> {
-        let ports = crate::free_ports(2)?;
-        let addrs = match self.settings.security {
-            Security::Plaintext => (loopback(ports[0]), loopback(ports[0])),
-            Security::MutualTls | Security::Tls => (loopback(ports[0]), loopback(ports[1])),
+        let addrs = match &self.lab {
+            Some(lab) if self.nodes.len() >= lab.hosts() => {
+                return Err(format!("no free host in the lab for node {id}"))
+            }
+            Some(lab) => lab_addrs(lab, self.nodes.len()),
+            None => {
+                let ports = crate::free_ports(2)?;
+                match self.settings.security {
+                    Security::Plaintext => (loopback(ports[0]), loopback(ports[0])),
+                    Security::MutualTls | Security::Tls => (loopback(ports[0]), loopback(ports[1])),
+                }
+            }
         };
         let config = format!("{name}.properties");
         self.push_node(id, addrs, name, &config, cluster_id, membership)?;
@@ -371,6 +436,10 @@ impl Cluster {
         }
         std::fs::write(&config, properties)
             .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        let host = self
+            .lab
+            .as_ref()
+            .map(|lab| lab.host(self.nodes.len()).clone());
         self.nodes.push(Node {
             id,
             addr,
@@ -378,6 +447,7 @@ impl Cluster {
             dir,
             config,
             process: None,
+            host,
         });
         Ok(())
     }
@@ -385,6 +455,10 @@ impl Cluster {
     /// A client connection to a node's client listener at `addr` (over TLS with
     /// [`Security::Tls`]).
     pub fn client(&self, addr: SocketAddr, timeout: Duration) -> Result<BlockingClient, String> {
+        let _entered = match &self.lab {
+            Some(lab) => Some(lab.client().enter()?),
+            None => None,
+        };
         match &self.client_tls {
             Some(tls) => tls.connect(addr, timeout),
             None => BlockingClient::connect(addr, timeout).map_err(|e| e.to_string()),
@@ -448,7 +522,9 @@ impl Cluster {
                 Stdio::from(file)
             }
         };
-        let mut command = self.settings.serve_command(&node.config, overrides, index);
+        let mut command =
+            self.settings
+                .serve_command_on(node.host.as_ref(), &node.config, overrides, index);
         let child = command
             .stderr(stdio)
             .spawn()
@@ -522,7 +598,13 @@ impl Cluster {
             let reached = self
                 .client(self.addr(leader), Duration::from_secs(1))
                 .and_then(|mut client| client.describe_quorum().map_err(|e| e.to_string()))
-                .is_ok_and(|d| d.current_voters.iter().all(|v| v.log_end_offset >= offset));
+                // Only the leader's own answer counts: a node that is not (any more) the leader
+                // lists no voters, and `all` over none would pass.
+                .is_ok_and(|d| {
+                    d.error.is_none()
+                        && !d.current_voters.is_empty()
+                        && d.current_voters.iter().all(|v| v.log_end_offset >= offset)
+                });
             if reached {
                 return Ok(());
             }
@@ -531,6 +613,22 @@ impl Cluster {
         Err(format!(
             "voters did not reach offset {offset} within {timeout:?}"
         ))
+    }
+
+    /// Cuts node `id`'s host off from every other ([`NetLab::cut`]).
+    pub fn cut(&self, id: i32) -> Result<(), String> {
+        self.lab_host_index(id).and_then(|(lab, i)| lab.cut(i))
+    }
+
+    /// Heals [`Cluster::cut`].
+    pub fn heal(&self, id: i32) -> Result<(), String> {
+        self.lab_host_index(id).and_then(|(lab, i)| lab.heal(i))
+    }
+
+    fn lab_host_index(&self, id: i32) -> Result<(&NetLab, usize), String> {
+        let lab = self.lab.as_ref().ok_or("not a lab cluster")?;
+        let index = self.index(id).ok_or_else(|| format!("no node {id}"))?;
+        Ok((lab, index))
     }
 
     /// Stops every started node: SIGTERM, then SIGKILL (its guard) if it has not exited within

@@ -1,11 +1,13 @@
 //! Local clusters of real `ringraft serve` processes on 127.0.0.1, for the process tests
 //! (tools/tests) and the cluster benchmark (bench): free ports, node configs, spawning, bounded
 //! waits for a leader or for the voters' offsets, graceful stops with exit statuses, what the
-//! nodes wrote to stderr, and the leader among a list of servers. Every node process is killed
+//! nodes wrote to stderr, and the leader among a list of servers; clusters whose nodes run in
+//! network namespaces of their own, to be partitioned for real (netns). Every node process is killed
 //! when its guard drops, and (PR_SET_PDEATHSIG) when the thread that started it ends.
 
 pub mod certs;
 mod cluster;
+pub mod netns;
 mod process;
 
 use std::net::{SocketAddr, TcpListener};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use net::client::BlockingClient;
+use net::client::{BlockingClient, ClientError};
 use net::security::sasl::Mechanism;
 use net::security::tls::{client_config, TlsSettings};
 
@@ -87,7 +87,7 @@ impl ClientSettings {
 
     /// A connection to `server` (`host:port`, the host also the name its certificate must
     /// carry) at `addr`, authenticated as the settings say.
-    pub fn connect(&self, server: &str, addr: SocketAddr) -> Result<BlockingClient, String> {
+    pub fn connect(&self, server: &str, addr: SocketAddr) -> Result<BlockingClient, ClientError> {
         let timeout = Duration::from_secs(5);
         let mut client = match &self.tls {
             Some(config) => {
@@ -99,12 +99,9 @@ impl ClientSettings {
                 BlockingClient::connect_tls(addr, timeout, config.clone(), host)
             }
             None => BlockingClient::connect(addr, timeout),
-        }
-        .map_err(|e| e.to_string())?;
+        }?;
         if let Some((mechanism, user, password)) = &self.sasl {
-            client
-                .authenticate(*mechanism, user, password)
-                .map_err(|e| format!("{server}: {e}"))?;
+            client.authenticate(*mechanism, user, password)?;
         }
         Ok(client)
     }

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use engine::quorum_state_store::QuorumStateStore;
-use engine::raft::{DescribeQuorumResponse, ElectionState, ErrorCode, ReplicaState};
+use engine::raft::ElectionState;
 use engine::record::BatchView;
-use net::client::resolve;
 use net::node::lock::{DirLock, LockError};
 use net::node::NodeConfig;
 
@@ -16,9 +15,11 @@ use net::node::NodeConfig;
 extern crate cli_out;
 use cli_out as out;
 
+mod admin;
 mod client_config;
 mod credentials;
 mod log_format;
+mod quorum_cmd;
 
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
 /// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).
@@ -57,21 +58,9 @@ enum Command {
         #[arg(long)]
         log_cpu: Option<usize>,
     },
-    /// Inspect the quorum.
-    Quorum {
-        /// `host:port[,host:port...]`: asked in turn until the leader answers.
-        #[arg(long)]
-        bootstrap_server: String,
-        #[arg(long)]
-        describe: bool,
-        #[arg(long)]
-        json: bool,
-        /// Properties for a listener that is not PLAINTEXT: `security.protocol`,
-        /// `ssl.truststore.location`, `ssl.keystore.location`, `sasl.mechanism`,
-        /// `sasl.username`, `sasl.password` (docs/security.md).
-        #[arg(long)]
-        command_config: Option<PathBuf>,
-    },
+    /// Describe the quorum (`describe --status`, `describe --replication`; the older
+    /// `--describe`), as Kafka's `kafka-metadata-quorum` does.
+    Quorum(quorum_cmd::QuorumArgs),
     /// Print a log directory's batches.
     DumpLog { dir: PathBuf },
     /// Print a stopped node's stored election state (quorum-state file) and its log's last
@@ -97,7 +86,7 @@ enum Command {
 }
 
 /// Why a command failed.
-enum Failure {
+pub(crate) enum Failure {
     /// Standard output was closed under the command: exit [`out::CLOSED_STATUS`], silently.
     StdoutClosed,
     Message(String),
@@ -166,25 +155,7 @@ fn main() -> ExitCode {
             }
             serve(&config, &overrides).map_err(Failure::from)
         }
-        Command::Quorum {
-            bootstrap_server,
-            describe,
-            json,
-            command_config,
-        } => {
-            let settings = match &command_config {
-                Some(path) => client_config::ClientSettings::load(path),
-                None => Ok(client_config::ClientSettings::plaintext()),
-            };
-            if !describe {
-                Err("nothing to do: pass --describe".into())
-            } else {
-                match settings {
-                    Ok(settings) => describe_quorum(&bootstrap_server, json, &settings),
-                    Err(message) => Err(Failure::Message(message)),
-                }
-            }
-        }
+        Command::Quorum(args) => quorum_cmd::run(args),
         Command::DumpLog { dir } => dump_log(&dir),
         Command::QuorumState { dir, reset_epoch } => quorum_state(&dir, reset_epoch),
         Command::Credentials { command } => credentials::run(command),
@@ -210,106 +181,6 @@ fn serve(config: &std::path::Path, overrides: &[String]) -> Result<(), String> {
     );
     let config = config.map_err(|e| format!("config: {e}"))?;
     net::node::serve(config).map_err(|e| format!("cannot run the node: {e}"))
-}
-
-/// Asks the servers of `servers` (`host:port,...`) in turn; a NOT_QUORUM_LEADER answer names the
-/// leader's id, and the server whose answer comes from that leader (error NONE) is the one
-/// printed. With one server that is not the leader, its answer (with the leader hint) is printed.
-fn describe_quorum(
-    servers: &str,
-    json: bool,
-    settings: &client_config::ClientSettings,
-) -> Result<(), Failure> {
-    let mut last = None;
-    let mut errors = Vec::new();
-    for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let answer = resolve(server).and_then(|addr| {
-            let mut client = settings.connect(server, addr)?;
-            client.describe_quorum().map_err(|e| e.to_string())
-        });
-        match answer {
-            Ok(response) if response.error.is_none() => {
-                last = Some(response);
-                break;
-            }
-            Ok(response) => last = Some(response),
-            Err(error) => errors.push(error),
-        }
-    }
-    let response = last.ok_or_else(|| format!("no server answered: {}", errors.join("; ")))?;
-    if json {
-        outln!("{}", describe_json(&response))?;
-    } else {
-        print_describe(&response)?;
-    }
-    if response.error.is_none() {
-        Ok(())
-    } else if response.error == ErrorCode::NOT_QUORUM_LEADER {
-        Err(format!(
-            "not the leader; the leader is node {} (epoch {}): list its address in --bootstrap-server",
-            response.leader_id, response.leader_epoch
-        )
-        .into())
-    } else {
-        Err(format!("DescribeQuorum failed: {}", response.error).into())
-    }
-}
-
-fn lag(leo: i64, hw: i64) -> i64 {
-    if leo < 0 || hw < 0 {
-        -1
-    } else {
-        (hw - leo).max(0)
-    }
-}
-
-fn print_describe(r: &DescribeQuorumResponse) -> std::io::Result<()> {
-    outln!(
-        "leader: {}  epoch: {}  high watermark: {}  error: {}",
-        r.leader_id,
-        r.leader_epoch,
-        r.high_watermark,
-        r.error
-    )?;
-    let print = |kind: &str, replicas: &[ReplicaState]| -> std::io::Result<()> {
-        for s in replicas {
-            outln!(
-                "  {kind} {:>4}  log end offset {:>10}  lag {:>8}  last fetch {:>14}  last caught up {:>14}",
-                s.replica_id,
-                s.log_end_offset,
-                lag(s.log_end_offset, r.high_watermark),
-                s.last_fetch_timestamp,
-                s.last_caught_up_timestamp
-            )?;
-        }
-        Ok(())
-    };
-    print("voter   ", &r.current_voters)?;
-    print("observer", &r.observers)
-}
-
-fn describe_json(r: &DescribeQuorumResponse) -> serde_json::Value {
-    let replicas = |list: &[ReplicaState]| -> Vec<serde_json::Value> {
-        list.iter()
-            .map(|s| {
-                serde_json::json!({
-                    "id": s.replica_id,
-                    "logEndOffset": s.log_end_offset,
-                    "lag": lag(s.log_end_offset, r.high_watermark),
-                    "lastFetchTimestamp": s.last_fetch_timestamp,
-                    "lastCaughtUpTimestamp": s.last_caught_up_timestamp,
-                })
-            })
-            .collect()
-    };
-    serde_json::json!({
-        "error": r.error.0,
-        "leaderId": r.leader_id,
-        "leaderEpoch": r.leader_epoch,
-        "highWatermark": r.high_watermark,
-        "voters": replicas(&r.current_voters),
-        "observers": replicas(&r.observers),
-    })
 }
 
 /// Prints every batch of a log directory, read with the log's own reader (read-only use: the

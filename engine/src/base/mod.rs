@@ -3,7 +3,7 @@
 //! build on these; this module imports nothing else of the crate (docs/architecture.md, "Layers").
 
 mod epoch_cache;
-mod ids;
+pub mod ids;
 
 pub use epoch_cache::{EpochCache, EpochCacheError};
-pub use ids::{Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
+pub use ids::{DirectoryId, Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};

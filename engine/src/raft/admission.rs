@@ -11,8 +11,8 @@
 
 use super::error::ErrorCode;
 use super::message::{
-    BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchQuorumRecordsRequest, FindQuorumRequest,
-    Request, VoteRequest,
+    AlterQuorumRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchQuorumRecordsRequest,
+    FindQuorumRequest, Request, VoteRequest,
 };
 use super::types::{Epoch, NodeId, Offset, Sender};
 
@@ -43,6 +43,15 @@ pub const MAX_BOOT_SKEW_MS: i64 = 5 * 60 * 1000;
 
 /// The most preferred successors an EndQuorumEpoch may name: more than any voter set.
 pub const MAX_SUCCESSORS: usize = 1024;
+
+/// The most target voters an AlterQuorum may name (the wire decoder refuses more too): far more
+/// than any voter set, small enough that a hostile request costs nothing.
+pub const MAX_TARGET_VOTERS: usize = 64;
+
+/// The longest an AlterQuorum may ask the leader to wait for its target to commit (ms): an
+/// admin client retries after REQUEST_TIMED_OUT (the request is an idempotent overwrite), so a
+/// request never needs to hold the leader's attention for longer.
+pub const MAX_ALTER_QUORUM_TIMEOUT_MS: i32 = 10 * 60 * 1000;
 
 /// A message refused before it could change anything: the Kafka error to answer with (for a
 /// request) and why, for the operator.
@@ -139,7 +148,41 @@ pub(crate) fn admit_request(request: &Request, from: Sender, me: Receiver) -> Re
         Request::FetchQuorumRecords(r) => admit_fetch(r, from, me),
         Request::FindQuorum(r) => admit_find_quorum(r, from, me),
         Request::DescribeQuorum(_) => Ok(()),
+        Request::AlterQuorum(r) => admit_alter_quorum(r),
     }
+}
+
+/// An AlterQuorum names a non-empty set of distinct, real node ids (a set may never be empty:
+/// docs/protocol.md, "Reassignment safety"), and a timeout the leader can keep.
+fn admit_alter_quorum(r: &AlterQuorumRequest) -> Result<(), Refusal> {
+    let voters = &r.target_voters;
+    if voters.is_empty() {
+        return Err(Refusal::invalid("the target voter set is empty".into()));
+    }
+    if voters.len() > MAX_TARGET_VOTERS {
+        return Err(Refusal::invalid(format!(
+            "{} target voters (at most {MAX_TARGET_VOTERS})",
+            voters.len()
+        )));
+    }
+    for v in voters {
+        check_id("target voter id", v.voter_id, 0)?;
+    }
+    let mut ids: Vec<NodeId> = voters.iter().map(|v| v.voter_id).collect();
+    ids.sort_unstable();
+    if let Some(pair) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Refusal::invalid(format!(
+            "target voter {} is named twice",
+            pair[0]
+        )));
+    }
+    if !(0..=MAX_ALTER_QUORUM_TIMEOUT_MS).contains(&r.timeout_ms) {
+        return Err(Refusal::invalid(format!(
+            "timeout {} ms is outside 0..={MAX_ALTER_QUORUM_TIMEOUT_MS}",
+            r.timeout_ms
+        )));
+    }
+    Ok(())
 }
 
 fn admit_vote(r: &VoteRequest, from: Sender, me: Receiver) -> Result<(), Refusal> {
@@ -338,6 +381,45 @@ mod tests {
             port: 65_536,
         });
         assert!(admit_request(&find, Sender::Unverified, ME).is_err());
+    }
+
+    #[test]
+    fn an_alter_quorum_names_distinct_real_voters_and_a_keepable_timeout() {
+        use crate::raft::message::{AlterQuorumRequest, AlterQuorumVoter};
+        use crate::raft::types::DirectoryId;
+        let alter = |ids: &[NodeId], timeout_ms| {
+            Request::AlterQuorum(AlterQuorumRequest {
+                cluster_id: "c".into(),
+                target_voters: ids
+                    .iter()
+                    .map(|id| AlterQuorumVoter {
+                        voter_id: *id,
+                        directory_id: DirectoryId::ZERO,
+                    })
+                    .collect(),
+                timeout_ms,
+                validate_only: false,
+                force: false,
+            })
+        };
+        let admit = |r: &Request| admit_request(r, Sender::Unverified, ME);
+        assert!(admit(&alter(&[0, 1, 2], 0)).is_ok());
+        assert!(admit(&alter(&[5], MAX_ALTER_QUORUM_TIMEOUT_MS)).is_ok());
+        let many: Vec<NodeId> = (0..MAX_TARGET_VOTERS as NodeId).collect();
+        assert!(admit(&alter(&many, 1000)).is_ok());
+        let too_many: Vec<NodeId> = (0..=MAX_TARGET_VOTERS as NodeId).collect();
+        for (bad, why) in [
+            (alter(&[], 1000), "empty"),
+            (alter(&[1, 2, 1], 1000), "twice"),
+            (alter(&[1, -1], 1000), "below"),
+            (alter(&[1], -1), "timeout"),
+            (alter(&[1], MAX_ALTER_QUORUM_TIMEOUT_MS + 1), "timeout"),
+            (alter(&too_many, 1000), "at most"),
+        ] {
+            let refusal = admit(&bad).unwrap_err();
+            assert_eq!(refusal.error, ErrorCode::INVALID_REQUEST);
+            assert!(refusal.reason.contains(why), "{}", refusal.reason);
+        }
     }
 
     #[test]

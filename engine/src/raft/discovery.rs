@@ -6,8 +6,8 @@ use super::core::RaftCore;
 use super::leader::ReplicaProgress;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
-    bootstrap_server_id, bootstrap_server_index, Correlation, Epoch, NodeId, Output, ReplicaView,
-    RequestId, Sender,
+    bootstrap_server_id, bootstrap_server_index, Correlation, DirectoryId, Epoch, NodeId, Output,
+    ReplicaView, RequestId, Sender,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
@@ -48,6 +48,7 @@ impl RaftCore {
             Request::FetchQuorumRecords(r) => self.handle_fetch(id, r, out),
             Request::FindQuorum(r) => self.handle_find_quorum(id, r, out),
             Request::DescribeQuorum(_) => self.handle_describe_quorum(id, out),
+            Request::AlterQuorum(r) => self.handle_alter_quorum(id, r, out),
         }
     }
 
@@ -106,6 +107,9 @@ impl RaftCore {
             Request::FetchQuorumRecords(_) => self.respond_fetch_error(id, error, out),
             Request::FindQuorum(_) => respond_find_quorum_error(id, error, out),
             Request::DescribeQuorum(_) => unreachable!("DescribeQuorum has no field to refuse"),
+            Request::AlterQuorum(_) => {
+                self.respond_alter_quorum_error(id, error, Some(refusal.reason), out)
+            }
         }
     }
 
@@ -482,6 +486,7 @@ impl RaftCore {
     fn replica_state(id: NodeId, p: &ReplicaProgress) -> ReplicaState {
         ReplicaState {
             replica_id: id,
+            directory_id: DirectoryId::ZERO,
             log_end_offset: p.end_offset,
             last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| t as i64),
             last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| t as i64),
@@ -497,6 +502,7 @@ impl RaftCore {
                     if *v == me {
                         voters.push(ReplicaState {
                             replica_id: me,
+                            directory_id: DirectoryId::ZERO,
                             log_end_offset: self.log.end_offset(),
                             last_fetch_timestamp: self.now as i64,
                             last_caught_up_timestamp: self.now as i64,
@@ -559,6 +565,7 @@ fn cluster_id_of(request: &Request) -> Option<&str> {
         Request::FetchQuorumRecords(r) => Some(&r.cluster_id),
         Request::FindQuorum(r) => Some(&r.cluster_id),
         Request::DescribeQuorum(_) => None,
+        Request::AlterQuorum(r) => Some(&r.cluster_id),
     }
 }
 
@@ -570,6 +577,7 @@ fn request_name(request: &Request) -> &'static str {
         Request::FetchQuorumRecords(_) => "FetchQuorumRecords",
         Request::FindQuorum(_) => "FindQuorum",
         Request::DescribeQuorum(_) => "DescribeQuorum",
+        Request::AlterQuorum(_) => "AlterQuorum",
     }
 }
 

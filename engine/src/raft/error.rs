@@ -60,6 +60,7 @@ error_codes! {
     INCONSISTENT_VOTER_SET = 94, "sender or receiver is not in the receiver's voter set";
     INCONSISTENT_CLUSTER_ID = 104, "the request's cluster id does not match this cluster";
     UNSUPPORTED_ENDPOINT_TYPE = 115, "the requested endpoint type is not served";
+    INVALID_VOTER_KEY = 125, "the voter's directory id does not match the voter set's";
     NOT_QUORUM_LEADER = 205, "target broker is not the leader of this quorum";
     UNKNOWN_VOTER_ID = 206, "target voter is unknown to the leader";
     NOT_FOLLOWER = 207, "the sender is no longer a voter; continue as an observer";

@@ -4,7 +4,7 @@
 //! flexible wire format; the simulator passes them around as they are.
 
 use super::error::ErrorCode;
-use super::types::{Epoch, NodeId, Offset};
+use super::types::{DirectoryId, Epoch, NodeId, Offset};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VoteRequest {
@@ -136,6 +136,9 @@ pub struct DescribeQuorumRequest {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaState {
     pub replica_id: NodeId,
+    /// The replica's log directory id ([`DirectoryId::ZERO`] when unknown); a tagged field on
+    /// the wire.
+    pub directory_id: DirectoryId,
     /// -1 when unknown.
     pub log_end_offset: Offset,
     /// -1 when unknown.
@@ -155,6 +158,48 @@ pub struct DescribeQuorumResponse {
     pub observers: Vec<ReplicaState>,
 }
 
+/// One voter of an AlterQuorum target: a node id and the log directory that node must have.
+/// [`DirectoryId::ZERO`] asks for whatever directory the leader has seen that node fetch with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AlterQuorumVoter {
+    pub voter_id: NodeId,
+    pub directory_id: DirectoryId,
+}
+
+/// AlterQuorum (docs/protocol.md, "AlterQuorum"): make `target_voters` the voter set, one
+/// member per committed step. An idempotent overwrite, so a retry after REQUEST_TIMED_OUT is
+/// safe; `target_voters` equal to the current voters cancels a reassignment in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterQuorumRequest {
+    pub cluster_id: String,
+    pub target_voters: Vec<AlterQuorumVoter>,
+    /// How long the leader waits for the target to commit before REQUEST_TIMED_OUT.
+    pub timeout_ms: i32,
+    /// Check the request and answer as if it had been applied, changing nothing.
+    pub validate_only: bool,
+    /// Tagged field 0: skip the check that the new set keeps a live, caught-up majority
+    /// (etcd's strict reconfiguration check).
+    pub force: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterQuorumVoterResult {
+    pub voter_id: NodeId,
+    /// NONE, or UNKNOWN_VOTER_ID for a voter the leader never heard fetch.
+    pub error: ErrorCode,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterQuorumResponse {
+    pub error: ErrorCode,
+    /// Why, for the operator (None on success).
+    pub error_message: Option<String>,
+    /// -1 when unknown.
+    pub leader_id: NodeId,
+    pub leader_epoch: Epoch,
+    pub target_voters: Vec<AlterQuorumVoterResult>,
+}
+
 /// A request the core receives or sends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -164,6 +209,7 @@ pub enum Request {
     FetchQuorumRecords(FetchQuorumRecordsRequest),
     FindQuorum(FindQuorumRequest),
     DescribeQuorum(DescribeQuorumRequest),
+    AlterQuorum(AlterQuorumRequest),
 }
 
 /// A response the core receives or sends; same variants as [`Request`].
@@ -175,6 +221,7 @@ pub enum Response {
     FetchQuorumRecords(FetchQuorumRecordsResponse),
     FindQuorum(FindQuorumResponse),
     DescribeQuorum(DescribeQuorumResponse),
+    AlterQuorum(AlterQuorumResponse),
 }
 
 /// The api keys of the quorum RPCs: Kafka's where Kafka numbered the API, private ones (1000+)
@@ -199,6 +246,7 @@ impl Request {
             Request::FetchQuorumRecords(_) => api_key::FETCH_QUORUM_RECORDS,
             Request::FindQuorum(_) => api_key::FIND_QUORUM,
             Request::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
+            Request::AlterQuorum(_) => api_key::ALTER_QUORUM,
         }
     }
 
@@ -253,6 +301,13 @@ impl Request {
                 target_voters: None,
                 observers: Vec::new(),
             }),
+            Request::AlterQuorum(_) => Response::AlterQuorum(AlterQuorumResponse {
+                error,
+                error_message: None,
+                leader_id: -1,
+                leader_epoch: -1,
+                target_voters: Vec::new(),
+            }),
         }
     }
 }
@@ -267,6 +322,7 @@ impl Response {
             Response::FetchQuorumRecords(r) => r.error,
             Response::FindQuorum(r) => r.error,
             Response::DescribeQuorum(r) => r.error,
+            Response::AlterQuorum(r) => r.error,
         }
     }
 
@@ -278,6 +334,7 @@ impl Response {
             Response::FetchQuorumRecords(_) => api_key::FETCH_QUORUM_RECORDS,
             Response::FindQuorum(_) => api_key::FIND_QUORUM,
             Response::DescribeQuorum(_) => api_key::DESCRIBE_QUORUM,
+            Response::AlterQuorum(_) => api_key::ALTER_QUORUM,
         }
     }
 }
@@ -327,6 +384,16 @@ mod tests {
                 port: 1,
             }),
             Request::DescribeQuorum(DescribeQuorumRequest {}),
+            Request::AlterQuorum(AlterQuorumRequest {
+                cluster_id: "c".into(),
+                target_voters: vec![AlterQuorumVoter {
+                    voter_id: 2,
+                    directory_id: DirectoryId::ZERO,
+                }],
+                timeout_ms: 1000,
+                validate_only: false,
+                force: false,
+            }),
         ];
         for request in requests {
             let response = request.refusal(ErrorCode::CLUSTER_AUTHORIZATION_FAILED);

@@ -30,6 +30,7 @@ mod log_state;
 pub mod message;
 mod quorum_epoch;
 pub mod quorum_state;
+mod reassign;
 mod record_glue;
 mod requests;
 mod rng;

@@ -8,7 +8,7 @@
 use super::error::ErrorCode;
 use super::message::{Request, Response};
 
-pub use crate::base::{Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
+pub use crate::base::{DirectoryId, Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};
 pub use crate::log::LogSnapshot;
 pub use crate::quorum_state_store::ElectionState;
 pub use crate::record::Batch;

@@ -225,6 +225,7 @@ pub fn response(d: &mut impl Draw, v: &TargetView) -> Response {
             high_watermark: offset(d, v),
             current_voters: vec![ReplicaState {
                 replica_id: node_id(d, v),
+                directory_id: crate::base::DirectoryId::ZERO,
                 log_end_offset: offset(d, v),
                 last_fetch_timestamp: timestamp(d),
                 last_caught_up_timestamp: timestamp(d),

@@ -57,6 +57,10 @@ pub const QUORUM_APIS: [ApiSpec; 6] = [
     quorum_rpc(FIND_QUORUM, "FindQuorum", 0),
 ];
 
+/// AlterQuorum (docs/protocol.md, "AlterQuorum"): flexible v0. Not in [`QUORUM_APIS`] until a
+/// node serves it (the API table advertises every entry there).
+pub const ALTER_QUORUM_SPEC: ApiSpec = quorum_rpc(ALTER_QUORUM, "AlterQuorum", 0);
+
 /// The spec of a quorum RPC by key.
 pub fn quorum_api(key: i16) -> Option<&'static ApiSpec> {
     QUORUM_APIS.iter().find(|spec| spec.key == key)

@@ -130,6 +130,11 @@ impl WireReader {
         Ok(i64::from_be_bytes(self.array(field)?))
     }
 
+    /// Kafka's UUID: 16 bytes, most significant first.
+    pub fn uuid(&mut self, field: &'static str) -> Result<[u8; 16], WireError> {
+        self.array(field)
+    }
+
     pub fn bool(&mut self, field: &'static str) -> Result<bool, WireError> {
         let at = self.pos;
         match self.array::<1>(field)?[0] {
@@ -392,6 +397,10 @@ impl WireWriter {
 
     pub fn bool(&mut self, v: bool) {
         self.buf.put_u8(u8::from(v));
+    }
+
+    pub fn uuid(&mut self, v: &[u8; 16]) {
+        self.buf.put_slice(v);
     }
 
     pub fn uvarint(&mut self, v: u32) {

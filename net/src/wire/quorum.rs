@@ -9,9 +9,11 @@
 
 use bytes::Bytes;
 use engine::producer_ids::BlockWanted;
+use engine::raft::admission::MAX_TARGET_VOTERS;
 use engine::raft::{
+    AlterQuorumRequest, AlterQuorumResponse, AlterQuorumVoter, AlterQuorumVoterResult,
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, DescribeQuorumRequest,
-    DescribeQuorumResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, ErrorCode,
+    DescribeQuorumResponse, DirectoryId, EndQuorumEpochRequest, EndQuorumEpochResponse, ErrorCode,
     FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, FindQuorumRequest, FindQuorumResponse,
     ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
 };
@@ -57,6 +59,9 @@ pub struct FetchRequestExtras {
 const TAG_TARGET_VOTERS: u32 = 0;
 const TAG_LAST_CAUGHT_UP: u32 = 0;
 const TAG_LAST_FETCH: u32 = 1;
+const TAG_REPLICA_DIRECTORY_ID: u32 = 2;
+/// Tagged field of AlterQuorum requests: Force (bool), skip the strict reconfiguration check.
+const TAG_FORCE: u32 = 0;
 
 #[derive(Debug, Error)]
 pub enum DecodeError {
@@ -72,6 +77,12 @@ pub enum DecodeError {
     PartitionCount(usize),
     #[error("broker endpoints: {0}")]
     BrokerList(#[from] BrokerListError),
+    #[error("{field}: {count} entries, at most {max}")]
+    TooMany {
+        field: &'static str,
+        count: usize,
+        max: usize,
+    },
 }
 
 impl DecodeError {
@@ -154,8 +165,113 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             w.no_tagged_fields(); // partition
             w.no_tagged_fields(); // topic
         }
+        Request::AlterQuorum(r) => return encode_alter_quorum(r, w),
     }
     w.no_tagged_fields();
+}
+
+fn encode_alter_quorum(r: &AlterQuorumRequest, w: &mut WireWriter) {
+    w.compact_string(&r.cluster_id);
+    w.compact_array_len(Some(r.target_voters.len()));
+    for v in &r.target_voters {
+        w.i32(v.voter_id);
+        w.uuid(&v.directory_id.0);
+        w.no_tagged_fields();
+    }
+    w.i32(r.timeout_ms);
+    w.bool(r.validate_only);
+    // Force rides a tagged field, written only when set: a request without it is the plain v0
+    // body, and a leader that does not know the tag skips it.
+    if r.force {
+        w.tagged_fields(&[(TAG_FORCE, &[1])]);
+    } else {
+        w.no_tagged_fields();
+    }
+}
+
+fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeError> {
+    let cluster_id = r.compact_string("cluster id")?;
+    // Each voter: id, uuid, an empty tagged-field section.
+    let count = bounded_count(r, "target voters", 4 + 16 + 1)?;
+    let mut target_voters = Vec::with_capacity(count);
+    for _ in 0..count {
+        target_voters.push(AlterQuorumVoter {
+            voter_id: r.i32("voter id")?,
+            directory_id: DirectoryId(r.uuid("voter directory id")?),
+        });
+        r.skip_tagged_fields()?;
+    }
+    let mut request = AlterQuorumRequest {
+        cluster_id,
+        target_voters,
+        timeout_ms: r.i32("timeout ms")?,
+        validate_only: r.bool("validate only")?,
+        force: false,
+    };
+    r.tagged_fields(|tag, payload| {
+        if tag != TAG_FORCE {
+            return Ok(false);
+        }
+        let mut inner = WireReader::new(payload);
+        request.force = inner.bool("force")?;
+        inner.finish()?;
+        Ok(true)
+    })?;
+    Ok(request)
+}
+
+/// A compact array's count (null reads as empty), refused above [`MAX_TARGET_VOTERS`]: a voter
+/// list longer than any voter set is hostile, and its decoding must not cost more than a real one.
+fn bounded_count(
+    r: &mut WireReader,
+    field: &'static str,
+    min_element_bytes: usize,
+) -> Result<usize, DecodeError> {
+    let count = r.compact_array_len(field, min_element_bytes)?.unwrap_or(0);
+    if count > MAX_TARGET_VOTERS {
+        return Err(DecodeError::TooMany {
+            field,
+            count,
+            max: MAX_TARGET_VOTERS,
+        });
+    }
+    Ok(count)
+}
+
+fn encode_alter_quorum_response(r: &AlterQuorumResponse, w: &mut WireWriter) {
+    w.i16(r.error.0);
+    w.compact_nullable_string(r.error_message.as_deref());
+    w.i32(r.leader_id);
+    w.i32(r.leader_epoch);
+    w.compact_array_len(Some(r.target_voters.len()));
+    for v in &r.target_voters {
+        w.i32(v.voter_id);
+        w.i16(v.error.0);
+        w.no_tagged_fields();
+    }
+}
+
+fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumResponse, DecodeError> {
+    let error = ErrorCode(r.i16("error code")?);
+    let error_message = r.compact_nullable_string("error message")?;
+    let leader_id = r.i32("leader id")?;
+    let leader_epoch = r.i32("leader epoch")?;
+    let count = bounded_count(r, "target voters", 4 + 2 + 1)?;
+    let mut target_voters = Vec::with_capacity(count);
+    for _ in 0..count {
+        target_voters.push(AlterQuorumVoterResult {
+            voter_id: r.i32("voter id")?,
+            error: ErrorCode(r.i16("voter error code")?),
+        });
+        r.skip_tagged_fields()?;
+    }
+    Ok(AlterQuorumResponse {
+        error,
+        error_message,
+        leader_id,
+        leader_epoch,
+        target_voters,
+    })
 }
 
 fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchRequestExtras) {
@@ -300,6 +416,11 @@ pub fn decode_request_with(
             decode_describe_topics(r)?;
             Request::DescribeQuorum(DescribeQuorumRequest {})
         }
+        api::ALTER_QUORUM => {
+            let request = Request::AlterQuorum(decode_alter_quorum(r)?);
+            r.finish()?;
+            return Ok((request, FetchRequestExtras::default()));
+        }
         other => return Err(DecodeError::UnknownApi(other)),
     };
     r.skip_tagged_fields()?;
@@ -374,6 +495,7 @@ pub fn encode_response_with(
             write_endpoints(&mut w, r.target_voters.as_deref());
         }
         Response::DescribeQuorum(r) => encode_describe_response(r, &mut w),
+        Response::AlterQuorum(r) => encode_alter_quorum_response(r, &mut w),
     }
     w.no_tagged_fields();
     vec![w.into_inner().freeze()]
@@ -466,12 +588,15 @@ fn write_replicas(w: &mut WireWriter, replicas: &[ReplicaState]) {
         w.i64(replica.log_end_offset);
         let caught_up = replica.last_caught_up_timestamp.to_be_bytes();
         let fetched = replica.last_fetch_timestamp.to_be_bytes();
-        let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
+        let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(3);
         if replica.last_caught_up_timestamp != -1 {
             tags.push((TAG_LAST_CAUGHT_UP, &caught_up));
         }
         if replica.last_fetch_timestamp != -1 {
             tags.push((TAG_LAST_FETCH, &fetched));
+        }
+        if !replica.directory_id.is_zero() {
+            tags.push((TAG_REPLICA_DIRECTORY_ID, &replica.directory_id.0));
         }
         w.tagged_fields(&tags);
     }
@@ -483,6 +608,7 @@ fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
     for _ in 0..count {
         let mut replica = ReplicaState {
             replica_id: r.i32("replica id")?,
+            directory_id: DirectoryId::ZERO,
             log_end_offset: r.i64("log end offset")?,
             last_fetch_timestamp: -1,
             last_caught_up_timestamp: -1,
@@ -492,6 +618,11 @@ fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
             match tag {
                 TAG_LAST_CAUGHT_UP => replica.last_caught_up_timestamp = value()?,
                 TAG_LAST_FETCH => replica.last_fetch_timestamp = value()?,
+                TAG_REPLICA_DIRECTORY_ID => {
+                    let mut inner = WireReader::new(payload.clone());
+                    replica.directory_id = DirectoryId(inner.uuid("replica directory id")?);
+                    inner.finish()?;
+                }
                 _ => return Ok(false),
             }
             Ok(true)
@@ -550,6 +681,7 @@ pub fn decode_response_with(
             target_voters: read_endpoints(r)?,
         }),
         api::DESCRIBE_QUORUM => Response::DescribeQuorum(decode_describe_response(r)?),
+        api::ALTER_QUORUM => Response::AlterQuorum(decode_alter_quorum_response(r)?),
         other => return Err(DecodeError::UnknownApi(other)),
     };
     r.skip_tagged_fields()?;
@@ -713,6 +845,67 @@ mod tests {
             port: 9093,
         }));
         request_round_trip(Request::DescribeQuorum(DescribeQuorumRequest {}));
+        for (validate_only, force) in [(false, false), (true, false), (false, true)] {
+            request_round_trip(alter_quorum(&[1, 2, 4], validate_only, force));
+        }
+    }
+
+    fn alter_quorum(ids: &[i32], validate_only: bool, force: bool) -> Request {
+        Request::AlterQuorum(AlterQuorumRequest {
+            cluster_id: "c".into(),
+            target_voters: ids
+                .iter()
+                .map(|id| AlterQuorumVoter {
+                    voter_id: *id,
+                    directory_id: DirectoryId::from_halves(*id as u64, 7),
+                })
+                .collect(),
+            timeout_ms: 30_000,
+            validate_only,
+            force,
+        })
+    }
+
+    /// The AlterQuorum body, byte for byte: the layout docs/protocol.md gives.
+    #[test]
+    fn alter_quorum_bytes_are_the_documented_layout() {
+        let mut expected: Vec<u8> = vec![0x02, b'c', 0x02]; // ClusterId "c", one voter
+        expected.extend_from_slice(&[0, 0, 0, 4]); // VoterId
+        expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 7]); // uuid
+        expected.push(0); // voter's tagged fields
+        expected.extend_from_slice(&[0, 0, 0x75, 0x30, 1]); // TimeoutMs 30000, ValidateOnly
+        let mut plain = expected.clone();
+        plain.push(0); // no tagged fields
+        assert_eq!(&encoded(&alter_quorum(&[4], true, false))[..], &plain[..]);
+        expected.extend_from_slice(&[1, 0, 1, 1]); // one tag: 0, length 1, Force = true
+        assert_eq!(&encoded(&alter_quorum(&[4], true, true))[..], &expected[..]);
+        for cut in 0..expected.len() {
+            let mut r = WireReader::new(Bytes::from(expected[..cut].to_vec()));
+            assert!(
+                decode_request(api::ALTER_QUORUM, 0, &mut r).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_alter_quorum_naming_too_many_voters_is_refused_before_it_is_read() {
+        let ids: Vec<i32> = (0..=MAX_TARGET_VOTERS as i32).collect();
+        let mut r = WireReader::new(encoded(&alter_quorum(&ids, false, false)));
+        let err = decode_request(api::ALTER_QUORUM, 0, &mut r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DecodeError::TooMany {
+                    max: MAX_TARGET_VOTERS,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.error_code(), ErrorCode::INVALID_REQUEST);
+        let ids: Vec<i32> = (0..MAX_TARGET_VOTERS as i32).collect();
+        request_round_trip(alter_quorum(&ids, false, false));
     }
 
     #[test]
@@ -759,6 +952,11 @@ mod tests {
         );
         let replica = |id, ts| ReplicaState {
             replica_id: id,
+            directory_id: if ts == -1 {
+                DirectoryId::ZERO
+            } else {
+                DirectoryId::from_halves(id as u64, ts as u64)
+            },
             log_end_offset: 40,
             last_fetch_timestamp: ts,
             last_caught_up_timestamp: ts,
@@ -775,6 +973,27 @@ mod tests {
                 observers: vec![],
             }),
         );
+        for error_message in [None, Some("why".to_string())] {
+            response_round_trip(
+                api::ALTER_QUORUM,
+                Response::AlterQuorum(AlterQuorumResponse {
+                    error: ErrorCode::UNKNOWN_VOTER_ID,
+                    error_message,
+                    leader_id: 1,
+                    leader_epoch: 7,
+                    target_voters: vec![
+                        AlterQuorumVoterResult {
+                            voter_id: 1,
+                            error: ErrorCode::NONE,
+                        },
+                        AlterQuorumVoterResult {
+                            voter_id: 4,
+                            error: ErrorCode::UNKNOWN_VOTER_ID,
+                        },
+                    ],
+                }),
+            );
+        }
     }
 
     fn fetch_request() -> Request {

@@ -81,6 +81,16 @@ impl Cluster {
         Cluster(ok(testkit::Cluster::create(settings(), count as usize)))
     }
 
+    /// [`Cluster::new`] with each node in a network namespace of its own, on one bridge of a
+    /// lab of `hosts` hosts (testkit's `Cluster::create_in_lab`): to be partitioned for real.
+    pub fn new_in_lab(count: i32, hosts: usize) -> Cluster {
+        Cluster(ok(testkit::Cluster::create_in_lab(
+            settings(),
+            count as usize,
+            hosts,
+        )))
+    }
+
     /// [`Cluster::new`] with a mutual-TLS controller listener per node and a PLAINTEXT client
     /// listener (testkit's `Security::MutualTls`).
     pub fn new_mutual_tls(count: i32) -> Cluster {
@@ -323,10 +333,22 @@ pub fn start_load(
     addrs: Vec<SocketAddr>,
     stop: Arc<AtomicBool>,
 ) -> (Acked, std::thread::JoinHandle<()>) {
+    start_load_from(None, addrs, stop)
+}
+
+/// [`start_load`] from a thread in `host`'s network namespace (a lab's client namespace), or in
+/// this process's when None.
+pub fn start_load_from(
+    host: Option<testkit::netns::Host>,
+    addrs: Vec<SocketAddr>,
+    stop: Arc<AtomicBool>,
+) -> (Acked, std::thread::JoinHandle<()>) {
     let acked: Acked = Arc::new(Mutex::new(Vec::new()));
     let handle = {
         let acked = Arc::clone(&acked);
         std::thread::spawn(move || {
+            // The thread stays in the namespace until it ends: every connection is made there.
+            let _entered = host.map(|h| h.enter().unwrap_or_else(|e| panic!("{e}")));
             let mut i = 0u64;
             let mut target = 0usize;
             while !stop.load(Ordering::Relaxed) {

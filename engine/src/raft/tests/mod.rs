@@ -16,5 +16,6 @@ mod hostile;
 mod init;
 mod pre_vote;
 mod quorum_epoch;
+mod reassign;
 mod storage;
 mod transitions;

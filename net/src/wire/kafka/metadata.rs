@@ -111,16 +111,11 @@ fn flex(version: i16) -> Flex {
 }
 
 pub(super) fn read_uuid(r: &mut WireReader, field: &'static str) -> Result<TopicId, WireError> {
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&r.i64(field)?.to_be_bytes());
-    id[8..].copy_from_slice(&r.i64(field)?.to_be_bytes());
-    Ok(id)
+    r.uuid(field)
 }
 
 pub(super) fn write_uuid(w: &mut WireWriter, id: &TopicId) {
-    let (high, low) = id.split_at(8);
-    w.i64(i64::from_be_bytes(high.try_into().expect("8 bytes")));
-    w.i64(i64::from_be_bytes(low.try_into().expect("8 bytes")));
+    w.uuid(id)
 }
 
 fn read_ids(flex: &Flex, r: &mut WireReader, field: &'static str) -> Result<Vec<i32>, WireError> {
