@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use engine::io::{
     GroupCommitWriter, SyncMode, WriterConfig, WriterEvent, WriterRequest, WriterStats,
 };
-use engine::log::{Log, LogConfig};
+use engine::log::{Log, LogConfig, RetentionPolicy};
 use engine::record::{stamp, RecordBatchBuilder};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -57,6 +57,13 @@ pub struct LogArgs {
     /// Do not fallocate segments.
     #[arg(long)]
     no_preallocate: bool,
+    /// Run retention (retention.bytes) every 100 ms up to the durable end: sealed segments
+    /// leave the front once the log holds more than this (docs/storage.md, "Recycling").
+    #[arg(long)]
+    retention_bytes: Option<u64>,
+    /// With --retention-bytes: delete retired segments instead of recycling them.
+    #[arg(long)]
+    no_recycle: bool,
     /// Capacity of each staging buffer: the largest group (above 3 MiB the buffers no longer fit
     /// a memlock limit of 8 MiB and are written unregistered).
     #[arg(long, default_value_t = LogConfig::default().max_group_bytes)]
@@ -100,6 +107,8 @@ struct Report {
     zero_ahead_bytes: u64,
     zero_ahead_max_group_bytes: usize,
     preallocate: bool,
+    retention_bytes: Option<u64>,
+    recycle_segments: bool,
     registered_buffers: bool,
     single_issuer: bool,
     defer_taskrun: bool,
@@ -144,6 +153,7 @@ pub fn run(args: LogArgs) -> Result<(), String> {
         zero_ahead_bytes: args.zero_ahead_bytes,
         zero_ahead_max_group_bytes: args.zero_ahead_max_group_bytes,
         max_group_bytes: args.max_group_bytes,
+        recycle_segments: !args.no_recycle,
         ..LogConfig::default()
     };
     let writer_config = WriterConfig {
@@ -226,6 +236,9 @@ fn drive(
             })
         })
         .collect();
+    let retention = args
+        .retention_bytes
+        .map(|bytes| start_retention(bytes, writer.sender(), Arc::clone(&shared)));
     let warmup = Duration::from_secs_f64((args.duration / 5.0).min(2.0));
     std::thread::sleep(warmup);
     let stats = writer.stats();
@@ -244,6 +257,11 @@ fn drive(
     }
     // The dispatcher ends when the writer stops (after shutdown); detach it.
     drop(dispatcher);
+    if let Some(retention) = retention {
+        retention
+            .join()
+            .map_err(|_| "the retention thread panicked")?;
+    }
     let groups = (after.groups - before.groups).max(1) as f64;
     let info = writer.ring_info();
     Ok(Report {
@@ -271,6 +289,8 @@ fn drive(
         zero_ahead_bytes: args.zero_ahead_bytes,
         zero_ahead_max_group_bytes: args.zero_ahead_max_group_bytes,
         preallocate: !args.no_preallocate,
+        retention_bytes: args.retention_bytes,
+        recycle_segments: !args.no_recycle,
         registered_buffers: info.registered_buffers,
         single_issuer: info.single_issuer,
         defer_taskrun: info.defer_taskrun,
@@ -313,6 +333,30 @@ impl Shared {
         let later = sequencer.waiters.split_off(&(up_to_seq + 1));
         std::mem::replace(&mut sequencer.waiters, later)
     }
+}
+
+/// Asks the writer to run retention every 100 ms up to the durable end, until the run stops.
+fn start_retention(
+    bytes: u64,
+    requests: Sender<WriterRequest>,
+    shared: Arc<Shared>,
+) -> std::thread::JoinHandle<()> {
+    let policy = RetentionPolicy {
+        bytes: Some(bytes),
+        ms: None,
+    };
+    std::thread::spawn(move || {
+        while !shared.stop.load(Ordering::SeqCst) {
+            let limit = shared.durable_end.load(Ordering::Relaxed);
+            if requests
+                .send(WriterRequest::Retain { policy, limit })
+                .is_err()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -492,6 +536,16 @@ fn print_report(args: &LogArgs, r: &Report) -> std::io::Result<()> {
         r.latency_us.max,
         r.latency_us.mean
     )?;
+    if let Some(bytes) = r.retention_bytes {
+        outln!(
+            "  retention.bytes {bytes}: retired segments {}",
+            if r.recycle_segments {
+                "recycled"
+            } else {
+                "deleted"
+            }
+        )?;
+    }
     outln!("  loadavg: {}  dir: {}", r.loadavg, args.dir.display())?;
     Ok(())
 }

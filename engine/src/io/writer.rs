@@ -27,7 +27,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
 use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
 use crate::base::Offset;
-use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, StageStop};
+use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, RetentionPolicy, StageStop};
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
 use crate::stats::{LocalHistogram, GROUP_BATCHES_BOUNDS, GROUP_BYTES_BOUNDS, LATENCY_US_BOUNDS};
@@ -113,6 +113,13 @@ pub enum WriterRequest {
     TruncateTo { seq: u64, offset: Offset },
     /// Finish what is queued, checkpoint, and stop (answered with [`WriterEvent::Stopped`]).
     Shutdown,
+    /// Retention in the writer's sequence ([`Log::apply_retention`]): the sealed segments the
+    /// policy lets go, never past `limit` (the high watermark, for a node), are deleted or
+    /// recycled. Not reported.
+    Retain {
+        policy: RetentionPolicy,
+        limit: Offset,
+    },
 }
 
 /// What the writer reports.
@@ -466,6 +473,10 @@ enum Queued {
         seq: u64,
         offset: Offset,
     },
+    Retain {
+        policy: RetentionPolicy,
+        limit: Offset,
+    },
 }
 
 /// At most this many parallel writes per group (the ring has room for them plus two).
@@ -746,6 +757,9 @@ impl WriterThread {
                 self.queue.push_back(Queued::TruncateTo { seq, offset })
             }
             WriterRequest::Shutdown => self.shutting_down = true,
+            WriterRequest::Retain { policy, limit } => {
+                self.queue.push_back(Queued::Retain { policy, limit })
+            }
         }
     }
 
@@ -786,6 +800,11 @@ impl WriterThread {
                         self.log.truncate_to(offset)?;
                         self.queue.pop_front();
                         self.report_durable(seq);
+                        continue;
+                    }
+                    Some(&Queued::Retain { policy, limit }) => {
+                        self.log.apply_retention(policy, wall_clock_ms(), limit)?;
+                        self.queue.pop_front();
                         continue;
                     }
                     None => return Ok(()),
@@ -1060,6 +1079,13 @@ impl WriterThread {
         }
         Ok(())
     }
+}
+
+/// Milliseconds since the Unix epoch: what retention compares batches' timestamps with.
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// One submission queue entry of a group, with what to report if it fails.

@@ -59,6 +59,10 @@ pub struct LogConfig {
     /// Only groups of at most this many bytes carry a zero-fill (large groups would pay for
     /// writing every byte twice). `usize::MAX` = always, 0 = never.
     pub zero_ahead_max_group_bytes: usize,
+    /// Retention renames the oldest segment it retires to the spare (the next segment) instead
+    /// of deleting it, so new groups write over blocks written before (docs/storage.md,
+    /// "Recycling").
+    pub recycle_segments: bool,
 }
 
 impl Default for LogConfig {
@@ -70,6 +74,7 @@ impl Default for LogConfig {
             max_group_bytes: 3 << 20,
             zero_ahead_bytes: 1 << 20,
             zero_ahead_max_group_bytes: 64 << 10,
+            recycle_segments: true,
         }
     }
 }
@@ -196,6 +201,9 @@ pub const SPARE_FILE: &str = "next-segment.spare";
 struct Spare {
     path: PathBuf,
     direct: File,
+    /// Its blocks up to here hold data written before (a recycled segment): writes over them
+    /// need no extent conversion, so no zero-fill either.
+    written: u64,
 }
 
 /// The log: segments, epoch cache, write state.
@@ -546,7 +554,11 @@ impl Log {
         let path = self.dir.join(SPARE_FILE);
         match allocate_spare(&path, needed) {
             Ok(direct) => {
-                self.spare = Some(Spare { path, direct });
+                self.spare = Some(Spare {
+                    path,
+                    direct,
+                    written: 0,
+                });
                 Ok(())
             }
             Err((op, error)) => {
@@ -601,11 +613,13 @@ impl Log {
             .map_err(LogError::io("fsync", &old_path))?;
         let base = self.end_offset;
         let spare = self.spare.take().expect("prepared above");
+        let written = spare.written;
         let (segment, direct) = install_spare(&self.dir, base, spare)?;
         self.view.add_segment(base, Arc::clone(&segment.file));
         self.segments.insert(base, segment);
         let buffers = self.active.take_buffers(&self.config);
         self.active = Active::new(direct, 0, buffers);
+        self.active.zeroed_end = align_down(written);
         self.store_checkpoint(base, base, 0)
     }
 
@@ -667,6 +681,22 @@ impl Log {
             .collect()
     }
 
+    /// Runs the retention policy ([`retention_start`]) on the log as it is, never past `limit`
+    /// nor the durable end, and deletes (or recycles) what it lets go. Returns the log start.
+    pub fn apply_retention(
+        &mut self,
+        policy: RetentionPolicy,
+        wall_clock_ms: i64,
+        limit: Offset,
+    ) -> Result<Offset, LogError> {
+        if policy.keeps_everything() {
+            return Ok(self.start_offset());
+        }
+        let limit = limit.min(self.durable_end_offset);
+        let start = retention_start(&self.segment_summaries()?, policy, wall_clock_ms, limit);
+        self.delete_segments_before(start)
+    }
+
     /// Deletes the sealed segments that end at or before `start`, oldest first, and returns
     /// the new log start (the first remaining segment's base, which the file names persist).
     /// Only durable data may go: `start` is at most the durable end. A crash between two
@@ -692,8 +722,10 @@ impl Log {
         self.view.drop_front(new_start);
         for base in doomed {
             let segment = self.segments.remove(&base).expect("listed segment");
-            let path = &segment.file.path;
-            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+            if !self.recycle(&segment)? {
+                let path = &segment.file.path;
+                std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+            }
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
         debug_assert_eq!(self.start_offset(), new_start);
@@ -711,6 +743,37 @@ impl Log {
             self.checkpoint = checkpoint;
         }
         Ok(new_start)
+    }
+
+    /// Makes a retired segment the spare when recycling is on and there is none yet: renamed
+    /// (the oldest first, so a crash leaves a contiguous run), grown back to a segment's size.
+    /// Its old batches stay in its blocks; recovery tells them from the log's by their offsets,
+    /// all below the base it gets (docs/storage.md, "Recycling"). False: delete it instead.
+    fn recycle(&mut self, segment: &Segment) -> Result<bool, LogError> {
+        if !self.config.recycle_segments || self.spare.is_some() {
+            return Ok(false);
+        }
+        let path = self.dir.join(SPARE_FILE);
+        let old = &segment.file.path;
+        std::fs::rename(old, &path).map_err(LogError::io("rename", old))?;
+        let direct = file::open_direct(&path, false).map_err(LogError::io("open", &path))?;
+        if self.config.preallocate && segment.size < self.config.segment_bytes {
+            // The trimmed tail only: a few blocks at most, allocated (if the disk refuses even
+            // that, the roll allocates a fresh spare or reports the disk full).
+            if let Err(error) = file::fallocate(&direct, 0, self.config.segment_bytes) {
+                let _ = std::fs::remove_file(&path);
+                if file::is_no_space(&error) {
+                    return Ok(true);
+                }
+                return Err(LogError::io("fallocate", &path)(error));
+            }
+        }
+        self.spare = Some(Spare {
+            path,
+            direct,
+            written: segment.size,
+        });
+        Ok(true)
     }
 
     /// Byte position in segment `base` where the batch holding `offset` starts (or the segment

@@ -65,7 +65,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         let scan = scan_segment(
             &reader,
             length,
-            position,
+            (base, position),
             expected,
             &mut epochs,
             &mut index,
@@ -326,7 +326,7 @@ enum ScanStop {
 fn scan_segment(
     file: &File,
     length: u64,
-    mut position: u64,
+    (base, mut position): (Offset, u64),
     mut offset: Offset,
     epochs: &mut EpochCache,
     index: &mut SparseIndex,
@@ -355,7 +355,13 @@ fn scan_segment(
                 false,
             );
         }
-        let checked = batch_meta::validate(&bytes).and_then(|meta| {
+        let checked = batch_meta::validate(&bytes);
+        if checked.as_ref().is_ok_and(|meta| meta.base_offset < base) {
+            // A whole valid batch from before this file's base: the old data of a recycled
+            // segment (docs/storage.md, "Recycling"), never written at this base. The end.
+            break ScanStop::Zeros;
+        }
+        let checked = checked.and_then(|meta| {
             if meta.base_offset != offset {
                 return Err(format!(
                     "batch at offset {} where {offset} was expected",
@@ -367,7 +373,7 @@ fn scan_segment(
                 .map_err(|e| e.to_string())
         });
         if let Err(reason) = checked {
-            let followed = valid_batch_at(&mut reader, position + meta.len as u64)?;
+            let followed = valid_batch_at(&mut reader, position + meta.len as u64, offset)?;
             break invalid(reason, followed);
         }
         index.note(meta.base_offset, position, meta.max_timestamp, interval);
@@ -388,13 +394,21 @@ fn invalid(reason: String, followed_by_valid: bool) -> ScanStop {
     }
 }
 
-/// True when a whole batch with a valid CRC starts at `position`: the bad batch before it is
-/// corruption inside the log, not a torn tail.
-fn valid_batch_at(reader: &mut ChunkReader<'_>, position: u64) -> std::io::Result<bool> {
+/// True when a whole batch with a valid CRC that could belong to the log (at or after
+/// `expected`) starts at `position`: the bad batch before it is corruption inside the log, not a
+/// torn tail. A valid batch below `expected` is the old data of a recycled segment.
+fn valid_batch_at(
+    reader: &mut ChunkReader<'_>,
+    position: u64,
+    expected: Offset,
+) -> std::io::Result<bool> {
     let header = reader.get(position, BATCH_HEADER_LEN)?;
     let Peek::Header(meta) = batch_meta::peek(&header) else {
         return Ok(false);
     };
+    if meta.base_offset < expected {
+        return Ok(false);
+    }
     let bytes = reader.get(position, meta.len)?;
     Ok(bytes.len() == meta.len && batch_meta::validate(&bytes).is_ok())
 }
