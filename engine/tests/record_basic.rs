@@ -557,3 +557,31 @@ fn a_buffer_of_two_batches_yields_two_and_ends() {
     assert_eq!(stored.position(), all.len());
     assert_eq!(first.len() * 2, all.len());
 }
+
+/// A snappy-java stream that decompresses past the limit names the limit it was given, not
+/// what was left of it after the earlier blocks (caught by this test: `room + out.len()` turned
+/// into `room * out.len()` in `snappy_block`, engine/src/record/compression.rs).
+#[test]
+fn a_framed_snappy_stream_past_the_limit_names_the_limit() {
+    use engine::record::compression::{decompress, Compression};
+    // snappy-java's framing: magic, two version words, then (big-endian length, raw block).
+    let data = vec![7u8; 4096];
+    let mut framed = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01".to_vec();
+    for chunk in data.chunks(1024) {
+        let block = snap::raw::Encoder::new().compress_vec(chunk).unwrap();
+        framed.extend_from_slice(&u32::try_from(block.len()).unwrap().to_be_bytes());
+        framed.extend_from_slice(&block);
+    }
+    assert_eq!(
+        decompress(Compression::Snappy, &framed, 4096).unwrap(),
+        data
+    );
+    // The fourth block finds 1,023 bytes of room after 3,072: the error names the 4,095.
+    assert_eq!(
+        decompress(Compression::Snappy, &framed, 4095),
+        Err(RecordError::DecompressedTooLarge {
+            codec: "snappy",
+            limit: 4095
+        })
+    );
+}
