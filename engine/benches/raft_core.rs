@@ -53,6 +53,7 @@ fn leader() -> (RaftCore, u64) {
         voted_id: 1,
         current_voters: VOTERS.to_vec(),
         target_voters: None,
+        target_force: false,
         applied_offset: 0,
     };
     let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();
@@ -201,6 +202,7 @@ fn follower_fetch_response(iters: u64) -> Duration {
         voted_id: -1,
         current_voters: VOTERS.to_vec(),
         target_voters: None,
+        target_force: false,
         applied_offset: 0,
     };
     let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();

@@ -27,8 +27,11 @@ use crate::base::{Epoch, NodeId, Offset};
 pub const FILE_NAME: &str = "quorum-state";
 /// The temporary file a write goes through before the rename.
 pub const TEMP_FILE_NAME: &str = "quorum-state.tmp";
-/// The only `data_version` this build reads and writes.
-pub const DATA_VERSION: i64 = 0;
+/// The `data_version` this build writes. Version 1 adds `targetForce`; a version 0 file (which
+/// has none) is read as `targetForce: false` and upgraded by the next write.
+pub const DATA_VERSION: i64 = 1;
+/// The oldest `data_version` this build reads.
+pub const OLDEST_DATA_VERSION: i64 = 0;
 
 #[derive(Debug, Error)]
 pub enum QuorumStateError {
@@ -96,6 +99,9 @@ struct QuorumStateData {
     applied_offset: i64,
     current_voters: Vec<Voter>,
     target_voters: Option<Vec<Voter>>,
+    /// Version 1: the reassignment in progress skips the strict reconfiguration check.
+    #[serde(default)]
+    target_force: bool,
     #[serde(rename = "data_version")]
     data_version: i64,
 }
@@ -193,6 +199,7 @@ impl QuorumStateStore {
             voted_id: data.voted_id,
             current_voters: voter_ids(&data.current_voters),
             target_voters: data.target_voters.as_deref().map(voter_ids),
+            target_force: data.target_force,
             applied_offset: data.applied_offset,
         }))
     }
@@ -210,6 +217,7 @@ impl QuorumStateStore {
             applied_offset: state.applied_offset,
             current_voters: voters(&state.current_voters),
             target_voters: state.target_voters.as_deref().map(voters),
+            target_force: state.target_force,
             data_version: DATA_VERSION,
         };
         let mut line = serde_json::to_vec(&data).expect("plain data serializes");
@@ -274,7 +282,10 @@ impl QuorumStateStore {
         let version = value
             .get("data_version")
             .ok_or_else(|| self.corrupt("no data_version field"))?;
-        if version.as_i64() != Some(DATA_VERSION) {
+        if !version
+            .as_i64()
+            .is_some_and(|v| (OLDEST_DATA_VERSION..=DATA_VERSION).contains(&v))
+        {
             return Err(QuorumStateError::UnknownVersion {
                 path: self.path.clone(),
                 found: version.to_string(),
@@ -329,6 +340,10 @@ pub struct ElectionState {
     pub voted_id: NodeId,
     pub current_voters: Vec<NodeId>,
     pub target_voters: Option<Vec<NodeId>>,
+    /// The reassignment toward `target_voters` skips the strict reconfiguration check.
+    pub target_force: bool,
+    /// The log below this offset implies `current_voters` and `target_voters` (a committed
+    /// set); the voter records at or above it are read from the log at start.
     pub applied_offset: Offset,
 }
 
@@ -343,6 +358,7 @@ mod tests {
             voted_id: 2,
             current_voters: vec![1, 2, 3],
             target_voters: None,
+            target_force: false,
             applied_offset: 7,
         }
     }
@@ -376,7 +392,36 @@ mod tests {
             text,
             "{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
              \"appliedOffset\":7,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2},{\"voterId\":3}],\
-             \"targetVoters\":null,\"data_version\":0}\n"
+             \"targetVoters\":null,\"targetForce\":false,\"data_version\":1}\n"
         );
+    }
+
+    #[test]
+    fn a_version_0_file_is_read_and_upgraded_by_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = QuorumStateStore::open(dir.path(), 1, "c1").unwrap();
+        fs::write(
+            file.path(),
+            "{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
+             \"appliedOffset\":7,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2},{\"voterId\":3}],\
+             \"targetVoters\":null,\"data_version\":0}\n",
+        )
+        .unwrap();
+        assert_eq!(file.read().unwrap(), Some(state(5)));
+        file.write(&state(5)).unwrap();
+        let text = fs::read_to_string(file.path()).unwrap();
+        assert!(
+            text.ends_with("\"targetForce\":false,\"data_version\":1}\n"),
+            "{text}"
+        );
+        fs::write(
+            file.path(),
+            text.replace("\"data_version\":1", "\"data_version\":2"),
+        )
+        .unwrap();
+        assert!(matches!(
+            file.read(),
+            Err(QuorumStateError::UnknownVersion { .. })
+        ));
     }
 }

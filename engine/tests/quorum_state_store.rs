@@ -14,6 +14,7 @@ fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
         voted_id,
         current_voters: vec![1, 2, 3],
         target_voters: target,
+        target_force: false,
         applied_offset: 40 + i64::from(epoch),
     }
 }
@@ -39,6 +40,7 @@ fn written_state_reads_back() {
             voted_id: 3,
             current_voters: vec![],
             target_voters: None,
+            target_force: false,
             applied_offset: i64::MAX,
         },
     ] {
@@ -140,6 +142,7 @@ fn hand_written_file_in_the_documented_format_reads() {
             voted_id: 2,
             current_voters: vec![1, 2],
             target_voters: None,
+            target_force: false,
             applied_offset: 0,
         })
     );
@@ -221,15 +224,15 @@ fn unknown_data_version_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     // A newer format may change other fields too: the version is what gets reported.
     let newer = GOOD
-        .replace("\"data_version\":0", "\"data_version\":1")
+        .replace("\"data_version\":0", "\"data_version\":2")
         .replace("\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],", "");
     let file = write_raw(dir.path(), &newer);
     match file.read() {
         Err(QuorumStateError::UnknownVersion {
             found, supported, ..
         }) => {
-            assert_eq!(found, "1");
-            assert_eq!(supported, 0);
+            assert_eq!(found, "2");
+            assert_eq!(supported, 1);
         }
         other => panic!("{other:?}"),
     }
@@ -315,6 +318,7 @@ mod properties {
                         leader_id,
                         voted_id,
                         current_voters,
+                        target_force: applied_offset % 2 == 0,
                         target_voters,
                         applied_offset,
                     }

@@ -51,6 +51,7 @@ fn snapshot(log: &[Batch]) -> LogSnapshot {
         start_offset: 0,
         end_offset: log.last().map_or(0, |b| b.end_offset()),
         epochs: epochs.entries().to_vec(),
+        voter_records: engine::record::voters::voter_records(log).unwrap(),
     }
 }
 

@@ -427,6 +427,7 @@ fn quorum_reassignment_round_trips() {
         let message = QuorumReassignment {
             cluster_id: "cluster-α".to_string(),
             current_voters: vec![1, 2, 3],
+            force: target.is_some(),
             target_voters: target,
         };
         let view = BatchView::parse(message.to_batch(0, 1, 5).freeze()).unwrap();

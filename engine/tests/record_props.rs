@@ -206,7 +206,7 @@ proptest! {
         base_offset in 0i64..1 << 40,
         epoch in 0i32..i32::MAX,
     ) {
-        let message = QuorumReassignment { cluster_id, current_voters, target_voters };
+        let message = QuorumReassignment { cluster_id, current_voters, target_voters, force: base_offset % 2 == 0 };
         prop_assert_eq!(QuorumReassignment::decode(&message.encode()), Ok(message.clone()));
         let view = BatchView::parse(message.to_batch(base_offset, epoch, 1).freeze()).unwrap();
         prop_assert_eq!(QuorumReassignment::from_batch(&view), Ok(message.clone()));
@@ -254,7 +254,7 @@ proptest! {
         for len in 0..leader_change.len() {
             prop_assert!(LeaderChange::decode(&leader_change[..len]).is_err());
         }
-        let reassignment = QuorumReassignment { cluster_id: "c".into(), current_voters: voters, target_voters }.encode();
+        let reassignment = QuorumReassignment { cluster_id: "c".into(), current_voters: voters, target_voters, force: true }.encode();
         for len in 0..reassignment.len() {
             prop_assert!(QuorumReassignment::decode(&reassignment[..len]).is_err());
         }

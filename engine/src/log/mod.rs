@@ -289,7 +289,44 @@ impl Log {
             start_offset: self.start_offset(),
             end_offset: self.end_offset,
             epochs: self.epochs.entries().to_vec(),
+            voter_records: Vec::new(),
         }
+    }
+
+    /// The voter records from `from_offset` to the end (for [`LogSnapshot::voter_records`]):
+    /// a read of the log's tail above the quorum-state file's AppliedOffset, at start.
+    pub fn voter_records_from(
+        &self,
+        from_offset: Offset,
+    ) -> Result<Vec<crate::record::voters::VoterRecord>, LogError> {
+        const CHUNK_BYTES: usize = 1 << 20;
+        let mut found = Vec::new();
+        let mut next = from_offset.max(self.start_offset());
+        while next < self.end_offset {
+            let chunk = self.read(next, CHUNK_BYTES)?;
+            if chunk.is_empty() {
+                break;
+            }
+            let mut batches = Vec::with_capacity(chunk.len());
+            for bytes in chunk {
+                let batch = crate::record::Batch::from_stored(bytes).map_err(|e| {
+                    LogError::InvalidBatch {
+                        offset: next,
+                        reason: format!("voter record scan: {e}"),
+                    }
+                })?;
+                next = batch.end_offset();
+                batches.push(batch);
+            }
+            let records = crate::record::voters::voter_records(&batches).map_err(|e| {
+                LogError::InvalidBatch {
+                    offset: e.base_offset,
+                    reason: e.reason,
+                }
+            })?;
+            found.extend(records.into_iter().filter(|r| r.offset >= from_offset));
+        }
+        Ok(found)
     }
 
     /// The offset the recovery scan at open started from (the checkpoint's recovery point): the
@@ -1059,4 +1096,8 @@ pub struct LogSnapshot {
     pub end_offset: Offset,
     /// The leader-epoch cache: (epoch, start offset), ascending in both.
     pub epochs: Vec<(Epoch, Offset)>,
+    /// The voter records (control type 100) at or above the quorum-state file's AppliedOffset,
+    /// ascending: the core rebuilds the voter set in force from them (docs/protocol.md, "The
+    /// voter set lives in the log"). [`Log::voter_records_from`] reads them.
+    pub voter_records: Vec<crate::record::voters::VoterRecord>,
 }

@@ -36,7 +36,7 @@ impl RaftCore {
     /// it sees it in the log and its commit in the high watermark, and asks again if it never
     /// comes (not the leader, or the unflushed bytes are over the limit).
     pub(crate) fn on_append_control(&mut self, bytes: BytesMut, out: &mut Vec<Output>) {
-        if self.check_append(&bytes, 1, true).is_err() {
+        if self.check_append(&bytes, 1, true).is_err() || carries_voter_record(&bytes) {
             return;
         }
         self.append_stamped(bytes, 1, true, out);
@@ -145,5 +145,24 @@ impl RaftCore {
             _ if self.qs.fetching_from().is_some() => self.refresh_durable_offset(out),
             _ => {}
         }
+        if !self.stopped {
+            self.fold_committed_voter_records(out);
+        }
     }
+}
+
+/// Only the core writes voter records (docs/protocol.md, "The voter set lives in the log"): a
+/// control batch of the node's own that holds one (or cannot be read) is dropped.
+fn carries_voter_record(bytes: &BytesMut) -> bool {
+    let Ok(view) = crate::record::BatchView::parse(bytes.clone().freeze()) else {
+        return true;
+    };
+    crate::record::control::ControlRecord::decode_batch(&view).map_or(true, |records| {
+        records.iter().any(|r| {
+            matches!(
+                r,
+                crate::record::control::ControlRecord::QuorumReassignment(_)
+            )
+        })
+    })
 }

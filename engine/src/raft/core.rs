@@ -51,6 +51,10 @@ pub struct RaftCore {
     pub(crate) stand_when_due: bool,
     /// The log cannot allocate its next segment ([`Input::StorageFull`]).
     pub(crate) storage_full: bool,
+    /// The leader answered NOT_FOLLOWER: its log no longer counts this node as a voter, so the
+    /// node fetches as an observer until its own log says the same (it becomes a non-voter only
+    /// through a voter record in its own log). Cleared by every role change.
+    pub(crate) fetch_as_observer: bool,
 }
 
 impl RaftCore {
@@ -100,6 +104,7 @@ impl RaftCore {
             epoch_alerted: false,
             stand_when_due: false,
             storage_full: false,
+            fetch_as_observer: false,
         })
     }
 
@@ -230,6 +235,7 @@ impl RaftCore {
         consider(self.shutdown_deadline);
         if let Some(l) = self.qs.leader() {
             consider(l.parked.iter().map(|p| p.deadline).min());
+            consider(l.alter_waits.iter().map(|w| w.deadline).min());
         }
         best
     }
@@ -350,6 +356,7 @@ impl RaftCore {
         if std::mem::take(&mut self.stand_when_due)
             && !self.qs.is_observer()
             && !self.is_shutting_down()
+            && !self.leaving_voter()
         {
             self.enter_candidate(out);
             return;
@@ -451,6 +458,15 @@ impl RaftCore {
         {
             self.send_find_quorum(out);
         }
+        // A reassignment moves on as voters catch up and steps commit (docs/protocol.md,
+        // "Driving the change"); an AlterQuorum is answered when its target commits or its time
+        // runs out.
+        if let Some(l) = self.qs.leader() {
+            if l.requested_target.is_some() || self.qs.voter_config().target.is_some() {
+                self.drive_reassignment(out);
+            }
+            self.answer_alter_waits(out);
+        }
         // A node missing some voter's endpoint keeps asking (docs/protocol.md section 9).
         if self.missing_endpoints() && !self.looking_for_quorum() {
             self.send_find_quorum(out);
@@ -519,6 +535,7 @@ impl RaftCore {
         );
         self.outbound.clear();
         self.stand_when_due = false;
+        self.fetch_as_observer = false;
         if let EpochState::Leader { leader: l, .. } = old {
             if let Some(hw) = l.high_watermark {
                 self.local_hw = Some(self.local_hw.map_or(hw, |h| h.max(hw)));
@@ -536,6 +553,9 @@ impl RaftCore {
             }
             for a in &l.appends {
                 self.fail_append(a.id, a.acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
+            }
+            for w in &l.alter_waits {
+                self.respond_alter_quorum_error(w.id, ErrorCode::NOT_QUORUM_LEADER, None, out);
             }
         }
     }
@@ -594,6 +614,10 @@ impl RaftCore {
     /// (docs/protocol.md, "Pre-vote"), or at once as before pre-vote when it is off or this node
     /// is the only voter.
     pub(crate) fn campaign(&mut self, out: &mut Vec<Output>) -> bool {
+        if self.leaving_voter() {
+            self.role_deadline = Some(self.election_deadline());
+            return false;
+        }
         if !self.config.pre_vote || self.qs.majority() <= 1 {
             return self.enter_candidate(out);
         }

@@ -122,7 +122,7 @@ impl RaftCore {
         });
     }
 
-    fn fatal(&mut self, msg: String, out: &mut Vec<Output>) {
+    pub(crate) fn fatal(&mut self, msg: String, out: &mut Vec<Output>) {
         out.push(Output::Fatal(format!("node {}: {msg}", self.qs.local_id())));
         self.stopped = true;
     }

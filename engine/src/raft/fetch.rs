@@ -268,6 +268,8 @@ impl RaftCore {
         debug_assert!(self.local_hw.is_none_or(|h| h <= hw), "the HW went down");
         self.local_hw = Some(hw);
         out.push(Output::HighWatermark(hw));
+        self.fold_committed_voter_records(out);
+        self.answer_alter_waits(out);
         self.complete_appends(out);
         // Replicas fetch again and learn the HW; a consumer is answered once enough is committed.
         let parked = std::mem::take(&mut self.leading().parked);
@@ -300,7 +302,7 @@ impl RaftCore {
             leader_epoch: self.qs.epoch(),
             fetch_offset,
             last_fetched_epoch,
-            is_follower: !self.qs.is_observer(),
+            is_follower: !self.qs.is_observer() && !self.fetch_as_observer,
             max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
             durable_offset: durable,
         });
@@ -372,7 +374,13 @@ impl RaftCore {
                 return;
             }
             Common::Retry => {
-                if r.error == ErrorCode::BROKER_NOT_AVAILABLE && self.qs.is_observer() {
+                if r.error == ErrorCode::NOT_FOLLOWER && self.qs.fetching_from() == Some(f.to) {
+                    // The leader's log removed this node: fetch on as an observer, and the
+                    // record that removed it arrives with the next answer (docs/protocol.md,
+                    // "NOT_FOLLOWER").
+                    self.fetch_as_observer = true;
+                    self.retry_fetch_later(f);
+                } else if r.error == ErrorCode::BROKER_NOT_AVAILABLE && self.qs.is_observer() {
                     let epoch = self.qs.epoch();
                     self.enter_unattached(epoch, out);
                 } else {
@@ -419,6 +427,7 @@ impl RaftCore {
             if self.local_hw.is_none_or(|h| hw > h) {
                 self.local_hw = Some(hw);
                 out.push(Output::HighWatermark(hw));
+                self.fold_committed_voter_records(out);
             }
         }
     }
@@ -455,6 +464,7 @@ impl RaftCore {
             }
         }
         self.log.truncate_to(point, out);
+        self.revert_truncated_voter_records(point, out);
     }
 
     /// Appends the contiguous run of batches starting at our LEO as ONE log op.
@@ -483,7 +493,9 @@ impl RaftCore {
             take.push(b);
         }
         if !take.is_empty() {
+            let applied = take.clone();
             self.log.append(take, out);
+            self.apply_appended_voter_records(&applied, out);
         }
     }
 }

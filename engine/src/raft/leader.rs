@@ -74,8 +74,22 @@ pub(crate) struct PendingAppend {
     pub(crate) acks: Acks,
 }
 
+/// An AlterQuorum waiting for its target to commit (docs/protocol.md, "AlterQuorum").
+#[derive(Clone, Debug)]
+pub(crate) struct AlterWait {
+    pub(crate) id: RequestId,
+    /// The target asked for (sorted); the current set itself for a cancel.
+    pub(crate) target: Vec<NodeId>,
+    pub(crate) deadline: TimeMs,
+}
+
 #[derive(Debug)]
 pub(crate) struct LeaderState {
+    /// A target asked for and not yet written (it waits for the own-epoch commit or for the
+    /// voter record in flight to commit): the target and its force flag.
+    pub(crate) requested_target: Option<(Vec<NodeId>, bool)>,
+    /// AlterQuorum requests answered once their target record commits.
+    pub(crate) alter_waits: Vec<AlterWait>,
     /// LEO when leadership began: the LeaderChange record sits here; the HW must pass it.
     pub(crate) epoch_start_offset: Offset,
     pub(crate) high_watermark: Option<Offset>,
@@ -100,6 +114,8 @@ impl LeaderState {
     ) -> Self {
         let _ = epoch;
         Self {
+            requested_target: None,
+            alter_waits: Vec::new(),
             epoch_start_offset,
             high_watermark: None,
             voters: voters
@@ -113,6 +129,37 @@ impl LeaderState {
             reads: BTreeMap::new(),
             appends: VecDeque::new(),
             since_ms: now,
+        }
+    }
+
+    /// The voter set changed (docs/protocol.md, "The voter set lives in the log"): a new voter's
+    /// progress carries over from its time as an observer (the caught-up check needs it), a
+    /// removed one's goes back to the observers. The high watermark counts the new set from
+    /// here on, and never goes down.
+    pub(crate) fn set_voters(&mut self, local_id: NodeId, voters: &[NodeId], now: TimeMs) {
+        let removed: Vec<NodeId> = self
+            .voters
+            .keys()
+            .copied()
+            .filter(|id| voters.binary_search(id).is_err())
+            .collect();
+        for id in removed {
+            if let Some(p) = self.voters.remove(&id) {
+                self.observers.insert(id, p);
+            }
+            self.endorsed.remove(&id);
+        }
+        for id in voters.iter().copied().filter(|id| *id != local_id) {
+            if !self.voters.contains_key(&id) {
+                let mut p = self
+                    .observers
+                    .remove(&id)
+                    .unwrap_or_else(ReplicaProgress::unknown);
+                // Check-quorum gives a new voter the time since it joined, as it gives every
+                // voter the time since the leadership began.
+                p.last_fetch_ms = Some(p.last_fetch_ms.unwrap_or(now));
+                self.voters.insert(id, p);
+            }
         }
     }
 

@@ -30,13 +30,14 @@ mod log_state;
 pub mod message;
 mod quorum_epoch;
 pub mod quorum_state;
-mod reassign;
+pub(crate) mod reassign;
 mod record_glue;
 mod requests;
 mod rng;
 mod tail_cache;
 pub mod types;
 mod vote;
+pub mod voter_set;
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use super::admission::MAX_PEER_EPOCH;
 use super::epoch_state::{CandidateState, EpochState, ResignedState};
 use super::leader::LeaderState;
 use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Offset, Output, RaftConfig, TimeMs};
+use super::voter_set::{VoterConfig, VoterHistory};
 use super::Role;
 
 /// A transition the rules of docs/protocol.md section 2 forbid. Nothing was changed or emitted.
@@ -38,11 +39,6 @@ pub enum TransitionError {
 /// Why a core cannot start from the stored state and configuration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InitError {
-    #[error("stored voters {stored:?} differ from configured voters {configured:?}")]
-    VotersMismatch {
-        stored: Vec<NodeId>,
-        configured: Vec<NodeId>,
-    },
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
     #[error("invalid stored election state: {0}")]
@@ -54,9 +50,11 @@ pub enum InitError {
 #[derive(Debug)]
 pub struct QuorumState {
     local_id: NodeId,
+    /// The voter set in force: `history.latest().current` (a copy, read on every hot path).
     voters: Vec<NodeId>,
-    target_voters: Option<Vec<NodeId>>,
-    applied_offset: i64,
+    /// The voter records of the log above the committed set the quorum-state file caches
+    /// (docs/protocol.md, "The voter set lives in the log").
+    history: VoterHistory,
     state: EpochState,
 }
 
@@ -83,8 +81,10 @@ impl QuorumState {
         }
         let log_epoch = log.epochs.last().map_or(0, |e| e.0);
         let Some(stored) = stored else {
-            Self::check_voters_learnable(config, &configured)?;
-            let qs = QuorumState::unattached(config.node_id, configured, log_epoch);
+            // `quorum.voters` bootstraps an empty log; the log's own records then say the rest.
+            let mut qs = QuorumState::unattached(config.node_id, configured, log_epoch);
+            qs.replay_log(log, 0)?;
+            Self::check_voters_learnable(config, &qs.voters)?;
             return Ok((qs, true));
         };
         if stored.epoch < 0 {
@@ -97,28 +97,37 @@ impl QuorumState {
         if stored_voters.first().is_some_and(|v| *v < 0) {
             return Err(InitError::InvalidStoredState("negative voter id"));
         }
-        if !stored_voters.is_empty() && !configured.is_empty() && stored_voters != configured {
-            return Err(InitError::VotersMismatch {
-                stored: stored_voters,
-                configured,
-            });
+        if stored.applied_offset < 0 || stored.applied_offset > log.end_offset.max(0) {
+            return Err(InitError::InvalidStoredState(
+                "the applied offset is outside the log",
+            ));
         }
-        // Rule 2: after the first start the voter set comes from the file; the
-        // configuration only seeds it (and may be empty for an observer using bootstrap servers).
+        // Rule 2: after the first start the voter set comes from the file and the log; the
+        // configuration only seeds an empty one (and may be empty for an observer using
+        // bootstrap servers). A configuration that differs is no error: reassignments change
+        // the set, and `quorum.voters` is read only to bootstrap (docs/operations.md).
         let voters = if stored_voters.is_empty() {
             configured
         } else {
             stored_voters.clone()
         };
-        Self::check_voters_learnable(config, &voters)?;
-        if voters.is_empty() && (stored.leader_id >= 0 || stored.voted_id >= 0) {
+        let mut qs = QuorumState::unattached(config.node_id, voters, stored.epoch);
+        let target = stored.target_voters.clone().map(sorted);
+        qs.history = VoterHistory::new(
+            VoterConfig {
+                current: qs.voters.clone(),
+                target,
+                force: stored.target_force,
+            },
+            stored.applied_offset,
+        );
+        qs.replay_log(log, stored.applied_offset)?;
+        Self::check_voters_learnable(config, &qs.voters)?;
+        if qs.voters.is_empty() && (stored.leader_id >= 0 || stored.voted_id >= 0) {
             return Err(InitError::InvalidStoredState(
                 "a leader or a vote without a voter set",
             ));
         }
-        let mut qs = QuorumState::unattached(config.node_id, voters, stored.epoch);
-        qs.target_voters = stored.target_voters.clone();
-        qs.applied_offset = stored.applied_offset;
         if log_epoch > stored.epoch {
             // Rule 3: the log saw a newer epoch than the file (the file write was lost).
             qs.state = EpochState::Unattached { epoch: log_epoch };
@@ -127,10 +136,21 @@ impl QuorumState {
         let observer = qs.is_observer();
         let me = config.node_id;
         let epoch = stored.epoch;
+        if observer && (stored.leader_id == me || stored.voted_id == me) {
+            // It led or stood in this epoch, and its log has since removed it (a change applied
+            // on append, not yet durable as undone when it stopped): it gives the epoch up and
+            // never votes in it again, and as a non-voter it never campaigns. It names no
+            // successors: it is not the leader, so it has none to hand over to.
+            qs.state = EpochState::Resigned {
+                epoch,
+                resigned: ResignedState {
+                    successors: Vec::new(),
+                    acked: BTreeSet::new(),
+                },
+            };
+            return Ok((qs, true));
+        }
         if stored.leader_id == me {
-            if observer {
-                return Err(InitError::InvalidStoredState("an observer cannot have led"));
-            }
             // Rule 4 (KAFKA-10527): never leader again in the same epoch. The progress of the
             // others was lost with the crash: the successors go by id.
             let successors = qs.voters.iter().copied().filter(|v| *v != me).collect();
@@ -142,11 +162,6 @@ impl QuorumState {
                 },
             };
         } else if stored.voted_id == me {
-            if observer {
-                return Err(InitError::InvalidStoredState(
-                    "an observer cannot have voted",
-                ));
-            }
             qs.state = EpochState::Candidate {
                 epoch,
                 candidacy: CandidateState::voted_for_self(me),
@@ -164,8 +179,25 @@ impl QuorumState {
                 heard_at: None,
             };
         }
-        let changed = stored_voters != qs.voters;
+        let changed = qs.election_state() != stored;
         Ok((qs, changed))
+    }
+
+    /// Applies the log's voter records at or above `from` (the offset the stored set reflects),
+    /// as a replica does when it appends them.
+    fn replay_log(&mut self, log: &LogSnapshot, from: Offset) -> Result<(), InitError> {
+        for r in log.voter_records.iter().filter(|r| r.offset >= from) {
+            if r.offset >= log.end_offset
+                || self.history.latest_offset().is_some_and(|o| o >= r.offset)
+            {
+                return Err(InitError::InvalidStoredState(
+                    "the log's voter records are out of order or past its end",
+                ));
+            }
+            self.history.append(r.offset, r.config.clone());
+        }
+        self.voters = self.history.latest().current.clone();
+        Ok(())
     }
 
     /// An unknown voter set is fine only if bootstrap servers can tell it.
@@ -179,11 +211,18 @@ impl QuorumState {
     }
 
     fn unattached(local_id: NodeId, voters: Vec<NodeId>, epoch: Epoch) -> Self {
+        let history = VoterHistory::new(
+            VoterConfig {
+                current: voters.clone(),
+                target: None,
+                force: false,
+            },
+            0,
+        );
         QuorumState {
             local_id,
             voters,
-            target_voters: None,
-            applied_offset: 0,
+            history,
             state: EpochState::Unattached { epoch },
         }
     }
@@ -334,13 +373,17 @@ impl QuorumState {
             "{:?} has both a leader and a vote",
             state.role()
         );
+        // The file caches the committed set only (docs/protocol.md, "The voter set lives in
+        // the log"): a truncation never goes below it, and the records above it are in the log.
+        let base = self.history.base();
         ElectionState {
             epoch: state.epoch(),
             leader_id: leader.unwrap_or(-1),
             voted_id: vote.unwrap_or(-1),
-            current_voters: self.voters.clone(),
-            target_voters: self.target_voters.clone(),
-            applied_offset: self.applied_offset,
+            current_voters: base.current.clone(),
+            target_voters: base.target.clone(),
+            target_force: base.force,
+            applied_offset: self.history.base_offset(),
         }
     }
 
@@ -390,11 +433,15 @@ impl QuorumState {
             state.leader_id(me),
             state.voted_id(me)
         );
+        // An observer may also be Resigned: a node whose log removed it after it led or stood
+        // in the epoch gives that epoch up (`restore`).
         assert!(
             !self.is_observer()
                 || matches!(
                     state,
-                    EpochState::Unattached { .. } | EpochState::Follower { .. }
+                    EpochState::Unattached { .. }
+                        | EpochState::Follower { .. }
+                        | EpochState::Resigned { .. }
                 ),
             "an observer as {:?}",
             state.role()
@@ -684,12 +731,70 @@ impl QuorumState {
             "{:?} without a voter set",
             self.role()
         );
-        // Persist first (the same state, with the voters), then make the voters visible.
-        let mut persisted = self.election_state();
-        persisted.current_voters = voters.clone();
-        out.push(Output::PersistElectionState(persisted));
+        // Persist first (the same state, with the voters), then make the voters visible. The
+        // set is the bootstrap set at offset 0: the log's records, as they arrive, say the rest.
+        self.history = VoterHistory::new(
+            VoterConfig {
+                current: voters.clone(),
+                target: None,
+                force: false,
+            },
+            0,
+        );
+        self.persist_current(out);
         self.voters = voters;
         Ok(())
+    }
+
+    // ----- the voter set in the log (docs/protocol.md, "The voter set lives in the log") -----
+
+    /// The voter set in force with the reassignment in progress, as the newest voter record
+    /// in the log says.
+    pub(crate) fn voter_config(&self) -> &VoterConfig {
+        self.history.latest()
+    }
+
+    /// The committed voter set (what the quorum-state file caches).
+    pub(crate) fn committed_voter_config(&self) -> &VoterConfig {
+        self.history.base()
+    }
+
+    /// The offset of the newest voter record not yet folded into the committed set.
+    pub(crate) fn pending_voter_record(&self) -> Option<Offset> {
+        self.history.latest_offset()
+    }
+
+    /// A voter record appended at `offset` is in force at once. A leader's progress map
+    /// follows the new set (`now` starts the clock of a voter it has not heard from).
+    pub(crate) fn apply_voter_record(&mut self, offset: Offset, config: VoterConfig, now: TimeMs) {
+        self.history.append(offset, config);
+        self.sync_voters(now);
+    }
+
+    /// A truncation to `offset` reverts the records it removes. Returns whether the set in
+    /// force changed.
+    pub(crate) fn revert_voter_records(&mut self, offset: Offset, now: TimeMs) -> bool {
+        let before = self.voters.clone();
+        if self.history.truncate(offset) {
+            self.sync_voters(now);
+        }
+        before != self.voters
+    }
+
+    /// Folds the voter records below the high watermark into the committed set the
+    /// quorum-state file caches, and persists it when it changed.
+    pub(crate) fn commit_voter_records(&mut self, hw: Offset, out: &mut Vec<Output>) {
+        if self.history.commit(hw) {
+            self.persist_current(out);
+        }
+    }
+
+    fn sync_voters(&mut self, now: TimeMs) {
+        self.voters = self.history.latest().current.clone();
+        let me = self.local_id;
+        if let EpochState::Leader { leader, .. } = &mut self.state {
+            leader.set_voters(me, &self.voters, now);
+        }
     }
 
     /// Graceful resignation (shutdown, check-quorum): stays in the epoch, never votes in it.

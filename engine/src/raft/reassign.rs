@@ -2,10 +2,90 @@
 //! and reassignment").
 
 use super::core::RaftCore;
-use super::types::{Output, RequestId};
-use super::{AlterQuorumRequest, AlterQuorumResponse, ErrorCode, Response};
+use super::epoch_state::EpochState;
+use super::leader::AlterWait;
+use super::types::{Batch, NodeId, Offset, Output, RequestId};
+use super::voter_set::{voter_records, VoterConfig};
+use super::{AlterQuorumRequest, AlterQuorumResponse, AlterQuorumVoterResult, ErrorCode, Response};
 
 impl RaftCore {
+    // ----- the voter set in the log (docs/protocol.md, "The voter set lives in the log") -----
+
+    /// Applies the voter records of batches this node just appended: each is in force at once,
+    /// before it commits. A voter record this node cannot read stops it: applying a different
+    /// set than the other replicas would be silent divergence.
+    pub(crate) fn apply_appended_voter_records(
+        &mut self,
+        batches: &[Batch],
+        out: &mut Vec<Output>,
+    ) {
+        if !batches.iter().any(|b| b.is_control) {
+            return;
+        }
+        match voter_records(batches) {
+            Ok(records) => {
+                for r in records {
+                    self.apply_voter_config(r.offset, r.config, out);
+                }
+            }
+            Err(e) => self.fatal(format!("cannot apply the log's voter set: {e}"), out),
+        }
+    }
+
+    pub(crate) fn apply_voter_config(
+        &mut self,
+        offset: Offset,
+        config: VoterConfig,
+        out: &mut Vec<Output>,
+    ) {
+        self.qs.apply_voter_record(offset, config, self.now);
+        self.after_voter_set_change(out);
+    }
+
+    /// A truncation to `offset` took voter records away: the set they replaced is in force
+    /// again.
+    pub(crate) fn revert_truncated_voter_records(&mut self, offset: Offset, out: &mut Vec<Output>) {
+        if self.qs.revert_voter_records(offset, self.now) {
+            self.after_voter_set_change(out);
+        }
+    }
+
+    /// What a new set in force changes at once: a prospective its log just removed follows the
+    /// leader it kept again (a non-voter never campaigns), and a leader's high watermark may
+    /// move with the new majority.
+    fn after_voter_set_change(&mut self, out: &mut Vec<Output>) {
+        if self.qs.is_observer() {
+            if let EpochState::Prospective {
+                epoch,
+                leader: Some(leader),
+                ..
+            } = *self.qs.state()
+            {
+                if leader != self.qs.local_id() {
+                    self.enter_follower(epoch, leader, out);
+                }
+            }
+        }
+        if self.qs.leader().is_some() {
+            self.update_leader_hw(out);
+        }
+    }
+
+    /// Folds the voter records below the committed and locally durable end into the set the
+    /// quorum-state file caches (the set a restart starts from before it reads the log above
+    /// AppliedOffset). Locally durable too: a record this node lost in a crash must not be in
+    /// the file while its log lacks it.
+    pub(crate) fn fold_committed_voter_records(&mut self, out: &mut Vec<Output>) {
+        let Some(hw) = self.high_watermark() else {
+            return;
+        };
+        if self.qs.pending_voter_record().is_none() {
+            return;
+        }
+        let upto = hw.min(self.log.durable_end_offset());
+        self.qs.commit_voter_records(upto, out);
+    }
+
     pub(crate) fn handle_alter_quorum(
         &mut self,
         id: RequestId,
@@ -21,11 +101,206 @@ impl RaftCore {
                 out,
             );
         }
-        if self.qs.leader().is_none() {
+        if self.qs.leader().is_none() || self.is_shutting_down() {
             return self.respond_alter_quorum_error(id, ErrorCode::NOT_QUORUM_LEADER, None, out);
         }
-        let why = "reassignment is not implemented yet".to_string();
-        self.respond_alter_quorum_error(id, ErrorCode::INVALID_REQUEST, Some(why), out)
+        let me = self.qs.local_id();
+        let mut target: Vec<NodeId> = request.target_voters.iter().map(|v| v.voter_id).collect();
+        target.sort_unstable();
+        // Rule: a voter the leader never heard fetch is unknown (it may not exist at all).
+        let l = self.qs.leader().expect("checked above");
+        let known =
+            |id: NodeId| id == me || l.voters.contains_key(&id) || l.observers.contains_key(&id);
+        let results: Vec<AlterQuorumVoterResult> = target
+            .iter()
+            .map(|&voter_id| AlterQuorumVoterResult {
+                voter_id,
+                error: if known(voter_id) {
+                    ErrorCode::NONE
+                } else {
+                    ErrorCode::UNKNOWN_VOTER_ID
+                },
+            })
+            .collect();
+        if results.iter().any(|r| !r.error.is_none()) {
+            let why = "a target voter never fetched from this leader".to_string();
+            return self.respond_alter_quorum(
+                id,
+                ErrorCode::UNKNOWN_VOTER_ID,
+                Some(why),
+                results,
+                out,
+            );
+        }
+        if request.validate_only {
+            return self.respond_alter_quorum(id, ErrorCode::NONE, None, results, out);
+        }
+        let deadline = self.now + u64::try_from(request.timeout_ms).unwrap_or(0);
+        let l = self.leading();
+        l.requested_target = Some((target.clone(), request.force));
+        l.alter_waits.push(AlterWait {
+            id,
+            target,
+            deadline,
+        });
+        self.drive_reassignment(out);
+        self.answer_alter_waits(out);
+    }
+
+    fn respond_alter_quorum(
+        &self,
+        id: RequestId,
+        error: ErrorCode,
+        error_message: Option<String>,
+        target_voters: Vec<AlterQuorumVoterResult>,
+        out: &mut Vec<Output>,
+    ) {
+        out.push(Output::Respond {
+            id,
+            response: Response::AlterQuorum(AlterQuorumResponse {
+                error,
+                error_message,
+                leader_id: self.leader_hint(),
+                leader_epoch: self.qs.epoch(),
+                target_voters,
+            }),
+        });
+    }
+
+    /// Answers the AlterQuorum requests whose target is recorded and committed (the committed
+    /// set names it as its target, or reached it), and those whose time ran out
+    /// (REQUEST_TIMED_OUT: safe to retry, the request is an idempotent overwrite).
+    pub(crate) fn answer_alter_waits(&mut self, out: &mut Vec<Output>) {
+        let Some(l) = self.qs.leader() else {
+            return;
+        };
+        if l.alter_waits.is_empty() {
+            return;
+        }
+        let committed = self.qs.committed_voter_config().clone();
+        let done = |w: &AlterWait| match &committed.target {
+            Some(t) => *t == w.target,
+            None => committed.current == w.target,
+        };
+        let now = self.now;
+        let waits = std::mem::take(&mut self.leading().alter_waits);
+        for w in waits {
+            let error = if done(&w) {
+                ErrorCode::NONE
+            } else if w.deadline <= now {
+                ErrorCode::REQUEST_TIMED_OUT
+            } else {
+                self.leading().alter_waits.push(w);
+                continue;
+            };
+            let results = w
+                .target
+                .iter()
+                .map(|&voter_id| AlterQuorumVoterResult {
+                    voter_id,
+                    error: ErrorCode::NONE,
+                })
+                .collect();
+            self.respond_alter_quorum(w.id, error, None, results, out);
+        }
+    }
+
+    /// One step of the reassignment in progress, when the rules of docs/protocol.md,
+    /// "Reassignment safety", allow one: only once an entry of this leader's epoch committed
+    /// (the high watermark exists only past the epoch's LeaderChange record), and only when no
+    /// voter record is uncommitted.
+    pub(crate) fn drive_reassignment(&mut self, out: &mut Vec<Output>) {
+        let Some(l) = self.qs.leader() else {
+            return;
+        };
+        if self.is_shutting_down() || self.stopped {
+            return;
+        }
+        // Rule 1: own-epoch commit first.
+        let Some(hw) = l.high_watermark else {
+            return;
+        };
+        // Rule 2: one change at a time.
+        if self.qs.pending_voter_record().is_some_and(|o| o >= hw) {
+            return;
+        }
+        let config = self.qs.voter_config().clone();
+        if let Some((target, force)) = self.leading().requested_target.take() {
+            let next = VoterConfig {
+                target: (target != config.current).then_some(target),
+                current: config.current.clone(),
+                force,
+            };
+            if (&next.current, &next.target) != (&config.current, &config.target) {
+                return self.append_voter_record(next, out);
+            }
+        }
+        let me = self.qs.local_id();
+        let l = self.qs.leader().expect("checked above");
+        let (now, election, fetch) = (
+            self.now,
+            self.config.election_timeout_ms,
+            self.config.fetch_timeout_ms,
+        );
+        let progress = |id: NodeId| l.voters.get(&id).or_else(|| l.observers.get(&id));
+        let caught_up = |id: NodeId| {
+            id == me
+                || progress(id).is_some_and(|p| {
+                    p.durable_offset >= hw
+                        && p.last_caught_up_ms
+                            .is_some_and(|t| now < t.saturating_add(election))
+                })
+        };
+        let live = |id: NodeId| {
+            id == me
+                || progress(id).is_some_and(|p| {
+                    p.last_fetch_ms
+                        .is_some_and(|t| now < t.saturating_add(fetch))
+                })
+        };
+        match next_step(&config, me, caught_up, live) {
+            Some(Step::Write(next)) => self.append_voter_record(next, out),
+            Some(Step::HandOver) => {
+                // Rule 6: the leader leaves last; EndQuorumEpoch names the successors by
+                // durable offset, and the next leader removes this node.
+                self.resign(out);
+                self.role_deadline = Some(self.election_deadline());
+            }
+            Some(Step::Wait) | None => {}
+        }
+    }
+
+    /// Appends a voter record in this leader's epoch; it is in force at once.
+    fn append_voter_record(&mut self, config: VoterConfig, out: &mut Vec<Output>) {
+        let base_offset = self.log.end_offset();
+        let epoch = self.qs.epoch();
+        let timestamp = self.now as i64;
+        let bytes =
+            config
+                .to_record(&self.config.cluster_id)
+                .to_batch(base_offset, epoch, timestamp);
+        let batch = Batch {
+            base_offset,
+            epoch,
+            record_count: 1,
+            is_control: true,
+            bytes: bytes.freeze(),
+        };
+        self.log.append(vec![batch], out);
+        self.apply_voter_config(base_offset, config, out);
+        self.complete_parked_with_records(out);
+    }
+
+    /// A voter the log is removing while some voter of the target is still in the set does not
+    /// stand for election: the target's voters lead the change to its end (a removed leader
+    /// that came back would only hand over again).
+    pub(crate) fn leaving_voter(&self) -> bool {
+        let config = self.qs.voter_config();
+        let me = self.qs.local_id();
+        config.target.as_ref().is_some_and(|t| {
+            t.binary_search(&me).is_err()
+                && config.current.iter().any(|v| t.binary_search(v).is_ok())
+        })
     }
 
     /// An AlterQuorum answer with no per-voter results: the leader hint and this node's epoch,
@@ -37,15 +312,88 @@ impl RaftCore {
         error_message: Option<String>,
         out: &mut Vec<Output>,
     ) {
-        out.push(Output::Respond {
-            id,
-            response: Response::AlterQuorum(AlterQuorumResponse {
-                error,
-                error_message,
-                leader_id: self.leader_hint(),
-                leader_epoch: self.qs.epoch(),
-                target_voters: Vec::new(),
-            }),
-        });
+        self.respond_alter_quorum(id, error, error_message, Vec::new(), out)
     }
+}
+
+/// What the leader does next for a reassignment in progress (docs/protocol.md, "Driving the
+/// change").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Append a voter record with this config.
+    Write(VoterConfig),
+    /// Only this leader is left to remove: hand leadership over first.
+    HandOver,
+    /// Nothing can be done now (waiting for a voter to catch up, or refused by the strict
+    /// reconfiguration check).
+    Wait,
+}
+
+/// The next single-member step from `config` toward its target (None: nothing in progress).
+/// `caught_up(id)`: has `id` fetched to the leader's end within an election timeout with its
+/// durable offset at the high watermark; `live(id)`: has it fetched within the fetch timeout
+/// (the leader itself is both).
+pub(crate) fn next_step(
+    config: &VoterConfig,
+    leader: NodeId,
+    caught_up: impl Fn(NodeId) -> bool,
+    live: impl Fn(NodeId) -> bool,
+) -> Option<Step> {
+    let target = config.target.as_ref()?;
+    if *target == config.current {
+        return Some(Step::Write(VoterConfig {
+            current: config.current.clone(),
+            target: None,
+            force: false,
+        }));
+    }
+    let adding: Vec<NodeId> = target
+        .iter()
+        .copied()
+        .filter(|id| !config.contains(*id))
+        .collect();
+    let removing: Vec<NodeId> = config
+        .current
+        .iter()
+        .copied()
+        .filter(|id| target.binary_search(id).is_err())
+        .collect();
+    let mut next = config.current.clone();
+    if !adding.is_empty() && adding.len() >= removing.len() {
+        // Rule 3: a new voter only once caught up; until then the reassignment waits.
+        let Some(new) = adding.into_iter().find(|id| caught_up(*id)) else {
+            return Some(Step::Wait);
+        };
+        next.push(new);
+        next.sort_unstable();
+    } else {
+        // A non-leader first: the leader leaves last, after handing over (rule 6).
+        let Some(old) = removing
+            .iter()
+            .copied()
+            .find(|id| *id != leader)
+            .or(removing.first().copied())
+        else {
+            return Some(Step::Wait);
+        };
+        if old == leader {
+            return Some(Step::HandOver);
+        }
+        next.retain(|id| *id != old);
+    }
+    // Rule 7: never empty (a removal leaves the leader at least).
+    assert!(!next.is_empty(), "a step to an empty voter set");
+    // Rule 4: the live, caught-up voters of the new set must be a majority of it.
+    let ready = next
+        .iter()
+        .filter(|id| live(**id) && caught_up(**id))
+        .count();
+    if ready < next.len() / 2 + 1 && !config.force {
+        return Some(Step::Wait);
+    }
+    Some(Step::Write(VoterConfig {
+        current: next,
+        target: Some(target.clone()),
+        force: config.force,
+    }))
 }

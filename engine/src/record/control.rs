@@ -85,12 +85,16 @@ pub struct LeaderChange {
 /// reassignment in progress (None when none is).
 ///
 /// Value layout (flexible): ClusterId COMPACT_STRING · CurrentVoters COMPACT_ARRAY of
-/// {VoterId int32, tagged fields} · TargetVoters the same, nullable (0 = null) · tagged fields.
+/// {VoterId int32, tagged fields} · TargetVoters the same, nullable (0 = null) · tagged fields,
+/// tag 0 = Force (bool, written only when true).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumReassignment {
     pub cluster_id: String,
     pub current_voters: Vec<i32>,
     pub target_voters: Option<Vec<i32>>,
+    /// The reassignment was asked for with `force` (no strict reconfiguration check): in the
+    /// record so that a new leader resuming the reassignment keeps to what was asked.
+    pub force: bool,
 }
 
 /// ringraft's producer-id reservation (type 101): ids `first_id .. first_id + count` belong to
@@ -186,7 +190,14 @@ impl QuorumReassignment {
             None => put_uvarint(&mut out, 0),
             Some(target) => put_voters(&mut out, target, false),
         }
-        put_uvarint(&mut out, 0); // tagged fields
+        if self.force {
+            put_uvarint(&mut out, 1); // one tagged field: 0 = Force, 1 byte, true
+            put_uvarint(&mut out, 0);
+            put_uvarint(&mut out, 1);
+            out.put_u8(1);
+        } else {
+            put_uvarint(&mut out, 0); // tagged fields
+        }
         out
     }
 
@@ -197,12 +208,23 @@ impl QuorumReassignment {
             .voters(false)?
             .ok_or_else(|| reader.error("CurrentVoters is null"))?;
         let target_voters = reader.voters(false)?;
-        reader.skip_tagged_fields()?;
+        let mut force = false;
+        reader.tagged_fields(|tag, value| {
+            if tag == 0 {
+                force = match value {
+                    [0] => false,
+                    [1] => true,
+                    _ => return Err("Force is not a bool"),
+                };
+            }
+            Ok(())
+        })?;
         reader.finish()?;
         Ok(Self {
             cluster_id,
             current_voters,
             target_voters,
+            force,
         })
     }
 
@@ -478,6 +500,14 @@ impl<'a> ValueReader<'a> {
 
     /// Skips a tagged-fields section; tags must be strictly increasing.
     fn skip_tagged_fields(&mut self) -> Result<(), RecordError> {
+        self.tagged_fields(|_, _| Ok(()))
+    }
+
+    /// Reads a tagged-field section, handing each field's tag and bytes to `field`.
+    fn tagged_fields(
+        &mut self,
+        mut field: impl FnMut(u32, &[u8]) -> Result<(), &'static str>,
+    ) -> Result<(), RecordError> {
         let count = self.uvarint()?;
         let mut previous: Option<u32> = None;
         for _ in 0..count {
@@ -487,7 +517,8 @@ impl<'a> ValueReader<'a> {
             }
             previous = Some(tag);
             let size = self.uvarint()? as usize;
-            self.take(size, "tagged field runs past the value")?;
+            let value = self.take(size, "tagged field runs past the value")?;
+            field(tag, value).map_err(|reason| self.error(reason))?;
         }
         Ok(())
     }

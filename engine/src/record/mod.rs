@@ -22,6 +22,7 @@ mod header;
 mod scan;
 pub mod varint;
 mod view;
+pub mod voters;
 
 pub use batch::Batch;
 pub use builder::RecordBatchBuilder;

@@ -215,6 +215,10 @@ impl SimDisk {
             start_offset: 0,
             end_offset: end_offset(&self.written),
             epochs: epoch_cache(&self.written),
+            // The simulated log is small: every voter record, the core keeps those at or above
+            // the stored AppliedOffset.
+            voter_records: crate::record::voters::voter_records(&self.written)
+                .expect("the simulated log holds only batches the cores wrote"),
         }
     }
 

@@ -583,6 +583,7 @@ mod tests {
             voted_id,
             current_voters: vec![0, 1, 2],
             target_voters: None,
+            target_force: false,
             applied_offset: 0,
         }
     }

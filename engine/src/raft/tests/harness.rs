@@ -25,6 +25,7 @@ pub(crate) fn stored(
         voted_id: voted,
         current_voters: voters.to_vec(),
         target_voters: None,
+        target_force: false,
         applied_offset: 0,
     }
 }
@@ -35,6 +36,7 @@ pub(crate) fn log(end_offset: Offset, epochs: &[(Epoch, Offset)]) -> LogSnapshot
         start_offset: 0,
         end_offset,
         epochs: epochs.to_vec(),
+        voter_records: Vec::new(),
     }
 }
 

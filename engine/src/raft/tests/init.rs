@@ -126,21 +126,15 @@ fn initialize_with_corrupted_store_fails() {
 }
 
 #[test]
-fn inconsistent_voters_between_config_and_state() {
-    let err = RaftCore::new(
+fn voters_between_config_and_state_may_differ_and_the_state_wins() {
+    let core = RaftCore::new(
         config(1, &[1, 2, 3]),
         Some(stored(1, -1, -1, &[1, 2, 4])),
         log(0, &[]),
         0,
     )
-    .err();
-    assert_eq!(
-        err,
-        Some(InitError::VotersMismatch {
-            stored: vec![1, 2, 4],
-            configured: vec![1, 2, 3]
-        })
-    );
+    .unwrap();
+    assert_eq!(core.voters(), &[1, 2, 4]);
 }
 
 #[test]

@@ -59,3 +59,326 @@ fn an_alter_quorum_for_another_cluster_or_with_a_bad_set_changes_nothing() {
         assert!(log_ops(&out).is_empty() && persisted(&out).is_empty());
     }
 }
+
+fn voter_batch(base: Offset, epoch: Epoch, current: &[NodeId], target: Option<&[NodeId]>) -> Batch {
+    let record = crate::record::control::QuorumReassignment {
+        cluster_id: CLUSTER.into(),
+        current_voters: current.to_vec(),
+        target_voters: target.map(<[NodeId]>::to_vec),
+        force: false,
+    };
+    crate::record::BatchView::parse(record.to_batch(base, epoch, 0).freeze())
+        .unwrap()
+        .to_raft_batch()
+}
+
+fn fetch_answer(
+    h: &mut Harness,
+    correlation: Correlation,
+    batches: Vec<Batch>,
+    hw: Offset,
+) -> Vec<Output> {
+    h.respond(
+        1,
+        correlation,
+        Response::FetchQuorumRecords(Harness::fetch_response(1, 4, batches, hw)),
+    )
+}
+
+fn next_fetch(out: &[Output]) -> Correlation {
+    sends(out)
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, Request::FetchQuorumRecords(_)))
+        .expect("a fetch")
+        .1
+}
+
+/// Applied on append, before it commits; reverted by the truncation that removes it; the file
+/// caches only the committed set.
+#[test]
+fn a_follower_applies_a_voter_record_on_append_and_reverts_it_on_truncation() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    let out = fetch_answer(
+        &mut h,
+        c,
+        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 4]))],
+        1,
+    );
+    assert_eq!(h.core.voters(), &[1, 2, 3, 4], "in force at once");
+    assert!(
+        persisted(&out)
+            .iter()
+            .all(|s| s.current_voters == vec![1, 2, 3]),
+        "not committed: the file keeps the old set"
+    );
+    let c = next_fetch(&out);
+    h.durable_all();
+    // The leader of epoch 5 has no such record: truncate to offset 1.
+    let out = h.respond(
+        1,
+        c,
+        Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+            next_fetch_offset: 1,
+            next_fetch_offset_epoch: 4,
+            ..Harness::fetch_response(1, 4, Vec::new(), 1)
+        }),
+    );
+    assert!(log_ops(&out)
+        .iter()
+        .any(|op| matches!(op, LogOpKind::TruncateTo(1))));
+    assert_eq!(h.core.voters(), VOTERS, "reverted with the truncation");
+}
+
+#[test]
+fn the_file_caches_the_committed_set_once_the_record_is_durable_here() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    let out = fetch_answer(&mut h, c, vec![voter_batch(1, 4, &[1, 2], None)], 1);
+    assert_eq!(h.core.voters(), &[1, 2]);
+    // Committed (HW 2) but not durable here yet: not folded.
+    let c = next_fetch(&out);
+    let out = fetch_answer(&mut h, c, Vec::new(), 2);
+    assert!(
+        persisted(&out).iter().all(|s| s.applied_offset == 0),
+        "{out:?}"
+    );
+    let out = h.durable_all();
+    let stored = persisted(&out);
+    assert_eq!(stored.len(), 1, "{out:?}");
+    assert_eq!(
+        (stored[0].current_voters.clone(), stored[0].applied_offset),
+        (vec![1, 2], 2)
+    );
+}
+
+#[test]
+fn a_restart_rebuilds_the_set_from_the_records_above_the_applied_offset() {
+    let mut snapshot = log(3, &[(4, 0)]);
+    snapshot.voter_records = crate::record::voters::voter_records(&[
+        voter_batch(1, 4, &[1, 2, 3, 4], Some(&[2, 3, 4])),
+        voter_batch(2, 4, &[2, 3, 4], Some(&[2, 3, 4])),
+    ])
+    .unwrap();
+    let mut state = stored(4, 1, -1, VOTERS);
+    state.applied_offset = 2; // the first record is in the file's set already
+    state.current_voters = vec![1, 2, 3, 4];
+    state.target_voters = Some(vec![2, 3, 4]);
+    let h = Harness::new(config(1, VOTERS), Some(state), snapshot);
+    assert_eq!(h.core.voters(), &[2, 3, 4]);
+    assert!(h.core.is_observer(), "its own log removed it");
+}
+
+#[test]
+fn a_node_its_log_removed_after_it_led_comes_back_resigned_and_never_stands() {
+    let mut snapshot = log(2, &[(4, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 4, &[2, 3], None)]).unwrap();
+    let mut h = Harness::new(config(1, VOTERS), Some(stored(4, 1, -1, VOTERS)), snapshot);
+    let out = h.run_until(20_000);
+    assert_eq!(h.core.role(), Role::Resigned);
+    assert!(
+        sends(&out)
+            .iter()
+            .all(|(_, _, r)| !matches!(r, Request::Vote(_))),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn only_the_core_writes_voter_records() {
+    let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
+    h.durable_all();
+    let record = crate::record::control::QuorumReassignment {
+        cluster_id: CLUSTER.into(),
+        current_voters: vec![7],
+        target_voters: None,
+        force: false,
+    };
+    let out = h.step(Input::AppendControl {
+        batch: record.to_batch(0, 0, 0),
+    });
+    assert!(log_ops(&out).is_empty());
+    assert_eq!(h.core.voters(), &[1]);
+}
+
+/// An observer fetching from a lone leader: known to it, then caught up.
+fn observer_fetch(h: &mut Harness, id: NodeId, offset: Offset) -> Vec<Output> {
+    let mut fetch = Harness::fetch_request(id, 2, offset, if offset > 0 { 2 } else { 0 }, offset);
+    if let Request::FetchQuorumRecords(r) = &mut fetch {
+        r.is_follower = h.core.voters().contains(&id);
+        r.max_wait_ms = 0;
+    }
+    h.request(id, fetch).1
+}
+
+#[test]
+fn alter_quorum_grows_a_lone_voter_step_by_step_and_answers_once_the_target_commits() {
+    let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
+    h.durable_all();
+    assert_eq!(h.core.high_watermark(), Some(1));
+    // Never heard of 2: UNKNOWN_VOTER_ID, per voter.
+    let (_, out) = h.request(-1, alter(&[1, 2]));
+    let r = alter_of(&out);
+    assert_eq!(r.error, ErrorCode::UNKNOWN_VOTER_ID);
+    assert_eq!(
+        r.target_voters
+            .iter()
+            .map(|v| (v.voter_id, v.error))
+            .collect::<Vec<_>>(),
+        vec![(1, ErrorCode::NONE), (2, ErrorCode::UNKNOWN_VOTER_ID)]
+    );
+    observer_fetch(&mut h, 2, 0);
+    let (_, out) = h.request(-1, alter(&[1, 2]));
+    assert!(
+        responses(&out).is_empty(),
+        "answered once the target commits"
+    );
+    assert_eq!(log_ops(&out).len(), 1, "the target record");
+    assert_eq!(h.core.voters(), &[1], "the target alone changes no voter");
+    let out = h.durable_all();
+    assert_eq!(alter_of(&out).error, ErrorCode::NONE);
+    // 2 catches up (fetches to the end, durable at the HW): added, in force at once.
+    let end = h.core.log_end_offset();
+    let out = observer_fetch(&mut h, 2, end);
+    assert_eq!(h.core.voters(), &[1, 2], "{out:?}");
+    // Two voters: the add commits only with 2.
+    h.durable_all();
+    assert_eq!(h.core.high_watermark(), Some(end));
+    let end = h.core.log_end_offset();
+    observer_fetch(&mut h, 2, end);
+    assert_eq!(h.core.high_watermark(), Some(end));
+    // Done: TargetVoters = null, once that commits too.
+    let last = h.core.log_end_offset();
+    assert_eq!(last, end + 1, "the closing record");
+    h.durable_all();
+    observer_fetch(&mut h, 2, last);
+    assert_eq!(h.core.election_state().target_voters, None);
+    assert_eq!(h.core.election_state().current_voters, vec![1, 2]);
+}
+
+#[test]
+fn no_voter_change_before_an_entry_of_the_leaders_epoch_commits() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    observer_fetch(&mut h, 4, 0);
+    assert_eq!(h.core.high_watermark(), None);
+    let (_, out) = h.request(-1, alter(&[1, 2, 3, 4]));
+    assert!(log_ops(&out).is_empty(), "own-epoch commit first");
+    assert!(responses(&out).is_empty());
+    // Time runs out: REQUEST_TIMED_OUT, safe to retry.
+    let out = h.run_until(1_000);
+    assert_eq!(alter_of(&out).error, ErrorCode::REQUEST_TIMED_OUT);
+}
+
+mod steps {
+    use crate::raft::reassign::{next_step, Step};
+    use crate::raft::voter_set::VoterConfig;
+    use crate::raft::NodeId;
+
+    fn cfg(current: &[NodeId], target: &[NodeId], force: bool) -> VoterConfig {
+        VoterConfig {
+            current: current.to_vec(),
+            target: Some(target.to_vec()),
+            force,
+        }
+    }
+
+    fn step(c: &VoterConfig, leader: NodeId, ready: &[NodeId]) -> Step {
+        next_step(
+            c,
+            leader,
+            |id| ready.contains(&id),
+            |id| ready.contains(&id),
+        )
+        .unwrap()
+    }
+
+    fn write(current: &[NodeId], target: &[NodeId]) -> Step {
+        Step::Write(cfg(current, target, false))
+    }
+
+    #[test]
+    fn add_before_remove_when_at_least_as_many_are_added() {
+        let c = cfg(&[1, 2, 3], &[1, 2, 4], false);
+        assert_eq!(step(&c, 1, &[1, 2, 3, 4]), write(&[1, 2, 3, 4], &[1, 2, 4]));
+        assert_eq!(step(&c, 1, &[1, 2, 3]), Step::Wait, "4 not caught up");
+        let c = cfg(&[1, 2, 3], &[1], false);
+        assert_eq!(step(&c, 1, &[1, 2, 3]), write(&[1, 3], &[1]));
+    }
+
+    #[test]
+    fn a_non_leader_leaves_before_the_leader_which_hands_over() {
+        let c = cfg(&[1, 2, 3], &[3], false);
+        assert_eq!(step(&c, 1, &[1, 2, 3]), write(&[1, 3], &[3]));
+        let c = cfg(&[1, 3], &[3], false);
+        assert_eq!(step(&c, 1, &[1, 3]), Step::HandOver);
+        assert_eq!(step(&c, 3, &[1, 3]), write(&[3], &[3]));
+    }
+
+    #[test]
+    fn a_step_into_unavailability_needs_force() {
+        // 3 of {1,2,3,4} would be live and caught up after removing 3? No: 2 and 4 are down.
+        let c = cfg(&[1, 2, 3, 4], &[1, 2, 4], false);
+        assert_eq!(step(&c, 1, &[1, 3]), Step::Wait);
+        let forced = cfg(&[1, 2, 3, 4], &[1, 2, 4], true);
+        assert_eq!(
+            step(&forced, 1, &[1, 3]),
+            Step::Write(cfg(&[1, 2, 4], &[1, 2, 4], true))
+        );
+    }
+
+    #[test]
+    fn done_writes_a_null_target_and_nothing_in_progress_does_nothing() {
+        let c = cfg(&[1, 2], &[1, 2], false);
+        assert_eq!(
+            step(&c, 1, &[]),
+            Step::Write(VoterConfig {
+                current: vec![1, 2],
+                target: None,
+                force: false
+            })
+        );
+        let idle = VoterConfig {
+            current: vec![1],
+            target: None,
+            force: false,
+        };
+        assert_eq!(next_step(&idle, 1, |_| true, |_| true), None);
+    }
+}
+
+#[test]
+fn a_voter_told_not_follower_fetches_as_an_observer_and_learns_its_removal_from_its_log() {
+    let (mut h, c) = Harness::follower(3, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    let out = h.respond(
+        1,
+        c,
+        Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+            error: ErrorCode::NOT_FOLLOWER,
+            ..Harness::fetch_response(1, 4, Vec::new(), -1)
+        }),
+    );
+    assert!(!has_fatal(&out));
+    assert_eq!(h.core.voters(), VOTERS, "only its own log removes it");
+    // The retry backoff (at most 1 s), well within the fetch timeout (2 s).
+    let out = h.run_until(h.now + 1_000);
+    let fetch = sends(&out)
+        .into_iter()
+        .find(|(_, _, r)| matches!(r, Request::FetchQuorumRecords(_)))
+        .expect("it fetches again");
+    assert!(!fetch_req(&fetch.2).is_follower, "as an observer");
+    let out = fetch_answer(&mut h, fetch.1, vec![voter_batch(1, 4, &[1, 2], None)], 1);
+    assert!(!has_fatal(&out));
+    assert!(h.core.is_observer(), "{:?} {out:?}", h.core.role());
+    assert_eq!(h.core.role(), Role::Follower);
+}
+
+#[test]
+fn the_leader_answers_a_removed_voters_fetch_not_follower() {
+    let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
+    h.durable_all();
+    let (_, out) = h.request(3, Harness::fetch_request(3, 2, 0, 0, 0));
+    assert_eq!(
+        fetch_of(&responses(&out)[0].1).error,
+        ErrorCode::NOT_FOLLOWER
+    );
+}

@@ -231,7 +231,11 @@ impl Node {
             QuorumStateStore::open(&config.log_dir, config.broker_id, config.cluster_id.clone())?;
         let stored = quorum_state.read()?;
         let log = Log::open(&config.log_dir, log_config)?;
-        let snapshot = log.snapshot();
+        let mut snapshot = log.snapshot();
+        // The voter records above the file's AppliedOffset: the core rebuilds the voter set in
+        // force from them (docs/protocol.md, "The voter set lives in the log").
+        snapshot.voter_records =
+            log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let (idempotence, producer_ids) = Node::rebuild_idempotence(&log, config.broker_id)?;
         info!(

@@ -1,0 +1,107 @@
+//! Voter records (control type 100) as the voter set they state (docs/protocol.md, "The voter
+//! set lives in the log"): what a replica applies when it appends one, and what a driver reads
+//! from the log at start ([`crate::log::Log::voter_records_from`]).
+
+use super::control::{ControlRecordType, QuorumReassignment};
+use super::{Batch, BatchView};
+use crate::base::{NodeId, Offset};
+
+/// A voter set with the reassignment in progress, as one voter record states it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoterConfig {
+    /// Sorted, no duplicates, never empty once known.
+    pub current: Vec<NodeId>,
+    /// The target of a reassignment in progress (sorted); None when none is.
+    pub target: Option<Vec<NodeId>>,
+    /// The reassignment skips the strict reconfiguration check.
+    pub force: bool,
+}
+
+impl VoterConfig {
+    pub fn contains(&self, id: NodeId) -> bool {
+        self.current.binary_search(&id).is_ok()
+    }
+}
+
+/// A voter record found in the log: its offset and what it says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VoterRecord {
+    pub offset: Offset,
+    pub config: VoterConfig,
+}
+
+/// Why a voter record could not be read: a log this node cannot apply (the voter set would
+/// silently differ from the others'), so the node must stop.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("voter record in the batch at offset {base_offset}: {reason}")]
+pub struct VoterRecordError {
+    pub base_offset: Offset,
+    pub reason: String,
+}
+
+impl VoterConfig {
+    fn from_record(r: &QuorumReassignment) -> Result<Self, String> {
+        let set = |ids: &[NodeId]| -> Result<Vec<NodeId>, String> {
+            let mut v = ids.to_vec();
+            v.sort_unstable();
+            v.dedup();
+            if v.len() != ids.len() || v.is_empty() || v[0] < 0 {
+                return Err(format!("{ids:?} is not a set of distinct ids >= 0"));
+            }
+            Ok(v)
+        };
+        Ok(VoterConfig {
+            current: set(&r.current_voters)?,
+            target: r.target_voters.as_deref().map(set).transpose()?,
+            force: r.force,
+        })
+    }
+
+    /// The record this config is written as.
+    pub fn to_record(&self, cluster_id: &str) -> QuorumReassignment {
+        QuorumReassignment {
+            cluster_id: cluster_id.to_string(),
+            current_voters: self.current.clone(),
+            target_voters: self.target.clone(),
+            force: self.force,
+        }
+    }
+}
+
+/// The voter records of `batches` (the log's, in order): what a driver hands the core at start
+/// (`LogSnapshot::voter_records`) and what the core applies as it appends.
+pub fn voter_records<'a>(
+    batches: impl IntoIterator<Item = &'a Batch>,
+) -> Result<Vec<VoterRecord>, VoterRecordError> {
+    let mut found = Vec::new();
+    for b in batches {
+        if !b.is_control {
+            continue;
+        }
+        let error = |reason: String| VoterRecordError {
+            base_offset: b.base_offset,
+            reason,
+        };
+        let view = BatchView::parse(b.bytes.clone()).map_err(|e| error(e.to_string()))?;
+        if !view.is_control() {
+            continue;
+        }
+        // Only voter records are read here: another control type this build cannot decode
+        // (a newer LeaderChange, say) is not this module's business.
+        for record in view.records() {
+            let kind =
+                ControlRecordType::from_key(record.key.as_deref(), record.offset_delta as u32)
+                    .map_err(|e| error(e.to_string()))?;
+            if kind != ControlRecordType::QUORUM_REASSIGNMENT {
+                continue;
+            }
+            let value = record.value.ok_or_else(|| error("a null value".into()))?;
+            let r = QuorumReassignment::decode(&value).map_err(|e| error(e.to_string()))?;
+            found.push(VoterRecord {
+                offset: b.base_offset + Offset::from(record.offset_delta),
+                config: VoterConfig::from_record(&r).map_err(error)?,
+            });
+        }
+    }
+    Ok(found)
+}
