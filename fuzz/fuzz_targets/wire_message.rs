@@ -23,14 +23,24 @@ use net::wire::kafka::{
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
-const QUORUM_KEYS: [i16; 6] = [
+const QUORUM_KEYS: [i16; 7] = [
     api::VOTE,
     api::BEGIN_QUORUM_EPOCH,
     api::END_QUORUM_EPOCH,
     api::DESCRIBE_QUORUM,
     api::FETCH_QUORUM_RECORDS,
     api::FIND_QUORUM,
+    api::ALTER_QUORUM,
 ];
+
+/// The spec of a quorum RPC, AlterQuorum included.
+fn quorum_spec(key: i16) -> &'static ApiSpec {
+    if key == api::ALTER_QUORUM {
+        &api::ALTER_QUORUM_SPEC
+    } else {
+        api::quorum_api(key).expect("a quorum RPC")
+    }
+}
 
 /// A version of `spec` picked by `pick`, covering the whole range.
 fn version(spec: &ApiSpec, pick: u8) -> i16 {
@@ -52,7 +62,7 @@ fuzz_target!(|data: &[u8]| {
         1 => {
             // Every supported version of the key (Vote 0-1, the others 0).
             let key = QUORUM_KEYS[usize::from(pick) % QUORUM_KEYS.len()];
-            let spec = api::quorum_api(key).expect("a quorum RPC");
+            let spec = quorum_spec(key);
             let version = version(spec, pick / 8);
             let _ = quorum::decode_request_with(key, version, &mut WireReader::new(input));
         }

@@ -291,8 +291,10 @@ fn replication_rows(q: &DescribeQuorumResponse) -> Vec<Row> {
         .collect()
 }
 
-fn directory_id(_replica: &ReplicaState) -> String {
-    String::new()
+/// Kafka's uuid text of the replica's log directory id (all zeros, `AAAAAAAAAAAAAAAAAAAAAA`,
+/// when the leader does not know it).
+fn directory_id(replica: &ReplicaState) -> String {
+    replica.directory_id.to_string()
 }
 
 /// A timestamp as printed: epoch ms, or with --human-readable how long before `now`.

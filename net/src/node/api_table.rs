@@ -44,7 +44,9 @@ const fn quorum(spec: ApiSpec) -> ApiRow {
     ApiRow {
         spec,
         handler: Node::handle_quorum_request,
-        scope: if spec.key == api::DESCRIBE_QUORUM {
+        // The admin APIs are for operators' tools on any listener; ACLs guard them
+        // (DESCRIBE / ALTER on CLUSTER, net/src/security/authorizer.rs).
+        scope: if spec.key == api::DESCRIBE_QUORUM || spec.key == api::ALTER_QUORUM {
             Scope::Any
         } else {
             Scope::Quorum
@@ -54,7 +56,7 @@ const fn quorum(spec: ApiSpec) -> ApiRow {
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 16] = [
+pub(crate) static API_TABLE: [ApiRow; 17] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
@@ -121,6 +123,7 @@ pub(crate) static API_TABLE: [ApiRow; 16] = [
     quorum(api::QUORUM_APIS[3]),
     quorum(api::QUORUM_APIS[4]),
     quorum(api::QUORUM_APIS[5]),
+    quorum(api::ALTER_QUORUM_SPEC),
 ];
 
 /// The row of api key `key`, if this node serves it.
@@ -156,9 +159,9 @@ mod tests {
         for spec in api::QUORUM_APIS {
             assert_eq!(row(spec.key).map(|r| r.spec), Some(spec));
         }
-        assert!(
-            row(api::ALTER_QUORUM).is_none(),
-            "not served yet, so not advertised"
+        assert_eq!(
+            row(api::ALTER_QUORUM).map(|r| (r.spec, r.scope)),
+            Some((api::ALTER_QUORUM_SPEC, Scope::Any))
         );
     }
 
@@ -189,7 +192,7 @@ mod tests {
         ] {
             assert!(client.contains(&key) && !controller.contains(&key), "{key}");
         }
-        for key in [api::API_VERSIONS, api::DESCRIBE_QUORUM] {
+        for key in [api::API_VERSIONS, api::DESCRIBE_QUORUM, api::ALTER_QUORUM] {
             assert!(client.contains(&key) && controller.contains(&key), "{key}");
         }
         assert_eq!(

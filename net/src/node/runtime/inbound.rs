@@ -483,6 +483,7 @@ mod tests {
     fn describe_quorum_times_move_to_the_wall_clock_and_unknown_stays_unknown() {
         let replica = |id, fetched, caught_up| ReplicaState {
             replica_id: id,
+            directory_id: engine::base::DirectoryId::ZERO,
             log_end_offset: 7,
             last_fetch_timestamp: fetched,
             last_caught_up_timestamp: caught_up,
