@@ -77,6 +77,17 @@ pub enum Invariant {
     /// After faults stopped, more elections (or epochs raised) than the bound before the
     /// cluster was live again (docs/simulation.md, "Liveness properties").
     ElectionsAfterFaultsBounded,
+    /// A replica's log holds two voter records above the committed end (docs/protocol.md,
+    /// "Driving the change", rules 1 and 2).
+    OneUncommittedVoterRecord,
+    /// The voter set a core uses differs from the one its own log implies (the newest voter
+    /// record at or above the persisted AppliedOffset, else the persisted set).
+    VoterSetFromLog,
+    /// A node outside the voter set its log implies is a prospective, a candidate or a leader.
+    NonVoterCampaigns,
+    /// After faults stopped (every node alive), the reassigner's last target did not become the
+    /// committed voter set with nothing in progress.
+    ReassignmentCompletes,
 }
 
 #[derive(Clone, Debug)]
@@ -362,6 +373,19 @@ impl Checker {
                 Ok(())
             }
         }
+    }
+
+    /// Does a majority of `voter_logs` hold the batch `at` covering `hw - 1` durably?
+    pub fn majority_holds(hw: Offset, at: &Batch, voter_logs: &[&[Batch]]) -> bool {
+        let holding = voter_logs
+            .iter()
+            .filter(|log| {
+                batch_index_covering(log, hw - 1).is_some_and(|j| {
+                    log[j].base_offset == at.base_offset && log[j].epoch == at.epoch
+                })
+            })
+            .count();
+        holding * 2 > voter_logs.len()
     }
 
     fn check_majority(

@@ -67,6 +67,10 @@ pub struct SimConfig {
     /// runs from that earlier time. The disruption scenario turns it on: there a fetch timeout
     /// that fires early is a leader wrongly taken for dead.
     pub tick_before_input: bool,
+    /// A reassigner sends AlterQuorum requests with random targets drawn from every node
+    /// (voters and observers), and the voter-set invariants are checked (docs/simulation.md,
+    /// "Reassignment"). Off: no draw and no trace entry of its own, so runs replay as before.
+    pub reassign: bool,
     /// Events kept for the report.
     pub trace_len: usize,
 }
@@ -90,6 +94,7 @@ impl SimConfig {
             pre_vote: true,
             latency_tail: true,
             tick_before_input: false,
+            reassign: false,
             trace_len: 40,
         }
     }
@@ -125,6 +130,9 @@ impl SimConfig {
         }
         if self.tick_before_input {
             cmd.push_str(" --tick-before-input");
+        }
+        if self.reassign {
+            cmd.push_str(" --reassign");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");
@@ -183,6 +191,13 @@ pub struct Summary {
     /// Elections won and epochs raised after faults stopped, until the cluster was live.
     pub final_elections: u64,
     pub final_epochs: i32,
+    /// AlterQuorum requests the reassigner sent, those answered NONE (target recorded and
+    /// committed), targets the committed set reached, and voter-set changes committed in the
+    /// final leader's log (all 0 without `reassign`).
+    pub alter_requests: u64,
+    pub alter_accepted: u64,
+    pub reassignments_completed: u64,
+    pub voter_changes: u64,
     pub trace_hash: u64,
 }
 

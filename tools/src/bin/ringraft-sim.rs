@@ -65,6 +65,11 @@ struct Cli {
     /// --no-prevote the tool counts the seeds that saw one.
     #[arg(long)]
     disruption: bool,
+    /// A reassigner sends AlterQuorum requests with random targets drawn from every node
+    /// (voters and observers: use --observers to give it nodes to add), and the voter-set
+    /// invariants are checked (docs/simulation.md, "Reassignment").
+    #[arg(long)]
+    reassign: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -80,6 +85,9 @@ struct Totals {
     elections: u64,
     commits: u64,
     lies: u64,
+    alter_requests: u64,
+    reassignments: u64,
+    voter_changes: u64,
 }
 
 fn main() -> ExitCode {
@@ -123,6 +131,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         cfg.liar = !cli.no_liar;
         cfg.pre_vote = !cli.no_prevote;
         cfg.tick_before_input = cli.tick_before_input;
+        cfg.reassign = cli.reassign;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -138,6 +147,9 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.elections += s.elections;
                 totals.commits += s.commits;
                 totals.lies += s.liar_messages;
+                totals.alter_requests += s.alter_requests;
+                totals.reassignments += s.reassignments_completed;
+                totals.voter_changes += s.voter_changes;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
@@ -202,11 +214,15 @@ fn run_disruption_seeds(cli: &Cli) -> std::io::Result<ExitCode> {
 
 fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
-        "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {violations} violations",
+        "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {} AlterQuorum \
+         requests, {} reassignments completed, {} voter changes committed, {violations} violations",
         t.seeds,
         t.events,
         t.elections,
         t.commits,
-        t.lies
+        t.lies,
+        t.alter_requests,
+        t.reassignments,
+        t.voter_changes
     )
 }

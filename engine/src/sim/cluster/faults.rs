@@ -139,7 +139,9 @@ impl Simulation {
     /// counted (KAFKA-12181): this simulator found both (SingleLeader and LeaderCompleteness
     /// breaks) even when every other voter held the victim's whole log. Voter disk loss stays in
     /// the scripted scenario, under a stable leader.
+    /// With reassignment, only a node no target ever named (a node that was a voter must not
+    /// vote twice).
     pub(super) fn may_lose_state(&self, i: usize) -> bool {
-        self.nodes[i].observer
+        self.nodes[i].observer && !self.reassign.ever_targeted.contains(&self.nodes[i].id)
     }
 }

@@ -9,7 +9,9 @@ mod liveness;
 mod network;
 mod nodes;
 mod outputs;
+mod reassigner;
 mod scheduler;
+mod voter_checks;
 
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -28,6 +30,7 @@ use faults::Phase;
 use lies::LiarState;
 use network::Network;
 use nodes::SimNode;
+use reassigner::Reassigner;
 use scheduler::{Event, Scheduled};
 
 pub struct Simulation {
@@ -56,6 +59,7 @@ pub struct Simulation {
     /// Elections won and epochs raised from the start of the final calm until the cluster was
     /// live again (set when it was).
     final_elections: (u64, Epoch),
+    reassign: Reassigner,
 }
 
 /// Liveness: acknowledged appends sent after the final calm began, required to pass.
@@ -112,6 +116,7 @@ impl Simulation {
             reads_in_flight: BTreeMap::new(),
             max_concurrent_reads: 0,
             final_elections: (0, 0),
+            reassign: Reassigner::default(),
             cfg,
         };
         sim.checker.outcome_only = sim.cfg.outcome_only;
@@ -136,6 +141,7 @@ impl Simulation {
                 disk_slow_until: 0,
                 persists: 0,
                 ticked_at: 0,
+                step_voters: Vec::new(),
             });
         }
         if sim.cfg.bootstrap_observers {
@@ -158,6 +164,9 @@ impl Simulation {
             sim.schedule(chaos, Event::Chaos);
             sim.mid_step_crash = 0.0005;
             sim.start_lying();
+        }
+        if sim.cfg.reassign {
+            sim.start_reassigner();
         }
         Ok(sim)
     }
@@ -296,6 +305,8 @@ impl Simulation {
                 self.sweep(node)
             }
             Event::PhaseChange => self.phase_change(),
+            Event::ReassignTick => self.reassign_tick(),
+            Event::ReassignDeliver { timeout } => self.reassign_deliver(timeout),
             Event::Lie { period } => self.lie_tick(period),
             Event::KillIfLeader { node, epoch } => {
                 let leads = self.nodes[node]
@@ -461,7 +472,21 @@ impl Simulation {
         self.phase = Phase::Final { since };
         self.calm_down();
         // Nodes in a graceful shutdown finish it and are restarted (see ShutdownComplete).
-        let ok = self.run_until(self.cfg.liveness_ms, |s| s.live_since(since))?;
+        let ok = self.run_until(self.cfg.liveness_ms, |s| {
+            s.live_since(since) && s.reassign_settled()
+        })?;
+        if !ok && self.live_since(since) {
+            return Err(self.violation(Breach {
+                invariant: Invariant::ReassignmentCompletes,
+                detail: format!(
+                    "{} ms after faults stopped: leader {:?}, voters {:?}, last target {:?}",
+                    self.cfg.liveness_ms,
+                    self.current_leader(),
+                    self.voter_configs(),
+                    self.reassign.last_target
+                ),
+            }));
+        }
         if ok {
             self.final_elections = self.since_calm(start);
             return self
@@ -474,10 +499,13 @@ impl Simulation {
         Err(self.violation(Breach {
             invariant: Invariant::Liveness,
             detail: format!(
-                "{} ms after faults stopped: leader {:?}, {} fresh acks, HWs {hws:?}",
+                "{} ms after faults stopped: leader {:?}, {} fresh acks, HWs {hws:?}, voters \
+                 {:?}, last reassignment target {:?}",
                 self.cfg.liveness_ms,
                 self.current_leader(),
-                self.client.acks.iter().filter(|a| a.1 >= since).count()
+                self.client.acks.iter().filter(|a| a.1 >= since).count(),
+                self.voter_configs(),
+                self.reassign.last_target
             ),
         }))
     }
@@ -522,6 +550,10 @@ impl Simulation {
             refused_lies: self.liar.refused,
             final_elections: self.final_elections.0,
             final_epochs: self.final_elections.1,
+            alter_requests: self.reassign.requests,
+            alter_accepted: self.reassign.accepted,
+            reassignments_completed: self.reassign.completed,
+            voter_changes: self.committed_voter_changes(),
             trace_hash: self.trace.hash(),
         }
     }

@@ -52,6 +52,9 @@ pub(super) struct SimNode {
     pub(super) persists: u64,
     /// The time of the last Tick this incarnation's core was given.
     pub(super) ticked_at: TimeMs,
+    /// With `SimConfig::reassign`: the core's voter set before the step being carried out (a
+    /// high watermark of the step may be counted in it or in the set the step appended).
+    pub(super) step_voters: Vec<NodeId>,
 }
 
 impl SimNode {
@@ -184,6 +187,10 @@ impl Simulation {
             self.nodes[i].ticked_at = now;
         } else if !self.tick_first(i)? {
             return Ok(());
+        }
+        if self.cfg.reassign {
+            let voters = self.nodes[i].core.as_ref().map(|c| c.voters().to_vec());
+            self.nodes[i].step_voters = voters.unwrap_or_default();
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();

@@ -10,6 +10,7 @@ use crate::sim::trace::TraceEntry;
 
 use super::faults::Phase;
 use super::network::Message;
+use super::reassigner::REASSIGNER_ID;
 use super::scheduler::Event;
 use super::{core_config, Simulation};
 
@@ -84,6 +85,15 @@ impl Simulation {
                 if p.from == LIAR_ID {
                     return Ok(()); // the liar's answers are dropped: it learns nothing
                 }
+                if p.from == REASSIGNER_ID {
+                    let Response::AlterQuorum(r) = response else {
+                        return breach(
+                            Invariant::ExactlyOnceContract,
+                            format!("node {id} answered an AlterQuorum with {response:?}"),
+                        );
+                    };
+                    return self.reassign_answered(i, rid, r);
+                }
                 self.send(Message::Response {
                     from: id,
                     to: p.from,
@@ -126,7 +136,11 @@ impl Simulation {
                 let node = &mut self.nodes[i];
                 node.role = role;
                 node.epoch = epoch;
-                if node.observer && !matches!(role, Role::Unattached | Role::Follower) {
+                // With reassignment an observer may become a voter: NonVoterCampaigns judges.
+                if node.observer
+                    && !self.cfg.reassign
+                    && !matches!(role, Role::Unattached | Role::Follower)
+                {
                     return breach(
                         Invariant::ObserverRole,
                         format!("observer {id} became {role:?} in epoch {epoch}"),
@@ -284,9 +298,10 @@ impl Simulation {
                 i64::from(epoch),
             ));
             let node = &self.nodes[i];
-            let voter_logs: Vec<&[Batch]> = self.nodes[..self.cfg.voters]
+            let voters = self.hw_voters(i, hw);
+            let voter_logs: Vec<&[Batch]> = voters
                 .iter()
-                .map(|n| n.disk.durable.as_slice())
+                .map(|&v| self.nodes[v as usize].disk.durable.as_slice())
                 .collect();
             self.checker
                 .on_leader_hw(id, epoch, hw, &node.disk.written, &voter_logs)?;
@@ -322,7 +337,10 @@ impl Simulation {
         if core.role() == Role::Leader {
             self.persisted_leadership(i, core.epoch())?;
         }
-        if node.observer && !matches!(core.role(), Role::Unattached | Role::Follower) {
+        if node.observer
+            && !self.cfg.reassign
+            && !matches!(core.role(), Role::Unattached | Role::Follower)
+        {
             return breach(
                 Invariant::ObserverRole,
                 format!("observer {id} is {:?}", core.role()),
@@ -367,6 +385,42 @@ impl Simulation {
         if let Some(hw) = core.high_watermark() {
             self.observe_hw(i, hw)?;
         }
+        if self.cfg.reassign {
+            self.check_voter_set(i)?;
+            self.note_reassign_progress();
+        }
         Ok(())
+    }
+
+    /// The voters whose durable logs a leader's `hw` is judged by: the configured ones, or
+    /// with reassignment the set the leader counts now, or the one it counted before this step
+    /// if only that one holds it (the step may have appended a voter record after moving the
+    /// high watermark).
+    fn hw_voters(&self, i: usize, hw: Offset) -> Vec<crate::raft::NodeId> {
+        if !self.cfg.reassign {
+            return self.voter_ids();
+        }
+        let node = &self.nodes[i];
+        let now: Vec<_> = node
+            .core
+            .as_ref()
+            .map_or_else(|| node.step_voters.clone(), |c| c.voters().to_vec());
+        if hw == 0 || node.step_voters.is_empty() || node.step_voters == now {
+            return now;
+        }
+        let log = &node.disk.written;
+        let Some(at) = disk::batch_index_covering(log, hw - 1).map(|k| &log[k]) else {
+            return now;
+        };
+        let logs = |set: &[crate::raft::NodeId]| -> Vec<&[Batch]> {
+            set.iter()
+                .map(|&v| self.nodes[v as usize].disk.durable.as_slice())
+                .collect()
+        };
+        if crate::sim::invariants::Checker::majority_holds(hw, at, &logs(&now)) {
+            now
+        } else {
+            node.step_voters.clone()
+        }
     }
 }

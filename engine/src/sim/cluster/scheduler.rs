@@ -62,6 +62,12 @@ pub(super) enum Event {
         epoch: Epoch,
     },
     PhaseChange,
+    /// The reassigner's next move (only with `SimConfig::reassign`).
+    ReassignTick,
+    /// The reassigner's request reaches the node it was sent to.
+    ReassignDeliver {
+        timeout: TimeMs,
+    },
     /// The liar's next message, if fault period `period` is still the current one.
     Lie {
         period: u64,

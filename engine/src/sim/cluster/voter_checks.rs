@@ -1,0 +1,138 @@
+//! The voter-set invariants (docs/simulation.md, "Reassignment"), checked after every event of
+//! a run with `SimConfig::reassign`: the set a core uses is the one its own log implies, at
+//! most one voter record above the committed end, no campaign outside the set. They read the
+//! driver's copy of each node's disk and quorum-state file, never the core's own bookkeeping.
+
+use crate::raft::{Batch, NodeId, Offset, Role};
+use crate::record::voters::{voter_records, VoterConfig};
+use crate::sim::invariants::{breach, Checked, Invariant};
+
+use super::Simulation;
+
+/// The newest voter record of `log` at or above `from`, newest batch first.
+fn newest_voter_record(log: &[Batch], from: Offset) -> Option<VoterConfig> {
+    for b in log.iter().rev() {
+        if b.end_offset() <= from {
+            return None;
+        }
+        if !b.is_control {
+            continue;
+        }
+        let records =
+            voter_records(std::slice::from_ref(b)).expect("the cores write readable voter records");
+        if let Some(r) = records.into_iter().rev().find(|r| r.offset >= from) {
+            return Some(r.config);
+        }
+    }
+    None
+}
+
+/// Voter records of `log` at or above `from`.
+fn voter_records_above(log: &[Batch], from: Offset) -> usize {
+    let mut n = 0;
+    for b in log.iter().rev() {
+        if b.end_offset() <= from {
+            break;
+        }
+        if b.is_control {
+            n += voter_records(std::slice::from_ref(b))
+                .expect("the cores write readable voter records")
+                .iter()
+                .filter(|r| r.offset >= from)
+                .count();
+        }
+    }
+    n
+}
+
+fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
+    v.sort_unstable();
+    v
+}
+
+impl Simulation {
+    /// The voter set node `i`'s log implies: the newest voter record at or above the persisted
+    /// AppliedOffset, else the persisted set, else the configured one (`quorum.voters`).
+    fn log_voter_config(&self, i: usize) -> VoterConfig {
+        let n = &self.nodes[i];
+        let (base, from) = match &n.persisted {
+            Some(s) if !s.current_voters.is_empty() => (
+                VoterConfig {
+                    current: sorted(s.current_voters.clone()),
+                    target: s.target_voters.clone().map(sorted),
+                    force: s.target_force,
+                },
+                s.applied_offset,
+            ),
+            _ => {
+                let configured = if n.bootstrap.is_empty() {
+                    self.voter_ids()
+                } else {
+                    Vec::new()
+                };
+                let config = VoterConfig {
+                    current: configured,
+                    target: None,
+                    force: false,
+                };
+                (config, 0)
+            }
+        };
+        newest_voter_record(&n.disk.written, from).unwrap_or(base)
+    }
+
+    /// The voter-set invariants for node `i` (running).
+    pub(super) fn check_voter_set(&self, i: usize) -> Checked {
+        let n = &self.nodes[i];
+        let Some(core) = n.core.as_ref() else {
+            return Ok(());
+        };
+        let id = n.id;
+        let implied = self.log_voter_config(i);
+        let used = core.qs.voter_config();
+        if *used != implied || core.voters() != implied.current.as_slice() {
+            return breach(
+                Invariant::VoterSetFromLog,
+                format!("node {id} uses {used:?}; its log implies {implied:?}"),
+            );
+        }
+        let committed = self.checker.committed_end();
+        let above = voter_records_above(&n.disk.written, committed);
+        if above > 1 {
+            return breach(
+                Invariant::OneUncommittedVoterRecord,
+                format!(
+                    "node {id} holds {above} voter records above the committed end {committed}"
+                ),
+            );
+        }
+        let campaigning = matches!(
+            core.role(),
+            Role::Prospective | Role::Candidate | Role::Leader
+        );
+        if campaigning && !implied.contains(id) {
+            return breach(
+                Invariant::NonVoterCampaigns,
+                format!(
+                    "node {id} is {:?} in epoch {} outside its log's voter set {:?}",
+                    core.role(),
+                    core.epoch(),
+                    implied.current
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Every running node's voter set and reassignment target, for a liveness report.
+    pub(super) fn voter_configs(&self) -> Vec<(NodeId, Vec<NodeId>, Option<Vec<NodeId>>)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.core.as_ref())
+            .map(|c| {
+                let v = c.qs.voter_config();
+                (c.node_id(), v.current.clone(), v.target.clone())
+            })
+            .collect()
+    }
+}
