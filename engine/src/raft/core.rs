@@ -49,6 +49,9 @@ pub struct RaftCore {
     /// an EndQuorumEpoch named this node a later successor (its leader gave the epoch up, so
     /// there is no live leader a pre-vote would protect). Cleared by every role change.
     pub(crate) stand_when_due: bool,
+    /// A voter its log is removing sat out its last election timeout (it stands every other
+    /// one: docs/protocol.md, "Reassignment safety", rule 5).
+    pub(crate) leaving_sat_out: bool,
     /// The log cannot allocate its next segment ([`Input::StorageFull`]).
     pub(crate) storage_full: bool,
     /// The leader answered NOT_FOLLOWER: its log no longer counts this node as a voter, so the
@@ -103,6 +106,7 @@ impl RaftCore {
             start_now: now,
             epoch_alerted: false,
             stand_when_due: false,
+            leaving_sat_out: false,
             storage_full: false,
             fetch_as_observer: false,
         })
@@ -452,10 +456,7 @@ impl RaftCore {
             if !fetching && !waiting {
                 self.send_fetch(out);
             }
-        } else if self.qs.role() == Role::Unattached
-            && self.qs.is_observer()
-            && !self.looking_for_quorum()
-        {
+        } else if self.observer_without_leader() && !self.looking_for_quorum() {
             self.send_find_quorum(out);
         }
         // A reassignment moves on as voters catch up and steps commit (docs/protocol.md,
@@ -471,6 +472,12 @@ impl RaftCore {
         if self.missing_endpoints() && !self.looking_for_quorum() {
             self.send_find_quorum(out);
         }
+    }
+
+    /// An observer that knows no leader looks for one: Unattached, or Voted (a node votes
+    /// outside its own log's set, docs/protocol.md, "Reassignment safety", rule 8).
+    pub(crate) fn observer_without_leader(&self) -> bool {
+        matches!(self.qs.role(), Role::Unattached | Role::Voted) && self.qs.is_observer()
     }
 
     // ----- transitions (QuorumState decides; this adds the side effects) -----
@@ -614,7 +621,10 @@ impl RaftCore {
     /// (docs/protocol.md, "Pre-vote"), or at once as before pre-vote when it is off or this node
     /// is the only voter.
     pub(crate) fn campaign(&mut self, out: &mut Vec<Output>) -> bool {
-        if self.leaving_voter() {
+        // A leaving voter gives the target's voters one election timeout first, but stands
+        // after it: it may hold the only log they would all vote for.
+        if self.leaving_voter() && !std::mem::take(&mut self.leaving_sat_out) {
+            self.leaving_sat_out = true;
             self.role_deadline = Some(self.election_deadline());
             return false;
         }

@@ -11,7 +11,7 @@ use super::types::{
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
-    Request, Response, Role, VoterEndpoint,
+    Request, Response, VoterEndpoint,
 };
 
 /// What is left to do with a response after the common rules.
@@ -156,7 +156,9 @@ impl RaftCore {
                 self.distrust(from, refusal.reason, out);
                 return Common::Done;
             }
-            if leader_id >= 0 && leader_id != me && self.qs.is_voter(leader_id) {
+            // A leader outside this node's set is followed too: its log holds the set that
+            // has it (docs/protocol.md, "The voter set lives in the log").
+            if leader_id >= 0 && leader_id != me {
                 self.enter_follower(epoch, leader_id, out);
             } else {
                 self.enter_unattached(epoch, out);
@@ -187,9 +189,7 @@ impl RaftCore {
                     }
                     Some(_) => {}
                     None => {
-                        if self.qs.is_voter(leader_id) {
-                            self.enter_follower(epoch, leader_id, out);
-                        }
+                        self.enter_follower(epoch, leader_id, out);
                         return Common::Done;
                     }
                 }
@@ -443,8 +443,7 @@ impl RaftCore {
         } else {
             Common::Retry
         };
-        let still_looking = (self.qs.role() == Role::Unattached && self.qs.is_observer())
-            || self.missing_endpoints();
+        let still_looking = self.observer_without_leader() || self.missing_endpoints();
         if outcome != Common::Done || still_looking {
             if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
                 self.outbound

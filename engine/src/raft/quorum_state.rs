@@ -166,7 +166,7 @@ impl QuorumState {
                 epoch,
                 candidacy: CandidateState::voted_for_self(me),
             };
-        } else if stored.voted_id >= 0 && !observer {
+        } else if stored.voted_id >= 0 {
             qs.state = EpochState::Voted {
                 epoch,
                 voted_for: stored.voted_id,
@@ -433,13 +433,15 @@ impl QuorumState {
             state.leader_id(me),
             state.voted_id(me)
         );
-        // An observer may also be Resigned: a node whose log removed it after it led or stood
-        // in the epoch gives that epoch up (`restore`).
+        // An observer may also have voted (a node votes outside its own log's set), and be
+        // Resigned: a node whose log removed it after it led or stood in the epoch gives that
+        // epoch up (`restore`).
         assert!(
             !self.is_observer()
                 || matches!(
                     state,
                     EpochState::Unattached { .. }
+                        | EpochState::Voted { .. }
                         | EpochState::Follower { .. }
                         | EpochState::Resigned { .. }
                 ),
@@ -522,9 +524,8 @@ impl QuorumState {
         candidate: NodeId,
         out: &mut Vec<Output>,
     ) -> Result<EpochState, TransitionError> {
-        if self.is_observer() {
-            return Err(self.illegal(Role::Voted, "observers never vote"));
-        }
+        // A node outside its own log's set votes too (docs/protocol.md, "Reassignment
+        // safety", rule 8): its log may lag the candidate's set.
         if candidate == self.local_id {
             return Err(self.illegal(Role::Voted, "cannot vote for self as a voter"));
         }
@@ -656,9 +657,9 @@ impl QuorumState {
         if leader == self.local_id {
             return Err(self.illegal(Role::Follower, "cannot follow self"));
         }
-        if !self.is_voter(leader) {
-            return Err(self.illegal(Role::Follower, "leader is not a voter"));
-        }
+        // No check that the leader is in this node's set: a node the log is adding, or one
+        // whose log is behind, learns the set from the leader's log (docs/protocol.md, "The
+        // voter set lives in the log").
         if epoch == self.epoch() {
             match self.state {
                 EpochState::Unattached { .. }

@@ -260,14 +260,32 @@ impl RaftCore {
         };
         match next_step(&config, me, caught_up, live) {
             Some(Step::Write(next)) => self.append_voter_record(next, out),
-            Some(Step::HandOver) => {
+            Some(Step::HandOver) if self.successor_holds_whole_log() => {
                 // Rule 6: the leader leaves last; EndQuorumEpoch names the successors by
                 // durable offset, and the next leader removes this node.
                 self.resign(out);
                 self.role_deadline = Some(self.election_deadline());
             }
+            Some(Step::HandOver) => {}
             Some(Step::Wait) | None => {}
         }
+    }
+
+    /// Rule 6: a voter of the target holds this leader's whole log durably. Handing over
+    /// earlier leaves a successor that this node (the one log ahead of it) refuses to vote
+    /// for, and a resigned leader serves no fetch to close the gap.
+    fn successor_holds_whole_log(&self) -> bool {
+        let Some(l) = self.qs.leader() else {
+            return false;
+        };
+        let end = self.log.end_offset();
+        let config = self.qs.voter_config();
+        let Some(target) = &config.target else {
+            return false;
+        };
+        l.voters
+            .iter()
+            .any(|(id, p)| target.binary_search(id).is_ok() && p.durable_offset >= end)
     }
 
     /// Appends a voter record in this leader's epoch; it is in force at once.

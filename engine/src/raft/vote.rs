@@ -88,7 +88,11 @@ impl RaftCore {
         if req.candidate_epoch < self.qs.epoch() {
             return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
         }
-        if self.qs.is_observer() || !self.qs.is_voter(req.candidate_id) {
+        // Not "this node is an observer": a node its log has not added yet (or has removed)
+        // still votes, or a new set whose record this node lacks could never elect anyone
+        // (docs/protocol.md, "Reassignment safety", rule 8). The candidate is judged by the set
+        // this node knows.
+        if !self.qs.is_voter(req.candidate_id) {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
         }
         if req.candidate_id == self.qs.local_id() {

@@ -124,14 +124,23 @@ impl Simulation {
         Ok(())
     }
 
-    /// Every running node's voter set and reassignment target, for a liveness report.
-    pub(super) fn voter_configs(&self) -> Vec<(NodeId, Vec<NodeId>, Option<Vec<NodeId>>)> {
+    /// Every running node's role, epoch, leader, voter set and reassignment target, for a
+    /// liveness report.
+    pub(super) fn voter_configs(&self) -> Vec<String> {
         self.nodes
             .iter()
             .filter_map(|n| n.core.as_ref())
             .map(|c| {
                 let v = c.qs.voter_config();
-                (c.node_id(), v.current.clone(), v.target.clone())
+                format!(
+                    "{} {:?}@{} leader {:?} voters {:?} target {:?}",
+                    c.node_id(),
+                    c.role(),
+                    c.epoch(),
+                    c.leader_id(),
+                    v.current,
+                    v.target
+                )
             })
             .collect()
     }
