@@ -382,3 +382,98 @@ fn the_leader_answers_a_removed_voters_fetch_not_follower() {
         ErrorCode::NOT_FOLLOWER
     );
 }
+
+// ----- liveness traps the simulator found (docs/simulation.md, "Reassignment") -----
+
+/// A node outside its own log's set (here: one the log has not added yet) votes: a new set
+/// whose record it lacks could otherwise never elect anyone. Its vote binds across a restart.
+#[test]
+fn a_node_outside_its_own_set_votes_and_keeps_its_vote_across_a_restart() {
+    let mut h = Harness::new(
+        config(4, VOTERS),
+        Some(stored(4, -1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    h.tick();
+    assert!(h.core.is_observer());
+    let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
+    let r = vote_of(&responses(&out)[0].1).clone();
+    assert_eq!(
+        (r.error, r.vote_granted),
+        (ErrorCode::NONE, true),
+        "{out:?}"
+    );
+    let state = persisted(&out).pop().expect("the vote is persisted");
+    assert_eq!((state.epoch, state.voted_id), (5, 2));
+    let mut h = Harness::new(config(4, VOTERS), Some(state), log(0, &[]));
+    h.tick();
+    assert_eq!(h.core.role(), Role::Voted);
+    let (_, out) = h.request(3, Harness::vote_request(3, 5, 0, 0));
+    assert!(
+        !vote_of(&responses(&out)[0].1).vote_granted,
+        "one vote per epoch"
+    );
+    // It knows no leader: it looks for one.
+    let out = h.run_until(h.now + 5_000);
+    assert!(!find_sends(&out).is_empty(), "{out:?}");
+}
+
+/// A leader outside this node's set is followed: the log it serves holds the set that has it.
+#[test]
+fn a_node_follows_a_leader_its_own_log_has_not_added_yet() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(0, &[]));
+    let out = h.respond(
+        1,
+        c,
+        Response::FetchQuorumRecords(Harness::fetch_response(7, 5, Vec::new(), -1)),
+    );
+    assert!(!has_fatal(&out));
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.leader_id()),
+        (Role::Follower, 5, Some(7))
+    );
+    assert!(sends(&out)
+        .iter()
+        .any(|(to, _, r)| *to == 7 && matches!(r, Request::FetchQuorumRecords(_))));
+}
+
+/// A voter its log is removing gives the target's voters one election timeout, then stands:
+/// it may hold the only log they would vote for.
+#[test]
+fn a_leaving_voter_stands_after_sitting_out_one_election_timeout() {
+    let mut snapshot = log(2, &[(4, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 4, &[1, 2], Some(&[2]))]).unwrap();
+    let mut h = Harness::new(config(1, VOTERS), Some(stored(4, -1, -1, VOTERS)), snapshot);
+    let out = h.run_until(20_000);
+    let asked: Vec<NodeId> = sends(&out)
+        .into_iter()
+        .filter(|(_, _, r)| matches!(r, Request::Vote(_)))
+        .map(|(to, _, _)| to)
+        .collect();
+    assert!(asked.contains(&2), "{out:?}");
+}
+
+/// Rule 6: the leader hands over only once a voter of the target holds its whole log.
+#[test]
+fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
+    let mut snapshot = log(2, &[(1, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(&[2]))]).unwrap();
+    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
+    h.durable_all();
+    h.step(Input::ClientAppend {
+        id: 1,
+        batch: client_batch(1),
+        record_count: 1,
+        acks: Acks::Quorum,
+    });
+    h.durable_all();
+    assert_eq!(h.core.log_end_offset(), 4);
+    // 2 holds the LeaderChange (the HW moves) but not the client batch.
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert_eq!(h.core.high_watermark(), Some(3));
+    assert_eq!(h.core.role(), Role::Leader, "2 lacks offset 3");
+    h.request(2, Harness::fetch_request(2, 2, 4, 2, 4));
+    assert_eq!(h.core.role(), Role::Resigned);
+}
