@@ -405,3 +405,49 @@ fn fixed_batch_of_random_seeds() {
     );
     eprintln!("{total_seeds} seeds, {total_events} events, {elections} elections, {commits} commits, {lies} lies ({refused} refused on admission), {consumer_fetches} consumer fetches handing over {consumed} batches: no violation; at most {after_faults:?} elections, epochs raised after faults stopped");
 }
+
+/// The reassignment batch (docs/simulation.md, "Reassignment"): a reassigner sends AlterQuorum
+/// requests with random targets drawn from every node, under every fault of the random runs;
+/// the voter-set invariants are checked after every event, and at the end the last target must
+/// be the committed set with nothing in progress.
+#[test]
+fn fixed_batch_of_reassignment_seeds() {
+    // (voters, observers, seeds)
+    let shapes: [(usize, usize, u64); 3] = [(3, 2, 1_000), (5, 2, 800), (1, 3, 200)];
+    let events = 1_500;
+    let (mut seeds, mut requests, mut accepted, mut completed, mut changes) = (0, 0, 0, 0, 0);
+    let mut changed_seeds = 0;
+    for (shape, &(voters, observers, n)) in shapes.iter().enumerate() {
+        let first = 20_000_000 + 1_000_000 * shape as u64;
+        for seed in first..first + n {
+            let mut cfg = SimConfig::random(seed, events, voters, observers);
+            cfg.reassign = true;
+            let s = ok(run_seed(cfg));
+            assert!(s.fault_events >= events, "seed {seed} ran out of events");
+            seeds += 1;
+            requests += s.alter_requests;
+            accepted += s.alter_accepted;
+            completed += s.reassignments_completed;
+            changes += s.voter_changes;
+            changed_seeds += u64::from(s.voter_changes > 0);
+        }
+    }
+    // Guards against a reassigner that silently stopped reassigning.
+    assert!(
+        requests >= 2 * seeds,
+        "{requests} AlterQuorum requests in {seeds} seeds"
+    );
+    assert!(
+        accepted * 4 >= seeds,
+        "{accepted} targets accepted in {seeds} seeds"
+    );
+    assert!(
+        completed * 2 >= seeds,
+        "{completed} reassignments completed in {seeds} seeds"
+    );
+    assert!(
+        changed_seeds * 2 >= seeds,
+        "voter changes committed in only {changed_seeds} of {seeds} seeds"
+    );
+    eprintln!("{seeds} reassignment seeds: {requests} AlterQuorum requests, {accepted} accepted, {completed} reassignments completed, {changes} voter changes committed ({changed_seeds} seeds with one at least): no violation");
+}

@@ -167,10 +167,25 @@ impl RaftCore {
     fn answer_records(&mut self, fetcher: Fetcher, batches: Vec<Batch>, out: &mut Vec<Output>) {
         match fetcher {
             Fetcher::Replica { request_id, .. } => {
+                let batches = self.withhold_undurable_voter_record(batches);
                 self.respond_fetch(request_id, ErrorCode::NONE, batches, None, out)
             }
             Fetcher::Consumer { id, .. } => self.consumer_records(id, batches, out),
         }
+    }
+
+    /// A voter record leaves the leader only once it is durable here (docs/protocol.md,
+    /// "Reassignment safety", rule 9): a replica holding a record its writer lost in a crash
+    /// applies a set no leader will finish, and may refuse (by log) the only voter that could
+    /// lead the set it left.
+    fn withhold_undurable_voter_record(&self, mut batches: Vec<Batch>) -> Vec<Batch> {
+        if let Some(record) = self.qs.pending_voter_record() {
+            if record >= self.log.durable_end_offset() {
+                let keep = batches.partition_point(|b| b.base_offset < record);
+                batches.truncate(keep);
+            }
+        }
+        batches
     }
 
     /// The end of a leadership (or of a read nobody can serve): the error to whoever waits.

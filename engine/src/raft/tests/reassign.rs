@@ -477,3 +477,28 @@ fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
     h.request(2, Harness::fetch_request(2, 2, 4, 2, 4));
     assert_eq!(h.core.role(), Role::Resigned);
 }
+
+/// Rule 9: a voter record leaves the leader only once durable there (a replica holding one
+/// its writer lost could refuse the only voter able to lead the set it left).
+#[test]
+fn a_voter_record_is_served_only_once_durable_on_the_leader() {
+    let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
+    h.durable_all();
+    observer_fetch(&mut h, 2, 0);
+    let (_, out) = h.request(-1, alter(&[1, 2]));
+    assert_eq!(log_ops(&out).len(), 1, "the target record");
+    let end = h.core.log_end_offset();
+    let out = observer_fetch(&mut h, 2, 1);
+    let served: Vec<Offset> = responses(&out)
+        .iter()
+        .flat_map(|(_, r)| fetch_of(r).batches.iter().map(|b| b.base_offset))
+        .collect();
+    assert!(served.iter().all(|o| *o < end - 1), "{served:?}");
+    h.durable_all();
+    let out = observer_fetch(&mut h, 2, 1);
+    let served: Vec<Offset> = responses(&out)
+        .iter()
+        .flat_map(|(_, r)| fetch_of(r).batches.iter().map(|b| b.base_offset))
+        .collect();
+    assert!(served.contains(&(end - 1)), "{served:?} {out:?}");
+}
