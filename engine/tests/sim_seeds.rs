@@ -451,3 +451,56 @@ fn fixed_batch_of_reassignment_seeds() {
     );
     eprintln!("{seeds} reassignment seeds: {requests} AlterQuorum requests, {accepted} accepted, {completed} reassignments completed, {changes} voter changes committed ({changed_seeds} seeds with one at least): no violation");
 }
+
+/// Proof of teeth (docs/simulation.md, "Planted bugs"): each bug planted in every core breaks
+/// an invariant within a few seeds of the reassignment batch (the disruption scenario for the
+/// pre-vote bug), and the same seeds pass without it (the batches above).
+#[test]
+fn planted_bugs_are_caught() {
+    use engine::raft::PlantedBug::*;
+    use engine::sim::{run_disruption_planted, Invariant};
+    // (bug, seeds allowed, invariants that may catch it)
+    let cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 3] = [
+        (
+            ChangeBeforeOwnEpochCommit,
+            400,
+            &[
+                Invariant::OneUncommittedVoterRecord,
+                Invariant::SingleLeader,
+                Invariant::ConsistentCommittedData,
+                Invariant::LeaderCompleteness,
+                Invariant::AcknowledgedAppendKept,
+                Invariant::MajorityReachedHighWatermark,
+            ],
+        ),
+        (ApplyOnCommit, 20, &[Invariant::VoterSetFromLog]),
+        (NoRevertOnTruncation, 400, &[Invariant::VoterSetFromLog]),
+    ];
+    for (bug, within, caught_by) in cases {
+        let first = 20_000_000;
+        let caught = (first..first + within).find_map(|seed| {
+            let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
+            cfg.reassign = true;
+            cfg.plant = Some(bug);
+            run_seed(cfg).err().map(|v| (seed - first + 1, v))
+        });
+        let (seeds, v) = caught.unwrap_or_else(|| panic!("{bug:?} survived {within} seeds"));
+        assert!(caught_by.contains(&v.invariant), "{bug:?}: {v}");
+        eprintln!(
+            "{bug:?}: caught by {:?} at seed {} ({seeds} seeds)",
+            v.invariant, v.seed
+        );
+    }
+    let first = 9_000_000;
+    let caught = (first..first + 60).find_map(|seed| {
+        run_disruption_planted(seed, 3, PreVoteDespiteLiveLeader)
+            .err()
+            .map(|v| (seed - first + 1, v))
+    });
+    let (seeds, v) = caught.expect("PreVoteDespiteLiveLeader survived 60 disruption seeds");
+    assert_eq!(v.invariant, Invariant::DisruptedHealthyLeader, "{v}");
+    eprintln!(
+        "PreVoteDespiteLiveLeader: caught by {:?} at seed {} ({seeds} seeds)",
+        v.invariant, v.seed
+    );
+}

@@ -77,7 +77,10 @@ impl RaftCore {
                 "log start offset outside 0..=end offset",
             ));
         }
-        let (qs, initial_persist) = QuorumState::restore(&config, stored, &log)?;
+        let (mut qs, initial_persist) = QuorumState::restore(&config, stored, &log)?;
+        if config.planted == Some(super::types::PlantedBug::ApplyOnCommit) {
+            qs.plant_apply_on_commit(now);
+        }
         let mut rng = SplitMix64::new(config.seed, config.node_id);
         let first_correlation = rng.next_u64() >> 16;
         let outbound = Outbound::new(

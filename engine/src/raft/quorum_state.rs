@@ -56,6 +56,9 @@ pub struct QuorumState {
     /// (docs/protocol.md, "The voter set lives in the log").
     history: VoterHistory,
     state: EpochState,
+    /// The planted bug `PlantedBug::ApplyOnCommit` (docs/simulation.md, "Planted bugs"):
+    /// always false outside the simulator's proof.
+    apply_on_commit: bool,
 }
 
 fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
@@ -224,6 +227,7 @@ impl QuorumState {
             voters,
             history,
             state: EpochState::Unattached { epoch },
+            apply_on_commit: false,
         }
     }
 
@@ -774,9 +778,16 @@ impl QuorumState {
 
     /// A truncation to `offset` reverts the records it removes. Returns whether the set in
     /// force changed.
-    pub(crate) fn revert_voter_records(&mut self, offset: Offset, now: TimeMs) -> bool {
+    /// `keep_set`: the planted bug (docs/simulation.md, "Planted bugs") that leaves the
+    /// reverted set in force.
+    pub(crate) fn revert_voter_records(
+        &mut self,
+        offset: Offset,
+        keep_set: bool,
+        now: TimeMs,
+    ) -> bool {
         let before = self.voters.clone();
-        if self.history.truncate(offset) {
+        if self.history.truncate(offset) && !keep_set {
             self.sync_voters(now);
         }
         before != self.voters
@@ -784,14 +795,28 @@ impl QuorumState {
 
     /// Folds the voter records below the high watermark into the committed set the
     /// quorum-state file caches, and persists it when it changed.
-    pub(crate) fn commit_voter_records(&mut self, hw: Offset, out: &mut Vec<Output>) {
+    pub(crate) fn commit_voter_records(&mut self, hw: Offset, now: TimeMs, out: &mut Vec<Output>) {
         if self.history.commit(hw) {
+            if self.apply_on_commit {
+                self.sync_voters(now);
+            }
             self.persist_current(out);
         }
     }
 
+    /// Plants the bug that applies voter records on commit (docs/simulation.md, "Planted
+    /// bugs"): the set in force is the committed one.
+    pub(crate) fn plant_apply_on_commit(&mut self, now: TimeMs) {
+        self.apply_on_commit = true;
+        self.sync_voters(now);
+    }
+
     fn sync_voters(&mut self, now: TimeMs) {
-        self.voters = self.history.latest().current.clone();
+        self.voters = if self.apply_on_commit {
+            self.history.base().current.clone()
+        } else {
+            self.history.latest().current.clone()
+        };
         let me = self.local_id;
         if let EpochState::Leader { leader, .. } = &mut self.state {
             leader.set_voters(me, &self.voters, now);

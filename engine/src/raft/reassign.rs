@@ -4,7 +4,7 @@
 use super::core::RaftCore;
 use super::epoch_state::EpochState;
 use super::leader::AlterWait;
-use super::types::{Batch, NodeId, Offset, Output, RequestId};
+use super::types::{Batch, NodeId, Offset, Output, PlantedBug, RequestId};
 use super::voter_set::{voter_records, VoterConfig};
 use super::{AlterQuorumRequest, AlterQuorumResponse, AlterQuorumVoterResult, ErrorCode, Response};
 
@@ -45,7 +45,8 @@ impl RaftCore {
     /// A truncation to `offset` took voter records away: the set they replaced is in force
     /// again.
     pub(crate) fn revert_truncated_voter_records(&mut self, offset: Offset, out: &mut Vec<Output>) {
-        if self.qs.revert_voter_records(offset, self.now) {
+        let keep_set = self.config.planted == Some(PlantedBug::NoRevertOnTruncation);
+        if self.qs.revert_voter_records(offset, keep_set, self.now) {
             self.after_voter_set_change(out);
         }
     }
@@ -83,7 +84,7 @@ impl RaftCore {
             return;
         }
         let upto = hw.min(self.log.durable_end_offset());
-        self.qs.commit_voter_records(upto, out);
+        self.qs.commit_voter_records(upto, self.now, out);
     }
 
     pub(crate) fn handle_alter_quorum(
@@ -216,8 +217,10 @@ impl RaftCore {
         if self.is_shutting_down() || self.stopped {
             return;
         }
-        // Rule 1: own-epoch commit first.
-        let Some(hw) = l.high_watermark else {
+        // Rule 1: own-epoch commit first. (The planted bug takes what precedes the epoch for
+        // committed.)
+        let planted = self.config.planted == Some(PlantedBug::ChangeBeforeOwnEpochCommit);
+        let Some(hw) = l.high_watermark.or(planted.then_some(l.epoch_start_offset)) else {
             return;
         };
         // Rule 2: one change at a time.

@@ -410,6 +410,26 @@ pub struct RaftConfig {
     /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
     /// can reach (an observer that has not learned the voter set yet, or their endpoints).
     pub bootstrap_servers: usize,
+    /// A bug planted on purpose, for the simulator's proof that its invariants catch it
+    /// (docs/simulation.md, "Planted bugs"). None everywhere else: no driver sets it.
+    #[doc(hidden)]
+    pub planted: Option<PlantedBug>,
+}
+
+/// The bugs the simulator plants to show its invariants have teeth (docs/simulation.md,
+/// "Planted bugs"); each breaks one rule of docs/protocol.md, "Reassignment safety", or of
+/// "Pre-vote".
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Rule 1 skipped: a voter record before an entry of the leader's epoch committed.
+    ChangeBeforeOwnEpochCommit,
+    /// The voter set in force is the committed one (applied on commit, not on append).
+    ApplyOnCommit,
+    /// A truncation that removes voter records leaves the set they stated in force.
+    NoRevertOnTruncation,
+    /// A pre-vote granted even while this node hears from a live leader.
+    PreVoteDespiteLiveLeader,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are
@@ -455,6 +475,7 @@ impl RaftConfig {
             voter_endpoints: Vec::new(),
             pre_vote: true,
             bootstrap_servers: 0,
+            planted: None,
         }
     }
 }

@@ -5,7 +5,7 @@ use super::core::RaftCore;
 use super::discovery::Common;
 use super::epoch_state::EpochState;
 use super::requests::{InFlight, RequestKind, Retry};
-use super::types::{NodeId, Output, RequestId};
+use super::types::{NodeId, Output, PlantedBug, RequestId};
 use super::{ErrorCode, Request, Response, Role, VoteRequest, VoteResponse};
 
 impl RaftCore {
@@ -101,7 +101,9 @@ impl RaftCore {
         if req.pre_vote {
             // Answered from what this node knows, changing nothing: no epoch, vote, leader,
             // file write or timer (docs/protocol.md, "Pre-vote").
-            let granted = self.candidate_log_ok(&req) && !self.heard_from_live_leader();
+            let granted = self.candidate_log_ok(&req)
+                && (!self.heard_from_live_leader()
+                    || self.config.planted == Some(PlantedBug::PreVoteDespiteLiveLeader));
             return self.respond_vote(id, ErrorCode::NONE, granted, out);
         }
         if req.candidate_epoch > self.qs.epoch() {

@@ -63,6 +63,26 @@ pub fn run_disruption(
     pre_vote: bool,
     outcome_only: bool,
 ) -> Result<DisruptionRun, Box<Violation>> {
+    disruption_run(seed, voters, pre_vote, outcome_only, None)
+}
+
+/// The disruption scenario with pre-vote, and a bug planted in every core (docs/simulation.md,
+/// "Planted bugs").
+pub fn run_disruption_planted(
+    seed: u64,
+    voters: usize,
+    plant: crate::raft::PlantedBug,
+) -> Result<DisruptionRun, Box<Violation>> {
+    disruption_run(seed, voters, true, false, Some(plant))
+}
+
+fn disruption_run(
+    seed: u64,
+    voters: usize,
+    pre_vote: bool,
+    outcome_only: bool,
+    plant: Option<crate::raft::PlantedBug>,
+) -> Result<DisruptionRun, Box<Violation>> {
     assert!(
         voters >= 3,
         "a follower to cut off and a majority without it"
@@ -70,6 +90,7 @@ pub fn run_disruption(
     let mut cfg = SimConfig::scripted(seed, voters, 0);
     cfg.pre_vote = pre_vote;
     cfg.outcome_only = outcome_only;
+    cfg.plant = plant;
     cfg.latency_tail = false;
     cfg.tick_before_input = true;
     let replay = format!(

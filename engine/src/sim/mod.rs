@@ -19,7 +19,7 @@ mod script;
 mod trace;
 
 pub use cluster::Simulation;
-pub use disruption::{run_disruption, Cut, DisruptionRun};
+pub use disruption::{run_disruption, run_disruption_planted, Cut, DisruptionRun};
 pub use invariants::Invariant;
 pub use liar::{ByteDraw, Draw, Lie, TargetView, LIAR_ID};
 pub use rng::SimRng;
@@ -71,6 +71,9 @@ pub struct SimConfig {
     /// (voters and observers), and the voter-set invariants are checked (docs/simulation.md,
     /// "Reassignment"). Off: no draw and no trace entry of its own, so runs replay as before.
     pub reassign: bool,
+    /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
+    /// "Planted bugs"). None in every real run.
+    pub plant: Option<crate::raft::PlantedBug>,
     /// Events kept for the report.
     pub trace_len: usize,
 }
@@ -95,6 +98,7 @@ impl SimConfig {
             latency_tail: true,
             tick_before_input: false,
             reassign: false,
+            plant: None,
             trace_len: 40,
         }
     }

@@ -77,6 +77,7 @@ impl Simulation {
             c
         };
         config.pre_vote = self.cfg.pre_vote;
+        config.planted = self.cfg.plant;
         let snapshot = node.disk.snapshot();
         let core = match RaftCore::new(config, node.persisted.clone(), snapshot, self.now) {
             Ok(core) => core,
