@@ -153,7 +153,7 @@ pub(crate) fn admit_request(request: &Request, from: Sender, me: Receiver) -> Re
 }
 
 /// An AlterQuorum names a non-empty set of distinct, real node ids (a set may never be empty:
-/// docs/protocol.md, "Reassignment safety"), and a timeout the leader can keep.
+/// docs/protocol.md, "Driving the change"), and a timeout the leader can keep.
 fn admit_alter_quorum(r: &AlterQuorumRequest) -> Result<(), Refusal> {
     let voters = &r.target_voters;
     if voters.is_empty() {

@@ -50,7 +50,7 @@ pub struct RaftCore {
     /// there is no live leader a pre-vote would protect). Cleared by every role change.
     pub(crate) stand_when_due: bool,
     /// A voter its log is removing sat out its last election timeout (it stands every other
-    /// one: docs/protocol.md, "Reassignment safety", rule 5).
+    /// one: docs/protocol.md, "Driving the change", rule 5).
     pub(crate) leaving_sat_out: bool,
     /// The log cannot allocate its next segment ([`Input::StorageFull`]).
     pub(crate) storage_full: bool,
@@ -478,7 +478,7 @@ impl RaftCore {
     }
 
     /// An observer that knows no leader looks for one: Unattached, or Voted (a node votes
-    /// outside its own log's set, docs/protocol.md, "Reassignment safety", rule 8).
+    /// outside its own log's set, docs/protocol.md, "Driving the change", rule 8).
     pub(crate) fn observer_without_leader(&self) -> bool {
         matches!(self.qs.role(), Role::Unattached | Role::Voted) && self.qs.is_observer()
     }

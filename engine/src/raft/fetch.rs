@@ -175,7 +175,7 @@ impl RaftCore {
     }
 
     /// A voter record leaves the leader only once it is durable here (docs/protocol.md,
-    /// "Reassignment safety", rule 9): a replica holding a record its writer lost in a crash
+    /// "Driving the change", rule 9): a replica holding a record its writer lost in a crash
     /// applies a set no leader will finish, and may refuse (by log) the only voter that could
     /// lead the set it left.
     fn withhold_undurable_voter_record(&self, mut batches: Vec<Batch>) -> Vec<Batch> {

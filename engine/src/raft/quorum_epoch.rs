@@ -189,7 +189,8 @@ impl RaftCore {
         }
         let me = self.qs.local_id();
         if req.leader_epoch > self.qs.epoch() {
-            let ok = if req.leader_id >= 0 && req.leader_id != me {
+            let ok = if req.leader_id >= 0 && req.leader_id != me && self.qs.is_voter(req.leader_id)
+            {
                 self.enter_follower(req.leader_epoch, req.leader_id, out)
             } else {
                 self.enter_unattached(req.leader_epoch, out)

@@ -256,6 +256,15 @@ impl QuorumState {
     pub fn voters_known(&self) -> bool {
         !self.voters.is_empty()
     }
+    /// Named by the set this node's log implies: a current voter, or one of the target of a
+    /// reassignment in progress (who may vote: docs/protocol.md, "Driving the change", rule 8).
+    pub fn named_by_set(&self, id: NodeId) -> bool {
+        let c = self.history.latest();
+        self.is_voter(id)
+            || c.target
+                .as_ref()
+                .is_some_and(|t| t.binary_search(&id).is_ok())
+    }
     /// True for every node outside the voter set, including one that does not know it yet.
     pub fn is_observer(&self) -> bool {
         !self.is_voter(self.local_id)
@@ -528,13 +537,16 @@ impl QuorumState {
         candidate: NodeId,
         out: &mut Vec<Output>,
     ) -> Result<EpochState, TransitionError> {
-        // A node outside its own log's set votes too (docs/protocol.md, "Reassignment
-        // safety", rule 8): its log may lag the candidate's set.
+        // A node of the target votes too, and for a candidate of the target (docs/protocol.md,
+        // "Driving the change", rule 8): its log may lag the candidate's.
+        if !self.named_by_set(self.local_id) {
+            return Err(self.illegal(Role::Voted, "no voter set names this node"));
+        }
+        if !self.named_by_set(candidate) {
+            return Err(self.illegal(Role::Voted, "no voter set names the candidate"));
+        }
         if candidate == self.local_id {
             return Err(self.illegal(Role::Voted, "cannot vote for self as a voter"));
-        }
-        if !self.is_voter(candidate) {
-            return Err(self.illegal(Role::Voted, "candidate is not a voter"));
         }
         let epoch = match self.state {
             EpochState::Unattached { epoch }

@@ -207,7 +207,7 @@ impl RaftCore {
     }
 
     /// One step of the reassignment in progress, when the rules of docs/protocol.md,
-    /// "Reassignment safety", allow one: only once an entry of this leader's epoch committed
+    /// "Driving the change", allow one: only once an entry of this leader's epoch committed
     /// (the high watermark exists only past the epoch's LeaderChange record), and only when no
     /// voter record is uncommitted.
     pub(crate) fn drive_reassignment(&mut self, out: &mut Vec<Output>) {

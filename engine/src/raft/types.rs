@@ -417,7 +417,7 @@ pub struct RaftConfig {
 }
 
 /// The bugs the simulator plants to show its invariants have teeth (docs/simulation.md,
-/// "Planted bugs"); each breaks one rule of docs/protocol.md, "Reassignment safety", or of
+/// "Planted bugs"); each breaks one rule of docs/protocol.md, "Driving the change", or of
 /// "Pre-vote".
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

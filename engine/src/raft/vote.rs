@@ -88,11 +88,13 @@ impl RaftCore {
         if req.candidate_epoch < self.qs.epoch() {
             return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
         }
-        // Not "this node is an observer": a node its log has not added yet (or has removed)
-        // still votes, or a new set whose record this node lacks could never elect anyone
-        // (docs/protocol.md, "Reassignment safety", rule 8). The candidate is judged by the set
-        // this node knows.
-        if !self.qs.is_voter(req.candidate_id) {
+        // Both this node and the candidate must be named by the set this node's log implies,
+        // as current voters or as the reassignment's target: either log may lag the set that
+        // has them, and a new set whose record a voter lacks could otherwise never elect anyone
+        // (docs/protocol.md, "Driving the change", rule 8). A node no set names does not vote:
+        // its vote counts for nobody, and a hostile Vote could only lift it to an epoch no
+        // leader it can follow will reach.
+        if !self.qs.named_by_set(self.qs.local_id()) || !self.qs.named_by_set(req.candidate_id) {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
         }
         if req.candidate_id == self.qs.local_id() {

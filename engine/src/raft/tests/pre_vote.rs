@@ -712,16 +712,15 @@ fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
     );
 }
 
-/// An observer answers a pre-vote like a voter (docs/protocol.md, "Reassignment safety",
-/// rule 8); a candidate outside the set gets none.
 #[test]
-fn observers_answer_pre_votes_and_non_voters_get_none() {
+fn observers_and_non_voters_get_no_pre_vote() {
     let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
     h.tick();
     let (_, out) = h.request(2, Harness::pre_vote_request(2, 1, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
-    assert_eq!((v.error, v.vote_granted), (ErrorCode::NONE, true));
-    assert_eq!(h.core.epoch(), 0, "a pre-vote changes nothing");
+    assert_eq!(
+        vote_of(&responses(&out)[0].1).error,
+        ErrorCode::INCONSISTENT_VOTER_SET
+    );
     let mut h = unattached(3, log(0, &[]));
     let (_, out) = h.request(9, Harness::pre_vote_request(9, 4, 0, 0));
     assert_eq!(

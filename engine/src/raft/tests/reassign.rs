@@ -385,18 +385,30 @@ fn the_leader_answers_a_removed_voters_fetch_not_follower() {
 
 // ----- liveness traps the simulator found (docs/simulation.md, "Reassignment") -----
 
-/// A node outside its own log's set (here: one the log has not added yet) votes: a new set
-/// whose record it lacks could otherwise never elect anyone. Its vote binds across a restart.
+/// A node of the target that its log has not added yet votes (for a candidate of the target
+/// too): a new set whose record it lacks could otherwise never elect anyone. Its vote binds
+/// across a restart. A node no set names does not vote.
 #[test]
-fn a_node_outside_its_own_set_votes_and_keeps_its_vote_across_a_restart() {
+fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
+    let targeted = || {
+        let mut snapshot = log(1, &[(4, 0)]);
+        snapshot.voter_records = crate::record::voters::voter_records(&[voter_batch(
+            0,
+            4,
+            &[1, 2, 3],
+            Some(&[2, 3, 4, 5]),
+        )])
+        .unwrap();
+        snapshot
+    };
     let mut h = Harness::new(
         config(4, VOTERS),
         Some(stored(4, -1, -1, VOTERS)),
-        log(0, &[]),
+        targeted(),
     );
     h.tick();
     assert!(h.core.is_observer());
-    let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
+    let (_, out) = h.request(5, Harness::vote_request(5, 5, 4, 1));
     let r = vote_of(&responses(&out)[0].1).clone();
     assert_eq!(
         (r.error, r.vote_granted),
@@ -404,11 +416,11 @@ fn a_node_outside_its_own_set_votes_and_keeps_its_vote_across_a_restart() {
         "{out:?}"
     );
     let state = persisted(&out).pop().expect("the vote is persisted");
-    assert_eq!((state.epoch, state.voted_id), (5, 2));
-    let mut h = Harness::new(config(4, VOTERS), Some(state), log(0, &[]));
+    assert_eq!((state.epoch, state.voted_id), (5, 5));
+    let mut h = Harness::new(config(4, VOTERS), Some(state), targeted());
     h.tick();
     assert_eq!(h.core.role(), Role::Voted);
-    let (_, out) = h.request(3, Harness::vote_request(3, 5, 0, 0));
+    let (_, out) = h.request(3, Harness::vote_request(3, 5, 4, 1));
     assert!(
         !vote_of(&responses(&out)[0].1).vote_granted,
         "one vote per epoch"
@@ -416,6 +428,19 @@ fn a_node_outside_its_own_set_votes_and_keeps_its_vote_across_a_restart() {
     // It knows no leader: it looks for one.
     let out = h.run_until(h.now + 5_000);
     assert!(!find_sends(&out).is_empty(), "{out:?}");
+    // Node 6 is named by no set: it does not vote, nor take the epoch.
+    let mut h = Harness::new(
+        config(6, VOTERS),
+        Some(stored(4, -1, -1, VOTERS)),
+        targeted(),
+    );
+    h.tick();
+    let (_, out) = h.request(2, Harness::vote_request(2, 5, 4, 1));
+    let r = vote_of(&responses(&out)[0].1).clone();
+    assert_eq!(
+        (r.error, h.core.epoch()),
+        (ErrorCode::INCONSISTENT_VOTER_SET, 4)
+    );
 }
 
 /// A leader outside this node's set is followed: the log it serves holds the set that has it.

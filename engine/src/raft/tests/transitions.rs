@@ -104,7 +104,6 @@ fn allowed_transitions_persist_before_applying() {
     allowed(state(Candidate), lead, Leader, 2);
     allowed(state(Leader), resign, Resigned, 2);
     allowed(observer(), follow2_same, Follower, 2);
-    allowed(observer(), voted2, Voted, 2);
     let follow9_next: Transition = |q, o| q.become_follower(3, 9, o);
     allowed(state(Unattached), follow9_next, Follower, 3);
     allowed(observer(), unattached3, Unattached, 3);
@@ -129,7 +128,7 @@ fn illegal_transitions_are_refused_without_touching_state() {
         refused(state(from), |q, o| lead_with(q, 3, o));
     }
     // Following self; voting for self or a non-voter. (Following a leader outside this node's
-    // set is allowed: docs/protocol.md, "Reassignment safety", rule 8.)
+    // set is allowed: docs/protocol.md, "Driving the change", rule 8.)
     refused(state(Unattached), |q, o| q.become_follower(3, 1, o));
     refused(state(Unattached), |q, o| q.become_voted(1, o));
     refused(state(Unattached), |q, o| q.become_voted(9, o));
@@ -147,8 +146,9 @@ fn illegal_transitions_are_refused_without_touching_state() {
     for from in [Unattached, Voted, Candidate, Follower, Resigned] {
         refused(state(from), |q, o| q.become_resigned(o));
     }
-    // Observers: never candidate or leader (they vote: rule 8).
+    // Observers: never candidate, voted, leader.
     refused(observer(), |q, o| q.become_candidate(o));
+    refused(observer(), |q, o| q.become_voted(2, o));
     refused(observer(), |q, o| lead_with(q, 3, o));
 }
 

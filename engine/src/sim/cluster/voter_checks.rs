@@ -133,13 +133,15 @@ impl Simulation {
             .map(|c| {
                 let v = c.qs.voter_config();
                 format!(
-                    "{} {:?}@{} leader {:?} voters {:?} target {:?}",
+                    "{} {:?}@{} leader {:?} voters {:?} target {:?} log end {} last epoch {}",
                     c.node_id(),
                     c.role(),
                     c.epoch(),
                     c.leader_id(),
                     v.current,
-                    v.target
+                    v.target,
+                    c.log_end_offset(),
+                    c.last_epoch()
                 )
             })
             .collect()
