@@ -134,6 +134,7 @@ impl RaftCore {
     }
 
     pub(crate) fn on_log_durable(&mut self, up_to_seq: u64, out: &mut Vec<Output>) {
+        let withheld = self.withheld_voter_record();
         if !self.log.mark_durable(up_to_seq) {
             return;
         }
@@ -141,6 +142,10 @@ impl RaftCore {
             Role::Leader => {
                 self.update_leader_hw(out);
                 self.complete_appends(out);
+                if withheld.is_some() && self.withheld_voter_record().is_none() {
+                    // The voter record rule 9 held back may go out now: to the waiting fetches.
+                    self.complete_parked_with_records(out);
+                }
             }
             _ if self.qs.fetching_from().is_some() => self.refresh_durable_offset(out),
             _ => {}

@@ -109,7 +109,9 @@ impl RaftCore {
             );
         }
         let hw_advanced = self.update_leader_hw(out);
-        if req.fetch_offset >= leo {
+        // Past what may be served (rule 9 withholds an undurable voter record) is the end:
+        // the fetch waits there, and the record's durability completes it.
+        if req.fetch_offset >= self.servable_end() {
             if req.max_wait_ms > 0 && !hw_advanced {
                 // A wait longer than the fetch timeout helps nobody: the fetcher would have
                 // given up on this leader by then.
@@ -179,13 +181,24 @@ impl RaftCore {
     /// applies a set no leader will finish, and may refuse (by log) the only voter that could
     /// lead the set it left.
     fn withhold_undurable_voter_record(&self, mut batches: Vec<Batch>) -> Vec<Batch> {
-        if let Some(record) = self.qs.pending_voter_record() {
-            if record >= self.log.durable_end_offset() {
-                let keep = batches.partition_point(|b| b.base_offset < record);
-                batches.truncate(keep);
-            }
+        if let Some(record) = self.withheld_voter_record() {
+            let keep = batches.partition_point(|b| b.base_offset < record);
+            batches.truncate(keep);
         }
         batches
+    }
+
+    /// The offset of the voter record rule 9 holds back (not durable here yet), if any.
+    pub(crate) fn withheld_voter_record(&self) -> Option<Offset> {
+        self.qs
+            .pending_voter_record()
+            .filter(|record| *record >= self.log.durable_end_offset())
+    }
+
+    /// Where a replica's fetch finds nothing more to take: the log end, or the withheld record.
+    fn servable_end(&self) -> Offset {
+        let end = self.log.end_offset();
+        self.withheld_voter_record().map_or(end, |r| r.min(end))
     }
 
     /// The end of a leadership (or of a read nobody can serve): the error to whoever waits.

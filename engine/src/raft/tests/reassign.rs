@@ -519,7 +519,22 @@ fn a_voter_record_is_served_only_once_durable_on_the_leader() {
         .flat_map(|(_, r)| fetch_of(r).batches.iter().map(|b| b.base_offset))
         .collect();
     assert!(served.iter().all(|o| *o < end - 1), "{served:?}");
-    h.durable_all();
+    // A fetch that waits, from the withheld record on: parked (not answered empty at once, which
+    // would only bring it back), and answered once the record is durable (here by the high
+    // watermark that durability moves; the next fetch takes the record).
+    let mut fetch = Harness::fetch_request(2, 2, end - 1, 2, end - 1);
+    if let Request::FetchQuorumRecords(r) = &mut fetch {
+        r.is_follower = false;
+    }
+    let (_, out) = h.request(2, fetch);
+    assert!(responses(&out).is_empty(), "parked: {out:?}");
+    let out = h.durable_all();
+    assert!(
+        responses(&out)
+            .iter()
+            .any(|(_, r)| matches!(r, Response::FetchQuorumRecords(_))),
+        "{out:?}"
+    );
     let out = observer_fetch(&mut h, 2, 1);
     let served: Vec<Offset> = responses(&out)
         .iter()
