@@ -68,6 +68,12 @@ impl RaftCore {
             }
         }
         if self.qs.leader().is_some() {
+            // A lone voter's leadership has no check-quorum timer (nobody to hear from); once
+            // its set grows it needs one, or a leader cut off from the others stays one for
+            // good (the simulator's seed 201132 of 1 voter + 3 observers).
+            if self.role_deadline.is_none() && self.qs.voters().len() > 1 {
+                self.role_deadline = Some(self.now + self.config.progress_timeout_ms);
+            }
             self.update_leader_hw(out);
         }
     }

@@ -86,3 +86,28 @@ impl VoterHistory {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[i32]) -> VoterConfig {
+        VoterConfig {
+            current: ids.to_vec(),
+            target: None,
+            force: false,
+        }
+    }
+
+    #[test]
+    fn a_truncation_removes_the_records_at_and_above_it_only() {
+        let mut h = VoterHistory::new(set(&[1]), 0);
+        h.append(2, set(&[1, 2]));
+        h.append(5, set(&[1, 2, 3]));
+        assert!(h.truncate(4));
+        assert_eq!(h.latest(), &set(&[1, 2]), "the record below the cut stays");
+        assert!(!h.truncate(3), "nothing at or above 3 is left");
+        assert!(h.truncate(2));
+        assert_eq!(h.latest(), &set(&[1]));
+    }
+}

@@ -542,3 +542,39 @@ fn a_voter_record_is_served_only_once_durable_on_the_leader() {
         .collect();
     assert!(served.contains(&(end - 1)), "{served:?} {out:?}");
 }
+
+/// A lone voter's leadership has no check-quorum timer; once its set grows it needs one, or a
+/// leader cut off from its new voters leads for good.
+#[test]
+fn a_lone_leader_whose_set_grows_checks_its_quorum() {
+    let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
+    h.durable_all();
+    observer_fetch(&mut h, 2, 0);
+    h.request(-1, alter(&[1, 2]));
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    observer_fetch(&mut h, 2, end);
+    assert_eq!(h.core.voters(), &[1, 2]);
+    // 2 is never heard from again: the leader resigns (and goes on to campaign).
+    h.run_until(h.now + 20_000);
+    assert_ne!(h.core.role(), Role::Leader);
+}
+
+/// A BeginQuorumEpoch from a voter of the target is heard by a node whose log lags the set
+/// that has it.
+#[test]
+fn a_begin_quorum_epoch_from_a_voter_of_the_target_is_followed() {
+    let mut snapshot = log(1, &[(4, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(0, 4, &[1, 2, 3], Some(&[3, 4]))])
+            .unwrap();
+    let mut h = Harness::new(config(3, VOTERS), Some(stored(4, -1, -1, VOTERS)), snapshot);
+    h.tick();
+    let (_, out) = h.request(4, Harness::begin_request(4, 5));
+    assert!(!has_fatal(&out));
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.leader_id()),
+        (Role::Follower, 5, Some(4)),
+        "{out:?}"
+    );
+}
