@@ -375,17 +375,21 @@ impl Checker {
         }
     }
 
-    /// Does a majority of `voter_logs` hold the batch `at` covering `hw - 1` durably?
-    pub fn majority_holds(hw: Offset, at: &Batch, voter_logs: &[&[Batch]]) -> bool {
-        let holding = voter_logs
+    /// How many of `voter_logs` hold the batch `at` covering `hw - 1`.
+    fn holding(hw: Offset, at: &Batch, voter_logs: &[&[Batch]]) -> usize {
+        voter_logs
             .iter()
             .filter(|log| {
                 batch_index_covering(log, hw - 1).is_some_and(|j| {
                     log[j].base_offset == at.base_offset && log[j].epoch == at.epoch
                 })
             })
-            .count();
-        holding * 2 > voter_logs.len()
+            .count()
+    }
+
+    /// Does a majority of `voter_logs` hold the batch `at` covering `hw - 1` durably?
+    pub fn majority_holds(hw: Offset, at: &Batch, voter_logs: &[&[Batch]]) -> bool {
+        Self::holding(hw, at, voter_logs) * 2 > voter_logs.len()
     }
 
     fn check_majority(
@@ -395,14 +399,7 @@ impl Checker {
         at: &Batch,
         voter_logs: &[&[Batch]],
     ) -> Checked {
-        let holding = voter_logs
-            .iter()
-            .filter(|log| {
-                batch_index_covering(log, hw - 1).is_some_and(|j| {
-                    log[j].base_offset == at.base_offset && log[j].epoch == at.epoch
-                })
-            })
-            .count();
+        let holding = Self::holding(hw, at, voter_logs);
         if holding * 2 <= voter_logs.len() {
             return breach(
                 Invariant::MajorityReachedHighWatermark,
