@@ -3,7 +3,7 @@
 
 use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
 use super::core::RaftCore;
-use super::leader::ReplicaProgress;
+use super::leader::{LeaderState, ReplicaProgress};
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
     bootstrap_server_id, bootstrap_server_index, Correlation, DirectoryId, Epoch, NodeId, Output,
@@ -226,7 +226,26 @@ impl RaftCore {
                 .any(|v| *v != local && !self.endpoints.is_known(*v))
     }
 
-    /// Where the next FindQuorum goes, round robin: the other voters this node can reach (their
+    /// True while some voter reachable from here has not been told this node's endpoint since
+    /// a voter record made this node a voter.
+    pub(crate) fn announcing(&self) -> bool {
+        self.announce_to.iter().any(|v| self.endpoints.is_known(*v))
+    }
+
+    /// The set in force changed: if it makes this node a voter, every other voter is told its
+    /// endpoint once (a FindQuorum, which advertises it); voters that left need not be.
+    pub(crate) fn announce_after_voter_change(&mut self) {
+        let local = self.qs.local_id();
+        let voters = self.qs.voters();
+        if self.config.host.is_empty() || !voters.contains(&local) {
+            self.announce_to.clear();
+            return;
+        }
+        self.announce_to = voters.iter().copied().filter(|v| *v != local).collect();
+    }
+
+    /// Where the next FindQuorum goes: a voter still to be told this node's endpoint;
+    /// otherwise round robin: the other voters this node can reach (their
     /// endpoint is known, or the driver routes by id); failing that the bootstrap servers (an
     /// observer that has not learned the voter set or its endpoints yet); failing that any
     /// other voter. None when there is nobody to ask.
@@ -247,7 +266,13 @@ impl RaftCore {
         let bootstrap: Vec<NodeId> = (0..self.config.bootstrap_servers)
             .map(bootstrap_server_id)
             .collect();
-        let candidates = [reachable, bootstrap, others]
+        let announce: Vec<NodeId> = self
+            .announce_to
+            .iter()
+            .copied()
+            .filter(|v| self.endpoints.is_known(*v))
+            .collect();
+        let candidates = [announce, reachable, bootstrap, others]
             .into_iter()
             .find(|c| !c.is_empty())?;
         let to = candidates[self.find_quorum_cursor % candidates.len()];
@@ -434,6 +459,8 @@ impl RaftCore {
             }
         }
         if r.error.is_none() {
+            // It has had this node's advertisement (and probes it if this node is its voter).
+            self.announce_to.remove(&f.to);
             for endpoint in r.voters.iter().chain(r.target_voters.iter().flatten()) {
                 self.learn_endpoint(endpoint.clone(), out);
             }
@@ -444,7 +471,8 @@ impl RaftCore {
             Common::Retry
         };
         let still_looking = (self.qs.role() == Role::Unattached && self.qs.is_observer())
-            || self.missing_endpoints();
+            || self.missing_endpoints()
+            || self.announcing();
         if outcome != Common::Done || still_looking {
             if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
                 self.outbound
@@ -493,31 +521,45 @@ impl RaftCore {
         }
     }
 
+    /// What the leader knows of replica `id`: itself, a voter or an observer it has heard
+    /// fetch, or nothing yet (-1s).
+    fn replica_of(&self, l: &LeaderState, id: NodeId) -> ReplicaState {
+        if id == self.qs.local_id() {
+            return ReplicaState {
+                replica_id: id,
+                directory_id: DirectoryId::ZERO,
+                log_end_offset: self.log.end_offset(),
+                last_fetch_timestamp: self.now as i64,
+                last_caught_up_timestamp: self.now as i64,
+            };
+        }
+        match l.voters.get(&id).or_else(|| l.observers.get(&id)) {
+            Some(p) => Self::replica_state(id, p),
+            None => ReplicaState {
+                replica_id: id,
+                directory_id: DirectoryId::ZERO,
+                log_end_offset: -1,
+                last_fetch_timestamp: -1,
+                last_caught_up_timestamp: -1,
+            },
+        }
+    }
+
     pub(crate) fn handle_describe_quorum(&mut self, id: RequestId, out: &mut Vec<Output>) {
         let response = match self.qs.leader() {
             Some(l) => {
-                let me = self.qs.local_id();
-                let mut voters: Vec<ReplicaState> = Vec::with_capacity(l.voters.len() + 1);
-                for v in self.qs.voters() {
-                    if *v == me {
-                        voters.push(ReplicaState {
-                            replica_id: me,
-                            directory_id: DirectoryId::ZERO,
-                            log_end_offset: self.log.end_offset(),
-                            last_fetch_timestamp: self.now as i64,
-                            last_caught_up_timestamp: self.now as i64,
-                        });
-                    } else if let Some(p) = l.voters.get(v) {
-                        voters.push(Self::replica_state(*v, p));
-                    }
-                }
+                let config = self.qs.voter_config();
+                let replicas = |ids: &[NodeId]| -> Vec<ReplicaState> {
+                    ids.iter().map(|v| self.replica_of(l, *v)).collect()
+                };
                 DescribeQuorumResponse {
                     error: ErrorCode::NONE,
-                    leader_id: me,
+                    leader_id: self.qs.local_id(),
                     leader_epoch: self.qs.epoch(),
                     high_watermark: l.high_watermark.unwrap_or(-1),
-                    current_voters: voters,
-                    target_voters: None,
+                    current_voters: replicas(&config.current),
+                    // A reassignment in progress: where the leader is taking the voters.
+                    target_voters: config.target.as_deref().map(replicas),
                     observers: l
                         .live_observers(self.now)
                         .map(|(id, p)| Self::replica_state(*id, p))

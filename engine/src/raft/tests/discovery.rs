@@ -188,7 +188,7 @@ fn describe_quorum_on_non_leader() {
     }
 }
 
-fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
+pub(super) fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
     VoterEndpoint {
         voter_id: id,
         boot_timestamp: boot,
@@ -198,7 +198,7 @@ fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
 }
 
 /// A voter that advertises itself and knows every voter's endpoint from its configuration.
-fn advertising_config(id: NodeId) -> RaftConfig {
+pub(super) fn advertising_config(id: NodeId) -> RaftConfig {
     let mut c = config(id, VOTERS);
     c.host = "127.0.0.1".into();
     c.port = 9090 + id;
