@@ -527,7 +527,7 @@ impl RaftCore {
         if id == self.qs.local_id() {
             return ReplicaState {
                 replica_id: id,
-                directory_id: DirectoryId::ZERO,
+                directory_id: self.config.directory_id,
                 log_end_offset: self.log.end_offset(),
                 last_fetch_timestamp: self.now as i64,
                 last_caught_up_timestamp: self.now as i64,

@@ -410,6 +410,9 @@ pub struct RaftConfig {
     /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
     /// can reach (an observer that has not learned the voter set yet, or their endpoints).
     pub bootstrap_servers: usize,
+    /// This node's log directory id (the quorum-state file's `directoryId`, docs/protocol.md,
+    /// "Directory ids"); ZERO when the driver keeps no directory (tests).
+    pub directory_id: DirectoryId,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are
@@ -455,6 +458,7 @@ impl RaftConfig {
             voter_endpoints: Vec::new(),
             pre_vote: true,
             bootstrap_servers: 0,
+            directory_id: DirectoryId::ZERO,
         }
     }
 }

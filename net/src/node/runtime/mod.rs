@@ -242,6 +242,7 @@ impl Node {
             node = config.broker_id,
             end_offset = snapshot.end_offset,
             stored = ?stored,
+            directory_id = %quorum_state.directory_id(),
             "recovered the log"
         );
         let started = Instant::now();
@@ -252,6 +253,7 @@ impl Node {
             .unwrap_or(0);
         // Without quorum.voters the core learns the voter set from these (FindQuorum).
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
+        raft_config.directory_id = quorum_state.directory_id();
         let started_wall_ms = raft_config.boot_timestamp;
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
         // Signals first, so every thread spawned later shares the handler.
