@@ -182,6 +182,30 @@ pub struct AlterQuorumRequest {
     pub force: bool,
 }
 
+impl AlterQuorumRequest {
+    /// Make `voters` (node id, directory id) the voter set of `cluster_id` within `timeout_ms`:
+    /// applied, not only validated, and not forced.
+    pub fn new(
+        cluster_id: &str,
+        voters: impl IntoIterator<Item = (NodeId, DirectoryId)>,
+        timeout_ms: i32,
+    ) -> Self {
+        AlterQuorumRequest {
+            cluster_id: cluster_id.to_owned(),
+            target_voters: voters
+                .into_iter()
+                .map(|(voter_id, directory_id)| AlterQuorumVoter {
+                    voter_id,
+                    directory_id,
+                })
+                .collect(),
+            timeout_ms,
+            validate_only: false,
+            force: false,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AlterQuorumVoterResult {
     pub voter_id: NodeId,

@@ -7,16 +7,6 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|s| match s.2 {
-            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn respond_fetch(
     h: &mut Harness,
     correlation: Correlation,

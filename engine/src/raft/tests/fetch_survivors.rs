@@ -12,16 +12,6 @@ use crate::raft::*;
 const VOTERS: &[NodeId] = &[1, 2, 3];
 const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
 
-fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|s| match s.2 {
-            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// A fetch request built by the harness, then changed by `edit`.
 fn fetch(
     replica: NodeId,

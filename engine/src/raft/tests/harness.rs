@@ -355,6 +355,17 @@ pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
 }
 
 /// The FindQuorum requests in `out`: (to, correlation).
+/// The FetchQuorumRecords requests among the sends of `out`.
+pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
+    sends(out)
+        .into_iter()
+        .filter_map(|s| match s.2 {
+            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
     sends(out)
         .into_iter()

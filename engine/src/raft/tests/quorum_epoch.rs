@@ -8,11 +8,17 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Node 1 elected in `epoch` with node 2's vote; returns the outputs of the winning step.
 pub(crate) fn elect(epoch: Epoch) -> (Harness, Vec<Output>) {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(epoch, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    elect_among(VOTERS, epoch, log(0, &[]))
+}
+
+/// Node 1, a candidate of `epoch` (it voted for itself) among `voters` with `log`, elected on
+/// voter 2's vote.
+pub(crate) fn elect_among(
+    voters: &[NodeId],
+    epoch: Epoch,
+    log: LogSnapshot,
+) -> (Harness, Vec<Output>) {
+    let mut h = Harness::new(config(1, voters), Some(stored(epoch, -1, 1, voters)), log);
     let votes = sends(&h.tick());
     let out = h.respond(
         2,
