@@ -606,14 +606,7 @@ impl RaftCore {
 fn respond_find_quorum_error(id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
     out.push(Output::Respond {
         id,
-        response: Response::FindQuorum(FindQuorumResponse {
-            error,
-            cluster_id: String::new(),
-            leader_id: -1,
-            leader_epoch: -1,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        response: Response::FindQuorum(FindQuorumResponse::telling_nothing(error)),
     });
 }
 

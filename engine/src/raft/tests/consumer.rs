@@ -114,11 +114,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
     assert_eq!((r.high_watermark, r.log_start_offset), (-1, -1));
     assert!(r.batches.is_empty() && r.diverging_epoch.is_none());
 
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     h.tick();
     let r = only(&fetch(&mut h, 8, at(0)), 8);
     assert_eq!(r.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
@@ -135,11 +131,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
 #[test]
 fn a_resigned_leader_points_nowhere() {
     // Restarted as leader of epoch 4: Resigned, its stored leader id is itself.
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(4, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let r = only(&fetch(&mut h, 1, at(0)), 1);

@@ -80,6 +80,17 @@ impl Harness {
         }
     }
 
+    /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
+    /// `leader` and `voted` (-1: none); not ticked yet.
+    pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {
+        let voters = [1, 2, 3];
+        Self::new(
+            config(1, &voters),
+            Some(stored(epoch, leader, voted, &voters)),
+            log(0, &[]),
+        )
+    }
+
     /// The draft's election, without pre-vote (`quorum.prevote.enable = false`): for the tests
     /// that time a candidacy as Kafka's suites do (pre-vote has its own, `pre_vote.rs`).
     pub(crate) fn without_pre_vote(mut self) -> Self {

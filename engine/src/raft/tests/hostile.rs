@@ -11,11 +11,7 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Voter 1, unattached in epoch 2 and started.
 fn voter() -> Harness {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, -1);
     h.tick();
     h
 }
@@ -394,11 +390,7 @@ fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
 
 #[test]
 fn an_ordinary_start_alerts_nobody() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(7, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(7, -1, -1);
     let mut out = h.tick();
     out.extend(h.run_until(h.now + 5_000));
     assert!(alerts(&out).is_empty(), "{:?}", alerts(&out));

@@ -245,11 +245,7 @@ fn begin_quorum_epoch_from_its_leader_makes_it_a_follower_again() {
 
 #[test]
 fn an_unattached_prospective_follows_the_leader_a_refusal_names() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     let out = h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let asked = pre_votes(&out);
@@ -367,11 +363,7 @@ fn unsupported_version_counts_as_a_grant_and_the_candidacy_asks_with_a_plain_vot
 
 #[test]
 fn a_voted_prospective_keeps_its_vote() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 2, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 2);
     let out = h.run_until(2_000);
     assert_eq!(
         (h.core.role(), h.core.voted_id()),
@@ -394,11 +386,7 @@ fn a_voted_prospective_keeps_its_vote() {
 
 #[test]
 fn an_unattached_prospective_votes_like_an_unattached_voter() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
@@ -409,11 +397,7 @@ fn an_unattached_prospective_votes_like_an_unattached_voter() {
 
 #[test]
 fn a_candidate_that_lost_asks_for_pre_votes_before_raising_its_epoch_again() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     let votes = sends(&h.tick());
     h.respond(
         2,
@@ -438,11 +422,7 @@ fn a_candidate_that_lost_asks_for_pre_votes_before_raising_its_epoch_again() {
 
 #[test]
 fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(4, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let out = h.run_until(2_000);
@@ -567,11 +547,7 @@ fn a_pre_vote_below_the_voters_epoch_is_fenced() {
 
 #[test]
 fn a_voted_voter_grants_pre_votes_for_the_next_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 3, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 3);
     h.tick();
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
     assert_eq!(h.core.voted_id(), Some(3));
@@ -679,19 +655,11 @@ fn a_follower_grants_from_the_millisecond_its_leader_is_a_fetch_timeout_old() {
 fn prospectives_candidates_and_resigned_nodes_grant_pre_votes() {
     let (mut h, _, _) = prospective_follower();
     assert!(ask(&mut h, Harness::pre_vote_request(3, 4, 3, 5)).vote_granted);
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 1);
     h.tick();
     assert_eq!(h.core.role(), Role::Candidate);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);

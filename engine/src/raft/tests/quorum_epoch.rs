@@ -63,11 +63,7 @@ fn end_error(out: &[Output]) -> ErrorCode {
 
 #[test]
 fn handle_begin_quorum_request() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(1, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(1, -1, -1);
     h.tick();
     let (_, out) = h.request(2, Harness::begin_request(2, 2));
     let p = position(&out, is_persist).unwrap();
@@ -155,11 +151,7 @@ fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
 
 #[test]
 fn end_quorum_ignored_if_already_candidate() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     h.tick();
     let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!(end_error(&out), ErrorCode::NONE);
@@ -179,11 +171,7 @@ fn end_quorum_ignored_if_already_leader() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, -1);
     h.tick();
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
@@ -191,11 +179,7 @@ fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_received_from_voted_candidate() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 2, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 2);
     h.tick();
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
@@ -265,11 +249,7 @@ fn graceful_shutdown_single_member_quorum() {
 
 #[test]
 fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(5, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(5, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
