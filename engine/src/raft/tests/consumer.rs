@@ -418,6 +418,15 @@ fn leader_reading_the_log(durable: Offset) -> Harness {
     h
 }
 
+/// Client fetch 1 from offset 0, which must wait on one log read from offset 0: its id.
+fn fetch_from_0_reads_the_log(h: &mut Harness) -> u64 {
+    let out = fetch(h, 1, at(0));
+    let [(read_id, 0, _)] = reads(&out)[..] else {
+        panic!("{out:?}")
+    };
+    read_id
+}
+
 fn stored_batches() -> Vec<Batch> {
     let mut lc = batch(0, 2, 1);
     lc.is_control = true;
@@ -427,10 +436,7 @@ fn stored_batches() -> Vec<Batch> {
 #[test]
 fn a_read_is_cut_at_the_high_watermark_when_it_completes() {
     let mut h = leader_reading_the_log(3);
-    let out = fetch(&mut h, 1, at(0));
-    let [(read_id, 0, _)] = reads(&out)[..] else {
-        panic!("{out:?}")
-    };
+    let read_id = fetch_from_0_reads_the_log(&mut h);
     let r = only(
         &h.step(Input::LogReadDone {
             read_id,
@@ -445,10 +451,7 @@ fn a_read_is_cut_at_the_high_watermark_when_it_completes() {
 #[test]
 fn the_high_watermark_moving_during_a_read_lets_more_through() {
     let mut h = leader_reading_the_log(3);
-    let out = fetch(&mut h, 1, at(0));
-    let [(read_id, 0, _)] = reads(&out)[..] else {
-        panic!("{out:?}")
-    };
+    let read_id = fetch_from_0_reads_the_log(&mut h);
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 7, 2, 7));
     assert_eq!(hw_outputs(&out), vec![7]);
     assert!(done(&out).is_empty(), "the read is still out");

@@ -62,8 +62,7 @@ fn observer_find_quorum_failure() {
 #[test]
 fn observer_leader_rediscovery_after_broker_not_available_error() {
     let (mut h, c) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
-    let mut r = Harness::fetch_response(2, 2, vec![], -1);
-    r.error = ErrorCode::BROKER_NOT_AVAILABLE;
+    let r = Harness::fetch_error_response(2, 2, -1, ErrorCode::BROKER_NOT_AVAILABLE);
     let out = h.respond(2, c, Response::FetchQuorumRecords(r));
     assert_eq!(h.core.role(), Role::Unattached);
     assert_eq!(find_sends(&out).len(), 1);

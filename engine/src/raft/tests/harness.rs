@@ -289,6 +289,20 @@ impl Harness {
         })
     }
 
+    /// A FetchQuorumRecords answer from `leader` of `epoch` refusing with `error`: no batches,
+    /// high watermark `hw`.
+    pub(crate) fn fetch_error_response(
+        leader: NodeId,
+        epoch: Epoch,
+        hw: Offset,
+        error: ErrorCode,
+    ) -> FetchQuorumRecordsResponse {
+        FetchQuorumRecordsResponse {
+            error,
+            ..Self::fetch_response(leader, epoch, Vec::new(), hw)
+        }
+    }
+
     pub(crate) fn fetch_response(
         leader: NodeId,
         epoch: Epoch,
@@ -365,7 +379,6 @@ pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
         .collect()
 }
 
-/// The FindQuorum requests in `out`: (to, correlation).
 /// The FetchQuorumRecords requests among the sends of `out`.
 pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
     sends(out)
@@ -377,6 +390,7 @@ pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuor
         .collect()
 }
 
+/// The FindQuorum requests in `out`: (to, correlation).
 pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
     sends(out)
         .into_iter()

@@ -7,36 +7,25 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-/// The pre-votes in `out`: (to, correlation, request).
-fn pre_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
+/// The Vote requests in `out` whose PreVote is `pre_vote`: (to, correlation, request).
+fn votes(out: &[Output], pre_vote: bool) -> Vec<(NodeId, Correlation, VoteRequest)> {
     sends(out)
         .into_iter()
         .filter_map(|(to, c, r)| match r {
-            Request::Vote(v) if v.pre_vote => Some((to, c, v)),
+            Request::Vote(v) if v.pre_vote == pre_vote => Some((to, c, v)),
             _ => None,
         })
         .collect()
+}
+
+/// The pre-votes in `out`: (to, correlation, request).
+fn pre_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
+    votes(out, true)
 }
 
 /// The real votes in `out`.
 fn real_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|(to, c, r)| match r {
-            Request::Vote(v) if !v.pre_vote => Some((to, c, v)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn fetches(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|(to, c, r)| match r {
-            Request::FetchQuorumRecords(f) => Some((to, c, f)),
-            _ => None,
-        })
-        .collect()
+    votes(out, false)
 }
 
 fn granted(epoch: Epoch) -> Response {
@@ -204,7 +193,7 @@ fn unanswered_until_the_election_timeout_it_backs_off_and_asks_again() {
 #[test]
 fn it_keeps_fetching_and_an_answer_from_its_leader_makes_it_a_follower_again() {
     let (mut h, _, out) = prospective_follower();
-    let fetch = fetches(&out);
+    let fetch = fetch_sends(&out);
     assert_eq!(fetch.len(), 1, "still fetching from its leader: {out:?}");
     assert_eq!(fetch[0].0, 2);
     let answer = Harness::fetch_response(2, 3, Vec::new(), 5);
@@ -217,7 +206,7 @@ fn it_keeps_fetching_and_an_answer_from_its_leader_makes_it_a_follower_again() {
         persisted(&out).is_empty(),
         "same leader, same file: {out:?}"
     );
-    assert_eq!(fetches(&out).len(), 1, "fetches on");
+    assert_eq!(fetch_sends(&out).len(), 1, "fetches on");
     // The fetch timer runs from the answer.
     assert_eq!(h.core.next_deadline().unwrap(), h.now + 2_000);
 }
@@ -438,7 +427,7 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
         None,
         "and names no leader: it gave epoch 4 up"
     );
-    assert!(fetches(&out).is_empty(), "it fetches from nobody");
+    assert!(fetch_sends(&out).is_empty(), "it fetches from nobody");
     let (_, out) = h.request(2, Harness::fetch_request(2, 4, 0, 0, 0));
     assert_eq!(
         fetch_of(&responses(&out)[0].1).error,
