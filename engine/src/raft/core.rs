@@ -277,10 +277,16 @@ impl RaftCore {
 
     /// Wall-clock ms since the Unix epoch, if the driver gave the core its boot time.
     fn wall_clock_ms(&self) -> Option<i64> {
+        self.wall_clock_at(self.now)
+    }
+
+    /// Core time `t` (not before the core was made) as wall-clock ms since the Unix epoch, if
+    /// the driver gave the core its boot time.
+    pub(crate) fn wall_clock_at(&self, t: TimeMs) -> Option<i64> {
         if self.config.boot_timestamp <= 0 {
             return None;
         }
-        let since_start = i64::try_from(self.now - self.start_now).unwrap_or(i64::MAX);
+        let since_start = i64::try_from(t.saturating_sub(self.start_now)).unwrap_or(i64::MAX);
         Some(self.config.boot_timestamp.saturating_add(since_start))
     }
 

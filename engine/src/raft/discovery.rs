@@ -4,10 +4,11 @@
 use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
 use super::core::RaftCore;
 use super::leader::{LeaderState, ReplicaProgress};
+use super::quorum_epoch::Announcement;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
     bootstrap_server_id, bootstrap_server_index, Correlation, DirectoryId, Epoch, NodeId, Output,
-    ReplicaView, RequestId, Sender,
+    ReplicaView, RequestId, Sender, TimeMs,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
@@ -41,6 +42,9 @@ impl RaftCore {
                 return self.refuse_request(id, from, &request, refusal, out);
             }
         }
+        if let Some((kind, error)) = self.announcement_refusal(&request) {
+            return self.respond_announcement(kind, id, error, out);
+        }
         match request {
             Request::Vote(r) => self.handle_vote(id, r, out),
             Request::BeginQuorumEpoch(r) => self.handle_begin_quorum_epoch(id, r, out),
@@ -70,10 +74,12 @@ impl RaftCore {
                 self.handle_vote_response(f, r, out)
             }
             (RequestKind::BeginQuorumEpoch, Response::BeginQuorumEpoch(r)) => {
-                self.handle_begin_quorum_epoch_response(f, r, out)
+                let answer = (r.error, r.leader_id, r.leader_epoch);
+                self.handle_announcement_response(Announcement::Begin, f, answer, out)
             }
             (RequestKind::EndQuorumEpoch, Response::EndQuorumEpoch(r)) => {
-                self.handle_end_quorum_epoch_response(f, r, out)
+                let answer = (r.error, r.leader_id, r.leader_epoch);
+                self.handle_announcement_response(Announcement::End, f, answer, out)
             }
             (RequestKind::Fetch { .. }, Response::FetchQuorumRecords(r)) => {
                 self.handle_fetch_response(f, r, out)
@@ -102,8 +108,12 @@ impl RaftCore {
         let error = refusal.error;
         match request {
             Request::Vote(_) => self.respond_vote(id, error, false, out),
-            Request::BeginQuorumEpoch(_) => self.respond_begin(id, error, out),
-            Request::EndQuorumEpoch(_) => self.respond_end(id, error, out),
+            Request::BeginQuorumEpoch(_) => {
+                self.respond_announcement(Announcement::Begin, id, error, out)
+            }
+            Request::EndQuorumEpoch(_) => {
+                self.respond_announcement(Announcement::End, id, error, out)
+            }
             Request::FetchQuorumRecords(_) => self.respond_fetch_error(id, error, out),
             Request::FindQuorum(_) => respond_find_quorum_error(id, error, out),
             Request::DescribeQuorum(_) => unreachable!("DescribeQuorum has no field to refuse"),
@@ -511,13 +521,22 @@ impl RaftCore {
 
     // ----- DescribeQuorum -----
 
-    fn replica_state(id: NodeId, p: &ReplicaProgress) -> ReplicaState {
+    /// Core time `t` as DescribeQuorum gives it: wall-clock ms since the Unix epoch, which is
+    /// what Kafka's LastFetchTimestamp and LastCaughtUpTimestamp are; the core's own time where
+    /// the driver gave it no boot time (the simulator, the scenario tests).
+    fn describe_time(&self, t: TimeMs) -> i64 {
+        self.wall_clock_at(t)
+            .unwrap_or_else(|| i64::try_from(t).unwrap_or(i64::MAX))
+    }
+
+    /// A replica's state as DescribeQuorum gives it: times on the wall clock, -1 when unknown.
+    fn replica_state(&self, id: NodeId, p: &ReplicaProgress) -> ReplicaState {
         ReplicaState {
             replica_id: id,
             directory_id: DirectoryId::ZERO,
             log_end_offset: p.end_offset,
-            last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| t as i64),
-            last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| t as i64),
+            last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| self.describe_time(t)),
+            last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| self.describe_time(t)),
         }
     }
 
@@ -529,12 +548,12 @@ impl RaftCore {
                 replica_id: id,
                 directory_id: self.config.directory_id,
                 log_end_offset: self.log.end_offset(),
-                last_fetch_timestamp: self.now as i64,
-                last_caught_up_timestamp: self.now as i64,
+                last_fetch_timestamp: self.describe_time(self.now),
+                last_caught_up_timestamp: self.describe_time(self.now),
             };
         }
         match l.voters.get(&id).or_else(|| l.observers.get(&id)) {
-            Some(p) => Self::replica_state(id, p),
+            Some(p) => self.replica_state(id, p),
             None => ReplicaState {
                 replica_id: id,
                 directory_id: DirectoryId::ZERO,
@@ -562,7 +581,7 @@ impl RaftCore {
                     target_voters: config.target.as_deref().map(replicas),
                     observers: l
                         .live_observers(self.now)
-                        .map(|(id, p)| Self::replica_state(*id, p))
+                        .map(|(id, p)| self.replica_state(*id, p))
                         .collect(),
                 }
             }
@@ -587,14 +606,7 @@ impl RaftCore {
 fn respond_find_quorum_error(id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
     out.push(Output::Respond {
         id,
-        response: Response::FindQuorum(FindQuorumResponse {
-            error,
-            cluster_id: String::new(),
-            leader_id: -1,
-            leader_epoch: -1,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        response: Response::FindQuorum(FindQuorumResponse::telling_nothing(error)),
     });
 }
 

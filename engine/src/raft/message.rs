@@ -128,6 +128,20 @@ pub struct FindQuorumResponse {
     pub target_voters: Option<Vec<VoterEndpoint>>,
 }
 
+impl FindQuorumResponse {
+    /// An answer with `error` that tells nothing: not the cluster id, the voters or the leader.
+    pub fn telling_nothing(error: ErrorCode) -> Self {
+        FindQuorumResponse {
+            error,
+            cluster_id: String::new(),
+            leader_id: -1,
+            leader_epoch: -1,
+            voters: Vec::new(),
+            target_voters: None,
+        }
+    }
+}
+
 /// DescribeQuorum asks about `__cluster_metadata`-0; the wire layer maps Topics[]/Partitions[] to
 /// this and answers UNKNOWN_TOPIC_OR_PARTITION for anything else before it reaches the core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,6 +194,30 @@ pub struct AlterQuorumRequest {
     /// Tagged field 0: skip the check that the new set keeps a live, caught-up majority
     /// (etcd's strict reconfiguration check).
     pub force: bool,
+}
+
+impl AlterQuorumRequest {
+    /// Make `voters` (node id, directory id) the voter set of `cluster_id` within `timeout_ms`:
+    /// applied, not only validated, and not forced.
+    pub fn new(
+        cluster_id: &str,
+        voters: impl IntoIterator<Item = (NodeId, DirectoryId)>,
+        timeout_ms: i32,
+    ) -> Self {
+        AlterQuorumRequest {
+            cluster_id: cluster_id.to_owned(),
+            target_voters: voters
+                .into_iter()
+                .map(|(voter_id, directory_id)| AlterQuorumVoter {
+                    voter_id,
+                    directory_id,
+                })
+                .collect(),
+            timeout_ms,
+            validate_only: false,
+            force: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,14 +322,9 @@ impl Request {
                     last_caught_up_time_ms: -1,
                 })
             }
-            Request::FindQuorum(_) => Response::FindQuorum(FindQuorumResponse {
-                error,
-                cluster_id: String::new(),
-                leader_id: -1,
-                leader_epoch: -1,
-                voters: Vec::new(),
-                target_voters: None,
-            }),
+            Request::FindQuorum(_) => {
+                Response::FindQuorum(FindQuorumResponse::telling_nothing(error))
+            }
             Request::DescribeQuorum(_) => Response::DescribeQuorum(DescribeQuorumResponse {
                 error,
                 leader_id: -1,

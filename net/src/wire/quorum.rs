@@ -192,15 +192,7 @@ fn encode_alter_quorum(r: &AlterQuorumRequest, w: &mut WireWriter) {
 fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeError> {
     let cluster_id = r.compact_string("cluster id")?;
     // Each voter: id, uuid, an empty tagged-field section.
-    let count = bounded_count(r, "target voters", 4 + 16 + 1)?;
-    let mut target_voters = Vec::with_capacity(count);
-    for _ in 0..count {
-        target_voters.push(AlterQuorumVoter {
-            voter_id: r.i32("voter id")?,
-            directory_id: DirectoryId(r.uuid("voter directory id")?),
-        });
-        r.skip_tagged_fields()?;
-    }
+    let target_voters = read_voter_structs(r, 4 + 16 + 1, read_target_voter)?;
     let mut request = AlterQuorumRequest {
         cluster_id,
         target_voters,
@@ -220,13 +212,23 @@ fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeE
     Ok(request)
 }
 
-/// A compact array's count (null reads as empty), refused above [`MAX_TARGET_VOTERS`]: a voter
-/// list longer than any voter set is hostile, and its decoding must not cost more than a real one.
-fn bounded_count(
+fn read_target_voter(r: &mut WireReader) -> Result<AlterQuorumVoter, WireError> {
+    Ok(AlterQuorumVoter {
+        voter_id: r.i32("voter id")?,
+        directory_id: DirectoryId(r.uuid("voter directory id")?),
+    })
+}
+
+/// AlterQuorum's target voters (request or response): a compact array (null reads as empty) of
+/// structs of at least `min_element_bytes`, each read by `read` and closed by its tagged-field
+/// section. Refused above [`MAX_TARGET_VOTERS`]: a voter list longer than any voter set is
+/// hostile, and its decoding must not cost more than a real one.
+fn read_voter_structs<T>(
     r: &mut WireReader,
-    field: &'static str,
     min_element_bytes: usize,
-) -> Result<usize, DecodeError> {
+    mut read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
+) -> Result<Vec<T>, DecodeError> {
+    let field = "target voters";
     let count = r.compact_array_len(field, min_element_bytes)?.unwrap_or(0);
     if count > MAX_TARGET_VOTERS {
         return Err(DecodeError::TooMany {
@@ -235,7 +237,19 @@ fn bounded_count(
             max: MAX_TARGET_VOTERS,
         });
     }
-    Ok(count)
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        items.push(read(r)?);
+        r.skip_tagged_fields()?;
+    }
+    Ok(items)
+}
+
+fn read_voter_result(r: &mut WireReader) -> Result<AlterQuorumVoterResult, WireError> {
+    Ok(AlterQuorumVoterResult {
+        voter_id: r.i32("voter id")?,
+        error: ErrorCode(r.i16("voter error code")?),
+    })
 }
 
 fn encode_alter_quorum_response(r: &AlterQuorumResponse, w: &mut WireWriter) {
@@ -256,15 +270,7 @@ fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumRespons
     let error_message = r.compact_nullable_string("error message")?;
     let leader_id = r.i32("leader id")?;
     let leader_epoch = r.i32("leader epoch")?;
-    let count = bounded_count(r, "target voters", 4 + 2 + 1)?;
-    let mut target_voters = Vec::with_capacity(count);
-    for _ in 0..count {
-        target_voters.push(AlterQuorumVoterResult {
-            voter_id: r.i32("voter id")?,
-            error: ErrorCode(r.i16("voter error code")?),
-        });
-        r.skip_tagged_fields()?;
-    }
+    let target_voters = read_voter_structs(r, 4 + 2 + 1, read_voter_result)?;
     Ok(AlterQuorumResponse {
         error,
         error_message,
@@ -851,18 +857,13 @@ mod tests {
     }
 
     fn alter_quorum(ids: &[i32], validate_only: bool, force: bool) -> Request {
+        let voters = ids
+            .iter()
+            .map(|id| (*id, DirectoryId::from_halves(*id as u64, 7)));
         Request::AlterQuorum(AlterQuorumRequest {
-            cluster_id: "c".into(),
-            target_voters: ids
-                .iter()
-                .map(|id| AlterQuorumVoter {
-                    voter_id: *id,
-                    directory_id: DirectoryId::from_halves(*id as u64, 7),
-                })
-                .collect(),
-            timeout_ms: 30_000,
             validate_only,
             force,
+            ..AlterQuorumRequest::new("c", voters, 30_000)
         })
     }
 

@@ -7,19 +7,8 @@ use crate::raft::*;
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
 fn alter(ids: &[NodeId]) -> Request {
-    Request::AlterQuorum(AlterQuorumRequest {
-        cluster_id: CLUSTER.into(),
-        target_voters: ids
-            .iter()
-            .map(|id| AlterQuorumVoter {
-                voter_id: *id,
-                directory_id: DirectoryId::ZERO,
-            })
-            .collect(),
-        timeout_ms: 1000,
-        validate_only: false,
-        force: false,
-    })
+    let voters = ids.iter().map(|id| (*id, DirectoryId::ZERO));
+    Request::AlterQuorum(AlterQuorumRequest::new(CLUSTER, voters, 1000))
 }
 
 fn alter_of(out: &[Output]) -> AlterQuorumResponse {

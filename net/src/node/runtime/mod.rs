@@ -131,9 +131,6 @@ pub struct Node {
     reload_watch: WatchId,
     _signals: ShutdownSignals,
     started: Instant,
-    /// The wall clock (ms since the Unix epoch) at `started`: the core's times are ms since
-    /// `started`, and DescribeQuorum answers with wall-clock times, as Kafka's do.
-    started_wall_ms: i64,
     /// Where each listener of `config.listeners` is bound, by index.
     listener_addrs: Vec<SocketAddr>,
     /// Transport listener → index in `config.listeners.all`.
@@ -254,7 +251,6 @@ impl Node {
         // Without quorum.voters the core learns the voter set from these (FindQuorum).
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
         raft_config.directory_id = quorum_state.directory_id();
-        let started_wall_ms = raft_config.boot_timestamp;
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
@@ -342,7 +338,6 @@ impl Node {
             reload_watch,
             _signals: signals,
             started,
-            started_wall_ms,
             listener_addrs,
             listener_index,
             listener_tls,
