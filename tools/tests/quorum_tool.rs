@@ -38,19 +38,7 @@ const REPLICATION_COLUMNS: [&str; 7] = [
 ];
 
 fn quorum(server: &str, args: &[&str]) -> Output {
-    let output = Command::new(binary())
-        .args(["quorum", "--bootstrap-server", server])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    eprintln!(
-        "ringraft quorum {args:?}: {}\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    run_quorum_tool(server, args)
 }
 
 fn now_ms() -> i64 {

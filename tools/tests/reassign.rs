@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,20 +20,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// `ringraft quorum --bootstrap-server <every node> --timeout-ms 60000 <args>`.
 fn quorum(cluster: &Cluster, args: &[&str]) -> Output {
     let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
-    let output = Command::new(binary())
-        .args(["quorum", "--bootstrap-server", &servers.join(",")])
-        .args(["--timeout-ms", "60000"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    eprintln!(
-        "ringraft quorum {args:?}: {}\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    let args = [&["--timeout-ms", "60000"], args].concat();
+    run_quorum_tool(&servers.join(","), &args)
 }
 
 /// Runs the tool and requires it to succeed; its standard output.
@@ -145,6 +133,21 @@ impl Load {
     }
 }
 
+/// Voters 1-3 and observers `observers` started, a leader elected (returned), every observer
+/// fetching from it, and acks=-1 load committing.
+fn started_under_load(observers: &[i32]) -> (Cluster, i32, Load) {
+    let mut cluster = Cluster::new(3);
+    for &id in observers {
+        add_observer(&mut cluster, id);
+    }
+    cluster.start_all();
+    let leader = cluster.wait_for_leader(observers.first().copied());
+    wait_for_observers(&cluster, observers);
+    let load = Load::start(&cluster);
+    load.wait_for_more(50);
+    (cluster, leader, load)
+}
+
 /// Stops every node, then checks that each of `voters` holds every acknowledged record once,
 /// in order.
 fn stop_and_check_logs(cluster: &mut Cluster, voters: &[i32], acked: &[(i64, String)]) {
@@ -168,13 +171,7 @@ fn stop_and_check_logs(cluster: &mut Cluster, voters: &[i32], acked: &[(i64, Str
 
 #[test]
 fn a_dead_voter_is_replaced_by_a_new_node_under_load() {
-    let mut cluster = Cluster::new(3);
-    add_observer(&mut cluster, 4);
-    cluster.start_all();
-    cluster.wait_for_leader(Some(4));
-    wait_for_observers(&cluster, &[4]);
-    let load = Load::start(&cluster);
-    load.wait_for_more(50);
+    let (mut cluster, _, load) = started_under_load(&[4]);
 
     // Voter 3's disk is gone: stopped and its directory deleted.
     if let Some(mut p) = cluster.node(3).process.take() {
@@ -210,14 +207,7 @@ fn a_dead_voter_is_replaced_by_a_new_node_under_load() {
 
 #[test]
 fn three_voters_grow_to_five_and_shrink_back_under_load() {
-    let mut cluster = Cluster::new(3);
-    add_observer(&mut cluster, 4);
-    add_observer(&mut cluster, 5);
-    cluster.start_all();
-    cluster.wait_for_leader(Some(4));
-    wait_for_observers(&cluster, &[4, 5]);
-    let load = Load::start(&cluster);
-    load.wait_for_more(50);
+    let (mut cluster, _, load) = started_under_load(&[4, 5]);
 
     let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5", "--wait"]);
     assert!(
@@ -241,11 +231,7 @@ fn three_voters_grow_to_five_and_shrink_back_under_load() {
 
 #[test]
 fn the_leader_removes_itself_by_handing_over() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let load = Load::start(&cluster);
-    load.wait_for_more(50);
+    let (mut cluster, leader, load) = started_under_load(&[]);
 
     let rest: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
     let target = format!("{},{}", rest[0], rest[1]);
@@ -273,14 +259,7 @@ fn the_leader_removes_itself_by_handing_over() {
 
 #[test]
 fn a_new_leader_finishes_a_reassignment_its_predecessor_started() {
-    let mut cluster = Cluster::new(3);
-    add_observer(&mut cluster, 4);
-    add_observer(&mut cluster, 5);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(Some(4));
-    wait_for_observers(&cluster, &[4, 5]);
-    let load = Load::start(&cluster);
-    load.wait_for_more(50);
+    let (mut cluster, leader, load) = started_under_load(&[4, 5]);
 
     // The command returns once the target is committed; the leader dies before it is reached.
     let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5"]);
