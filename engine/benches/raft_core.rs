@@ -100,6 +100,7 @@ fn fetch(replica: NodeId, offset: Offset) -> Request {
         is_follower: true,
         max_wait_ms: 500,
         durable_offset: offset,
+        replica_directory_id: Default::default(),
     })
 }
 

@@ -352,6 +352,7 @@ mod tests {
                 is_follower: false,
                 max_wait_ms: 0,
                 durable_offset: -1,
+                replica_directory_id: Default::default(),
             });
             assert!(
                 admit_request(&fetch, Sender::Unverified, ME).is_ok(),
@@ -440,6 +441,7 @@ mod tests {
             is_follower: true,
             max_wait_ms: 0,
             durable_offset: -1,
+            replica_directory_id: Default::default(),
         });
         assert_eq!(
             admit_request(&fetch, Sender::NotAReplica, ME)

@@ -533,7 +533,7 @@ impl RaftCore {
     fn replica_state(&self, id: NodeId, p: &ReplicaProgress) -> ReplicaState {
         ReplicaState {
             replica_id: id,
-            directory_id: DirectoryId::ZERO,
+            directory_id: p.directory_id,
             log_end_offset: p.end_offset,
             last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| self.describe_time(t)),
             last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| self.describe_time(t)),

@@ -107,6 +107,8 @@ impl RaftCore {
                 leo,
                 now,
             );
+            self.leading()
+                .note_directory(req.replica_id, req.replica_directory_id);
         }
         let hw_advanced = self.update_leader_hw(out);
         if req.fetch_offset >= leo {
@@ -305,6 +307,7 @@ impl RaftCore {
             is_follower: !self.qs.is_observer() && !self.fetch_as_observer,
             max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
             durable_offset: durable,
+            replica_directory_id: self.config.directory_id,
         });
         let epoch = self.qs.epoch();
         self.outbound.send(

@@ -78,6 +78,9 @@ pub struct FetchQuorumRecordsRequest {
     /// Tagged field 0: the requester's durable end offset (-1 = unknown). Only this counts toward
     /// the high watermark; `fetch_offset` says where to read next (pipelined fetches).
     pub durable_offset: Offset,
+    /// Tagged field 4: the requester's log directory id (ZERO = not given; docs/protocol.md,
+    /// "Directory ids").
+    pub replica_directory_id: DirectoryId,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -408,6 +411,7 @@ mod tests {
                 is_follower: true,
                 max_wait_ms: 500,
                 durable_offset: 9,
+                replica_directory_id: Default::default(),
             }),
             Request::FindQuorum(FindQuorumRequest {
                 cluster_id: "c".into(),

@@ -40,6 +40,9 @@ const TAG_KNOWN_BROKERS: u32 = 2;
 /// (docs/protocol.md, "Idempotent producers"): incarnation u64, the first id of the newest block
 /// it has i64.
 const TAG_PRODUCER_IDS_WANTED: u32 = 3;
+/// Tagged field of FetchQuorumRecords requests: the fetcher's log directory id (docs/protocol.md,
+/// "Directory ids"); omitted when unknown.
+const TAG_FETCH_DIRECTORY_ID: u32 = 4;
 /// Tagged field of FetchQuorumRecords responses: the leader's broker list.
 const TAG_BROKER_LIST: u32 = 0;
 
@@ -148,7 +151,7 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             w.i32(r.last_fetched_epoch);
             w.bool(r.is_follower);
             w.i32(r.max_wait_ms);
-            return write_fetch_tags(w, r.durable_offset, extras);
+            return write_fetch_tags(w, r, extras);
         }
         Request::FindQuorum(r) => {
             w.compact_string(&r.cluster_id);
@@ -280,7 +283,12 @@ fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumRespons
     })
 }
 
-fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchRequestExtras) {
+fn write_fetch_tags(
+    w: &mut WireWriter,
+    r: &FetchQuorumRecordsRequest,
+    extras: &FetchRequestExtras,
+) {
+    let durable_offset = r.durable_offset;
     let durable = durable_offset.to_be_bytes();
     let endpoints = extras.endpoints.as_ref().map(|e| {
         let mut inner = WireWriter::new();
@@ -306,6 +314,9 @@ fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchReque
     }
     if let Some(wanted) = &wanted {
         tags.push((TAG_PRODUCER_IDS_WANTED, wanted));
+    }
+    if !r.replica_directory_id.is_zero() {
+        tags.push((TAG_FETCH_DIRECTORY_ID, &r.replica_directory_id.0));
     }
     w.tagged_fields(&tags);
 }
@@ -369,6 +380,7 @@ pub fn decode_request_with(
                 is_follower: r.bool("is follower")?,
                 max_wait_ms: r.i32("max wait ms")?,
                 durable_offset: -1,
+                replica_directory_id: DirectoryId::ZERO,
             };
             let mut endpoints = None;
             let mut known = None;
@@ -381,6 +393,12 @@ pub fn decode_request_with(
                     TAG_CLIENT_ENDPOINTS => endpoints = Some(payload),
                     TAG_KNOWN_BROKERS => {
                         known = Some(WireReader::new(payload).i64("known brokers")? as u64)
+                    }
+                    TAG_FETCH_DIRECTORY_ID => {
+                        let mut inner = WireReader::new(payload);
+                        fetch.replica_directory_id =
+                            DirectoryId(inner.uuid("replica directory id")?);
+                        inner.finish()?;
                     }
                     TAG_PRODUCER_IDS_WANTED => {
                         let mut inner = WireReader::new(payload);
@@ -831,7 +849,12 @@ mod tests {
             leader_epoch: 3,
             preferred_successors: vec![3, 2],
         }));
-        for durable_offset in [-1, 0, 77] {
+        let directories = [
+            DirectoryId::ZERO,
+            DirectoryId([7; 16]),
+            DirectoryId([0xff; 16]),
+        ];
+        for (durable_offset, replica_directory_id) in [-1, 0, 77].into_iter().zip(directories) {
             request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
                 cluster_id: "c".into(),
                 replica_id: 2,
@@ -841,6 +864,7 @@ mod tests {
                 is_follower: true,
                 max_wait_ms: 500,
                 durable_offset,
+                replica_directory_id,
             }));
         }
         request_round_trip(Request::FindQuorum(FindQuorumRequest {
@@ -1007,6 +1031,7 @@ mod tests {
             is_follower: true,
             max_wait_ms: 500,
             durable_offset: 77,
+            replica_directory_id: DirectoryId([7; 16]),
         })
     }
 

@@ -118,10 +118,13 @@ fn leader_fetched_by_2_and_observer_9() -> Harness {
     let mut obs = Harness::fetch_request(9, 2, 0, 0, 0);
     if let Request::FetchQuorumRecords(r) = &mut obs {
         r.is_follower = false;
+        r.replica_directory_id = OBSERVER_9_DIRECTORY;
     }
     h.request(9, obs);
     h
 }
+
+const OBSERVER_9_DIRECTORY: DirectoryId = DirectoryId([9; 16]);
 
 #[test]
 fn describe_quorum_on_leader() {
@@ -140,6 +143,15 @@ fn describe_quorum_on_leader() {
                 .collect();
             assert_eq!(leos, vec![(1, 1), (2, 1), (3, -1)]);
             assert_eq!(r.current_voters[1].last_fetch_timestamp, 10);
+            // Directory ids as each replica's fetch named them (2's named none, 3 never
+            // fetched).
+            let directory =
+                |l: &[ReplicaState]| l.iter().map(|v| v.directory_id).collect::<Vec<_>>();
+            assert_eq!(
+                directory(&r.current_voters[1..]),
+                vec![DirectoryId::ZERO, DirectoryId::ZERO]
+            );
+            assert_eq!(directory(&r.observers), vec![OBSERVER_9_DIRECTORY]);
             assert_eq!(
                 r.observers.iter().map(|o| o.replica_id).collect::<Vec<_>>(),
                 vec![9]

@@ -272,6 +272,7 @@ impl Harness {
             is_follower: true,
             max_wait_ms: 500,
             durable_offset: durable,
+            replica_directory_id: Default::default(),
         })
     }
 
