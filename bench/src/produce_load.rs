@@ -194,8 +194,14 @@ pub fn run(
                 let connected = connect(&plan);
                 all_connected.wait();
                 let start = *start.get_or_init(Instant::now);
-                let result = connected
-                    .and_then(|client| produce_loop(&plan, client, &batch, &worker, &stop, start));
+                let thread = ProducerThread {
+                    plan: &plan,
+                    batch: &batch,
+                    worker: &worker,
+                    stop: &stop,
+                    start,
+                };
+                let result = connected.and_then(|client| produce_loop(&thread, client));
                 if let Err(error) = result {
                     *worker.error.lock().unwrap() = Some(error);
                 }
@@ -362,17 +368,29 @@ fn nanos_since(start: Instant) -> u64 {
     start.elapsed().as_nanos() as u64
 }
 
-fn produce_loop(
-    plan: &ThreadPlan,
-    mut client: BlockingClient,
-    batch: &Bytes,
-    worker: &Worker,
-    stop: &AtomicBool,
+/// What a producing thread works with besides its connection.
+#[derive(Clone, Copy)]
+struct ProducerThread<'a> {
+    plan: &'a ThreadPlan,
+    /// The batch every request carries.
+    batch: &'a Bytes,
+    worker: &'a Worker,
+    stop: &'a AtomicBool,
+    /// When the load started: the schedule's times count from it.
     start: Instant,
-) -> Result<(), String> {
-    if plan.acks == 0 {
-        return produce_without_answers(plan, client, batch, worker, stop, start);
+}
+
+fn produce_loop(thread: &ProducerThread, mut client: BlockingClient) -> Result<(), String> {
+    if thread.plan.acks == 0 {
+        return produce_without_answers(thread, client);
     }
+    let ProducerThread {
+        plan,
+        batch,
+        worker,
+        stop,
+        start,
+    } = *thread;
     let mut schedule = plan.schedule.clone();
     let mut window = Window::new(plan.depth);
     while !stop.load(Ordering::Relaxed) {
@@ -417,14 +435,11 @@ fn produce_loop(
 /// acks=0: nothing is answered, so every send counts and its latency is the send itself (from
 /// its intended time in open loop).
 fn produce_without_answers(
-    plan: &ThreadPlan,
+    thread: &ProducerThread,
     mut client: BlockingClient,
-    batch: &Bytes,
-    worker: &Worker,
-    stop: &AtomicBool,
-    start: Instant,
 ) -> Result<(), String> {
-    let mut schedule = plan.schedule.clone();
+    let mut schedule = thread.plan.schedule.clone();
+    let (batch, worker, stop, start) = (thread.batch, thread.worker, thread.stop, thread.start);
     while !stop.load(Ordering::Relaxed) {
         let now = nanos_since(start);
         match schedule.due(now) {

@@ -100,7 +100,27 @@ fn fetch(replica: NodeId, offset: Offset) -> Request {
         is_follower: true,
         max_wait_ms: 500,
         durable_offset: offset,
+        replica_directory_id: Default::default(),
     })
+}
+
+/// Request `id`: voter 2 fetches from `offset`.
+fn fetch_from_2(id: u64, offset: Offset) -> Input {
+    Input::Request {
+        id,
+        from: Sender::Replica(2),
+        request: fetch(2, offset),
+    }
+}
+
+/// Steps `inputs` through `core`, each output dropped: the time it took.
+fn time_steps(core: &mut RaftCore, inputs: Vec<Input>, out: &mut Vec<Output>) -> Duration {
+    let start = Instant::now();
+    for input in inputs {
+        core.step(input, out);
+        out.clear();
+    }
+    start.elapsed()
 }
 
 fn leader_client_append(iters: u64) -> Duration {
@@ -119,25 +139,12 @@ fn leader_client_append(iters: u64) -> Duration {
                 acks: Acks::Quorum,
             })
             .collect();
-        let start = Instant::now();
-        for input in inputs {
-            core.step(input, &mut out);
-            out.clear();
-        }
-        timed += start.elapsed();
+        timed += time_steps(&mut core, inputs, &mut out);
         done += n;
         // Untimed: everything durable and committed, so nothing piles up.
         seq += n;
         core.step(Input::LogDurable { up_to_seq: seq }, &mut out);
-        let request = fetch(2, core.log_end_offset());
-        core.step(
-            Input::Request {
-                id: done,
-                from: Sender::Replica(2),
-                request,
-            },
-            &mut out,
-        );
+        core.step(fetch_from_2(done, core.log_end_offset()), &mut out);
         assert!(core.high_watermark() == Some(core.log_end_offset()));
         out.clear();
     }
@@ -167,30 +174,12 @@ fn leader_fetch_from_tail(iters: u64) -> Duration {
     let mut done = 0u64;
     while done < iters {
         let n = (iters - done).min(CHUNK);
-        let inputs: Vec<Input> = (0..n)
-            .map(|i| Input::Request {
-                id: done + i,
-                from: Sender::Replica(2),
-                request: fetch(2, from),
-            })
-            .collect();
-        let start = Instant::now();
-        for input in inputs {
-            core.step(input, &mut out);
-            out.clear();
-        }
-        timed += start.elapsed();
+        let inputs: Vec<Input> = (0..n).map(|i| fetch_from_2(done + i, from)).collect();
+        timed += time_steps(&mut core, inputs, &mut out);
         done += n;
     }
     // The answers came from the cache: no log read was ever asked for.
-    core.step(
-        Input::Request {
-            id: u64::MAX,
-            from: Sender::Replica(2),
-            request: fetch(2, from),
-        },
-        &mut out,
-    );
+    core.step(fetch_from_2(u64::MAX, from), &mut out);
     assert!(matches!(&out[..], [Output::Respond { .. }]), "{out:?}");
     timed
 }

@@ -3,7 +3,12 @@
 //!
 //! One line of JSON in `<dir>/quorum-state`, for example
 //! `{"clusterId":"c1","nodeId":1,"leaderId":2,"leaderEpoch":5,"votedId":2,"appliedOffset":0,
-//! "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"targetVoters":null,"data_version":0}`.
+//! "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"targetVoters":null,
+//! "targetForce":false,"directoryId":"ASNFZ4mrze_-3LqYdlQyEA","data_version":2}`.
+//!
+//! `directoryId` names this log directory (docs/protocol.md, "Directory ids"): drawn from the
+//! OS's random source when the directory gets its first file, kept for the directory's life.
+//! A node that comes back with an empty directory gets a new one.
 //!
 //! Writes replace the file atomically: write `quorum-state.tmp`, fsync it, rename it over
 //! `quorum-state`, fsync the directory. A crash at any point leaves the old or the new content,
@@ -21,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::base::ids::DirectoryId;
 use crate::base::{Epoch, NodeId, Offset};
 
 /// The file's name inside the node's metadata log directory.
@@ -28,8 +34,9 @@ pub const FILE_NAME: &str = "quorum-state";
 /// The temporary file a write goes through before the rename.
 pub const TEMP_FILE_NAME: &str = "quorum-state.tmp";
 /// The `data_version` this build writes. Version 1 adds `targetForce`; a version 0 file (which
-/// has none) is read as `targetForce: false` and upgraded by the next write.
-pub const DATA_VERSION: i64 = 1;
+/// has none) is read as `targetForce: false` and upgraded by the next write. Version 2 adds
+/// `directoryId`; an older file gets one when it is opened, written back at once.
+pub const DATA_VERSION: i64 = 2;
 /// The oldest `data_version` this build reads.
 pub const OLDEST_DATA_VERSION: i64 = 0;
 
@@ -75,6 +82,9 @@ pub enum QuorumStateError {
     /// intact.
     #[error("cannot write quorum-state file {path}: {source}")]
     Write { path: PathBuf, source: io::Error },
+    /// The OS's random source failed while drawing a directory id.
+    #[error("cannot draw a directory id for {path}: {reason}")]
+    Random { path: PathBuf, reason: String },
     /// fsync of the file or of its directory failed. Fatal: stop the node.
     #[error("fsync of {path} failed: {source}; the node must stop (fail-stop)")]
     SyncFailed { path: PathBuf, source: io::Error },
@@ -102,6 +112,9 @@ struct QuorumStateData {
     /// Version 1: the reassignment in progress skips the strict reconfiguration check.
     #[serde(default)]
     target_force: bool,
+    /// Version 2: this log directory's id (Kafka's base64url uuid text).
+    #[serde(default)]
+    directory_id: Option<String>,
     #[serde(rename = "data_version")]
     data_version: i64,
 }
@@ -128,6 +141,7 @@ pub struct QuorumStateStore {
     temp_path: PathBuf,
     node_id: NodeId,
     cluster_id: String,
+    directory_id: DirectoryId,
     /// `File::sync_all` except in tests that inject failures.
     sync: fn(&File) -> io::Result<()>,
 }
@@ -135,7 +149,9 @@ pub struct QuorumStateStore {
 impl QuorumStateStore {
     /// Opens the file's directory (which must exist) and removes a temporary file a crash may
     /// have left mid-write: it was never renamed, so it never was the state. One handle per
-    /// directory: the node owns its metadata directory exclusively.
+    /// directory: the node owns its metadata directory exclusively. Takes the directory id
+    /// from the file, or draws one: for a new directory it is written with the first state,
+    /// for a file of an older version at once (so it never changes across restarts).
     pub fn open(
         dir: &Path,
         node_id: NodeId,
@@ -158,6 +174,7 @@ impl QuorumStateStore {
             temp_path: dir.join(TEMP_FILE_NAME),
             node_id,
             cluster_id: cluster_id.into(),
+            directory_id: DirectoryId::ZERO,
             sync: File::sync_all,
         };
         match fs::remove_file(&file.temp_path) {
@@ -172,7 +189,50 @@ impl QuorumStateStore {
                 })
             }
         }
+        let mut file = file;
+        file.load_directory_id()?;
         Ok(file)
+    }
+
+    /// This log directory's id (zero only when the file could not be read at open).
+    pub fn directory_id(&self) -> DirectoryId {
+        self.directory_id
+    }
+
+    /// A file that cannot be read (corrupt, another node's...) leaves the id unknown here:
+    /// [`QuorumStateStore::read`] reports why, and the node stops before it writes.
+    fn load_directory_id(&mut self) -> Result<(), QuorumStateError> {
+        let mut data = match self.read_data() {
+            Ok(Some(data)) => data,
+            Ok(None) => {
+                self.directory_id = self.draw_directory_id()?;
+                return Ok(());
+            }
+            Err(_) => return Ok(()),
+        };
+        match data.directory_id.as_deref() {
+            Some(text) => self.directory_id = text.parse().expect("checked by decode"),
+            None => {
+                self.directory_id = self.draw_directory_id()?;
+                data.directory_id = Some(self.directory_id.to_string());
+                data.data_version = DATA_VERSION;
+                self.replace(&data)?;
+                tracing::info!(path = %self.path.display(), directory_id = %self.directory_id,
+                    "gave the log directory an id (quorum-state file upgraded to data_version {DATA_VERSION})");
+            }
+        }
+        Ok(())
+    }
+
+    fn draw_directory_id(&self) -> Result<DirectoryId, QuorumStateError> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| QuorumStateError::Random {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })?;
+        // Never the zero id, which means "unknown".
+        bytes[15] |= 1;
+        Ok(DirectoryId(bytes))
     }
 
     pub fn path(&self) -> &Path {
@@ -181,6 +241,22 @@ impl QuorumStateStore {
 
     /// The stored election state, or None when the file does not exist (a new node).
     pub fn read(&self) -> Result<Option<ElectionState>, QuorumStateError> {
+        let Some(data) = self.read_data()? else {
+            return Ok(None);
+        };
+        Ok(Some(ElectionState {
+            epoch: data.leader_epoch,
+            leader_id: data.leader_id,
+            voted_id: data.voted_id,
+            current_voters: voter_ids(&data.current_voters),
+            target_voters: data.target_voters.as_deref().map(voter_ids),
+            target_force: data.target_force,
+            applied_offset: data.applied_offset,
+        }))
+    }
+
+    /// The file's checked contents, or None when it does not exist.
+    fn read_data(&self) -> Result<Option<QuorumStateData>, QuorumStateError> {
         let text = match fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -193,21 +269,17 @@ impl QuorumStateStore {
         };
         let data = self.decode(&text)?;
         self.check_identity(&data)?;
-        Ok(Some(ElectionState {
-            epoch: data.leader_epoch,
-            leader_id: data.leader_id,
-            voted_id: data.voted_id,
-            current_voters: voter_ids(&data.current_voters),
-            target_voters: data.target_voters.as_deref().map(voter_ids),
-            target_force: data.target_force,
-            applied_offset: data.applied_offset,
-        }))
+        Ok(Some(data))
     }
 
     /// Replaces the file with `state`, durably. On `Ok` the new state survives a crash.
     pub fn write(&mut self, state: &ElectionState) -> Result<(), QuorumStateError> {
         assert!(state.epoch >= 0, "negative epoch {}", state.epoch);
         assert!(state.leader_id >= -1 && state.voted_id >= -1);
+        if self.directory_id.is_zero() {
+            // The file was unreadable at open and is being replaced (`quorum-state` repairs).
+            self.directory_id = self.draw_directory_id()?;
+        }
         let data = QuorumStateData {
             cluster_id: self.cluster_id.clone(),
             node_id: self.node_id,
@@ -218,9 +290,18 @@ impl QuorumStateStore {
             current_voters: voters(&state.current_voters),
             target_voters: state.target_voters.as_deref().map(voters),
             target_force: state.target_force,
+            directory_id: Some(self.directory_id.to_string()),
             data_version: DATA_VERSION,
         };
-        let mut line = serde_json::to_vec(&data).expect("plain data serializes");
+        self.replace(&data)
+    }
+
+    fn replace(&mut self, data: &QuorumStateData) -> Result<(), QuorumStateError> {
+        assert!(
+            !self.directory_id.is_zero(),
+            "a directory id is drawn at open"
+        );
+        let mut line = serde_json::to_vec(data).expect("plain data serializes");
         line.push(b'\n');
         self.write_temp(&line)?;
         fs::rename(&self.temp_path, &self.path).map_err(|source| QuorumStateError::Write {
@@ -308,6 +389,14 @@ impl QuorumStateStore {
         if data.voted_id < -1 {
             return Err(self.corrupt(format!("votedId {} below -1", data.voted_id)));
         }
+        if let Some(text) = &data.directory_id {
+            if text
+                .parse::<DirectoryId>()
+                .map_or(true, DirectoryId::is_zero)
+            {
+                return Err(self.corrupt(format!("directoryId {text:?} is not a directory id")));
+            }
+        }
         Ok(())
     }
 
@@ -390,10 +479,12 @@ mod tests {
         let text = fs::read_to_string(file.path()).unwrap();
         assert_eq!(
             text,
-            "{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
-             \"appliedOffset\":7,\"currentVoters\":[{\"voterId\":1},{\"voterId\":2},{\"voterId\":3}],\
-             \"targetVoters\":null,\"targetForce\":false,\"data_version\":1}\n"
-        );
+            format!("{{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
+             \"appliedOffset\":7,\"currentVoters\":[{{\"voterId\":1}},{{\"voterId\":2}},{{\"voterId\":3}}],\
+             \"targetVoters\":null,\"targetForce\":false,\"directoryId\":\"{}\",\
+             \"data_version\":2}}\n",
+            file.directory_id()
+        ));
     }
 
     #[test]
@@ -411,12 +502,15 @@ mod tests {
         file.write(&state(5)).unwrap();
         let text = fs::read_to_string(file.path()).unwrap();
         assert!(
-            text.ends_with("\"targetForce\":false,\"data_version\":1}\n"),
+            text.ends_with(&format!(
+                "\"targetForce\":false,\"directoryId\":\"{}\",\"data_version\":2}}\n",
+                file.directory_id()
+            )),
             "{text}"
         );
         fs::write(
             file.path(),
-            text.replace("\"data_version\":1", "\"data_version\":2"),
+            text.replace("\"data_version\":2", "\"data_version\":3"),
         )
         .unwrap();
         assert!(matches!(

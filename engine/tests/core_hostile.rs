@@ -246,6 +246,7 @@ fn request(kind: u8, f: &Fields, v: &TargetView) -> Request {
             is_follower: f.flag,
             max_wait_ms: f.max_wait_ms,
             durable_offset: offset(&f.other_offset, v),
+            replica_directory_id: Default::default(),
         }),
         4 => Request::FindQuorum(FindQuorumRequest {
             cluster_id,

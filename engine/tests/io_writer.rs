@@ -11,7 +11,7 @@ use engine::io::{
 };
 use engine::log::{Log, LogConfig};
 use log_support::{
-    batch, header, read_all, small_config, start_writer as start, wait_durable, WAIT,
+    batch, header, read_all, small_config, start_writer as start, wait_durable, Appended, WAIT,
 };
 
 fn drain_eventfd(fd: i32) -> u64 {
@@ -30,16 +30,9 @@ fn appends_become_durable_in_seq_order_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
     assert!(writer.ring_info().single_issuer || !writer.ring_info().defer_taskrun);
-    let mut written = Vec::new();
-    let mut next = 0;
+    let mut written = Appended::default();
     for seq in 1..=100u64 {
-        let b = batch(next, 1, 4, 64);
-        next += 4;
-        written.push(b.clone());
-        writer.submit(WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        });
+        written.submit(&writer, seq, 4, 64);
     }
     assert_eq!(wait_durable(&writer, 100), 400);
     // The eventfd is signalled right after each event is queued.
@@ -58,7 +51,7 @@ fn appends_become_durable_in_seq_order_and_survive_reopen() {
     drop(log);
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert_eq!(log.recovery_start(), 400, "shutdown checkpoints the end");
-    assert_eq!(read_all(&log), written);
+    assert_eq!(read_all(&log), written.batches);
 }
 
 #[test]
@@ -156,25 +149,18 @@ fn rolls_inside_the_writer_and_large_batches() {
         ..LogConfig::default()
     };
     let writer = start(dir.path(), config.clone(), WriterConfig::default());
-    let mut next = 0;
-    let mut written = Vec::new();
+    let mut written = Appended::default();
     for seq in 1..=60u64 {
         // Some batches are larger than the staging buffer (it grows for them).
         let value = if seq % 10 == 0 { 100 << 10 } else { 5000 };
-        let b = batch(next, 1, 3, value);
-        next += 3;
-        written.push(b.clone());
-        writer.submit(WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        });
+        written.submit(&writer, seq, 3, value);
     }
     assert_eq!(wait_durable(&writer, 60), 180);
     let log = writer.shutdown().unwrap();
     assert!(log.segment_bases().len() > 3);
     drop(log);
     let log = Log::open(dir.path(), config).unwrap();
-    assert_eq!(read_all(&log), written);
+    assert_eq!(read_all(&log), written.batches);
 }
 
 #[test]

@@ -14,8 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use engine::io::{WriterConfig, WriterEvent, WriterRequest};
+use engine::io::{WriterConfig, WriterEvent};
 use engine::log::{Log, LogError, SPARE_FILE};
 use engine::os::file::free_bytes;
 use log_support::*;
@@ -95,19 +94,12 @@ fn writer_scenario(dir: &Path) {
     let log = Log::open(dir, small_config(SEGMENT)).unwrap();
     let ballast = ballast(dir.parent().unwrap(), SEGMENT / 4);
     let writer = engine::io::GroupCommitWriter::start(log, WriterConfig::default()).unwrap();
-    let mut written: Vec<Bytes> = Vec::new();
-    let mut offset = 0;
+    let mut written = Appended::default();
     let (mut full_reports, mut durable_seq) = (0, 0);
     // One append at a time, each waited for, until one gets no durability report.
     let mut held = None;
     for seq in 1..=200u64 {
-        let b = batch(offset, 1, 4, 15_000);
-        offset += 4;
-        written.push(b.clone());
-        writer.submit(WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        });
+        written.submit(&writer, seq, 4, 15_000);
         let deadline = Instant::now() + Duration::from_secs(2);
         while durable_seq < seq && Instant::now() < deadline {
             match next_event(&writer, Duration::from_millis(100)) {
@@ -130,13 +122,7 @@ fn writer_scenario(dir: &Path) {
     assert!(held > 4, "appends filled the active segment first ({held})");
     // Two more queue behind it; none is reported while the disk is full.
     for seq in held + 1..=held + 2 {
-        let b = batch(offset, 1, 4, 15_000);
-        offset += 4;
-        written.push(b.clone());
-        writer.submit(WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        });
+        written.submit(&writer, seq, 4, 15_000);
     }
     let quiet = next_event(&writer, Duration::from_millis(2500));
     assert!(quiet.is_none(), "while full: {quiet:?}");
@@ -159,7 +145,7 @@ fn writer_scenario(dir: &Path) {
     }
     let log = writer.shutdown().expect("a clean stop");
     assert_eq!(log.segment_bases().len(), 2);
-    assert_eq!(read_all(&log), written, "every append, in order");
+    assert_eq!(read_all(&log), written.batches, "every append, in order");
 }
 
 /// The child's body: runs only when re-executed by the parent in its namespace.

@@ -224,15 +224,15 @@ fn unknown_data_version_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     // A newer format may change other fields too: the version is what gets reported.
     let newer = GOOD
-        .replace("\"data_version\":0", "\"data_version\":2")
+        .replace("\"data_version\":0", "\"data_version\":3")
         .replace("\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],", "");
     let file = write_raw(dir.path(), &newer);
     match file.read() {
         Err(QuorumStateError::UnknownVersion {
             found, supported, ..
         }) => {
-            assert_eq!(found, "2");
-            assert_eq!(supported, 1);
+            assert_eq!(found, "3");
+            assert_eq!(supported, 2);
         }
         other => panic!("{other:?}"),
     }
@@ -364,4 +364,63 @@ mod properties {
             }
         }
     }
+}
+
+/// A directory gets an id with its first file and keeps it across restarts; a node that comes
+/// back with an empty directory gets another (docs/protocol.md, "Directory ids").
+#[test]
+fn a_directory_keeps_its_id_and_an_empty_one_gets_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+    let id = file.directory_id();
+    assert!(!id.is_zero());
+    file.write(&state(1, -1, None)).unwrap();
+    let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+    assert!(
+        text.contains(&format!("\"directoryId\":\"{id}\"")),
+        "{text}"
+    );
+    assert!(text.contains("\"data_version\":2"), "{text}");
+    let reopened = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+    assert_eq!(reopened.directory_id(), id, "kept across a restart");
+    assert_eq!(reopened.read().unwrap(), Some(state(1, -1, None)));
+    // The disk is lost: an empty directory under the same node id.
+    fs::remove_file(dir.path().join(FILE_NAME)).unwrap();
+    let wiped = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+    assert!(!wiped.directory_id().is_zero());
+    assert_ne!(wiped.directory_id(), id, "a new directory, a new id");
+}
+
+/// A file of an older version gets an id when opened, written back at once, so a crash before
+/// the next state change cannot give the directory another id.
+#[test]
+fn an_older_file_gets_an_id_written_back_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_raw(dir.path(), GOOD);
+    let id = file.directory_id();
+    assert!(!id.is_zero());
+    let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+    assert!(
+        text.contains(&format!("\"directoryId\":\"{id}\"")),
+        "{text}"
+    );
+    assert_eq!(
+        QuorumStateStore::open(dir.path(), 1, "c")
+            .unwrap()
+            .directory_id(),
+        id
+    );
+    assert_eq!(
+        file.read().unwrap().unwrap().epoch,
+        5,
+        "the state itself unchanged"
+    );
+    // A directoryId that is not one is corrupt, not replaced.
+    let bad = GOOD.replace(
+        ",\"data_version\":0",
+        ",\"directoryId\":\"nope\",\"data_version\":2",
+    );
+    let file = write_raw(dir.path(), &bad);
+    assert!(file.directory_id().is_zero());
+    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
 }

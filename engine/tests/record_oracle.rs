@@ -15,6 +15,9 @@ use kafka_protocol::records::{
 };
 use proptest::prelude::*;
 
+mod record_support;
+use record_support::TestRecord;
+
 /// What both encoders are given. Header keys are unique per record: kafka-protocol keeps headers
 /// in a map.
 #[derive(Clone, Debug)]
@@ -26,15 +29,7 @@ struct Input {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
-    records: Vec<InputRecord>,
-}
-
-#[derive(Clone, Debug)]
-struct InputRecord {
-    timestamp: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
+    records: Vec<TestRecord>,
 }
 
 fn payload() -> impl Strategy<Value = Option<Vec<u8>>> {
@@ -44,7 +39,7 @@ fn payload() -> impl Strategy<Value = Option<Vec<u8>>> {
     ]
 }
 
-fn input_record() -> impl Strategy<Value = InputRecord> {
+fn input_record() -> impl Strategy<Value = TestRecord> {
     (
         // Kafka timestamps are -1 (none) or milliseconds since the epoch.
         prop_oneof![1 => Just(-1i64), 6 => 0i64..1 << 42],
@@ -56,7 +51,7 @@ fn input_record() -> impl Strategy<Value = InputRecord> {
             0..4,
         ),
     )
-        .prop_map(|(timestamp, key, value, headers)| InputRecord {
+        .prop_map(|(timestamp, key, value, headers)| TestRecord {
             timestamp,
             key,
             value,
@@ -104,17 +99,7 @@ fn build_ours(input: &Input, match_base_timestamp: bool) -> BytesMut {
         builder = builder.base_timestamp(min);
     }
     for record in &input.records {
-        let headers: Vec<(&str, Option<&[u8]>)> = record
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
-            .collect();
-        builder.append(
-            record.timestamp,
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &headers,
-        );
+        record.append_to(&mut builder);
     }
     builder.build()
 }

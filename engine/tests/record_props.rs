@@ -10,13 +10,8 @@ use engine::record::{
 };
 use proptest::prelude::*;
 
-#[derive(Clone, Debug)]
-struct TestRecord {
-    timestamp: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-}
+mod record_support;
+use record_support::TestRecord;
 
 fn payload() -> impl Strategy<Value = Option<Vec<u8>>> {
     prop_oneof![
@@ -86,17 +81,7 @@ fn build(spec: &BatchSpec) -> BytesMut {
         .control(spec.control)
         .producer(spec.producer.0, spec.producer.1, spec.producer.2);
     for record in &spec.records {
-        let headers: Vec<(&str, Option<&[u8]>)> = record
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
-            .collect();
-        builder.append(
-            record.timestamp,
-            record.key.as_deref(),
-            record.value.as_deref(),
-            &headers,
-        );
+        record.append_to(&mut builder);
     }
     assert_eq!(builder.len(), spec.records.len());
     let size = builder.estimated_size();

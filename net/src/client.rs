@@ -11,7 +11,10 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use bytes::Bytes;
-use engine::raft::{DescribeQuorumRequest, DescribeQuorumResponse, ErrorCode, Request, Response};
+use engine::raft::{
+    AlterQuorumRequest, AlterQuorumResponse, DescribeQuorumRequest, DescribeQuorumResponse,
+    ErrorCode, Request, Response,
+};
 
 use crate::security::sasl::{Mechanism, SaslClient, SaslError};
 use crate::wire::api::{self, ApiSpec};
@@ -369,6 +372,35 @@ impl BlockingClient {
         let mut r = self.response(corr, true)?;
         match quorum::decode_response(api::DESCRIBE_QUORUM, &mut r) {
             Ok(Response::DescribeQuorum(d)) => Ok(d),
+            Ok(other) => Err(self.decode_error(format!("unexpected {other:?}"))),
+            Err(e) => Err(self.decode_error(e)),
+        }
+    }
+
+    /// AlterQuorum (flexible v0). The leader answers once the target is recorded and
+    /// committed, or at the request's TimeoutMs: the read waits that long and a second more.
+    pub fn alter_quorum(
+        &mut self,
+        request: AlterQuorumRequest,
+    ) -> Result<AlterQuorumResponse, ClientError> {
+        let wait = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
+            + Duration::from_secs(1);
+        let request = Request::AlterQuorum(request);
+        let corr = self.request(api::ALTER_QUORUM, 0, true, |w| {
+            quorum::encode_request(&request, w)
+        })?;
+        let addr = self.addr;
+        let io = |source| ClientError::Io { addr, source };
+        let before = self.stream.tcp().read_timeout().map_err(io)?;
+        self.stream
+            .tcp()
+            .set_read_timeout(Some(before.map_or(wait, |b| b.max(wait))))
+            .map_err(io)?;
+        let answer = self.response(corr, true);
+        self.stream.tcp().set_read_timeout(before).map_err(io)?;
+        let mut r = answer?;
+        match quorum::decode_response(api::ALTER_QUORUM, &mut r) {
+            Ok(Response::AlterQuorum(a)) => Ok(a),
             Ok(other) => Err(self.decode_error(format!("unexpected {other:?}"))),
             Err(e) => Err(self.decode_error(e)),
         }

@@ -73,6 +73,7 @@ fn a_fetch_response_chain_crosses_the_wire_and_decodes() {
         is_follower: true,
         max_wait_ms: 500,
         durable_offset: -1,
+        replica_directory_id: Default::default(),
     });
     let mut w = WireWriter::new();
     RequestHeader {

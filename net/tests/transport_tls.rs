@@ -9,14 +9,16 @@ mod transport_support;
 mod transport_tls_support;
 
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use net::security::tls::{not_after, subject_dn, ClientAuth, TlsVersion};
 use net::transport::{CloseReason, Config, ConnId, ConnectError, Event, EventLoop};
 use net::wire::frame::size_prefix;
-use rustls::ProtocolVersion;
+use rustls::{ClientConfig, ProtocolVersion};
 use transport_support::{
     closed_by_peer, frames, pattern, poll_until, std_client, EchoServer, Seen, PATIENCE,
 };
@@ -174,11 +176,8 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
         // The server offers both; the client allows one.
         let server =
             EchoServer::start_tls(Config::default(), pki.server(ClientAuth::Required, BOTH));
-        let mut ring = EventLoop::new(Config::default()).unwrap();
         let client = pki.client(&pki.ca, Some(&pki.client), &[version]);
-        let conn = ring
-            .connect_tls(server.addr, client, server_name())
-            .unwrap();
+        let (mut ring, conn) = tls_client(server.addr, client);
         echo_through(&mut ring, conn, &[pattern(100, 1), pattern(70_000, 2)]);
         assert_eq!(ring.tls_peer(conn).unwrap().protocol_version, expected);
         let peers = server.peers();
@@ -195,32 +194,34 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
         Config::default(),
         pki.server(ClientAuth::None, &[TlsVersion::Tls13]),
     );
-    let mut ring = EventLoop::new(Config::default()).unwrap();
     let client = pki.client(&pki.ca, None, &[TlsVersion::Tls12]);
-    let conn = ring
-        .connect_tls(server.addr, client, server_name())
-        .unwrap();
+    let (mut ring, conn) = tls_client(server.addr, client);
+    assert_tls_connect_fails(&mut ring, conn);
+    server.wait_for(1, |s| matches!(s, Seen::Closed(_, CloseReason::Tls(_))));
+    stop_clean(server);
+}
+
+/// A client loop with one TLS connection under `client` to `addr`, started.
+fn tls_client(addr: SocketAddr, client: Arc<ClientConfig>) -> (EventLoop, ConnId) {
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let conn = ring.connect_tls(addr, client, server_name()).unwrap();
+    (ring, conn)
+}
+
+/// The first event of `ring` is the failure of `conn`'s TLS handshake.
+fn assert_tls_connect_fails(ring: &mut EventLoop, conn: ConnId) {
     let mut events = Vec::new();
-    poll_until(&mut ring, &mut events, |e| !e.is_empty());
+    poll_until(ring, &mut events, |e| !e.is_empty());
     assert!(
         matches!(&events[0], Event::ConnectFailed { conn: c, error: ConnectError::Tls(_) } if *c == conn),
         "{events:?}"
     );
-    server.wait_for(1, |s| matches!(s, Seen::Closed(_, CloseReason::Tls(_))));
-    stop_clean(server);
 }
 
 /// What happened to a client refused by mutual TLS: it never gets an echo, and the server
 /// closes with a TLS reason naming the certificate problem.
 fn refused(pki: &Pki, server: &EchoServer, keystore: Option<&std::path::Path>) -> String {
-    let mut ring = EventLoop::new(Config::default()).unwrap();
-    let conn = ring
-        .connect_tls(
-            server.addr,
-            pki.client(&pki.ca, keystore, BOTH),
-            server_name(),
-        )
-        .unwrap();
+    let (mut ring, conn) = tls_client(server.addr, pki.client(&pki.ca, keystore, BOTH));
     ring.send(conn, framed(&pattern(16, 1))).unwrap();
     let mut events = Vec::new();
     poll_until(&mut ring, &mut events, |e| {
@@ -250,14 +251,8 @@ fn mutual_tls_refuses_bad_client_certificates_and_names_the_good_one() {
     let why = refused(&pki, &server, Some(&pki.expired_client));
     assert!(why.contains("expired"), "{why}");
     // The good one is served, and its subject is what principal mapping will see.
-    let mut ring = EventLoop::new(Config::default()).unwrap();
-    let conn = ring
-        .connect_tls(
-            server.addr,
-            pki.client(&pki.ca, Some(&pki.client), BOTH),
-            server_name(),
-        )
-        .unwrap();
+    let client = pki.client(&pki.ca, Some(&pki.client), BOTH);
+    let (mut ring, conn) = tls_client(server.addr, client);
     echo_through(&mut ring, conn, &[pattern(64, 3)]);
     let peers = server.peers();
     assert_eq!(peers.len(), 1);
@@ -433,14 +428,7 @@ fn a_config_swap_keeps_open_connections_and_changes_new_handshakes() {
     let mut old_trust = StdTlsClient::connect(server.addr, pki.client(&pki.ca, None, BOTH));
     let err = old_trust.round_trip(&body).unwrap_err();
     assert!(err.to_string().contains("UnknownIssuer"), "{err}");
-    let mut ring = EventLoop::new(Config::default()).unwrap();
-    let conn = ring
-        .connect_tls(
-            server.addr,
-            pki.client(&pki.other_ca, None, BOTH),
-            server_name(),
-        )
-        .unwrap();
+    let (mut ring, conn) = tls_client(server.addr, pki.client(&pki.other_ca, None, BOTH));
     echo_through(&mut ring, conn, std::slice::from_ref(&body));
     let chain = ring.tls_peer(conn).unwrap().peer_certificates;
     assert_eq!(
@@ -524,16 +512,8 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
     // and the same loop then serves a TLS connection.
     let pki = Pki::new();
     let plain = transport_support::EchoServer::start(Config::default());
-    let mut ring = EventLoop::new(Config::default()).unwrap();
-    let conn = ring
-        .connect_tls(plain.addr, pki.client(&pki.ca, None, BOTH), server_name())
-        .unwrap();
-    let mut events = Vec::new();
-    poll_until(&mut ring, &mut events, |e| !e.is_empty());
-    assert!(
-        matches!(&events[0], Event::ConnectFailed { conn: c, error: ConnectError::Tls(_) } if *c == conn),
-        "{events:?}"
-    );
+    let (mut ring, conn) = tls_client(plain.addr, pki.client(&pki.ca, None, BOTH));
+    assert_tls_connect_fails(&mut ring, conn);
     let tls = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
     let conn = ring
         .connect_tls(tls.addr, pki.client(&pki.ca, None, BOTH), server_name())

@@ -59,10 +59,6 @@ impl From<AdminError> for Attempt {
 }
 
 /// A connection to the leader, with what it answered.
-#[expect(
-    dead_code,
-    reason = "client and server: for AlterQuorum (`quorum reassign`)"
-)]
 pub struct Leader {
     pub client: BlockingClient,
     /// `host:port` of the leader's client listener as it was reached.
@@ -107,10 +103,23 @@ impl<'a> Admin<'a> {
     /// backoff, up to the deadline) whenever there is no leader or `step` asks to retry.
     pub fn with_leader<T>(
         &self,
+        step: impl FnMut(&mut Leader) -> Result<T, Retryable>,
+    ) -> Result<T, AdminError> {
+        self.with_leader_until(self.deadline(), step)
+    }
+
+    /// When a command that starts now must have finished.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + self.timeout
+    }
+
+    /// [`Admin::with_leader`] up to `deadline` (a command of several steps shares one).
+    pub fn with_leader_until<T>(
+        &self,
+        deadline: Instant,
         mut step: impl FnMut(&mut Leader) -> Result<T, Retryable>,
     ) -> Result<T, AdminError> {
         let started = Instant::now();
-        let deadline = started + self.timeout;
         let mut backoff = BACKOFF_FIRST;
         loop {
             let last = match self.find_leader() {
@@ -286,4 +295,10 @@ fn described(client: &mut BlockingClient, server: &str) -> Result<DescribeQuorum
         .map_err(|e| client_failure(server, "DescribeQuorum", e))?;
     refused(quorum.error, server, "DescribeQuorum")?;
     Ok(quorum)
+}
+
+impl From<AdminError> for crate::Failure {
+    fn from(error: AdminError) -> Self {
+        crate::Failure::Message(error.to_string())
+    }
 }

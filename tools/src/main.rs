@@ -20,6 +20,7 @@ mod client_config;
 mod credentials;
 mod log_format;
 mod quorum_cmd;
+mod quorum_reassign;
 
 /// The highest epoch `quorum-state --reset-epoch` writes: the first election after it, in
 /// E + 1, must be in an epoch the other voters accept (docs/protocol.md section 14).

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::admin::{Admin, Leader, Retryable};
 use crate::client_config::ClientSettings;
+use crate::quorum_reassign::{parse_voters, Reassign};
 use crate::Failure;
 
 #[derive(Args)]
@@ -56,6 +57,31 @@ enum QuorumAction {
         #[arg(long)]
         json: bool,
     },
+    /// Change the voter set (AlterQuorum): the leader adds and removes one voter per committed
+    /// step; the command returns once the target is recorded and committed.
+    #[command(group(ArgGroup::new("what").required(true).args(["voters", "cancel", "verify"])))]
+    Reassign {
+        /// The voters wanted, `1,2,4`: each must have fetched from the leader (started with
+        /// the cluster's quorum.voters, it shows as an Observer in `describe --replication`).
+        #[arg(long)]
+        voters: Option<String>,
+        /// Stop a reassignment in progress where it stands (the voters now become the target).
+        #[arg(long)]
+        cancel: bool,
+        /// Whether a reassignment is in progress: exits 0 when none is, 1 when one is.
+        #[arg(long)]
+        verify: bool,
+        /// Then wait until the voters are the target (up to --timeout-ms).
+        #[arg(long, conflicts_with = "verify")]
+        wait: bool,
+        /// Let a step go ahead even when the new set would not have a live, caught-up
+        /// majority (the leader refuses such a step otherwise and waits).
+        #[arg(long, requires = "voters")]
+        force: bool,
+        /// Ask the leader to check the request and change nothing.
+        #[arg(long, requires = "voters")]
+        dry_run: bool,
+    },
 }
 
 pub fn run(args: QuorumArgs) -> Result<(), Failure> {
@@ -86,6 +112,29 @@ pub fn run(args: QuorumArgs) -> Result<(), Failure> {
             "nothing to do: pass `describe --status`, `describe --replication` or --describe"
                 .into(),
         ),
+        Some(QuorumAction::Reassign {
+            voters,
+            cancel,
+            verify,
+            wait,
+            force,
+            dry_run,
+        }) => {
+            let what = match voters {
+                Some(voters) => Reassign::To {
+                    voters: parse_voters(&voters)?,
+                    force,
+                    dry_run,
+                    wait,
+                },
+                None if cancel => Reassign::Cancel { wait },
+                None => {
+                    debug_assert!(verify, "clap requires one of --voters, --cancel, --verify");
+                    Reassign::Verify
+                }
+            };
+            crate::quorum_reassign::run(&admin, what)
+        }
         Some(QuorumAction::Describe {
             status,
             replication: _,

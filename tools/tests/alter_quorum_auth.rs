@@ -62,6 +62,23 @@ fn alter_quorum_without_alter_on_the_cluster_gets_cluster_authorization_failed()
             "node {id} (leader {leader})"
         );
     }
+    // The operator's tool fails at once, naming the error (no retrying until its deadline).
+    let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
+    let started = Instant::now();
+    let tool = std::process::Command::new(binary())
+        .args(["quorum", "--bootstrap-server", &servers.join(",")])
+        .args(["--timeout-ms", "30000", "reassign", "--voters", "1,2,3"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&tool.stderr);
+    assert!(!tool.status.success(), "{stderr}");
+    assert!(stderr.contains("CLUSTER_AUTHORIZATION_FAILED"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the tool retried a refusal for {:?}",
+        started.elapsed()
+    );
     // The refusal changed nothing: same leader, same epoch, still committing.
     let before = client.describe_quorum().unwrap();
     produce_one(&mut client, "after the refused AlterQuorum").unwrap();

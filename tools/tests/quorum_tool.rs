@@ -38,19 +38,7 @@ const REPLICATION_COLUMNS: [&str; 7] = [
 ];
 
 fn quorum(server: &str, args: &[&str]) -> Output {
-    let output = Command::new(binary())
-        .args(["quorum", "--bootstrap-server", server])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    eprintln!(
-        "ringraft quorum {args:?}: {}\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    run_quorum_tool(server, args)
 }
 
 fn now_ms() -> i64 {
@@ -136,6 +124,16 @@ fn describe_through_a_follower_prints_kafkas_labels_with_the_leaders_values() {
     assert_eq!(rows[1][0], leader.to_string());
     let statuses: Vec<&str> = rows[1..].iter().map(|r| *r.last().unwrap()).collect();
     assert_eq!(statuses, ["Leader", "Follower", "Follower"]);
+    // Each DirectoryId is the node's log directory's, as its quorum-state file keeps it (the
+    // followers' come with their fetches).
+    for row in &rows[1..] {
+        let id: i32 = row[0].parse().unwrap();
+        let state = std::fs::read_to_string(cluster.node(id).dir.join("quorum-state")).unwrap();
+        let stored: serde_json::Value = serde_json::from_str(&state).unwrap();
+        let directory_id = stored["directoryId"].as_str().unwrap();
+        assert_eq!(row[1], directory_id, "node {id}: {table}\n{state}");
+        assert_ne!(directory_id, "AAAAAAAAAAAAAAAAAAAAAA");
+    }
     let json: serde_json::Value = serde_json::from_str(&stdout(&quorum(
         &server,
         &["describe", "--replication", "--json"],

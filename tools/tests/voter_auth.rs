@@ -112,6 +112,7 @@ fn spoofed_fetch(epoch: i32, log_end: i64) -> Request {
         is_follower: true,
         max_wait_ms: 0,
         durable_offset: log_end,
+        replica_directory_id: Default::default(),
     })
 }
 

@@ -1017,13 +1017,7 @@ impl WriterThread {
             match self.ring.submit() {
                 Ok(_) => return Ok(()),
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => {
-                    return Err(WriterError::Io {
-                        op: "io_uring_enter",
-                        position: ops[0].position,
-                        source,
-                    })
-                }
+                Err(source) => return Err(enter_failed(ops, source)),
             }
         }
     }
@@ -1036,13 +1030,7 @@ impl WriterThread {
             match self.ring.submit_and_wait(ops.len() - reaped) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => {
-                    return Err(WriterError::Io {
-                        op: "io_uring_enter",
-                        position: ops[0].position,
-                        source,
-                    })
-                }
+                Err(source) => return Err(enter_failed(ops, source)),
             }
             for cqe in self.ring.completion() {
                 let i = cqe.user_data() as usize;
@@ -1086,6 +1074,15 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The io_uring_enter of the group starting at `ops[0]` failed (not EINTR, which is retried).
+fn enter_failed(ops: &[Op], source: std::io::Error) -> WriterError {
+    WriterError::Io {
+        op: "io_uring_enter",
+        position: ops[0].position,
+        source,
+    }
 }
 
 /// One submission queue entry of a group, with what to report if it fails.

@@ -1055,14 +1055,7 @@ fn allocate_spare(path: &Path, bytes: u64) -> Result<File, (&'static str, std::i
 fn install_spare(dir: &Path, base: Offset, spare: Spare) -> Result<(Segment, File), LogError> {
     let path = dir.join(segment_file_name(base));
     std::fs::rename(&spare.path, &path).map_err(LogError::io("rename", &path))?;
-    file::fsync_dir(dir).map_err(LogError::io("fsync dir", dir))?;
-    let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
-    let segment = Segment {
-        file: SegmentFile::new(path, reader, 0, SparseIndex::new(true)),
-        size: 0,
-        end_offset: base,
-    };
-    Ok((segment, spare.direct))
+    Ok((empty_segment(dir, path, base)?, spare.direct))
 }
 
 /// Creates segment `base` (fallocated when configured), durably, with its directory entry.
@@ -1078,14 +1071,19 @@ fn create_segment(
             .map_err(LogError::io("fallocate", &path))?;
     }
     direct.sync_all().map_err(LogError::io("fsync", &path))?;
+    Ok((empty_segment(dir, path, base)?, direct))
+}
+
+/// The empty segment `base` whose file now stands at `path` in `dir`: its directory entry is made
+/// durable before the segment is handed out, whether the file was created or a spare renamed.
+fn empty_segment(dir: &Path, path: PathBuf, base: Offset) -> Result<Segment, LogError> {
     file::fsync_dir(dir).map_err(LogError::io("fsync dir", dir))?;
     let reader = SegmentFile::open_reader(&path).map_err(LogError::io("open", &path))?;
-    let segment = Segment {
+    Ok(Segment {
         file: SegmentFile::new(path, reader, 0, SparseIndex::new(true)),
         size: 0,
         end_offset: base,
-    };
-    Ok((segment, direct))
+    })
 }
 /// What the log looked like when the node started (after recovery), handed to the core once.
 #[derive(Clone, Debug, Default)]

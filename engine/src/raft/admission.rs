@@ -352,6 +352,7 @@ mod tests {
                 is_follower: false,
                 max_wait_ms: 0,
                 durable_offset: -1,
+                replica_directory_id: Default::default(),
             });
             assert!(
                 admit_request(&fetch, Sender::Unverified, ME).is_ok(),
@@ -385,22 +386,11 @@ mod tests {
 
     #[test]
     fn an_alter_quorum_names_distinct_real_voters_and_a_keepable_timeout() {
-        use crate::raft::message::{AlterQuorumRequest, AlterQuorumVoter};
+        use crate::raft::message::AlterQuorumRequest;
         use crate::raft::types::DirectoryId;
         let alter = |ids: &[NodeId], timeout_ms| {
-            Request::AlterQuorum(AlterQuorumRequest {
-                cluster_id: "c".into(),
-                target_voters: ids
-                    .iter()
-                    .map(|id| AlterQuorumVoter {
-                        voter_id: *id,
-                        directory_id: DirectoryId::ZERO,
-                    })
-                    .collect(),
-                timeout_ms,
-                validate_only: false,
-                force: false,
-            })
+            let voters = ids.iter().map(|id| (*id, DirectoryId::ZERO));
+            Request::AlterQuorum(AlterQuorumRequest::new("c", voters, timeout_ms))
         };
         let admit = |r: &Request| admit_request(r, Sender::Unverified, ME);
         assert!(admit(&alter(&[0, 1, 2], 0)).is_ok());
@@ -451,6 +441,7 @@ mod tests {
             is_follower: true,
             max_wait_ms: 0,
             durable_offset: -1,
+            replica_directory_id: Default::default(),
         });
         assert_eq!(
             admit_request(&fetch, Sender::NotAReplica, ME)

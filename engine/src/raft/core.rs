@@ -40,6 +40,10 @@ pub struct RaftCore {
     pub(crate) next_read_id: u64,
     pub(crate) find_quorum_cursor: usize,
     pub(crate) endpoints: EndpointTable,
+    /// Voters this node, a voter since a voter record added it, still has to tell its endpoint
+    /// (a FindQuorum to each): they learned it as an observer's, which is not a voter endpoint
+    /// (docs/protocol.md, "Endpoints of new voters").
+    pub(crate) announce_to: std::collections::BTreeSet<NodeId>,
     /// `now` when the core was made: the wall clock is `config.boot_timestamp` plus the time
     /// since.
     start_now: TimeMs,
@@ -106,6 +110,7 @@ impl RaftCore {
             next_read_id: 1,
             endpoints,
             find_quorum_cursor: 0,
+            announce_to: std::collections::BTreeSet::new(),
             start_now: now,
             epoch_alerted: false,
             stand_when_due: false,
@@ -279,10 +284,16 @@ impl RaftCore {
 
     /// Wall-clock ms since the Unix epoch, if the driver gave the core its boot time.
     fn wall_clock_ms(&self) -> Option<i64> {
+        self.wall_clock_at(self.now)
+    }
+
+    /// Core time `t` (not before the core was made) as wall-clock ms since the Unix epoch, if
+    /// the driver gave the core its boot time.
+    pub(crate) fn wall_clock_at(&self, t: TimeMs) -> Option<i64> {
         if self.config.boot_timestamp <= 0 {
             return None;
         }
-        let since_start = i64::try_from(self.now - self.start_now).unwrap_or(i64::MAX);
+        let since_start = i64::try_from(t.saturating_sub(self.start_now)).unwrap_or(i64::MAX);
         Some(self.config.boot_timestamp.saturating_add(since_start))
     }
 
@@ -471,8 +482,9 @@ impl RaftCore {
             }
             self.answer_alter_waits(out);
         }
-        // A node missing some voter's endpoint keeps asking (docs/protocol.md section 9).
-        if self.missing_endpoints() && !self.looking_for_quorum() {
+        // A node missing some voter's endpoint keeps asking, and a new voter tells the others
+        // its endpoint (docs/protocol.md section 9).
+        if (self.missing_endpoints() || self.announcing()) && !self.looking_for_quorum() {
             self.send_find_quorum(out);
         }
     }

@@ -3,11 +3,12 @@
 
 use super::admission::{admit_request, check_boot_timestamp, check_epoch_limit, Refusal};
 use super::core::RaftCore;
-use super::leader::ReplicaProgress;
+use super::leader::{LeaderState, ReplicaProgress};
+use super::quorum_epoch::Announcement;
 use super::requests::{InFlight, RequestKind, Retry};
 use super::types::{
     bootstrap_server_id, bootstrap_server_index, Correlation, DirectoryId, Epoch, NodeId, Output,
-    ReplicaView, RequestId, Sender,
+    ReplicaView, RequestId, Sender, TimeMs,
 };
 use super::{
     DescribeQuorumResponse, ErrorCode, FindQuorumRequest, FindQuorumResponse, ReplicaState,
@@ -41,6 +42,9 @@ impl RaftCore {
                 return self.refuse_request(id, from, &request, refusal, out);
             }
         }
+        if let Some((kind, error)) = self.announcement_refusal(&request) {
+            return self.respond_announcement(kind, id, error, out);
+        }
         match request {
             Request::Vote(r) => self.handle_vote(id, r, out),
             Request::BeginQuorumEpoch(r) => self.handle_begin_quorum_epoch(id, r, out),
@@ -70,10 +74,12 @@ impl RaftCore {
                 self.handle_vote_response(f, r, out)
             }
             (RequestKind::BeginQuorumEpoch, Response::BeginQuorumEpoch(r)) => {
-                self.handle_begin_quorum_epoch_response(f, r, out)
+                let answer = (r.error, r.leader_id, r.leader_epoch);
+                self.handle_announcement_response(Announcement::Begin, f, answer, out)
             }
             (RequestKind::EndQuorumEpoch, Response::EndQuorumEpoch(r)) => {
-                self.handle_end_quorum_epoch_response(f, r, out)
+                let answer = (r.error, r.leader_id, r.leader_epoch);
+                self.handle_announcement_response(Announcement::End, f, answer, out)
             }
             (RequestKind::Fetch { .. }, Response::FetchQuorumRecords(r)) => {
                 self.handle_fetch_response(f, r, out)
@@ -102,8 +108,12 @@ impl RaftCore {
         let error = refusal.error;
         match request {
             Request::Vote(_) => self.respond_vote(id, error, false, out),
-            Request::BeginQuorumEpoch(_) => self.respond_begin(id, error, out),
-            Request::EndQuorumEpoch(_) => self.respond_end(id, error, out),
+            Request::BeginQuorumEpoch(_) => {
+                self.respond_announcement(Announcement::Begin, id, error, out)
+            }
+            Request::EndQuorumEpoch(_) => {
+                self.respond_announcement(Announcement::End, id, error, out)
+            }
             Request::FetchQuorumRecords(_) => self.respond_fetch_error(id, error, out),
             Request::FindQuorum(_) => respond_find_quorum_error(id, error, out),
             Request::DescribeQuorum(_) => unreachable!("DescribeQuorum has no field to refuse"),
@@ -226,7 +236,26 @@ impl RaftCore {
                 .any(|v| *v != local && !self.endpoints.is_known(*v))
     }
 
-    /// Where the next FindQuorum goes, round robin: the other voters this node can reach (their
+    /// True while some voter reachable from here has not been told this node's endpoint since
+    /// a voter record made this node a voter.
+    pub(crate) fn announcing(&self) -> bool {
+        self.announce_to.iter().any(|v| self.endpoints.is_known(*v))
+    }
+
+    /// The set in force changed: if it makes this node a voter, every other voter is told its
+    /// endpoint once (a FindQuorum, which advertises it); voters that left need not be.
+    pub(crate) fn announce_after_voter_change(&mut self) {
+        let local = self.qs.local_id();
+        let voters = self.qs.voters();
+        if self.config.host.is_empty() || !voters.contains(&local) {
+            self.announce_to.clear();
+            return;
+        }
+        self.announce_to = voters.iter().copied().filter(|v| *v != local).collect();
+    }
+
+    /// Where the next FindQuorum goes: a voter still to be told this node's endpoint;
+    /// otherwise round robin: the other voters this node can reach (their
     /// endpoint is known, or the driver routes by id); failing that the bootstrap servers (an
     /// observer that has not learned the voter set or its endpoints yet); failing that any
     /// other voter. None when there is nobody to ask.
@@ -247,7 +276,13 @@ impl RaftCore {
         let bootstrap: Vec<NodeId> = (0..self.config.bootstrap_servers)
             .map(bootstrap_server_id)
             .collect();
-        let candidates = [reachable, bootstrap, others]
+        let announce: Vec<NodeId> = self
+            .announce_to
+            .iter()
+            .copied()
+            .filter(|v| self.endpoints.is_known(*v))
+            .collect();
+        let candidates = [announce, reachable, bootstrap, others]
             .into_iter()
             .find(|c| !c.is_empty())?;
         let to = candidates[self.find_quorum_cursor % candidates.len()];
@@ -434,6 +469,8 @@ impl RaftCore {
             }
         }
         if r.error.is_none() {
+            // It has had this node's advertisement (and probes it if this node is its voter).
+            self.announce_to.remove(&f.to);
             for endpoint in r.voters.iter().chain(r.target_voters.iter().flatten()) {
                 self.learn_endpoint(endpoint.clone(), out);
             }
@@ -443,7 +480,8 @@ impl RaftCore {
         } else {
             Common::Retry
         };
-        let still_looking = self.observer_without_leader() || self.missing_endpoints();
+        let still_looking =
+            self.observer_without_leader() || self.missing_endpoints() || self.announcing();
         if outcome != Common::Done || still_looking {
             if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
                 self.outbound
@@ -482,44 +520,67 @@ impl RaftCore {
 
     // ----- DescribeQuorum -----
 
-    fn replica_state(id: NodeId, p: &ReplicaProgress) -> ReplicaState {
+    /// Core time `t` as DescribeQuorum gives it: wall-clock ms since the Unix epoch, which is
+    /// what Kafka's LastFetchTimestamp and LastCaughtUpTimestamp are; the core's own time where
+    /// the driver gave it no boot time (the simulator, the scenario tests).
+    fn describe_time(&self, t: TimeMs) -> i64 {
+        self.wall_clock_at(t)
+            .unwrap_or_else(|| i64::try_from(t).unwrap_or(i64::MAX))
+    }
+
+    /// A replica's state as DescribeQuorum gives it: times on the wall clock, -1 when unknown.
+    fn replica_state(&self, id: NodeId, p: &ReplicaProgress) -> ReplicaState {
         ReplicaState {
             replica_id: id,
-            directory_id: DirectoryId::ZERO,
+            directory_id: p.directory_id,
             log_end_offset: p.end_offset,
-            last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| t as i64),
-            last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| t as i64),
+            last_fetch_timestamp: p.last_fetch_ms.map_or(-1, |t| self.describe_time(t)),
+            last_caught_up_timestamp: p.last_caught_up_ms.map_or(-1, |t| self.describe_time(t)),
+        }
+    }
+
+    /// What the leader knows of replica `id`: itself, a voter or an observer it has heard
+    /// fetch, or nothing yet (-1s).
+    fn replica_of(&self, l: &LeaderState, id: NodeId) -> ReplicaState {
+        if id == self.qs.local_id() {
+            return ReplicaState {
+                replica_id: id,
+                directory_id: self.config.directory_id,
+                log_end_offset: self.log.end_offset(),
+                last_fetch_timestamp: self.describe_time(self.now),
+                last_caught_up_timestamp: self.describe_time(self.now),
+            };
+        }
+        match l.voters.get(&id).or_else(|| l.observers.get(&id)) {
+            Some(p) => self.replica_state(id, p),
+            None => ReplicaState {
+                replica_id: id,
+                directory_id: DirectoryId::ZERO,
+                log_end_offset: -1,
+                last_fetch_timestamp: -1,
+                last_caught_up_timestamp: -1,
+            },
         }
     }
 
     pub(crate) fn handle_describe_quorum(&mut self, id: RequestId, out: &mut Vec<Output>) {
         let response = match self.qs.leader() {
             Some(l) => {
-                let me = self.qs.local_id();
-                let mut voters: Vec<ReplicaState> = Vec::with_capacity(l.voters.len() + 1);
-                for v in self.qs.voters() {
-                    if *v == me {
-                        voters.push(ReplicaState {
-                            replica_id: me,
-                            directory_id: DirectoryId::ZERO,
-                            log_end_offset: self.log.end_offset(),
-                            last_fetch_timestamp: self.now as i64,
-                            last_caught_up_timestamp: self.now as i64,
-                        });
-                    } else if let Some(p) = l.voters.get(v) {
-                        voters.push(Self::replica_state(*v, p));
-                    }
-                }
+                let config = self.qs.voter_config();
+                let replicas = |ids: &[NodeId]| -> Vec<ReplicaState> {
+                    ids.iter().map(|v| self.replica_of(l, *v)).collect()
+                };
                 DescribeQuorumResponse {
                     error: ErrorCode::NONE,
-                    leader_id: me,
+                    leader_id: self.qs.local_id(),
                     leader_epoch: self.qs.epoch(),
                     high_watermark: l.high_watermark.unwrap_or(-1),
-                    current_voters: voters,
-                    target_voters: None,
+                    current_voters: replicas(&config.current),
+                    // A reassignment in progress: where the leader is taking the voters.
+                    target_voters: config.target.as_deref().map(replicas),
                     observers: l
                         .live_observers(self.now)
-                        .map(|(id, p)| Self::replica_state(*id, p))
+                        .map(|(id, p)| self.replica_state(*id, p))
                         .collect(),
                 }
             }
@@ -544,14 +605,7 @@ impl RaftCore {
 fn respond_find_quorum_error(id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
     out.push(Output::Respond {
         id,
-        response: Response::FindQuorum(FindQuorumResponse {
-            error,
-            cluster_id: String::new(),
-            leader_id: -1,
-            leader_epoch: -1,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        response: Response::FindQuorum(FindQuorumResponse::telling_nothing(error)),
     });
 }
 

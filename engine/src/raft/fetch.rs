@@ -107,6 +107,8 @@ impl RaftCore {
                 leo,
                 now,
             );
+            self.leading()
+                .note_directory(req.replica_id, req.replica_directory_id);
         }
         let hw_advanced = self.update_leader_hw(out);
         // Past what may be served (rule 9 withholds an undurable voter record) is the end:
@@ -333,6 +335,7 @@ impl RaftCore {
             is_follower: !self.qs.is_observer() && !self.fetch_as_observer,
             max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
             durable_offset: durable,
+            replica_directory_id: self.config.directory_id,
         });
         let epoch = self.qs.epoch();
         self.outbound.send(

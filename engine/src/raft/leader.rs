@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::types::{Acks, Epoch, NodeId, Offset, RequestId, TimeMs};
+use super::types::{Acks, DirectoryId, Epoch, NodeId, Offset, RequestId, TimeMs};
 
 /// Observers the leader tracks at most (for DescribeQuorum): any process may fetch under any
 /// replica id, and each new id must not cost memory for good.
@@ -20,6 +20,8 @@ pub(crate) struct ReplicaProgress {
     pub(crate) durable_offset: Offset,
     pub(crate) last_fetch_ms: Option<TimeMs>,
     pub(crate) last_caught_up_ms: Option<TimeMs>,
+    /// The log directory id its last fetch named (ZERO: none yet).
+    pub(crate) directory_id: DirectoryId,
 }
 
 impl ReplicaProgress {
@@ -29,6 +31,7 @@ impl ReplicaProgress {
             durable_offset: -1,
             last_fetch_ms: None,
             last_caught_up_ms: None,
+            directory_id: DirectoryId::ZERO,
         }
     }
 }
@@ -214,6 +217,15 @@ impl LeaderState {
         }
         if is_voter {
             self.endorsed.insert(replica_id);
+        }
+    }
+
+    /// The log directory id a tracked replica's fetch named (none: nothing changes).
+    pub(crate) fn note_directory(&mut self, replica_id: NodeId, directory_id: DirectoryId) {
+        let tracked = self.voters.get_mut(&replica_id);
+        let tracked = tracked.or_else(|| self.observers.get_mut(&replica_id));
+        if let (Some(p), false) = (tracked, directory_id.is_zero()) {
+            p.directory_id = directory_id;
         }
     }
 

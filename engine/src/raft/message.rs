@@ -78,6 +78,9 @@ pub struct FetchQuorumRecordsRequest {
     /// Tagged field 0: the requester's durable end offset (-1 = unknown). Only this counts toward
     /// the high watermark; `fetch_offset` says where to read next (pipelined fetches).
     pub durable_offset: Offset,
+    /// Tagged field 4: the requester's log directory id (ZERO = not given; docs/protocol.md,
+    /// "Directory ids").
+    pub replica_directory_id: DirectoryId,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +129,20 @@ pub struct FindQuorumResponse {
     pub voters: Vec<VoterEndpoint>,
     /// None when no reassignment is in progress.
     pub target_voters: Option<Vec<VoterEndpoint>>,
+}
+
+impl FindQuorumResponse {
+    /// An answer with `error` that tells nothing: not the cluster id, the voters or the leader.
+    pub fn telling_nothing(error: ErrorCode) -> Self {
+        FindQuorumResponse {
+            error,
+            cluster_id: String::new(),
+            leader_id: -1,
+            leader_epoch: -1,
+            voters: Vec::new(),
+            target_voters: None,
+        }
+    }
 }
 
 /// DescribeQuorum asks about `__cluster_metadata`-0; the wire layer maps Topics[]/Partitions[] to
@@ -180,6 +197,30 @@ pub struct AlterQuorumRequest {
     /// Tagged field 0: skip the check that the new set keeps a live, caught-up majority
     /// (etcd's strict reconfiguration check).
     pub force: bool,
+}
+
+impl AlterQuorumRequest {
+    /// Make `voters` (node id, directory id) the voter set of `cluster_id` within `timeout_ms`:
+    /// applied, not only validated, and not forced.
+    pub fn new(
+        cluster_id: &str,
+        voters: impl IntoIterator<Item = (NodeId, DirectoryId)>,
+        timeout_ms: i32,
+    ) -> Self {
+        AlterQuorumRequest {
+            cluster_id: cluster_id.to_owned(),
+            target_voters: voters
+                .into_iter()
+                .map(|(voter_id, directory_id)| AlterQuorumVoter {
+                    voter_id,
+                    directory_id,
+                })
+                .collect(),
+            timeout_ms,
+            validate_only: false,
+            force: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,14 +325,9 @@ impl Request {
                     last_caught_up_time_ms: -1,
                 })
             }
-            Request::FindQuorum(_) => Response::FindQuorum(FindQuorumResponse {
-                error,
-                cluster_id: String::new(),
-                leader_id: -1,
-                leader_epoch: -1,
-                voters: Vec::new(),
-                target_voters: None,
-            }),
+            Request::FindQuorum(_) => {
+                Response::FindQuorum(FindQuorumResponse::telling_nothing(error))
+            }
             Request::DescribeQuorum(_) => Response::DescribeQuorum(DescribeQuorumResponse {
                 error,
                 leader_id: -1,
@@ -375,6 +411,7 @@ mod tests {
                 is_follower: true,
                 max_wait_ms: 500,
                 durable_offset: 9,
+                replica_directory_id: Default::default(),
             }),
             Request::FindQuorum(FindQuorumRequest {
                 cluster_id: "c".into(),

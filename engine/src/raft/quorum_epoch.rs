@@ -9,6 +9,14 @@ use super::{
     EndQuorumEpochResponse, ErrorCode, Request, Response, Role,
 };
 
+/// The two announcements (docs/protocol.md sections 4 and 5): a leader's BeginQuorumEpoch and a
+/// resigned leader's EndQuorumEpoch, refused, answered and acknowledged alike.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Announcement {
+    Begin,
+    End,
+}
+
 impl RaftCore {
     pub(crate) fn send_begin_quorum_epoch(&mut self, to: NodeId, out: &mut Vec<Output>) {
         let request = Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
@@ -16,15 +24,7 @@ impl RaftCore {
             leader_id: self.qs.local_id(),
             leader_epoch: self.qs.epoch(),
         });
-        let epoch = self.qs.epoch();
-        self.outbound.send(
-            out,
-            self.now,
-            to,
-            epoch,
-            RequestKind::BeginQuorumEpoch,
-            request,
-        );
+        self.send_announcement(to, RequestKind::BeginQuorumEpoch, request, out);
     }
 
     /// Only a resigned leader sends it.
@@ -42,49 +42,69 @@ impl RaftCore {
             leader_epoch: self.qs.epoch(),
             preferred_successors: successors,
         });
+        self.send_announcement(to, RequestKind::EndQuorumEpoch, request, out);
+    }
+
+    /// Sends a Begin- or EndQuorumEpoch (`kind`) of this node's epoch.
+    fn send_announcement(
+        &mut self,
+        to: NodeId,
+        kind: RequestKind,
+        request: Request,
+        out: &mut Vec<Output>,
+    ) {
         let epoch = self.qs.epoch();
-        self.outbound.send(
-            out,
-            self.now,
-            to,
-            epoch,
-            RequestKind::EndQuorumEpoch,
-            request,
-        );
+        self.outbound.send(out, self.now, to, epoch, kind, request);
     }
 
-    pub(crate) fn respond_begin(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
-        out.push(Output::Respond {
-            id,
-            response: Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
-                error,
-                leader_id: self.leader_hint(),
-                leader_epoch: self.qs.epoch(),
-            }),
-        });
-    }
-
-    pub(crate) fn respond_end(&self, id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
-        out.push(Output::Respond {
-            id,
-            response: Response::EndQuorumEpoch(EndQuorumEpochResponse {
-                error,
-                leader_id: self.leader_hint(),
-                leader_epoch: self.qs.epoch(),
-            }),
-        });
-    }
-
-    /// Why a Begin- or EndQuorumEpoch from `sender` for `epoch` is refused before it is looked
-    /// at, if it is: another cluster, an older epoch, or a sender (or this node) outside the
-    /// voter set. The fields' ranges were checked on admission (admission.rs).
-    fn announcement_refusal(
+    /// Answers a Begin- or EndQuorumEpoch (`kind`): both carry the error and this node's leader
+    /// hint.
+    pub(crate) fn respond_announcement(
         &self,
-        cluster_id: &str,
-        epoch: Epoch,
-        sender: NodeId,
-    ) -> Option<ErrorCode> {
-        if cluster_id != self.config.cluster_id {
+        kind: Announcement,
+        id: RequestId,
+        error: ErrorCode,
+        out: &mut Vec<Output>,
+    ) {
+        let (leader_id, leader_epoch) = (self.leader_hint(), self.qs.epoch());
+        let response = match kind {
+            Announcement::Begin => Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+                error,
+                leader_id,
+                leader_epoch,
+            }),
+            Announcement::End => Response::EndQuorumEpoch(EndQuorumEpochResponse {
+                error,
+                leader_id,
+                leader_epoch,
+            }),
+        };
+        out.push(Output::Respond { id, response });
+    }
+
+    /// Why a Begin- or EndQuorumEpoch is refused before it is looked at, if it is one and it is:
+    /// another cluster, an older epoch, or a sender (or this node) outside the voter set. The
+    /// fields' ranges were checked on admission (admission.rs).
+    pub(crate) fn announcement_refusal(
+        &self,
+        request: &Request,
+    ) -> Option<(Announcement, ErrorCode)> {
+        let (kind, cluster_id, epoch, sender) = match request {
+            Request::BeginQuorumEpoch(r) => (
+                Announcement::Begin,
+                &r.cluster_id,
+                r.leader_epoch,
+                r.leader_id,
+            ),
+            Request::EndQuorumEpoch(r) => (
+                Announcement::End,
+                &r.cluster_id,
+                r.leader_epoch,
+                r.replica_id,
+            ),
+            _ => return None,
+        };
+        let error = if *cluster_id != self.config.cluster_id {
             Some(ErrorCode::INCONSISTENT_CLUSTER_ID)
         } else if epoch < self.qs.epoch() {
             Some(ErrorCode::FENCED_LEADER_EPOCH)
@@ -95,7 +115,8 @@ impl RaftCore {
             Some(ErrorCode::INCONSISTENT_VOTER_SET)
         } else {
             None
-        }
+        };
+        error.map(|error| (kind, error))
     }
 
     pub(crate) fn handle_begin_quorum_epoch(
@@ -104,13 +125,7 @@ impl RaftCore {
         req: BeginQuorumEpochRequest,
         out: &mut Vec<Output>,
     ) {
-        if let Some(error) =
-            self.announcement_refusal(&req.cluster_id, req.leader_epoch, req.leader_id)
-        {
-            return self.respond_begin(id, error, out);
-        }
-        let me = self.qs.local_id();
-        let error = if req.leader_id == me {
+        let error = if req.leader_id == self.qs.local_id() {
             // Only we can announce ourselves, and we never send it to ourselves.
             ErrorCode::INVALID_QUORUM_STATE
         } else if req.leader_epoch > self.qs.epoch() {
@@ -140,7 +155,7 @@ impl RaftCore {
             self.qs.note_leader_heard(self.now);
         }
         if !self.stopped || error.is_none() {
-            self.respond_begin(id, error, out);
+            self.respond_announcement(Announcement::Begin, id, error, out);
         }
     }
 
@@ -153,21 +168,36 @@ impl RaftCore {
         }
     }
 
-    pub(crate) fn handle_begin_quorum_epoch_response(
+    /// The answer to our Begin- or EndQuorumEpoch (`kind`, by its error and leader hint):
+    /// an endorsement of this leader, or an acknowledgement of its resignation.
+    pub(crate) fn handle_announcement_response(
         &mut self,
+        kind: Announcement,
         f: InFlight,
-        r: BeginQuorumEpochResponse,
+        (error, leader_id, leader_epoch): (ErrorCode, NodeId, Epoch),
         out: &mut Vec<Output>,
     ) {
-        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
+        let (role, retry) = match kind {
+            Announcement::Begin => (Role::Leader, Retry::BeginQuorumEpoch(f.to)),
+            Announcement::End => (Role::Resigned, Retry::EndQuorumEpoch(f.to)),
+        };
+        match self.common_response(f.to, error, leader_id, leader_epoch, out) {
             Common::Done => {}
-            Common::Retry => self.retry_while(Role::Leader, f.to, Retry::BeginQuorumEpoch(f.to)),
-            Common::Proceed => {
-                if let Some(l) = self.qs.leader_mut() {
-                    l.endorsed.insert(f.to);
-                    self.outbound.reset_backoff(f.to);
+            Common::Retry => self.retry_while(role, f.to, retry),
+            Common::Proceed => match kind {
+                Announcement::Begin => {
+                    if let Some(l) = self.qs.leader_mut() {
+                        l.endorsed.insert(f.to);
+                        self.outbound.reset_backoff(f.to);
+                    }
                 }
-            }
+                Announcement::End => {
+                    if let Some(r) = self.qs.resigned_mut() {
+                        debug_assert!(r.successors.contains(&f.to), "sent to a successor");
+                        r.acked.insert(f.to);
+                    }
+                }
+            },
         }
     }
 
@@ -185,11 +215,6 @@ impl RaftCore {
         req: EndQuorumEpochRequest,
         out: &mut Vec<Output>,
     ) {
-        if let Some(error) =
-            self.announcement_refusal(&req.cluster_id, req.leader_epoch, req.replica_id)
-        {
-            return self.respond_end(id, error, out);
-        }
         let me = self.qs.local_id();
         if req.leader_epoch > self.qs.epoch() {
             let ok = if req.leader_id >= 0 && req.leader_id != me && self.qs.is_voter(req.leader_id)
@@ -237,7 +262,7 @@ impl RaftCore {
             }
         }
         if !self.stopped {
-            self.respond_end(id, error, out);
+            self.respond_announcement(Announcement::End, id, error, out);
         }
     }
 
@@ -250,23 +275,5 @@ impl RaftCore {
             }
         }
         successors
-    }
-
-    pub(crate) fn handle_end_quorum_epoch_response(
-        &mut self,
-        f: InFlight,
-        r: EndQuorumEpochResponse,
-        out: &mut Vec<Output>,
-    ) {
-        match self.common_response(f.to, r.error, r.leader_id, r.leader_epoch, out) {
-            Common::Done => {}
-            Common::Retry => self.retry_while(Role::Resigned, f.to, Retry::EndQuorumEpoch(f.to)),
-            Common::Proceed => {
-                if let Some(r) = self.qs.resigned_mut() {
-                    debug_assert!(r.successors.contains(&f.to), "sent to a successor");
-                    r.acked.insert(f.to);
-                }
-            }
-        }
     }
 }

@@ -55,6 +55,7 @@ impl RaftCore {
     /// leader it kept again (a non-voter never campaigns), and a leader's high watermark may
     /// move with the new majority.
     fn after_voter_set_change(&mut self, out: &mut Vec<Output>) {
+        self.announce_after_voter_change();
         if self.qs.is_observer() {
             if let EpochState::Prospective {
                 epoch,
@@ -114,10 +115,17 @@ impl RaftCore {
         let me = self.qs.local_id();
         let mut target: Vec<NodeId> = request.target_voters.iter().map(|v| v.voter_id).collect();
         target.sort_unstable();
-        // Rule: a voter the leader never heard fetch is unknown (it may not exist at all).
+        // Rule: a voter the leader never heard fetch is unknown (it may not exist at all),
+        // unless the log already names it (a voter, or in the target an earlier leader took:
+        // repeating that request to a new leader must not fail before the node finds it).
         let l = self.qs.leader().expect("checked above");
-        let known =
-            |id: NodeId| id == me || l.voters.contains_key(&id) || l.observers.contains_key(&id);
+        let config = self.qs.voter_config();
+        let in_log = |id: NodeId| {
+            config.contains(id) || config.target.as_ref().is_some_and(|t| t.contains(&id))
+        };
+        let known = |id: NodeId| {
+            id == me || in_log(id) || l.voters.contains_key(&id) || l.observers.contains_key(&id)
+        };
         let results: Vec<AlterQuorumVoterResult> = target
             .iter()
             .map(|&voter_id| AlterQuorumVoterResult {

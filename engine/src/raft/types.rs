@@ -410,6 +410,9 @@ pub struct RaftConfig {
     /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
     /// can reach (an observer that has not learned the voter set yet, or their endpoints).
     pub bootstrap_servers: usize,
+    /// This node's log directory id (the quorum-state file's `directoryId`, docs/protocol.md,
+    /// "Directory ids"); ZERO when the driver keeps no directory (tests).
+    pub directory_id: DirectoryId,
     /// A bug planted on purpose, for the simulator's proof that its invariants catch it
     /// (docs/simulation.md, "Planted bugs"). None everywhere else: no driver sets it.
     #[doc(hidden)]
@@ -475,6 +478,7 @@ impl RaftConfig {
             voter_endpoints: Vec::new(),
             pre_vote: true,
             bootstrap_servers: 0,
+            directory_id: DirectoryId::ZERO,
             planted: None,
         }
     }

@@ -160,6 +160,7 @@ pub fn request(d: &mut impl Draw, v: &TargetView) -> Request {
             is_follower: d.pick(2) == 1,
             max_wait_ms: max_wait_ms(d),
             durable_offset: offset(d, v),
+            replica_directory_id: Default::default(),
         }),
         4 => Request::FindQuorum(FindQuorumRequest {
             cluster_id: cluster_id(d, v),

@@ -4,9 +4,29 @@
 use bytes::Bytes;
 use std::time::Duration;
 
-use engine::io::{GroupCommitWriter, WriterConfig, WriterEvent};
+use engine::io::{GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
 use engine::log::{Log, LogConfig};
 use engine::record::{BatchHeader, BatchView, RecordBatchBuilder};
+
+/// What a test appended through a writer: one batch (epoch 1) an append, in offset order.
+#[derive(Default)]
+pub struct Appended {
+    pub end_offset: i64,
+    pub batches: Vec<Bytes>,
+}
+
+impl Appended {
+    /// Submits append `seq`: a batch of `records` records of `value_len` bytes at the end.
+    pub fn submit(&mut self, writer: &GroupCommitWriter, seq: u64, records: u32, value_len: usize) {
+        let b = batch(self.end_offset, 1, records, value_len);
+        self.end_offset += i64::from(records);
+        self.batches.push(b.clone());
+        writer.submit(WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        });
+    }
+}
 
 /// A RecordBatch v2 with `records` records of `value_len`-byte values, built by engine::record.
 pub fn batch(base_offset: i64, epoch: i32, records: u32, value_len: usize) -> Bytes {

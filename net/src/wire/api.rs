@@ -1,5 +1,7 @@
 //! Api keys and the versions this server speaks (docs/protocol.md section 1).
 
+use std::ops::RangeInclusive;
+
 /// An API this server knows, with its key and supported version range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ApiSpec {
@@ -12,6 +14,29 @@ pub struct ApiSpec {
 }
 
 impl ApiSpec {
+    /// API `key` spoken at `versions`, flexible from `first_flexible` (None: never). Checked
+    /// where a constant is made: an empty range, or a first flexible version outside it, does
+    /// not compile.
+    pub const fn new(
+        key: i16,
+        name: &'static str,
+        versions: RangeInclusive<i16>,
+        first_flexible: Option<i16>,
+    ) -> Self {
+        let (min_version, max_version) = (*versions.start(), *versions.end());
+        assert!(min_version >= 0 && min_version <= max_version);
+        if let Some(first) = first_flexible {
+            assert!(first >= min_version && first <= max_version);
+        }
+        ApiSpec {
+            key,
+            name,
+            min_version,
+            max_version,
+            first_flexible,
+        }
+    }
+
     pub fn supports(&self, version: i16) -> bool {
         (self.min_version..=self.max_version).contains(&version)
     }
@@ -35,13 +60,7 @@ pub use engine::raft::api_key::{
 pub const API_VERSIONS: i16 = 18;
 
 const fn quorum_rpc(key: i16, name: &'static str, max_version: i16) -> ApiSpec {
-    ApiSpec {
-        key,
-        name,
-        min_version: 0,
-        max_version,
-        first_flexible: Some(0),
-    }
+    ApiSpec::new(key, name, 0..=max_version, Some(0))
 }
 
 /// The first Vote version with PreVote (docs/protocol.md, "Pre-vote").

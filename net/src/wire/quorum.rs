@@ -40,6 +40,9 @@ const TAG_KNOWN_BROKERS: u32 = 2;
 /// (docs/protocol.md, "Idempotent producers"): incarnation u64, the first id of the newest block
 /// it has i64.
 const TAG_PRODUCER_IDS_WANTED: u32 = 3;
+/// Tagged field of FetchQuorumRecords requests: the fetcher's log directory id (docs/protocol.md,
+/// "Directory ids"); omitted when unknown.
+const TAG_FETCH_DIRECTORY_ID: u32 = 4;
 /// Tagged field of FetchQuorumRecords responses: the leader's broker list.
 const TAG_BROKER_LIST: u32 = 0;
 
@@ -148,7 +151,7 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             w.i32(r.last_fetched_epoch);
             w.bool(r.is_follower);
             w.i32(r.max_wait_ms);
-            return write_fetch_tags(w, r.durable_offset, extras);
+            return write_fetch_tags(w, r, extras);
         }
         Request::FindQuorum(r) => {
             w.compact_string(&r.cluster_id);
@@ -192,15 +195,7 @@ fn encode_alter_quorum(r: &AlterQuorumRequest, w: &mut WireWriter) {
 fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeError> {
     let cluster_id = r.compact_string("cluster id")?;
     // Each voter: id, uuid, an empty tagged-field section.
-    let count = bounded_count(r, "target voters", 4 + 16 + 1)?;
-    let mut target_voters = Vec::with_capacity(count);
-    for _ in 0..count {
-        target_voters.push(AlterQuorumVoter {
-            voter_id: r.i32("voter id")?,
-            directory_id: DirectoryId(r.uuid("voter directory id")?),
-        });
-        r.skip_tagged_fields()?;
-    }
+    let target_voters = read_voter_structs(r, 4 + 16 + 1, read_target_voter)?;
     let mut request = AlterQuorumRequest {
         cluster_id,
         target_voters,
@@ -220,13 +215,23 @@ fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeE
     Ok(request)
 }
 
-/// A compact array's count (null reads as empty), refused above [`MAX_TARGET_VOTERS`]: a voter
-/// list longer than any voter set is hostile, and its decoding must not cost more than a real one.
-fn bounded_count(
+fn read_target_voter(r: &mut WireReader) -> Result<AlterQuorumVoter, WireError> {
+    Ok(AlterQuorumVoter {
+        voter_id: r.i32("voter id")?,
+        directory_id: DirectoryId(r.uuid("voter directory id")?),
+    })
+}
+
+/// AlterQuorum's target voters (request or response): a compact array (null reads as empty) of
+/// structs of at least `min_element_bytes`, each read by `read` and closed by its tagged-field
+/// section. Refused above [`MAX_TARGET_VOTERS`]: a voter list longer than any voter set is
+/// hostile, and its decoding must not cost more than a real one.
+fn read_voter_structs<T>(
     r: &mut WireReader,
-    field: &'static str,
     min_element_bytes: usize,
-) -> Result<usize, DecodeError> {
+    mut read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
+) -> Result<Vec<T>, DecodeError> {
+    let field = "target voters";
     let count = r.compact_array_len(field, min_element_bytes)?.unwrap_or(0);
     if count > MAX_TARGET_VOTERS {
         return Err(DecodeError::TooMany {
@@ -235,7 +240,19 @@ fn bounded_count(
             max: MAX_TARGET_VOTERS,
         });
     }
-    Ok(count)
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        items.push(read(r)?);
+        r.skip_tagged_fields()?;
+    }
+    Ok(items)
+}
+
+fn read_voter_result(r: &mut WireReader) -> Result<AlterQuorumVoterResult, WireError> {
+    Ok(AlterQuorumVoterResult {
+        voter_id: r.i32("voter id")?,
+        error: ErrorCode(r.i16("voter error code")?),
+    })
 }
 
 fn encode_alter_quorum_response(r: &AlterQuorumResponse, w: &mut WireWriter) {
@@ -256,15 +273,7 @@ fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumRespons
     let error_message = r.compact_nullable_string("error message")?;
     let leader_id = r.i32("leader id")?;
     let leader_epoch = r.i32("leader epoch")?;
-    let count = bounded_count(r, "target voters", 4 + 2 + 1)?;
-    let mut target_voters = Vec::with_capacity(count);
-    for _ in 0..count {
-        target_voters.push(AlterQuorumVoterResult {
-            voter_id: r.i32("voter id")?,
-            error: ErrorCode(r.i16("voter error code")?),
-        });
-        r.skip_tagged_fields()?;
-    }
+    let target_voters = read_voter_structs(r, 4 + 2 + 1, read_voter_result)?;
     Ok(AlterQuorumResponse {
         error,
         error_message,
@@ -274,7 +283,12 @@ fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumRespons
     })
 }
 
-fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchRequestExtras) {
+fn write_fetch_tags(
+    w: &mut WireWriter,
+    r: &FetchQuorumRecordsRequest,
+    extras: &FetchRequestExtras,
+) {
+    let durable_offset = r.durable_offset;
     let durable = durable_offset.to_be_bytes();
     let endpoints = extras.endpoints.as_ref().map(|e| {
         let mut inner = WireWriter::new();
@@ -300,6 +314,9 @@ fn write_fetch_tags(w: &mut WireWriter, durable_offset: i64, extras: &FetchReque
     }
     if let Some(wanted) = &wanted {
         tags.push((TAG_PRODUCER_IDS_WANTED, wanted));
+    }
+    if !r.replica_directory_id.is_zero() {
+        tags.push((TAG_FETCH_DIRECTORY_ID, &r.replica_directory_id.0));
     }
     w.tagged_fields(&tags);
 }
@@ -363,6 +380,7 @@ pub fn decode_request_with(
                 is_follower: r.bool("is follower")?,
                 max_wait_ms: r.i32("max wait ms")?,
                 durable_offset: -1,
+                replica_directory_id: DirectoryId::ZERO,
             };
             let mut endpoints = None;
             let mut known = None;
@@ -375,6 +393,12 @@ pub fn decode_request_with(
                     TAG_CLIENT_ENDPOINTS => endpoints = Some(payload),
                     TAG_KNOWN_BROKERS => {
                         known = Some(WireReader::new(payload).i64("known brokers")? as u64)
+                    }
+                    TAG_FETCH_DIRECTORY_ID => {
+                        let mut inner = WireReader::new(payload);
+                        fetch.replica_directory_id =
+                            DirectoryId(inner.uuid("replica directory id")?);
+                        inner.finish()?;
                     }
                     TAG_PRODUCER_IDS_WANTED => {
                         let mut inner = WireReader::new(payload);
@@ -825,7 +849,12 @@ mod tests {
             leader_epoch: 3,
             preferred_successors: vec![3, 2],
         }));
-        for durable_offset in [-1, 0, 77] {
+        let directories = [
+            DirectoryId::ZERO,
+            DirectoryId([7; 16]),
+            DirectoryId([0xff; 16]),
+        ];
+        for (durable_offset, replica_directory_id) in [-1, 0, 77].into_iter().zip(directories) {
             request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
                 cluster_id: "c".into(),
                 replica_id: 2,
@@ -835,6 +864,7 @@ mod tests {
                 is_follower: true,
                 max_wait_ms: 500,
                 durable_offset,
+                replica_directory_id,
             }));
         }
         request_round_trip(Request::FindQuorum(FindQuorumRequest {
@@ -851,18 +881,13 @@ mod tests {
     }
 
     fn alter_quorum(ids: &[i32], validate_only: bool, force: bool) -> Request {
+        let voters = ids
+            .iter()
+            .map(|id| (*id, DirectoryId::from_halves(*id as u64, 7)));
         Request::AlterQuorum(AlterQuorumRequest {
-            cluster_id: "c".into(),
-            target_voters: ids
-                .iter()
-                .map(|id| AlterQuorumVoter {
-                    voter_id: *id,
-                    directory_id: DirectoryId::from_halves(*id as u64, 7),
-                })
-                .collect(),
-            timeout_ms: 30_000,
             validate_only,
             force,
+            ..AlterQuorumRequest::new("c", voters, 30_000)
         })
     }
 
@@ -1006,6 +1031,7 @@ mod tests {
             is_follower: true,
             max_wait_ms: 500,
             durable_offset: 77,
+            replica_directory_id: DirectoryId([7; 16]),
         })
     }
 

@@ -417,3 +417,20 @@ pub fn spawn_on_private_mount_after(
         });
     ProcessGuard { child }
 }
+
+/// `ringraft quorum --bootstrap-server <server> <args>`, its output echoed for the test log.
+pub fn run_quorum_tool(server: &str, args: &[&str]) -> std::process::Output {
+    let output = Command::new(binary())
+        .args(["quorum", "--bootstrap-server", server])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    eprintln!(
+        "ringraft quorum {args:?}: {}\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}

@@ -114,11 +114,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
     assert_eq!((r.high_watermark, r.log_start_offset), (-1, -1));
     assert!(r.batches.is_empty() && r.diverging_epoch.is_none());
 
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     h.tick();
     let r = only(&fetch(&mut h, 8, at(0)), 8);
     assert_eq!(r.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
@@ -135,11 +131,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
 #[test]
 fn a_resigned_leader_points_nowhere() {
     // Restarted as leader of epoch 4: Resigned, its stored leader id is itself.
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(4, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let r = only(&fetch(&mut h, 1, at(0)), 1);
@@ -426,6 +418,15 @@ fn leader_reading_the_log(durable: Offset) -> Harness {
     h
 }
 
+/// Client fetch 1 from offset 0, which must wait on one log read from offset 0: its id.
+fn fetch_from_0_reads_the_log(h: &mut Harness) -> u64 {
+    let out = fetch(h, 1, at(0));
+    let [(read_id, 0, _)] = reads(&out)[..] else {
+        panic!("{out:?}")
+    };
+    read_id
+}
+
 fn stored_batches() -> Vec<Batch> {
     let mut lc = batch(0, 2, 1);
     lc.is_control = true;
@@ -435,10 +436,7 @@ fn stored_batches() -> Vec<Batch> {
 #[test]
 fn a_read_is_cut_at_the_high_watermark_when_it_completes() {
     let mut h = leader_reading_the_log(3);
-    let out = fetch(&mut h, 1, at(0));
-    let [(read_id, 0, _)] = reads(&out)[..] else {
-        panic!("{out:?}")
-    };
+    let read_id = fetch_from_0_reads_the_log(&mut h);
     let r = only(
         &h.step(Input::LogReadDone {
             read_id,
@@ -453,10 +451,7 @@ fn a_read_is_cut_at_the_high_watermark_when_it_completes() {
 #[test]
 fn the_high_watermark_moving_during_a_read_lets_more_through() {
     let mut h = leader_reading_the_log(3);
-    let out = fetch(&mut h, 1, at(0));
-    let [(read_id, 0, _)] = reads(&out)[..] else {
-        panic!("{out:?}")
-    };
+    let read_id = fetch_from_0_reads_the_log(&mut h);
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 7, 2, 7));
     assert_eq!(hw_outputs(&out), vec![7]);
     assert!(done(&out).is_empty(), "the read is still out");

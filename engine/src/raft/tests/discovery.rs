@@ -62,8 +62,7 @@ fn observer_find_quorum_failure() {
 #[test]
 fn observer_leader_rediscovery_after_broker_not_available_error() {
     let (mut h, c) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
-    let mut r = Harness::fetch_response(2, 2, vec![], -1);
-    r.error = ErrorCode::BROKER_NOT_AVAILABLE;
+    let r = Harness::fetch_error_response(2, 2, -1, ErrorCode::BROKER_NOT_AVAILABLE);
     let out = h.respond(2, c, Response::FetchQuorumRecords(r));
     assert_eq!(h.core.role(), Role::Unattached);
     assert_eq!(find_sends(&out).len(), 1);
@@ -109,8 +108,9 @@ fn leader_handles_find_quorum() {
     }
 }
 
-#[test]
-fn describe_quorum_on_leader() {
+/// Leader 1 of epoch 2 at time 10: voter 2 reached its end (1), voter 3 never fetched,
+/// observer 9 fetched from 0.
+fn leader_fetched_by_2_and_observer_9() -> Harness {
     let (mut h, _) = elect(2);
     h.durable_all();
     h.run_until(10);
@@ -118,8 +118,17 @@ fn describe_quorum_on_leader() {
     let mut obs = Harness::fetch_request(9, 2, 0, 0, 0);
     if let Request::FetchQuorumRecords(r) = &mut obs {
         r.is_follower = false;
+        r.replica_directory_id = OBSERVER_9_DIRECTORY;
     }
     h.request(9, obs);
+    h
+}
+
+const OBSERVER_9_DIRECTORY: DirectoryId = DirectoryId([9; 16]);
+
+#[test]
+fn describe_quorum_on_leader() {
+    let mut h = leader_fetched_by_2_and_observer_9();
     let (_, out) = h.request(0, Request::DescribeQuorum(DescribeQuorumRequest {}));
     match &responses(&out)[0].1 {
         Response::DescribeQuorum(r) => {
@@ -134,6 +143,15 @@ fn describe_quorum_on_leader() {
                 .collect();
             assert_eq!(leos, vec![(1, 1), (2, 1), (3, -1)]);
             assert_eq!(r.current_voters[1].last_fetch_timestamp, 10);
+            // Directory ids as each replica's fetch named them (2's named none, 3 never
+            // fetched).
+            let directory =
+                |l: &[ReplicaState]| l.iter().map(|v| v.directory_id).collect::<Vec<_>>();
+            assert_eq!(
+                directory(&r.current_voters[1..]),
+                vec![DirectoryId::ZERO, DirectoryId::ZERO]
+            );
+            assert_eq!(directory(&r.observers), vec![OBSERVER_9_DIRECTORY]);
             assert_eq!(
                 r.observers.iter().map(|o| o.replica_id).collect::<Vec<_>>(),
                 vec![9]
@@ -143,18 +161,34 @@ fn describe_quorum_on_leader() {
     }
 }
 
+/// Kafka's LastFetchTimestamp and LastCaughtUpTimestamp are wall-clock ms since the Unix epoch:
+/// the core's times shifted by the boot time the driver gave it; unknown stays -1.
+#[test]
+fn describe_quorum_times_are_on_the_wall_clock_and_unknown_stays_unknown() {
+    const BOOT: i64 = 1_700_000_000_000;
+    let mut h = leader_fetched_by_2_and_observer_9();
+    h.core.config.boot_timestamp = BOOT;
+    let (_, out) = h.request(0, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    let Response::DescribeQuorum(r) = &responses(&out)[0].1 else {
+        panic!("{out:?}");
+    };
+    let times = |list: &[ReplicaState]| -> Vec<(i64, i64)> {
+        list.iter()
+            .map(|r| (r.last_fetch_timestamp, r.last_caught_up_timestamp))
+            .collect()
+    };
+    // The leader (now: 10), voter 2 (caught up at 10), voter 3 (never fetched).
+    assert_eq!(
+        times(&r.current_voters),
+        [(BOOT + 10, BOOT + 10), (BOOT + 10, BOOT + 10), (-1, -1)]
+    );
+    // Observer 9 fetched at 10 from behind the leader's end.
+    assert_eq!(times(&r.observers), [(BOOT + 10, -1)]);
+}
+
 #[test]
 fn replica_view_counts_voters_caught_up_within_the_fetch_timeout() {
-    let (mut h, _) = elect(2);
-    h.durable_all();
-    h.run_until(10);
-    // Voter 2 reaches the leader's end (1); voter 3 never fetches; observer 9 fetches.
-    h.request(2, Harness::fetch_request(2, 2, 1, 2, 1));
-    let mut obs = Harness::fetch_request(9, 2, 0, 0, 0);
-    if let Request::FetchQuorumRecords(r) = &mut obs {
-        r.is_follower = false;
-    }
-    h.request(9, obs);
+    let mut h = leader_fetched_by_2_and_observer_9();
     let view = h.core.replica_view().expect("leads");
     assert_eq!(view.in_sync, vec![1, 2]);
     assert_eq!(view.observers, vec![9]);
@@ -188,7 +222,7 @@ fn describe_quorum_on_non_leader() {
     }
 }
 
-fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
+pub(super) fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
     VoterEndpoint {
         voter_id: id,
         boot_timestamp: boot,
@@ -198,7 +232,7 @@ fn endpoint(id: NodeId, boot: i64, port: i32) -> VoterEndpoint {
 }
 
 /// A voter that advertises itself and knows every voter's endpoint from its configuration.
-fn advertising_config(id: NodeId) -> RaftConfig {
+pub(super) fn advertising_config(id: NodeId) -> RaftConfig {
     let mut c = config(id, VOTERS);
     c.host = "127.0.0.1".into();
     c.port = 9090 + id;

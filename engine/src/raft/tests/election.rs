@@ -42,11 +42,7 @@ fn handle_vote_request_as_follower_with_elected_leader() {
 
 #[test]
 fn handle_vote_request_as_follower_with_voted_candidate() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(1, -1, 2, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(1, -1, 2);
     h.tick();
     let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
     assert!(!vote_of(&responses(&out)[0].1).vote_granted);
@@ -169,11 +165,7 @@ fn leader_ignore_vote_request_on_same_epoch() {
 
 #[test]
 fn candidate_ignore_vote_request_on_same_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
     assert!(!vote_of(&responses(&out)[0].1).vote_granted);
@@ -231,12 +223,7 @@ fn initialize_as_candidate_and_become_leader() {
 
 #[test]
 fn retry_election() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(2, -1, 1).without_pre_vote();
     let out = h.tick();
     let votes = sends(&out);
     h.respond(
@@ -264,11 +251,7 @@ fn retry_election() {
 
 #[test]
 fn a_vote_answered_with_a_retriable_error_is_asked_again() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     let votes = sends(&h.tick());
     let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, -1, 2, false);
     h.respond(2, votes[0].1, busy);
@@ -313,11 +296,7 @@ fn vote_request_timeout() {
 
 #[test]
 fn vote_response_ignored_after_becoming_follower() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     let votes = sends(&h.tick());
     h.request(2, Harness::begin_request(2, 2));
     assert_eq!(h.core.role(), Role::Follower);

@@ -7,22 +7,18 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|s| match s.2 {
-            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
-            _ => None,
-        })
-        .collect()
-}
-
 fn respond_fetch(
     h: &mut Harness,
     correlation: Correlation,
     r: FetchQuorumRecordsResponse,
 ) -> Vec<Output> {
     h.respond(2, correlation, Response::FetchQuorumRecords(r))
+}
+
+/// The error of the answer to the fetch `request` from `from`.
+fn fetch_error(h: &mut Harness, from: NodeId, request: Request) -> ErrorCode {
+    let (_, out) = h.request(from, request);
+    fetch_of(&responses(&out)[0].1).error
 }
 
 fn diverging(
@@ -166,30 +162,23 @@ fn invalid_fetch_request() {
         cases.push(Request::FetchQuorumRecords(r));
     }
     for req in cases {
-        let (_, out) = h.request(2, req);
-        assert_eq!(
-            fetch_of(&responses(&out)[0].1).error,
-            ErrorCode::INVALID_REQUEST
-        );
+        assert_eq!(fetch_error(&mut h, 2, req), ErrorCode::INVALID_REQUEST);
     }
-    let (_, out) = h.request(2, Harness::fetch_request(2, 3, 0, 0, 0));
     assert_eq!(
-        fetch_of(&responses(&out)[0].1).error,
+        fetch_error(&mut h, 2, Harness::fetch_request(2, 3, 0, 0, 0)),
         ErrorCode::UNKNOWN_LEADER_EPOCH
     );
     let mut wrong = Harness::fetch_request(2, 2, 0, 0, 0);
     if let Request::FetchQuorumRecords(r) = &mut wrong {
         r.cluster_id = "other".into();
     }
-    let (_, out) = h.request(2, wrong);
     assert_eq!(
-        fetch_of(&responses(&out)[0].1).error,
+        fetch_error(&mut h, 2, wrong),
         ErrorCode::INCONSISTENT_CLUSTER_ID
     );
     // A non-voter claiming to be a follower is told to downgrade.
-    let (_, out) = h.request(7, Harness::fetch_request(7, 2, 0, 0, 0));
     assert_eq!(
-        fetch_of(&responses(&out)[0].1).error,
+        fetch_error(&mut h, 7, Harness::fetch_request(7, 2, 0, 0, 0)),
         ErrorCode::NOT_FOLLOWER
     );
     assert_eq!(h.core.role(), Role::Leader);
@@ -209,8 +198,7 @@ fn fetch_with_older_epoch_is_fenced() {
 #[test]
 fn follower_adopts_leader_from_fenced_fetch_response() {
     let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
-    let mut r = Harness::fetch_response(3, 4, vec![], -1);
-    r.error = ErrorCode::FENCED_LEADER_EPOCH;
+    let r = Harness::fetch_error_response(3, 4, -1, ErrorCode::FENCED_LEADER_EPOCH);
     let out = respond_fetch(&mut h, c, r);
     assert_eq!(
         (persisted(&out)[0].epoch, persisted(&out)[0].leader_id),

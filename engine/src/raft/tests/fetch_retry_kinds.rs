@@ -57,8 +57,7 @@ fn an_error_answer_backs_off_even_with_a_find_quorum_retry_pending() {
         "{out:?}"
     );
     // The leader answers the fetch with an error: back off, do not fetch again at once.
-    let mut r = Harness::fetch_response(2, 2, vec![], -1);
-    r.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let r = Harness::fetch_error_response(2, 2, -1, ErrorCode::NOT_LEADER_OR_FOLLOWER);
     let out = h.respond(fetch.0, fetch.1, Response::FetchQuorumRecords(r));
     assert!(fetches(&out).is_empty(), "not at once: {out:?}");
     assert_eq!(

@@ -12,16 +12,6 @@ use crate::raft::*;
 const VOTERS: &[NodeId] = &[1, 2, 3];
 const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
 
-fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|s| match s.2 {
-            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// A fetch request built by the harness, then changed by `edit`.
 fn fetch(
     replica: NodeId,
@@ -95,13 +85,24 @@ fn quiet_leader() -> Harness {
 
 // ----- the follower's checks on an answer's batches -----
 
+/// Node 1 with `log`, following leader 2 of `epoch`, after the answer to its first fetch
+/// brought `batches` (high watermark unknown).
+fn follower_answered(
+    epoch: Epoch,
+    log: LogSnapshot,
+    batches: Vec<Batch>,
+) -> (Harness, Vec<Output>) {
+    let (mut h, c) = Harness::follower(1, VOTERS, epoch, 2, log);
+    let answer = Harness::fetch_response(2, epoch, batches, -1);
+    let out = h.respond(2, c, Response::FetchQuorumRecords(answer));
+    (h, out)
+}
+
 /// Caught: any `||` of the batch checks in `append_fetched` turned into `&&` (a gap let
 /// through), and `!=` into `==`.
 #[test]
 fn a_follower_stops_at_a_batch_that_does_not_follow_on() {
-    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
-    let answer = Harness::fetch_response(2, 2, vec![batch(0, 2, 3), batch(4, 2, 2)], -1);
-    let out = h.respond(2, c, Response::FetchQuorumRecords(answer));
+    let (h, out) = follower_answered(2, log(0, &[]), vec![batch(0, 2, 3), batch(4, 2, 2)]);
     assert_eq!(appended(&out), vec![(0, 2)], "offset 3 is missing: stop");
     assert_eq!(h.core.log_end_offset(), 3);
     assert_eq!(fetch_sends(&out)[0].2.fetch_offset, 3);
@@ -110,9 +111,7 @@ fn a_follower_stops_at_a_batch_that_does_not_follow_on() {
 /// Caught: `b.epoch < last_epoch` dropped or turned into `>` (a newer epoch refused).
 #[test]
 fn a_follower_refuses_a_batch_older_than_its_last_epoch_and_takes_newer_ones() {
-    let (mut h, c) = Harness::follower(1, VOTERS, 4, 2, log(3, &[(3, 0)]));
-    let old = Harness::fetch_response(2, 4, vec![batch(3, 2, 1)], -1);
-    let out = h.respond(2, c, Response::FetchQuorumRecords(old));
+    let (mut h, out) = follower_answered(4, log(3, &[(3, 0)]), vec![batch(3, 2, 1)]);
     assert!(appended(&out).is_empty(), "epoch 2 after epoch 3: {out:?}");
     assert_eq!(h.core.log_end_offset(), 3);
     let next = fetch_sends(&out)[0].1;
@@ -127,9 +126,7 @@ fn a_follower_refuses_a_batch_older_than_its_last_epoch_and_takes_newer_ones() {
 /// leader's refused).
 #[test]
 fn a_follower_refuses_a_batch_of_an_epoch_past_the_leaders() {
-    let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(0, &[]));
-    let answer = Harness::fetch_response(2, 3, vec![batch(0, 2, 1), batch(1, 4, 1)], -1);
-    let out = h.respond(2, c, Response::FetchQuorumRecords(answer));
+    let (h, out) = follower_answered(3, log(0, &[]), vec![batch(0, 2, 1), batch(1, 4, 1)]);
     assert_eq!(appended(&out), vec![(0, 2)], "epoch 4 from the leader of 3");
     assert_eq!(h.core.log_end_offset(), 1);
 }
@@ -142,8 +139,7 @@ fn a_follower_refuses_a_batch_of_an_epoch_past_the_leaders() {
 #[test]
 fn an_error_answer_is_followed_by_a_back_off_then_a_fetch() {
     let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
-    let mut r = Harness::fetch_response(2, 2, vec![], -1);
-    r.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let r = Harness::fetch_error_response(2, 2, -1, ErrorCode::NOT_LEADER_OR_FOLLOWER);
     let out = h.respond(2, c, Response::FetchQuorumRecords(r));
     assert!(fetch_sends(&out).is_empty(), "not at once: {out:?}");
     let backoff_max = h.core.config.retry_backoff_max_ms;
@@ -515,8 +511,7 @@ fn the_same_high_watermark_twice_is_reported_once() {
 #[test]
 fn offset_out_of_range_without_a_truncation_point_is_an_error() {
     let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(3, &[(1, 0)]));
-    let mut r = Harness::fetch_response(2, 2, vec![], 2);
-    r.error = ErrorCode::OFFSET_OUT_OF_RANGE;
+    let r = Harness::fetch_error_response(2, 2, 2, ErrorCode::OFFSET_OUT_OF_RANGE);
     let out = h.respond(2, c, Response::FetchQuorumRecords(r));
     assert!(fetch_sends(&out).is_empty(), "{out:?}");
     assert!(hw_outputs(&out).is_empty() && log_ops(&out).is_empty());

@@ -80,6 +80,17 @@ impl Harness {
         }
     }
 
+    /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
+    /// `leader` and `voted` (-1: none); not ticked yet.
+    pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {
+        let voters = [1, 2, 3];
+        Self::new(
+            config(1, &voters),
+            Some(stored(epoch, leader, voted, &voters)),
+            log(0, &[]),
+        )
+    }
+
     /// The draft's election, without pre-vote (`quorum.prevote.enable = false`): for the tests
     /// that time a candidacy as Kafka's suites do (pre-vote has its own, `pre_vote.rs`).
     pub(crate) fn without_pre_vote(mut self) -> Self {
@@ -261,6 +272,7 @@ impl Harness {
             is_follower: true,
             max_wait_ms: 500,
             durable_offset: durable,
+            replica_directory_id: Default::default(),
         })
     }
 
@@ -276,6 +288,20 @@ impl Harness {
             leader_epoch: epoch,
             vote_granted: granted,
         })
+    }
+
+    /// A FetchQuorumRecords answer from `leader` of `epoch` refusing with `error`: no batches,
+    /// high watermark `hw`.
+    pub(crate) fn fetch_error_response(
+        leader: NodeId,
+        epoch: Epoch,
+        hw: Offset,
+        error: ErrorCode,
+    ) -> FetchQuorumRecordsResponse {
+        FetchQuorumRecordsResponse {
+            error,
+            ..Self::fetch_response(leader, epoch, Vec::new(), hw)
+        }
     }
 
     pub(crate) fn fetch_response(
@@ -349,6 +375,17 @@ pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
                 correlation,
                 request,
             } => Some((*to, *correlation, request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The FetchQuorumRecords requests among the sends of `out`.
+pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
+    sends(out)
+        .into_iter()
+        .filter_map(|s| match s.2 {
+            Request::FetchQuorumRecords(r) => Some((s.0, s.1, r)),
             _ => None,
         })
         .collect()

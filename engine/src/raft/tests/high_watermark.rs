@@ -2,7 +2,7 @@
 //! cover").
 
 use super::harness::*;
-use super::quorum_epoch::elect;
+use super::quorum_epoch::{elect, elect_among};
 use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
@@ -16,19 +16,36 @@ fn append(h: &mut Harness, id: u64, count: u32, acks: Acks) -> Vec<Output> {
     })
 }
 
+/// Leader 1 of epoch 2 with `count` records from one Quorum append durable on itself alone.
+fn leader_with_durable_records(count: u32) -> Harness {
+    let (mut h, _) = elect(2);
+    h.durable_all();
+    append(&mut h, 1, count, Acks::Quorum);
+    h.durable_all();
+    h
+}
+
+/// The only voter, leading from its first tick.
+fn single_voter_leader() -> Harness {
+    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
+    h.tick();
+    h
+}
+
+/// What `appends_done` says when append `id` was stored at `base_offset..=last_offset`.
+fn appended(id: u64, base_offset: Offset, last_offset: Offset) -> Vec<(u64, AppendResult)> {
+    vec![(
+        id,
+        AppendResult::Appended {
+            base_offset,
+            last_offset,
+        },
+    )]
+}
+
 #[test]
 fn high_watermark_unknown_until_start_of_leader_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(3, &[(1, 0)]),
-    );
-    let votes = sends(&h.tick());
-    h.respond(
-        2,
-        votes[0].1,
-        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
-    );
+    let (mut h, _) = elect_among(VOTERS, 2, log(3, &[(1, 0)]));
     h.durable_all();
     assert_eq!(h.core.durable_end_offset(), 4);
     // Voter 2 has everything up to the epoch start offset (3) durable: not enough.
@@ -79,8 +96,7 @@ fn leader_counts_itself_only_when_durable() {
 
 #[test]
 fn update_high_watermark_quorum_size_1() {
-    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
-    h.tick();
+    let mut h = single_voter_leader();
     append(&mut h, 1, 2, Acks::Quorum);
     assert_eq!(h.core.high_watermark(), None);
     let out = h.durable_all();
@@ -89,17 +105,7 @@ fn update_high_watermark_quorum_size_1() {
 
 #[test]
 fn update_high_watermark_quorum_size_2() {
-    let mut h = Harness::new(
-        config(1, &[1, 2]),
-        Some(stored(1, -1, 1, &[1, 2])),
-        log(0, &[]),
-    );
-    let votes = sends(&h.tick());
-    h.respond(
-        2,
-        votes[0].1,
-        Harness::vote_response(ErrorCode::NONE, -1, 1, true),
-    );
+    let (mut h, _) = elect_among(&[1, 2], 1, log(0, &[]));
     let out = h.durable_all();
     assert!(hw_outputs(&out).is_empty(), "size 2 needs both");
     let (_, out) = h.request(2, Harness::fetch_request(2, 1, 1, 1, 1));
@@ -108,20 +114,14 @@ fn update_high_watermark_quorum_size_2() {
 
 #[test]
 fn update_high_watermark_quorum_size_3() {
-    let (mut h, _) = elect(2);
-    h.durable_all();
-    append(&mut h, 1, 4, Acks::Quorum);
-    h.durable_all();
+    let mut h = leader_with_durable_records(4);
     let (_, out) = h.request(3, Harness::fetch_request(3, 2, 5, 2, 5));
     assert_eq!(hw_outputs(&out), vec![5]);
 }
 
 #[test]
 fn high_watermark_does_not_decrease() {
-    let (mut h, _) = elect(2);
-    h.durable_all();
-    append(&mut h, 1, 4, Acks::Quorum);
-    h.durable_all();
+    let mut h = leader_with_durable_records(4);
     h.request(2, Harness::fetch_request(2, 2, 5, 2, 5));
     assert_eq!(h.core.high_watermark(), Some(5));
     // Voter 2 lost its disk and comes back empty: tolerated, HW stays (KAFKA-12181).
@@ -134,8 +134,7 @@ fn high_watermark_does_not_decrease() {
 
 #[test]
 fn leader_append_single_member_quorum() {
-    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
-    h.tick();
+    let mut h = single_voter_leader();
     let out = append(&mut h, 7, 3, Acks::Quorum);
     match &log_ops(&out)[..] {
         [LogOpKind::Append(b)] => {
@@ -150,16 +149,7 @@ fn leader_append_single_member_quorum() {
         "not committed before it is durable"
     );
     let out = h.durable_all();
-    assert_eq!(
-        appends_done(&out),
-        vec![(
-            7,
-            AppendResult::Appended {
-                base_offset: 1,
-                last_offset: 3
-            }
-        )]
-    );
+    assert_eq!(appends_done(&out), appended(7, 1, 3));
 }
 
 #[test]
@@ -169,27 +159,9 @@ fn acks_leader_completes_on_leader_durability() {
     append(&mut h, 2, 2, Acks::Quorum);
     append(&mut h, 3, 2, Acks::None);
     let out = h.durable_all();
-    assert_eq!(
-        appends_done(&out),
-        vec![(
-            1,
-            AppendResult::Appended {
-                base_offset: 1,
-                last_offset: 2
-            }
-        )]
-    );
+    assert_eq!(appends_done(&out), appended(1, 1, 2));
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 7, 2, 7));
-    assert_eq!(
-        appends_done(&out),
-        vec![(
-            2,
-            AppendResult::Appended {
-                base_offset: 3,
-                last_offset: 4
-            }
-        )]
-    );
+    assert_eq!(appends_done(&out), appended(2, 3, 4));
 }
 
 #[test]
@@ -282,8 +254,7 @@ fn leader_with_majority_fetching_stays_leader() {
 
 #[test]
 fn single_voter_leader_never_resigns() {
-    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
-    h.tick();
+    let mut h = single_voter_leader();
     h.run_until(100_000);
     assert_eq!(h.core.role(), Role::Leader);
 }

@@ -11,11 +11,7 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Voter 1, unattached in epoch 2 and started.
 fn voter() -> Harness {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, -1);
     h.tick();
     h
 }
@@ -222,8 +218,7 @@ fn the_leader_tracks_a_bounded_number_of_observers() {
 fn responses_with_an_implausible_epoch_are_ignored() {
     let (mut h, correlation) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
     let to = 2;
-    let mut answer = Harness::fetch_response(2, Epoch::MAX, Vec::new(), 0);
-    answer.error = ErrorCode::FENCED_LEADER_EPOCH;
+    let answer = Harness::fetch_error_response(2, Epoch::MAX, 0, ErrorCode::FENCED_LEADER_EPOCH);
     let out = h.respond(to, correlation, Response::FetchQuorumRecords(answer));
     assert_eq!(refusals(&out).len(), 1, "{out:?}");
     assert!(persisted(&out).is_empty());
@@ -394,11 +389,7 @@ fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
 
 #[test]
 fn an_ordinary_start_alerts_nobody() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(7, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(7, -1, -1);
     let mut out = h.tick();
     out.extend(h.run_until(h.now + 5_000));
     assert!(alerts(&out).is_empty(), "{:?}", alerts(&out));
@@ -428,8 +419,7 @@ fn a_node_left_far_behind_catches_up_through_the_answers_to_its_own_requests() {
     let (_, out) = h.request(3, Harness::begin_request(3, far));
     assert_eq!(refusals(&out).len(), 1);
     // ...but in the answer to its own fetch it is how the node learns where the others are.
-    let mut answer = Harness::fetch_response(3, far, Vec::new(), 0);
-    answer.error = ErrorCode::FENCED_LEADER_EPOCH;
+    let answer = Harness::fetch_error_response(3, far, 0, ErrorCode::FENCED_LEADER_EPOCH);
     let out = h.respond(2, correlation, Response::FetchQuorumRecords(answer));
     assert!(refusals(&out).is_empty(), "{out:?}");
     assert_eq!((h.core.epoch(), h.core.leader_id()), (far, Some(3)));
@@ -441,8 +431,7 @@ fn answers_that_contradict_the_known_leader_are_ignored_not_fatal() {
     // leads epoch 5) answers its fetch naming 3. Honest nodes never do this; the node must not
     // stop over it.
     let (mut h, correlation) = Harness::follower(1, VOTERS, 5, 2, log(0, &[]));
-    let mut answer = Harness::fetch_response(3, 5, Vec::new(), 0);
-    answer.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let answer = Harness::fetch_error_response(3, 5, 0, ErrorCode::NOT_LEADER_OR_FOLLOWER);
     let out = h.respond(2, correlation, Response::FetchQuorumRecords(answer));
     assert!(!has_fatal(&out), "{out:?}");
     assert_eq!(refusals(&out).len(), 1);
@@ -452,8 +441,7 @@ fn answers_that_contradict_the_known_leader_are_ignored_not_fatal() {
     let Some((to, correlation, _)) = sends(&out).into_iter().next() else {
         panic!("the follower fetches again: {out:?}");
     };
-    let mut answer = Harness::fetch_response(1, 5, Vec::new(), 0);
-    answer.error = ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let answer = Harness::fetch_error_response(1, 5, 0, ErrorCode::NOT_LEADER_OR_FOLLOWER);
     let out = h.respond(to, correlation, Response::FetchQuorumRecords(answer));
     assert!(!has_fatal(&out), "{out:?}");
     assert_eq!(refusals(&out).len(), 1);

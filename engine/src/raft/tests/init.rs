@@ -32,12 +32,7 @@ fn initialize_single_member_quorum() {
 fn initialize_as_leader_from_state_store() {
     // The draft's election; with pre-vote the campaign starts as a pre-vote round in epoch 5
     // (pre_vote.rs).
-    let mut h = Harness::new(
-        config(1, &[1, 2, 3]),
-        Some(stored(5, 1, -1, &[1, 2, 3])),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(5, 1, -1).without_pre_vote();
     assert_eq!(h.core.role(), Role::Resigned);
     assert_eq!(h.core.epoch(), 5);
     let out = h.tick();
@@ -59,11 +54,7 @@ fn initialize_as_leader_from_state_store() {
 
 #[test]
 fn initialize_as_candidate_from_state_store() {
-    let mut h = Harness::new(
-        config(1, &[1, 2, 3]),
-        Some(stored(2, -1, 1, &[1, 2, 3])),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     assert_eq!(h.core.role(), Role::Candidate);
     let out = h.tick();
     assert!(persisted(&out).is_empty(), "same epoch, same vote");

@@ -7,36 +7,25 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-/// The pre-votes in `out`: (to, correlation, request).
-fn pre_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
+/// The Vote requests in `out` whose PreVote is `pre_vote`: (to, correlation, request).
+fn votes(out: &[Output], pre_vote: bool) -> Vec<(NodeId, Correlation, VoteRequest)> {
     sends(out)
         .into_iter()
         .filter_map(|(to, c, r)| match r {
-            Request::Vote(v) if v.pre_vote => Some((to, c, v)),
+            Request::Vote(v) if v.pre_vote == pre_vote => Some((to, c, v)),
             _ => None,
         })
         .collect()
+}
+
+/// The pre-votes in `out`: (to, correlation, request).
+fn pre_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
+    votes(out, true)
 }
 
 /// The real votes in `out`.
 fn real_votes(out: &[Output]) -> Vec<(NodeId, Correlation, VoteRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|(to, c, r)| match r {
-            Request::Vote(v) if !v.pre_vote => Some((to, c, v)),
-            _ => None,
-        })
-        .collect()
-}
-
-fn fetches(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuorumRecordsRequest)> {
-    sends(out)
-        .into_iter()
-        .filter_map(|(to, c, r)| match r {
-            Request::FetchQuorumRecords(f) => Some((to, c, f)),
-            _ => None,
-        })
-        .collect()
+    votes(out, false)
 }
 
 fn granted(epoch: Epoch) -> Response {
@@ -204,7 +193,7 @@ fn unanswered_until_the_election_timeout_it_backs_off_and_asks_again() {
 #[test]
 fn it_keeps_fetching_and_an_answer_from_its_leader_makes_it_a_follower_again() {
     let (mut h, _, out) = prospective_follower();
-    let fetch = fetches(&out);
+    let fetch = fetch_sends(&out);
     assert_eq!(fetch.len(), 1, "still fetching from its leader: {out:?}");
     assert_eq!(fetch[0].0, 2);
     let answer = Harness::fetch_response(2, 3, Vec::new(), 5);
@@ -217,7 +206,7 @@ fn it_keeps_fetching_and_an_answer_from_its_leader_makes_it_a_follower_again() {
         persisted(&out).is_empty(),
         "same leader, same file: {out:?}"
     );
-    assert_eq!(fetches(&out).len(), 1, "fetches on");
+    assert_eq!(fetch_sends(&out).len(), 1, "fetches on");
     // The fetch timer runs from the answer.
     assert_eq!(h.core.next_deadline().unwrap(), h.now + 2_000);
 }
@@ -245,11 +234,7 @@ fn begin_quorum_epoch_from_its_leader_makes_it_a_follower_again() {
 
 #[test]
 fn an_unattached_prospective_follows_the_leader_a_refusal_names() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     let out = h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let asked = pre_votes(&out);
@@ -367,11 +352,7 @@ fn unsupported_version_counts_as_a_grant_and_the_candidacy_asks_with_a_plain_vot
 
 #[test]
 fn a_voted_prospective_keeps_its_vote() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 2, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 2);
     let out = h.run_until(2_000);
     assert_eq!(
         (h.core.role(), h.core.voted_id()),
@@ -394,11 +375,7 @@ fn a_voted_prospective_keeps_its_vote() {
 
 #[test]
 fn an_unattached_prospective_votes_like_an_unattached_voter() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, -1);
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
@@ -409,11 +386,7 @@ fn an_unattached_prospective_votes_like_an_unattached_voter() {
 
 #[test]
 fn a_candidate_that_lost_asks_for_pre_votes_before_raising_its_epoch_again() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     let votes = sends(&h.tick());
     h.respond(
         2,
@@ -438,11 +411,7 @@ fn a_candidate_that_lost_asks_for_pre_votes_before_raising_its_epoch_again() {
 
 #[test]
 fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(4, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let out = h.run_until(2_000);
@@ -458,7 +427,7 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
         None,
         "and names no leader: it gave epoch 4 up"
     );
-    assert!(fetches(&out).is_empty(), "it fetches from nobody");
+    assert!(fetch_sends(&out).is_empty(), "it fetches from nobody");
     let (_, out) = h.request(2, Harness::fetch_request(2, 4, 0, 0, 0));
     assert_eq!(
         fetch_of(&responses(&out)[0].1).error,
@@ -567,11 +536,7 @@ fn a_pre_vote_below_the_voters_epoch_is_fenced() {
 
 #[test]
 fn a_voted_voter_grants_pre_votes_for_the_next_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 3, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 3);
     h.tick();
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
     assert_eq!(h.core.voted_id(), Some(3));
@@ -679,19 +644,11 @@ fn a_follower_grants_from_the_millisecond_its_leader_is_a_fetch_timeout_old() {
 fn prospectives_candidates_and_resigned_nodes_grant_pre_votes() {
     let (mut h, _, _) = prospective_follower();
     assert!(ask(&mut h, Harness::pre_vote_request(3, 4, 3, 5)).vote_granted);
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, -1, 1);
     h.tick();
     assert_eq!(h.core.role(), Role::Candidate);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(3, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(3, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);

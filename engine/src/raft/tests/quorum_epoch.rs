@@ -8,11 +8,17 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Node 1 elected in `epoch` with node 2's vote; returns the outputs of the winning step.
 pub(crate) fn elect(epoch: Epoch) -> (Harness, Vec<Output>) {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(epoch, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    elect_among(VOTERS, epoch, log(0, &[]))
+}
+
+/// Node 1, a candidate of `epoch` (it voted for itself) among `voters` with `log`, elected on
+/// voter 2's vote.
+pub(crate) fn elect_among(
+    voters: &[NodeId],
+    epoch: Epoch,
+    log: LogSnapshot,
+) -> (Harness, Vec<Output>) {
+    let mut h = Harness::new(config(1, voters), Some(stored(epoch, -1, 1, voters)), log);
     let votes = sends(&h.tick());
     let out = h.respond(
         2,
@@ -57,11 +63,7 @@ fn end_error(out: &[Output]) -> ErrorCode {
 
 #[test]
 fn handle_begin_quorum_request() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(1, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(1, -1, -1);
     h.tick();
     let (_, out) = h.request(2, Harness::begin_request(2, 2));
     let p = position(&out, is_persist).unwrap();
@@ -149,11 +151,7 @@ fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
 
 #[test]
 fn end_quorum_ignored_if_already_candidate() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     h.tick();
     let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!(end_error(&out), ErrorCode::NONE);
@@ -173,11 +171,7 @@ fn end_quorum_ignored_if_already_leader() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, -1);
     h.tick();
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
@@ -185,11 +179,7 @@ fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_received_from_voted_candidate() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 2, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 2);
     h.tick();
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
@@ -259,11 +249,7 @@ fn graceful_shutdown_single_member_quorum() {
 
 #[test]
 fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(5, 1, -1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(5, 1, -1);
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));

@@ -1,24 +1,14 @@
 //! AlterQuorum and reassignment (docs/protocol.md, "AlterQuorum and reassignment").
 
+use super::discovery::advertising_config;
 use super::harness::*;
 use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
 fn alter(ids: &[NodeId]) -> Request {
-    Request::AlterQuorum(AlterQuorumRequest {
-        cluster_id: CLUSTER.into(),
-        target_voters: ids
-            .iter()
-            .map(|id| AlterQuorumVoter {
-                voter_id: *id,
-                directory_id: DirectoryId::ZERO,
-            })
-            .collect(),
-        timeout_ms: 1000,
-        validate_only: false,
-        force: false,
-    })
+    let voters = ids.iter().map(|id| (*id, DirectoryId::ZERO));
+    Request::AlterQuorum(AlterQuorumRequest::new(CLUSTER, voters, 1000))
 }
 
 fn alter_of(out: &[Output]) -> AlterQuorumResponse {
@@ -236,6 +226,14 @@ fn alter_quorum_grows_a_lone_voter_step_by_step_and_answers_once_the_target_comm
     assert_eq!(h.core.voters(), &[1], "the target alone changes no voter");
     let out = h.durable_all();
     assert_eq!(alter_of(&out).error, ErrorCode::NONE);
+    // DescribeQuorum reports the reassignment in progress: the target, with what the leader
+    // knows of each of its voters.
+    let d = describe(&mut h);
+    let ids = |l: &[ReplicaState]| l.iter().map(|r| r.replica_id).collect::<Vec<_>>();
+    assert_eq!(ids(&d.current_voters), vec![1]);
+    let target = d.target_voters.expect("TargetVoters while in progress");
+    assert_eq!(ids(&target), vec![1, 2]);
+    assert_eq!(target[1].log_end_offset, 0, "2 fetched from offset 0");
     // 2 catches up (fetches to the end, durable at the HW): added, in force at once.
     let end = h.core.log_end_offset();
     let out = observer_fetch(&mut h, 2, end);
@@ -253,6 +251,15 @@ fn alter_quorum_grows_a_lone_voter_step_by_step_and_answers_once_the_target_comm
     observer_fetch(&mut h, 2, last);
     assert_eq!(h.core.election_state().target_voters, None);
     assert_eq!(h.core.election_state().current_voters, vec![1, 2]);
+    assert_eq!(describe(&mut h).target_voters, None, "done");
+}
+
+fn describe(h: &mut Harness) -> DescribeQuorumResponse {
+    let (_, out) = h.request(-1, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    match &responses(&out)[..] {
+        [(_, Response::DescribeQuorum(d))] => d.clone(),
+        other => panic!("not one DescribeQuorum answer: {other:?}"),
+    }
 }
 
 #[test]
@@ -267,6 +274,22 @@ fn no_voter_change_before_an_entry_of_the_leaders_epoch_commits() {
     // Time runs out: REQUEST_TIMED_OUT, safe to retry.
     let out = h.run_until(1_000);
     assert_eq!(alter_of(&out).error, ErrorCode::REQUEST_TIMED_OUT);
+}
+
+/// A new leader takes the same AlterQuorum again although the voter it adds has not fetched
+/// from it yet: the log it inherited names that voter in its target. An id the log does not
+/// name still needs a fetch first.
+#[test]
+fn a_new_leader_takes_a_repeated_target_whose_voters_have_not_fetched_from_it_yet() {
+    let mut snapshot = log(2, &[(1, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2, 3], Some(&[1, 2, 3, 4]))])
+            .unwrap();
+    let mut h = Harness::leader(1, VOTERS, 2, snapshot);
+    let (_, out) = h.request(-1, alter(&[1, 2, 3, 4]));
+    assert!(responses(&out).is_empty(), "waits for the target: {out:?}");
+    let (_, out) = h.request(-1, alter(&[1, 2, 3, 5]));
+    assert_eq!(alter_of(&out).error, ErrorCode::UNKNOWN_VOTER_ID);
 }
 
 mod steps {
@@ -577,4 +600,50 @@ fn a_begin_quorum_epoch_from_a_voter_of_the_target_is_followed() {
         (Role::Follower, 5, Some(4)),
         "{out:?}"
     );
+}
+
+/// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
+/// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
+/// each has answered. Without this a cluster that lost its leader could not reach its new voters.
+#[test]
+fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
+    let mut h = Harness::new(
+        advertising_config(4),
+        Some(stored(4, 1, -1, VOTERS)),
+        log(1, &[(4, 0)]),
+    );
+    let c = next_fetch(&h.tick());
+    let out = fetch_answer(
+        &mut h,
+        c,
+        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
+        1,
+    );
+    assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
+    let mut told = Vec::new();
+    let mut out = [out, h.tick()].concat();
+    for _ in 0..10 {
+        let finds = find_sends(&out);
+        if finds.is_empty() {
+            break;
+        }
+        for (to, correlation) in finds {
+            told.push(to);
+            let answer = Response::FindQuorum(FindQuorumResponse {
+                error: ErrorCode::NONE,
+                cluster_id: CLUSTER.into(),
+                leader_id: 1,
+                leader_epoch: 4,
+                voters: Vec::new(),
+                target_voters: None,
+            });
+            out = h.respond(to, correlation, answer);
+        }
+        if find_sends(&out).is_empty() {
+            out.extend(h.run_until(h.now + 100));
+        }
+    }
+    told.sort_unstable();
+    assert_eq!(told, vec![1, 2, 3], "each other voter told once");
+    assert!(find_sends(&h.run_until(h.now + 5_000)).is_empty());
 }

@@ -2,7 +2,6 @@
 //! connection's responses released in request order (docs/architecture.md, "Node runtime").
 
 use super::*;
-use engine::raft::{DescribeQuorumResponse, ReplicaState};
 
 /// Bytes queued on one connection beyond which it is closed (a reader that stopped reading).
 const MAX_QUEUED_SEND_BYTES: usize = 256 << 20;
@@ -295,14 +294,6 @@ impl Node {
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
-        let on_wall_clock;
-        let response = match response {
-            Response::DescribeQuorum(d) => {
-                on_wall_clock = Response::DescribeQuorum(wall_clock_times(d, self.started_wall_ms));
-                &on_wall_clock
-            }
-            other => other,
-        };
         self.metrics.response(pending.spec.key, response.error());
         if let Response::FetchQuorumRecords(fetch) = response {
             if !fetch.batches.is_empty() {
@@ -416,34 +407,6 @@ impl Node {
     }
 }
 
-/// `d` with its replicas' times (the core's: ms since this node started) as wall-clock ms since
-/// the Unix epoch, which is what Kafka's LastFetchTimestamp and LastCaughtUpTimestamp are; -1
-/// (unknown) stays -1.
-fn wall_clock_times(d: &DescribeQuorumResponse, started_wall_ms: i64) -> DescribeQuorumResponse {
-    let shift = |t: i64| {
-        if t < 0 {
-            t
-        } else {
-            t.saturating_add(started_wall_ms)
-        }
-    };
-    let replicas = |list: &[ReplicaState]| -> Vec<ReplicaState> {
-        list.iter()
-            .map(|r| ReplicaState {
-                last_fetch_timestamp: shift(r.last_fetch_timestamp),
-                last_caught_up_timestamp: shift(r.last_caught_up_timestamp),
-                ..r.clone()
-            })
-            .collect()
-    };
-    DescribeQuorumResponse {
-        current_voters: replicas(&d.current_voters),
-        target_voters: d.target_voters.as_deref().map(replicas),
-        observers: replicas(&d.observers),
-        ..d.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,45 +440,6 @@ mod tests {
         queue.fill(3, chain(3));
         assert_eq!(drain(&mut queue), vec![3, 4]);
         assert!(queue.slots.is_empty());
-    }
-
-    #[test]
-    fn describe_quorum_times_move_to_the_wall_clock_and_unknown_stays_unknown() {
-        let replica = |id, fetched, caught_up| ReplicaState {
-            replica_id: id,
-            directory_id: engine::base::DirectoryId::ZERO,
-            log_end_offset: 7,
-            last_fetch_timestamp: fetched,
-            last_caught_up_timestamp: caught_up,
-        };
-        let d = DescribeQuorumResponse {
-            error: ErrorCode::NONE,
-            leader_id: 1,
-            leader_epoch: 2,
-            high_watermark: 7,
-            current_voters: vec![replica(1, 0, 0), replica(2, 150, -1)],
-            target_voters: Some(vec![replica(3, -1, -1)]),
-            observers: vec![replica(4, 20, 10)],
-        };
-        let wall = wall_clock_times(&d, 1_700_000_000_000);
-        let times = |list: &[ReplicaState]| -> Vec<(i64, i64)> {
-            list.iter()
-                .map(|r| (r.last_fetch_timestamp, r.last_caught_up_timestamp))
-                .collect()
-        };
-        assert_eq!(
-            times(&wall.current_voters),
-            [
-                (1_700_000_000_000, 1_700_000_000_000),
-                (1_700_000_000_150, -1)
-            ]
-        );
-        assert_eq!(times(wall.target_voters.as_deref().unwrap()), [(-1, -1)]);
-        assert_eq!(
-            times(&wall.observers),
-            [(1_700_000_000_020, 1_700_000_000_010)]
-        );
-        assert_eq!((wall.leader_id, wall.high_watermark), (1, 7));
     }
 
     #[test]

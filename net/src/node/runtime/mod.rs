@@ -131,9 +131,6 @@ pub struct Node {
     reload_watch: WatchId,
     _signals: ShutdownSignals,
     started: Instant,
-    /// The wall clock (ms since the Unix epoch) at `started`: the core's times are ms since
-    /// `started`, and DescribeQuorum answers with wall-clock times, as Kafka's do.
-    started_wall_ms: i64,
     /// Where each listener of `config.listeners` is bound, by index.
     listener_addrs: Vec<SocketAddr>,
     /// Transport listener → index in `config.listeners.all`.
@@ -242,6 +239,7 @@ impl Node {
             node = config.broker_id,
             end_offset = snapshot.end_offset,
             stored = ?stored,
+            directory_id = %quorum_state.directory_id(),
             "recovered the log"
         );
         let started = Instant::now();
@@ -252,7 +250,7 @@ impl Node {
             .unwrap_or(0);
         // Without quorum.voters the core learns the voter set from these (FindQuorum).
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
-        let started_wall_ms = raft_config.boot_timestamp;
+        raft_config.directory_id = quorum_state.directory_id();
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
@@ -340,7 +338,6 @@ impl Node {
             reload_watch,
             _signals: signals,
             started,
-            started_wall_ms,
             listener_addrs,
             listener_index,
             listener_tls,

@@ -330,9 +330,24 @@ fn final_with_nonce(
     let (combined, salt) = (field("r"), BASE64.decode(field("s")).unwrap());
     let iterations: u32 = field("i").parse().unwrap();
     let without_proof = format!("c=biws,r={}", nonce(client_nonce, &combined));
-    let salted = scram.salted_password(b"alice-pw", &salt, iterations);
-    let (client_key, server_key) = scram.client_and_server_keys(&salted);
     let auth_message = format!("{first_bare},{server_first},{without_proof}");
+    let (client_final, server_signature) =
+        alice_final(scram, (&salt, iterations), &without_proof, &auth_message);
+    let step = server.step(client_final.as_bytes())?;
+    Ok((step, server_signature))
+}
+
+/// alice's side of a SCRAM exchange by hand, from her password and the server's `(salt,
+/// iterations)` (RFC 5802, section 3): her client-final, `without_proof` with the proof over
+/// `auth_message`, and the server signature she expects back.
+fn alice_final(
+    scram: ScramMechanism,
+    (salt, iterations): (&[u8], u32),
+    without_proof: &str,
+    auth_message: &str,
+) -> (String, Vec<u8>) {
+    let salted = scram.salted_password(b"alice-pw", salt, iterations);
+    let (client_key, server_key) = scram.client_and_server_keys(&salted);
     let signature = scram.hmac(&scram.hash(&client_key), &[auth_message.as_bytes()]);
     let proof: Vec<u8> = client_key
         .iter()
@@ -340,8 +355,10 @@ fn final_with_nonce(
         .map(|(k, s)| k ^ s)
         .collect();
     let client_final = format!("{without_proof},p={}", BASE64.encode(proof));
-    let step = server.step(client_final.as_bytes())?;
-    Ok((step, scram.hmac(&server_key, &[auth_message.as_bytes()])))
+    (
+        client_final,
+        scram.hmac(&server_key, &[auth_message.as_bytes()]),
+    )
 }
 
 /// librdkafka (kcat, confluent-kafka) writes its client-final's `r=` as its own nonce followed
@@ -419,17 +436,9 @@ fn the_y_flag_is_accepted() {
     let nonce = challenge.split(',').next().unwrap();
     let without_proof = format!("c={},{nonce}", BASE64.encode("y,,"));
     // The client's side by hand, from the password.
-    let scram = ScramMechanism::Sha256;
-    let salted = scram.salted_password(b"alice-pw", credential.salt(), credential.iterations());
-    let (client_key, _) = scram.client_and_server_keys(&salted);
     let auth_message = format!("{bare},{challenge},{without_proof}");
-    let signature = scram.hmac(credential.stored_key(), &[auth_message.as_bytes()]);
-    let proof: Vec<u8> = client_key
-        .iter()
-        .zip(&signature)
-        .map(|(a, b)| a ^ b)
-        .collect();
-    let last = format!("{without_proof},p={}", BASE64.encode(proof));
+    let salt = (credential.salt(), credential.iterations());
+    let (last, _) = alice_final(ScramMechanism::Sha256, salt, &without_proof, &auth_message);
     assert!(matches!(
         server.step(last.as_bytes()),
         Ok(SaslStep::Done { user, .. }) if user == "alice"

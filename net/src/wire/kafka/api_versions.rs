@@ -7,13 +7,8 @@ use super::flex::Flex;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
-pub const API_VERSIONS_SPEC: ApiSpec = ApiSpec {
-    key: api::API_VERSIONS,
-    name: "ApiVersions",
-    min_version: 0,
-    max_version: 4,
-    first_flexible: Some(3),
-};
+pub const API_VERSIONS_SPEC: ApiSpec =
+    ApiSpec::new(api::API_VERSIONS, "ApiVersions", 0..=4, Some(3));
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApiVersionsRequest {

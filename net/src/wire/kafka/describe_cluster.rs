@@ -11,13 +11,8 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const DESCRIBE_CLUSTER: i16 = 60;
 
-pub const DESCRIBE_CLUSTER_SPEC: ApiSpec = ApiSpec {
-    key: DESCRIBE_CLUSTER,
-    name: "DescribeCluster",
-    min_version: 0,
-    max_version: 1,
-    first_flexible: Some(0),
-};
+pub const DESCRIBE_CLUSTER_SPEC: ApiSpec =
+    ApiSpec::new(DESCRIBE_CLUSTER, "DescribeCluster", 0..=1, Some(0));
 
 /// EndpointType (v1+): the brokers' endpoints (1, the default) or the controllers' (2).
 pub const ENDPOINT_TYPE_BROKERS: i8 = 1;

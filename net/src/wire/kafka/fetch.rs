@@ -15,13 +15,7 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const FETCH: i16 = 1;
 
-pub const FETCH_SPEC: ApiSpec = ApiSpec {
-    key: FETCH,
-    name: "Fetch",
-    min_version: 4,
-    max_version: 12,
-    first_flexible: Some(12),
-};
+pub const FETCH_SPEC: ApiSpec = ApiSpec::new(FETCH, "Fetch", 4..=12, Some(12));
 
 /// Request tagged field (v12): the cluster id a KIP-595 replica names.
 const TAG_CLUSTER_ID: u32 = 0;

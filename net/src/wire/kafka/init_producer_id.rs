@@ -9,13 +9,8 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const INIT_PRODUCER_ID: i16 = 22;
 
-pub const INIT_PRODUCER_ID_SPEC: ApiSpec = ApiSpec {
-    key: INIT_PRODUCER_ID,
-    name: "InitProducerId",
-    min_version: 0,
-    max_version: 4,
-    first_flexible: Some(2),
-};
+pub const INIT_PRODUCER_ID_SPEC: ApiSpec =
+    ApiSpec::new(INIT_PRODUCER_ID, "InitProducerId", 0..=4, Some(2));
 
 /// A transactional id is an int16-length string before v2; the compact form could be longer,
 /// so the same bound applies to it.

@@ -11,13 +11,7 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const LIST_OFFSETS: i16 = 2;
 
-pub const LIST_OFFSETS_SPEC: ApiSpec = ApiSpec {
-    key: LIST_OFFSETS,
-    name: "ListOffsets",
-    min_version: 1,
-    max_version: 7,
-    first_flexible: Some(6),
-};
+pub const LIST_OFFSETS_SPEC: ApiSpec = ApiSpec::new(LIST_OFFSETS, "ListOffsets", 1..=7, Some(6));
 
 /// The special timestamps a request may carry instead of a time.
 pub const LATEST_TIMESTAMP: i64 = -1;

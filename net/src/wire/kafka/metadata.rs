@@ -10,13 +10,7 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const METADATA: i16 = 3;
 
-pub const METADATA_SPEC: ApiSpec = ApiSpec {
-    key: METADATA,
-    name: "Metadata",
-    min_version: 0,
-    max_version: 12,
-    first_flexible: Some(9),
-};
+pub const METADATA_SPEC: ApiSpec = ApiSpec::new(METADATA, "Metadata", 0..=12, Some(9));
 
 /// Kafka's "authorized operations not asked for" value (`INT32_MIN`).
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

@@ -11,13 +11,12 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
 
-pub const OFFSET_FOR_LEADER_EPOCH_SPEC: ApiSpec = ApiSpec {
-    key: OFFSET_FOR_LEADER_EPOCH,
-    name: "OffsetForLeaderEpoch",
-    min_version: 2,
-    max_version: 4,
-    first_flexible: Some(4),
-};
+pub const OFFSET_FOR_LEADER_EPOCH_SPEC: ApiSpec = ApiSpec::new(
+    OFFSET_FOR_LEADER_EPOCH,
+    "OffsetForLeaderEpoch",
+    2..=4,
+    Some(4),
+);
 
 /// The replica id of a consumer (v3+), and what a v2 request means.
 pub const CONSUMER_REPLICA_ID: i32 = -2;

@@ -16,13 +16,7 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const PRODUCE: i16 = 0;
 
-pub const PRODUCE_SPEC: ApiSpec = ApiSpec {
-    key: PRODUCE,
-    name: "Produce",
-    min_version: 0,
-    max_version: 10,
-    first_flexible: Some(9),
-};
+pub const PRODUCE_SPEC: ApiSpec = ApiSpec::new(PRODUCE, "Produce", 0..=10, Some(9));
 
 /// The first version whose requests are decoded and appended (RecordBatch v2 needs v3+).
 pub const PRODUCE_MIN_ACCEPTED: i16 = 3;

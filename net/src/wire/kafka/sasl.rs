@@ -14,21 +14,10 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 pub const SASL_HANDSHAKE: i16 = 17;
 pub const SASL_AUTHENTICATE: i16 = 36;
 
-pub const SASL_HANDSHAKE_SPEC: ApiSpec = ApiSpec {
-    key: SASL_HANDSHAKE,
-    name: "SaslHandshake",
-    min_version: 0,
-    max_version: 1,
-    first_flexible: None,
-};
+pub const SASL_HANDSHAKE_SPEC: ApiSpec = ApiSpec::new(SASL_HANDSHAKE, "SaslHandshake", 0..=1, None);
 
-pub const SASL_AUTHENTICATE_SPEC: ApiSpec = ApiSpec {
-    key: SASL_AUTHENTICATE,
-    name: "SaslAuthenticate",
-    min_version: 0,
-    max_version: 2,
-    first_flexible: Some(2),
-};
+pub const SASL_AUTHENTICATE_SPEC: ApiSpec =
+    ApiSpec::new(SASL_AUTHENTICATE, "SaslAuthenticate", 0..=2, Some(2));
 
 /// The largest SASL token either side accepts in a SaslAuthenticate body. PLAIN and SCRAM
 /// messages are a few hundred bytes; anything near this is not a real exchange.
