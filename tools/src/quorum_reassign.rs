@@ -22,6 +22,9 @@ use crate::Failure;
 /// How long one AlterQuorum may wait at the leader before it answers REQUEST_TIMED_OUT and is
 /// sent again (bounded by the command's deadline).
 const ALTER_ROUND: Duration = Duration::from_secs(5);
+/// How long UNKNOWN_VOTER_ID is retried: longer than a fetch timeout (2 s by default), after
+/// which an observer of an old leader has found the new one.
+const UNKNOWN_VOTER_GRACE: Duration = Duration::from_secs(5);
 /// How often `--wait` asks the leader how far the change has come.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -161,12 +164,21 @@ fn alter(
         }
         Ok((answer, leader.quorum.clone()))
     };
+    let started = Instant::now();
     loop {
         let (answer, quorum) = admin.with_leader_until(deadline, attempt)?;
         if answer.error.is_none() {
             return Ok((answer, quorum));
         }
         if answer.error == ErrorCode::REQUEST_TIMED_OUT && Instant::now() < deadline {
+            continue;
+        }
+        // A leader elected moments ago has not heard every observer yet (each finds it after
+        // its fetch timeout): a node it does not know is asked about again for a while; a
+        // node no leader ever heard (a typo) fails after that.
+        let settling = started.elapsed() < UNKNOWN_VOTER_GRACE;
+        if answer.error == ErrorCode::UNKNOWN_VOTER_ID && settling && Instant::now() < deadline {
+            std::thread::sleep(POLL);
             continue;
         }
         return Err(rejection(&answer).into());

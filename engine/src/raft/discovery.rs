@@ -325,6 +325,12 @@ impl RaftCore {
             .collect()
     }
 
+    fn is_own_endpoint(&self, endpoint: &VoterEndpoint) -> bool {
+        endpoint.voter_id == self.qs.local_id()
+            && endpoint.host == self.config.host
+            && endpoint.port == self.config.port
+    }
+
     fn local_endpoint(&self) -> VoterEndpoint {
         VoterEndpoint {
             voter_id: self.qs.local_id(),
@@ -337,8 +343,10 @@ impl RaftCore {
     /// A voter's advertised endpoint, if newer than what is known, is probed before it is used:
     /// anybody can advertise anything.
     fn learn_endpoint(&mut self, endpoint: VoterEndpoint, out: &mut Vec<Output>) {
-        let is_other_voter = endpoint.voter_id != self.qs.local_id()
-            && self.qs.voters().contains(&endpoint.voter_id);
+        // A node of the reassignment's target too: it is about to become a voter, and a log
+        // that lags may not name it as one yet (docs/protocol.md, "Endpoints of new voters").
+        let is_other_voter =
+            endpoint.voter_id != self.qs.local_id() && self.qs.named_by_set(endpoint.voter_id);
         if !is_other_voter
             || check_boot_timestamp(endpoint.boot_timestamp, self.receiver()).is_err()
             || !self.endpoints.worth_probing(&endpoint)
@@ -470,7 +478,12 @@ impl RaftCore {
         }
         if r.error.is_none() {
             // It has had this node's advertisement (and probes it if this node is its voter).
-            self.announce_to.remove(&f.to);
+            // Told once its answer lists this node's endpoint: it probed the advertisement and
+            // uses it. Until then (it has not applied the record, or its probe is under way)
+            // this node asks again after the backoff.
+            if r.voters.iter().any(|v| self.is_own_endpoint(v)) {
+                self.announce_to.remove(&f.to);
+            }
             for endpoint in r.voters.iter().chain(r.target_voters.iter().flatten()) {
                 self.learn_endpoint(endpoint.clone(), out);
             }
