@@ -236,14 +236,15 @@ impl RaftCore {
                 .any(|v| *v != local && !self.endpoints.is_known(*v))
     }
 
-    /// True while some voter reachable from here has not been told this node's endpoint since
-    /// a voter record made this node a voter.
+    /// True while some voter reachable from here has not yet answered with this node's
+    /// endpoint since a voter record changed the set that has this node.
     pub(crate) fn announcing(&self) -> bool {
         self.announce_to.iter().any(|v| self.endpoints.is_known(*v))
     }
 
-    /// The set in force changed: if it makes this node a voter, every other voter is told its
-    /// endpoint once (a FindQuorum, which advertises it); voters that left need not be.
+    /// The set in force changed: if this node is a voter of it, every other voter is told its
+    /// endpoint (a FindQuorum advertises it) until that voter's answer lists it; voters that
+    /// left need not be.
     pub(crate) fn announce_after_voter_change(&mut self) {
         let local = self.qs.local_id();
         let voters = self.qs.voters();
@@ -477,7 +478,6 @@ impl RaftCore {
             }
         }
         if r.error.is_none() {
-            // It has had this node's advertisement (and probes it if this node is its voter).
             // Told once its answer lists this node's endpoint: it probed the advertisement and
             // uses it. Until then (it has not applied the record, or its probe is under way)
             // this node asks again after the backoff.
