@@ -258,30 +258,6 @@ fn the_leader_removes_itself_by_handing_over() {
 }
 
 #[test]
-fn a_new_leader_finishes_a_reassignment_its_predecessor_started() {
-    let (mut cluster, leader, load) = started_under_load(&[4, 5]);
-
-    // The command returns once the target is committed; the leader dies before it is reached.
-    let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5"]);
-    assert!(
-        out.contains("recorded and committed TargetVoters [1,2,3,4,5]"),
-        "{out}"
-    );
-    cluster.node(leader).process.take(); // SIGKILL through the guard
-    let next = cluster.wait_for_leader(Some(leader));
-    eprintln!("leader {leader} killed, {next} leads");
-    cluster.start(leader, &[]);
-    let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5", "--wait"]);
-    assert!(
-        out.contains("Reassignment complete: CurrentVoters [1,2,3,4,5]"),
-        "{out}"
-    );
-    load.wait_for_more(50);
-    let acked = load.finish();
-    stop_and_check_logs(&mut cluster, &[1, 2, 3, 4, 5], &acked);
-}
-
-#[test]
 fn a_reassignment_stuck_on_a_stopped_node_is_cancelled_half_way() {
     let mut cluster = Cluster::new(3);
     add_observer(&mut cluster, 4);
