@@ -55,6 +55,7 @@ fn leader() -> (RaftCore, u64) {
         target_voters: None,
         target_force: false,
         applied_offset: 0,
+        ..Default::default()
     };
     let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();
     let mut out = Vec::new();
@@ -193,6 +194,7 @@ fn follower_fetch_response(iters: u64) -> Duration {
         target_voters: None,
         target_force: false,
         applied_offset: 0,
+        ..Default::default()
     };
     let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();
     let mut out = Vec::with_capacity(16);

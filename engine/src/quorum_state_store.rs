@@ -4,11 +4,12 @@
 //! One line of JSON in `<dir>/quorum-state`, for example
 //! `{"clusterId":"c1","nodeId":1,"leaderId":2,"leaderEpoch":5,"votedId":2,"appliedOffset":0,
 //! "currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"targetVoters":null,
-//! "targetForce":false,"directoryId":"ASNFZ4mrze_-3LqYdlQyEA","data_version":2}`.
+//! "targetForce":false,"directoryId":"ASNFZ4mrze_-3LqYdlQyEA","data_version":3}`.
 //!
 //! `directoryId` names this log directory (docs/protocol.md, "Directory ids"): drawn from the
 //! OS's random source when the directory gets its first file, kept for the directory's life.
-//! A node that comes back with an empty directory gets a new one.
+//! A node that comes back with an empty directory gets a new one. A voter whose directory the
+//! log binds carries it as `voterDirectoryId` (docs/protocol.md, "Voter identity").
 //!
 //! Writes replace the file atomically: write `quorum-state.tmp`, fsync it, rename it over
 //! `quorum-state`, fsync the directory. A crash at any point leaves the old or the new content,
@@ -19,6 +20,7 @@
 //! corrupt JSON, an unknown `data_version`, or a file written by another node id or for another
 //! cluster. Nothing is ever silently cleared: a voter that forgot its vote could vote twice.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -35,8 +37,9 @@ pub const FILE_NAME: &str = "quorum-state";
 pub const TEMP_FILE_NAME: &str = "quorum-state.tmp";
 /// The `data_version` this build writes. Version 1 adds `targetForce`; a version 0 file (which
 /// has none) is read as `targetForce: false` and upgraded by the next write. Version 2 adds
-/// `directoryId`; an older file gets one when it is opened, written back at once.
-pub const DATA_VERSION: i64 = 2;
+/// `directoryId`; an older file gets one when it is opened, written back at once. Version 3
+/// adds `voterDirectoryId` to the voters that are bound (an older file binds none).
+pub const DATA_VERSION: i64 = 3;
 /// The oldest `data_version` this build reads.
 pub const OLDEST_DATA_VERSION: i64 = 0;
 
@@ -123,14 +126,33 @@ struct QuorumStateData {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Voter {
     voter_id: NodeId,
+    /// Version 3: the directory the log binds this voter to, when it binds one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    voter_directory_id: Option<String>,
 }
 
-fn voters(ids: &[NodeId]) -> Vec<Voter> {
-    ids.iter().map(|&voter_id| Voter { voter_id }).collect()
+fn voters(ids: &[NodeId], directories: &BTreeMap<NodeId, DirectoryId>) -> Vec<Voter> {
+    ids.iter()
+        .map(|&voter_id| Voter {
+            voter_id,
+            voter_directory_id: directories.get(&voter_id).map(DirectoryId::to_string),
+        })
+        .collect()
 }
 
 fn voter_ids(voters: &[Voter]) -> Vec<NodeId> {
     voters.iter().map(|voter| voter.voter_id).collect()
+}
+
+/// The bound voters' directories (checked by `check_ranges`).
+fn voter_directories(voters: &[Voter]) -> BTreeMap<NodeId, DirectoryId> {
+    voters
+        .iter()
+        .filter_map(|v| {
+            let text = v.voter_directory_id.as_deref()?;
+            Some((v.voter_id, text.parse().expect("checked by check_ranges")))
+        })
+        .collect()
 }
 
 /// The quorum-state file of one node.
@@ -252,6 +274,12 @@ impl QuorumStateStore {
             target_voters: data.target_voters.as_deref().map(voter_ids),
             target_force: data.target_force,
             applied_offset: data.applied_offset,
+            voter_directories: voter_directories(&data.current_voters),
+            target_directories: data
+                .target_voters
+                .as_deref()
+                .map(voter_directories)
+                .unwrap_or_default(),
         }))
     }
 
@@ -287,8 +315,11 @@ impl QuorumStateStore {
             leader_epoch: state.epoch,
             voted_id: state.voted_id,
             applied_offset: state.applied_offset,
-            current_voters: voters(&state.current_voters),
-            target_voters: state.target_voters.as_deref().map(voters),
+            current_voters: voters(&state.current_voters, &state.voter_directories),
+            target_voters: state
+                .target_voters
+                .as_deref()
+                .map(|t| voters(t, &state.target_directories)),
             target_force: state.target_force,
             directory_id: Some(self.directory_id.to_string()),
             data_version: DATA_VERSION,
@@ -397,6 +428,20 @@ impl QuorumStateStore {
                 return Err(self.corrupt(format!("directoryId {text:?} is not a directory id")));
             }
         }
+        let listed = data.target_voters.iter().flatten();
+        for voter in data.current_voters.iter().chain(listed) {
+            if let Some(text) = &voter.voter_directory_id {
+                if text
+                    .parse::<DirectoryId>()
+                    .map_or(true, DirectoryId::is_zero)
+                {
+                    return Err(self.corrupt(format!(
+                        "voterDirectoryId {text:?} of voter {} is not a directory id",
+                        voter.voter_id
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -420,7 +465,7 @@ impl QuorumStateStore {
 }
 
 /// The election state kept in the quorum-state file (docs/protocol.md section 2).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ElectionState {
     pub epoch: Epoch,
     /// -1 when no leader is known in `epoch`.
@@ -434,6 +479,10 @@ pub struct ElectionState {
     /// The log below this offset implies `current_voters` and `target_voters` (a committed
     /// set); the voter records at or above it are read from the log at start.
     pub applied_offset: Offset,
+    /// The directories of the bound current voters (docs/protocol.md, "Voter identity").
+    pub voter_directories: BTreeMap<NodeId, DirectoryId>,
+    /// The directories the target's voters must come with, where named.
+    pub target_directories: BTreeMap<NodeId, DirectoryId>,
 }
 
 #[cfg(test)]
@@ -449,6 +498,7 @@ mod tests {
             target_voters: None,
             target_force: false,
             applied_offset: 7,
+            ..Default::default()
         }
     }
 
@@ -482,7 +532,7 @@ mod tests {
             format!("{{\"clusterId\":\"c1\",\"nodeId\":1,\"leaderId\":2,\"leaderEpoch\":5,\"votedId\":2,\
              \"appliedOffset\":7,\"currentVoters\":[{{\"voterId\":1}},{{\"voterId\":2}},{{\"voterId\":3}}],\
              \"targetVoters\":null,\"targetForce\":false,\"directoryId\":\"{}\",\
-             \"data_version\":2}}\n",
+             \"data_version\":3}}\n",
             file.directory_id()
         ));
     }
@@ -503,14 +553,14 @@ mod tests {
         let text = fs::read_to_string(file.path()).unwrap();
         assert!(
             text.ends_with(&format!(
-                "\"targetForce\":false,\"directoryId\":\"{}\",\"data_version\":2}}\n",
+                "\"targetForce\":false,\"directoryId\":\"{}\",\"data_version\":3}}\n",
                 file.directory_id()
             )),
             "{text}"
         );
         fs::write(
             file.path(),
-            text.replace("\"data_version\":2", "\"data_version\":3"),
+            text.replace("\"data_version\":3", "\"data_version\":4"),
         )
         .unwrap();
         assert!(matches!(

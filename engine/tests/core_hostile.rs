@@ -224,6 +224,7 @@ fn request(kind: u8, f: &Fields, v: &TargetView) -> Request {
             // A pre-vote or a real one: the flag is free here (FetchQuorumRecords reads it as
             // IsFollower).
             pre_vote: f.flag,
+            ..Default::default()
         }),
         1 => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id,

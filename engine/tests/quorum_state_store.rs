@@ -16,6 +16,7 @@ fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
         target_voters: target,
         target_force: false,
         applied_offset: 40 + i64::from(epoch),
+        ..Default::default()
     }
 }
 
@@ -42,6 +43,7 @@ fn written_state_reads_back() {
             target_voters: None,
             target_force: false,
             applied_offset: i64::MAX,
+            ..Default::default()
         },
     ] {
         file.write(&written).unwrap();
@@ -144,6 +146,7 @@ fn hand_written_file_in_the_documented_format_reads() {
             target_voters: None,
             target_force: false,
             applied_offset: 0,
+            ..Default::default()
         })
     );
 }
@@ -224,15 +227,15 @@ fn unknown_data_version_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     // A newer format may change other fields too: the version is what gets reported.
     let newer = GOOD
-        .replace("\"data_version\":0", "\"data_version\":3")
+        .replace("\"data_version\":0", "\"data_version\":4")
         .replace("\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],", "");
     let file = write_raw(dir.path(), &newer);
     match file.read() {
         Err(QuorumStateError::UnknownVersion {
             found, supported, ..
         }) => {
-            assert_eq!(found, "3");
-            assert_eq!(supported, 2);
+            assert_eq!(found, "4");
+            assert_eq!(supported, 3);
         }
         other => panic!("{other:?}"),
     }
@@ -321,6 +324,7 @@ mod properties {
                         target_force: applied_offset % 2 == 0,
                         target_voters,
                         applied_offset,
+                        ..Default::default()
                     }
                 },
             )
@@ -380,7 +384,7 @@ fn a_directory_keeps_its_id_and_an_empty_one_gets_a_new_one() {
         text.contains(&format!("\"directoryId\":\"{id}\"")),
         "{text}"
     );
-    assert!(text.contains("\"data_version\":2"), "{text}");
+    assert!(text.contains("\"data_version\":3"), "{text}");
     let reopened = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     assert_eq!(reopened.directory_id(), id, "kept across a restart");
     assert_eq!(reopened.read().unwrap(), Some(state(1, -1, None)));
@@ -423,4 +427,37 @@ fn an_older_file_gets_an_id_written_back_at_open() {
     let file = write_raw(dir.path(), &bad);
     assert!(file.directory_id().is_zero());
     assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+}
+
+/// Bound voters carry their directory in the file (docs/protocol.md, "Voter identity"), in
+/// both lists; a directory id that is not one is refused as corruption, naming the voter.
+#[test]
+fn bound_voters_keep_their_directories_and_a_bad_one_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+    let d = |n: u8| engine::base::DirectoryId([n; 16]);
+    let bound = ElectionState {
+        voter_directories: [(1, d(1)), (3, d(3))].into(),
+        target_directories: [(4, d(4))].into(),
+        ..state(2, -1, Some(vec![1, 3, 4]))
+    };
+    file.write(&bound).unwrap();
+    let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
+    assert!(
+        text.contains(&format!(
+            "{{\"voterId\":3,\"voterDirectoryId\":\"{}\"}}",
+            d(3)
+        )),
+        "{text}"
+    );
+    assert!(text.contains("{\"voterId\":2}"), "an unbound voter: {text}");
+    assert_eq!(file.read().unwrap(), Some(bound));
+    let bad = text.replace(&d(3).to_string(), "not-a-directory-id");
+    let file = write_raw(dir.path(), &bad);
+    match file.read() {
+        Err(QuorumStateError::Corrupt { reason, .. }) => {
+            assert!(reason.contains("voter 3"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -2,6 +2,7 @@
 //! and specific malformed batches with the error each must produce.
 
 use bytes::{Bytes, BytesMut};
+use engine::base::DirectoryId;
 use engine::record::control::{ControlRecord, ControlRecordType, LeaderChange, QuorumReassignment};
 use engine::record::{
     peek_batch_len, stamp, Batch, BatchHeader, BatchIter, BatchView, RecordBatchBuilder,
@@ -424,10 +425,22 @@ fn leader_change_value_matches_kafka_layout() {
 #[test]
 fn quorum_reassignment_round_trips() {
     for target in [None, Some(vec![1, 2, 4]), Some(vec![])] {
+        // Voter 2 bound in both lists, 4 in the target only: the tagged VoterDirectoryIds.
+        let bound = |ids: &[i32]| -> std::collections::BTreeMap<i32, DirectoryId> {
+            ids.iter()
+                .map(|&id| (id, DirectoryId([id as u8; 16])))
+                .collect()
+        };
         let message = QuorumReassignment {
             cluster_id: "cluster-α".to_string(),
             current_voters: vec![1, 2, 3],
             force: target.is_some(),
+            current_directories: bound(&[2]),
+            target_directories: if target.as_ref().is_some_and(|t| t.contains(&4)) {
+                bound(&[2, 4])
+            } else {
+                Default::default()
+            },
             target_voters: target,
         };
         let view = BatchView::parse(message.to_batch(0, 1, 5).freeze()).unwrap();

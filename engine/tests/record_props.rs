@@ -2,6 +2,7 @@
 //! corruption and truncation are always rejected with an error (never a panic).
 
 use bytes::{Bytes, BytesMut};
+use engine::base::DirectoryId;
 use engine::record::control::{ControlRecord, LeaderChange, ProducerIdBlock, QuorumReassignment};
 use engine::record::varint;
 use engine::record::{
@@ -190,8 +191,26 @@ proptest! {
         target_voters in proptest::option::of(proptest::collection::vec(any::<i32>(), 0..12)),
         base_offset in 0i64..1 << 40,
         epoch in 0i32..i32::MAX,
+        directories in proptest::collection::vec(proptest::option::of(any::<[u8; 16]>()), 0..12),
     ) {
-        let message = QuorumReassignment { cluster_id, current_voters, target_voters, force: base_offset % 2 == 0 };
+        // A directory for some voters of each list (a nil one binds nothing and is not written).
+        let bind = |ids: &[i32]| -> std::collections::BTreeMap<i32, DirectoryId> {
+            ids.iter()
+                .zip(&directories)
+                .filter_map(|(id, d)| Some((*id, DirectoryId((*d)?))))
+                .filter(|(_, d)| !d.is_zero())
+                .collect()
+        };
+        let current_directories = bind(&current_voters);
+        let target_directories = target_voters.as_deref().map(bind).unwrap_or_default();
+        let message = QuorumReassignment {
+            cluster_id,
+            current_voters,
+            target_voters,
+            force: base_offset % 2 == 0,
+            current_directories,
+            target_directories,
+        };
         prop_assert_eq!(QuorumReassignment::decode(&message.encode()), Ok(message.clone()));
         let view = BatchView::parse(message.to_batch(base_offset, epoch, 1).freeze()).unwrap();
         prop_assert_eq!(QuorumReassignment::from_batch(&view), Ok(message.clone()));
@@ -239,7 +258,16 @@ proptest! {
         for len in 0..leader_change.len() {
             prop_assert!(LeaderChange::decode(&leader_change[..len]).is_err());
         }
-        let reassignment = QuorumReassignment { cluster_id: "c".into(), current_voters: voters, target_voters, force: true }.encode();
+        let current_directories = voters.iter().map(|&v| (v, DirectoryId([7; 16]))).collect();
+        let reassignment = QuorumReassignment {
+            cluster_id: "c".into(),
+            current_voters: voters,
+            target_voters,
+            force: true,
+            current_directories,
+            target_directories: Default::default(),
+        }
+        .encode();
         for len in 0..reassignment.len() {
             prop_assert!(QuorumReassignment::decode(&reassignment[..len]).is_err());
         }

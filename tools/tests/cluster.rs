@@ -432,6 +432,7 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
         last_epoch: epoch,
         last_epoch_end_offset: i64::from(i32::MAX),
         pre_vote: true,
+        ..Default::default()
     });
     for target in [follower, leader] {
         match send_raw_request(cluster.addr(target), &pre_vote, TIMEOUT) {

@@ -113,6 +113,7 @@ fn vote_request(cluster_id: &str) -> Request {
         last_epoch: 0,
         last_epoch_end_offset: 0,
         pre_vote: false,
+        ..Default::default()
     })
 }
 

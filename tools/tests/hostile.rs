@@ -230,6 +230,7 @@ fn vote(candidate_id: i32, candidate_epoch: i32, last_epoch: i32, last_offset: i
         last_epoch,
         last_epoch_end_offset: last_offset,
         pre_vote: false,
+        ..Default::default()
     })
 }
 

@@ -124,6 +124,7 @@ fn spoofed_vote(epoch: i32) -> Request {
         last_epoch: epoch,
         last_epoch_end_offset: i64::from(i32::MAX),
         pre_vote: false,
+        ..Default::default()
     })
 }
 

@@ -477,7 +477,10 @@ impl RaftCore {
         // "Driving the change"); an AlterQuorum is answered when its target commits or its time
         // runs out.
         if let Some(l) = self.qs.leader() {
-            if l.requested_target.is_some() || self.qs.voter_config().target.is_some() {
+            if l.requested_target.is_some()
+                || self.qs.voter_config().target.is_some()
+                || self.binding_due()
+            {
                 self.drive_reassignment(out);
             }
             self.answer_alter_waits(out);

@@ -183,7 +183,7 @@ impl RaftCore {
             if leader_id == me {
                 // True of a leader, a resigned one, and a prospective that resigned.
                 if self.qs.leader_id() != Some(me) {
-                    let why = format!("names this node leader of epoch {epoch}, which it is not");
+                    let why = format!("{NAMED_LEADER_UNKNOWINGLY} {epoch}, which it is not (or no longer remembers: its log directory was lost)");
                     self.distrust(from, why, out);
                     return Common::Done;
                 }
@@ -615,6 +615,10 @@ impl RaftCore {
 }
 
 /// A FindQuorum answer that tells nothing: not the cluster id, the voters or the leader.
+/// How a refusal of an answer naming this node leader of an epoch it does not know begins:
+/// a lie, or an honest peer talking to a node that lost its log directory.
+pub const NAMED_LEADER_UNKNOWINGLY: &str = "names this node leader of epoch";
+
 fn respond_find_quorum_error(id: RequestId, error: ErrorCode, out: &mut Vec<Output>) {
     out.push(Output::Respond {
         id,

@@ -80,7 +80,15 @@ impl RaftCore {
             return self.respond_fetch_error(id, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
         }
         // A leader from here on: nothing below changes the role.
-        if req.is_follower && !self.qs.is_voter(req.replica_id) {
+        // The voter of that id only from the directory the set binds it to (docs/protocol.md,
+        // "Voter identity"): the same id from another directory fetches, and is tracked, as an
+        // observer, and never counts toward the high watermark.
+        let as_voter = self.qs.is_voter(req.replica_id)
+            && self
+                .qs
+                .voter_config()
+                .has_voter(req.replica_id, req.replica_directory_id);
+        if req.is_follower && !as_voter {
             return self.respond_fetch_error(id, ErrorCode::NOT_FOLLOWER, out);
         }
         self.supersede_parked_fetch(req.replica_id, out);
@@ -89,7 +97,9 @@ impl RaftCore {
             replica_id: req.replica_id,
         };
         let now = self.now;
-        self.leading().note_contact(req.replica_id, now);
+        if as_voter {
+            self.leading().note_contact(req.replica_id, now);
+        }
         let leo = self.log.end_offset();
         if let Some(d) = self
             .log
@@ -100,15 +110,17 @@ impl RaftCore {
             return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), Some(d), out);
         }
         if req.replica_id >= 0 && req.replica_id != self.qs.local_id() {
-            self.leading().record_fetch(
+            let progress = self.leading().record_fetch(
                 req.replica_id,
+                as_voter,
                 req.fetch_offset,
                 req.durable_offset,
                 leo,
                 now,
             );
-            self.leading()
-                .note_directory(req.replica_id, req.replica_directory_id);
+            if !req.replica_directory_id.is_zero() {
+                progress.directory_id = req.replica_directory_id;
+            }
         }
         let hw_advanced = self.update_leader_hw(out);
         // Past what may be served (rule 9 withholds an undurable voter record) is the end:

@@ -77,6 +77,15 @@ pub(crate) struct PendingAppend {
     pub(crate) acks: Acks,
 }
 
+/// What an AlterQuorum asked for: the target's ids (sorted), its force flag, and the
+/// directories it named for voters of the target (docs/protocol.md, "Voter identity").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RequestedTarget {
+    pub(crate) voters: Vec<NodeId>,
+    pub(crate) force: bool,
+    pub(crate) directories: BTreeMap<NodeId, DirectoryId>,
+}
+
 /// An AlterQuorum waiting for its target to commit (docs/protocol.md, "AlterQuorum").
 #[derive(Clone, Debug)]
 pub(crate) struct AlterWait {
@@ -89,8 +98,8 @@ pub(crate) struct AlterWait {
 #[derive(Debug)]
 pub(crate) struct LeaderState {
     /// A target asked for and not yet written (it waits for the own-epoch commit or for the
-    /// voter record in flight to commit): the target and its force flag.
-    pub(crate) requested_target: Option<(Vec<NodeId>, bool)>,
+    /// voter record in flight to commit).
+    pub(crate) requested_target: Option<RequestedTarget>,
     /// AlterQuorum requests answered once their target record commits.
     pub(crate) alter_waits: Vec<AlterWait>,
     /// LEO when leadership began: the LeaderChange record sits here; the HW must pass it.
@@ -185,20 +194,26 @@ impl LeaderState {
         }
     }
 
-    /// Records a valid fetch. Observers' progress is tracked for DescribeQuorum only.
+    /// Records a valid fetch, as the voter of that id when `as_voter` (it is, from the
+    /// directory the set binds it to), else as an observer: observers' progress is tracked for
+    /// DescribeQuorum and for adding them, never counted. Returns the progress entry.
     pub(crate) fn record_fetch(
         &mut self,
         replica_id: NodeId,
+        as_voter: bool,
         fetch_offset: Offset,
         durable_offset: Offset,
         leader_end: Offset,
         now: TimeMs,
-    ) {
-        let is_voter = self.voters.contains_key(&replica_id);
-        if !is_voter && !self.observers.contains_key(&replica_id) {
+    ) -> &mut ReplicaProgress {
+        debug_assert!(!as_voter || self.voters.contains_key(&replica_id));
+        if !as_voter && !self.observers.contains_key(&replica_id) {
             self.make_room_for_observer(now);
         }
-        let map = if is_voter {
+        if as_voter {
+            self.endorsed.insert(replica_id);
+        }
+        let map = if as_voter {
             &mut self.voters
         } else {
             &mut self.observers
@@ -215,18 +230,7 @@ impl LeaderState {
         if fetch_offset >= leader_end {
             p.last_caught_up_ms = Some(now);
         }
-        if is_voter {
-            self.endorsed.insert(replica_id);
-        }
-    }
-
-    /// The log directory id a tracked replica's fetch named (none: nothing changes).
-    pub(crate) fn note_directory(&mut self, replica_id: NodeId, directory_id: DirectoryId) {
-        let tracked = self.voters.get_mut(&replica_id);
-        let tracked = tracked.or_else(|| self.observers.get_mut(&replica_id));
-        if let (Some(p), false) = (tracked, directory_id.is_zero()) {
-            p.directory_id = directory_id;
-        }
+        p
     }
 
     /// Before a new observer is tracked: forget those silent for [`OBSERVER_EXPIRY_MS`] and, if

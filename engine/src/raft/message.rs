@@ -6,7 +6,7 @@
 use super::error::ErrorCode;
 use super::types::{DirectoryId, Epoch, NodeId, Offset};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct VoteRequest {
     pub cluster_id: String,
     pub candidate_epoch: Epoch,
@@ -19,6 +19,10 @@ pub struct VoteRequest {
     /// candidate in `candidate_epoch` (the sender's epoch + 1)? Nothing is persisted or changed
     /// by either side. False: a real vote (all Vote v0 requests).
     pub pre_vote: bool,
+    /// The candidate's log directory (docs/protocol.md, "Voter identity"); ZERO: not stated.
+    pub candidate_directory_id: DirectoryId,
+    /// The directory the candidate's voter set binds the receiver to; ZERO: not bound there.
+    pub voter_directory_id: DirectoryId,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -389,6 +393,7 @@ mod tests {
                 last_epoch: 2,
                 last_epoch_end_offset: 9,
                 pre_vote: false,
+                ..Default::default()
             }),
             Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
                 cluster_id: "c".into(),

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use super::admission::MAX_PEER_EPOCH;
 use super::epoch_state::{CandidateState, EpochState, ResignedState};
 use super::leader::LeaderState;
+use super::types::DirectoryId;
 use super::types::{ElectionState, Epoch, LogSnapshot, NodeId, Offset, Output, RaftConfig, TimeMs};
 use super::voter_set::{VoterConfig, VoterHistory};
 use super::Role;
@@ -50,6 +51,9 @@ pub enum InitError {
 #[derive(Debug)]
 pub struct QuorumState {
     local_id: NodeId,
+    /// This node's log directory (docs/protocol.md, "Voter identity"): it is the voter of its
+    /// id only if the set binds that id to this directory or to none.
+    local_directory: DirectoryId,
     /// The voter set in force: `history.latest().current` (a copy, read on every hot path).
     voters: Vec<NodeId>,
     /// The voter records of the log above the committed set the quorum-state file caches
@@ -86,6 +90,7 @@ impl QuorumState {
         let Some(stored) = stored else {
             // `quorum.voters` bootstraps an empty log; the log's own records then say the rest.
             let mut qs = QuorumState::unattached(config.node_id, configured, log_epoch);
+            qs.local_directory = config.directory_id;
             qs.replay_log(log, 0)?;
             Self::check_voters_learnable(config, &qs.voters)?;
             return Ok((qs, true));
@@ -115,15 +120,17 @@ impl QuorumState {
             stored_voters.clone()
         };
         let mut qs = QuorumState::unattached(config.node_id, voters, stored.epoch);
+        qs.local_directory = config.directory_id;
         let target = stored.target_voters.clone().map(sorted);
-        qs.history = VoterHistory::new(
-            VoterConfig {
-                current: qs.voters.clone(),
-                target,
-                force: stored.target_force,
-            },
-            stored.applied_offset,
-        );
+        let mut base = VoterConfig {
+            current: qs.voters.clone(),
+            target,
+            force: stored.target_force,
+            directories: stored.voter_directories.clone(),
+            target_directories: stored.target_directories.clone(),
+        };
+        base.prune_directories();
+        qs.history = VoterHistory::new(base, stored.applied_offset);
         qs.replay_log(log, stored.applied_offset)?;
         Self::check_voters_learnable(config, &qs.voters)?;
         if qs.voters.is_empty() && (stored.leader_id >= 0 || stored.voted_id >= 0) {
@@ -214,16 +221,10 @@ impl QuorumState {
     }
 
     fn unattached(local_id: NodeId, voters: Vec<NodeId>, epoch: Epoch) -> Self {
-        let history = VoterHistory::new(
-            VoterConfig {
-                current: voters.clone(),
-                target: None,
-                force: false,
-            },
-            0,
-        );
+        let history = VoterHistory::new(VoterConfig::of(voters.clone()), 0);
         QuorumState {
             local_id,
+            local_directory: DirectoryId::ZERO,
             voters,
             history,
             state: EpochState::Unattached { epoch },
@@ -265,9 +266,31 @@ impl QuorumState {
                 .as_ref()
                 .is_some_and(|t| t.binary_search(&id).is_ok())
     }
-    /// True for every node outside the voter set, including one that does not know it yet.
+    /// The directory the set binds `id` to, as a current voter or else as one of the target
+    /// (None: not bound, or not named).
+    pub fn bound_directory(&self, id: NodeId) -> Option<DirectoryId> {
+        let c = self.history.latest();
+        c.directory_of(id)
+            .or_else(|| c.target_directories.get(&id).copied())
+    }
+    /// Is (`id`, `directory`) the replica the set names under `id`: named, and bound to that
+    /// directory or to none (docs/protocol.md, "Voter identity").
+    pub fn names_replica(&self, id: NodeId, directory: DirectoryId) -> bool {
+        self.named_by_set(id) && self.bound_directory(id).is_none_or(|d| d == directory)
+    }
+    /// Does the set bind this node's id to another log directory? Then this node is a replica
+    /// that came back without its disk (or a stranger under its id): it is no voter.
+    pub fn bound_elsewhere(&self) -> bool {
+        self.bound_directory(self.local_id)
+            .is_some_and(|d| d != self.local_directory)
+    }
+    pub fn local_directory(&self) -> DirectoryId {
+        self.local_directory
+    }
+    /// True for every node outside the voter set, including one that does not know it yet,
+    /// and for a node whose id the set binds to another directory.
     pub fn is_observer(&self) -> bool {
-        !self.is_voter(self.local_id)
+        !self.is_voter(self.local_id) || self.bound_elsewhere()
     }
     /// Votes needed to win, and offsets needed to commit: a majority of the voters.
     pub fn majority(&self) -> usize {
@@ -397,6 +420,8 @@ impl QuorumState {
             target_voters: base.target.clone(),
             target_force: base.force,
             applied_offset: self.history.base_offset(),
+            voter_directories: base.directories.clone(),
+            target_directories: base.target_directories.clone(),
         }
     }
 
@@ -750,14 +775,7 @@ impl QuorumState {
         );
         // Persist first (the same state, with the voters), then make the voters visible. The
         // set is the bootstrap set at offset 0: the log's records, as they arrive, say the rest.
-        self.history = VoterHistory::new(
-            VoterConfig {
-                current: voters.clone(),
-                target: None,
-                force: false,
-            },
-            0,
-        );
+        self.history = VoterHistory::new(VoterConfig::of(voters.clone()), 0);
         self.persist_current(out);
         self.voters = voters;
         Ok(())

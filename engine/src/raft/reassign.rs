@@ -1,10 +1,12 @@
 //! AlterQuorum on the leader and the reassignment it drives (docs/protocol.md, "AlterQuorum
 //! and reassignment").
 
+use std::collections::BTreeMap;
+
 use super::core::RaftCore;
 use super::epoch_state::EpochState;
-use super::leader::AlterWait;
-use super::types::{Batch, NodeId, Offset, Output, PlantedBug, RequestId};
+use super::leader::{AlterWait, RequestedTarget};
+use super::types::{Batch, DirectoryId, NodeId, Offset, Output, PlantedBug, RequestId};
 use super::voter_set::{voter_records, VoterConfig};
 use super::{AlterQuorumRequest, AlterQuorumResponse, AlterQuorumVoterResult, ErrorCode, Response};
 
@@ -147,12 +149,42 @@ impl RaftCore {
                 out,
             );
         }
+        let directories: BTreeMap<NodeId, DirectoryId> = request
+            .target_voters
+            .iter()
+            .filter(|v| !v.directory_id.is_zero())
+            .map(|v| (v.voter_id, v.directory_id))
+            .collect();
+        // A voter is one replica: another directory under a voter's id is a new replica, which
+        // joins only after the old one left (docs/operations.md, "Replacing a voter that lost
+        // its disk").
+        if let Some((&voter, &named)) = directories
+            .iter()
+            .find(|(v, d)| config.directory_of(**v).is_some_and(|bound| bound != **d))
+        {
+            let why = format!(
+                "voter {voter} is bound to log directory {}, not {named}: remove it from the \
+                 voters first, then add it back with its new directory",
+                config.directory_of(voter).expect("found bound")
+            );
+            return self.respond_alter_quorum(
+                id,
+                ErrorCode::INVALID_REQUEST,
+                Some(why),
+                results,
+                out,
+            );
+        }
         if request.validate_only {
             return self.respond_alter_quorum(id, ErrorCode::NONE, None, results, out);
         }
         let deadline = self.now + u64::try_from(request.timeout_ms).unwrap_or(0);
         let l = self.leading();
-        l.requested_target = Some((target.clone(), request.force));
+        l.requested_target = Some(RequestedTarget {
+            voters: target.clone(),
+            force: request.force,
+            directories,
+        });
         l.alter_waits.push(AlterWait {
             id,
             target,
@@ -242,13 +274,16 @@ impl RaftCore {
             return;
         }
         let config = self.qs.voter_config().clone();
-        if let Some((target, force)) = self.leading().requested_target.take() {
-            let next = VoterConfig {
-                target: (target != config.current).then_some(target),
+        if let Some(requested) = self.leading().requested_target.take() {
+            let mut next = VoterConfig {
+                target: (requested.voters != config.current).then_some(requested.voters),
                 current: config.current.clone(),
-                force,
+                force: requested.force,
+                directories: config.directories.clone(),
+                target_directories: requested.directories,
             };
-            if (&next.current, &next.target) != (&config.current, &config.target) {
+            next.prune_directories();
+            if next != config {
                 return self.append_voter_record(next, out);
             }
         }
@@ -259,7 +294,26 @@ impl RaftCore {
             self.config.election_timeout_ms,
             self.config.fetch_timeout_ms,
         );
-        let progress = |id: NodeId| l.voters.get(&id).or_else(|| l.observers.get(&id));
+        // A voter's progress as that voter; a node to add, as the observer it is, from the
+        // directory the target names if it names one.
+        let progress = |id: NodeId| {
+            if config.contains(id) {
+                // A voter whose id now fetches from another directory lost its disk: its last
+                // fetch as the voter says nothing of it any more (docs/protocol.md, "Voter
+                // identity").
+                let stranger = l.observers.get(&id).map(|o| o.last_fetch_ms);
+                return l
+                    .voters
+                    .get(&id)
+                    .filter(|p| stranger.is_none_or(|s| s < p.last_fetch_ms));
+            }
+            l.observers.get(&id).filter(|p| {
+                config
+                    .target_directories
+                    .get(&id)
+                    .is_none_or(|d| p.directory_id == *d)
+            })
+        };
         let caught_up = |id: NodeId| {
             id == me
                 || progress(id).is_some_and(|p| {
@@ -275,7 +329,12 @@ impl RaftCore {
                         .is_some_and(|t| now < t.saturating_add(fetch))
                 })
         };
-        match next_step(&config, me, caught_up, live) {
+        let observed = |id: NodeId| {
+            let seen = progress(id).map(|p| p.directory_id);
+            let own = (id == me).then_some(self.qs.local_directory());
+            own.or(seen).filter(|d| !d.is_zero())
+        };
+        match next_step(&config, me, caught_up, live, observed) {
             Some(Step::Write(next)) => self.append_voter_record(next, out),
             Some(Step::HandOver) if self.successor_holds_whole_log() => {
                 // Rule 6: the leader leaves last; EndQuorumEpoch names the successors by
@@ -284,8 +343,32 @@ impl RaftCore {
                 self.role_deadline = Some(self.election_deadline());
             }
             Some(Step::HandOver) => {}
-            Some(Step::Wait) | None => {}
+            Some(Step::Wait) => {}
+            None => {
+                if let Some(bound) = binding_step(&config, |id| live(id).then(|| observed(id))) {
+                    self.append_voter_record(bound, out);
+                }
+            }
         }
+    }
+
+    /// Some current voter is not bound to a log directory yet, and the leader knows the one it
+    /// fetches with (its own, for itself): a binding record is due (docs/protocol.md, "Voter
+    /// identity"). Allocation-free: asked after every input.
+    pub(crate) fn binding_due(&self) -> bool {
+        let Some(l) = self.qs.leader() else {
+            return false;
+        };
+        let config = self.qs.voter_config();
+        let me = self.qs.local_id();
+        config.current.iter().any(|&id| {
+            config.directory_of(id).is_none()
+                && if id == me {
+                    !self.qs.local_directory().is_zero()
+                } else {
+                    l.voters.get(&id).is_some_and(|p| !p.directory_id.is_zero())
+                }
+        })
     }
 
     /// Rule 6: a voter of the target holds this leader's whole log durably. Handing over
@@ -368,18 +451,21 @@ pub(crate) enum Step {
 /// `caught_up(id)`: has `id` fetched to the leader's end within an election timeout with its
 /// durable offset at the high watermark; `live(id)`: has it fetched within the fetch timeout
 /// (the leader itself is both).
+/// `directory(id)`: the log directory `id` fetches with (the leader's own for itself), which
+/// a voter added is bound to unless the target names one.
 pub(crate) fn next_step(
     config: &VoterConfig,
     leader: NodeId,
     caught_up: impl Fn(NodeId) -> bool,
     live: impl Fn(NodeId) -> bool,
+    directory: impl Fn(NodeId) -> Option<DirectoryId>,
 ) -> Option<Step> {
     let target = config.target.as_ref()?;
     if *target == config.current {
         return Some(Step::Write(VoterConfig {
             current: config.current.clone(),
-            target: None,
-            force: false,
+            directories: config.directories.clone(),
+            ..VoterConfig::default()
         }));
     }
     let adding: Vec<NodeId> = target
@@ -394,6 +480,7 @@ pub(crate) fn next_step(
         .filter(|id| target.binary_search(id).is_err())
         .collect();
     let mut next = config.current.clone();
+    let mut directories = config.directories.clone();
     if !adding.is_empty() && adding.len() >= removing.len() {
         // Rule 3: a new voter only once caught up; until then the reassignment waits.
         let Some(new) = adding.into_iter().find(|id| caught_up(*id)) else {
@@ -401,6 +488,10 @@ pub(crate) fn next_step(
         };
         next.push(new);
         next.sort_unstable();
+        let named = config.target_directories.get(&new).copied();
+        if let Some(d) = named.or_else(|| directory(new)) {
+            directories.insert(new, d);
+        }
     } else {
         // A non-leader first: the leader leaves last, after handing over (rule 6).
         let Some(old) = removing
@@ -426,9 +517,37 @@ pub(crate) fn next_step(
     if ready < next.len() / 2 + 1 && !config.force {
         return Some(Step::Wait);
     }
-    Some(Step::Write(VoterConfig {
+    let mut written = VoterConfig {
         current: next,
         target: Some(target.clone()),
         force: config.force,
-    }))
+        directories,
+        target_directories: config.target_directories.clone(),
+    };
+    written.prune_directories();
+    Some(Step::Write(written))
+}
+
+/// With no reassignment in progress, the record that binds the current voters not bound yet
+/// to the directory each fetches with (`directory(id)`: known and live, or None), so that a
+/// voter that comes back without its disk is told apart (docs/protocol.md, "Voter
+/// identity"). None when there is nothing to bind. The voters do not change.
+pub(crate) fn binding_step(
+    config: &VoterConfig,
+    directory: impl Fn(NodeId) -> Option<Option<DirectoryId>>,
+) -> Option<VoterConfig> {
+    if config.target.is_some() {
+        return None;
+    }
+    let mut next = config.clone();
+    for &id in &config.current {
+        if next.directories.contains_key(&id) {
+            continue;
+        }
+        if let Some(Some(d)) = directory(id) {
+            next.directories.insert(id, d);
+        }
+    }
+    next.prune_directories();
+    (next != *config).then_some(next)
 }

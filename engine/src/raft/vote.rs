@@ -9,7 +9,7 @@ use super::types::{NodeId, Output, PlantedBug, RequestId};
 use super::{ErrorCode, Request, Response, Role, VoteRequest, VoteResponse};
 
 impl RaftCore {
-    fn vote_request(&self, pre_vote: bool) -> Request {
+    fn vote_request(&self, to: NodeId, pre_vote: bool) -> Request {
         let epoch = self.qs.epoch();
         Request::Vote(VoteRequest {
             cluster_id: self.config.cluster_id.clone(),
@@ -19,11 +19,13 @@ impl RaftCore {
             last_epoch: self.log.last_epoch(),
             last_epoch_end_offset: self.log.end_offset(),
             pre_vote,
+            candidate_directory_id: self.qs.local_directory(),
+            voter_directory_id: self.qs.bound_directory(to).unwrap_or_default(),
         })
     }
 
     pub(crate) fn send_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
-        let request = self.vote_request(false);
+        let request = self.vote_request(to, false);
         let epoch = self.qs.epoch();
         self.outbound
             .send(out, self.now, to, epoch, RequestKind::Vote, request);
@@ -31,7 +33,7 @@ impl RaftCore {
 
     pub(crate) fn send_pre_vote(&mut self, to: NodeId, out: &mut Vec<Output>) {
         debug_assert_eq!(self.qs.role(), Role::Prospective);
-        let request = self.vote_request(true);
+        let request = self.vote_request(to, true);
         let epoch = self.qs.epoch();
         self.outbound
             .send(out, self.now, to, epoch, RequestKind::PreVote, request);
@@ -80,6 +82,19 @@ impl RaftCore {
         }
     }
 
+    /// A Vote between replicas that are not the voters the sets name (docs/protocol.md, "Voter
+    /// identity"), refused with INVALID_VOTER_KEY: this node's id bound to another directory
+    /// (it came back without its disk), a request for a directory that is not this node's, or
+    /// a candidate whose id is bound to another directory than the one it states.
+    fn wrong_voter_key(&self, req: &VoteRequest) -> bool {
+        let asked = req.voter_directory_id;
+        self.qs.bound_elsewhere()
+            || (!asked.is_zero() && asked != self.qs.local_directory())
+            || !self
+                .qs
+                .names_replica(req.candidate_id, req.candidate_directory_id)
+    }
+
     pub(crate) fn handle_vote(&mut self, id: RequestId, req: VoteRequest, out: &mut Vec<Output>) {
         if req.cluster_id != self.config.cluster_id {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_CLUSTER_ID, false, out);
@@ -96,6 +111,9 @@ impl RaftCore {
         // leader it can follow will reach.
         if !self.qs.named_by_set(self.qs.local_id()) || !self.qs.named_by_set(req.candidate_id) {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
+        }
+        if self.wrong_voter_key(&req) {
+            return self.respond_vote(id, ErrorCode::INVALID_VOTER_KEY, false, out);
         }
         if req.candidate_id == self.qs.local_id() {
             return self.respond_vote(id, ErrorCode::INVALID_REQUEST, false, out);

@@ -96,6 +96,7 @@ mod tests {
             current: ids.to_vec(),
             target: None,
             force: false,
+            ..Default::default()
         }
     }
 

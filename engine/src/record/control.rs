@@ -6,12 +6,15 @@
 //! int16 type`; its value is a flexible-version message (compact arrays and strings, tagged
 //! fields), as Kafka writes `LeaderChangeMessage`.
 
+use std::collections::BTreeMap;
+
 use bytes::{BufMut, BytesMut};
 
 use super::builder::RecordBatchBuilder;
 use super::error::RecordError;
 use super::varint::{self, put_uvarint};
 use super::view::BatchView;
+use crate::base::DirectoryId;
 
 /// The type in a control record's key. Unknown types are kept, not rejected: a reader that does
 /// not understand one skips it.
@@ -85,9 +88,11 @@ pub struct LeaderChange {
 /// reassignment in progress (None when none is).
 ///
 /// Value layout (flexible): ClusterId COMPACT_STRING · CurrentVoters COMPACT_ARRAY of
-/// {VoterId int32, tagged fields} · TargetVoters the same, nullable (0 = null) · tagged fields,
-/// tag 0 = Force (bool, written only when true).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// {VoterId int32, tagged fields: tag 0 = VoterDirectoryId (16 bytes, written only when the
+/// voter's directory is bound)} · TargetVoters the same, nullable (0 = null) · tagged fields,
+/// tag 0 = Force (bool, written only when true). The directory ids are tagged fields so that a
+/// reader that predates them still reads the voters (docs/protocol.md, "Voter identity").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct QuorumReassignment {
     pub cluster_id: String,
     pub current_voters: Vec<i32>,
@@ -95,6 +100,11 @@ pub struct QuorumReassignment {
     /// The reassignment was asked for with `force` (no strict reconfiguration check): in the
     /// record so that a new leader resuming the reassignment keeps to what was asked.
     pub force: bool,
+    /// The directory each current voter is bound to, for those bound; ids not among
+    /// `current_voters` are not written.
+    pub current_directories: BTreeMap<i32, DirectoryId>,
+    /// The same for `target_voters`.
+    pub target_directories: BTreeMap<i32, DirectoryId>,
 }
 
 /// ringraft's producer-id reservation (type 101): ids `first_id .. first_id + count` belong to
@@ -185,10 +195,10 @@ impl QuorumReassignment {
         let mut out = BytesMut::with_capacity(8 + self.cluster_id.len() + 10 * voters);
         put_uvarint(&mut out, compact_len(self.cluster_id.len()));
         out.put_slice(self.cluster_id.as_bytes());
-        put_voters(&mut out, &self.current_voters, false);
+        put_bound_voters(&mut out, &self.current_voters, &self.current_directories);
         match &self.target_voters {
             None => put_uvarint(&mut out, 0),
-            Some(target) => put_voters(&mut out, target, false),
+            Some(target) => put_bound_voters(&mut out, target, &self.target_directories),
         }
         if self.force {
             put_uvarint(&mut out, 1); // one tagged field: 0 = Force, 1 byte, true
@@ -204,10 +214,13 @@ impl QuorumReassignment {
     pub fn decode(value: &[u8]) -> Result<Self, RecordError> {
         let mut reader = ValueReader::new(value, ControlRecordType::QUORUM_REASSIGNMENT);
         let cluster_id = reader.compact_string()?;
-        let current_voters = reader
-            .voters(false)?
+        let (current_voters, current_directories) = reader
+            .bound_voters()?
             .ok_or_else(|| reader.error("CurrentVoters is null"))?;
-        let target_voters = reader.voters(false)?;
+        let (target_voters, target_directories) = match reader.bound_voters()? {
+            Some((voters, directories)) => (Some(voters), directories),
+            None => (None, BTreeMap::new()),
+        };
         let mut force = false;
         reader.tagged_fields(|tag, value| {
             if tag == 0 {
@@ -225,6 +238,8 @@ impl QuorumReassignment {
             current_voters,
             target_voters,
             force,
+            current_directories,
+            target_directories,
         })
     }
 
@@ -402,6 +417,23 @@ fn put_voters(out: &mut BytesMut, voters: &[i32], directory_ids: bool) {
     }
 }
 
+/// Voters with each one's VoterDirectoryId, when `directories` has it, as its tagged field 0.
+fn put_bound_voters(out: &mut BytesMut, voters: &[i32], directories: &BTreeMap<i32, DirectoryId>) {
+    put_uvarint(out, compact_len(voters.len()));
+    for &voter in voters {
+        out.put_i32(voter);
+        match directories.get(&voter).filter(|d| !d.is_zero()) {
+            Some(directory) => {
+                put_uvarint(out, 1); // one tagged field: 0 = VoterDirectoryId, 16 bytes
+                put_uvarint(out, 0);
+                put_uvarint(out, DIRECTORY_ID_LEN as u32);
+                out.put_slice(&directory.0);
+            }
+            None => put_uvarint(out, 0),
+        }
+    }
+}
+
 const DIRECTORY_ID_LEN: usize = 16;
 
 /// Reads a flexible message, naming the byte of the value where decoding failed.
@@ -496,6 +528,40 @@ impl<'a> ValueReader<'a> {
             self.skip_tagged_fields()?;
         }
         Ok(Some(voters))
+    }
+
+    /// Voters written by [`put_bound_voters`]: the ids, and the directory of each voter that
+    /// has one (a nil directory id binds nothing).
+    #[allow(clippy::type_complexity)]
+    fn bound_voters(
+        &mut self,
+    ) -> Result<Option<(Vec<i32>, BTreeMap<i32, DirectoryId>)>, RecordError> {
+        let Some(count) = self.compact_len()? else {
+            return Ok(None);
+        };
+        if count > (self.buf.len() - self.position) / 5 {
+            return Err(self.error("voter count exceeds the value"));
+        }
+        let mut voters = Vec::with_capacity(count);
+        let mut directories = BTreeMap::new();
+        for _ in 0..count {
+            let voter = self.i32()?;
+            voters.push(voter);
+            let mut directory = None;
+            self.tagged_fields(|tag, value| {
+                if tag == 0 {
+                    let bytes: [u8; DIRECTORY_ID_LEN] = value
+                        .try_into()
+                        .map_err(|_| "VoterDirectoryId is not 16 bytes")?;
+                    directory = Some(DirectoryId(bytes));
+                }
+                Ok(())
+            })?;
+            if let Some(d) = directory.filter(|d| !d.is_zero()) {
+                directories.insert(voter, d);
+            }
+        }
+        Ok(Some((voters, directories)))
     }
 
     /// Skips a tagged-fields section; tags must be strictly increasing.

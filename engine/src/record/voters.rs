@@ -2,12 +2,14 @@
 //! set lives in the log"): what a replica applies when it appends one, and what a driver reads
 //! from the log at start ([`crate::log::Log::voter_records_from`]).
 
+use std::collections::BTreeMap;
+
 use super::control::{ControlRecordType, QuorumReassignment};
 use super::{Batch, BatchView};
-use crate::base::{NodeId, Offset};
+use crate::base::{DirectoryId, NodeId, Offset};
 
 /// A voter set with the reassignment in progress, as one voter record states it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct VoterConfig {
     /// Sorted, no duplicates, never empty once known.
     pub current: Vec<NodeId>,
@@ -15,11 +17,50 @@ pub struct VoterConfig {
     pub target: Option<Vec<NodeId>>,
     /// The reassignment skips the strict reconfiguration check.
     pub force: bool,
+    /// The log directory each bound current voter is (docs/protocol.md, "Voter identity"): a
+    /// node of that id with another directory is not that voter. Only ids of `current`; none
+    /// is nil.
+    pub directories: BTreeMap<NodeId, DirectoryId>,
+    /// The directory a voter of the target must come with, for those the request or the
+    /// leader named. Only ids of `target`.
+    pub target_directories: BTreeMap<NodeId, DirectoryId>,
 }
 
 impl VoterConfig {
+    /// A set of `current` with nothing bound and no reassignment in progress.
+    pub fn of(current: Vec<NodeId>) -> Self {
+        VoterConfig {
+            current,
+            ..Default::default()
+        }
+    }
+
     pub fn contains(&self, id: NodeId) -> bool {
         self.current.binary_search(&id).is_ok()
+    }
+
+    /// The directory voter `id` is bound to, if it is a bound current voter.
+    pub fn directory_of(&self, id: NodeId) -> Option<DirectoryId> {
+        self.directories.get(&id).copied()
+    }
+
+    /// Is (`id`, `directory`) a current voter: the id is one, and its binding (if any) names
+    /// this directory? A nil `directory` (not stated) matches only an unbound voter.
+    pub fn has_voter(&self, id: NodeId, directory: DirectoryId) -> bool {
+        self.contains(id) && self.directory_of(id).is_none_or(|d| d == directory)
+    }
+
+    /// Keeps the maps to the ids they may hold (after `current` or `target` changed).
+    pub fn prune_directories(&mut self) {
+        let current = &self.current;
+        self.directories
+            .retain(|id, d| current.binary_search(id).is_ok() && !d.is_zero());
+        match &self.target {
+            Some(t) => self
+                .target_directories
+                .retain(|id, d| t.binary_search(id).is_ok() && !d.is_zero()),
+            None => self.target_directories.clear(),
+        }
     }
 }
 
@@ -54,6 +95,8 @@ impl VoterConfig {
             current: set(&r.current_voters)?,
             target: r.target_voters.as_deref().map(set).transpose()?,
             force: r.force,
+            directories: r.current_directories.clone(),
+            target_directories: r.target_directories.clone(),
         })
     }
 
@@ -64,6 +107,8 @@ impl VoterConfig {
             current_voters: self.current.clone(),
             target_voters: self.target.clone(),
             force: self.force,
+            current_directories: self.directories.clone(),
+            target_directories: self.target_directories.clone(),
         }
     }
 }

@@ -606,6 +606,7 @@ mod tests {
             target_voters: None,
             target_force: false,
             applied_offset: 0,
+            ..Default::default()
         }
     }
 

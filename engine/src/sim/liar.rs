@@ -138,6 +138,9 @@ pub fn request(d: &mut impl Draw, v: &TargetView) -> Request {
             last_epoch: log_epoch(d, v),
             last_epoch_end_offset: offset(d, v),
             pre_vote: v.pre_vote && d.pick(2) == 1,
+            // A liar does not know the directories: as a node older than them would send.
+            candidate_directory_id: Default::default(),
+            voter_directory_id: Default::default(),
         }),
         1 => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: cluster_id(d, v),

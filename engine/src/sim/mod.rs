@@ -202,6 +202,8 @@ pub struct Summary {
     pub alter_accepted: u64,
     pub reassignments_completed: u64,
     pub voter_changes: u64,
+    /// Voters whose disk the faults took (`delete_state`).
+    pub voter_disks_lost: u64,
     pub trace_hash: u64,
 }
 

@@ -43,6 +43,10 @@ const TAG_PRODUCER_IDS_WANTED: u32 = 3;
 /// Tagged field of FetchQuorumRecords requests: the fetcher's log directory id (docs/protocol.md,
 /// "Directory ids"); omitted when unknown.
 const TAG_FETCH_DIRECTORY_ID: u32 = 4;
+/// Tagged fields of Vote requests (docs/protocol.md, "Voter identity"): the candidate's log
+/// directory, and the directory its voter set binds the receiver to; each omitted when unknown.
+const TAG_CANDIDATE_DIRECTORY_ID: u32 = 0;
+const TAG_VOTER_DIRECTORY_ID: u32 = 1;
 /// Tagged field of FetchQuorumRecords responses: the leader's broker list.
 const TAG_BROKER_LIST: u32 = 0;
 
@@ -127,6 +131,14 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             if request_version(request) >= api::VOTE_PRE_VOTE_VERSION {
                 w.bool(r.pre_vote);
             }
+            let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
+            if !r.candidate_directory_id.is_zero() {
+                tags.push((TAG_CANDIDATE_DIRECTORY_ID, &r.candidate_directory_id.0));
+            }
+            if !r.voter_directory_id.is_zero() {
+                tags.push((TAG_VOTER_DIRECTORY_ID, &r.voter_directory_id.0));
+            }
+            return w.tagged_fields(&tags);
         }
         Request::BeginQuorumEpoch(r) => {
             w.compact_string(&r.cluster_id);
@@ -338,15 +350,32 @@ pub fn decode_request_with(
     r: &mut WireReader,
 ) -> Result<(Request, FetchRequestExtras), DecodeError> {
     let request = match api_key {
-        api::VOTE => Request::Vote(VoteRequest {
-            cluster_id: r.compact_string("cluster id")?,
-            candidate_epoch: r.i32("candidate epoch")?,
-            candidate_id: r.i32("candidate id")?,
-            last_epoch: r.i32("last epoch")?,
-            last_epoch_end_offset: r.i64("last epoch end offset")?,
-            // v0 has no such field: every v0 Vote is a real one.
-            pre_vote: version >= api::VOTE_PRE_VOTE_VERSION && r.bool("pre vote")?,
-        }),
+        api::VOTE => {
+            let mut vote = VoteRequest {
+                cluster_id: r.compact_string("cluster id")?,
+                candidate_epoch: r.i32("candidate epoch")?,
+                candidate_id: r.i32("candidate id")?,
+                last_epoch: r.i32("last epoch")?,
+                last_epoch_end_offset: r.i64("last epoch end offset")?,
+                // v0 has no such field: every v0 Vote is a real one.
+                pre_vote: version >= api::VOTE_PRE_VOTE_VERSION && r.bool("pre vote")?,
+                candidate_directory_id: DirectoryId::ZERO,
+                voter_directory_id: DirectoryId::ZERO,
+            };
+            r.tagged_fields(|tag, payload| {
+                let field = match tag {
+                    TAG_CANDIDATE_DIRECTORY_ID => &mut vote.candidate_directory_id,
+                    TAG_VOTER_DIRECTORY_ID => &mut vote.voter_directory_id,
+                    _ => return Ok(false),
+                };
+                let mut inner = WireReader::new(payload);
+                *field = DirectoryId(inner.uuid("vote directory id")?);
+                inner.finish()?;
+                Ok(true)
+            })?;
+            r.finish()?;
+            return Ok((Request::Vote(vote), FetchRequestExtras::default()));
+        }
         api::BEGIN_QUORUM_EPOCH => Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
             cluster_id: r.compact_string("cluster id")?,
             leader_id: r.i32("leader id")?,
@@ -827,7 +856,18 @@ mod tests {
 
     #[test]
     fn every_request_round_trips() {
-        for pre_vote in [false, true] {
+        // Each directory id alone, both, neither: the tagged fields of "Voter identity".
+        let directories = [
+            (DirectoryId::ZERO, DirectoryId::ZERO),
+            (DirectoryId([3; 16]), DirectoryId::ZERO),
+            (DirectoryId::ZERO, DirectoryId([4; 16])),
+            (DirectoryId([3; 16]), DirectoryId([0xff; 16])),
+        ];
+        for (pre_vote, (candidate, voter)) in [false, true].into_iter().zip(directories).chain(
+            [true, false]
+                .into_iter()
+                .zip(directories.into_iter().skip(2)),
+        ) {
             request_round_trip(Request::Vote(VoteRequest {
                 cluster_id: "c".into(),
                 candidate_epoch: 5,
@@ -835,6 +875,8 @@ mod tests {
                 last_epoch: 4,
                 last_epoch_end_offset: 100,
                 pre_vote,
+                candidate_directory_id: candidate,
+                voter_directory_id: voter,
             }));
         }
         request_round_trip(Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
@@ -1200,6 +1242,7 @@ mod tests {
             last_epoch: 4,
             last_epoch_end_offset: 100,
             pre_vote,
+            ..Default::default()
         })
     }
 

@@ -88,6 +88,7 @@ struct Totals {
     alter_requests: u64,
     reassignments: u64,
     voter_changes: u64,
+    voter_disks_lost: u64,
 }
 
 fn main() -> ExitCode {
@@ -150,6 +151,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.alter_requests += s.alter_requests;
                 totals.reassignments += s.reassignments_completed;
                 totals.voter_changes += s.voter_changes;
+                totals.voter_disks_lost += s.voter_disks_lost;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
@@ -215,7 +217,8 @@ fn run_disruption_seeds(cli: &Cli) -> std::io::Result<ExitCode> {
 fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
         "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {} AlterQuorum \
-         requests, {} reassignments completed, {} voter changes committed, {violations} violations",
+         requests, {} reassignments completed, {} voter changes committed, {} voter disks lost, \
+         {violations} violations",
         t.seeds,
         t.events,
         t.elections,
@@ -223,6 +226,7 @@ fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
         t.lies,
         t.alter_requests,
         t.reassignments,
-        t.voter_changes
+        t.voter_changes,
+        t.voter_disks_lost,
     )
 }

@@ -128,6 +128,7 @@ fn vote_with_cluster_id_mismatch_is_rejected() {
         last_epoch: 0,
         last_epoch_end_offset: 0,
         pre_vote: false,
+        ..Default::default()
     });
     let (_, out) = h.request(2, req);
     assert_eq!(

@@ -372,14 +372,14 @@ fn a_plain_fetch_answer_names_no_divergence_and_carries_no_dirty_offset_or_caugh
 #[test]
 fn last_caught_up_is_the_last_fetch_at_the_leaders_end() {
     let mut l = LeaderState::new(2, 0, 1, &[1, 2, 3], 0);
-    l.record_fetch(2, 3, 3, 5, 10);
+    l.record_fetch(2, true, 3, 3, 5, 10);
     assert_eq!(l.voters[&2].last_caught_up_ms, None, "3 of 5: behind");
-    l.record_fetch(2, 5, 5, 5, 20);
+    l.record_fetch(2, true, 5, 5, 5, 20);
     assert_eq!(l.voters[&2].last_caught_up_ms, Some(20), "at the end");
-    l.record_fetch(2, 5, 5, 8, 30);
+    l.record_fetch(2, true, 5, 5, 8, 30);
     assert_eq!(l.voters[&2].last_caught_up_ms, Some(20), "behind again");
     assert_eq!(l.voters[&2].last_fetch_ms, Some(30));
-    l.record_fetch(9, 8, -1, 8, 40);
+    l.record_fetch(9, false, 8, -1, 8, 40);
     assert_eq!(l.observers[&9].last_caught_up_ms, Some(40));
 }
 

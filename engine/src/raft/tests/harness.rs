@@ -27,6 +27,7 @@ pub(crate) fn stored(
         target_voters: None,
         target_force: false,
         applied_offset: 0,
+        ..Default::default()
     }
 }
 
@@ -208,6 +209,7 @@ impl Harness {
             last_epoch,
             last_epoch_end_offset: leo,
             pre_vote: false,
+            ..Default::default()
         })
     }
 

@@ -19,3 +19,4 @@ mod quorum_epoch;
 mod reassign;
 mod storage;
 mod transitions;
+mod voter_identity;

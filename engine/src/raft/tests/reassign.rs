@@ -56,6 +56,7 @@ fn voter_batch(base: Offset, epoch: Epoch, current: &[NodeId], target: Option<&[
         current_voters: current.to_vec(),
         target_voters: target.map(<[NodeId]>::to_vec),
         force: false,
+        ..Default::default()
     };
     crate::record::BatchView::parse(record.to_batch(base, epoch, 0).freeze())
         .unwrap()
@@ -182,6 +183,7 @@ fn only_the_core_writes_voter_records() {
         current_voters: vec![7],
         target_voters: None,
         force: false,
+        ..Default::default()
     };
     let out = h.step(Input::AppendControl {
         batch: record.to_batch(0, 0, 0),
@@ -302,6 +304,7 @@ mod steps {
             current: current.to_vec(),
             target: Some(target.to_vec()),
             force,
+            ..Default::default()
         }
     }
 
@@ -311,6 +314,7 @@ mod steps {
             leader,
             |id| ready.contains(&id),
             |id| ready.contains(&id),
+            |_| None,
         )
         .unwrap()
     }
@@ -357,15 +361,17 @@ mod steps {
             Step::Write(VoterConfig {
                 current: vec![1, 2],
                 target: None,
-                force: false
+                force: false,
+                ..Default::default()
             })
         );
         let idle = VoterConfig {
             current: vec![1],
             target: None,
             force: false,
+            ..Default::default()
         };
-        assert_eq!(next_step(&idle, 1, |_| true, |_| true), None);
+        assert_eq!(next_step(&idle, 1, |_| true, |_| true, |_| None), None);
     }
 }
 

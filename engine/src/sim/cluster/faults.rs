@@ -1,6 +1,7 @@
 //! The fault schedule: phases, chaos, and the calm that ends them.
 
 use crate::raft::{NodeId, TimeMs};
+use crate::record::voters::voter_records;
 use crate::sim::invariants::Checked;
 use crate::sim::trace::TraceEntry;
 
@@ -134,14 +135,88 @@ impl Simulation {
         Ok(())
     }
 
-    /// Random disk loss only hits observers. A voter that loses its disk can vote a second time in
-    /// an epoch (docs/protocol.md section 15, item 4) and drop the only durable copy the leader
-    /// counted (KAFKA-12181): this simulator found both (SingleLeader and LeaderCompleteness
-    /// breaks) even when every other voter held the victim's whole log. Voter disk loss stays in
-    /// the scripted scenario, under a stable leader.
-    /// With reassignment, only a node no target ever named (a node that was a voter must not
-    /// vote twice).
+    /// Random disk loss hits an observer no target ever named (one that a target named may be
+    /// a voter by the time its disk goes), or a voter whom every replica's log binds to its
+    /// directory (docs/protocol.md, "Voter identity"): the replica that comes back is a
+    /// stranger under its id and must neither vote nor count until a reassignment makes it a
+    /// voter again. Before that binding, a voter that loses its disk can vote a second time in
+    /// an epoch and drop the only durable copy the leader counted (KAFKA-12181): this
+    /// simulator found both (SingleLeader and LeaderCompleteness breaks). One such stranger at
+    /// a time: a second would leave no majority to elect anyone.
     pub(super) fn may_lose_state(&self, i: usize) -> bool {
-        self.nodes[i].observer && !self.reassign.ever_targeted.contains(&self.nodes[i].id)
+        let node = &self.nodes[i];
+        if node.observer && !self.reassign.ever_targeted.contains(&node.id) {
+            return true;
+        }
+        // The logs that matter: those of every node its own log names (only those vote),
+        // durably (a crash may take what is only written, binding and all).
+        let configs: Vec<_> = (0..self.nodes.len())
+            .map(|j| self.durable_voter_config(j))
+            .enumerate()
+            .filter(|(j, c)| {
+                let id = self.nodes[*j].id;
+                c.contains(id) || c.target.as_ref().is_some_and(|t| t.contains(&id))
+            })
+            .map(|(_, c)| c)
+            .collect();
+        // At least three voters: the others remain a majority, which can take it out.
+        let bound_here = |c: &crate::raft::voter_set::VoterConfig| {
+            c.target.is_none()
+                && c.current.len() >= 3
+                && c.directory_of(node.id) == Some(node.directory)
+        };
+        let no_stranger = |c: &crate::raft::voter_set::VoterConfig| {
+            c.directories
+                .iter()
+                .all(|(id, d)| self.nodes[*id as usize].directory == *d)
+        };
+        // Nor while an AlterQuorum is on its way: a step taken before the leader notices the
+        // loss (its fetch timeout) could leave the stranger half the set.
+        let quiet = self.reassign.in_flight.is_none()
+            && self.nodes.iter().all(|n| {
+                n.core
+                    .as_ref()
+                    .and_then(|c| c.qs.leader())
+                    .is_none_or(|l| l.requested_target.is_none())
+            });
+        quiet
+            && configs.iter().all(|c| bound_here(c) && no_stranger(c))
+            && self.binding_committed_everywhere(i)
+    }
+
+    /// The newest committed voter record binds node `i` to its directory, and every node that
+    /// may vote (the record's voters, and each node its own durable log names) holds that very
+    /// record durably: no leader can be elected without it, and no truncation can take it.
+    /// (A binding only some logs hold is not enough: one in a suffix that a later leader
+    /// overwrites left a lagging candidate, unbound, that the lost voter voted for.)
+    fn binding_committed_everywhere(&self, i: usize) -> bool {
+        let Some((leader, _)) = self.current_leader() else {
+            return false;
+        };
+        let committed = self.checker.committed_end();
+        let log = &self.nodes[leader as usize].disk.durable;
+        let found = log
+            .iter()
+            .rev()
+            .filter(|b| b.is_control && b.end_offset() <= committed)
+            .find_map(|b| {
+                let records = voter_records(std::slice::from_ref(b)).ok()?;
+                Some((b, records.into_iter().last()?.config))
+            });
+        let Some((record, config)) = found else {
+            return false;
+        };
+        let node = &self.nodes[i];
+        if config.directory_of(node.id) != Some(node.directory) {
+            return false;
+        }
+        self.nodes.iter().enumerate().all(|(j, n)| {
+            let may_vote = config.contains(n.id) || self.durable_voter_config(j).contains(n.id);
+            !may_vote
+                || n.disk
+                    .durable
+                    .iter()
+                    .any(|b| b.base_offset == record.base_offset && b.epoch == record.epoch)
+        })
     }
 }

@@ -48,6 +48,8 @@ pub struct Simulation {
     next_request_id: RequestId,
     events: u64,
     elections: u64,
+    /// Voters whose disk was lost (docs/protocol.md, "Voter identity").
+    voter_disks_lost: u64,
     trace: Trace,
     out: Vec<Output>,
     /// Probability that a step is cut short by a crash between two of its outputs.
@@ -109,6 +111,7 @@ impl Simulation {
             next_request_id: 1,
             events: 0,
             elections: 0,
+            voter_disks_lost: 0,
             trace: Trace::new(cfg.trace_len),
             out: Vec::new(),
             mid_step_crash: 0.0,
@@ -142,6 +145,8 @@ impl Simulation {
                 persists: 0,
                 ticked_at: 0,
                 step_voters: Vec::new(),
+                directory: nodes::sim_directory(sim.cfg.seed, i as NodeId, 0),
+                lost_durable: Vec::new(),
             });
         }
         if sim.cfg.bootstrap_observers {
@@ -554,6 +559,7 @@ impl Simulation {
             alter_accepted: self.reassign.accepted,
             reassignments_completed: self.reassign.completed,
             voter_changes: self.committed_voter_changes(),
+            voter_disks_lost: self.voter_disks_lost,
             trace_hash: self.trace.hash(),
         }
     }

@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::base::DirectoryId;
 use crate::raft::{
-    Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role, TimeMs,
+    Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
+    TimeMs,
 };
 use crate::sim::disk::SimDisk;
 use crate::sim::invariants::{breach, Checked, Invariant};
@@ -55,6 +57,18 @@ pub(super) struct SimNode {
     /// With `SimConfig::reassign`: the core's voter set before the step being carried out (a
     /// high watermark of the step may be counted in it or in the set the step appended).
     pub(super) step_voters: Vec<NodeId>,
+    /// The log directory's id: a new one each time the disk is lost (docs/protocol.md, "Voter
+    /// identity"). Derived, not drawn, so that it leaves the seeds' random streams alone.
+    pub(super) directory: DirectoryId,
+    /// What the disk held durably when it was last lost: a leader that counted it toward its
+    /// high watermark just before counted right (see `observe_hw`).
+    pub(super) lost_durable: Vec<Batch>,
+}
+
+/// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
+/// (id, generation), never nil.
+pub(super) fn sim_directory(seed: u64, id: NodeId, generation: u64) -> DirectoryId {
+    DirectoryId::from_halves(seed ^ (id as u64).rotate_left(32), generation + 1)
 }
 
 impl SimNode {
@@ -78,6 +92,7 @@ impl Simulation {
         };
         config.pre_vote = self.cfg.pre_vote;
         config.planted = self.cfg.plant;
+        config.directory_id = node.directory;
         let snapshot = node.disk.snapshot();
         let core = match RaftCore::new(config, node.persisted.clone(), snapshot, self.now) {
             Ok(core) => core,
@@ -128,11 +143,17 @@ impl Simulation {
     /// Kill, then lose the quorum-state file and the log (Kafka's killAndDeletePersistentState;
     /// docs/simulation.md, "Invariants"). Turns off the rules that data loss can break.
     pub fn kill_and_delete_state(&mut self, i: usize) {
+        if self.log_voter_config(i).contains(self.nodes[i].id) {
+            self.voter_disks_lost += 1;
+        }
         self.kill(i);
         let node = &mut self.nodes[i];
         node.persisted = None;
+        node.lost_durable = std::mem::take(&mut node.disk.durable);
         node.disk = SimDisk::default();
         node.lost_state = true;
+        let generation = node.directory.0[15] as u64;
+        node.directory = sim_directory(self.cfg.seed, node.id, generation);
         let id = node.id;
         if !node.observer {
             self.checker.forget_votes_of(id);

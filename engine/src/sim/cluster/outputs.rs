@@ -1,5 +1,6 @@
 //! Carrying out a core's outputs: sends, disk operations, role changes, and the checks that ride on them.
 
+use crate::raft::NAMED_LEADER_UNKNOWINGLY;
 use crate::raft::{
     bootstrap_server_index, Batch, Epoch, LogOp, LogOpKind, Offset, Output, Request, Response, Role,
 };
@@ -214,6 +215,13 @@ impl Simulation {
                 self.liar.refused += 1;
                 Ok(())
             }
+            // A node that lost its disk forgot the epochs it led: an honest peer naming it the
+            // leader of one is right, and ignoring the claim is the safe answer.
+            Output::Refused {
+                request: None,
+                reason,
+                ..
+            } if self.nodes[i].lost_state && reason.contains(NAMED_LEADER_UNKNOWINGLY) => Ok(()),
             Output::Refused { peer, reason, .. } => breach(
                 Invariant::FatalOutput,
                 format!("node {id} refused a message of {peer:?}: {reason}"),
@@ -299,9 +307,26 @@ impl Simulation {
             ));
             let node = &self.nodes[i];
             let voters = self.hw_voters(i, hw);
+            // A voter the leader's set binds to a directory its node lost holds what it held
+            // then: the leader counted that (a stranger's fetches count for nothing since).
+            let bound = node
+                .core
+                .as_ref()
+                .map(|c| c.qs.voter_config().directories.clone());
             let voter_logs: Vec<&[Batch]> = voters
                 .iter()
-                .map(|&v| self.nodes[v as usize].disk.durable.as_slice())
+                .map(|&v| {
+                    let n = &self.nodes[v as usize];
+                    let lost = bound
+                        .as_ref()
+                        .and_then(|b| b.get(&v))
+                        .is_some_and(|d| *d != n.directory);
+                    if lost {
+                        n.lost_durable.as_slice()
+                    } else {
+                        n.disk.durable.as_slice()
+                    }
+                })
                 .collect();
             self.checker
                 .on_leader_hw(id, epoch, hw, &node.disk.written, &voter_logs)?;

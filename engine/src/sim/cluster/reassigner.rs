@@ -46,6 +46,10 @@ pub(super) struct Reassigner {
     pub(super) counted: bool,
     /// Every node some target named (they may have voted: they never lose their disk).
     pub(super) ever_targeted: std::collections::BTreeSet<NodeId>,
+    /// The target (and force flag) set aside while a voter that lost its disk is taken out of
+    /// the set, to be sent again once it is (docs/operations.md, "Replacing a voter that lost
+    /// its disk").
+    pub(super) resume: Option<(Vec<NodeId>, bool)>,
 }
 
 /// The request timeout the reassigner asks for: the leader answers REQUEST_TIMED_OUT after it.
@@ -76,6 +80,27 @@ impl Simulation {
             self.reassign_pick_other_node();
         }
         if final_calm {
+            // The operator's tool finds the leader.
+            if let Some((leader, _)) = self.current_leader() {
+                self.reassign.believed_leader = leader as usize;
+            }
+        }
+        // A voter that lost its disk is taken out first, at once, as the runbook says
+        // (docs/operations.md, "Replacing a voter that lost its disk"); then the target set
+        // aside is sent again.
+        if let Some(without) = self.repair_target() {
+            if self.reassign.resume.is_none() {
+                let last = self.reassign.last_target.clone().map(|(t, _)| t);
+                self.reassign.resume = last.map(|t| (t, self.reassign.last_force));
+            }
+            return self.send_alter(without, false);
+        }
+        if self.reassign_settled() {
+            if let Some((target, force)) = self.reassign.resume.take() {
+                return self.send_alter(target, force);
+            }
+        }
+        if final_calm {
             // After the faults: see the last target through, as an operator would.
             return match self.reassign.last_target.clone() {
                 Some((target, false)) => {
@@ -99,7 +124,11 @@ impl Simulation {
             }
             _ => {
                 let target = self.random_target();
-                (target, self.rng.chance(0.15))
+                // Never forced while a voter is a stranger: a forced step could leave it half
+                // the set, and nothing could then take it out (docs/operations.md, "Replacing
+                // a voter that lost its disk").
+                let force = self.rng.chance(0.15) && self.repair_target().is_none();
+                (target, force)
             }
         };
         self.send_alter(target, force)
@@ -254,6 +283,30 @@ impl Simulation {
                 ),
             ),
         }
+    }
+
+    /// The believed leader's voters without those its set binds to a directory their node no
+    /// longer has (it lost its disk: a stranger under the voter's id), when there are any and
+    /// some voter is left.
+    fn repair_target(&self) -> Option<Vec<NodeId>> {
+        let core = self.nodes[self.reassign.believed_leader].core.as_ref()?;
+        core.qs.leader()?;
+        let config = core.qs.voter_config();
+        let stranger = |id: &NodeId| {
+            config
+                .directory_of(*id)
+                .is_some_and(|d| self.nodes[*id as usize].directory != d)
+        };
+        if !config.current.iter().any(stranger) {
+            return None;
+        }
+        let kept: Vec<NodeId> = config
+            .current
+            .iter()
+            .copied()
+            .filter(|id| !stranger(id))
+            .collect();
+        (!kept.is_empty()).then_some(kept)
     }
 
     fn reassign_pick_other_node(&mut self) {

@@ -53,7 +53,16 @@ fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
 impl Simulation {
     /// The voter set node `i`'s log implies: the newest voter record at or above the persisted
     /// AppliedOffset, else the persisted set, else the configured one (`quorum.voters`).
-    fn log_voter_config(&self, i: usize) -> VoterConfig {
+    pub(super) fn log_voter_config(&self, i: usize) -> VoterConfig {
+        self.voter_config_of(i, &self.nodes[i].disk.written)
+    }
+
+    /// The voter set node `i`'s durable log implies: what it keeps through any crash.
+    pub(super) fn durable_voter_config(&self, i: usize) -> VoterConfig {
+        self.voter_config_of(i, &self.nodes[i].disk.durable)
+    }
+
+    fn voter_config_of(&self, i: usize, log: &[Batch]) -> VoterConfig {
         let n = &self.nodes[i];
         let (base, from) = match &n.persisted {
             Some(s) if !s.current_voters.is_empty() => (
@@ -61,6 +70,8 @@ impl Simulation {
                     current: sorted(s.current_voters.clone()),
                     target: s.target_voters.clone().map(sorted),
                     force: s.target_force,
+                    directories: s.voter_directories.clone(),
+                    target_directories: s.target_directories.clone(),
                 },
                 s.applied_offset,
             ),
@@ -70,15 +81,10 @@ impl Simulation {
                 } else {
                     Vec::new()
                 };
-                let config = VoterConfig {
-                    current: configured,
-                    target: None,
-                    force: false,
-                };
-                (config, 0)
+                (VoterConfig::of(configured), 0)
             }
         };
-        newest_voter_record(&n.disk.written, from).unwrap_or(base)
+        newest_voter_record(log, from).unwrap_or(base)
     }
 
     /// The voter-set invariants for node `i` (running).
@@ -110,14 +116,17 @@ impl Simulation {
             core.role(),
             Role::Prospective | Role::Candidate | Role::Leader
         );
-        if campaigning && !implied.contains(id) {
+        if campaigning && !implied.has_voter(id, n.directory) {
             return breach(
                 Invariant::NonVoterCampaigns,
                 format!(
-                    "node {id} is {:?} in epoch {} outside its log's voter set {:?}",
+                    "node {id} (directory {}) is {:?} in epoch {} outside its log's voter set \
+                     {:?} (directories {:?})",
+                    n.directory,
                     core.role(),
                     core.epoch(),
-                    implied.current
+                    implied.current,
+                    implied.directories
                 ),
             );
         }
@@ -129,11 +138,19 @@ impl Simulation {
     pub(super) fn voter_configs(&self) -> Vec<String> {
         self.nodes
             .iter()
-            .filter_map(|n| n.core.as_ref())
-            .map(|c| {
+            .filter_map(|n| Some((n, n.core.as_ref()?)))
+            .map(|(n, c)| {
                 let v = c.qs.voter_config();
+                // Which voters the set binds to a directory their node no longer has.
+                let strangers: Vec<NodeId> = v
+                    .directories
+                    .iter()
+                    .filter(|(id, d)| self.nodes[**id as usize].directory != **d)
+                    .map(|(id, _)| *id)
+                    .collect();
                 format!(
-                    "{} {:?}@{} leader {:?} voters {:?} target {:?} log end {} last epoch {}",
+                    "{} {:?}@{} leader {:?} voters {:?} target {:?} log end {} last epoch {} \
+                     bound {} lost-disk voters {:?}{}",
                     c.node_id(),
                     c.role(),
                     c.epoch(),
@@ -141,7 +158,10 @@ impl Simulation {
                     v.current,
                     v.target,
                     c.log_end_offset(),
-                    c.last_epoch()
+                    c.last_epoch(),
+                    v.directories.len(),
+                    strangers,
+                    if n.lost_state { " (lost its disk)" } else { "" }
                 )
             })
             .collect()
