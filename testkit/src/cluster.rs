@@ -60,14 +60,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `cluster.id` "ringraft-testkit", `RUST_LOG=warn`, no overrides, no pinning, tails of 15
-    /// lines or from a panic on.
+    /// `cluster.id` "ringraft-testkit", `RUST_LOG=warn` (or `RINGRAFT_TEST_RUST_LOG` when set,
+    /// for chasing a failure with more of the nodes' logs), no overrides, no pinning, tails of
+    /// 15 lines or from a panic on.
     pub fn new(binary: impl Into<PathBuf>) -> Self {
         Settings {
             binary: binary.into(),
             cluster_id: "ringraft-testkit".into(),
             dir_prefix: ".tmp".into(),
-            rust_log: "warn".into(),
+            rust_log: std::env::var("RINGRAFT_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into()),
             overrides: Vec::new(),
             raft_cpus: Vec::new(),
             log_cpus: Vec::new(),

@@ -205,6 +205,154 @@ fn a_dead_voter_is_replaced_by_a_new_node_under_load() {
     stop_and_check_logs(&mut cluster, &[1, 2, 4], &acked);
 }
 
+/// Node `id`'s quorum-state file as JSON (bounded wait for it to exist and parse).
+fn quorum_state_file(cluster: &Cluster, id: i32) -> serde_json::Value {
+    let dir = &cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .expect("a node")
+        .dir;
+    let path = dir.join("quorum-state");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let parsed = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        if let Some(value) = parsed {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "no readable {}", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The directory each voter is bound to in node `id`'s file: (voter, voterDirectoryId).
+fn bound_voters(cluster: &Cluster, id: i32) -> Vec<(i64, Option<String>)> {
+    let file = quorum_state_file(cluster, id);
+    file["currentVoters"]
+        .as_array()
+        .expect("currentVoters")
+        .iter()
+        .map(|v| {
+            let dir = v["voterDirectoryId"].as_str().map(str::to_string);
+            (v["voterId"].as_i64().expect("voterId"), dir)
+        })
+        .collect()
+}
+
+fn directory_of(cluster: &Cluster, id: i32) -> String {
+    quorum_state_file(cluster, id)["directoryId"]
+        .as_str()
+        .expect("directoryId")
+        .to_string()
+}
+
+/// Waits (bounded) until node `id`'s file binds every voter of `ids` to the directory each
+/// node's own file names.
+fn wait_until_bound(cluster: &Cluster, id: i32, ids: &[i32]) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let want: Vec<(i64, Option<String>)> = ids
+            .iter()
+            .map(|v| (i64::from(*v), Some(directory_of(cluster, *v))))
+            .collect();
+        let bound = bound_voters(cluster, id);
+        if bound == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} binds {bound:?}, not {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn kill(cluster: &mut Cluster, id: i32) {
+    if let Some(mut p) = cluster.node(id).process.take() {
+        p.signal(libc::SIGKILL);
+        p.wait_exit(STOP_WAIT);
+    }
+}
+
+/// A voter restarted on an empty directory is a new replica under an old id (docs/operations.md,
+/// "Replacing a voter that lost its disk"): it gets a new directory id and never votes, since
+/// every voter's set binds its id to the lost directory, so the one voter left with it elects
+/// nobody. Taken out and added back, it is bound to its new directory and votes again.
+#[test]
+fn a_voter_restarted_with_an_empty_directory_does_not_vote_until_added_back() {
+    let (mut cluster, leader, load) = started_under_load(&[]);
+    for id in [1, 2, 3] {
+        wait_until_bound(&cluster, id, &[1, 2, 3]);
+    }
+    let mut followers = [1, 2, 3].into_iter().filter(|id| *id != leader);
+    let victim = followers.next().unwrap();
+    let lost = directory_of(&cluster, victim);
+    kill(&mut cluster, victim);
+    std::fs::remove_dir_all(&cluster.node(victim).dir).unwrap();
+    std::fs::create_dir_all(&cluster.node(victim).dir).unwrap();
+    cluster.start(victim, &[]);
+    let new = directory_of(&cluster, victim);
+    assert_ne!(new, lost, "an empty directory gets a new id");
+    load.wait_for_more(50);
+
+    // Only `other` and the stranger are left: no majority without the stranger's vote.
+    kill(&mut cluster, leader);
+    let elected = testkit::Cluster::wait_for_leader(
+        &mut cluster,
+        &testkit::LeaderWait {
+            exclude: Some(leader),
+            ..testkit::LeaderWait::within(Duration::from_secs(8))
+        },
+    );
+    assert!(
+        elected.is_err(),
+        "a leader without the lost voter's vote: {elected:?}"
+    );
+    cluster.start(leader, &[]);
+    let leader = cluster.wait_for_leader(Some(victim));
+    assert_ne!(leader, victim);
+
+    // The leader reports the stranger as an observer with its new directory.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let d = leader_view(&cluster);
+        let listed = d
+            .observers
+            .iter()
+            .any(|o| o.replica_id == victim && o.directory_id.to_string() == new);
+        if listed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{victim} not an observer: {d:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kept: Vec<String> = [1, 2, 3]
+        .iter()
+        .filter(|id| **id != victim)
+        .map(|id| id.to_string())
+        .collect();
+    let kept_list = kept.join(",");
+    quorum_ok(&cluster, &["reassign", "--voters", &kept_list, "--wait"]);
+    let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3", "--wait"]);
+    assert!(
+        out.contains("Reassignment complete: CurrentVoters [1,2,3]"),
+        "{out}"
+    );
+    wait_until_bound(&cluster, leader, &[1, 2, 3]);
+    load.wait_for_more(50);
+
+    // Bound to its new directory, it votes: with the leader gone, it and `other` elect one.
+    kill(&mut cluster, leader);
+    let next = cluster.wait_for_leader(Some(leader));
+    eprintln!("{next} leads with the re-added voter {victim}");
+    cluster.start(leader, &[]);
+    load.wait_for_more(50);
+    let acked = load.finish();
+    stop_and_check_logs(&mut cluster, &[1, 2, 3], &acked);
+}
+
 #[test]
 fn three_voters_grow_to_five_and_shrink_back_under_load() {
     let (mut cluster, _, load) = started_under_load(&[4, 5]);
@@ -255,6 +403,30 @@ fn the_leader_removes_itself_by_handing_over() {
     );
     let acked = load.finish();
     stop_and_check_logs(&mut cluster, &[1, 2, 3], &acked);
+}
+
+#[test]
+fn a_new_leader_finishes_a_reassignment_its_predecessor_started() {
+    let (mut cluster, leader, load) = started_under_load(&[4, 5]);
+
+    // The command returns once the target is committed; the leader dies before it is reached.
+    let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5"]);
+    assert!(
+        out.contains("recorded and committed TargetVoters [1,2,3,4,5]"),
+        "{out}"
+    );
+    cluster.node(leader).process.take(); // SIGKILL through the guard
+    let next = cluster.wait_for_leader(Some(leader));
+    eprintln!("leader {leader} killed, {next} leads");
+    cluster.start(leader, &[]);
+    let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3,4,5", "--wait"]);
+    assert!(
+        out.contains("Reassignment complete: CurrentVoters [1,2,3,4,5]"),
+        "{out}"
+    );
+    load.wait_for_more(50);
+    let acked = load.finish();
+    stop_and_check_logs(&mut cluster, &[1, 2, 3, 4, 5], &acked);
 }
 
 #[test]
