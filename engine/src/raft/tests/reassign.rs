@@ -502,14 +502,21 @@ fn a_leaving_voter_stands_after_sitting_out_one_election_timeout() {
     assert!(asked.contains(&2), "{out:?}");
 }
 
+/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds
+/// a voter record with `target`: with the target {2}, only the handover is left (rule 6).
+fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
+    let mut snapshot = log(2, &[(1, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(target))]).unwrap();
+    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
+    h.durable_all();
+    h
+}
+
 /// Rule 6: the leader hands over only once a voter of the target holds its whole log.
 #[test]
 fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
-    let mut snapshot = log(2, &[(1, 0)]);
-    snapshot.voter_records =
-        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(&[2]))]).unwrap();
-    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
-    h.durable_all();
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
     h.step(Input::ClientAppend {
         id: 1,
         batch: client_batch(1),
@@ -667,17 +674,6 @@ fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
     assert!(find_sends(&h.run_until(h.now + 5_000)).is_empty());
 }
 
-/// A leader of the set {1, 2} whose log removes it (target {2}), with 2 known and the high
-/// watermark past the LeaderChange record: only the handover is left (rule 6).
-fn leader_due_to_hand_over() -> Harness {
-    let mut snapshot = log(2, &[(1, 0)]);
-    snapshot.voter_records =
-        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(&[2]))]).unwrap();
-    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
-    h.durable_all();
-    h
-}
-
 /// A client append of one record, acknowledged once durable here; its answer, if one came.
 fn append(h: &mut Harness, id: u64) -> Option<AppendResult> {
     let out = h.step(Input::ClientAppend {
@@ -703,7 +699,7 @@ fn refused(r: &Option<AppendResult>) -> bool {
 /// leader hands over.
 #[test]
 fn a_handover_completes_while_appends_arrive_every_tick() {
-    let mut h = leader_due_to_hand_over();
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
     let mut refusals = 0;
     for id in 1..=20 {
         if h.core.role() != Role::Leader {
@@ -725,7 +721,7 @@ fn a_handover_completes_while_appends_arrive_every_tick() {
 /// served again for as long, and only then paused once more.
 #[test]
 fn a_handover_pause_ends_after_an_election_timeout() {
-    let mut h = leader_due_to_hand_over();
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
     let pause = h.core.config.election_timeout_ms;
     assert!(
         !refused(&append(&mut h, 1)),
@@ -765,11 +761,7 @@ fn a_handover_pause_ends_after_an_election_timeout() {
 /// No pause when the leader stays in the set: appends are never refused for a handover.
 #[test]
 fn a_leader_that_stays_never_pauses_appends() {
-    let mut snapshot = log(2, &[(1, 0)]);
-    snapshot.voter_records =
-        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(&[1]))]).unwrap();
-    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
-    h.durable_all();
+    let mut h = leader_of_1_and_2_moving_to(&[1]);
     h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
     for id in 1..=5 {
         assert!(!refused(&append(&mut h, id)));
@@ -780,7 +772,7 @@ fn a_leader_that_stays_never_pauses_appends() {
 /// A pause ends at once when the handover is no longer due (the reassignment was cancelled).
 #[test]
 fn a_cancelled_handover_ends_the_pause() {
-    let mut h = leader_due_to_hand_over();
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
     append(&mut h, 1);
     h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
     assert!(refused(&append(&mut h, 2)));
