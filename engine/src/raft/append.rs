@@ -54,7 +54,9 @@ impl RaftCore {
         if self.storage_full {
             return Err(ErrorCode::KAFKA_STORAGE_ERROR);
         }
-        if self.qs.leader().is_none() || self.is_shutting_down() {
+        // A handover pause answers as the handover will: a client retries, and finds the
+        // successor (docs/protocol.md, "Driving the change", rule 6).
+        if self.qs.leader().is_none() || self.is_shutting_down() || self.appends_paused() {
             return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         }
         if record_count == 0 {

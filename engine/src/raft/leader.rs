@@ -114,6 +114,9 @@ pub(crate) struct LeaderState {
     pub(crate) reads: BTreeMap<u64, Fetcher>,
     pub(crate) appends: VecDeque<PendingAppend>,
     pub(crate) since_ms: TimeMs,
+    /// The handover's pause of appends (docs/protocol.md, "Driving the change", rule 6): none
+    /// taken yet, or when the last one started.
+    pub(crate) handover_pause_from: Option<TimeMs>,
 }
 
 impl LeaderState {
@@ -141,6 +144,7 @@ impl LeaderState {
             reads: BTreeMap::new(),
             appends: VecDeque::new(),
             since_ms: now,
+            handover_pause_from: None,
         }
     }
 

@@ -342,7 +342,7 @@ impl RaftCore {
                 self.resign(out);
                 self.role_deadline = Some(self.election_deadline());
             }
-            Some(Step::HandOver) => {}
+            Some(Step::HandOver) => self.pause_appends_for_handover(),
             Some(Step::Wait) => {}
             None => {
                 if let Some(bound) = binding_step(&config, |id| live(id).then(|| observed(id))) {
@@ -369,6 +369,46 @@ impl RaftCore {
                     l.voters.get(&id).is_some_and(|p| !p.directory_id.is_zero())
                 }
         })
+    }
+
+    /// Rule 6 under load: a steady stream of appends keeps the leader's log end ahead of every
+    /// successor, so the handover waits on a successor that never quite catches up. The leader
+    /// refuses appends for one election timeout (retriable, as after the handover itself) so
+    /// the log end holds still; if no successor caught up by then, it serves appends again for
+    /// as long before the next pause. A pause starts only while the handover is due.
+    fn pause_appends_for_handover(&mut self) {
+        let (now, pause) = (self.now, self.config.election_timeout_ms);
+        let l = self.leading();
+        let due = l
+            .handover_pause_from
+            .is_none_or(|from| now >= from.saturating_add(2 * pause));
+        if due {
+            l.handover_pause_from = Some(now);
+        }
+    }
+
+    /// Appends are refused now: a handover pause is running (rule 6), and the handover is
+    /// still due (a cancelled reassignment or a new target ends the pause at once).
+    pub(crate) fn appends_paused(&self) -> bool {
+        let Some(l) = self.qs.leader() else {
+            return false;
+        };
+        let running = l
+            .handover_pause_from
+            .is_some_and(|from| self.now < from.saturating_add(self.config.election_timeout_ms));
+        running && self.handover_due()
+    }
+
+    /// Only this leader is left to remove from the set in force (rule 6).
+    fn handover_due(&self) -> bool {
+        let config = self.qs.voter_config();
+        let me = self.qs.local_id();
+        let always = |_: NodeId| true;
+        let unknown = |_: NodeId| None;
+        matches!(
+            next_step(config, me, always, always, unknown),
+            Some(Step::HandOver)
+        )
     }
 
     /// Rule 6: a voter of the target holds this leader's whole log durably. Handing over

@@ -508,14 +508,21 @@ fn a_leaving_voter_stands_after_sitting_out_one_election_timeout() {
     assert!(asked.contains(&2), "{out:?}");
 }
 
+/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds
+/// a voter record with `target`: with the target {2}, only the handover is left (rule 6).
+fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
+    let mut snapshot = log(2, &[(1, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(target))]).unwrap();
+    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
+    h.durable_all();
+    h
+}
+
 /// Rule 6: the leader hands over only once a voter of the target holds its whole log.
 #[test]
 fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
-    let mut snapshot = log(2, &[(1, 0)]);
-    snapshot.voter_records =
-        crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(&[2]))]).unwrap();
-    let mut h = Harness::leader(1, &[1, 2], 2, snapshot);
-    h.durable_all();
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
     h.step(Input::ClientAppend {
         id: 1,
         batch: client_batch(1),
@@ -671,4 +678,112 @@ fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
         "until it lists 4: {asked:?}"
     );
     assert!(find_sends(&h.run_until(h.now + 5_000)).is_empty());
+}
+
+/// A client append of one record, acknowledged once durable here; its answer, if one came.
+fn append(h: &mut Harness, id: u64) -> Option<AppendResult> {
+    let out = h.step(Input::ClientAppend {
+        id,
+        batch: client_batch(1),
+        record_count: 1,
+        acks: Acks::Leader,
+    });
+    let out = [out, h.durable_all()].concat();
+    appends_done(&out)
+        .into_iter()
+        .find(|(i, _)| *i == id)
+        .map(|(_, r)| r)
+}
+
+fn refused(r: &Option<AppendResult>) -> bool {
+    matches!(r, Some(AppendResult::Failed { error, .. }) if *error == ErrorCode::NOT_LEADER_OR_FOLLOWER)
+}
+
+/// Rule 6 under load: with an append every tick, 2 fetches the log as it was before the tick's
+/// append and never holds the whole of it, so the handover would wait for good. The leader
+/// refuses appends (NOT_LEADER_OR_FOLLOWER, retriable) while it waits, 2 catches up, and the
+/// leader hands over.
+#[test]
+fn a_handover_completes_while_appends_arrive_every_tick() {
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
+    let mut refusals = 0;
+    for id in 1..=20 {
+        if h.core.role() != Role::Leader {
+            break;
+        }
+        let seen = h.core.log_end_offset();
+        if refused(&append(&mut h, id)) {
+            refusals += 1;
+        }
+        h.request(2, Harness::fetch_request(2, 2, seen, 2, seen));
+        h.now += 10;
+        h.tick();
+    }
+    assert_eq!(h.core.role(), Role::Resigned, "the handover completed");
+    assert!(refusals >= 1, "appends were paused for it");
+}
+
+/// The pause is bounded: when no successor catches up within an election timeout, appends are
+/// served again for as long, and only then paused once more.
+#[test]
+fn a_handover_pause_ends_after_an_election_timeout() {
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
+    let pause = h.core.config.election_timeout_ms;
+    assert!(
+        !refused(&append(&mut h, 1)),
+        "no pause before the HW exists"
+    );
+    // 2 fetches up to offset 3 only (the HW moves to 3), and never to the end at 4.
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert_eq!(h.core.high_watermark(), Some(3));
+    assert!(
+        refused(&append(&mut h, 2)),
+        "paused while the handover waits"
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+    let start = h.now;
+    h.now = start + pause / 2;
+    h.tick();
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert!(refused(&append(&mut h, 3)));
+    h.now = start + pause;
+    h.tick();
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert!(
+        !refused(&append(&mut h, 4)),
+        "served again after one election timeout"
+    );
+    h.now = start + 2 * pause - 1;
+    h.tick();
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert!(!refused(&append(&mut h, 5)), "for as long");
+    h.now = start + 2 * pause;
+    h.tick();
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert!(refused(&append(&mut h, 6)), "then paused again");
+    assert_eq!(h.core.role(), Role::Leader);
+}
+
+/// No pause when the leader stays in the set: appends are never refused for a handover.
+#[test]
+fn a_leader_that_stays_never_pauses_appends() {
+    let mut h = leader_of_1_and_2_moving_to(&[1]);
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    for id in 1..=5 {
+        assert!(!refused(&append(&mut h, id)));
+        h.now += 10;
+    }
+}
+
+/// A pause ends at once when the handover is no longer due (the reassignment was cancelled).
+#[test]
+fn a_cancelled_handover_ends_the_pause() {
+    let mut h = leader_of_1_and_2_moving_to(&[2]);
+    append(&mut h, 1);
+    h.request(2, Harness::fetch_request(2, 2, 3, 2, 3));
+    assert!(refused(&append(&mut h, 2)));
+    assert_eq!(h.core.role(), Role::Leader);
+    h.request(-1, alter(&[1, 2]));
+    assert_eq!(h.core.qs.voter_config().target, None, "cancelled");
+    assert!(!refused(&append(&mut h, 3)));
 }
