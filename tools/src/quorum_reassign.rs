@@ -103,6 +103,13 @@ fn change(
     wait: bool,
 ) -> Result<(), Failure> {
     let (answer, quorum) = alter(admin, deadline, voters, force, dry_run)?;
+    for id in lost_voters(&quorum) {
+        outln!(
+            "Voter {id} fetches from a new log directory (it lost its disk?): it does not vote or \
+             count. Take it out (a target without {id}), then add it back (docs/operations.md, \
+             \"Replacing a voter that lost its disk\")."
+        )?;
+    }
     let leader = format!(
         "leader {} (epoch {})",
         answer.leader_id, answer.leader_epoch
@@ -286,6 +293,23 @@ fn verify(admin: &Admin, deadline: Instant) -> Result<(), Failure> {
 
 fn describe(admin: &Admin, deadline: Instant) -> Result<DescribeQuorumResponse, AdminError> {
     admin.with_leader_until(deadline, |leader| Ok(leader.quorum.clone()))
+}
+
+/// Voters the leader also lists as observers with another directory: the same id came back
+/// with an empty disk.
+fn lost_voters(quorum: &DescribeQuorumResponse) -> Vec<NodeId> {
+    quorum
+        .current_voters
+        .iter()
+        .filter(|v| {
+            quorum.observers.iter().any(|o| {
+                o.replica_id == v.replica_id
+                    && !o.directory_id.is_zero()
+                    && o.directory_id != v.directory_id
+            })
+        })
+        .map(|v| v.replica_id)
+        .collect()
 }
 
 /// The directory id the leader reports for `id` (zero when it knows none).

@@ -334,7 +334,9 @@ fn a_voter_restarted_with_an_empty_directory_does_not_vote_until_added_back() {
         .map(|id| id.to_string())
         .collect();
     let kept_list = kept.join(",");
-    quorum_ok(&cluster, &["reassign", "--voters", &kept_list, "--wait"]);
+    let out = quorum_ok(&cluster, &["reassign", "--voters", &kept_list, "--wait"]);
+    let told = format!("Voter {victim} fetches from a new log directory");
+    assert!(out.contains(&told), "{out}");
     let out = quorum_ok(&cluster, &["reassign", "--voters", "1,2,3", "--wait"]);
     assert!(
         out.contains("Reassignment complete: CurrentVoters [1,2,3]"),

@@ -471,8 +471,8 @@ impl RaftCore {
         if r.error.is_none() && !self.qs.voters_known() && usable_voters {
             let voters: Vec<NodeId> = r.voters.iter().map(|v| v.voter_id).collect();
             if let Err(e) = self.qs.adopt_voters(voters, out) {
-                // Never adopt a set that makes this node a voter: it would vote without a
-                // vote history and count toward the high watermark (docs/protocol.md section 9).
+                // A set of this node alone: nobody to follow (docs/protocol.md section 9; a set
+                // that names this node among others is adopted without it).
                 self.fatal(format!("FindQuorum to {}: {e}", describe_peer(f.to)), out);
                 return;
             }

@@ -742,10 +742,11 @@ impl QuorumState {
 
     /// An observer that started without a voter set adopts the one a bootstrap server of its
     /// cluster reported (docs/protocol.md section 9). Only once: later voter-set changes are
-    /// reassignments (AlterQuorum, not implemented: section 12), which arrive through the log,
-    /// never through FindQuorum. The local node must not be in the set: a node that learns it is a
-    /// voter this way has no vote history (it may have lost its disk), and must not vote or count
-    /// toward the high watermark.
+    /// reassignments, which arrive through the log, never through FindQuorum. A node that finds
+    /// its own id in the set has no vote history (it lost its disk, most likely): it adopts the
+    /// others only, so it neither votes nor counts, and is a voter again only when its own log
+    /// names it (docs/protocol.md, "Voter identity": the record that binds its id to the lost
+    /// directory keeps it an observer; a reassignment adds it back).
     pub fn adopt_voters(
         &mut self,
         voters: Vec<NodeId>,
@@ -764,9 +765,22 @@ impl QuorumState {
         if voters.is_empty() || voters[0] < 0 {
             return refuse("voter ids must be a non-empty set of ids >= 0");
         }
-        if voters.binary_search(&self.local_id).is_ok() {
-            return refuse("this node is one of them, but was started without quorum.voters");
+        let others: Vec<NodeId> = voters
+            .iter()
+            .copied()
+            .filter(|v| *v != self.local_id)
+            .collect();
+        if others.is_empty() {
+            return refuse("this node is the only one, but was started without quorum.voters");
         }
+        if others.len() < voters.len() {
+            out.push(Output::Alert(format!(
+                "the voter set {voters:?} names this node, which has no state of its own (an \
+                 empty directory): it replicates as an observer until its log makes it a voter \
+                 (docs/operations.md, \"Replacing a voter that lost its disk\")"
+            )));
+        }
+        let voters = others;
         // Without voters no leader can be known (nor a vote given): still unattached.
         assert!(
             matches!(self.state, EpochState::Unattached { .. }),

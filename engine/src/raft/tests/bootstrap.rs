@@ -239,24 +239,6 @@ fn wrong_cluster_id_is_fatal_and_nothing_is_adopted() {
 }
 
 #[test]
-fn a_node_that_learns_it_is_a_voter_refuses_to_run() {
-    // Node 2 lost its disk (or was never given quorum.voters): it must not start voting or
-    // fetching under a voter's id with an empty log and no vote history.
-    let mut h = Harness::new(bootstrap_config(2, 1), None, log(0, &[]));
-    let finds = find_sends(&h.tick());
-    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
-    assert!(has_fatal(&out));
-    let Some(Output::Fatal(message)) = out.iter().find(|o| matches!(o, Output::Fatal(_))) else {
-        unreachable!()
-    };
-    assert!(message.contains("quorum.voters"), "{message}");
-    assert!(persisted(&out).is_empty());
-    assert!(sends(&out).is_empty());
-    assert!(h.core.voters().is_empty());
-    assert_eq!(h.core.role(), Role::Unattached);
-}
-
-#[test]
 fn an_unknown_voter_set_needs_bootstrap_servers() {
     let err = RaftCore::new(config(OBSERVER, &[]), None, log(0, &[]), 0).err();
     assert!(matches!(err, Some(InitError::InvalidConfig(_))), "{err:?}");
@@ -348,4 +330,30 @@ fn a_voter_restarts_from_its_own_file_without_quorum_voters() {
         .map(|s| s.0)
         .collect();
     assert_eq!(votes, vec![1, 3]);
+}
+
+/// A voter that lost its disk and restarted with bootstrap servers only: the set it is told
+/// names it, but it has no vote history. It adopts the others, says so, and replicates as an
+/// observer (docs/protocol.md, "Voter identity").
+#[test]
+fn a_node_the_set_names_without_state_of_its_own_adopts_the_others_as_an_observer() {
+    let mut h = Harness::new(bootstrap_config(3, 1), None, log(0, &[]));
+    let out = h.tick();
+    let finds = find_sends(&out);
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 2, 3, VOTERS));
+    assert!(!has_fatal(&out), "{out:?}");
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, Output::Alert(a) if a.contains("no state"))));
+    assert_eq!(h.core.voters(), &[1, 2]);
+    assert!(h.core.is_observer());
+    let fetch = sends(&out);
+    assert_eq!(fetch.len(), 1);
+    assert!(!fetch_req(&fetch[0].2).is_follower, "as an observer");
+    // Its own id alone is still refused: there would be nobody to follow.
+    let mut h = Harness::new(bootstrap_config(3, 1), None, log(0, &[]));
+    let out = h.tick();
+    let finds = find_sends(&out);
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 3, 3, &[3]));
+    assert!(has_fatal(&out));
 }
