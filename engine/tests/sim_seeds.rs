@@ -416,13 +416,16 @@ fn fixed_batch_of_reassignment_seeds() {
     let shapes: [(usize, usize, u64); 3] = [(3, 2, 1_000), (5, 2, 800), (1, 3, 200)];
     let events = 1_500;
     let (mut seeds, mut requests, mut accepted, mut completed, mut changes) = (0, 0, 0, 0, 0);
-    let mut changed_seeds = 0;
+    let (mut changed_seeds, mut disks_lost) = (0, 0);
     for (shape, &(voters, observers, n)) in shapes.iter().enumerate() {
         let first = 20_000_000 + 1_000_000 * shape as u64;
         for seed in first..first + n {
             let mut cfg = SimConfig::random(seed, events, voters, observers);
             cfg.reassign = true;
+            // Every other seed loses disks, voters' included (docs/simulation.md, "Faults").
+            cfg.delete_state = seed % 2 == 1;
             let s = ok(run_seed(cfg));
+            disks_lost += s.voter_disks_lost;
             assert!(s.fault_events >= events, "seed {seed} ran out of events");
             seeds += 1;
             requests += s.alter_requests;
@@ -449,7 +452,12 @@ fn fixed_batch_of_reassignment_seeds() {
         changed_seeds * 2 >= seeds,
         "voter changes committed in only {changed_seeds} of {seeds} seeds"
     );
-    eprintln!("{seeds} reassignment seeds: {requests} AlterQuorum requests, {accepted} accepted, {completed} reassignments completed, {changes} voter changes committed ({changed_seeds} seeds with one at least): no violation");
+    // And against a fault that silently stopped hitting voters.
+    assert!(
+        disks_lost * 20 >= seeds,
+        "{disks_lost} voter disks lost in {seeds} seeds"
+    );
+    eprintln!("{seeds} reassignment seeds: {requests} AlterQuorum requests, {accepted} accepted, {completed} reassignments completed, {changes} voter changes committed ({changed_seeds} seeds with one at least), {disks_lost} voter disks lost: no violation");
 }
 
 /// Proof of teeth (docs/simulation.md, "Planted bugs"): each bug planted in every core breaks

@@ -147,6 +147,7 @@ impl Simulation {
                 step_voters: Vec::new(),
                 directory: nodes::sim_directory(sim.cfg.seed, i as NodeId, 0),
                 lost_durable: Vec::new(),
+                configured_voters: None,
             });
         }
         if sim.cfg.bootstrap_observers {
@@ -176,7 +177,7 @@ impl Simulation {
         Ok(sim)
     }
 
-    fn voter_ids(&self) -> Vec<NodeId> {
+    pub(super) fn voter_ids(&self) -> Vec<NodeId> {
         (0..self.cfg.voters as NodeId).collect()
     }
 

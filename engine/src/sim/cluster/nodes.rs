@@ -63,6 +63,12 @@ pub(super) struct SimNode {
     /// What the disk held durably when it was last lost: a leader that counted it toward its
     /// high watermark just before counted right (see `observe_hw`).
     pub(super) lost_durable: Vec<Batch>,
+    /// The `quorum.voters` a node restarted on an empty disk is given: the committed set when
+    /// it lost a voter's disk, as an operator keeps the configuration up to date after each
+    /// reassignment (docs/operations.md, "Replace a dead voter", step 4). None: the set the
+    /// cluster started with. (A node that lost its disk and were given the first set of a
+    /// cluster that started with one voter would lead a cluster of its own.)
+    pub(super) configured_voters: Option<Vec<NodeId>>,
 }
 
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
@@ -79,7 +85,10 @@ impl SimNode {
 
 impl Simulation {
     pub(super) fn start_node(&mut self, i: usize) -> Checked {
-        let voters = self.voter_ids();
+        let voters = self.nodes[i]
+            .configured_voters
+            .clone()
+            .unwrap_or_else(|| self.voter_ids());
         let seed = self.rng.next_u64();
         let node = &mut self.nodes[i];
         assert!(node.core.is_none());
@@ -145,6 +154,11 @@ impl Simulation {
     pub fn kill_and_delete_state(&mut self, i: usize) {
         if self.log_voter_config(i).contains(self.nodes[i].id) {
             self.voter_disks_lost += 1;
+            let committed = self.current_leader().and_then(|(l, _)| {
+                let core = self.nodes[l as usize].core.as_ref()?;
+                Some(core.qs.committed_voter_config().current.clone())
+            });
+            self.nodes[i].configured_voters = committed;
         }
         self.kill(i);
         let node = &mut self.nodes[i];

@@ -77,7 +77,12 @@ impl Simulation {
             ),
             _ => {
                 let configured = if n.bootstrap.is_empty() {
-                    self.voter_ids()
+                    let mut ids = n
+                        .configured_voters
+                        .clone()
+                        .unwrap_or_else(|| self.voter_ids());
+                    ids.sort_unstable();
+                    ids
                 } else {
                     Vec::new()
                 };
