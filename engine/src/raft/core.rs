@@ -413,6 +413,14 @@ impl RaftCore {
                     leader.quorum_alive_until(self.qs.majority(), self.config.progress_timeout_ms);
                 self.check_quorum(until, out);
             }
+            EpochState::Resigned { .. } if self.qs.is_observer() => {
+                // It gave its epoch up and its log no longer counts it: it looks for the next
+                // leader (of a later epoch; a FindQuorum answer makes it a follower of it).
+                if !self.looking_for_quorum() {
+                    self.send_find_quorum(out);
+                }
+                self.role_deadline = Some(self.election_deadline());
+            }
             EpochState::Resigned { .. } => {
                 if !self.is_shutting_down() {
                     self.campaign(out);
@@ -639,6 +647,12 @@ impl RaftCore {
     /// (docs/protocol.md, "Pre-vote"), or at once as before pre-vote when it is off or this node
     /// is the only voter.
     pub(crate) fn campaign(&mut self, out: &mut Vec<Output>) -> bool {
+        // A node its log no longer counts as a voter (removed, or its id bound to another
+        // directory) never stands: it finds the leader through FindQuorum, as observers do.
+        if self.qs.is_observer() {
+            self.role_deadline = None;
+            return false;
+        }
         // A leaving voter gives the target's voters one election timeout first, but stands
         // after it: it may hold the only log they would all vote for.
         if self.leaving_voter() && !std::mem::take(&mut self.leaving_sat_out) {

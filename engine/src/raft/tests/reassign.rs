@@ -166,11 +166,34 @@ fn a_node_its_log_removed_after_it_led_comes_back_resigned_and_never_stands() {
     let mut h = Harness::new(config(1, VOTERS), Some(stored(4, 1, -1, VOTERS)), snapshot);
     let out = h.run_until(20_000);
     assert_eq!(h.core.role(), Role::Resigned);
+    assert!(!has_fatal(&out), "{out:?}");
     assert!(
         sends(&out)
             .iter()
             .all(|(_, _, r)| !matches!(r, Request::Vote(_))),
         "{out:?}"
+    );
+    // It looks for the next leader instead, and follows it once found.
+    assert!(!find_sends(&out).is_empty(), "{out:?}");
+    let due = h.core.next_deadline().expect("it looks again");
+    let out = h.run_until(due);
+    let finds = find_sends(&out);
+    let (to, correlation) = *finds.last().expect("a FindQuorum when due");
+    h.respond(
+        to,
+        correlation,
+        Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode::NONE,
+            cluster_id: CLUSTER.into(),
+            leader_id: 2,
+            leader_epoch: 5,
+            voters: Vec::new(),
+            target_voters: None,
+        }),
+    );
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(2))
     );
 }
 

@@ -169,9 +169,9 @@ impl Simulation {
         let generation = node.directory.0[15] as u64;
         node.directory = sim_directory(self.cfg.seed, node.id, generation);
         let id = node.id;
-        if !node.observer {
-            self.checker.forget_votes_of(id);
-        }
+        // Its votes went with the disk (a node that started as an observer may have become a
+        // voter); that no epoch gets two leaders is still checked (SingleLeader).
+        self.checker.forget_votes_of(id);
         self.trace
             .push(TraceEntry::new(self.now, "delete-state", id, 0, 0));
     }
