@@ -29,16 +29,19 @@ fn wait_acks(sim: &mut Simulation, n: usize, ms: u64) {
 
 /// A healthy cluster with no faults (a client appending, consumers reading, the network's
 /// ordinary latency with its rare long tail) holds no election and raises no epoch over a
-/// quiet minute once it has a leader.
+/// quiet minute once it has a leader. The cores are ticked before every input, as the node's
+/// runtime ticks them (docs/simulation.md, "The core's clock"), and as the disruption scenario
+/// does: with the default clock a follower handles fetch answers at the time of its last tick,
+/// so its fetch timer can fire while the leader still answers, which no real node does. (Seed
+/// 8100003 met that artifact once voter records started binding directories; it holds no
+/// election with the node's clocking.)
 #[test]
 fn a_healthy_cluster_holds_no_election_over_a_quiet_minute() {
     for (voters, observers, seeds) in [(3, 1, 0..4u64), (5, 2, 10..13)] {
         for seed in seeds {
-            let mut sim = ok(Simulation::new(SimConfig::scripted(
-                8_100_000 + seed,
-                voters,
-                observers,
-            )));
+            let mut cfg = SimConfig::scripted(8_100_000 + seed, voters, observers);
+            cfg.tick_before_input = true;
+            let mut sim = ok(Simulation::new(cfg));
             let (leader, epoch) = wait_leader(&mut sim, 10_000);
             wait_acks(&mut sim, 5, 10_000);
             let (elections, max_epoch, acked) = (sim.elections(), sim.max_epoch(), sim.acked());
