@@ -94,10 +94,14 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     // It learned the voter set and persisted it, without ever voting.
     let state_path = cluster.nodes[observer].dir.join("quorum-state");
     let state = std::fs::read_to_string(&state_path).unwrap();
-    assert!(
-        state.contains(r#""currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}]"#),
-        "{state}"
-    );
+    let voters: Vec<i64> = serde_json::from_str::<serde_json::Value>(&state).unwrap()
+        ["currentVoters"]
+        .as_array()
+        .expect("currentVoters")
+        .iter()
+        .map(|v| v["voterId"].as_i64().expect("voterId"))
+        .collect();
+    assert_eq!(voters, vec![1, 2, 3], "{state}");
     assert!(state.contains(r#""votedId":-1"#), "{state}");
 
     // SIGKILL (the guard), more records, restart: the voter set comes from the file, the
@@ -197,12 +201,69 @@ fn a_wrong_cluster_or_a_voter_id_is_refused_with_a_clear_error() {
         "nothing adopted: {state}"
     );
 
-    // Node 3's id on an empty disk with bootstrap servers only: it must not join as a voter.
-    add_bootstrap_observer(&mut cluster, 3, bootstrap, CLUSTER_ID);
-    let stderr = run_to_failure(&cluster, cluster.nodes.len() - 1);
-    assert!(stderr.contains("quorum.voters"), "{stderr}");
-    // The real node 3 is untouched and the cluster still commits.
+    // Node 3's id on an empty disk with bootstrap servers only (a voter that lost its disk, or
+    // a stranger under its id): it must not join as a voter. Once the leader has bound every
+    // voter to its directory (docs/protocol.md, "Voter identity"), it replicates as an observer
+    // and says why.
     let leader = cluster.wait_for_leader(None);
     let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    wait_until_every_voter_is_bound(&cluster);
+    add_bootstrap_observer(&mut cluster, 3, bootstrap, CLUSTER_ID);
+    let stranger = cluster.nodes.len() - 1;
+    let stderr_path = cluster.nodes[stranger].dir.with_extension("stderr");
+    let stderr_file = std::fs::File::create(&stderr_path).unwrap();
+    cluster.nodes[stranger].process = Some(ProcessGuard {
+        child: spawn(
+            &cluster.nodes[stranger].config,
+            &[],
+            Stdio::from(stderr_file),
+        ),
+    });
+    // It says why it stays an observer, and keeps running (it used to exit).
+    let deadline = Instant::now() + WAIT;
+    let mut stderr = String::new();
+    while !stderr.contains("has no state of its own") {
+        assert!(
+            Instant::now() < deadline,
+            "no word from the stranger: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    }
+    produce_many(&mut client, "with a stranger", 20);
+    let guard = cluster.nodes[stranger].process.as_mut().unwrap();
+    assert!(
+        guard.child.try_wait().unwrap().is_none(),
+        "the stranger exited"
+    );
+    // The real node 3 is untouched: the leader still counts three voters.
+    let d = client.describe_quorum().unwrap();
+    let mut voters: Vec<i32> = d.current_voters.iter().map(|v| v.replica_id).collect();
+    voters.sort_unstable();
+    assert_eq!(voters, vec![1, 2, 3], "{d:?}");
     produce_one(&mut client, "still committing").unwrap();
+}
+
+/// Waits (bounded) until the quorum-state file of each of voters 1-3 binds all three to a
+/// directory (the leader's binding record is committed and folded everywhere).
+fn wait_until_every_voter_is_bound(cluster: &Cluster) {
+    let deadline = Instant::now() + WAIT;
+    let bound = |dir: &std::path::Path| {
+        let text = std::fs::read_to_string(dir.join("quorum-state")).unwrap_or_default();
+        let Ok(state) = serde_json::from_str::<serde_json::Value>(&text) else {
+            return false;
+        };
+        let voters = state["currentVoters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        voters.len() == 3 && voters.iter().all(|v| v["voterDirectoryId"].is_string())
+    };
+    while !cluster.nodes[..3].iter().all(|n| bound(&n.dir)) {
+        assert!(
+            Instant::now() < deadline,
+            "voters 1-3 not bound in their files"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
