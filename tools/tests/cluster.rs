@@ -429,6 +429,9 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
         cluster_id: CLUSTER_ID.into(),
         candidate_epoch: epoch + 1,
         candidate_id: candidate,
+        // The candidate's own directory: a voter the set binds to a directory is that voter
+        // only with it (docs/protocol.md, "Voter identity"); without, INVALID_VOTER_KEY.
+        candidate_directory_id: directory_id_of(&cluster, candidate),
         last_epoch: epoch,
         last_epoch_end_offset: i64::from(i32::MAX),
         pre_vote: true,

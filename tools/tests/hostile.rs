@@ -222,11 +222,20 @@ fn begin_quorum_epoch(leader_id: i32, leader_epoch: i32) -> Request {
     })
 }
 
-fn vote(candidate_id: i32, candidate_epoch: i32, last_epoch: i32, last_offset: i64) -> Request {
+/// A Vote from voter `candidate_id`, with its directory id (DescribeQuorum tells anyone who
+/// asks), so that the checks the epoch meets are reached rather than INVALID_VOTER_KEY.
+fn vote(
+    cluster: &Cluster,
+    candidate_id: i32,
+    candidate_epoch: i32,
+    last_epoch: i32,
+    last_offset: i64,
+) -> Request {
     Request::Vote(VoteRequest {
         cluster_id: CLUSTER_ID.into(),
         candidate_epoch,
         candidate_id,
+        candidate_directory_id: directory_id_of(cluster, candidate_id),
         last_epoch,
         last_epoch_end_offset: last_offset,
         pre_vote: false,
@@ -332,7 +341,7 @@ fn vote_at_i32_max_is_refused_and_the_cluster_lives_on() {
             attack(
                 &under.cluster,
                 target,
-                vote(3, i32::MAX, i32::MAX - 1, 1 << 40),
+                vote(&under.cluster, 3, i32::MAX, i32::MAX - 1, 1 << 40),
             )
         })
         .collect();
@@ -374,7 +383,7 @@ fn epochs_raised_by_a_million_twenty_times_leave_the_cluster_committing() {
         let epoch = base + round * MILLION;
         to_every_voter(
             &under,
-            |_| vote(named, epoch, epoch - 1, 1 << 40),
+            |_| vote(&under.cluster, named, epoch, epoch - 1, 1 << 40),
             round == 40,
         );
     }

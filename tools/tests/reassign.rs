@@ -205,28 +205,6 @@ fn a_dead_voter_is_replaced_by_a_new_node_under_load() {
     stop_and_check_logs(&mut cluster, &[1, 2, 4], &acked);
 }
 
-/// Node `id`'s quorum-state file as JSON (bounded wait for it to exist and parse).
-fn quorum_state_file(cluster: &Cluster, id: i32) -> serde_json::Value {
-    let dir = &cluster
-        .nodes
-        .iter()
-        .find(|n| n.id == id)
-        .expect("a node")
-        .dir;
-    let path = dir.join("quorum-state");
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let parsed = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|text| serde_json::from_str(&text).ok());
-        if let Some(value) = parsed {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "no readable {}", path.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// The directory each voter is bound to in node `id`'s file: (voter, voterDirectoryId).
 fn bound_voters(cluster: &Cluster, id: i32) -> Vec<(i64, Option<String>)> {
     let file = quorum_state_file(cluster, id);
@@ -239,13 +217,6 @@ fn bound_voters(cluster: &Cluster, id: i32) -> Vec<(i64, Option<String>)> {
             (v["voterId"].as_i64().expect("voterId"), dir)
         })
         .collect()
-}
-
-fn directory_of(cluster: &Cluster, id: i32) -> String {
-    quorum_state_file(cluster, id)["directoryId"]
-        .as_str()
-        .expect("directoryId")
-        .to_string()
 }
 
 /// Waits (bounded) until node `id`'s file binds every voter of `ids` to the directory each

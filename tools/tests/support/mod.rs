@@ -142,6 +142,45 @@ impl Cluster {
     }
 }
 
+/// Node `id`'s quorum-state file as JSON (bounded wait for it to exist and parse).
+pub fn quorum_state_file(cluster: &Cluster, id: i32) -> serde_json::Value {
+    let dir = &cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .expect("a node")
+        .dir;
+    let path = dir.join("quorum-state");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let parsed = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok());
+        if let Some(value) = parsed {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no readable {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Node `id`'s log directory id, as its quorum-state file keeps it (base64, as the file has it).
+pub fn directory_of(cluster: &Cluster, id: i32) -> String {
+    quorum_state_file(cluster, id)["directoryId"]
+        .as_str()
+        .expect("directoryId")
+        .to_string()
+}
+
+/// [`directory_of`] parsed: what a Vote names as CandidateDirectoryId for node `id`.
+pub fn directory_id_of(cluster: &Cluster, id: i32) -> engine::base::ids::DirectoryId {
+    directory_of(cluster, id).parse().expect("a directory id")
+}
+
 /// `ringraft serve --config config` with `overrides`, its stderr to `stderr`.
 pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
     settings()
