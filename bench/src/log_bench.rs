@@ -349,7 +349,11 @@ fn start_retention(
         while !shared.stop.load(Ordering::SeqCst) {
             let limit = shared.durable_end.load(Ordering::Relaxed);
             if requests
-                .send(WriterRequest::Retain { policy, limit })
+                .send(WriterRequest::Retain {
+                    policy,
+                    limit,
+                    unpinned: limit,
+                })
                 .is_err()
             {
                 return;
@@ -390,7 +394,8 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
             }
             WriterEvent::ReadDone { .. }
             | WriterEvent::LookupDone { .. }
-            | WriterEvent::StorageAvailable { .. } => {}
+            | WriterEvent::StorageAvailable { .. }
+            | WriterEvent::Retained { .. } => {}
         }
     }
 }
@@ -433,7 +438,8 @@ impl Wakeups {
                     }
                     WriterEvent::ReadDone { .. }
                     | WriterEvent::LookupDone { .. }
-                    | WriterEvent::StorageAvailable { .. } => {}
+                    | WriterEvent::StorageAvailable { .. }
+                    | WriterEvent::Retained { .. } => {}
                 }
             },
         }

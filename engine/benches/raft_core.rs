@@ -228,6 +228,7 @@ fn follower_fetch_response(iters: u64) -> Duration {
                 high_watermark: next_offset - 10,
                 first_dirty_offset: -1,
                 last_caught_up_time_ms: -1,
+                log_start: None,
             });
         }
         let start = Instant::now();

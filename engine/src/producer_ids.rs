@@ -67,6 +67,9 @@ pub struct ProducerIdLedger {
     newest_own_first: i64,
     /// Set by the first InitProducerId: blocks are reserved only for nodes that hand ids out.
     in_use: bool,
+    /// The offset of the newest committed block record: retention keeps it (a replica that
+    /// starts from the log start learns where ids are free from it).
+    newest_committed_record: Option<Offset>,
 }
 
 impl ProducerIdLedger {
@@ -82,6 +85,7 @@ impl ProducerIdLedger {
             own: VecDeque::new(),
             newest_own_first: -1,
             in_use: false,
+            newest_committed_record: None,
         }
     }
 
@@ -95,6 +99,7 @@ impl ProducerIdLedger {
         );
         if offset < self.committed_to {
             // Only a log being re-read below what is known to be committed gets here.
+            self.note_committed_record(offset);
             self.commit(block);
         } else {
             self.uncommitted.insert(offset, block);
@@ -116,10 +121,21 @@ impl ProducerIdLedger {
         let still = self.uncommitted.split_off(&hw);
         let done = std::mem::replace(&mut self.uncommitted, still);
         let before = self.own.len();
-        for block in done.into_values() {
+        for (offset, block) in done {
+            self.note_committed_record(offset);
             self.commit(block);
         }
         self.own.len() > before
+    }
+
+    fn note_committed_record(&mut self, offset: Offset) {
+        self.newest_committed_record = self.newest_committed_record.max(Some(offset));
+    }
+
+    /// The offset of the newest committed block record, which retention must keep (None: no
+    /// block committed).
+    pub fn newest_committed_record(&self) -> Option<Offset> {
+        self.newest_committed_record
     }
 
     fn commit(&mut self, block: ProducerIdBlock) {
@@ -171,6 +187,15 @@ impl ProducerIdLedger {
             incarnation: self.incarnation,
             have: self.newest_own_first,
         })
+    }
+
+    /// What this node asks for to carry the newest block record forward: one more block past
+    /// the newest it has (granted even while it holds unused ids).
+    pub fn carry_wanted(&self) -> BlockWanted {
+        BlockWanted {
+            incarnation: self.incarnation,
+            have: self.newest_own_first,
+        }
     }
 
     /// On the leader: the block to append for `node`'s request, starting past every block in

@@ -286,3 +286,75 @@ fn retired_segments_are_deleted_when_recycling_is_off() {
     assert!(!log.has_spare());
     assert!(!dir.path().join(engine::log::SPARE_FILE).exists());
 }
+
+/// A replica behind its leader's log start (docs/storage.md, "Starting again at the leader's
+/// log start"): the whole log goes, an empty one starts at the leader's start in its epoch,
+/// survives a reopen, and takes appends from there; the readers see nothing of the old log.
+#[test]
+fn a_reset_starts_an_empty_log_at_the_leaders_start_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    let view = log.view();
+    log.reset_to(5_000, 7).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_000));
+    assert_eq!(log.durable_end_offset(), 5_000);
+    assert_eq!(log.epoch_cache().entries(), &[(7, 5_000)]);
+    assert_eq!(segment_files(dir.path()).len(), 1);
+    assert!(read_all(&log).is_empty());
+    assert!(view.read(0, 1 << 20).unwrap().0.is_empty());
+    drop(log);
+    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_000));
+    assert_eq!(log.epoch_cache().entries(), &[(7, 5_000)]);
+    log.append(&[batch(5_000, 7, 5, 100)]).unwrap();
+    log.append(&[batch(5_005, 8, 5, 100)]).unwrap();
+    assert_eq!(log.end_offset(), 5_010);
+    drop(log);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_010));
+    assert_eq!(log.epoch_cache().entries(), &[(7, 5_000), (8, 5_005)]);
+    assert_eq!(read_all(&log).len(), 2);
+}
+
+/// A log that reaches past the start it is reset to (its tail in an epoch its leader never
+/// had) loses all of it too, and a recycled spare with batches at or above the start goes.
+#[test]
+fn a_reset_below_the_log_end_drops_everything_and_leaves_no_spare() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    // Retention with recycling leaves a spare that holds old batches.
+    let bases = log.segment_bases();
+    log.delete_segments_before(bases[2]).unwrap();
+    assert!(log.has_spare());
+    log.reset_to(300, 2).unwrap();
+    assert!(!log.has_spare());
+    assert!(!dir.path().join("next-segment.spare").exists());
+    assert_eq!((log.start_offset(), log.end_offset()), (300, 300));
+    drop(log);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (300, 300));
+    assert_eq!(log.epoch_cache().entries(), &[(2, 300)]);
+    assert!(read_all(&log).is_empty());
+}
+
+/// The crash points of a reset: the old segments going oldest first leave a contiguous suffix;
+/// with none left (the checkpoint already names the new start) the log opens empty at 0, which
+/// the replica's next fetch resets again.
+#[test]
+fn every_crash_point_of_a_reset_opens_as_a_valid_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = segmented_log(dir.path());
+    let bases = log.segment_bases();
+    drop(log);
+    for base in &bases {
+        std::fs::remove_file(dir.path().join(engine::log::segment_file_name(*base))).unwrap();
+        if base == bases.last().unwrap() {
+            break;
+        }
+        let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+        let next = bases[bases.iter().position(|b| b == base).unwrap() + 1];
+        assert_eq!((log.start_offset(), log.end_offset()), (next, 600));
+    }
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!((log.start_offset(), log.end_offset()), (0, 0));
+}

@@ -146,6 +146,9 @@ impl Cluster {
                         }
                     }
                     LogOpKind::TruncateTo(offset) => n.log.retain(|b| b.end_offset() <= offset),
+                    // This harness runs no retention, so no log start for a follower to fall
+                    // behind.
+                    LogOpKind::ResetTo { start, .. } => panic!("node {id}: a reset to {start}"),
                 }
                 n.local.push(Input::LogDurable { up_to_seq: op.seq });
             }

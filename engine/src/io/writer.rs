@@ -26,7 +26,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
 use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
-use crate::base::Offset;
+use crate::base::{Epoch, Offset};
 use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, RetentionPolicy, StageStop};
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
@@ -114,11 +114,21 @@ pub enum WriterRequest {
     /// Finish what is queued, checkpoint, and stop (answered with [`WriterEvent::Stopped`]).
     Shutdown,
     /// Retention in the writer's sequence ([`Log::apply_retention`]): the sealed segments the
-    /// policy lets go, never past `limit` (the high watermark, for a node), are deleted or
-    /// recycled. Not reported.
+    /// policy lets go, never past `limit` (for a node, the core's retention limit: the high
+    /// watermark, or the newest record the log must keep), are deleted or recycled. Reported
+    /// with [`WriterEvent::Retained`], with the start the policy would have gone to with
+    /// `unpinned` (the high watermark) as the limit.
     Retain {
         policy: RetentionPolicy,
         limit: Offset,
+        unpinned: Offset,
+    },
+    /// Drop the whole log and start it again, empty, at `start` in `epoch` ([`Log::reset_to`]),
+    /// durably; reported like an append.
+    ResetTo {
+        seq: u64,
+        start: Offset,
+        epoch: Epoch,
     },
 }
 
@@ -153,6 +163,9 @@ pub enum WriterEvent {
     StorageFull { error: LogError },
     /// The next segment was allocated after a [`WriterEvent::StorageFull`]: appends may resume.
     StorageAvailable { free_bytes: u64 },
+    /// A [`WriterRequest::Retain`] ran: the log starts at `start`; the policy would have let it
+    /// start at `wanted` had nothing held it back below the high watermark.
+    Retained { start: Offset, wanted: Offset },
 }
 
 /// How often a writer whose disk is full tries to allocate the next segment again.
@@ -476,6 +489,12 @@ enum Queued {
     Retain {
         policy: RetentionPolicy,
         limit: Offset,
+        unpinned: Offset,
+    },
+    ResetTo {
+        seq: u64,
+        start: Offset,
+        epoch: Epoch,
     },
 }
 
@@ -757,8 +776,18 @@ impl WriterThread {
                 self.queue.push_back(Queued::TruncateTo { seq, offset })
             }
             WriterRequest::Shutdown => self.shutting_down = true,
-            WriterRequest::Retain { policy, limit } => {
-                self.queue.push_back(Queued::Retain { policy, limit })
+            WriterRequest::Retain {
+                policy,
+                limit,
+                unpinned,
+            } => self.queue.push_back(Queued::Retain {
+                policy,
+                limit,
+                unpinned,
+            }),
+            WriterRequest::ResetTo { seq, start, epoch } => {
+                self.check_seq(seq);
+                self.queue.push_back(Queued::ResetTo { seq, start, epoch })
             }
         }
     }
@@ -802,9 +831,26 @@ impl WriterThread {
                         self.report_durable(seq);
                         continue;
                     }
-                    Some(&Queued::Retain { policy, limit }) => {
-                        self.log.apply_retention(policy, wall_clock_ms(), limit)?;
+                    Some(&Queued::Retain {
+                        policy,
+                        limit,
+                        unpinned,
+                    }) => {
+                        let now = wall_clock_ms();
+                        let start = self.log.apply_retention(policy, now, limit)?;
+                        let wanted = if unpinned > limit {
+                            self.log.retention_wants(policy, now, unpinned)?
+                        } else {
+                            start
+                        };
                         self.queue.pop_front();
+                        self.sink.send(WriterEvent::Retained { start, wanted });
+                        continue;
+                    }
+                    Some(&Queued::ResetTo { seq, start, epoch }) => {
+                        self.log.reset_to(start, epoch)?;
+                        self.queue.pop_front();
+                        self.report_durable(seq);
                         continue;
                     }
                     None => return Ok(()),

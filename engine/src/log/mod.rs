@@ -689,6 +689,50 @@ impl Log {
         Ok(new_end)
     }
 
+    /// Drops the whole log and starts it again, empty, at `start` in `epoch`: a replica whose
+    /// log fell behind its leader's log start (docs/storage.md, "Starting again at the
+    /// leader's log start"). Every crash point leaves a valid log: a contiguous suffix of the
+    /// old one while segments go (oldest first, the active one last), no segment at all (the
+    /// log opens empty at 0, and the replica is reset again by its next fetch), or the new
+    /// empty segment with a checkpoint that names `epoch` (stored first, so the segment never
+    /// stands without it). A spare goes too: a recycled one may hold batches at or above
+    /// `start`, which recovery would take for the new segment's.
+    pub fn reset_to(&mut self, start: Offset, epoch: Epoch) -> Result<(), LogError> {
+        assert!(
+            !self.has_staged() && !self.write_in_flight(),
+            "reset with unwritten batches"
+        );
+        assert!(start >= 0 && epoch >= 0, "a reset to ({start}, {epoch})");
+        // Readers first, as for a truncation: nothing they read from now on shows the old log.
+        self.view.begin_truncation(self.start_offset(), 0);
+        self.view.drop_front(Offset::MAX);
+        let bases: Vec<Offset> = self.segments.keys().copied().collect();
+        for base in bases {
+            let segment = self.segments.remove(&base).expect("listed segment");
+            let path = &segment.file.path;
+            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+        }
+        if let Some(spare) = self.spare.take() {
+            std::fs::remove_file(&spare.path).map_err(LogError::io("remove", &spare.path))?;
+        }
+        file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
+        let epochs = vec![(epoch, start)];
+        let checkpoint = Checkpoint::new(start, start, 0, epochs.clone());
+        checkpoint
+            .store(&self.dir)
+            .map_err(LogError::io("store checkpoint", &self.dir))?;
+        self.checkpoint = checkpoint;
+        let (segment, direct) = create_segment(&self.dir, start, &self.config)?;
+        self.view.add_segment(start, Arc::clone(&segment.file));
+        self.segments.insert(start, segment);
+        let buffers = self.active.take_buffers(&self.config);
+        self.active = Active::new(direct, 0, buffers);
+        self.epochs = EpochCache::from_entries(&epochs).expect("one entry");
+        self.end_offset = start;
+        self.durable_end_offset = start;
+        Ok(())
+    }
+
     fn segment_base_for_truncation(&self, offset: Offset) -> Offset {
         let first = self.start_offset();
         self.segments
@@ -732,6 +776,25 @@ impl Log {
         let limit = limit.min(self.durable_end_offset);
         let start = retention_start(&self.segment_summaries()?, policy, wall_clock_ms, limit);
         self.delete_segments_before(start)
+    }
+
+    /// Where [`Self::apply_retention`] would start the log with `limit`, deleting nothing.
+    pub fn retention_wants(
+        &self,
+        policy: RetentionPolicy,
+        wall_clock_ms: i64,
+        limit: Offset,
+    ) -> Result<Offset, LogError> {
+        if policy.keeps_everything() {
+            return Ok(self.start_offset());
+        }
+        let limit = limit.min(self.durable_end_offset);
+        Ok(retention_start(
+            &self.segment_summaries()?,
+            policy,
+            wall_clock_ms,
+            limit,
+        ))
     }
 
     /// Deletes the sealed segments that end at or before `start`, oldest first, and returns

@@ -170,6 +170,13 @@ impl RaftCore {
         let Some(last) = fetch.last_fetched_epoch else {
             return EpochCheck::Consistent;
         };
+        // At the log start the epoch of the batch before it is one retention may have taken
+        // from the cache; everything below the start is committed, and a consumer reads only
+        // that, so there is nothing to diverge from (docs/protocol.md, "Retention and the log
+        // start").
+        if fetch.fetch_offset == self.log.start_offset() && self.log.start_offset() > 0 {
+            return EpochCheck::Consistent;
+        }
         match self
             .log
             .epochs

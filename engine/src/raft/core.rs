@@ -156,6 +156,8 @@ impl RaftCore {
             Input::ClientFetch { id, fetch } => self.on_client_fetch(id, fetch, out),
             Input::Shutdown => self.on_shutdown(out),
             Input::StorageFull { full } => self.storage_full = full,
+            Input::LogStartMoved { start } => self.on_log_start_moved(start),
+            Input::CarryVoterRecord { below } => self.carry_voter_record(below, out),
         }
         if !self.stopped {
             self.drive(out);
@@ -193,6 +195,10 @@ impl RaftCore {
             Some(l) => l.high_watermark,
             None => self.local_hw,
         }
+    }
+    /// The log's first offset (retention and resets move it: retention.rs).
+    pub fn log_start_offset(&self) -> Offset {
+        self.log.start_offset()
     }
     pub fn log_end_offset(&self) -> Offset {
         self.log.end_offset()
@@ -653,6 +659,9 @@ impl RaftCore {
             self.role_deadline = None;
             return false;
         }
+        if !self.voter_set_known() {
+            return self.sit_out_unknown_voter_set();
+        }
         // A leaving voter gives the target's voters one election timeout first, but stands
         // after it: it may hold the only log they would all vote for.
         if self.leaving_voter() && !std::mem::take(&mut self.leaving_sat_out) {
@@ -695,6 +704,9 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_candidate(&mut self, out: &mut Vec<Output>) -> bool {
+        if !self.voter_set_known() {
+            return self.sit_out_unknown_voter_set();
+        }
         let old = match self.qs.become_candidate(out) {
             Ok(old) => old,
             Err(e @ TransitionError::EpochExhausted { .. }) => return self.epoch_exhausted(e, out),

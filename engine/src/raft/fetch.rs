@@ -25,24 +25,50 @@ impl RaftCore {
         diverging: Option<OffsetAndEpoch>,
         out: &mut Vec<Output>,
     ) {
+        let response = self.fetch_response(error, batches, diverging);
+        out.push(Output::Respond {
+            id,
+            response: Response::FetchQuorumRecords(response),
+        });
+    }
+
+    fn fetch_response(
+        &self,
+        error: ErrorCode,
+        batches: Vec<Batch>,
+        diverging: Option<OffsetAndEpoch>,
+    ) -> FetchQuorumRecordsResponse {
         let high_watermark = self
             .qs
             .leader()
             .and_then(|l| l.high_watermark)
             .unwrap_or(-1);
+        FetchQuorumRecordsResponse {
+            error,
+            leader_id: self.leader_hint(),
+            leader_epoch: self.qs.epoch(),
+            next_fetch_offset: diverging.map_or(-1, |d| d.offset),
+            next_fetch_offset_epoch: diverging.map_or(-1, |d| d.epoch),
+            batches,
+            high_watermark,
+            first_dirty_offset: -1,
+            last_caught_up_time_ms: -1,
+            log_start: None,
+        }
+    }
+
+    /// OFFSET_OUT_OF_RANGE for a fetch behind the log start, with it (retention.rs).
+    pub(crate) fn respond_fetch_with_log_start(
+        &self,
+        id: RequestId,
+        start: OffsetAndEpoch,
+        out: &mut Vec<Output>,
+    ) {
+        let mut response = self.fetch_response(ErrorCode::OFFSET_OUT_OF_RANGE, Vec::new(), None);
+        response.log_start = Some(start);
         out.push(Output::Respond {
             id,
-            response: Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
-                error,
-                leader_id: self.leader_hint(),
-                leader_epoch: self.qs.epoch(),
-                next_fetch_offset: diverging.map_or(-1, |d| d.offset),
-                next_fetch_offset_epoch: diverging.map_or(-1, |d| d.epoch),
-                batches,
-                high_watermark,
-                first_dirty_offset: -1,
-                last_caught_up_time_ms: -1,
-            }),
+            response: Response::FetchQuorumRecords(response),
         });
     }
 
@@ -101,6 +127,10 @@ impl RaftCore {
             self.leading().note_contact(req.replica_id, now);
         }
         let leo = self.log.end_offset();
+        if self.fetch_behind_log_start(req.fetch_offset, req.last_fetched_epoch) {
+            // Answered at once, like a divergence (retention.rs).
+            return self.respond_behind_log_start(id, out);
+        }
         if let Some(d) = self
             .log
             .epochs
@@ -399,8 +429,16 @@ impl RaftCore {
         out: &mut Vec<Output>,
     ) {
         // The first draft signalled divergence with OFFSET_OUT_OF_RANGE: accept it like NONE
-        // when the truncation point is set (docs/protocol.md section 6, "Follower side").
-        if r.error == ErrorCode::OFFSET_OUT_OF_RANGE && r.next_fetch_offset_epoch >= 0 {
+        // when the truncation point is set (docs/protocol.md section 6, "Follower side"). With
+        // the log start instead, this log ends behind it (retention.rs).
+        let behind_log_start = if r.error == ErrorCode::OFFSET_OUT_OF_RANGE {
+            r.log_start.filter(|_| r.next_fetch_offset_epoch < 0)
+        } else {
+            None
+        };
+        if r.error == ErrorCode::OFFSET_OUT_OF_RANGE
+            && (r.next_fetch_offset_epoch >= 0 || behind_log_start.is_some())
+        {
             r.error = ErrorCode::NONE;
         }
         let RequestKind::Fetch {
@@ -453,6 +491,14 @@ impl RaftCore {
         self.qs.note_leader_heard(self.now);
         self.stand_when_due = false;
         self.outbound.reset_backoff(f.to);
+        if let Some(start) = behind_log_start {
+            // The next fetch goes from the new start, or, for an answer that cannot be right,
+            // from where it was after a backoff.
+            if !self.reset_behind_log_start(start, r.leader_epoch, out) {
+                self.retry_fetch_later(f);
+            }
+            return;
+        }
         if r.next_fetch_offset_epoch >= 0 {
             let leader_point = OffsetAndEpoch {
                 offset: r.next_fetch_offset,

@@ -21,7 +21,8 @@ struct PendingOp {
 
 #[derive(Debug)]
 pub(crate) struct LogState {
-    /// The first offset (the log never deletes: it stays what the snapshot said).
+    /// The first offset: what the snapshot said, moved forward by retention
+    /// ([`LogState::advance_start`]) or a reset ([`LogState::reset_to`]).
     start_offset: Offset,
     end_offset: Offset,
     durable_end_offset: Offset,
@@ -107,6 +108,42 @@ impl LogState {
         out.push(Output::Log(LogOp {
             seq,
             kind: LogOpKind::TruncateTo(offset),
+        }));
+    }
+
+    /// Retention deleted the log below `start` (a segment's base, never past what the core
+    /// said was committed). The epoch cache forgets the epochs wholly below it and keeps the
+    /// one it starts in, as the log's own cache does (docs/storage.md, "Retention").
+    pub(crate) fn advance_start(&mut self, start: Offset) {
+        if start <= self.start_offset {
+            return; // a report that crossed a reset, or a repeat: nothing to forget
+        }
+        assert!(
+            start <= self.durable_end_offset,
+            "log start {start} past the durable end {}",
+            self.durable_end_offset
+        );
+        self.start_offset = start;
+        self.epochs.trim_front(start);
+    }
+
+    /// Drops the whole log and starts it again, empty, at the leader's log start `start`, in
+    /// `epoch` (docs/protocol.md, "Retention and the log start"). The caller has checked that
+    /// nothing at or above `start` is committed here (its high watermark is at most `start`):
+    /// what the log holds below is committed, and what it holds above is not.
+    pub(crate) fn reset_to(&mut self, start: Offset, epoch: Epoch, out: &mut Vec<Output>) {
+        assert!(start > 0 && epoch >= 0, "a reset to ({start}, {epoch})");
+        self.start_offset = start;
+        self.end_offset = start;
+        self.epochs =
+            EpochCache::from_entries(&[(epoch, start)]).expect("one entry is a valid cache");
+        self.tail.clear();
+        // Durable only once the reset is: until then the durable end stays where it was (all
+        // of it below `start`, so it claims nothing of the new log).
+        let seq = self.push_op(None, 0);
+        out.push(Output::Log(LogOp {
+            seq,
+            kind: LogOpKind::ResetTo { start, epoch },
         }));
     }
 

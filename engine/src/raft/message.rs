@@ -102,6 +102,10 @@ pub struct FetchQuorumRecordsResponse {
     pub high_watermark: Offset,
     pub first_dirty_offset: Offset,
     pub last_caught_up_time_ms: i64,
+    /// With OFFSET_OUT_OF_RANGE: the leader's log start and the epoch it is in, for a fetcher
+    /// whose log ends below it (docs/protocol.md, "Retention and the log start"). A tagged
+    /// field on the wire.
+    pub log_start: Option<super::types::OffsetAndEpoch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -327,6 +331,7 @@ impl Request {
                     high_watermark: -1,
                     first_dirty_offset: -1,
                     last_caught_up_time_ms: -1,
+                    log_start: None,
                 })
             }
             Request::FindQuorum(_) => {

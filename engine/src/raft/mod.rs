@@ -14,6 +14,7 @@
 //! `consumer` (a consumer's read, ClientFetch, and the read-only queries of ListOffsets and
 //! OffsetForLeaderEpoch), `leader` (replica progress, HW, parked fetches), `log_state`,
 //! `tail_cache`,
+//! `retention` (the log start: how far retention may go, a replica behind it),
 //! `requests` (in-flight requests, timeouts, backoff), `rng`.
 
 pub mod admission;
@@ -33,6 +34,7 @@ pub mod quorum_state;
 pub(crate) mod reassign;
 mod record_glue;
 mod requests;
+mod retention;
 mod rng;
 mod tail_cache;
 pub mod types;

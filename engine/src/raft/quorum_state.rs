@@ -808,6 +808,22 @@ impl QuorumState {
         self.history.base()
     }
 
+    /// The offset of the newest committed voter record (the committed set's), None when the
+    /// committed set comes from no record (the configured voters, or a set learned from
+    /// FindQuorum). Retention never deletes it (retention.rs).
+    pub(crate) fn committed_voter_record(&self) -> Option<Offset> {
+        self.history
+            .base_offset()
+            .checked_sub(1)
+            .filter(|o| *o >= 0)
+    }
+
+    /// The offset below which the log implies the committed set: every voter record at or
+    /// above it is uncommitted.
+    pub(crate) fn committed_voter_offset(&self) -> Offset {
+        self.history.base_offset()
+    }
+
     /// The offset of the newest voter record not yet folded into the committed set.
     pub(crate) fn pending_voter_record(&self) -> Option<Offset> {
         self.history.latest_offset()

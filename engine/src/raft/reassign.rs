@@ -429,7 +429,7 @@ impl RaftCore {
     }
 
     /// Appends a voter record in this leader's epoch; it is in force at once.
-    fn append_voter_record(&mut self, config: VoterConfig, out: &mut Vec<Output>) {
+    pub(crate) fn append_voter_record(&mut self, config: VoterConfig, out: &mut Vec<Output>) {
         let base_offset = self.log.end_offset();
         let epoch = self.qs.epoch();
         let timestamp = self.now as i64;

@@ -108,6 +108,15 @@ pub enum Input {
     /// leader resigns and the node stands for no election (a lone voter keeps leading: nobody
     /// else could, and it still serves reads). Votes and every read are answered as before.
     StorageFull { full: bool },
+    /// Retention deleted the log's front: it now starts at `start` (docs/protocol.md,
+    /// "Retention and the log start"). Never past [`crate::raft::RaftCore::retention_limit`]
+    /// as it was when the driver asked, so everything below `start` is committed.
+    LogStartMoved { start: Offset },
+    /// Retention would delete below `below`, but the newest committed voter record is there
+    /// and must stay in the log (a replica that starts from the log start learns the voter set
+    /// from it): a leader appends the voter set again, above it. Ignored elsewhere, and while a
+    /// voter record is uncommitted or a reassignment is in progress.
+    CarryVoterRecord { below: Offset },
 }
 
 /// What a consumer asks for: the fields of one partition of a Kafka Fetch request, with Kafka's
@@ -256,6 +265,10 @@ pub enum LogOpKind {
     Append(Vec<Batch>),
     /// Drop every record at or beyond `offset`.
     TruncateTo(Offset),
+    /// Drop the whole log and start it again, empty, at `start`, in `epoch`: the leader's log
+    /// start, which this replica fell behind (docs/protocol.md, "Retention and the log
+    /// start"). Everything below `start` is committed; what this log held is all below it.
+    ResetTo { start: Offset, epoch: Epoch },
 }
 
 #[derive(Clone, Debug)]

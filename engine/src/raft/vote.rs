@@ -112,6 +112,11 @@ impl RaftCore {
         if !self.qs.named_by_set(self.qs.local_id()) || !self.qs.named_by_set(req.candidate_id) {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
         }
+        // A log reset to a leader's log start lacks the voter record that set it up until it
+        // fetches it: its set may be stale (retention.rs).
+        if !self.voter_set_known() {
+            return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
+        }
         if self.wrong_voter_key(&req) {
             return self.respond_vote(id, ErrorCode::INVALID_VOTER_KEY, false, out);
         }

@@ -36,6 +36,12 @@ pub enum LogOpError {
         offset: Offset,
         batch_base: Offset,
     },
+    /// A reset whose committed prefix (the shadow, see [`SimDisk::written_start`]) does not end
+    /// at its start.
+    ResetPrefix {
+        start: Offset,
+        prefix_end: Offset,
+    },
 }
 
 impl std::fmt::Display for LogOpError {
@@ -50,10 +56,24 @@ pub struct SimDisk {
     pub written: Vec<Batch>,
     /// The log as a crash right now would find it at the least.
     pub durable: Vec<Batch>,
+    /// The log start the node's real log would have (retention, or a reset to the leader's
+    /// log start: docs/protocol.md, "Retention and the log start"), with the epoch it is in.
+    /// The batches below it stay in `written` and `durable` as a shadow of committed data, so
+    /// that the invariants read every log from offset 0; the node never reads them (a read
+    /// below the start breaks the contract).
+    pub written_start: (Offset, Epoch),
+    pub durable_start: (Offset, Epoch),
     /// Ops applied to `written` but not yet to `durable`, in seq order.
-    pending: VecDeque<LogOp>,
+    pending: VecDeque<Pending>,
     last_seq: u64,
     durable_seq: u64,
+}
+
+/// An op not yet durable; for a reset, the committed batches below its start (the shadow).
+#[derive(Clone, Debug)]
+struct Pending {
+    op: LogOp,
+    reset_prefix: Vec<Batch>,
 }
 
 pub fn end_offset(log: &[Batch]) -> Offset {
@@ -114,28 +134,37 @@ fn check_append(log: &[Batch], batches: &[Batch]) -> Result<(), LogOpError> {
     Ok(())
 }
 
-fn apply_kind(log: &mut Vec<Batch>, kind: &LogOpKind) {
-    match kind {
+fn apply_kind(log: &mut Vec<Batch>, start: &mut (Offset, Epoch), pending: &Pending) {
+    match &pending.op.kind {
         LogOpKind::Append(batches) => log.extend(batches.iter().cloned()),
         LogOpKind::TruncateTo(offset) => {
             let keep = log.partition_point(|b| b.base_offset < *offset);
             log.truncate(keep);
         }
+        LogOpKind::ResetTo { start: s, epoch } => {
+            log.clone_from(&pending.reset_prefix);
+            *start = (*s, *epoch);
+        }
     }
 }
 
 impl SimDisk {
-    /// A disk holding `log`, all durable (a fresh node, or one that just recovered).
-    pub fn with_log(log: Vec<Batch>) -> Self {
+    /// A disk holding `log`, all durable (a fresh node, or one that just recovered), that
+    /// starts at `start` (the batches below it are the shadow).
+    pub fn with_log_from(log: Vec<Batch>, start: (Offset, Epoch)) -> Self {
         Self {
             written: log.clone(),
             durable: log,
+            written_start: start,
+            durable_start: start,
             ..Self::default()
         }
     }
 
-    /// Applies `op` to the written log (validated against the contract first).
-    pub fn apply(&mut self, op: LogOp) -> Result<(), LogOpError> {
+    /// Applies `op` to the written log (validated against the contract first). For a reset,
+    /// `reset_prefix` is the committed log below its start, kept as the shadow; ignored for
+    /// the other ops.
+    pub fn apply(&mut self, op: LogOp, reset_prefix: Vec<Batch>) -> Result<(), LogOpError> {
         if op.seq <= self.last_seq {
             return Err(LogOpError::SeqNotIncreasing {
                 previous: self.last_seq,
@@ -154,11 +183,63 @@ impl SimDisk {
                     }
                 }
             }
+            LogOpKind::ResetTo { start, .. } => {
+                let prefix_end = end_offset(&reset_prefix);
+                if prefix_end != *start {
+                    return Err(LogOpError::ResetPrefix {
+                        start: *start,
+                        prefix_end,
+                    });
+                }
+                check_append(&[], &reset_prefix)?;
+            }
         }
-        apply_kind(&mut self.written, &op.kind);
-        self.last_seq = op.seq;
-        self.pending.push_back(op);
+        let seq = op.seq;
+        let pending = Pending { op, reset_prefix };
+        apply_kind(&mut self.written, &mut self.written_start, &pending);
+        self.last_seq = seq;
+        self.pending.push_back(pending);
         Ok(())
+    }
+
+    /// The epoch of the written log's last batch; for a log that starts where it ends (after a
+    /// reset, or retention of everything durable), the epoch it started in, which the shadow
+    /// batches below the start may not show.
+    pub fn written_last_epoch(&self) -> Epoch {
+        let (start, epoch) = self.written_start;
+        if start > 0 && end_offset(&self.written) == start {
+            epoch
+        } else {
+            last_epoch(&self.written)
+        }
+    }
+
+    /// Is a reset among the ops not yet durable?
+    pub fn reset_pending(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.op.kind, LogOpKind::ResetTo { .. }))
+    }
+
+    /// Retention: the log now starts at `start`, a batch boundary at most the durable end
+    /// (deleting is durable at once, as unlinking and syncing the directory is). The epoch is
+    /// the one the written log's cache names at `start`, as the core's trimmed cache does.
+    /// Not while a reset is pending (the real writer would apply retention after it).
+    pub fn retain(&mut self, start: Offset) {
+        assert!(!self.reset_pending(), "retention with a reset pending");
+        assert!(start > self.durable_start.0 && start <= end_offset(&self.durable));
+        assert!(
+            start == end_offset(&self.durable)
+                || batch_index_covering(&self.durable, start)
+                    .is_some_and(|i| self.durable[i].base_offset == start),
+            "retention mid-batch at {start}"
+        );
+        let mut cache = crate::base::EpochCache::from_entries(&epoch_cache(&self.written))
+            .expect("a valid cache");
+        cache.trim_front(start);
+        let epoch = cache.epoch_at(start).unwrap_or(0);
+        self.written_start = (start, epoch);
+        self.durable_start = (start, epoch);
     }
 
     #[cfg(test)]
@@ -169,9 +250,9 @@ impl SimDisk {
     /// Every op with `seq <= up_to` reached the platter.
     pub fn make_durable(&mut self, up_to: u64) {
         assert!(up_to <= self.last_seq);
-        while self.pending.front().is_some_and(|op| op.seq <= up_to) {
-            let op = self.pending.pop_front().expect("front checked");
-            apply_kind(&mut self.durable, &op.kind);
+        while self.pending.front().is_some_and(|p| p.op.seq <= up_to) {
+            let pending = self.pending.pop_front().expect("front checked");
+            apply_kind(&mut self.durable, &mut self.durable_start, &pending);
         }
         self.durable_seq = self.durable_seq.max(up_to);
     }
@@ -180,20 +261,26 @@ impl SimDisk {
     pub fn close(&mut self) {
         self.make_durable(self.last_seq);
         assert_eq!(self.durable, self.written);
-        *self = Self::with_log(std::mem::take(&mut self.durable));
+        assert_eq!(self.durable_start, self.written_start);
+        *self = Self::with_log_from(std::mem::take(&mut self.durable), self.durable_start);
     }
 
     /// Power loss: what recovery finds. Keeps a random prefix of the pending ops; the op at the
     /// cut, if an append, may leave a prefix of its batches (a torn write).
     pub fn crash(&mut self, rng: &mut SimRng, tear: bool) -> Vec<Batch> {
         let mut recovered = std::mem::take(&mut self.durable);
+        let mut start = self.durable_start;
         if tear && !self.pending.is_empty() {
             let survivors = rng.index(self.pending.len() + 1);
-            for op in self.pending.iter().take(survivors) {
-                apply_kind(&mut recovered, &op.kind);
+            for pending in self.pending.iter().take(survivors) {
+                apply_kind(&mut recovered, &mut start, pending);
             }
-            if let Some(LogOp {
-                kind: LogOpKind::Append(batches),
+            if let Some(Pending {
+                op:
+                    LogOp {
+                        kind: LogOpKind::Append(batches),
+                        ..
+                    },
                 ..
             }) = self.pending.get(survivors)
             {
@@ -201,7 +288,7 @@ impl SimDisk {
                 recovered.extend(batches.iter().take(torn).cloned());
             }
         }
-        *self = Self::with_log(recovered.clone());
+        *self = Self::with_log_from(recovered.clone(), start);
         recovered
     }
 
@@ -211,14 +298,28 @@ impl SimDisk {
             self.written, self.durable,
             "snapshot only right after recovery"
         );
+        let (start, start_epoch) = self.written_start;
+        let end = end_offset(&self.written);
+        let mut epochs = crate::base::EpochCache::from_entries(&epoch_cache(&self.written))
+            .expect("a valid cache");
+        epochs.trim_front(start);
+        // A log that starts where it ends knows its epoch only from where it started (the real
+        // log's checkpoint: docs/storage.md, "Retention").
+        let epochs = if start > 0 && end == start {
+            vec![(start_epoch, start)]
+        } else {
+            epochs.entries().to_vec()
+        };
+        let mut voter_records = crate::record::voters::voter_records(&self.written)
+            .expect("the simulated log holds only batches the cores wrote");
+        voter_records.retain(|r| r.offset >= start);
         LogSnapshot {
-            start_offset: 0,
-            end_offset: end_offset(&self.written),
-            epochs: epoch_cache(&self.written),
-            // The simulated log is small: every voter record, the core keeps those at or above
-            // the stored AppliedOffset.
-            voter_records: crate::record::voters::voter_records(&self.written)
-                .expect("the simulated log holds only batches the cores wrote"),
+            start_offset: start,
+            end_offset: end,
+            epochs,
+            // The simulated log is small: every voter record from the log start, the core
+            // keeps those at or above the stored AppliedOffset.
+            voter_records,
         }
     }
 
@@ -271,14 +372,17 @@ mod tests {
         let mut rng = SimRng::new(3);
         for _ in 0..50 {
             let mut disk = SimDisk::default();
-            disk.apply(append(1, vec![batch(0, 1, 2)])).unwrap();
-            disk.apply(append(2, vec![batch(2, 1, 1), batch(3, 1, 1)]))
+            disk.apply(append(1, vec![batch(0, 1, 2)]), vec![]).unwrap();
+            disk.apply(append(2, vec![batch(2, 1, 1), batch(3, 1, 1)]), vec![])
                 .unwrap();
             disk.make_durable(1);
-            disk.apply(LogOp {
-                seq: 3,
-                kind: LogOpKind::TruncateTo(3),
-            })
+            disk.apply(
+                LogOp {
+                    seq: 3,
+                    kind: LogOpKind::TruncateTo(3),
+                },
+                vec![],
+            )
             .unwrap();
             let written = disk.written.clone();
             assert_eq!(end_offset(&written), 3);
@@ -293,24 +397,27 @@ mod tests {
     #[test]
     fn contract_breaches_are_reported() {
         let mut disk = SimDisk::default();
-        disk.apply(append(1, vec![batch(0, 2, 2)])).unwrap();
+        disk.apply(append(1, vec![batch(0, 2, 2)]), vec![]).unwrap();
         assert!(matches!(
-            disk.apply(append(1, vec![batch(2, 2, 1)])),
+            disk.apply(append(1, vec![batch(2, 2, 1)]), vec![]),
             Err(LogOpError::SeqNotIncreasing { .. })
         ));
         assert!(matches!(
-            disk.apply(append(2, vec![batch(5, 2, 1)])),
+            disk.apply(append(2, vec![batch(5, 2, 1)]), vec![]),
             Err(LogOpError::AppendNotAtEnd { .. })
         ));
         assert!(matches!(
-            disk.apply(append(2, vec![batch(2, 1, 1)])),
+            disk.apply(append(2, vec![batch(2, 1, 1)]), vec![]),
             Err(LogOpError::EpochDecreasing { .. })
         ));
         assert!(matches!(
-            disk.apply(LogOp {
-                seq: 2,
-                kind: LogOpKind::TruncateTo(1)
-            }),
+            disk.apply(
+                LogOp {
+                    seq: 2,
+                    kind: LogOpKind::TruncateTo(1)
+                },
+                vec![]
+            ),
             Err(LogOpError::TruncateMidBatch { .. })
         ));
         assert_eq!(disk.read(0, 1).len(), 1);

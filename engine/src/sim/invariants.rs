@@ -167,6 +167,21 @@ impl Checker {
         self.committed.last().map_or(0, |b| b.end)
     }
 
+    /// `log`'s batches below `start`, if they are exactly the committed log there.
+    pub fn committed_prefix(&self, log: &[Batch], start: Offset) -> Option<Vec<Batch>> {
+        let count = self.committed.partition_point(|c| c.end <= start);
+        let ends_at_start =
+            count == 0 && start == 0 || count > 0 && self.committed[count - 1].end == start;
+        if !ends_at_start || log.len() < count {
+            return None;
+        }
+        let same = log[..count]
+            .iter()
+            .zip(&self.committed[..count])
+            .all(|(b, c)| BatchId::of(b) == *c);
+        same.then(|| log[..count].to_vec())
+    }
+
     pub fn register_client_batch(&mut self, bytes: &[u8], value: u64) {
         let previous = self.client_values.insert(fingerprint(bytes), value);
         assert!(previous.is_none(), "client values are unique");

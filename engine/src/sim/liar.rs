@@ -208,6 +208,7 @@ pub fn response(d: &mut impl Draw, v: &TargetView) -> Response {
             high_watermark: offset(d, v),
             first_dirty_offset: offset(d, v),
             last_caught_up_time_ms: timestamp(d),
+            log_start: None,
         }),
         4 => Response::FindQuorum(FindQuorumResponse {
             error,

@@ -71,6 +71,10 @@ pub struct SimConfig {
     /// (voters and observers), and the voter-set invariants are checked (docs/simulation.md,
     /// "Reassignment"). Off: no draw and no trace entry of its own, so runs replay as before.
     pub reassign: bool,
+    /// Nodes delete the front of their logs as retention would, and followers behind a
+    /// leader's log start reset (docs/simulation.md, "Retention"). Off: no draw and no trace
+    /// entry of its own, so runs replay as before.
+    pub retention: bool,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.
     pub plant: Option<crate::raft::PlantedBug>,
@@ -98,6 +102,7 @@ impl SimConfig {
             latency_tail: true,
             tick_before_input: false,
             reassign: false,
+            retention: false,
             plant: None,
             trace_len: 40,
         }
@@ -134,6 +139,9 @@ impl SimConfig {
         }
         if self.tick_before_input {
             cmd.push_str(" --tick-before-input");
+        }
+        if self.retention {
+            cmd.push_str(" --retention");
         }
         if self.reassign {
             cmd.push_str(" --reassign");
@@ -204,6 +212,10 @@ pub struct Summary {
     pub voter_changes: u64,
     /// Voters whose disk the faults took (`delete_state`).
     pub voter_disks_lost: u64,
+    /// Log starts moved by retention, and logs reset to a leader's log start (both 0 without
+    /// `retention`).
+    pub retentions: u64,
+    pub resets: u64,
     pub trace_hash: u64,
 }
 

@@ -15,7 +15,7 @@ use engine::raft::{
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, DescribeQuorumRequest,
     DescribeQuorumResponse, DirectoryId, EndQuorumEpochRequest, EndQuorumEpochResponse, ErrorCode,
     FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, FindQuorumRequest, FindQuorumResponse,
-    ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
+    OffsetAndEpoch, ReplicaState, Request, Response, VoteRequest, VoteResponse, VoterEndpoint,
 };
 use engine::record::{BatchIter, RecordError};
 use thiserror::Error;
@@ -47,8 +47,11 @@ const TAG_FETCH_DIRECTORY_ID: u32 = 4;
 /// directory, and the directory its voter set binds the receiver to; each omitted when unknown.
 const TAG_CANDIDATE_DIRECTORY_ID: u32 = 0;
 const TAG_VOTER_DIRECTORY_ID: u32 = 1;
-/// Tagged field of FetchQuorumRecords responses: the leader's broker list.
+/// Tagged fields of FetchQuorumRecords responses: the leader's broker list; with
+/// OFFSET_OUT_OF_RANGE, the leader's log start (offset i64, epoch i32: docs/protocol.md,
+/// "Retention and the log start").
 const TAG_BROKER_LIST: u32 = 0;
+const TAG_LOG_START: u32 = 1;
 
 /// What a node adds to a FetchQuorumRecords request beside the core's fields. A node that
 /// does not know these tags skips them (KIP-482), so old and new nodes fetch from each other.
@@ -573,10 +576,17 @@ fn encode_fetch_response(
     tail.i64(r.high_watermark);
     tail.i64(r.first_dirty_offset);
     tail.i64(r.last_caught_up_time_ms);
-    match broker_list {
-        Some(list) => tail.tagged_fields(&[(TAG_BROKER_LIST, list)]),
-        None => tail.no_tagged_fields(),
+    let mut log_start = [0u8; 12];
+    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
+    if let Some(list) = broker_list {
+        tags.push((TAG_BROKER_LIST, list));
     }
+    if let Some(start) = r.log_start {
+        log_start[..8].copy_from_slice(&start.offset.to_be_bytes());
+        log_start[8..].copy_from_slice(&start.epoch.to_be_bytes());
+        tags.push((TAG_LOG_START, &log_start));
+    }
+    tail.tagged_fields(&tags);
     chain.push(tail.into_inner().freeze());
     chain
 }
@@ -695,14 +705,23 @@ pub fn decode_response_with(
     r: &mut WireReader,
 ) -> Result<(Response, Option<BrokerList>), DecodeError> {
     if api_key == api::FETCH_QUORUM_RECORDS {
-        let response = decode_fetch_response(r)?;
+        let mut response = decode_fetch_response(r)?;
         let mut list = None;
-        r.tagged_fields(|tag, payload| {
-            if tag != TAG_BROKER_LIST {
-                return Ok(false);
+        r.tagged_fields(|tag, payload| match tag {
+            TAG_BROKER_LIST => {
+                list = Some(payload);
+                Ok(true)
             }
-            list = Some(payload);
-            Ok(true)
+            TAG_LOG_START => {
+                let mut inner = WireReader::new(payload);
+                response.log_start = Some(OffsetAndEpoch {
+                    offset: inner.i64("log start offset")?,
+                    epoch: inner.i32("log start epoch")?,
+                });
+                inner.finish()?;
+                Ok(true)
+            }
+            _ => Ok(false),
         })?;
         r.finish()?;
         let list = list.map(BrokerList::decode).transpose()?;
@@ -760,6 +779,7 @@ fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsRespons
         high_watermark: r.i64("high watermark")?,
         first_dirty_offset: r.i64("first dirty offset")?,
         last_caught_up_time_ms: r.i64("last caught up time")?,
+        log_start: None,
     })
 }
 
@@ -998,6 +1018,26 @@ mod tests {
                 high_watermark: 11,
                 first_dirty_offset: -1,
                 last_caught_up_time_ms: -1,
+                log_start: None,
+            }),
+        );
+        // Behind the leader's log start: the start and its epoch ride a tagged field.
+        response_round_trip(
+            api::FETCH_QUORUM_RECORDS,
+            Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+                error: ErrorCode::OFFSET_OUT_OF_RANGE,
+                leader_id: 1,
+                leader_epoch: 3,
+                next_fetch_offset: -1,
+                next_fetch_offset_epoch: -1,
+                batches: vec![],
+                high_watermark: 900,
+                first_dirty_offset: -1,
+                last_caught_up_time_ms: -1,
+                log_start: Some(OffsetAndEpoch {
+                    offset: 1 << 40,
+                    epoch: 2,
+                }),
             }),
         );
         let voter = |id| VoterEndpoint {
@@ -1088,6 +1128,7 @@ mod tests {
             high_watermark: 11,
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
+            log_start: None,
         })
     }
 
@@ -1201,6 +1242,7 @@ mod tests {
             high_watermark: 3,
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
+            log_start: None,
         });
         let chain = encode_response(&response, WireWriter::new());
         assert_eq!(chain.len(), 3);

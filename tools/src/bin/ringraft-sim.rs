@@ -70,6 +70,11 @@ struct Cli {
     /// invariants are checked (docs/simulation.md, "Reassignment").
     #[arg(long)]
     reassign: bool,
+    /// Nodes delete the front of their logs as retention would (up to what each core allows),
+    /// and followers behind a leader's log start reset their logs (docs/simulation.md,
+    /// "Retention").
+    #[arg(long)]
+    retention: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -89,6 +94,8 @@ struct Totals {
     reassignments: u64,
     voter_changes: u64,
     voter_disks_lost: u64,
+    retentions: u64,
+    resets: u64,
 }
 
 fn main() -> ExitCode {
@@ -133,6 +140,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         cfg.pre_vote = !cli.no_prevote;
         cfg.tick_before_input = cli.tick_before_input;
         cfg.reassign = cli.reassign;
+        cfg.retention = cli.retention;
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -152,6 +160,8 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.reassignments += s.reassignments_completed;
                 totals.voter_changes += s.voter_changes;
                 totals.voter_disks_lost += s.voter_disks_lost;
+                totals.retentions += s.retentions;
+                totals.resets += s.resets;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
@@ -218,7 +228,7 @@ fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
         "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {} AlterQuorum \
          requests, {} reassignments completed, {} voter changes committed, {} voter disks lost, \
-         {violations} violations",
+         {} log starts moved, {} logs reset, {violations} violations",
         t.seeds,
         t.events,
         t.elections,
@@ -228,5 +238,7 @@ fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
         t.reassignments,
         t.voter_changes,
         t.voter_disks_lost,
+        t.retentions,
+        t.resets,
     )
 }

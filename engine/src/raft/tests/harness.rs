@@ -322,6 +322,7 @@ impl Harness {
             high_watermark: hw,
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
+            log_start: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod init;
 mod pre_vote;
 mod quorum_epoch;
 mod reassign;
+mod retention;
 mod storage;
 mod transitions;
 mod voter_identity;

@@ -50,7 +50,12 @@ fn an_alter_quorum_for_another_cluster_or_with_a_bad_set_changes_nothing() {
     }
 }
 
-fn voter_batch(base: Offset, epoch: Epoch, current: &[NodeId], target: Option<&[NodeId]>) -> Batch {
+pub(crate) fn voter_batch(
+    base: Offset,
+    epoch: Epoch,
+    current: &[NodeId],
+    target: Option<&[NodeId]>,
+) -> Batch {
     let record = crate::record::control::QuorumReassignment {
         cluster_id: CLUSTER.into(),
         current_voters: current.to_vec(),

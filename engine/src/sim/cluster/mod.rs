@@ -10,6 +10,7 @@ mod network;
 mod nodes;
 mod outputs;
 mod reassigner;
+mod retention;
 mod scheduler;
 mod voter_checks;
 
@@ -50,6 +51,9 @@ pub struct Simulation {
     elections: u64,
     /// Voters whose disk was lost (docs/protocol.md, "Voter identity").
     voter_disks_lost: u64,
+    /// Log starts moved by retention, and logs reset to a leader's log start.
+    retentions: u64,
+    resets: u64,
     trace: Trace,
     out: Vec<Output>,
     /// Probability that a step is cut short by a crash between two of its outputs.
@@ -112,6 +116,8 @@ impl Simulation {
             events: 0,
             elections: 0,
             voter_disks_lost: 0,
+            retentions: 0,
+            resets: 0,
             trace: Trace::new(cfg.trace_len),
             out: Vec::new(),
             mid_step_crash: 0.0,
@@ -173,6 +179,9 @@ impl Simulation {
         }
         if sim.cfg.reassign {
             sim.start_reassigner();
+        }
+        if sim.cfg.retention {
+            sim.start_retention();
         }
         Ok(sim)
     }
@@ -312,6 +321,7 @@ impl Simulation {
             }
             Event::PhaseChange => self.phase_change(),
             Event::ReassignTick => self.reassign_tick(),
+            Event::RetentionTick => self.retention_tick(),
             Event::ReassignDeliver { timeout } => self.reassign_deliver(timeout),
             Event::Lie { period } => self.lie_tick(period),
             Event::KillIfLeader { node, epoch } => {
@@ -561,6 +571,8 @@ impl Simulation {
             reassignments_completed: self.reassign.completed,
             voter_changes: self.committed_voter_changes(),
             voter_disks_lost: self.voter_disks_lost,
+            retentions: self.retentions,
+            resets: self.resets,
             trace_hash: self.trace.hash(),
         }
     }

@@ -2,10 +2,11 @@
 
 use crate::raft::NAMED_LEADER_UNKNOWINGLY;
 use crate::raft::{
-    bootstrap_server_index, Batch, Epoch, LogOp, LogOpKind, Offset, Output, Request, Response, Role,
+    bootstrap_server_index, Batch, Epoch, LogOp, LogOpKind, NodeId, Offset, Output, Request,
+    Response, Role,
 };
 use crate::sim::disk;
-use crate::sim::invariants::{breach, Checked, Invariant};
+use crate::sim::invariants::{breach, Breach, Checked, Invariant};
 use crate::sim::liar::LIAR_ID;
 use crate::sim::trace::TraceEntry;
 
@@ -111,6 +112,14 @@ impl Simulation {
                 from_offset,
                 max_bytes,
             } => {
+                let start = self.nodes[i].disk.written_start.0;
+                if from_offset < start {
+                    let id = self.nodes[i].id;
+                    return breach(
+                        Invariant::LogContract,
+                        format!("node {id} reads from {from_offset}, below its log start {start}"),
+                    );
+                }
                 let delay = self.rng.range(1, 5);
                 let incarnation = self.nodes[i].incarnation;
                 self.read_started(i);
@@ -245,8 +254,35 @@ impl Simulation {
         }
     }
 
+    /// The committed log below `start`, for a node that resets its log there: a reset start
+    /// is the leader's log start, so all of it must be committed (docs/protocol.md,
+    /// "Retention and the log start"). Read from any node whose log holds exactly that prefix.
+    fn committed_prefix(&self, id: NodeId, start: Offset) -> Result<Vec<Batch>, Breach> {
+        let fail = |detail: String| {
+            Err(Breach {
+                invariant: Invariant::ConsistentCommittedData,
+                detail,
+            })
+        };
+        if start > self.checker.committed_end() {
+            return fail(format!(
+                "node {id} resets its log to {start}, beyond the committed end {}",
+                self.checker.committed_end()
+            ));
+        }
+        for n in &self.nodes {
+            if let Some(prefix) = self.checker.committed_prefix(&n.disk.written, start) {
+                return Ok(prefix);
+            }
+        }
+        fail(format!(
+            "node {id} resets its log to {start}: no node holds the committed log below"
+        ))
+    }
+
     pub(super) fn log_op(&mut self, i: usize, op: LogOp) -> Checked {
         let id = self.nodes[i].id;
+        let mut reset_prefix = Vec::new();
         match &op.kind {
             LogOpKind::Append(batches) => {
                 let prev = self.nodes[i].disk.written.last();
@@ -258,9 +294,20 @@ impl Simulation {
                 self.trace
                     .push(TraceEntry::new(self.now, "truncate", id, *offset, 0));
             }
+            LogOpKind::ResetTo { start, epoch } => {
+                reset_prefix = self.committed_prefix(id, *start)?;
+                self.resets += 1;
+                self.trace.push(TraceEntry::new(
+                    self.now,
+                    "reset",
+                    id,
+                    *start,
+                    i64::from(*epoch),
+                ));
+            }
         }
         let seq = op.seq;
-        if let Err(e) = self.nodes[i].disk.apply(op) {
+        if let Err(e) = self.nodes[i].disk.apply(op, reset_prefix) {
             return breach(Invariant::LogContract, format!("node {id}: {e}"));
         }
         // Durability in seq order: each op completes no earlier than the one before it.
@@ -373,8 +420,18 @@ impl Simulation {
         }
         let (leo, last_epoch) = (
             disk::end_offset(&node.disk.written),
-            disk::last_epoch(&node.disk.written),
+            node.disk.written_last_epoch(),
         );
+        if core.log_start_offset() != node.disk.written_start.0 {
+            return breach(
+                Invariant::CoreLogView,
+                format!(
+                    "node {id}: core says log start {}, log has {:?}",
+                    core.log_start_offset(),
+                    node.disk.written_start
+                ),
+            );
+        }
         let durable_end = disk::end_offset(&node.disk.durable);
         if core.log_end_offset() != leo || core.last_epoch() != last_epoch {
             return breach(

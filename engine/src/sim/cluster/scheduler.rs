@@ -64,6 +64,8 @@ pub(super) enum Event {
     PhaseChange,
     /// The reassigner's next move (only with `SimConfig::reassign`).
     ReassignTick,
+    /// A node applies retention (only with `SimConfig::retention`).
+    RetentionTick,
     /// The reassigner's request reaches the node it was sent to.
     ReassignDeliver {
         timeout: TimeMs,

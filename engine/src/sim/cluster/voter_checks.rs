@@ -99,6 +99,28 @@ impl Simulation {
             return Ok(());
         };
         let id = n.id;
+        let campaigning = matches!(
+            core.role(),
+            Role::Prospective | Role::Candidate | Role::Leader
+        );
+        if !core.voter_set_known() {
+            // A log reset to a leader's log start, before it fetched the voter record there:
+            // its set may be stale, and the shadow below its start is no log it reads. It
+            // must not stand until it knows (docs/protocol.md, "Retention and the log start").
+            if campaigning {
+                return breach(
+                    Invariant::NonVoterCampaigns,
+                    format!(
+                        "node {id} is {:?} in epoch {} before it knows its voter set (log reset \
+                         to {:?})",
+                        core.role(),
+                        core.epoch(),
+                        n.disk.written_start
+                    ),
+                );
+            }
+            return Ok(());
+        }
         let implied = self.log_voter_config(i);
         let used = core.qs.voter_config();
         if *used != implied || core.voters() != implied.current.as_slice() {
@@ -117,10 +139,6 @@ impl Simulation {
                 ),
             );
         }
-        let campaigning = matches!(
-            core.role(),
-            Role::Prospective | Role::Candidate | Role::Leader
-        );
         if campaigning && !implied.has_voter(id, n.directory) {
             return breach(
                 Invariant::NonVoterCampaigns,

@@ -95,6 +95,10 @@ pub struct NodeConfig {
     /// `quorum.prevote.enable`: stand for election through a pre-vote round first.
     pub pre_vote: bool,
     pub segment_bytes: u64,
+    /// `retention.bytes` and `retention.ms` (docs/operations.md, "Retention").
+    pub retention: engine::log::RetentionPolicy,
+    /// `log.retention.check.interval.ms`: how often retention runs.
+    pub retention_check_interval_ms: u64,
     pub max_request_bytes: usize,
     pub raft_cpu: Option<usize>,
     pub log_cpu: Option<usize>,
@@ -307,6 +311,21 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "size at which a log segment is rolled",
     ),
     (
+        "retention.bytes",
+        Some("-1"),
+        "delete the oldest whole segments, once committed, while the rest is still this many bytes; -1: no size limit (docs/operations.md, \"Retention\")",
+    ),
+    (
+        "retention.ms",
+        Some("-1"),
+        "delete a whole segment, once committed, when its newest record is older than this; -1 (unlike Kafka's 7 days): the log is the metadata, nothing leaves unless asked",
+    ),
+    (
+        "log.retention.check.interval.ms",
+        Some("300000"),
+        "how often retention looks for segments to delete",
+    ),
+    (
         "socket.request.max.bytes",
         Some("104857600"),
         "largest frame accepted",
@@ -405,6 +424,14 @@ impl NodeConfig {
                 .parse_or_default("quorum.retry.backoff.max.ms", parse_positive)?,
             pre_vote: props.parse_or_default("quorum.prevote.enable", parse_bool)?,
             segment_bytes: props.parse_or_default("log.segment.bytes", parse_segment_bytes)?,
+            retention: engine::log::RetentionPolicy {
+                bytes: props.parse_or_default("retention.bytes", parse_retention_limit)?,
+                ms: props
+                    .parse_or_default("retention.ms", parse_retention_limit)?
+                    .map(|ms| ms as i64),
+            },
+            retention_check_interval_ms: props
+                .parse_or_default("log.retention.check.interval.ms", parse_positive)?,
             max_request_bytes: props.parse_or_default("socket.request.max.bytes", |v| {
                 parse_positive(v).map(|n| n as usize)
             })?,
@@ -578,6 +605,21 @@ fn parse_segment_bytes(v: &str) -> Result<u64, String> {
         return Err("must be at least 1048576 (1 MiB)".into());
     }
     Ok(n)
+}
+
+/// Kafka's retention limits: -1 is none, otherwise a count of bytes or milliseconds (at most
+/// i64::MAX, so that it compares with Kafka's timestamps).
+fn parse_retention_limit(v: &str) -> Result<Option<u64>, String> {
+    match v.trim() {
+        "-1" => Ok(None),
+        other => {
+            let n = parse_u64(other).map_err(|e| format!("{e}; -1 means no limit"))?;
+            if n > i64::MAX as u64 {
+                return Err("must be at most 9223372036854775807, or -1".into());
+            }
+            Ok(Some(n))
+        }
+    }
 }
 
 fn parse_cpu(v: &str) -> Result<Option<usize>, String> {

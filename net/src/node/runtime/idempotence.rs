@@ -200,13 +200,22 @@ impl Node {
                     }
                 }
             }
-            LogOpKind::TruncateTo(offset) => {
-                self.idempotence.producers.truncate_to(*offset);
-                // Ends past the new log end are the keys from (offset + 1, 0) on.
-                let gone = self.idempotence.waiting.split_off(&(offset + 1, 0));
-                self.fail_duplicates(gone);
+            LogOpKind::TruncateTo(offset) => self.forget_producer_state_from(*offset),
+            // What the log held at or above its high watermark went with it; the state of the
+            // committed batches below stays (the batches between them and the new start are
+            // not replayed: docs/protocol.md, "Retention and the log start").
+            LogOpKind::ResetTo { .. } => {
+                let hw = self.core.high_watermark().unwrap_or(0);
+                self.forget_producer_state_from(hw);
             }
         }
+    }
+
+    fn forget_producer_state_from(&mut self, offset: Offset) {
+        self.idempotence.producers.truncate_to(offset);
+        // Ends past the new log end are the keys from (offset + 1, 0) on.
+        let gone = self.idempotence.waiting.split_off(&(offset + 1, 0));
+        self.fail_duplicates(gone);
     }
 
     /// The high watermark advanced: the producer state forgets what can no longer be truncated

@@ -35,6 +35,7 @@ mod metadata;
 mod peers;
 mod produce;
 mod producer_ids;
+mod retention;
 mod sasl;
 mod tls;
 
@@ -187,6 +188,7 @@ pub struct Node {
     idempotence: idempotence::Idempotence,
     /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
     producer_ids: producer_ids::ProducerIds,
+    retention: retention::RetentionState,
     /// What the raft thread publishes for `/metrics` (node/metrics), and the listener, if any.
     metrics: Arc<RaftMetrics>,
     metrics_server: Option<MetricsServer>,
@@ -372,6 +374,7 @@ impl Node {
             counters: NodeCounters::default(),
             idempotence,
             producer_ids,
+            retention: retention::RetentionState::default(),
             metrics,
             metrics_server,
             election_started_ms: None,
@@ -481,6 +484,7 @@ impl Node {
             self.pump_lookups();
             self.expire_produces(self.now_ms());
             self.tend_producer_ids(self.now_ms());
+            self.tend_retention(self.now_ms());
             self.tend_probes();
             self.tend_sasl();
             self.publish_metrics();
@@ -584,6 +588,7 @@ impl Node {
                     );
                     self.step(Input::StorageFull { full: true });
                 }
+                WriterEvent::Retained { start, wanted } => self.on_retained(start, wanted),
                 WriterEvent::StorageAvailable { free_bytes } => {
                     info!(
                         node = self.config.broker_id,
@@ -936,6 +941,11 @@ fn writer_request(op: LogOp) -> WriterRequest {
         LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
             seq: op.seq,
             offset,
+        },
+        LogOpKind::ResetTo { start, epoch } => WriterRequest::ResetTo {
+            seq: op.seq,
+            start,
+            epoch,
         },
     }
 }

@@ -160,6 +160,27 @@ impl Node {
         self.reserve_producer_ids();
     }
 
+    /// The offset of the newest committed block record, which retention keeps.
+    pub(super) fn newest_producer_id_block(&self) -> Option<Offset> {
+        self.producer_ids.ledger.newest_committed_record()
+    }
+
+    /// On the leader, when retention is held back by the newest committed block record below
+    /// `below`: reserves a block for itself, so that a newer record takes over
+    /// (docs/protocol.md, "Retention and the log start").
+    pub(super) fn carry_producer_id_block(&mut self, below: Offset) {
+        let ledger = &self.producer_ids.ledger;
+        if self.core.role() != Role::Leader
+            || ledger
+                .newest_committed_record()
+                .is_none_or(|record| record >= below)
+        {
+            return;
+        }
+        let wanted = ledger.carry_wanted();
+        self.grant_producer_ids(self.config.broker_id, wanted);
+    }
+
     /// On the leader, reserves a block for itself when it needs one; a follower's need rides
     /// its next fetch (peers.rs).
     fn reserve_producer_ids(&mut self) {
@@ -223,6 +244,12 @@ impl Node {
                 }
             }
             LogOpKind::TruncateTo(offset) => self.producer_ids.ledger.truncate_to(*offset),
+            // Every block record this log held at or above its high watermark went with it;
+            // those below stay committed (docs/protocol.md, "Retention and the log start").
+            LogOpKind::ResetTo { .. } => {
+                let hw = self.core.high_watermark().unwrap_or(0);
+                self.producer_ids.ledger.truncate_to(hw);
+            }
         }
     }
 
