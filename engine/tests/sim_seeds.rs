@@ -460,6 +460,34 @@ fn fixed_batch_of_reassignment_seeds() {
     eprintln!("{seeds} reassignment seeds: {requests} AlterQuorum requests, {accepted} accepted, {completed} reassignments completed, {changes} voter changes committed ({changed_seeds} seeds with one at least), {disks_lost} voter disks lost: no violation");
 }
 
+/// Retention (docs/simulation.md, "Retention"): nodes delete the front of their logs up to
+/// what their cores allow, and followers behind a leader's log start reset their logs, under
+/// every fault, with reassignments on every other seed.
+#[test]
+fn fixed_batch_of_retention_seeds() {
+    let (first, n, events) = (30_000_000u64, 600u64, 1_500);
+    let (mut starts_moved, mut resets, mut changes) = (0, 0, 0);
+    for seed in first..first + n {
+        let mut cfg = SimConfig::random(seed, events, 3, 2);
+        cfg.retention = true;
+        cfg.reassign = seed % 2 == 1;
+        cfg.delete_state = seed % 4 == 3;
+        let s = ok(run_seed(cfg));
+        assert!(s.fault_events >= events, "seed {seed} ran out of events");
+        starts_moved += s.retentions;
+        resets += s.resets;
+        changes += s.voter_changes;
+    }
+    // Guards against retention that silently stopped deleting, or logs that never fall behind.
+    assert!(
+        starts_moved >= 5 * n,
+        "{starts_moved} log starts moved in {n} seeds"
+    );
+    assert!(resets * 10 >= n, "{resets} logs reset in {n} seeds");
+    assert!(changes >= n / 4, "{changes} voter changes in {n} seeds");
+    eprintln!("{n} retention seeds: {starts_moved} log starts moved, {resets} logs reset, {changes} voter changes committed: no violation");
+}
+
 /// Proof of teeth (docs/simulation.md, "Planted bugs"): each bug planted in every core breaks
 /// an invariant within a few seeds of the reassignment batch (the disruption scenario for the
 /// pre-vote bug), and the same seeds pass without it (the batches above).
@@ -488,6 +516,31 @@ fn planted_bugs_are_caught() {
         let first = 20_000_000;
         let caught = (first..first + within).find_map(|seed| {
             let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
+            cfg.reassign = true;
+            cfg.plant = Some(bug);
+            run_seed(cfg).err().map(|v| (seed - first + 1, v))
+        });
+        let (seeds, v) = caught.unwrap_or_else(|| panic!("{bug:?} survived {within} seeds"));
+        assert!(caught_by.contains(&v.invariant), "{bug:?}: {v}");
+        eprintln!(
+            "{bug:?}: caught by {:?} at seed {} ({seeds} seeds)",
+            v.invariant, v.seed
+        );
+    }
+    // The log start (docs/protocol.md, "Retention and the log start").
+    let retention_cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 2] = [
+        (
+            FetchBehindLogStartServed,
+            100,
+            &[Invariant::LogContract, Invariant::FatalOutput],
+        ),
+        (ResetLogVotesAtOnce, 400, &[Invariant::VoterSetFromLog]),
+    ];
+    for (bug, within, caught_by) in retention_cases {
+        let first = 30_000_000;
+        let caught = (first..first + within).find_map(|seed| {
+            let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
+            cfg.retention = true;
             cfg.reassign = true;
             cfg.plant = Some(bug);
             run_seed(cfg).err().map(|v| (seed - first + 1, v))

@@ -391,6 +391,15 @@ impl RaftCore {
                     self.campaign(out);
                 }
             }
+            EpochState::Follower { .. } if !self.qs.is_observer() && !self.voter_set_known() => {
+                // It may not stand until it knows its set (retention.rs), nor leave the
+                // epoch's leader without a new epoch (it could vote in this one again): it asks
+                // the voters it knows who leads, and a later epoch's leader takes it over.
+                if !self.looking_for_quorum() {
+                    self.send_find_quorum(out);
+                }
+                self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
+            }
             EpochState::Follower { .. } => {
                 if self.qs.is_observer() {
                     // Rediscover the leader (docs/protocol.md section 9).
@@ -507,9 +516,12 @@ impl RaftCore {
     }
 
     /// An observer that knows no leader looks for one: Unattached, or Voted (a node votes
-    /// outside its own log's set, docs/protocol.md, "Driving the change", rule 8).
+    /// outside its own log's set, docs/protocol.md, "Driving the change", rule 8). So does a
+    /// voter whose log was reset and that does not know its set yet: it may not stand, so
+    /// only FindQuorum leads it back to a leader (retention.rs).
     pub(crate) fn observer_without_leader(&self) -> bool {
-        matches!(self.qs.role(), Role::Unattached | Role::Voted) && self.qs.is_observer()
+        matches!(self.qs.role(), Role::Unattached | Role::Voted)
+            && (self.qs.is_observer() || !self.voter_set_known())
     }
 
     // ----- transitions (QuorumState decides; this adds the side effects) -----

@@ -9,7 +9,7 @@
 //! same set again) when it is all that holds retention back.
 
 use super::core::RaftCore;
-use super::types::{Epoch, Offset, OffsetAndEpoch, Output, RequestId};
+use super::types::{Epoch, Offset, OffsetAndEpoch, Output, PlantedBug, RequestId};
 
 impl RaftCore {
     /// How far the driver may let retention delete: the high watermark this node knows (only
@@ -37,6 +37,7 @@ impl RaftCore {
     pub fn voter_set_known(&self) -> bool {
         let start = self.log.start_offset();
         start == 0
+            || self.config.planted == Some(PlantedBug::ResetLogVotesAtOnce)
             || self
                 .qs
                 .pending_voter_record()
@@ -98,7 +99,8 @@ impl RaftCore {
         last_fetched_epoch: Epoch,
     ) -> bool {
         let start = self.log.start_offset();
-        start > 0
+        self.config.planted != Some(PlantedBug::FetchBehindLogStartServed)
+            && start > 0
             && (fetch_offset < start
                 || self
                     .log

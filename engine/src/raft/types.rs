@@ -446,6 +446,12 @@ pub enum PlantedBug {
     NoRevertOnTruncation,
     /// A pre-vote granted even while this node hears from a live leader.
     PreVoteDespiteLiveLeader,
+    /// A fetch behind the log start served as if the log still held it (no
+    /// OFFSET_OUT_OF_RANGE with the log start).
+    FetchBehindLogStartServed,
+    /// A log reset to its leader's log start votes and stands at once, with the voter set it
+    /// had before (not waiting for the voter record at the start).
+    ResetLogVotesAtOnce,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are

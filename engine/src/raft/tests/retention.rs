@@ -162,23 +162,55 @@ fn a_reset_log_neither_votes_nor_stands_until_it_fetches_its_voter_record() {
         (ErrorCode::INCONSISTENT_VOTER_SET, false)
     );
     assert_eq!(h.core.epoch(), 3);
-    // Its leader goes silent: it stands for nothing, timer after timer.
+    // Its leader goes silent: it stands for nothing, timer after timer, and asks the voters it
+    // knows who leads instead.
     let out = h.run_until(h.now + 20_000);
     assert!(
         !sends(&out).iter().any(|s| matches!(s.2, Request::Vote(_))),
         "{out:?}"
     );
     assert_eq!(h.core.role(), Role::Follower);
-    let next = fetch_sends(&out).last().expect("it keeps fetching").1;
+    assert!(!find_sends(&out).is_empty(), "it looks for the leader");
+    // The next ask, answered at once.
+    let mut asked = None;
+    for _ in 0..100 {
+        let out = h.run_until(h.now + 50);
+        if let Some(&last) = find_sends(&out).last() {
+            asked = Some(last);
+            break;
+        }
+    }
+    let (to, find) = asked.expect("it keeps asking");
+    // Voter 3 answers that it leads epoch 4 now: the node follows it there.
+    let out = h.respond(
+        to,
+        find,
+        Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode::NONE,
+            cluster_id: CLUSTER.into(),
+            leader_id: 3,
+            leader_epoch: 4,
+            voters: Vec::new(),
+            target_voters: None,
+        }),
+    );
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(3))
+    );
+    let next = fetch_sends(&out)
+        .last()
+        .expect("it fetches from the new leader")
+        .1;
     // The leader's voter record at the start arrives: the set is known again.
     let record = voter_batch(100, 2, VOTERS, None);
     h.respond(
-        2,
+        3,
         next,
-        Response::FetchQuorumRecords(Harness::fetch_response(2, 3, vec![record], 101)),
+        Response::FetchQuorumRecords(Harness::fetch_response(3, 4, vec![record], 101)),
     );
     assert!(h.core.voter_set_known());
-    let (_, out) = h.request(3, Harness::vote_request(3, 4, 2, 101));
+    let (_, out) = h.request(2, Harness::vote_request(2, 5, 2, 101));
     assert!(vote_of(&responses(&out)[0].1).vote_granted);
 }
 
