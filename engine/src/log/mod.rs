@@ -1151,7 +1151,7 @@ fn empty_segment(dir: &Path, path: PathBuf, base: Offset) -> Result<Segment, Log
 /// What the log looked like when the node started (after recovery), handed to the core once.
 #[derive(Clone, Debug, Default)]
 pub struct LogSnapshot {
-    /// The first offset in the log (0 while nothing is ever deleted: storage.md, "No retention").
+    /// The first offset in the log (the first segment's base: docs/storage.md, "Retention").
     pub start_offset: Offset,
     /// Log end offset (everything below is durable: recovery only keeps what is on disk).
     pub end_offset: Offset,

@@ -81,6 +81,14 @@ impl Cluster {
         Cluster(ok(testkit::Cluster::create(settings(), count as usize)))
     }
 
+    /// [`Cluster::new`] with the tests' [`settings`] changed by `change` (overrides of every
+    /// start, segment size).
+    pub fn new_with(count: i32, change: impl FnOnce(&mut Settings)) -> Cluster {
+        let mut settings = settings();
+        change(&mut settings);
+        Cluster(ok(testkit::Cluster::create(settings, count as usize)))
+    }
+
     /// [`Cluster::new`] with each node in a network namespace of its own, on one bridge of a
     /// lab of `hosts` hosts (testkit's `Cluster::create_in_lab`): to be partitioned for real.
     pub fn new_in_lab(count: i32, hosts: usize) -> Cluster {

@@ -1,0 +1,247 @@
+//! Retention on a running cluster (docs/operations.md, "Retention"): three voters with 1 MiB
+//! segments, `retention.bytes` of 2 MiB and a retention check every 200 ms, under acks=-1
+//! produces of 30 KB records. Every node's log start moves on and its disk use stays bounded;
+//! a follower stopped until the leader's log start passes its log end starts its log again at
+//! the leader's start when it comes back and catches up; a consumer asking for offset 0 gets
+//! OFFSET_OUT_OF_RANGE with the log start, which ListOffsets earliest reports; every
+//! acknowledged record at or above each node's log start is in that node's log, once and in
+//! order. Every wait is bounded; every node is killed when the cluster drops.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use engine::raft::ErrorCode;
+use net::client::BlockingClient;
+use net::wire::kafka::{
+    FetchPartition, FetchRequest, FetchTopic, ListOffsetsPartition, ListOffsetsRequest,
+    ListOffsetsTopic,
+};
+use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};
+use support::*;
+
+const SEGMENT: u64 = 1 << 20;
+const RETENTION: u64 = 2 << 20;
+/// Each record: its name, then padding to this many bytes (about 34 to a segment).
+const VALUE_BYTES: usize = 30_000;
+/// Long enough for a few hundred produces and the retention checks on a slow machine.
+const BUDGET: Duration = Duration::from_secs(60);
+
+fn value(name: &str) -> String {
+    format!("{name}:{}", "r".repeat(VALUE_BYTES))
+}
+
+/// Produces `count` records named `prefix-N` to whichever node leads, reconnecting on any
+/// error; returns the acknowledged (offset, value) pairs.
+fn produce(cluster: &mut Cluster, prefix: &str, count: usize) -> Vec<(i64, String)> {
+    let deadline = Instant::now() + BUDGET;
+    let mut acked = Vec::new();
+    let mut client = None;
+    let mut i = 0;
+    while acked.len() < count {
+        assert!(Instant::now() < deadline, "{} of {count} produced", acked.len());
+        let c = match client.as_mut() {
+            Some(c) => c,
+            None => {
+                let leader = cluster.wait_for_leader(None);
+                match BlockingClient::connect(cluster.addr(leader), TIMEOUT) {
+                    Ok(c) => client.insert(c),
+                    Err(_) => continue,
+                }
+            }
+        };
+        let v = value(&format!("{prefix}-{i}"));
+        match produce_one(c, &v) {
+            Ok(offset) => {
+                acked.push((offset, v));
+                i += 1;
+            }
+            Err(_) => client = None,
+        }
+    }
+    acked
+}
+
+/// The log start of the log in `dir`: the base offset in the first segment file's name.
+fn log_start(dir: &Path) -> i64 {
+    segment_bases(dir).first().copied().expect("a segment")
+}
+
+fn segment_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    bases.sort_unstable();
+    bases
+}
+
+/// Bytes of the files in `dir` (segments, spare, checkpoint, quorum state), as allocated.
+fn disk_use(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().blocks() * 512)
+        .sum()
+}
+
+/// Waits (bounded) until `holds` is true of every node in `ids`.
+fn wait_until(cluster: &Cluster, ids: &[i32], what: &str, holds: impl Fn(&Path) -> bool) {
+    let deadline = Instant::now() + BUDGET;
+    loop {
+        let dirs: Vec<_> = ids.iter().map(|id| log_dir(cluster, *id)).collect();
+        if dirs.iter().all(|d| holds(d)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn log_dir(cluster: &Cluster, id: i32) -> std::path::PathBuf {
+    cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .expect("a node")
+        .dir
+        .clone()
+}
+
+fn consumer_fetch(client: &mut BlockingClient, offset: i64) -> (ErrorCode, i64) {
+    let request = FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: 1 << 20,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics: vec![FetchTopic {
+            name: METADATA_TOPIC.into(),
+            partitions: vec![FetchPartition {
+                partition: METADATA_PARTITION,
+                current_leader_epoch: -1,
+                fetch_offset: offset,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: 1 << 20,
+            }],
+        }],
+        forgotten_topics: Vec::new(),
+        rack_id: String::new(),
+        cluster_id: None,
+    };
+    let response = client.fetch(&request).expect("a consumer Fetch is answered");
+    let partition = &response.topics[0].partitions[0];
+    (partition.error, partition.log_start_offset)
+}
+
+fn earliest(client: &mut BlockingClient) -> (ErrorCode, i64) {
+    let request = ListOffsetsRequest {
+        replica_id: -1,
+        isolation_level: 0,
+        topics: vec![ListOffsetsTopic {
+            name: METADATA_TOPIC.into(),
+            partitions: vec![ListOffsetsPartition {
+                index: METADATA_PARTITION,
+                current_leader_epoch: -1,
+                timestamp: -2,
+            }],
+        }],
+    };
+    let response = client.list_offsets(&request).expect("ListOffsets is answered");
+    let partition = &response.topics[0].partitions[0];
+    (partition.error, partition.offset)
+}
+
+/// What of `acked` a log starting at `start` must hold, once and in order.
+fn from_start(acked: &[(i64, String)], start: i64) -> Vec<(i64, String)> {
+    acked.iter().filter(|(o, _)| *o >= start).cloned().collect()
+}
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+#[test]
+fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_leaders() {
+    let mut cluster = Cluster::new_with(3, |s| {
+        s.segment_bytes = Some(SEGMENT);
+        s.overrides = vec![
+            format!("retention.bytes={RETENTION}"),
+            "log.retention.check.interval.ms=200".into(),
+        ];
+    });
+    cluster.start_all();
+    let mut acked = produce(&mut cluster, "first", 60);
+    let leader = cluster.wait_for_leader(None);
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let others: Vec<i32> = (1..=3).filter(|id| *id != follower).collect();
+    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
+
+    // The follower stops; the others go on until the leader's log start passes its log end.
+    let stopped_end = acked.last().unwrap().0 + 1;
+    if let Some(mut p) = cluster.node(follower).process.take() {
+        p.signal(libc::SIGTERM);
+        p.wait_exit(STOP_WAIT);
+    }
+    let follower_dir = log_dir(&cluster, follower);
+    let follower_start = log_start(&follower_dir);
+    let mut rounds = 0;
+    while log_start(&log_dir(&cluster, leader)) <= stopped_end {
+        rounds += 1;
+        assert!(rounds <= 20, "the leader's log start never passed {stopped_end}");
+        acked.extend(produce(&mut cluster, &format!("round{rounds}"), 30));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Every running node's start moved on, and its disk holds about the retention size: what
+    // retention keeps, the active segment, a spare, and the small files.
+    wait_until(&cluster, &others, "moved the log start past 0", |d| log_start(d) > 0);
+    for id in &others {
+        let dir = log_dir(&cluster, *id);
+        let used = disk_use(&dir);
+        eprintln!("node {id}: log start {}, {used} bytes on disk", log_start(&dir));
+        assert!(used <= RETENTION + 4 * SEGMENT, "node {id}: {used} bytes on disk");
+    }
+
+    // A consumer at 0 is out of range, told the log start; ListOffsets earliest says the same.
+    let leader = cluster.wait_for_leader(None);
+    let mut client =
+        BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect to the leader");
+    let (error, start) = consumer_fetch(&mut client, 0);
+    assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE);
+    assert!(start > stopped_end, "log start {start} in the answer");
+    let (error, earliest_offset) = earliest(&mut client);
+    assert_eq!((error, earliest_offset >= start), (ErrorCode::NONE, true));
+    // At the log start it reads.
+    assert_eq!(consumer_fetch(&mut client, earliest_offset).0, ErrorCode::NONE);
+
+    // The follower comes back: its log ends below the leader's start, so it starts again there
+    // and catches up.
+    cluster.start(follower, &[]);
+    acked.extend(produce(&mut cluster, "after", 10));
+    let end = acked.last().unwrap().0 + 1;
+    let leader = cluster.wait_for_leader(None);
+    cluster.wait_for_voters_at(leader, end);
+    let restarted_start = log_start(&follower_dir);
+    assert!(
+        restarted_start > stopped_end && restarted_start > follower_start,
+        "node {follower}: log start {restarted_start}, was {follower_start}, its log ended at {stopped_end}"
+    );
+
+    cluster.stop_all();
+    for id in 1..=3 {
+        let dir = log_dir(&cluster, id);
+        let start = log_start(&dir);
+        let log = read_log(&dir);
+        let expected = from_start(&acked, start);
+        assert!(!expected.is_empty(), "node {id}: nothing acknowledged above {start}");
+        assert!(
+            log_holds_once_in_order(&log, &expected),
+            "node {id} (log start {start}) lost or repeated acknowledged records"
+        );
+    }
+}
