@@ -40,7 +40,11 @@ fn produce(cluster: &mut Cluster, prefix: &str, count: usize) -> Vec<(i64, Strin
     let mut client = None;
     let mut i = 0;
     while acked.len() < count {
-        assert!(Instant::now() < deadline, "{} of {count} produced", acked.len());
+        assert!(
+            Instant::now() < deadline,
+            "{} of {count} produced",
+            acked.len()
+        );
         let c = match client.as_mut() {
             Some(c) => c,
             None => {
@@ -136,7 +140,9 @@ fn consumer_fetch(client: &mut BlockingClient, offset: i64) -> (ErrorCode, i64) 
         rack_id: String::new(),
         cluster_id: None,
     };
-    let response = client.fetch(&request).expect("a consumer Fetch is answered");
+    let response = client
+        .fetch(&request)
+        .expect("a consumer Fetch is answered");
     let partition = &response.topics[0].partitions[0];
     (partition.error, partition.log_start_offset)
 }
@@ -154,7 +160,9 @@ fn earliest(client: &mut BlockingClient) -> (ErrorCode, i64) {
             }],
         }],
     };
-    let response = client.list_offsets(&request).expect("ListOffsets is answered");
+    let response = client
+        .list_offsets(&request)
+        .expect("ListOffsets is answered");
     let partition = &response.topics[0].partitions[0];
     (partition.error, partition.offset)
 }
@@ -193,18 +201,29 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
     let mut rounds = 0;
     while log_start(&log_dir(&cluster, leader)) <= stopped_end {
         rounds += 1;
-        assert!(rounds <= 20, "the leader's log start never passed {stopped_end}");
+        assert!(
+            rounds <= 20,
+            "the leader's log start never passed {stopped_end}"
+        );
         acked.extend(produce(&mut cluster, &format!("round{rounds}"), 30));
         std::thread::sleep(Duration::from_millis(500));
     }
     // Every running node's start moved on, and its disk holds about the retention size: what
     // retention keeps, the active segment, a spare, and the small files.
-    wait_until(&cluster, &others, "moved the log start past 0", |d| log_start(d) > 0);
+    wait_until(&cluster, &others, "moved the log start past 0", |d| {
+        log_start(d) > 0
+    });
     for id in &others {
         let dir = log_dir(&cluster, *id);
         let used = disk_use(&dir);
-        eprintln!("node {id}: log start {}, {used} bytes on disk", log_start(&dir));
-        assert!(used <= RETENTION + 4 * SEGMENT, "node {id}: {used} bytes on disk");
+        eprintln!(
+            "node {id}: log start {}, {used} bytes on disk",
+            log_start(&dir)
+        );
+        assert!(
+            used <= RETENTION + 4 * SEGMENT,
+            "node {id}: {used} bytes on disk"
+        );
     }
 
     // A consumer at 0 is out of range, told the log start; ListOffsets earliest says the same.
@@ -217,7 +236,10 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
     let (error, earliest_offset) = earliest(&mut client);
     assert_eq!((error, earliest_offset >= start), (ErrorCode::NONE, true));
     // At the log start it reads.
-    assert_eq!(consumer_fetch(&mut client, earliest_offset).0, ErrorCode::NONE);
+    assert_eq!(
+        consumer_fetch(&mut client, earliest_offset).0,
+        ErrorCode::NONE
+    );
 
     // The follower comes back: its log ends below the leader's start, so it starts again there
     // and catches up.
@@ -238,7 +260,10 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
         let start = log_start(&dir);
         let log = read_log(&dir);
         let expected = from_start(&acked, start);
-        assert!(!expected.is_empty(), "node {id}: nothing acknowledged above {start}");
+        assert!(
+            !expected.is_empty(),
+            "node {id}: nothing acknowledged above {start}"
+        );
         assert!(
             log_holds_once_in_order(&log, &expected),
             "node {id} (log start {start}) lost or repeated acknowledged records"

@@ -271,7 +271,10 @@ impl QuorumState {
     /// node's own (docs/protocol.md, "Driving the change", rule 8).
     pub(crate) fn named_by_any_set(&self, id: NodeId) -> bool {
         self.history.configs().any(|c| {
-            c.contains(id) || c.target.as_ref().is_some_and(|t| t.binary_search(&id).is_ok())
+            c.contains(id)
+                || c.target
+                    .as_ref()
+                    .is_some_and(|t| t.binary_search(&id).is_ok())
         })
     }
     /// The directory the set binds `id` to, as a current voter or else as one of the target
@@ -280,11 +283,6 @@ impl QuorumState {
         let c = self.history.latest();
         c.directory_of(id)
             .or_else(|| c.target_directories.get(&id).copied())
-    }
-    /// Is (`id`, `directory`) the replica the set names under `id`: named, and bound to that
-    /// directory or to none (docs/protocol.md, "Voter identity").
-    pub fn names_replica(&self, id: NodeId, directory: DirectoryId) -> bool {
-        self.named_by_set(id) && self.bound_directory(id).is_none_or(|d| d == directory)
     }
     /// Does the set bind this node's id to another log directory? Then this node is a replica
     /// that came back without its disk (or a stranger under its id): it is no voter.

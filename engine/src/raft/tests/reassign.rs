@@ -514,11 +514,18 @@ fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
     // Candidate 3, in a later epoch, with a longer log than this one.
     let (_, out) = h.request(3, Harness::vote_request(3, 6, 5, 10));
     let r = vote_of(&responses(&out)[0].1).clone();
-    assert_eq!((r.error, r.vote_granted), (ErrorCode::NONE, true), "{out:?}");
+    assert_eq!(
+        (r.error, r.vote_granted),
+        (ErrorCode::NONE, true),
+        "{out:?}"
+    );
     // Node 7 is named by no set, committed or not: still refused.
     let (_, out) = h.request(7, Harness::vote_request(7, 7, 5, 10));
     let r = vote_of(&responses(&out)[0].1).clone();
-    assert_eq!((r.error, r.vote_granted), (ErrorCode::INCONSISTENT_VOTER_SET, false));
+    assert_eq!(
+        (r.error, r.vote_granted),
+        (ErrorCode::INCONSISTENT_VOTER_SET, false)
+    );
 }
 
 /// A leader outside this node's set is followed: the log it serves holds the set that has it.
