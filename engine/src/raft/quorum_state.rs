@@ -266,17 +266,6 @@ impl QuorumState {
                 .as_ref()
                 .is_some_and(|t| t.binary_search(&id).is_ok())
     }
-    /// Is `id` named (a current voter, or one of the target) by the committed set or by any
-    /// voter record above it? A candidate this names may hold a log with a newer set than this
-    /// node's own (docs/protocol.md, "Driving the change", rule 8).
-    pub(crate) fn named_by_any_set(&self, id: NodeId) -> bool {
-        self.history.configs().any(|c| {
-            c.contains(id)
-                || c.target
-                    .as_ref()
-                    .is_some_and(|t| t.binary_search(&id).is_ok())
-        })
-    }
     /// The directory the set binds `id` to, as a current voter or else as one of the target
     /// (None: not bound, or not named).
     pub fn bound_directory(&self, id: NodeId) -> Option<DirectoryId> {
@@ -568,13 +557,12 @@ impl QuorumState {
         candidate: NodeId,
         out: &mut Vec<Output>,
     ) -> Result<EpochState, TransitionError> {
-        // A node of the target votes too, and for a candidate of the target or of any set its
-        // log states above the committed one (docs/protocol.md, "Driving the change", rule 8):
-        // its log may lag the candidate's, or hold a record the candidate's overwrote.
+        // A node of the target votes too, and for a candidate of the target (docs/protocol.md,
+        // "Driving the change", rule 8): its log may lag the candidate's.
         if !self.named_by_set(self.local_id) {
             return Err(self.illegal(Role::Voted, "no voter set names this node"));
         }
-        if !self.named_by_any_set(candidate) {
+        if !self.named_by_set(candidate) {
             return Err(self.illegal(Role::Voted, "no voter set names the candidate"));
         }
         if candidate == self.local_id {

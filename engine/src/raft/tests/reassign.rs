@@ -500,34 +500,6 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     );
 }
 
-/// A voter whose log holds an uncommitted record that removed a candidate still votes for it
-/// when the committed set names it: the candidate's log may have overwritten that record (the
-/// simulator found the deadlock: node 0 held {0,2} from a step its leader never committed, the
-/// others {0,1} from the next leader, and neither could win a vote).
-#[test]
-fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
-    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
-    // Uncommitted here: the step that removes voter 3.
-    fetch_answer(&mut h, c, vec![voter_batch(1, 4, &[1, 2], None)], 1);
-    assert_eq!(h.core.voters(), &[1, 2]);
-    h.durable_all();
-    // Candidate 3, in a later epoch, with a longer log than this one.
-    let (_, out) = h.request(3, Harness::vote_request(3, 6, 5, 10));
-    let r = vote_of(&responses(&out)[0].1).clone();
-    assert_eq!(
-        (r.error, r.vote_granted),
-        (ErrorCode::NONE, true),
-        "{out:?}"
-    );
-    // Node 7 is named by no set, committed or not: still refused.
-    let (_, out) = h.request(7, Harness::vote_request(7, 7, 5, 10));
-    let r = vote_of(&responses(&out)[0].1).clone();
-    assert_eq!(
-        (r.error, r.vote_granted),
-        (ErrorCode::INCONSISTENT_VOTER_SET, false)
-    );
-}
-
 /// A leader outside this node's set is followed: the log it serves holds the set that has it.
 #[test]
 fn a_node_follows_a_leader_its_own_log_has_not_added_yet() {
