@@ -488,6 +488,30 @@ fn fixed_batch_of_retention_seeds() {
     eprintln!("{n} retention seeds: {starts_moved} log starts moved, {resets} logs reset, {changes} voter changes committed: no violation");
 }
 
+/// Runs seeds from `first` (3 voters + 2 observers, 1,500 events, as `shape` sets them up) with
+/// `bug` planted until one fails; panics unless that comes within `within` seeds and from one
+/// of `caught_by`.
+fn caught_within(
+    bug: engine::raft::PlantedBug,
+    first: u64,
+    within: u64,
+    caught_by: &[engine::sim::Invariant],
+    shape: impl Fn(&mut SimConfig),
+) {
+    let caught = (first..first + within).find_map(|seed| {
+        let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
+        shape(&mut cfg);
+        cfg.plant = Some(bug);
+        run_seed(cfg).err().map(|v| (seed - first + 1, v))
+    });
+    let (seeds, v) = caught.unwrap_or_else(|| panic!("{bug:?} survived {within} seeds"));
+    assert!(caught_by.contains(&v.invariant), "{bug:?}: {v}");
+    eprintln!(
+        "{bug:?}: caught by {:?} at seed {} ({seeds} seeds)",
+        v.invariant, v.seed
+    );
+}
+
 /// Proof of teeth (docs/simulation.md, "Planted bugs"): each bug planted in every core breaks
 /// an invariant within a few seeds of the reassignment batch (the disruption scenario for the
 /// pre-vote bug), and the same seeds pass without it (the batches above).
@@ -513,19 +537,9 @@ fn planted_bugs_are_caught() {
         (NoRevertOnTruncation, 400, &[Invariant::VoterSetFromLog]),
     ];
     for (bug, within, caught_by) in cases {
-        let first = 20_000_000;
-        let caught = (first..first + within).find_map(|seed| {
-            let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
-            cfg.reassign = true;
-            cfg.plant = Some(bug);
-            run_seed(cfg).err().map(|v| (seed - first + 1, v))
+        caught_within(bug, 20_000_000, within, caught_by, |cfg| {
+            cfg.reassign = true
         });
-        let (seeds, v) = caught.unwrap_or_else(|| panic!("{bug:?} survived {within} seeds"));
-        assert!(caught_by.contains(&v.invariant), "{bug:?}: {v}");
-        eprintln!(
-            "{bug:?}: caught by {:?} at seed {} ({seeds} seeds)",
-            v.invariant, v.seed
-        );
     }
     // The log start (docs/protocol.md, "Retention and the log start").
     let retention_cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 2] = [
@@ -537,20 +551,10 @@ fn planted_bugs_are_caught() {
         (ResetLogVotesAtOnce, 400, &[Invariant::VoterSetFromLog]),
     ];
     for (bug, within, caught_by) in retention_cases {
-        let first = 30_000_000;
-        let caught = (first..first + within).find_map(|seed| {
-            let mut cfg = SimConfig::random(seed, 1_500, 3, 2);
+        caught_within(bug, 30_000_000, within, caught_by, |cfg| {
             cfg.retention = true;
             cfg.reassign = true;
-            cfg.plant = Some(bug);
-            run_seed(cfg).err().map(|v| (seed - first + 1, v))
         });
-        let (seeds, v) = caught.unwrap_or_else(|| panic!("{bug:?} survived {within} seeds"));
-        assert!(caught_by.contains(&v.invariant), "{bug:?}: {v}");
-        eprintln!(
-            "{bug:?}: caught by {:?} at seed {} ({seeds} seeds)",
-            v.invariant, v.seed
-        );
     }
     let first = 9_000_000;
     let caught = (first..first + 60).find_map(|seed| {

@@ -20,8 +20,6 @@ use bytes::Bytes;
 use engine::raft::ErrorCode;
 use engine::record::{BatchIter, RecordBatchBuilder};
 use net::client::BlockingClient;
-use net::wire::kafka::{FetchPartition, FetchRequest, FetchTopic};
-use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};
 use support::*;
 
 /// Long enough for the few MB the small tmpfs takes before it is full, on a slow machine.
@@ -123,29 +121,7 @@ fn read_all(client: &mut BlockingClient) -> Vec<(i64, String)> {
     let mut out = Vec::new();
     let mut offset = 0;
     for _ in 0..10_000 {
-        let request = FetchRequest {
-            replica_id: -1,
-            max_wait_ms: 0,
-            min_bytes: 0,
-            max_bytes: 4 << 20,
-            isolation_level: 0,
-            session_id: 0,
-            session_epoch: -1,
-            topics: vec![FetchTopic {
-                name: METADATA_TOPIC.into(),
-                partitions: vec![FetchPartition {
-                    partition: METADATA_PARTITION,
-                    current_leader_epoch: -1,
-                    fetch_offset: offset,
-                    last_fetched_epoch: -1,
-                    log_start_offset: -1,
-                    partition_max_bytes: 1 << 20,
-                }],
-            }],
-            forgotten_topics: Vec::new(),
-            rack_id: String::new(),
-            cluster_id: None,
-        };
+        let request = consumer_fetch_request(offset, 4 << 20);
         let response = client
             .fetch(&request)
             .expect("a consumer Fetch is answered");

@@ -14,10 +14,7 @@ use std::time::{Duration, Instant};
 
 use engine::raft::ErrorCode;
 use net::client::BlockingClient;
-use net::wire::kafka::{
-    FetchPartition, FetchRequest, FetchTopic, ListOffsetsPartition, ListOffsetsRequest,
-    ListOffsetsTopic,
-};
+use net::wire::kafka::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};
 use support::*;
 
@@ -117,29 +114,7 @@ fn log_dir(cluster: &Cluster, id: i32) -> std::path::PathBuf {
 }
 
 fn consumer_fetch(client: &mut BlockingClient, offset: i64) -> (ErrorCode, i64) {
-    let request = FetchRequest {
-        replica_id: -1,
-        max_wait_ms: 0,
-        min_bytes: 0,
-        max_bytes: 1 << 20,
-        isolation_level: 0,
-        session_id: 0,
-        session_epoch: -1,
-        topics: vec![FetchTopic {
-            name: METADATA_TOPIC.into(),
-            partitions: vec![FetchPartition {
-                partition: METADATA_PARTITION,
-                current_leader_epoch: -1,
-                fetch_offset: offset,
-                last_fetched_epoch: -1,
-                log_start_offset: -1,
-                partition_max_bytes: 1 << 20,
-            }],
-        }],
-        forgotten_topics: Vec::new(),
-        rack_id: String::new(),
-        cluster_id: None,
-    };
+    let request = consumer_fetch_request(offset, 1 << 20);
     let response = client
         .fetch(&request)
         .expect("a consumer Fetch is answered");

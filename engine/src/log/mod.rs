@@ -773,8 +773,7 @@ impl Log {
         if policy.keeps_everything() {
             return Ok(self.start_offset());
         }
-        let limit = limit.min(self.durable_end_offset);
-        let start = retention_start(&self.segment_summaries()?, policy, wall_clock_ms, limit);
+        let start = self.retention_wants(policy, wall_clock_ms, limit)?;
         self.delete_segments_before(start)
     }
 

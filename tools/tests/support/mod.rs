@@ -150,6 +150,36 @@ impl Cluster {
     }
 }
 
+/// A consumer's Fetch (replica id -1) of `__cluster_metadata`-0 from `offset`, answered at once,
+/// up to `max_bytes` (and 1 MiB of the partition).
+pub fn consumer_fetch_request(offset: i64, max_bytes: i32) -> net::wire::kafka::FetchRequest {
+    use net::wire::kafka::{FetchPartition, FetchRequest, FetchTopic};
+    use net::wire::quorum::{METADATA_PARTITION, METADATA_TOPIC};
+    FetchRequest {
+        replica_id: -1,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes,
+        isolation_level: 0,
+        session_id: 0,
+        session_epoch: -1,
+        topics: vec![FetchTopic {
+            name: METADATA_TOPIC.into(),
+            partitions: vec![FetchPartition {
+                partition: METADATA_PARTITION,
+                current_leader_epoch: -1,
+                fetch_offset: offset,
+                last_fetched_epoch: -1,
+                log_start_offset: -1,
+                partition_max_bytes: 1 << 20,
+            }],
+        }],
+        forgotten_topics: Vec::new(),
+        rack_id: String::new(),
+        cluster_id: None,
+    }
+}
+
 /// Node `id`'s quorum-state file as JSON (bounded wait for it to exist and parse).
 pub fn quorum_state_file(cluster: &Cluster, id: i32) -> serde_json::Value {
     let dir = &cluster
