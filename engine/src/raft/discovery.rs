@@ -384,7 +384,11 @@ impl RaftCore {
         // advertisement relayed by another node may carry an older boot timestamp, never a
         // newer one than the voter itself gives).
         let me = self.receiver();
-        let vouched = r.voters.into_iter().find(|e| {
+        let listed = r
+            .voters
+            .into_iter()
+            .chain(r.target_voters.into_iter().flatten());
+        let vouched = listed.into_iter().find(|e| {
             e.voter_id == candidate.voter_id
                 && e.host == candidate.host
                 && e.port == candidate.port
@@ -429,9 +433,18 @@ impl RaftCore {
                 leader_id: self.leader_hint(),
                 leader_epoch: self.qs.epoch(),
                 voters: self.voter_endpoints(),
-                target_voters: None,
+                target_voters: self.own_endpoint_outside_the_set(),
             }),
         });
+    }
+
+    /// This node's own endpoint when it advertises one and its log does not name it a current
+    /// voter, in the answer's TargetVoters: a voter whose log already added it probes it before
+    /// it sends it anything, and the probe needs the node to vouch for itself, which its voter
+    /// list (its own log's set) cannot do yet (docs/protocol.md, "Endpoints of new voters").
+    fn own_endpoint_outside_the_set(&self) -> Option<Vec<VoterEndpoint>> {
+        let outside = !self.config.host.is_empty() && !self.qs.is_voter(self.qs.local_id());
+        outside.then(|| vec![self.local_endpoint()])
     }
 
     fn handle_find_quorum_response(

@@ -708,6 +708,49 @@ fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
     assert!(find_sends(&h.run_until(h.now + 5_000)).is_empty());
 }
 
+/// A node its own log does not make a voter yet (it lags the record that adds it) vouches for
+/// its endpoint in its FindQuorum answers' TargetVoters, and a voter whose log added it takes
+/// the vouch: with the leader dead, that voter must reach it to be elected (the process test
+/// of a leader killed mid-reassignment found a voter asking an address it never learned).
+#[test]
+fn a_node_not_yet_a_voter_in_its_own_log_vouches_for_its_endpoint() {
+    // Node 4: an observer whose log names only 1, 2, 3.
+    let mut four = Harness::new(
+        advertising_config(4),
+        Some(stored(4, 1, -1, VOTERS)),
+        log(0, &[]),
+    );
+    four.tick();
+    let (_, out) = four.request(2, Harness::find_quorum_request(2, 100, 9092));
+    let own = VoterEndpoint {
+        voter_id: 4,
+        boot_timestamp: 100,
+        host: "127.0.0.1".into(),
+        port: 9094,
+    };
+    let answer = match &responses(&out)[..] {
+        [(_, Response::FindQuorum(r))] => r.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(answer.voters.iter().all(|e| e.voter_id != 4), "{answer:?}");
+    assert_eq!(answer.target_voters, Some(vec![own.clone()]));
+
+    // Node 2, whose log added 4: 4's FindQuorum makes it probe 4's address, and 4's answer
+    // (its own endpoint in TargetVoters only) makes the address 2's to use.
+    let (mut two, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    fetch_answer(&mut two, c, vec![voter_batch(1, 4, &[1, 2, 3, 4], None)], 1);
+    assert_eq!(two.core.voters(), &[1, 2, 3, 4]);
+    let (_, out) = two.request(4, Harness::find_quorum_request(4, 100, 9094));
+    let probe = probes(&out);
+    assert_eq!(probe.len(), 1, "{out:?}");
+    let out = two.respond(4, probe[0].0, Response::FindQuorum(answer));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::EndpointChanged(e) if *e == own)),
+        "{out:?}"
+    );
+}
+
 /// A client append of one record, acknowledged once durable here; its answer, if one came.
 fn append(h: &mut Harness, id: u64) -> Option<AppendResult> {
     let out = h.step(Input::ClientAppend {
