@@ -384,11 +384,11 @@ impl RaftCore {
         // advertisement relayed by another node may carry an older boot timestamp, never a
         // newer one than the voter itself gives).
         let me = self.receiver();
-        let listed = r
+        let mut listed = r
             .voters
             .into_iter()
             .chain(r.target_voters.into_iter().flatten());
-        let vouched = listed.into_iter().find(|e| {
+        let vouched = listed.find(|e| {
             e.voter_id == candidate.voter_id
                 && e.host == candidate.host
                 && e.port == candidate.port

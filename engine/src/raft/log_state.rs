@@ -118,10 +118,12 @@ impl LogState {
         if start <= self.start_offset {
             return; // a report that crossed a reset, or a repeat: nothing to forget
         }
+        // Not checked against the durable end known here: the writer deletes only what it has
+        // made durable, and its durability report may still be on its way.
         assert!(
-            start <= self.durable_end_offset,
-            "log start {start} past the durable end {}",
-            self.durable_end_offset
+            start <= self.end_offset,
+            "log start {start} past the log end {}",
+            self.end_offset
         );
         self.start_offset = start;
         self.epochs.trim_front(start);
@@ -138,9 +140,10 @@ impl LogState {
         self.epochs =
             EpochCache::from_entries(&[(epoch, start)]).expect("one entry is a valid cache");
         self.tail.clear();
-        // Durable only once the reset is: until then the durable end stays where it was (all
-        // of it below `start`, so it claims nothing of the new log).
-        let seq = self.push_op(None, 0);
+        // Nothing of the old log at or above `start` is ours any more, durable or not: ops
+        // before the reset reported durable later count no further than `start`.
+        self.durable_end_offset = self.durable_end_offset.min(start);
+        let seq = self.push_op(Some(start), 0);
         out.push(Output::Log(LogOp {
             seq,
             kind: LogOpKind::ResetTo { start, epoch },

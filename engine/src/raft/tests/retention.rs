@@ -276,3 +276,43 @@ fn a_consumer_at_the_log_start_is_served_whatever_epoch_it_read_last() {
         ErrorCode::OFFSET_OUT_OF_RANGE
     );
 }
+
+/// A log that reaches past the leader's start (its tail in an epoch the leader's log no longer
+/// has) is reset too; an append made before the reset and reported durable after it claims
+/// nothing past the new start.
+#[test]
+fn a_reset_of_a_log_past_the_start_claims_nothing_of_the_old_tail_durable() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(150, &[(1, 0)]));
+    // An append at 150 of epoch 1, not yet durable.
+    let out = h.respond(
+        2,
+        c,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 3, vec![batch(150, 1, 10)], -1)),
+    );
+    let append_seq = h.last_seq;
+    let next = fetch_sends(&out)[0].1;
+    let out = h.respond(2, next, behind_log_start(2, 3, 100, 2));
+    assert!(
+        matches!(
+            log_ops(&out)[..],
+            [LogOpKind::ResetTo {
+                start: 100,
+                epoch: 2
+            }]
+        ),
+        "{out:?}"
+    );
+    assert_eq!(
+        (h.core.log_end_offset(), h.core.durable_end_offset()),
+        (100, 100)
+    );
+    h.step(Input::LogDurable {
+        up_to_seq: append_seq,
+    });
+    assert_eq!(h.core.durable_end_offset(), 100);
+    h.durable_all();
+    assert_eq!(
+        (h.core.log_start_offset(), h.core.durable_end_offset()),
+        (100, 100)
+    );
+}
