@@ -9,6 +9,8 @@
 
 mod batch_meta;
 mod checkpoint;
+mod index;
+mod index_file;
 mod recovery;
 mod retention;
 mod segment;
@@ -37,7 +39,8 @@ pub use view::{LogView, ViewRead};
 use crate::base::{Epoch, Offset};
 use crate::os::aligned::{align_down, align_up, AlignedBuf, BLOCK};
 use crate::os::file;
-use segment::{Segment, SegmentFile, SparseIndex};
+use index::{remove_if_present, SparseIndex};
+use segment::{Segment, SegmentFile};
 
 /// How the log lays out and preallocates its files.
 #[derive(Clone, Debug)]
@@ -648,6 +651,7 @@ impl Log {
             .direct
             .sync_all()
             .map_err(LogError::io("fsync", &old_path))?;
+        let sealed = self.active_base();
         let base = self.end_offset;
         let spare = self.spare.take().expect("prepared above");
         let written = spare.written;
@@ -657,7 +661,17 @@ impl Log {
         let buffers = self.active.take_buffers(&self.config);
         self.active = Active::new(direct, 0, buffers);
         self.active.zeroed_end = align_down(written);
+        self.persist_sealed_index(sealed);
         self.store_checkpoint(base, base, 0)
+    }
+
+    /// Writes a sealed segment's hints to its index file and frees them (docs/storage.md,
+    /// "Sparse index").
+    fn persist_sealed_index(&self, base: Offset) {
+        let segment = &self.segments[&base];
+        let file = &segment.file;
+        let path = file.index_path();
+        file.index.lock().persist_or_warn(&path, base, segment.size);
     }
 
     /// Drops every batch at or beyond `offset` and makes that durable. A truncation point inside
@@ -709,8 +723,7 @@ impl Log {
         let bases: Vec<Offset> = self.segments.keys().copied().collect();
         for base in bases {
             let segment = self.segments.remove(&base).expect("listed segment");
-            let path = &segment.file.path;
-            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+            remove_segment_files(&segment)?;
         }
         if let Some(spare) = self.spare.take() {
             std::fs::remove_file(&spare.path).map_err(LogError::io("remove", &spare.path))?;
@@ -821,9 +834,10 @@ impl Log {
         self.view.drop_front(new_start);
         for base in doomed {
             let segment = self.segments.remove(&base).expect("listed segment");
+            let index_path = segment.file.index_path();
+            remove_if_present(&index_path).map_err(LogError::io("remove", &index_path))?;
             if !self.recycle(&segment)? {
-                let path = &segment.file.path;
-                std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+                remove_segment_files(&segment)?;
             }
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
@@ -886,7 +900,7 @@ impl Log {
         let mut position = file.index.lock().lookup(offset);
         let readable = file.readable_size();
         let mut reader = file.chunk_reader(readable);
-        let mut walked_max = segment::NO_TIMESTAMP;
+        let mut walked_max = index::NO_TIMESTAMP;
         while position < readable {
             let header = reader
                 .get(position, BATCH_HEADER_LEN)
@@ -910,8 +924,7 @@ impl Log {
         }
         for b in doomed.iter().rev() {
             let segment = self.segments.remove(b).expect("listed segment");
-            let path = &segment.file.path;
-            std::fs::remove_file(path).map_err(LogError::io("remove", path))?;
+            remove_segment_files(&segment)?;
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))
     }
@@ -927,6 +940,19 @@ impl Log {
     ) -> Result<(), LogError> {
         let segment = &self.segments[&base];
         let path = segment.file.path.clone();
+        // A sealed segment's index file goes, durably, before the segment changes: it
+        // describes the segment as it was (docs/storage.md, "Sparse index").
+        let index_path = segment.file.index_path();
+        let was_sealed = segment.file.index.lock().is_persisted();
+        segment
+            .file
+            .index
+            .lock()
+            .unpersist(&index_path)
+            .map_err(LogError::io("remove", &index_path))?;
+        if was_sealed {
+            file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
+        }
         let direct = file::open_direct(&path, false).map_err(LogError::io("open", &path))?;
         direct
             .set_len(position)
@@ -1114,6 +1140,15 @@ fn allocate_spare(path: &Path, bytes: u64) -> Result<File, (&'static str, std::i
 }
 
 /// Renames the spare to segment `base`, durably: the new active segment, empty.
+/// Unlinks a segment's index file, then the segment (a crash between the two leaves a segment
+/// without an index file, which is rebuilt; never an index file that outlives its segment).
+fn remove_segment_files(segment: &Segment) -> Result<(), LogError> {
+    let index_path = segment.file.index_path();
+    remove_if_present(&index_path).map_err(LogError::io("remove", &index_path))?;
+    let path = &segment.file.path;
+    std::fs::remove_file(path).map_err(LogError::io("remove", path))
+}
+
 fn install_spare(dir: &Path, base: Offset, spare: Spare) -> Result<(Segment, File), LogError> {
     let path = dir.join(segment_file_name(base));
     std::fs::rename(&spare.path, &path).map_err(LogError::io("rename", &path))?;

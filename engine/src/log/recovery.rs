@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
 use super::checkpoint::Checkpoint;
-use super::segment::{
-    list_segments, segment_file_name, ChunkReader, Segment, SegmentFile, SparseIndex,
-};
+use super::index::{remove_if_present, SparseIndex};
+use super::index_file::{parse_index_file_name, INDEX_SUFFIX};
+use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SegmentFile};
 use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError, LogView};
 use crate::base::EpochCache;
 use crate::base::Offset;
@@ -28,6 +28,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         std::fs::remove_file(&spare).map_err(LogError::io("remove", &spare))?;
     }
     let bases = list_segments(dir).map_err(LogError::io("list", dir))?;
+    remove_stray_index_files(dir, bases.split_last().map_or(&[], |(_, sealed)| sealed))?;
     if bases.is_empty() {
         return create_empty(dir, config);
     }
@@ -106,6 +107,13 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         expected = scan.end_offset;
         position = 0;
     }
+    // Sealed segments the scan indexed keep their hints in index files, not in memory.
+    for (&base, segment) in segments.iter().rev().skip(1) {
+        let mut index = segment.file.index.lock();
+        if index.complete {
+            index.persist_or_warn(&segment.file.index_path(), base, segment.size);
+        }
+    }
     // Epochs past the end go (a torn tail took their batches), except the one that covers the
     // log start of a log that retention emptied (start = end): no batch is left to name it.
     epochs.truncate_to(expected.max(bases[0] + 1));
@@ -130,6 +138,25 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         checkpoint: start.checkpoint,
         spare: None,
     })
+}
+
+/// Removes the index files no sealed segment owns (docs/storage.md, "Sparse index"): those of
+/// segments gone, the active segment's (its hints are rebuilt by the scan), and temporaries of
+/// a write a crash cut short.
+fn remove_stray_index_files(dir: &Path, sealed: &[Offset]) -> Result<(), LogError> {
+    let entries = std::fs::read_dir(dir).map_err(LogError::io("list", dir))?;
+    for entry in entries {
+        let entry = entry.map_err(LogError::io("list", dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let owned = parse_index_file_name(name).is_some_and(|b| sealed.binary_search(&b).is_ok());
+        let temporary = name.ends_with(&format!("{INDEX_SUFFIX}.tmp"));
+        if (name.ends_with(INDEX_SUFFIX) && !owned) || temporary {
+            let path = entry.path();
+            remove_if_present(&path).map_err(LogError::io("remove", &path))?;
+        }
+    }
+    Ok(())
 }
 
 fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {

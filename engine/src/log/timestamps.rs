@@ -17,7 +17,8 @@
 use std::sync::Arc;
 
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
-use super::segment::{SegmentFile, NO_TIMESTAMP};
+use super::index::NO_TIMESTAMP;
+use super::segment::SegmentFile;
 use super::LogError;
 use crate::base::{Epoch, Offset};
 use crate::record::BatchView;
