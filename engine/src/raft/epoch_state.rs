@@ -44,8 +44,14 @@ pub(crate) struct ResignedState {
 /// leader has no vote to give (the file keeps only the leader once it won).
 #[derive(Debug)]
 pub(crate) enum EpochState {
-    /// No leader known and no vote given in this epoch.
-    Unattached { epoch: Epoch },
+    /// No leader followed and no vote given in this epoch. `lost_leader`: the leader of this
+    /// epoch an observer stopped following to look for it again (docs/protocol.md section 9).
+    /// The epoch had a leader, so this node never votes in it (it may have voted for that
+    /// leader before its log made it an observer), and the file keeps that leader.
+    Unattached {
+        epoch: Epoch,
+        lost_leader: Option<NodeId>,
+    },
     /// Voted for `voted_for` (another voter) in this epoch.
     Voted { epoch: Epoch, voted_for: NodeId },
     /// Standing for election in this epoch (and voted for itself).
@@ -110,7 +116,7 @@ impl EpochState {
 
     pub(crate) fn epoch(&self) -> Epoch {
         match self {
-            EpochState::Unattached { epoch }
+            EpochState::Unattached { epoch, .. }
             | EpochState::Voted { epoch, .. }
             | EpochState::Prospective { epoch, .. }
             | EpochState::Candidate { epoch, .. }
@@ -129,6 +135,14 @@ impl EpochState {
             EpochState::Unattached { .. }
             | EpochState::Voted { .. }
             | EpochState::Candidate { .. } => None,
+        }
+    }
+
+    /// The leader of the epoch an unattached observer stopped following (see `Unattached`).
+    pub(crate) fn lost_leader(&self) -> Option<NodeId> {
+        match self {
+            EpochState::Unattached { lost_leader, .. } => *lost_leader,
+            _ => None,
         }
     }
 

@@ -140,7 +140,10 @@ impl QuorumState {
         }
         if log_epoch > stored.epoch {
             // Rule 3: the log saw a newer epoch than the file (the file write was lost).
-            qs.state = EpochState::Unattached { epoch: log_epoch };
+            qs.state = EpochState::Unattached {
+                epoch: log_epoch,
+                lost_leader: None,
+            };
             return Ok((qs, true));
         }
         let observer = qs.is_observer();
@@ -227,7 +230,10 @@ impl QuorumState {
             local_directory: DirectoryId::ZERO,
             voters,
             history,
-            state: EpochState::Unattached { epoch },
+            state: EpochState::Unattached {
+                epoch,
+                lost_leader: None,
+            },
             apply_on_commit: false,
         }
     }
@@ -247,6 +253,17 @@ impl QuorumState {
     pub fn voted_id(&self) -> Option<NodeId> {
         self.state.voted_id(self.local_id)
     }
+    /// May this node still vote in its epoch: unattached or prospective, with no vote given
+    /// and no leader known or lost in it?
+    pub(crate) fn has_vote_to_give(&self) -> bool {
+        match &self.state {
+            EpochState::Unattached { lost_leader, .. } => lost_leader.is_none(),
+            EpochState::Prospective {
+                leader, voted_for, ..
+            } => leader.is_none() && voted_for.is_none(),
+            _ => false,
+        }
+    }
     pub fn voters(&self) -> &[NodeId] {
         &self.voters
     }
@@ -265,6 +282,17 @@ impl QuorumState {
             || c.target
                 .as_ref()
                 .is_some_and(|t| t.binary_search(&id).is_ok())
+    }
+    /// Is `id` named (a current voter, or one of the target) by the committed set or by any
+    /// voter record above it? A candidate this names may hold a log with a newer set than this
+    /// node's own (docs/protocol.md, "Driving the change", rule 8).
+    pub(crate) fn named_by_any_set(&self, id: NodeId) -> bool {
+        self.history.configs().any(|c| {
+            c.contains(id)
+                || c.target
+                    .as_ref()
+                    .is_some_and(|t| t.binary_search(&id).is_ok())
+        })
     }
     /// The directory the set binds `id` to, as a current voter or else as one of the target
     /// (None: not bound, or not named).
@@ -396,7 +424,7 @@ impl QuorumState {
 
     fn election_state_of(&self, state: &EpochState) -> ElectionState {
         let (leader, vote) = (
-            state.leader_id(self.local_id),
+            state.leader_id(self.local_id).or(state.lost_leader()),
             state.voted_id(self.local_id),
         );
         debug_assert!(
@@ -548,7 +576,13 @@ impl QuorumState {
         if epoch == self.epoch() && !observer_rediscovery {
             return Err(self.illegal(Role::Unattached, "same epoch"));
         }
-        Ok(self.commit(EpochState::Unattached { epoch }, out))
+        let lost_leader = if epoch == self.epoch() {
+            self.fetching_from()
+        } else {
+            None
+        };
+        let next = EpochState::Unattached { epoch, lost_leader };
+        Ok(self.commit(next, out))
     }
 
     /// Grant a vote in the current epoch (Unattached only).
@@ -557,19 +591,23 @@ impl QuorumState {
         candidate: NodeId,
         out: &mut Vec<Output>,
     ) -> Result<EpochState, TransitionError> {
-        // A node of the target votes too, and for a candidate of the target (docs/protocol.md,
-        // "Driving the change", rule 8): its log may lag the candidate's.
+        // A node of the target votes too, and for a candidate of the target or of any set its
+        // log states above the committed one (docs/protocol.md, "Driving the change", rule 8):
+        // its log may lag the candidate's, or hold a record the candidate's overwrote.
         if !self.named_by_set(self.local_id) {
             return Err(self.illegal(Role::Voted, "no voter set names this node"));
         }
-        if !self.named_by_set(candidate) {
+        if !self.named_by_any_set(candidate) {
             return Err(self.illegal(Role::Voted, "no voter set names the candidate"));
         }
         if candidate == self.local_id {
             return Err(self.illegal(Role::Voted, "cannot vote for self as a voter"));
         }
         let epoch = match self.state {
-            EpochState::Unattached { epoch }
+            EpochState::Unattached {
+                epoch,
+                lost_leader: None,
+            }
             | EpochState::Prospective {
                 epoch,
                 leader: None,
@@ -602,7 +640,7 @@ impl QuorumState {
         }
         let me = self.local_id;
         let (epoch, leader, voted_for) = match self.state {
-            EpochState::Unattached { epoch } => (epoch, None, None),
+            EpochState::Unattached { epoch, lost_leader } => (epoch, lost_leader, None),
             EpochState::Voted { epoch, voted_for } => (epoch, None, Some(voted_for)),
             EpochState::Candidate { epoch, .. } => (epoch, None, Some(me)),
             EpochState::Follower { epoch, leader, .. } => (epoch, Some(leader), None),

@@ -88,7 +88,7 @@ impl RaftCore {
     /// a candidate whose id is bound to another directory than the one it states.
     fn wrong_voter_key(&self, req: &VoteRequest) -> bool {
         let asked = req.voter_directory_id;
-        // The candidate is named by the set (checked first, in handle_vote); only a binding of
+        // The candidate was named by some set on admission (handle_vote); only a binding of
         // its id to another directory makes it a stranger.
         self.qs.bound_elsewhere()
             || (!asked.is_zero() && asked != self.qs.local_directory())
@@ -112,7 +112,8 @@ impl RaftCore {
         // (docs/protocol.md, "Driving the change", rule 8). A node no set names does not vote:
         // its vote counts for nobody, and a hostile Vote could only lift it to an epoch no
         // leader it can follow will reach.
-        if !self.qs.named_by_set(self.qs.local_id()) || !self.qs.named_by_set(req.candidate_id) {
+        if !self.qs.named_by_set(self.qs.local_id()) || !self.qs.named_by_any_set(req.candidate_id)
+        {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
         }
         // A log reset to a leader's log start lacks the voter record that set it up until it
@@ -153,11 +154,12 @@ impl RaftCore {
                 }
             }
         }
-        let (leader, vote) = (self.qs.leader_id(), self.qs.voted_id());
+        let vote = self.qs.voted_id();
         let granted = match self.qs.role() {
             // A prospective that neither voted nor knew a leader in the epoch votes like an
-            // unattached voter; one that voted re-grants that vote only.
-            Role::Unattached | Role::Prospective if leader.is_none() && vote.is_none() => {
+            // unattached voter; one that voted re-grants that vote only. An unattached observer
+            // that lost the epoch's leader (it may have voted for it) votes for nobody.
+            Role::Unattached | Role::Prospective if self.qs.has_vote_to_give() => {
                 self.candidate_log_ok(&req) && self.enter_voted(req.candidate_id, out)
             }
             Role::Voted | Role::Prospective => vote == Some(req.candidate_id),

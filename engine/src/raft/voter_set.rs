@@ -41,6 +41,11 @@ impl VoterHistory {
         self.base_offset
     }
 
+    /// Every set the log above the committed one states, the committed one first.
+    pub(crate) fn configs(&self) -> impl Iterator<Item = &VoterConfig> {
+        std::iter::once(&self.base).chain(self.records.iter().map(|(_, c)| c))
+    }
+
     /// The offset of the newest voter record above the base, if any.
     pub(crate) fn latest_offset(&self) -> Option<Offset> {
         self.records.last().map(|(o, _)| *o)

@@ -500,6 +500,34 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     );
 }
 
+/// A voter whose log holds an uncommitted record that removed a candidate still votes for it
+/// when the committed set names it: the candidate's log may have overwritten that record (the
+/// simulator found the deadlock: node 0 held {0,2} from a step its leader never committed, the
+/// others {0,1} from the next leader, and neither could win a vote).
+#[test]
+fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    // Uncommitted here: the step that removes voter 3.
+    fetch_answer(&mut h, c, vec![voter_batch(1, 4, &[1, 2], None)], 1);
+    assert_eq!(h.core.voters(), &[1, 2]);
+    h.durable_all();
+    // Candidate 3, in a later epoch, with a longer log than this one.
+    let (_, out) = h.request(3, Harness::vote_request(3, 6, 5, 10));
+    let r = vote_of(&responses(&out)[0].1).clone();
+    assert_eq!(
+        (r.error, r.vote_granted),
+        (ErrorCode::NONE, true),
+        "{out:?}"
+    );
+    // Node 7 is named by no set, committed or not: still refused.
+    let (_, out) = h.request(7, Harness::vote_request(7, 7, 5, 10));
+    let r = vote_of(&responses(&out)[0].1).clone();
+    assert_eq!(
+        (r.error, r.vote_granted),
+        (ErrorCode::INCONSISTENT_VOTER_SET, false)
+    );
+}
+
 /// A leader outside this node's set is followed: the log it serves holds the set that has it.
 #[test]
 fn a_node_follows_a_leader_its_own_log_has_not_added_yet() {
@@ -857,4 +885,49 @@ fn a_cancelled_handover_ends_the_pause() {
     h.request(-1, alter(&[1, 2]));
     assert_eq!(h.core.qs.voter_config().target, None, "cancelled");
     assert!(!refused(&append(&mut h, 3)));
+}
+
+/// A voter that voted in an epoch and then followed its leader as an observer (its log took it
+/// out of the set) and lost that leader, never votes in that epoch again, even when a set names
+/// it once more, and not after a restart either (the simulator found the double vote: seed 1909
+/// of `--retention --reassign --observers 2`).
+#[test]
+fn an_observer_that_lost_its_leader_never_votes_again_in_that_epoch() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    // The leader's step takes node 2 out of the current set (and names it in the target).
+    let out = fetch_answer(
+        &mut h,
+        c,
+        vec![voter_batch(1, 4, &[1, 3], Some(&[1, 2, 3]))],
+        1,
+    );
+    assert_eq!(h.core.voters(), &[1, 3]);
+    h.durable_all();
+    // Its next fetch fails: as an observer it drops the leader to look for it again.
+    let c = next_fetch(&out);
+    let out = h.step(Input::RequestFailed {
+        to: 1,
+        correlation: c,
+    });
+    assert_eq!(
+        (h.core.role(), h.core.epoch()),
+        (Role::Unattached, 4),
+        "{out:?}"
+    );
+    let state = persisted(&out).pop().expect("the drop is persisted");
+    assert_eq!(
+        (state.epoch, state.leader_id, state.voted_id),
+        (4, 1, -1),
+        "the file keeps the epoch's leader"
+    );
+    // Candidate 3 in the same epoch, named by the target as node 2 is: no vote.
+    let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
+    let r = vote_of(&responses(&out)[0].1).clone();
+    assert!(!r.vote_granted, "{out:?}");
+    assert!(!has_fatal(&out) && persisted(&out).is_empty(), "{out:?}");
+    // Nor after a restart from what the file holds.
+    let mut h = Harness::new(config(2, VOTERS), Some(state), log(1, &[(4, 0)]));
+    h.tick();
+    let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
+    assert!(!vote_of(&responses(&out)[0].1).vote_granted, "{out:?}");
 }
