@@ -201,7 +201,8 @@ impl QuorumStateStore {
         };
         match fs::remove_file(&file.temp_path) {
             Ok(()) => {
-                tracing::warn!(path = %file.temp_path.display(), "removed an unfinished quorum-state write");
+                tracing::warn!(path = %file.temp_path.display(), "removed an unfinished quorum-state write (a crash cut it short; the previous file \
+                    stands, nothing to do)");
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(source) => {

@@ -81,7 +81,8 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
                 followed_by_valid,
             } if last && !followed_by_valid => {
                 tracing::warn!(path = %path.display(), position = scan.end_position, offset = scan.end_offset,
-                    reason = %reason, "torn tail: truncating the log to the last valid batch");
+                    reason = %reason, "torn tail: truncating the log to the last valid batch (normal after a crash or power \
+                    loss: the batches cut were never acknowledged; without one, check the disk)");
                 torn_tail = true;
             }
             stop => {
@@ -217,13 +218,15 @@ fn choose_start(dir: &Path, bases: &[Offset], interval: u64) -> Result<Start, Lo
     let checkpoint = match loaded {
         None => return Ok(full),
         Some(Err(reason)) => {
-            tracing::warn!(dir = %dir.display(), %reason, "unreadable recovery checkpoint: scanning the whole log");
+            tracing::warn!(dir = %dir.display(), %reason, "unreadable recovery checkpoint: scanning the whole log (the open takes longer; nothing \
+                to do, a new checkpoint is written)");
             return Ok(full);
         }
         Some(Ok(checkpoint)) => checkpoint,
     };
     let Some(index) = bases.iter().position(|&b| b == checkpoint.segment_base) else {
-        tracing::warn!(dir = %dir.display(), "recovery checkpoint names a missing segment: scanning the whole log");
+        tracing::warn!(dir = %dir.display(), "recovery checkpoint names a missing segment: scanning the whole log (the open takes \
+            longer; nothing to do unless segment files were removed by hand)");
         return Ok(full);
     };
     let path = dir.join(segment_file_name(checkpoint.segment_base));
@@ -247,7 +250,8 @@ fn choose_start(dir: &Path, bases: &[Offset], interval: u64) -> Result<Start, Lo
             })
         }
         _ => {
-            tracing::warn!(dir = %dir.display(), "recovery checkpoint inconsistent with the files: scanning the whole log");
+            tracing::warn!(dir = %dir.display(), "recovery checkpoint inconsistent with the files: scanning the whole log (the open takes \
+                longer; nothing to do unless segment files were changed by hand)");
             Ok(full)
         }
     }

@@ -200,7 +200,9 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
             Ok(meta) => meta,
             Err(error) => {
                 let reason = error.to_string();
-                tracing::warn!(%reason, "a batch read from the log failed validation; read cut short");
+                tracing::warn!(%reason, "a batch read from the log failed validation; read cut short (the fetch is retried): if \
+                     it repeats, this disk returns damaged data; replace it and let the replica \
+                     fetch its log again (docs/operations.md, \"Warnings at run time\")");
                 break;
             }
         };
@@ -212,7 +214,9 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
             tracing::warn!(
                 base_offset = meta.base_offset,
                 ?expected,
-                "a batch read from the log is out of order; read cut short"
+                "a batch read from the log is out of order; read cut short (the fetch is retried): if \
+                 it repeats, this disk returns damaged data; replace it and let the replica \
+                 fetch its log again (docs/operations.md, \"Warnings at run time\")"
             );
             break;
         }

@@ -13,7 +13,8 @@ pub(super) fn load_authorizer(config: &NodeConfig) -> Result<Option<Arc<Authoriz
     let Some(acl_file) = &security.acl_file else {
         warn!(
             node = config.broker_id,
-            "no authorizer.acl.file: every principal may do everything (docs/security.md)"
+            "no authorizer.acl.file: every principal may do everything; set one for a cluster \
+             others can reach (docs/security.md)"
         );
         return Ok(None);
     };

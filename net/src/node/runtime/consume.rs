@@ -398,7 +398,9 @@ impl Node {
                 Some(pending) if pending.steps + 1 >= MAX_LOOKUP_STEPS => {
                     warn!(
                         steps = pending.steps + 1,
-                        "a timestamp lookup took too many steps"
+                        "a timestamp lookup took too many steps: answered REQUEST_TIMED_OUT, which the client \
+                         retries; if it repeats, look up by offset (its batches' timestamps \
+                         go back and forth)"
                     );
                     let answer = PartitionAnswer::error(ErrorCode::REQUEST_TIMED_OUT);
                     self.finish_lookup(id, answer);
@@ -411,7 +413,8 @@ impl Node {
                 None => {}
             },
             Err(error) => {
-                warn!(%error, "a timestamp lookup could not read the log");
+                warn!(%error, "a timestamp lookup could not read the log (answered KAFKA_STORAGE_ERROR): check \
+                       the disk of log.dirs");
                 self.finish_lookup(id, PartitionAnswer::error(KAFKA_STORAGE_ERROR));
             }
         }

@@ -160,7 +160,8 @@ impl Node {
             warn!(
                 peer = %session.addr,
                 "refusing transactional batches with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: \
-                 this node has no transaction coordinator (logged once per connection)"
+                 this node has no transaction coordinator (logged once per connection); \
+                 leave transactional.id unset in the client (docs/clients.md)"
             );
         }
     }

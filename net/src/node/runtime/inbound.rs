@@ -367,7 +367,8 @@ impl Node {
         {
             warn!(
                 ?conn,
-                "send queue over {MAX_QUEUED_SEND_BYTES} bytes: closing"
+                "send queue over {MAX_QUEUED_SEND_BYTES} bytes: closing; a client that does not \
+                 read its responses (it may reconnect); if it repeats, find that client"
             );
             self.close(conn, "send queue full");
         }

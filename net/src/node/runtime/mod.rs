@@ -722,7 +722,9 @@ fn to_batches(pieces: Vec<Bytes>) -> Vec<Batch> {
         match Batch::from_stored(piece) {
             Ok(batch) => batches.push(batch),
             Err(error) => {
-                warn!(%error, "a batch read from the log failed validation; read cut short");
+                warn!(%error, "a batch read from the log failed validation; read cut short: if it repeats, \
+                       this disk returns damaged data; replace it and let the replica fetch its \
+                       log again (docs/operations.md, \"Warnings at run time\")");
                 break;
             }
         }
@@ -970,7 +972,8 @@ fn own_client_endpoints(config: &NodeConfig, bound: &[SocketAddr]) -> Vec<Client
             || host.len() > MAX_NAME_BYTES
             || listener.name.len() > MAX_NAME_BYTES
         {
-            warn!(listener = %listener.name, "not shared with the other nodes: over the bounds of docs/protocol.md, \"Client endpoints\"");
+            warn!(listener = %listener.name, "not shared with the other nodes: over the bounds of docs/protocol.md, \"Client \
+                   endpoints\"; advertise a shorter host name or fewer client listeners");
             continue;
         }
         endpoints.push(ClientEndpoint {

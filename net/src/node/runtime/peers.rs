@@ -60,7 +60,8 @@ pub(super) struct UnresolvedProbe {
 impl Node {
     pub(super) fn send_to_peer(&mut self, to: NodeId, correlation: Correlation, request: Request) {
         let Some(index) = self.peers.iter().position(|p| p.id == to) else {
-            warn!(to, "request to a node whose address is unknown");
+            warn!(to, "request to a node whose address is unknown (found through FindQuorum in time); if \
+                   it repeats, name the node in quorum.voters or fix its advertised.listeners");
             self.step(Input::RequestFailed { to, correlation });
             return;
         };
@@ -265,7 +266,7 @@ impl Node {
             warn!(
                 peer = endpoint.voter_id,
                 port = endpoint.port,
-                "advertised port out of range"
+                "advertised port out of range: fix that voter's advertised.listeners"
             );
             return;
         };

@@ -210,7 +210,8 @@ impl Node {
             Err(NoGrant::Exhausted) => {
                 warn!(
                     node,
-                    "every producer id was reserved; no more can be handed out"
+                    "every producer id was reserved; no more can be handed out: InitProducerId fails \
+                     from now on; move idempotent producers to a new cluster"
                 );
                 return;
             }

@@ -136,7 +136,8 @@ pub(super) fn start(
             warn!(
                 node = config.broker_id,
                 listener = %listener.name,
-                "PLAIN on a SASL_PLAINTEXT listener: passwords cross the network in the clear"
+                "PLAIN on a SASL_PLAINTEXT listener: passwords cross the network in the clear; use \
+                 SASL_SSL, or SCRAM (docs/security.md)"
             );
         }
     }
@@ -373,7 +374,8 @@ impl Node {
             Err(_) => {
                 warn!(
                     ?conn,
-                    "{} SASL steps are queued already: refusing a PLAIN login",
+                    "{} SASL steps are queued already: refusing a PLAIN login (the client retries); if \
+                     it repeats, find the client that logs in in a loop",
                     crate::node::sasl_worker::MAX_PENDING
                 );
                 self.step_done(

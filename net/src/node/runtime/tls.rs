@@ -127,7 +127,8 @@ impl Node {
             Err(why) => {
                 warn!(
                     ?conn,
-                    why, "a client certificate that maps to no principal: closing"
+                    why, "a client certificate that maps to no principal: closing; add a rule for its subject \
+                     to ssl.principal.mapping.rules (docs/security.md)"
                 );
                 self.close(conn, "unmapped certificate");
                 return false;
@@ -164,7 +165,9 @@ impl Node {
                 ?conn,
                 expected = ?expected,
                 found = ?principal,
-                "a dialled peer is not the replica it should be: closing"
+                "a dialled peer is not the replica it should be: closing; check that quorum.voters \
+                 gives each voter the address of the host whose certificate names it \
+                 (quorum.replica.principal, docs/security.md)"
             );
             self.close(conn, "peer is not the expected replica");
         }
@@ -198,7 +201,7 @@ impl Node {
             warn!(
                 ?conn,
                 "its client certificate no longer verifies against the reloaded truststore: \
-                 closing"
+                 closing; reissue it from a CA the truststore holds, or put its CA back"
             );
             self.close(conn, "certificate no longer trusted");
         }

@@ -134,7 +134,10 @@ impl EventLoop {
                 self.adopt(key, res)?;
             }
         } else if res == -libc::EINVAL && l.multishot && !more {
-            warn!("multishot accept refused; re-arming single-shot accepts");
+            warn!(
+                "multishot accept refused; re-arming single-shot accepts (one submission per \
+                 connection; nothing to do, Linux 5.19 or later has multishot accept)"
+            );
             l.multishot = false;
             self.features.multishot_accept = false;
         } else if matches!(
@@ -183,7 +186,8 @@ impl EventLoop {
             Some(config) => match TlsSession::server(config.clone(), Some(ListenerId(listener))) {
                 Ok(session) => Some(Box::new(session)),
                 Err(e) => {
-                    warn!(error = %e, "cannot start a TLS session; connection closed");
+                    warn!(error = %e, "cannot start a TLS session; connection closed: check the listener's keystore \
+                         (docs/security.md)");
                     socket::close(fd);
                     return Ok(());
                 }
@@ -214,7 +218,8 @@ impl EventLoop {
             if l.paused && !l.closing {
                 l.paused = false;
                 if let Err(e) = self.arm_accept(key) {
-                    warn!(error = %e, "re-arming accept");
+                    warn!(error = %e, "re-arming accept failed; if it repeats, new connections are not taken: restart the \
+                         node and check the open-file limit (`ulimit -n`)");
                 }
             }
         }

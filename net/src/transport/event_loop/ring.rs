@@ -217,10 +217,13 @@ impl EventLoop {
 impl Drop for EventLoop {
     fn drop(&mut self) {
         if let Err(e) = self.shut_down() {
-            warn!(error = %e, "event loop shut down uncleanly");
+            warn!(error = %e, "event loop shut down uncleanly (at a stop; nothing to do)");
         }
         if !self.ops.is_empty() {
-            warn!(ops = self.ops.len(), "operations still in flight at drop");
+            warn!(
+                ops = self.ops.len(),
+                "operations still in flight at drop (at a stop; nothing to do)"
+            );
         }
         for key in self.conns.keys() {
             socket::close(self.conns.get(key).expect("listed key").fd);

@@ -45,7 +45,8 @@ impl EventLoop {
     pub(super) fn on_timer(&mut self, op: u64, res: i32) {
         if res != -libc::ETIME && res != -libc::ECANCELED {
             // Reported anyway: waking early is harmless, never waking is not.
-            warn!(error = %Errno(-res), "timer failed");
+            warn!(error = %Errno(-res), "timer failed (the kernel refused an io_uring timeout); if it repeats, report it \
+                 with the kernel version");
         }
         match self.ops.remove(op) {
             Some(Op::Timer { cancelled, .. }) => {
@@ -126,7 +127,8 @@ impl EventLoop {
                 });
             }
         } else if res < 0 && res != -libc::ECANCELED {
-            warn!(error = %Errno(-res), fd, "eventfd poll failed");
+            warn!(error = %Errno(-res), fd, "eventfd poll failed (the kernel refused an io_uring poll); if it repeats, report \
+                 it with the kernel version");
         }
         if more {
             return Ok(());
