@@ -42,43 +42,18 @@ fn produce(cluster: &mut Cluster, prefix: &str, count: usize) -> Vec<(i64, Strin
             "{} of {count} produced",
             acked.len()
         );
-        let c = match client.as_mut() {
-            Some(c) => c,
-            None => {
-                let leader = cluster.wait_for_leader(None);
-                match BlockingClient::connect(cluster.addr(leader), TIMEOUT) {
-                    Ok(c) => client.insert(c),
-                    Err(_) => continue,
-                }
-            }
+        let Some(c) = leader_client(cluster, &mut client) else {
+            continue;
         };
+        // A new name for every attempt: an append that timed out may still commit.
         let v = value(&format!("{prefix}-{i}"));
+        i += 1;
         match produce_one(c, &v) {
-            Ok(offset) => {
-                acked.push((offset, v));
-                i += 1;
-            }
+            Ok(offset) => acked.push((offset, v)),
             Err(_) => client = None,
         }
     }
     acked
-}
-
-/// The log start of the log in `dir`: the base offset in the first segment file's name.
-fn log_start(dir: &Path) -> i64 {
-    segment_bases(dir).first().copied().expect("a segment")
-}
-
-fn segment_bases(dir: &Path) -> Vec<i64> {
-    let mut bases: Vec<i64> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| {
-            let name = e.unwrap().file_name().into_string().unwrap();
-            name.strip_suffix(".log")?.parse().ok()
-        })
-        .collect();
-    bases.sort_unstable();
-    bases
 }
 
 /// Bytes of the files in `dir` (segments, spare, checkpoint, quorum state), as allocated.
@@ -101,16 +76,6 @@ fn wait_until(cluster: &Cluster, ids: &[i32], what: &str, holds: impl Fn(&Path) 
         assert!(Instant::now() < deadline, "never {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn log_dir(cluster: &Cluster, id: i32) -> std::path::PathBuf {
-    cluster
-        .nodes
-        .iter()
-        .find(|n| n.id == id)
-        .expect("a node")
-        .dir
-        .clone()
 }
 
 fn consumer_fetch(client: &mut BlockingClient, offset: i64) -> (ErrorCode, i64) {

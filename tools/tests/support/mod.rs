@@ -10,7 +10,7 @@ pub mod clients;
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::ops::{Deref, DerefMut};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -510,4 +510,41 @@ pub fn run_quorum_tool(server: &str, args: &[&str]) -> std::process::Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// The log directory of node `id`.
+pub fn log_dir(cluster: &Cluster, id: i32) -> PathBuf {
+    let node = cluster.nodes.iter().find(|n| n.id == id).expect("a node");
+    node.dir.clone()
+}
+
+/// The base offsets of the segment files in `dir`, ascending.
+pub fn segment_bases(dir: &Path) -> Vec<i64> {
+    let mut bases: Vec<i64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    bases.sort_unstable();
+    bases
+}
+
+/// The log start of the log in `dir`: the base offset in the first segment file's name.
+pub fn log_start(dir: &Path) -> i64 {
+    segment_bases(dir).first().copied().expect("a segment")
+}
+
+/// The client in `slot`, or else a new connection to the node that leads now (waiting for one,
+/// bounded); None when that node does not take the connection (ask again).
+pub fn leader_client<'a>(
+    cluster: &mut Cluster,
+    slot: &'a mut Option<BlockingClient>,
+) -> Option<&'a mut BlockingClient> {
+    if slot.is_none() {
+        let leader = cluster.wait_for_leader(None);
+        *slot = Some(BlockingClient::connect(cluster.addr(leader), Duration::from_secs(10)).ok()?);
+    }
+    slot.as_mut()
 }
