@@ -51,9 +51,13 @@ pub struct LogArgs {
     /// Zero-fill this many bytes ahead of the write head (0 = off).
     #[arg(long, default_value_t = LogConfig::default().zero_ahead_bytes)]
     zero_ahead_bytes: u64,
-    /// Only groups up to this many bytes carry a zero-fill.
+    /// Only groups up to this many bytes carry a zero-fill (0: none does).
     #[arg(long, default_value_t = LogConfig::default().zero_ahead_max_group_bytes)]
     zero_ahead_max_group_bytes: usize,
+    /// The writer does not zero-fill while idle (with --zero-ahead-max-group-bytes 65536: the
+    /// zero-fill of the builds before idle zero-fill).
+    #[arg(long)]
+    no_idle_zero_fill: bool,
     /// Do not fallocate segments.
     #[arg(long)]
     no_preallocate: bool,
@@ -106,6 +110,7 @@ struct Report {
     segment_bytes: u64,
     zero_ahead_bytes: u64,
     zero_ahead_max_group_bytes: usize,
+    idle_zero_fill: bool,
     preallocate: bool,
     retention_bytes: Option<u64>,
     recycle_segments: bool,
@@ -152,6 +157,7 @@ pub fn run(args: LogArgs) -> Result<(), String> {
         preallocate: !args.no_preallocate,
         zero_ahead_bytes: args.zero_ahead_bytes,
         zero_ahead_max_group_bytes: args.zero_ahead_max_group_bytes,
+        zero_fill_when_idle: !args.no_idle_zero_fill,
         max_group_bytes: args.max_group_bytes,
         recycle_segments: !args.no_recycle,
         ..LogConfig::default()
@@ -288,6 +294,7 @@ fn drive(
         segment_bytes: args.segment_bytes,
         zero_ahead_bytes: args.zero_ahead_bytes,
         zero_ahead_max_group_bytes: args.zero_ahead_max_group_bytes,
+        idle_zero_fill: !args.no_idle_zero_fill,
         preallocate: !args.no_preallocate,
         retention_bytes: args.retention_bytes,
         recycle_segments: !args.no_recycle,
@@ -512,13 +519,14 @@ fn print_report(args: &LogArgs, r: &Report) -> std::io::Result<()> {
         r.record_bytes, r.batch_records, r.writers, r.threads, r.duration_secs
     )?;
     outln!(
-        "  durability: {}; segment {} B, preallocate {}, zero-ahead {} B for groups <= {} B; \
-         ring: single_issuer {}, defer_taskrun {}, registered buffers {}, writer cpu {:?}",
+        "  durability: {}; segment {} B, preallocate {}, zero-ahead {} B for groups <= {} B, \
+         idle {}; ring: single_issuer {}, defer_taskrun {}, registered buffers {}, writer cpu {:?}",
         r.durability,
         r.segment_bytes,
         r.preallocate,
         r.zero_ahead_bytes,
         r.zero_ahead_max_group_bytes,
+        r.idle_zero_fill,
         r.single_issuer,
         r.defer_taskrun,
         r.registered_buffers,

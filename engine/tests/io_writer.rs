@@ -274,3 +274,62 @@ fn large_groups_split_into_parallel_writes_land_whole() {
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert_eq!(read_all(&log), written);
 }
+
+/// An idle writer zero-fills ahead of the write head in chunks, up to `zero_ahead_bytes`, with
+/// no zero-fill in any group; appends carry on over the zeroed blocks and the log reads back
+/// the same, also after a reopen (docs/storage.md, "Zero-fill ahead"). Without
+/// `zero_fill_when_idle` nothing is zero-filled.
+#[test]
+fn an_idle_writer_zero_fills_ahead_and_appends_carry_on_over_it() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for idle in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            zero_fill_when_idle: idle,
+            ..small_config(4 << 20)
+        };
+        let writer = start(dir.path(), config.clone(), WriterConfig::default());
+        let mut written = Appended::default();
+        written.submit(&writer, 1, 4, 64);
+        wait_durable(&writer, 1);
+        let stats = std::sync::Arc::clone(writer.stats());
+        let chunks = (config.zero_ahead_bytes / engine::log::IDLE_ZERO_CHUNK as u64) as usize;
+        let deadline = std::time::Instant::now() + WAIT;
+        while idle && (stats.zero_fills.load(Relaxed) as usize) < chunks {
+            assert!(std::time::Instant::now() < deadline, "no idle zero-fill");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let zero_fills = stats.zero_fills.load(Relaxed) as usize;
+        let device = stats.device_bytes.load(Relaxed);
+        if idle {
+            // One refill up to the full distance (a chunk more when the first idle moment came
+            // before the first append), then nothing while nothing is written.
+            assert!(
+                (chunks..=chunks + 1).contains(&zero_fills),
+                "{zero_fills} chunks"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            assert_eq!(
+                stats.zero_fills.load(Relaxed) as usize,
+                zero_fills,
+                "idle means done"
+            );
+            assert!(
+                device >= config.zero_ahead_bytes,
+                "{device} bytes to the device"
+            );
+        } else {
+            assert_eq!(zero_fills, 0);
+        }
+        for seq in 2..=300u64 {
+            written.submit(&writer, seq, 4, 1000);
+        }
+        wait_durable(&writer, 300);
+        let log = writer.shutdown().expect("clean shutdown returns the log");
+        assert_eq!(read_all(&log), written.batches);
+        drop(log);
+        let log = Log::open(dir.path(), config).unwrap();
+        assert_eq!(read_all(&log), written.batches, "idle {idle}");
+    }
+}

@@ -625,20 +625,31 @@ impl WriterThread {
             if self.storage_full && !self.shutting_down {
                 self.wait_space_retry();
             } else if self.queue.is_empty() && !self.shutting_down {
-                match self.wait_request() {
-                    Ok(request) => self.accept(request),
-                    Err(_) => self.shutting_down = true,
+                if self.undelivered.is_none() && self.log.idle_zero_fill_due().is_some() {
+                    // Idle with zero-fill to do: one chunk, unless a request is already there.
+                    match self.requests.try_recv() {
+                        Ok(request) => self.accept(request),
+                        Err(crossbeam_channel::TryRecvError::Empty) => {
+                            if let Err(error) = self.zero_fill_idle() {
+                                return self.stop_on_fatal(error);
+                            }
+                            continue;
+                        }
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                            self.shutting_down = true
+                        }
+                    }
+                } else {
+                    match self.wait_request() {
+                        Ok(request) => self.accept(request),
+                        Err(_) => self.shutting_down = true,
+                    }
                 }
             }
             self.drain_requests();
             let result = self.process().and_then(|()| self.idle_work());
             if let Err(error) = result {
-                tracing::error!(%error, "log writer stopped on a fatal error");
-                // Close the request channel first, so a sender waiting for room returns at once
-                // and the raft thread gets to read the Fatal.
-                self.requests = crossbeam_channel::never();
-                self.sink.send(WriterEvent::Fatal(error));
-                return None;
+                return self.stop_on_fatal(error);
             }
             // A full disk holds appends that cannot be written: a shutdown drops them (none
             // was reported durable, so none was acknowledged on this node's account).
@@ -646,6 +657,27 @@ impl WriterThread {
                 return self.finish();
             }
         }
+    }
+
+    /// Stops the writer on an error that leaves the data's state unknown (fail-stop).
+    fn stop_on_fatal(&mut self, error: WriterError) -> Option<Log> {
+        tracing::error!(%error, "log writer stopped on a fatal error");
+        // Close the request channel first, so a sender waiting for room returns at once and the
+        // raft thread gets to read the Fatal.
+        self.requests = crossbeam_channel::never();
+        self.sink.send(WriterEvent::Fatal(error));
+        None
+    }
+
+    /// One idle chunk of zero-fill ahead of the write head (docs/storage.md, "Zero-fill
+    /// ahead"), counted with the group zero-fills.
+    fn zero_fill_idle(&mut self) -> Result<(), WriterError> {
+        let written = self.log.zero_fill_idle()?;
+        self.stats
+            .device_bytes
+            .fetch_add(written as u64, Ordering::Relaxed);
+        self.stats.zero_fills.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// While the disk is full: waits for a request or [`SPACE_RETRY`], whichever comes first

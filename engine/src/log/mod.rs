@@ -56,12 +56,17 @@ pub struct LogConfig {
     /// grows one). Both buffers plus the 1 MiB zero buffer are registered with the ring, which
     /// needs that much RLIMIT_MEMLOCK room (7 MiB with the default; 8 MiB is a common limit).
     pub max_group_bytes: usize,
-    /// Zero-fill this many bytes ahead of the write head, as an extra linked write in a group
-    /// (0 = never). Writes over zeroed blocks sync faster than writes into unwritten extents.
+    /// Keep this many bytes ahead of the write head zero-filled (0 = never). Writes over zeroed
+    /// blocks sync faster than writes into unwritten extents (docs/storage.md, "Zero-fill
+    /// ahead").
     pub zero_ahead_bytes: u64,
-    /// Only groups of at most this many bytes carry a zero-fill (large groups would pay for
-    /// writing every byte twice). `usize::MAX` = always, 0 = never.
+    /// Groups of at most this many bytes carry a zero-fill as an extra linked write when less
+    /// than half of `zero_ahead_bytes` is left. `usize::MAX` = always, 0 = never (the default:
+    /// the writer zero-fills while idle instead, [`Self::zero_fill_when_idle`]).
     pub zero_ahead_max_group_bytes: usize,
+    /// The writer zero-fills ahead while it has nothing else to do, in chunks of
+    /// [`IDLE_ZERO_CHUNK`] bytes, so no group waits for a zero-fill of its own.
+    pub zero_fill_when_idle: bool,
     /// Retention renames the oldest segment it retires to the spare (the next segment) instead
     /// of deleting it, so new groups write over blocks written before (docs/storage.md,
     /// "Recycling").
@@ -76,7 +81,8 @@ impl Default for LogConfig {
             preallocate: true,
             max_group_bytes: 3 << 20,
             zero_ahead_bytes: 1 << 20,
-            zero_ahead_max_group_bytes: 64 << 10,
+            zero_ahead_max_group_bytes: 0,
+            zero_fill_when_idle: true,
             recycle_segments: true,
         }
     }
@@ -187,6 +193,9 @@ struct Active {
     written_len: usize,
     /// The file is known to hold written zeros (or data) up to here.
     zeroed_end: u64,
+    /// An idle zero-fill is under way: it goes on, chunk by chunk, until `zero_ahead_bytes` are
+    /// zeroed ahead; it starts again only once less than half of that is left.
+    zero_refilling: bool,
     /// Batches staged since the last write.
     staged_batches: usize,
     /// Free staging buffers of the standard size: while one group's write is in flight from one
@@ -195,6 +204,10 @@ struct Active {
     /// The buffer of the group write in flight, if any.
     in_flight: Option<AlignedBuf>,
 }
+
+/// Bytes of zeros one idle step of the writer writes ([`Log::zero_fill_idle`]): small enough
+/// that a request arriving meanwhile waits for one short write at most.
+pub const IDLE_ZERO_CHUNK: usize = 64 << 10;
 
 /// The file the next segment is allocated in before a roll needs it (renamed into place by the
 /// roll; not a segment name, so recovery never reads it as one).
@@ -561,6 +574,64 @@ impl Log {
         self.durable_end_offset = write.end_offset;
         let file = &self.active_segment().file;
         file.set_readable_size(file.readable_size().max(write.data_end));
+    }
+
+    /// Where the next idle zero-fill goes, if one is due: nothing staged or in flight, and
+    /// less than `zero_ahead_bytes` zeroed ahead of the write head (within the segment).
+    pub fn idle_zero_fill_due(&self) -> Option<(u64, usize)> {
+        let config = &self.config;
+        if !config.zero_fill_when_idle
+            || config.zero_ahead_bytes == 0
+            || self.has_staged()
+            || self.write_in_flight()
+        {
+            return None;
+        }
+        let active = &self.active;
+        let head = active.staging_position + active.staging.len() as u64;
+        let target = align_up((head + config.zero_ahead_bytes).min(config.segment_bytes));
+        let from = active.zeroed_end.max(align_up(head));
+        // Refill from half a distance left, in one run of chunks: each chunk then carries
+        // many blocks, and most requests find the writer with no zero-fill to do.
+        let low = target.saturating_sub(config.zero_ahead_bytes / 2);
+        let due = from < target && (active.zero_refilling || from < low);
+        due.then(|| {
+            let len = ((target - from) as usize)
+                .min(IDLE_ZERO_CHUNK)
+                .min(self.zeros.capacity());
+            (from, len)
+        })
+    }
+
+    /// Whether the zero-fill ahead is short of its full distance.
+    fn idle_zero_fill_target_left(&self) -> bool {
+        let active = &self.active;
+        let head = active.staging_position + active.staging.len() as u64;
+        let target = align_up((head + self.config.zero_ahead_bytes).min(self.config.segment_bytes));
+        active.zeroed_end < target
+    }
+
+    /// Writes one chunk of zeros ahead of the write head ([`Self::idle_zero_fill_due`]) with a
+    /// plain O_DIRECT write and no sync: only speed depends on it (a crash leaves zeros or
+    /// unwritten extents, both read as the log's end). Returns the bytes written (0: none due).
+    pub fn zero_fill_idle(&mut self) -> Result<usize, LogError> {
+        let Some((offset, len)) = self.idle_zero_fill_due() else {
+            return Ok(0);
+        };
+        assert!(
+            offset.is_multiple_of(BLOCK as u64) && len.is_multiple_of(BLOCK),
+            "an unaligned zero-fill"
+        );
+        let path = &self.active_segment().file.path;
+        file::write_all_at(
+            &self.active.direct,
+            &self.zeros.as_full_slice()[..len],
+            offset,
+        )
+        .map_err(LogError::io("write zeros", path))?;
+        self.active.zeroed_end = offset + len as u64;
+        self.active.zero_refilling = self.idle_zero_fill_target_left();
+        Ok(len)
     }
 
     /// True while a group write is in flight.
@@ -1075,6 +1146,7 @@ impl Active {
             staging_position: align_down(position),
             written_len: 0,
             zeroed_end: align_up(position),
+            zero_refilling: false,
             staged_batches: 0,
             spares: vec![spare],
             in_flight: None,
