@@ -102,6 +102,11 @@ pub struct ClusterArgs {
     /// scrape them all every this many ms during the run (0: no listener).
     #[arg(long, default_value_t = 0)]
     pub(crate) metrics_scrape_ms: u64,
+    /// With `--metrics-scrape-ms`: write the nodes' `/metrics` addresses to this file as a
+    /// Prometheus file_sd target list, once they have started (bench/dashboard/capture.sh
+    /// points a Prometheus server at it).
+    #[arg(long)]
+    pub(crate) prometheus_targets: Option<std::path::PathBuf>,
 }
 
 /// The metrics ports [`start_cluster`] handed out (with `--metrics-scrape-ms`), node by node.
@@ -829,8 +834,22 @@ pub(crate) fn start_cluster(
         let setting = format!("metrics.listener=http://127.0.0.1:{port}");
         cluster.start(id, &[setting.as_str()], Stderr::File)?;
     }
+    if let Some(path) = &args.prometheus_targets {
+        write_prometheus_targets(path, &ports)?;
+    }
     *METRICS_PORTS.lock().expect("not poisoned") = ports;
     Ok(cluster)
+}
+
+/// A Prometheus file_sd list of the nodes' metrics listeners, replaced atomically (Prometheus
+/// reads the file whenever it changes).
+fn write_prometheus_targets(path: &Path, ports: &[u16]) -> Result<(), String> {
+    let targets: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let list = serde_json::json!([{ "targets": targets, "labels": { "job": "ringraft" } }]);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, list.to_string())
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("--prometheus-targets {}: {e}", path.display()))
 }
 
 /// Starts an observer (id = voters + 1) with an empty log that knows the voters only as
