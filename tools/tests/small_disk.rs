@@ -3,12 +3,17 @@
 //! runs; docs/operations.md, "Retention" and "A full disk").
 //!
 //! With retention on, acks=-1 load writes about twice a disk's size through every log: no
-//! produce is refused, no disk fills, every log start moves on. Then the same cluster restarts
-//! with retention off and a ballast file on every disk, and the load fills the disks: appends
-//! are refused with KAFKA_STORAGE_ERROR while every node still answers DescribeQuorum and
-//! consumer reads; once the ballast goes, writes are taken again. Every acknowledged record at
-//! or above each node's log start is in that node's log, once and in order. Every wait is
-//! bounded; the nodes are killed and the disks unmounted when the test ends, failed or not.
+//! produce is refused, no disk fills, every log start moves on, and a consumer asking for
+//! offset 0 gets OFFSET_OUT_OF_RANGE with the log start. (A follower that falls behind the
+//! log start and comes back: tools/tests/retention.rs.) Then the same cluster restarts
+//! with retention off and a ballast file that leaves the leader's disk a few segments, and the
+//! load fills it: that node refuses appends with KAFKA_STORAGE_ERROR and hands the lead over,
+//! the two voters with room take writes, the full node answers DescribeQuorum and the new
+//! leader serves reads; once the ballast goes, the full node fetches again and catches up.
+//! (When every voter's disk is full no voter leads: docs/operations.md, "A full disk"; the
+//! one-voter case is tools/tests/disk_full.rs.) Every acknowledged record at or above each
+//! node's log start is in that node's log, once and in order. Every wait is bounded; the nodes
+//! are killed and the disks unmounted when the test ends, failed or not.
 
 mod support;
 
@@ -193,8 +198,22 @@ fn small_disks_stay_below_full_with_retention_and_fill_and_recover_without_it() 
             least_free[i]
         );
     }
+    // A consumer asking for offset 0 is told the leader's log start.
+    let mut c = BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect");
+    let response = c
+        .fetch(&consumer_fetch_request(0, 1 << 20))
+        .expect("a consumer Fetch is answered");
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(
+        (partition.error, partition.log_start_offset),
+        (
+            ErrorCode::OFFSET_OUT_OF_RANGE,
+            log_start(&log_dir(&cluster, leader))
+        )
+    );
     cluster.stop_all();
     check_logs(&cluster, &acked);
+
     // The same cluster, retention off: the leader's disk fills (a ballast file takes all but a
     // few segments of it), the others' do not.
     for id in 1..=3 {
