@@ -126,15 +126,21 @@ fn a_reopened_log_reads_through_its_index_files_and_rebuilds_damaged_ones() {
         b"x",
     )
     .unwrap();
+    // A file the log did not name is not its to remove.
+    std::fs::write(dir.path().join("notes.index"), b"an operator's").unwrap();
 
     let log = Log::open(dir.path(), small_config(SEGMENT)).unwrap();
     let expected: Vec<String> = sealed.iter().map(|b| format!("{b:020}.index")).collect();
-    let on_disk = files_ending(dir.path(), ".index");
+    let on_disk: Vec<String> = files_ending(dir.path(), ".index")
+        .into_iter()
+        .filter(|n| n != "notes.index")
+        .collect();
     assert!(
         on_disk.iter().all(|n| expected.contains(n)),
         "the strays are gone: {on_disk:?}"
     );
     assert!(files_ending(dir.path(), ".tmp").is_empty());
+    assert!(dir.path().join("notes.index").exists());
     assert_eq!(read_all(&log), written);
     check_reads(&log, &written);
     assert!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::batch_meta::{self, Peek, BATCH_HEADER_LEN};
 use super::checkpoint::Checkpoint;
 use super::index::{remove_if_present, SparseIndex};
-use super::index_file::{parse_index_file_name, INDEX_SUFFIX};
+use super::index_file::parse_index_file_name;
 use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SegmentFile};
 use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError, LogView};
 use crate::base::EpochCache;
@@ -150,9 +150,12 @@ fn remove_stray_index_files(dir: &Path, sealed: &[Offset]) -> Result<(), LogErro
         let entry = entry.map_err(LogError::io("list", dir))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let owned = parse_index_file_name(name).is_some_and(|b| sealed.binary_search(&b).is_ok());
-        let temporary = name.ends_with(&format!("{INDEX_SUFFIX}.tmp"));
-        if (name.ends_with(INDEX_SUFFIX) && !owned) || temporary {
+        // Only names the log gives its own index files: anything else is left alone.
+        let stray = match name.strip_suffix(".tmp") {
+            Some(written) => parse_index_file_name(written).is_some(),
+            None => parse_index_file_name(name).is_some_and(|b| sealed.binary_search(&b).is_err()),
+        };
+        if stray {
             let path = entry.path();
             remove_if_present(&path).map_err(LogError::io("remove", &path))?;
         }

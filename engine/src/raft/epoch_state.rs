@@ -45,7 +45,7 @@ pub(crate) struct ResignedState {
 #[derive(Debug)]
 pub(crate) enum EpochState {
     /// No leader followed and no vote given in this epoch. `lost_leader`: the leader of this
-    /// epoch an observer stopped following to look for it again (docs/protocol.md section 9).
+    /// epoch an observer stopped following to look for it again (docs/protocol.md section 2).
     /// The epoch had a leader, so this node never votes in it (it may have voted for that
     /// leader before its log made it an observer), and the file keeps that leader.
     Unattached {
