@@ -169,6 +169,8 @@ struct Report {
     /// CPU seconds of this load generator over the measured window.
     bench_cpu_sec: Option<f64>,
     intervals: Vec<Interval>,
+    /// Every whole minute of the window, its latency over all its requests.
+    minutes: Vec<crate::produce_load::Minute>,
     /// Exit status of every node this run started (after SIGTERM).
     node_exits: Vec<String>,
     /// Each started node's own counters over its whole life (warm-up included), from the
@@ -513,6 +515,7 @@ impl Report {
                 _ => None,
             },
             intervals: load.intervals.clone(),
+            minutes: load.minutes.clone(),
             node_exits: describe_exits(node_exits),
             node_stats: BTreeMap::new(),
             catch_up: watch.catch_up.clone(),
@@ -687,6 +690,18 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
             s.p999,
             s.max,
             s.mean
+        )?;
+    }
+    for m in &r.minutes {
+        let l = &m.latency_us;
+        outln!(
+            "  minute {}: {:.0} records/s, latency us p50 {}  p99 {}  p99.9 {}  max {}",
+            m.minute,
+            m.records_per_sec,
+            l.p50,
+            l.p99,
+            l.p999,
+            l.max
         )?;
     }
     outln!(

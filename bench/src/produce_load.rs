@@ -82,6 +82,16 @@ pub struct Interval {
     pub node_rss_kib: Vec<Option<u64>>,
 }
 
+/// One whole minute of the measured window: its latency over every request answered in it
+/// (not a summary of its seconds), for checking that p99 stays flat over a long run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Minute {
+    /// 1 for the window's first minute.
+    pub minute: u64,
+    pub records_per_sec: f64,
+    pub latency_us: Latency,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadReport {
     pub records: u64,
@@ -96,6 +106,8 @@ pub struct LoadReport {
     /// From the actual send to the answer: open loop only (equal to `latency_us` otherwise).
     pub service_latency_us: Option<Latency>,
     pub intervals: Vec<Interval>,
+    /// Every whole minute of the window (none in a run shorter than a minute).
+    pub minutes: Vec<Minute>,
     /// The measured window's latency, for the SVG.
     #[serde(skip)]
     pub histogram: Histogram<u64>,
@@ -272,6 +284,8 @@ fn measure(
     let mut service = new_histogram();
     let mut requests = 0u64;
     let mut intervals = Vec::new();
+    let mut minute = (new_histogram(), 0u64, started);
+    let mut minutes = Vec::new();
     let mut interval_start = started;
     while Instant::now() < end {
         let next = (interval_start + Duration::from_secs(1)).min(end);
@@ -290,6 +304,17 @@ fn measure(
         total.add(&collected.latency).expect("same bounds");
         service.add(&collected.service).expect("same bounds");
         requests += collected.requests;
+        minute.0.add(&collected.latency).expect("same bounds");
+        minute.1 += collected.requests;
+        if now.duration_since(minute.2) >= Duration::from_secs(60) {
+            let records = (minute.1 * config.batch_records as u64) as f64;
+            minutes.push(Minute {
+                minute: minutes.len() as u64 + 1,
+                records_per_sec: records / now.duration_since(minute.2).as_secs_f64(),
+                latency_us: Latency::of(&minute.0),
+            });
+            minute = (new_histogram(), 0, now);
+        }
         let mut interval = interval_figures(config, &collected, seconds);
         interval.end_sec = now.duration_since(started).as_secs_f64();
         observer.interval(&mut interval);
@@ -312,6 +337,7 @@ fn measure(
         latency_us: Latency::of(&total),
         service_latency_us: config.rate.map(|_| Latency::of(&service)),
         intervals,
+        minutes,
         histogram: total,
     })
 }
