@@ -317,7 +317,7 @@ impl RaftCore {
             .voters()
             .iter()
             .map(|v| {
-                if *v == local && !self.config.host.is_empty() {
+                if *v == local && !self.config.host.is_empty() && !self.qs.id_belongs_to_another() {
                     self.local_endpoint()
                 } else {
                     self.endpoints.get(*v)
@@ -444,7 +444,7 @@ impl RaftCore {
     /// list (its own log's set) cannot do yet (docs/protocol.md, "Endpoints of new voters").
     fn own_endpoint_outside_the_set(&self) -> Option<Vec<VoterEndpoint>> {
         let outside = !self.config.host.is_empty() && !self.qs.is_voter(self.qs.local_id());
-        outside.then(|| vec![self.local_endpoint()])
+        (outside && !self.qs.id_belongs_to_another()).then(|| vec![self.local_endpoint()])
     }
 
     fn handle_find_quorum_response(

@@ -63,6 +63,10 @@ pub struct QuorumState {
     /// The planted bug `PlantedBug::ApplyOnCommit` (docs/simulation.md, "Planted bugs"):
     /// always false outside the simulator's proof.
     apply_on_commit: bool,
+    /// The set this node adopted from a bootstrap server named its id while it had no state
+    /// of its own: until its log makes it a voter it is not that voter, and must not speak
+    /// for its endpoint (docs/protocol.md, "Endpoints of new voters").
+    adopted_own_id: bool,
 }
 
 fn sorted(mut v: Vec<NodeId>) -> Vec<NodeId> {
@@ -235,6 +239,7 @@ impl QuorumState {
                 lost_leader: None,
             },
             apply_on_commit: false,
+            adopted_own_id: false,
         }
     }
 
@@ -306,6 +311,17 @@ impl QuorumState {
     pub fn bound_elsewhere(&self) -> bool {
         self.bound_directory(self.local_id)
             .is_some_and(|d| d != self.local_directory)
+    }
+    /// Is this node's id the voter of another node, as far as it knows: the set binds the id
+    /// to another directory, or binds it to none and this node adopted a set naming its id
+    /// while it had no state? Then it never vouches for an endpoint under that id (the voter
+    /// whose endpoint it took over would be cut off from the cluster). Once a set binds the id
+    /// to this node's directory (a reassignment added it back), it is that voter.
+    pub(crate) fn id_belongs_to_another(&self) -> bool {
+        match self.bound_directory(self.local_id) {
+            Some(directory) => directory != self.local_directory,
+            None => self.adopted_own_id,
+        }
     }
     pub fn local_directory(&self) -> DirectoryId {
         self.local_directory
@@ -807,6 +823,7 @@ impl QuorumState {
             return refuse("this node is the only one, but was started without quorum.voters");
         }
         if others.len() < voters.len() {
+            self.adopted_own_id = true;
             out.push(Output::Alert(format!(
                 "the voter set {voters:?} names this node, which has no state of its own (an \
                  empty directory): it replicates as an observer until its log makes it a voter \

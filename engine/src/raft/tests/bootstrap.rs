@@ -357,3 +357,34 @@ fn a_node_the_set_names_without_state_of_its_own_adopts_the_others_as_an_observe
     let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 3, 3, &[3]));
     assert!(has_fatal(&out));
 }
+
+/// A node on an empty directory whose id the set it adopts names (a voter that lost its disk,
+/// or a stranger under its id) never vouches for an endpoint under that id, in Voters or in
+/// TargetVoters: the real voter's peers would take its address over and lose the voter (the
+/// process test `bootstrap_observer` lost its leader that way about one run in four).
+#[test]
+fn a_node_whose_id_the_adopted_set_names_never_vouches_for_its_endpoint() {
+    let mut c = bootstrap_config(3, 1);
+    c.host = "127.0.0.1".into();
+    c.port = 9999;
+    c.boot_timestamp = 100;
+    let mut h = Harness::new(c, None, log(0, &[]));
+    let out = h.tick();
+    let finds = find_sends(&out);
+    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 1, VOTERS));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Alert(a) if a.contains("no state of its own"))),
+        "{out:?}"
+    );
+    assert!(h.core.is_observer());
+    // A voter asks it (as it would when probing the address it advertised).
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 100, 9092));
+    let r = match &responses(&out)[..] {
+        [(_, Response::FindQuorum(r))] => r.clone(),
+        other => panic!("{other:?}"),
+    };
+    let own = |e: &VoterEndpoint| e.voter_id == 3 && e.port == 9999;
+    assert!(!r.voters.iter().any(own), "{r:?}");
+    assert!(!r.target_voters.iter().flatten().any(own), "{r:?}");
+}
