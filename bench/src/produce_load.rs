@@ -306,7 +306,10 @@ fn measure(
         requests += collected.requests;
         minute.0.add(&collected.latency).expect("same bounds");
         minute.1 += collected.requests;
-        if now.duration_since(minute.2) >= Duration::from_secs(60) {
+        // A minute is whole at 60 s, or at the window's end when it ends one (the last
+        // interval closes at the end, a few microseconds short of the minute's 60 s).
+        let ends_window = now >= end && minute.2 + Duration::from_secs(59) <= now;
+        if now.duration_since(minute.2) >= Duration::from_secs(60) || ends_window {
             let records = (minute.1 * config.batch_records as u64) as f64;
             minutes.push(Minute {
                 minute: minutes.len() as u64 + 1,
