@@ -33,6 +33,15 @@ fn refusal(h: &mut Harness, request: Request) -> FetchQuorumRecordsResponse {
     fetch_answer(h, request).expect("answered at once")
 }
 
+/// The outputs hold one log op, a reset to `start` in `epoch`.
+fn assert_reset_to(out: &[Output], start: Offset, epoch: Epoch) {
+    let ops = log_ops(out);
+    assert!(
+        matches!(ops[..], [LogOpKind::ResetTo { start: s, epoch: e }] if s == start && e == epoch),
+        "{out:?}"
+    );
+}
+
 fn behind_log_start(leader: NodeId, epoch: Epoch, start: Offset, start_epoch: Epoch) -> Response {
     let mut r = Harness::fetch_error_response(leader, epoch, -1, ErrorCode::OFFSET_OUT_OF_RANGE);
     r.log_start = Some(OffsetAndEpoch {
@@ -96,16 +105,7 @@ fn retention_moving_the_start_makes_older_fetches_out_of_range() {
 fn a_follower_behind_its_leaders_log_start_starts_its_log_again_there() {
     let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(10, &[(1, 0)]));
     let out = h.respond(2, c, behind_log_start(2, 3, 100, 2));
-    assert!(
-        matches!(
-            log_ops(&out)[..],
-            [LogOpKind::ResetTo {
-                start: 100,
-                epoch: 2
-            }]
-        ),
-        "{out:?}"
-    );
+    assert_reset_to(&out, 100, 2);
     assert_eq!(
         (
             h.core.log_start_offset(),
@@ -292,16 +292,7 @@ fn a_reset_of_a_log_past_the_start_claims_nothing_of_the_old_tail_durable() {
     let append_seq = h.last_seq;
     let next = fetch_sends(&out)[0].1;
     let out = h.respond(2, next, behind_log_start(2, 3, 100, 2));
-    assert!(
-        matches!(
-            log_ops(&out)[..],
-            [LogOpKind::ResetTo {
-                start: 100,
-                epoch: 2
-            }]
-        ),
-        "{out:?}"
-    );
+    assert_reset_to(&out, 100, 2);
     assert_eq!(
         (h.core.log_end_offset(), h.core.durable_end_offset()),
         (100, 100)
