@@ -4,6 +4,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::index_file::{self, IndexFileHeader, PersistedIndex};
 use crate::base::Offset;
@@ -38,6 +39,10 @@ pub struct SparseIndex {
     max_timestamp: i64,
     /// False for a segment that was not scanned at open: loaded or built on its first read.
     pub complete: bool,
+    /// Reads of the index file that failed (each answered from the segment's start); the first
+    /// is logged, the rest only counted, so a bad disk under a busy reader does not flood the
+    /// log with one warning per lookup.
+    read_failures: AtomicU64,
 }
 
 impl SparseIndex {
@@ -48,6 +53,7 @@ impl SparseIndex {
             last_indexed_position: None,
             max_timestamp: NO_TIMESTAMP,
             complete,
+            read_failures: AtomicU64::new(0),
         }
     }
 
@@ -59,6 +65,7 @@ impl SparseIndex {
             last_indexed_position: header.last_position,
             max_timestamp: header.max_timestamp,
             complete: true,
+            read_failures: AtomicU64::new(0),
         }
     }
 
@@ -183,7 +190,7 @@ impl SparseIndex {
     /// The position of a batch at or before the one holding `offset` (0 when none is indexed).
     pub fn lookup(&self, offset: Offset) -> u64 {
         let hint = self.last_where(|e| e.offset <= offset);
-        hinted(hint, "lookup").map_or(0, |e| e.position)
+        self.hinted(hint, "lookup").map_or(0, |e| e.position)
     }
 
     /// Bytes the entries take on the heap (the vector's capacity).
@@ -206,7 +213,10 @@ impl SparseIndex {
         // The last hint whose predecessors do not reach `target` yet: the batch is at or
         // after it, and before the next hint.
         let hint = self.last_where(|e| e.max_before < target);
-        Some(hinted(hint, "timestamp lookup").map_or(0, |e| e.position))
+        Some(
+            self.hinted(hint, "timestamp lookup")
+                .map_or(0, |e| e.position),
+        )
     }
 
     /// The last hint of a batch starting below `offset` and below byte `position`, as (its
@@ -215,7 +225,29 @@ impl SparseIndex {
     /// the maximum below that point.
     pub fn last_hint_below(&self, offset: Offset, position: u64) -> (u64, i64) {
         let hint = self.last_where(|e| e.offset < offset && e.position < position);
-        hinted(hint, "timestamp lookup").map_or((0, NO_TIMESTAMP), |e| (e.position, e.max_before))
+        self.hinted(hint, "timestamp lookup")
+            .map_or((0, NO_TIMESTAMP), |e| (e.position, e.max_before))
+    }
+
+    /// Reads of the index file that failed since the index was loaded.
+    #[cfg(test)]
+    fn read_failures(&self) -> u64 {
+        self.read_failures.load(Ordering::Relaxed)
+    }
+
+    /// A hint read from an index file that fails to read is no hint: the walk starts at the
+    /// segment's first batch, which is always right, only slower (the segment read that
+    /// follows reports a failing disk on its own). Warns on the first failure only.
+    fn hinted(&self, hint: io::Result<Option<IndexEntry>>, what: &str) -> Option<IndexEntry> {
+        hint.unwrap_or_else(|error| {
+            if self.read_failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(%error, "reading a sparse-index file for a {what} failed: \
+                    reading the segment from its start instead, here and on every later \
+                    failure of this file (not logged again); check the disk (the index file \
+                    is rebuilt when the node restarts if it is damaged)");
+            }
+            None
+        })
     }
 
     /// Drops hints at or beyond `position` (a truncation there). `walked_max` is the largest
@@ -238,18 +270,6 @@ impl SparseIndex {
         self.entries.truncate(keep);
         self.last_indexed_position = self.entries.last().map(|e| e.position);
     }
-}
-
-/// A hint read from an index file that fails to read is no hint: the walk starts at the
-/// segment's first batch, which is always right, only slower (the segment read that follows
-/// reports a failing disk on its own).
-fn hinted(hint: io::Result<Option<IndexEntry>>, what: &str) -> Option<IndexEntry> {
-    hint.unwrap_or_else(|error| {
-        tracing::warn!(%error, "reading a sparse-index file for a {what} failed: reading the \
-            segment from its start instead; check the disk (the index file is rebuilt when the \
-            node restarts if it is damaged)");
-        None
-    })
 }
 
 /// Removes `path`; a file already gone is fine.
@@ -275,6 +295,32 @@ mod tests {
         assert_eq!(index.len(), 2, "the batch at 1000 is within the interval");
         index.truncate_at(5000, 7);
         assert_eq!(index.lookup(60), 0);
+    }
+
+    /// An index file that can no longer be read (here: cut short under the open handle) gives
+    /// no hint, so every search starts at the segment's start; each failure is counted and only
+    /// the first is logged.
+    #[test]
+    fn an_unreadable_index_file_gives_no_hint_and_counts_each_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        let mut index = SparseIndex::new(true);
+        for i in 0..10u64 {
+            index.note(i as Offset * 10, i * 5000, i as i64, 4096);
+        }
+        index.persist(&path, 0, 50_000).unwrap();
+        assert_eq!(index.lookup(95), 45_000);
+        assert_eq!(index.read_failures(), 0);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(64)
+            .unwrap();
+        assert_eq!(index.lookup(95), 0);
+        assert_eq!(index.first_reaching(8), Some(0));
+        assert_eq!(index.last_hint_below(95, 47_000), (0, NO_TIMESTAMP));
+        assert_eq!(index.read_failures(), 3);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! byte position, the running maximum of MaxTimestamp before it).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -145,11 +145,15 @@ pub fn load(
     segment_bytes: u64,
     segment_file: &File,
 ) -> Result<(IndexFileHeader, PersistedIndex), IndexFileRefused> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
+    // One handle for the check and the reads that follow: the hints read later are those
+    // checked here, even if the name is replaced meanwhile.
+    let mut file = match File::open(path) {
+        Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(IndexFileRefused::Missing),
         Err(e) => return Err(e.into()),
     };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
     let invalid = |why: String| Err(IndexFileRefused::Invalid(why));
     if bytes.len() < HEADER_LEN as usize || bytes[..8] != MAGIC {
         return invalid(format!("no index header in {} bytes", bytes.len()));
@@ -169,9 +173,7 @@ pub fn load(
     if expected_len != Some(bytes.len() as u64) {
         return invalid(format!("{count} hints in a file of {} bytes", bytes.len()));
     }
-    let mut unsummed = bytes.clone();
-    unsummed[CRC_AT..CRC_AT + 4].fill(0);
-    if checksum(&unsummed) != stored_crc {
+    if checksum_unsummed(&bytes) != stored_crc {
         return invalid("checksum mismatch".into());
     }
     if header.base_offset != base_offset || header.segment_bytes != segment_bytes {
@@ -185,7 +187,6 @@ pub fn load(
         .map(decode_entry)
         .collect();
     check_entries(&header, &entries, segment_file)?;
-    let file = OpenOptions::new().read(true).open(path)?;
     Ok((header, PersistedIndex { file, count }))
 }
 
@@ -240,4 +241,11 @@ fn decode_entry(bytes: &[u8]) -> IndexEntry {
 /// CRC-32C of the file with its checksum field zero.
 fn checksum(bytes: &[u8]) -> u32 {
     crc32c::crc32c(bytes)
+}
+
+/// [`checksum`] of a whole file as read, its checksum field taken as zero (without a copy).
+fn checksum_unsummed(file: &[u8]) -> u32 {
+    let head = crc32c::crc32c(&file[..CRC_AT]);
+    let zeroed = crc32c::crc32c_append(head, &[0u8; 4]);
+    crc32c::crc32c_append(zeroed, &file[CRC_AT + 4..])
 }

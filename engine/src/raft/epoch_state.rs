@@ -159,3 +159,24 @@ impl EpochState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a voter that has not answered a running candidacy is asked (again): the retries of
+    /// votes and pre-votes rest on it.
+    #[test]
+    fn a_candidacy_awaits_only_the_voters_that_have_not_answered_while_it_runs() {
+        let mut c = CandidateState::voted_for_self(1);
+        assert!(!c.awaits_vote(1), "its own vote is in");
+        assert!(c.awaits_vote(2) && c.awaits_vote(3) && c.awaits_vote(4));
+        c.granted.insert(2);
+        c.rejected.insert(3);
+        assert!(!c.awaits_vote(2), "granted");
+        assert!(!c.awaits_vote(3), "rejected");
+        assert!(c.awaits_vote(4), "not answered yet");
+        c.backing_off = true;
+        assert!(!c.awaits_vote(4), "a candidacy backing off asks nobody");
+    }
+}

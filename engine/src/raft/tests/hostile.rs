@@ -214,6 +214,46 @@ fn the_leader_tracks_a_bounded_number_of_observers() {
         .any(|o| o.replica_id == 99 + 3 * MAX_OBSERVERS as NodeId));
 }
 
+/// The observers DescribeQuorum lists at `h.now`.
+fn observers_at(h: &mut Harness) -> Vec<NodeId> {
+    let (_, out) = h.request(-1, Request::DescribeQuorum(DescribeQuorumRequest {}));
+    let Response::DescribeQuorum(d) = &responses(&out)[0].1 else {
+        panic!("not DescribeQuorum: {out:?}");
+    };
+    d.observers.iter().map(|o| o.replica_id).collect()
+}
+
+/// An observer is listed for five minutes after its last fetch and not a millisecond longer
+/// (the draft's expiry; caught: `5 * 60 * 1000` turned into `5 * 60 + 1000` or `5 + 60 * 1000`).
+#[test]
+fn an_observer_is_listed_for_five_minutes_after_its_last_fetch() {
+    use crate::raft::leader::OBSERVER_EXPIRY_MS;
+    assert_eq!(OBSERVER_EXPIRY_MS, 300_000);
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    let mut request = Harness::fetch_request(9, 2, 0, 0, 0);
+    if let Request::FetchQuorumRecords(r) = &mut request {
+        r.is_follower = false;
+    }
+    h.request(9, request);
+    let fetched_at = h.now;
+    // The voters keep fetching every second so that the leader stays the leader.
+    let keep_leading = |h: &mut Harness, until: TimeMs| {
+        while h.now < until {
+            h.now = (h.now + 1_000).min(until);
+            h.tick();
+            for voter in [2, 3] {
+                h.request(voter, Harness::fetch_request(voter, 2, 0, 0, 0));
+            }
+        }
+        assert_eq!(h.core.role(), Role::Leader);
+    };
+    keep_leading(&mut h, fetched_at + 299_999);
+    assert_eq!(observers_at(&mut h), vec![9], "listed at 4:59.999");
+    keep_leading(&mut h, fetched_at + 300_000);
+    assert!(observers_at(&mut h).is_empty(), "forgotten at 5:00");
+}
+
 #[test]
 fn responses_with_an_implausible_epoch_are_ignored() {
     let (mut h, correlation) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
