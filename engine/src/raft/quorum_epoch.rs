@@ -223,7 +223,10 @@ impl RaftCore {
             } else {
                 self.enter_unattached(req.leader_epoch, out)
             };
-            if !ok || self.stopped {
+            // A refused transition stops the node, and so does a shutdown that learning of a
+            // leader completed: either way there is nothing more to do or to answer.
+            debug_assert!(ok || self.stopped, "a refused transition stops the node");
+            if self.stopped {
                 return;
             }
         }

@@ -259,3 +259,146 @@ fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
     assert!(vote_of(&responses(&out)[0].1).vote_granted);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Voted, 6));
 }
+
+// ----- behaviours mutation testing found unpinned (docs/testing.md, "Mutation testing") -----
+
+const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
+
+/// An EndQuorumEpoch from `replica` naming `leader` of `epoch`.
+fn end_from(replica: NodeId, leader: NodeId, epoch: Epoch, successors: &[NodeId]) -> Request {
+    Request::EndQuorumEpoch(EndQuorumEpochRequest {
+        cluster_id: CLUSTER.into(),
+        replica_id: replica,
+        leader_id: leader,
+        leader_epoch: epoch,
+        preferred_successors: successors.to_vec(),
+    })
+}
+
+/// Caught: `retry_while` emptied or its `==` turned into `!=`, and
+/// `handle_announcement_response` emptied. A voter that answers BeginQuorumEpoch with a
+/// retriable error is asked again after the backoff, while the leader still leads.
+#[test]
+fn a_begin_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
+    let (mut h, out) = elect(2);
+    let begins = begin_sends(&out);
+    let answer = |error| {
+        Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+            error,
+            leader_id: 1,
+            leader_epoch: 2,
+        })
+    };
+    h.respond(2, begins[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
+    h.respond(3, begins[1].1, answer(ErrorCode::NONE));
+    let out = h.run_until(1_000);
+    let again = begin_sends(&out);
+    assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2]);
+}
+
+/// Caught: `base << (p - 1)` turned into `>>` in `successor_delay`. Of four successors the
+/// second waits base = jitter max >> 3 = 125 ms, the third base << 1 = 250 ms.
+#[test]
+fn a_later_successor_waits_twice_as_long_as_the_one_before_it() {
+    for (successors, delay) in [(&[3, 1, 4, 5][..], 125), (&[3, 4, 1, 5][..], 250)] {
+        let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
+        let (_, out) = h.request(2, Harness::end_request(2, 2, successors));
+        assert_eq!(end_error(&out), ErrorCode::NONE);
+        h.run_until(delay - 1);
+        assert_eq!(
+            h.core.role(),
+            Role::Follower,
+            "{successors:?} before {delay} ms"
+        );
+        h.run_until(delay);
+        assert_eq!(
+            (h.core.role(), h.core.epoch()),
+            (Role::Candidate, 3),
+            "{successors:?} at {delay} ms"
+        );
+    }
+}
+
+/// Caught: `req.leader_epoch > epoch` turned into `<`, and each part of the leader test of a
+/// newer epoch's EndQuorumEpoch (`>= 0`, `!= me`, the `&&`s). A resigning voter of a newer
+/// epoch is followed in that epoch; a leader id that is -1, this node, or no voter is not.
+#[test]
+fn an_end_quorum_epoch_of_a_newer_epoch_moves_to_it_following_only_a_plausible_leader() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(3, end_from(3, 3, 4, &[2, 1]));
+    assert_eq!(end_error(&out), ErrorCode::NONE);
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.leader_id()),
+        (Role::Follower, 4, Some(3)),
+        "follows the resigning leader of epoch 4 and waits its turn"
+    );
+    for leader in [-1, 1, 9] {
+        let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+        let (_, out) = h.request(3, end_from(3, leader, 4, &[2, 1]));
+        assert_eq!(end_error(&out), ErrorCode::NONE, "leader {leader}");
+        assert_eq!(
+            (h.core.role(), h.core.epoch(), h.core.leader_id()),
+            (Role::Unattached, 4, None),
+            "leader {leader} is not followed"
+        );
+    }
+}
+
+/// Caught: both `&&`s, `==` and `!=` of the Prospective arm with a kept leader. A follower
+/// whose fetch timer ran out (now in a pre-vote round, still knowing its leader) stands at
+/// once when that leader resigns, and ignores another voter's EndQuorumEpoch.
+#[test]
+fn a_prospective_that_kept_its_leader_answers_only_that_leaders_end_quorum_epoch() {
+    let prospective = || {
+        let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+        h.run_until(2_000);
+        assert_eq!(
+            (h.core.role(), h.core.leader_id()),
+            (Role::Prospective, Some(2))
+        );
+        h
+    };
+    let mut h = prospective();
+    h.request(3, end_from(3, 3, 2, &[1, 2]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Prospective, 2));
+    let mut h = prospective();
+    h.request(2, Harness::end_request(2, 2, &[1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
+
+/// Caught: the same for the Prospective arm with a kept vote. A voter whose election timer ran
+/// out after it voted stands at once when the one it voted for gives up, and ignores another.
+#[test]
+fn a_prospective_that_kept_its_vote_answers_only_its_candidates_end_quorum_epoch() {
+    let prospective = || {
+        let mut h = Harness::restarted(2, -1, 3);
+        h.tick();
+        assert_eq!(h.core.role(), Role::Voted);
+        h.run_until(2_000);
+        assert_eq!(h.core.role(), Role::Prospective);
+        h
+    };
+    let mut h = prospective();
+    h.request(2, end_from(2, 2, 2, &[1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Prospective, 2));
+    let mut h = prospective();
+    h.request(3, end_from(3, 3, 2, &[1, 2]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
+
+/// Caught: `is_voter && !contains` turned into `||` in `voter_successors`. Names that are not
+/// voters, and repeats, take no place in the line: node 1, named after two strangers, is first
+/// among the voters and stands at once; named after a voter three times, it is second.
+#[test]
+fn successors_that_are_not_voters_or_repeat_take_no_place_in_line() {
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    h.request(2, Harness::end_request(2, 2, &[9, 7, 1, 3]));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
+    h.request(2, Harness::end_request(2, 2, &[3, 3, 3, 1, 4]));
+    // Second of three voters (3, 1, 4): 1000 >> 2 = 250 ms (fourth of five would be 248 ms).
+    h.run_until(249);
+    assert_eq!(h.core.role(), Role::Follower);
+    h.run_until(250);
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+}
