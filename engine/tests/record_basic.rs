@@ -533,6 +533,21 @@ fn a_record_count_the_bytes_cannot_hold_is_refused_by_the_header_check() {
     );
 }
 
+/// The header's bound is exact: as many records as the bytes after the header hold at 7 bytes
+/// each pass the header check, one more does not (caught: `total_len() - BATCH_HEADER_LEN`
+/// turned into `+`, and `/ MIN_RECORD_LEN` into `*`, in `check_records_count`).
+#[test]
+fn the_header_bounds_the_record_count_by_the_bytes_after_it_exactly() {
+    let batch = three_record_batch();
+    let fits = ((batch.len() - 61) / 7) as i32;
+    for (count, holds) in [(fits, true), (fits + 1, false)] {
+        let mut b = batch.clone();
+        b[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        assert_eq!(BatchHeader::read(&b).is_ok(), holds, "{count} records");
+    }
+}
+
 #[test]
 fn non_utf8_header_key_is_named() {
     let mut builder = RecordBatchBuilder::new(0, 0);

@@ -38,7 +38,8 @@ pub const ATTR_COMPRESSION_MASK: i16 = 0x07;
 pub const ATTR_TIMESTAMP_TYPE: i16 = 1 << 3;
 pub const ATTR_TRANSACTIONAL: i16 = 1 << 4;
 pub const ATTR_CONTROL: i16 = 1 << 5;
-pub const ATTR_DELETE_HORIZON: i16 = 1 << 6;
+// Bit 6 (a delete horizon in BaseTimestamp) is set only by Kafka's log cleaner, which has no
+// counterpart here: a batch carrying it is stored and served as it came.
 
 /// The header as it lies in memory: big-endian fields at their offsets, no padding.
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
