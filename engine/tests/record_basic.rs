@@ -548,6 +548,31 @@ fn the_header_bounds_the_record_count_by_the_bytes_after_it_exactly() {
     }
 }
 
+/// The attribute bits read as Kafka defines them: the codec in bits 0-2, log-append time in
+/// bit 3 (caught: `is_log_append_time` always true or with `&` turned into `|` or `^`, and
+/// `compression` constant or with `&` turned into `|`).
+#[test]
+fn the_attribute_bits_read_as_kafka_defines_them() {
+    let batch = three_record_batch();
+    for (attributes, log_append_time, codec) in [
+        (0x00u8, false, 0u8),
+        (0x08, true, 0),
+        (0x04, false, 4),
+        (0x0B, true, 3),
+        (0x12, false, 2),
+        (0x19, true, 1),
+    ] {
+        let mut b = batch.clone();
+        b[22] = attributes;
+        let header = BatchHeader::read(&b).unwrap();
+        assert_eq!(
+            (header.is_log_append_time(), header.compression()),
+            (log_append_time, codec),
+            "attributes {attributes:#04x}"
+        );
+    }
+}
+
 #[test]
 fn non_utf8_header_key_is_named() {
     let mut builder = RecordBatchBuilder::new(0, 0);
