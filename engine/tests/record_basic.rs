@@ -499,6 +499,21 @@ fn log_append_time_and_transactional_attributes() {
     assert_eq!(timestamps, [1_000, 2_000]);
 }
 
+/// The bounds themselves are allowed: a header and one record, and exactly MAX_BATCH_SIZE
+/// (caught: `> MAX_BATCH_SIZE` turned into `>=` in `check_batch_length`).
+#[test]
+fn a_batch_length_at_either_bound_is_allowed() {
+    let mut batch = three_record_batch();
+    for length in [56i32, (128 << 20) - 12] {
+        batch[8..12].copy_from_slice(&length.to_be_bytes());
+        assert_eq!(
+            peek_batch_len(&batch),
+            Ok(Some(length as usize + 12)),
+            "{length}"
+        );
+    }
+}
+
 #[test]
 fn batch_length_bounds_are_checked_before_reading_on() {
     let mut batch = three_record_batch();
