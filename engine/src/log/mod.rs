@@ -588,8 +588,7 @@ impl Log {
             return None;
         }
         let active = &self.active;
-        let head = active.staging_position + active.staging.len() as u64;
-        let target = align_up((head + config.zero_ahead_bytes).min(config.segment_bytes));
+        let (head, target) = self.zero_ahead_target();
         let from = active.zeroed_end.max(align_up(head));
         // Refill from half a distance left, in one run of chunks: each chunk then carries
         // many blocks, and most requests find the writer with no zero-fill to do.
@@ -603,12 +602,17 @@ impl Log {
         })
     }
 
+    /// The write head (the end of what is staged) and the block-aligned end of the zeros
+    /// wanted ahead of it: `zero_ahead_bytes` further, within the segment.
+    fn zero_ahead_target(&self) -> (u64, u64) {
+        let head = self.active.staging_position + self.active.staging.len() as u64;
+        let target = (head + self.config.zero_ahead_bytes).min(self.config.segment_bytes);
+        (head, align_up(target))
+    }
+
     /// Whether the zero-fill ahead is short of its full distance.
     fn idle_zero_fill_target_left(&self) -> bool {
-        let active = &self.active;
-        let head = active.staging_position + active.staging.len() as u64;
-        let target = align_up((head + self.config.zero_ahead_bytes).min(self.config.segment_bytes));
-        active.zeroed_end < target
+        self.active.zeroed_end < self.zero_ahead_target().1
     }
 
     /// Writes one chunk of zeros ahead of the write head ([`Self::idle_zero_fill_due`]) with a
