@@ -255,3 +255,41 @@ fn alter_quorum_refuses_another_directory_for_a_bound_voter() {
     );
     assert!(log_ops(&out).is_empty());
 }
+
+/// A leader whose set binds every voter but itself binds itself too, once its epoch's entry
+/// commits (caught: in `binding_due`, `id == me` turned into `!=` and the `!` before
+/// `local_directory().is_zero()` deleted: nothing else calls for the binding step then).
+#[test]
+fn a_leader_binds_itself_when_it_is_the_only_voter_left_unbound() {
+    let others = [(2, dir(2)), (3, dir(3))];
+    let mut h = Harness::new(
+        config_in(1, dir(1)),
+        Some(stored(5, -1, 1, VOTERS)),
+        bound_log(2, &others),
+    );
+    let out = h.tick();
+    for (to, correlation, _) in sends(&out) {
+        h.respond(
+            to,
+            correlation,
+            Harness::vote_response(ErrorCode::NONE, -1, 5, true),
+        );
+        if h.core.role() == Role::Leader {
+            break;
+        }
+    }
+    assert_eq!(h.core.role(), Role::Leader);
+    assert_eq!(h.core.qs.voter_config().directory_of(1), None);
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    let mut fetch = Harness::fetch_request(2, 5, end, 5, end);
+    if let Request::FetchQuorumRecords(r) = &mut fetch {
+        r.replica_directory_id = dir(2);
+        r.max_wait_ms = 0;
+    }
+    let (_, out) = h.request(2, fetch);
+    assert_eq!(h.core.high_watermark(), Some(end));
+    assert_eq!(log_ops(&out).len(), 1, "the binding record: {out:?}");
+    assert_eq!(h.core.qs.voter_config().directory_of(1), Some(dir(1)));
+    assert_eq!(h.core.qs.voter_config().directory_of(2), Some(dir(2)));
+}
