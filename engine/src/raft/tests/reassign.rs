@@ -401,6 +401,56 @@ mod steps {
         };
         assert_eq!(next_step(&idle, 1, |_| true, |_| true, |_| None), None);
     }
+
+    /// Caught: `!adding.is_empty() && adding.len() >= removing.len()` turned into `||`. With
+    /// more to remove than to add, a removal comes first (the set never outgrows both ends).
+    #[test]
+    fn remove_first_when_more_are_removed_than_added() {
+        let c = cfg(&[1, 2, 3], &[1, 4], false);
+        assert_eq!(step(&c, 1, &[1, 2, 3, 4]), write(&[1, 3], &[1, 4]));
+    }
+
+    /// Caught: `live(id) && caught_up(id)` turned into `||` when counting the ready voters of
+    /// the new set (rule 4): a voter that is live but behind, or caught up but silent, is not
+    /// ready.
+    #[test]
+    fn a_ready_voter_is_both_live_and_caught_up() {
+        let c = cfg(&[1, 2, 3], &[1, 2], false);
+        let removal = |live: &[NodeId], caught_up: &[NodeId]| {
+            next_step(
+                &c,
+                1,
+                |id| caught_up.contains(&id),
+                |id| live.contains(&id),
+                |_| None,
+            )
+            .unwrap()
+        };
+        assert_eq!(removal(&[1, 2], &[1]), Step::Wait, "2 is live but behind");
+        assert_eq!(
+            removal(&[1], &[1, 2]),
+            Step::Wait,
+            "2 is caught up but silent"
+        );
+        assert_eq!(removal(&[1, 2], &[1, 2]), write(&[1, 2], &[1, 2]));
+    }
+
+    /// Caught: the field `directories` deleted from the record that ends a reassignment: the
+    /// voters' bindings outlive it.
+    #[test]
+    fn the_record_that_ends_a_reassignment_keeps_the_bindings() {
+        use crate::raft::DirectoryId;
+        let bound: std::collections::BTreeMap<NodeId, DirectoryId> =
+            [(1, DirectoryId([1; 16])), (2, DirectoryId([2; 16]))].into();
+        let c = VoterConfig {
+            directories: bound.clone(),
+            ..cfg(&[1, 2], &[1, 2], false)
+        };
+        let Step::Write(done) = step(&c, 1, &[1, 2]) else {
+            panic!("not a write");
+        };
+        assert_eq!((done.target, done.directories), (None, bound));
+    }
 }
 
 #[test]
@@ -564,7 +614,43 @@ fn a_leaving_voter_stands_after_sitting_out_one_election_timeout() {
     assert!(asked.contains(&2), "{out:?}");
 }
 
-/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds
+/// When node 1 of epoch 4, unattached with a log whose voter record holds `current` and
+/// `target`, first asks for a vote (a pre-vote or a vote).
+fn first_vote_at(current: &[NodeId], target: Option<&[NodeId]>) -> TimeMs {
+    let mut snapshot = log(2, &[(4, 0)]);
+    snapshot.voter_records =
+        crate::record::voters::voter_records(&[voter_batch(1, 4, current, target)]).unwrap();
+    let mut h = Harness::new(config(1, VOTERS), Some(stored(4, -1, -1, VOTERS)), snapshot);
+    h.tick();
+    for _ in 0..100 {
+        let Some(due) = h.core.next_deadline() else {
+            break;
+        };
+        h.now = h.now.max(due);
+        let out = h.tick();
+        if sends(&out)
+            .iter()
+            .any(|(_, _, r)| matches!(r, Request::Vote(_)))
+        {
+            return h.now;
+        }
+    }
+    panic!("no vote asked by {}", h.now);
+}
+
+/// Caught: `leaving_voter` always false, and its `&&` turned into `||`. A voter its log is
+/// removing sits out its first election timeout; a voter the target keeps does not.
+#[test]
+fn only_a_leaving_voter_sits_out_its_first_election_timeout() {
+    let plain = first_vote_at(&[1, 2], None);
+    assert_eq!(first_vote_at(&[1, 2], Some(&[1])), plain, "1 stays");
+    assert!(
+        first_vote_at(&[1, 2], Some(&[2])) > plain,
+        "1 leaves: it sits out one timeout first"
+    );
+}
+
+/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds
 /// a voter record with `target`: with the target {2}, only the handover is left (rule 6).
 fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
     let mut snapshot = log(2, &[(1, 0)]);
