@@ -1021,3 +1021,31 @@ fn an_observer_that_lost_its_leader_never_votes_again_in_that_epoch() {
     let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
     assert!(!vote_of(&responses(&out)[0].1).vote_granted, "{out:?}");
 }
+
+/// Caught: `role_deadline.is_none() && voters > 1` turned into `||` in
+/// `after_voter_set_change`. A voter record does not push back a running leader's quorum
+/// check: voters silent since 0 cost it the lead at 3 s (the progress timeout), though a
+/// reassignment began at 1 s.
+#[test]
+fn a_voter_record_does_not_postpone_the_leaders_quorum_check() {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    for id in [2, 3, 4] {
+        observer_fetch(&mut h, id, end);
+    }
+    assert_eq!(h.core.high_watermark(), Some(end));
+    h.run_until(1_000);
+    let before = h.core.log_end_offset();
+    h.request(-1, alter(&[1, 2, 3, 4]));
+    assert!(
+        h.core.log_end_offset() > before,
+        "the reassignment's first record"
+    );
+    h.run_until(3_000);
+    assert_ne!(
+        h.core.role(),
+        Role::Leader,
+        "no fetch from a majority since 0"
+    );
+}
