@@ -588,6 +588,17 @@ fn the_attribute_bits_read_as_kafka_defines_them() {
     }
 }
 
+/// A builder counts what it was given (caught: `is_empty` constant, or with `==` turned into
+/// `!=`).
+#[test]
+fn a_builder_is_empty_until_a_record_is_appended() {
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    assert!(builder.is_empty());
+    assert_eq!(builder.len(), 0);
+    builder.append(0, None, Some(b"v"), &[]);
+    assert!(!builder.is_empty() && builder.len() == 1);
+}
+
 #[test]
 fn non_utf8_header_key_is_named() {
     let mut builder = RecordBatchBuilder::new(0, 0);
