@@ -1049,3 +1049,37 @@ fn a_voter_record_does_not_postpone_the_leaders_quorum_check() {
         "no fetch from a majority since 0"
     );
 }
+
+/// Whether leader 1 of {1, 2, 3} adds observer 4 (target {1, 2, 3, 4}) when the target record
+/// commits at `commit_at`, 4 having fetched to the end at 0 with `durable_4` durable.
+fn addition_of_4(durable_4: impl Fn(Offset) -> Offset, commit_at: TimeMs) -> bool {
+    let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    observer_fetch(&mut h, 2, end);
+    observer_fetch(&mut h, 4, end);
+    h.request(-1, alter(&[1, 2, 3, 4]));
+    let end = h.core.log_end_offset();
+    let mut fetch = Harness::fetch_request(4, 2, end, 2, durable_4(end));
+    if let Request::FetchQuorumRecords(r) = &mut fetch {
+        r.is_follower = false;
+        r.max_wait_ms = 0;
+    }
+    h.request(4, fetch);
+    observer_fetch(&mut h, 2, end);
+    h.run_until(commit_at);
+    h.durable_all();
+    assert_eq!(h.core.high_watermark(), Some(end), "the target record");
+    h.core.voters() == [1, 2, 3, 4]
+}
+
+/// Caught: `durable_offset >= hw && last_caught_up_ms within an election timeout` turned into
+/// `||`, and `now < t + election_timeout` into `<=`. A node joins only with the high watermark
+/// durable and caught up within the last election timeout (1 s).
+#[test]
+fn a_node_joins_only_durable_at_the_high_watermark_and_caught_up_within_a_timeout() {
+    let same = |end: Offset| end;
+    assert!(addition_of_4(same, 999));
+    assert!(!addition_of_4(same, 1_000), "caught up a whole timeout ago");
+    assert!(!addition_of_4(|end| end - 1, 0), "not durable at the HW");
+}

@@ -293,3 +293,143 @@ fn a_leader_binds_itself_when_it_is_the_only_voter_left_unbound() {
     assert_eq!(h.core.qs.voter_config().directory_of(1), Some(dir(1)));
     assert_eq!(h.core.qs.voter_config().directory_of(2), Some(dir(2)));
 }
+
+/// Leader 1 of epoch 2 in directory 1, voters 1-3 unbound, its LeaderChange record not yet
+/// durable (no high watermark).
+fn new_leader_in_dir_1() -> Harness {
+    let mut h = Harness::new(
+        config_in(1, dir(1)),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    let out = h.tick();
+    for (to, correlation, _) in sends(&out) {
+        h.respond(
+            to,
+            correlation,
+            Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+        );
+        if h.core.role() == Role::Leader {
+            break;
+        }
+    }
+    assert_eq!(h.core.role(), Role::Leader);
+    h
+}
+
+/// Caught: `now < t + fetch_timeout` turned into `<=` in the leader's `live`. A voter is bound
+/// only if it fetched within the fetch timeout (2 s): the binding record that follows the
+/// first commit binds voter 3, which fetched at 0, at 1.999 s and not at 2 s.
+#[test]
+fn a_voter_is_bound_only_while_its_last_fetch_is_within_the_fetch_timeout() {
+    for (commit_at, bound_3) in [(1_999, true), (2_000, false)] {
+        let mut h = new_leader_in_dir_1();
+        let end = h.core.log_end_offset();
+        fetch_from(&mut h, 3, dir(3), end, true);
+        assert_eq!(
+            h.core.high_watermark(),
+            None,
+            "the leader's own entry is not durable"
+        );
+        h.run_until(commit_at);
+        h.durable_all();
+        assert_eq!(h.core.high_watermark(), Some(end));
+        let config = h.core.qs.voter_config();
+        assert_eq!(config.directory_of(1), Some(dir(1)));
+        assert_eq!(
+            config.directory_of(3).is_some(),
+            bound_3,
+            "committed at {commit_at}"
+        );
+    }
+}
+
+/// Leader 1 with voters 1-3 bound to directories 1-3, everything committed, at time 0.
+fn bound_leader() -> Harness {
+    let mut h = leader_in_dir_1();
+    for id in [2, 3] {
+        let end = h.core.log_end_offset();
+        fetch_from(&mut h, id, dir(id as u8), end, true);
+        h.durable_all();
+    }
+    let end = h.core.log_end_offset();
+    fetch_from(&mut h, 2, dir(2), end, true);
+    assert_eq!(h.core.high_watermark(), Some(end));
+    let bound = &h.core.qs.voter_config().directories;
+    assert_eq!(bound.len(), 3, "{bound:?}");
+    h
+}
+
+/// Whether leader 1 removes voter 3 (target {1, 2}) when voter 2 fetched at 150 ms and a
+/// stranger under id 2 (another directory) at `stranger_at`: rule 4 needs 2 ready, and a
+/// voter whose id fetched from another directory since is not.
+fn removal_with_a_stranger_at(stranger_at: TimeMs) -> bool {
+    let mut h = bound_leader();
+    h.run_until(100);
+    let voters = [(1, DirectoryId::ZERO), (2, DirectoryId::ZERO)];
+    h.request(
+        -1,
+        Request::AlterQuorum(AlterQuorumRequest::new(CLUSTER, voters, 5_000)),
+    );
+    let end = h.core.log_end_offset();
+    let mut fetches = [(150, dir(2), true), (stranger_at, dir(22), false)];
+    fetches.sort_by_key(|f| f.0);
+    for (at, d, follower) in fetches {
+        h.run_until(at);
+        fetch_from(&mut h, 2, d, end, follower);
+    }
+    h.run_until(300);
+    h.durable_all();
+    assert_eq!(h.core.high_watermark(), Some(end), "the target record");
+    h.core.voters() == [1, 2]
+}
+
+/// Caught: `s < p.last_fetch_ms` (the stranger's last fetch before the voter's) turned into
+/// `==`, `>` or `<=`.
+#[test]
+fn a_voter_whose_id_fetched_from_another_directory_since_is_not_ready() {
+    assert!(removal_with_a_stranger_at(100), "the stranger came first");
+    assert!(!removal_with_a_stranger_at(150), "at the same time");
+    assert!(!removal_with_a_stranger_at(200), "the stranger came after");
+}
+
+/// Caught: `p.directory_id == *d` turned into `!=` in the progress of a node to add, and the
+/// `!` deleted in AlterQuorum's `!v.directory_id.is_zero()`. A node the target names with a
+/// directory is added only once it fetched from that directory, and is bound to it.
+#[test]
+fn a_node_the_target_names_with_a_directory_joins_only_from_that_directory() {
+    let mut h = leader_in_dir_1();
+    let end = h.core.log_end_offset();
+    fetch_from(&mut h, 2, dir(2), end, true);
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    fetch_from(&mut h, 2, dir(2), end, true);
+    fetch_from(&mut h, 4, dir(44), end, false);
+    let voters = [
+        (1, DirectoryId::ZERO),
+        (2, DirectoryId::ZERO),
+        (3, DirectoryId::ZERO),
+        (4, dir(4)),
+    ];
+    h.request(
+        -1,
+        Request::AlterQuorum(AlterQuorumRequest::new(CLUSTER, voters, 5_000)),
+    );
+    assert_eq!(
+        h.core.qs.voter_config().target_directories,
+        [(4, dir(4))].into()
+    );
+    h.durable_all();
+    let end = h.core.log_end_offset();
+    fetch_from(&mut h, 2, dir(2), end, true);
+    fetch_from(&mut h, 4, dir(44), end, false);
+    assert_eq!(h.core.high_watermark(), Some(end), "the target record");
+    assert_eq!(
+        h.core.voters(),
+        &[1, 2, 3],
+        "4 fetched from another directory"
+    );
+    fetch_from(&mut h, 4, dir(4), end, false);
+    assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
+    assert_eq!(h.core.qs.voter_config().directory_of(4), Some(dir(4)));
+}
