@@ -1083,3 +1083,28 @@ fn a_node_joins_only_durable_at_the_high_watermark_and_caught_up_within_a_timeou
     assert!(!addition_of_4(same, 1_000), "caught up a whole timeout ago");
     assert!(!addition_of_4(|end| end - 1, 0), "not durable at the HW");
 }
+
+/// Caught: `leader != local_id` turned into `==` in `after_voter_set_change`. A follower whose
+/// fetch timer ran out keeps fetching from its leader during its pre-vote round; when that
+/// fetch brings a record removing it, it is an observer and follows that leader again.
+#[test]
+fn a_prospective_its_log_removes_follows_the_leader_it_kept() {
+    let (mut h, first) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    let out = h.run_until(2_000);
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Prospective, Some(1))
+    );
+    let fetch = sends(&out)
+        .into_iter()
+        .filter(|(to, _, r)| *to == 1 && matches!(r, Request::FetchQuorumRecords(_)))
+        .map(|(_, c, _)| c)
+        .last()
+        .unwrap_or(first);
+    fetch_answer(&mut h, fetch, vec![voter_batch(1, 4, &[1, 3], None)], 1);
+    assert_eq!(h.core.voters(), &[1, 3]);
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.leader_id()),
+        (Role::Follower, 4, Some(1))
+    );
+}
