@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::core::RaftCore;
-use super::epoch_state::EpochState;
 use super::leader::{AlterWait, RequestedTarget};
 use super::types::{Batch, DirectoryId, NodeId, Offset, Output, PlantedBug, RequestId};
 use super::voter_set::{voter_records, VoterConfig};
+use super::Role;
 use super::{AlterQuorumRequest, AlterQuorumResponse, AlterQuorumVoterResult, ErrorCode, Response};
 
 impl RaftCore {
@@ -53,23 +53,18 @@ impl RaftCore {
         }
     }
 
-    /// What a new set in force changes at once: a prospective its log just removed follows the
-    /// leader it kept again (a non-voter never campaigns), and a leader's high watermark may
-    /// move with the new majority.
+    /// What a new set in force changes at once: a leader's high watermark may move with the
+    /// new majority. A set changes only with the log, on the leader's own appends and on a
+    /// follower's fetch answers; a prospective that gets a fetch answer follows its leader
+    /// again before it applies the batches, so no prospective ever sees its set change (a
+    /// non-voter's pre-vote round would otherwise need ending here).
     fn after_voter_set_change(&mut self, out: &mut Vec<Output>) {
+        debug_assert_ne!(
+            self.qs.role(),
+            Role::Prospective,
+            "a voter set changed during a pre-vote round"
+        );
         self.announce_after_voter_change();
-        if self.qs.is_observer() {
-            if let EpochState::Prospective {
-                epoch,
-                leader: Some(leader),
-                ..
-            } = *self.qs.state()
-            {
-                if leader != self.qs.local_id() {
-                    self.enter_follower(epoch, leader, out);
-                }
-            }
-        }
         if self.qs.leader().is_some() {
             // A lone voter's leadership has no check-quorum timer (nobody to hear from); once
             // its set grows it needs one, or a leader cut off from the others stays one for

@@ -1084,9 +1084,9 @@ fn a_node_joins_only_durable_at_the_high_watermark_and_caught_up_within_a_timeou
     assert!(!addition_of_4(|end| end - 1, 0), "not durable at the HW");
 }
 
-/// Caught: `leader != local_id` turned into `==` in `after_voter_set_change`. A follower whose
-/// fetch timer ran out keeps fetching from its leader during its pre-vote round; when that
-/// fetch brings a record removing it, it is an observer and follows that leader again.
+/// A follower whose fetch timer ran out keeps fetching from its leader during its pre-vote
+/// round; when that fetch brings a record removing it, it follows that leader again, as an
+/// observer (the answer ends the round before the record applies).
 #[test]
 fn a_prospective_its_log_removes_follows_the_leader_it_kept() {
     let (mut h, first) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Re-checks the mutants a cargo-mutants run missed against a newer tree (docs/testing.md,
+"Mutation testing"): applies each missed (or timed-out) mutant's diff to the tree, runs the
+test command, and reverts the diff. A mutant the tests now fail on is CAUGHT-NOW; one whose
+diff no longer applies or no longer builds (the code changed around it) is NO-APPLY or
+UNVIABLE-NOW, and is run again with cargo-mutants.
+
+    tools/mutants-recheck.py OUTPUT_DIR [--tree DIR] [--cmd "cargo test ..."]
+
+OUTPUT_DIR is the run's mutants.out directory. Without --cmd the test command of the run's own
+test phase is used. The tree must be clean (git status) and must not be built by anything else
+while this runs.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("output", help="a cargo-mutants mutants.out directory")
+    parser.add_argument("--tree", default=".", help="the source tree to mutate (default: .)")
+    parser.add_argument("--cmd", help="the test command (default: the run's own)")
+    args = parser.parse_args()
+    outcomes = json.load(open(os.path.join(args.output, "outcomes.json")))
+    still = 0
+    for outcome in outcomes["outcomes"]:
+        if outcome["summary"] not in ("MissedMutant", "Timeout"):
+            continue
+        mutant = outcome["scenario"]["Mutant"]
+        diff = os.path.join(args.output, outcome["diff_path"])
+        if args.cmd:
+            command = args.cmd.split()
+        else:
+            phases = [p for p in outcome["phase_results"] if p["phase"] == "Test"]
+            command = phases[0]["argv"]
+        applied = subprocess.run(
+            ["patch", "--silent", "--forward", "--reject-file=-", mutant["file"], diff],
+            cwd=args.tree,
+            stdout=subprocess.DEVNULL,
+        )
+        if applied.returncode != 0:
+            print("NO-APPLY    ", mutant["name"], flush=True)
+            still += 1
+            continue
+        try:
+            # A mutant that no longer builds here (the code around it changed) says nothing.
+            at = command.index("test") + 1
+            build = subprocess.run(
+                command[:at] + ["--no-run"] + command[at:],
+                cwd=args.tree,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if build.returncode != 0:
+                print("UNVIABLE-NOW", mutant["name"], flush=True)
+                still += 1
+                continue
+            run = subprocess.run(
+                command,
+                cwd=args.tree,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=900,
+            )
+            verdict = "CAUGHT-NOW  " if run.returncode != 0 else "STILL-MISSED"
+        except subprocess.TimeoutExpired:
+            verdict = "CAUGHT-NOW   (hang)"
+        finally:
+            subprocess.run(
+                ["patch", "--silent", "--reverse", mutant["file"], diff],
+                cwd=args.tree,
+                check=True,
+            )
+        if verdict.startswith("STILL"):
+            still += 1
+        print(verdict, mutant["name"], flush=True)
+    return 1 if still else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
