@@ -722,7 +722,8 @@ fn a_voter_record_is_served_only_once_durable_on_the_leader() {
 }
 
 /// A lone voter's leadership has no check-quorum timer; once its set grows it needs one, or a
-/// leader cut off from its new voters leads for good.
+/// leader cut off from its new voters leads for good (caught: the arming's `now + timeout`
+/// turned into `now * timeout`, and `voters > 1` into `== 1`).
 #[test]
 fn a_lone_leader_whose_set_grows_checks_its_quorum() {
     let mut h = Harness::leader(1, &[1], 2, log(0, &[]));
@@ -733,6 +734,10 @@ fn a_lone_leader_whose_set_grows_checks_its_quorum() {
     observer_fetch(&mut h, 2, 0);
     h.request(-1, alter(&[1, 2]));
     h.durable_all();
+    // 2 takes longer than a progress timeout to catch up: the set is {1} with a target for
+    // that long (a timer armed then finds the lone voter's quorum and disarms).
+    h.run_until(h.now + 5_000);
+    assert_eq!(h.core.voters(), &[1]);
     let end = h.core.log_end_offset();
     observer_fetch(&mut h, 2, end);
     assert_eq!(h.core.voters(), &[1, 2]);
