@@ -665,3 +665,99 @@ fn a_framed_snappy_stream_past_the_limit_names_the_limit() {
         })
     );
 }
+
+// ----- control records: what mutation testing found unpinned (docs/testing.md) -----
+
+/// The reason a control value was refused for.
+fn refusal(result: Result<impl std::fmt::Debug, RecordError>) -> &'static str {
+    match result {
+        Err(RecordError::BadControlValue { reason, .. }) => reason,
+        other => panic!("not a bad control value: {other:?}"),
+    }
+}
+
+fn reassignment(force: bool) -> QuorumReassignment {
+    QuorumReassignment {
+        cluster_id: "c".into(),
+        current_voters: vec![1, 2],
+        target_voters: None,
+        force,
+        ..Default::default()
+    }
+}
+
+/// Caught: `version < 0` turned into `>` in `ControlRecordType::from_key`. Later key versions
+/// are read (they may only append fields); a negative one is refused.
+#[test]
+fn a_control_key_of_a_later_version_is_read_and_a_negative_one_refused() {
+    assert_eq!(
+        ControlRecordType::from_key(Some(&[0, 1, 0, 2, 9]), 0),
+        Ok(ControlRecordType::LEADER_CHANGE)
+    );
+    assert!(matches!(
+        ControlRecordType::from_key(Some(&[0xff, 0xff, 0, 2]), 3),
+        Err(RecordError::BadControlKey {
+            record: 3,
+            reason: "negative key version"
+        })
+    ));
+}
+
+/// Caught: the `[0] => false` arm of Force deleted: an explicit false decodes.
+#[test]
+fn an_explicit_force_false_decodes() {
+    let mut value = reassignment(true).encode();
+    assert_eq!(
+        value[value.len() - 1],
+        1,
+        "the Force tag's value ends the record"
+    );
+    let last = value.len() - 1;
+    value[last] = 0;
+    assert_eq!(QuorumReassignment::decode(&value), Ok(reassignment(false)));
+    value[last] = 2;
+    assert_eq!(
+        refusal(QuorumReassignment::decode(&value)),
+        "Force is not a bool"
+    );
+}
+
+/// Caught: `finish` made to accept anything: a byte after the message is refused.
+#[test]
+fn a_byte_after_a_control_message_is_refused() {
+    let mut value = reassignment(false).encode();
+    value.extend_from_slice(&[0]);
+    assert_eq!(
+        refusal(QuorumReassignment::decode(&value)),
+        "bytes after the message"
+    );
+}
+
+/// Caught: `(len - position) / min` turned into `+` or `*` in the voter-count bounds of
+/// `voters` and `bound_voters`. A count the rest of the value cannot hold at 5 bytes a voter
+/// is refused as such before anything is allocated or read.
+#[test]
+fn a_voter_count_the_value_cannot_hold_is_refused_as_such() {
+    // CurrentVoters' compact length is at byte 2 (after the cluster id "c").
+    let mut value = reassignment(false).encode();
+    assert_eq!(value[2], 3, "two voters");
+    value[2] = 4;
+    assert_eq!(
+        refusal(QuorumReassignment::decode(&value)),
+        "voter count exceeds the value"
+    );
+    // LeaderChange v0: Version (2 bytes), LeaderId (4), then Voters' compact length.
+    let leader_change = LeaderChange {
+        version: 0,
+        leader_id: 1,
+        voters: vec![1, 2],
+        granting_voters: vec![],
+    };
+    let mut value = leader_change.encode();
+    assert_eq!(value[6], 3, "two voters");
+    value[6] = 4;
+    assert_eq!(
+        refusal(LeaderChange::decode(&value)),
+        "voter count exceeds the value"
+    );
+}
