@@ -1104,7 +1104,7 @@ fn a_prospective_its_log_removes_follows_the_leader_it_kept() {
         .into_iter()
         .filter(|(to, _, r)| *to == 1 && matches!(r, Request::FetchQuorumRecords(_)))
         .map(|(_, c, _)| c)
-        .last()
+        .next_back()
         .unwrap_or(first);
     fetch_answer(&mut h, fetch, vec![voter_batch(1, 4, &[1, 3], None)], 1);
     assert_eq!(h.core.voters(), &[1, 3]);
