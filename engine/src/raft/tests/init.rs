@@ -155,3 +155,76 @@ fn initialize_observer_no_previous_state() {
     assert!(matches!(s[0].2, Request::FindQuorum(_)));
     assert!([1, 2, 3].contains(&s[0].0));
 }
+
+/// Why the core refused to start from `stored` and `log` as node 1 configured with `voters`
+/// (None: it started).
+fn refusal(voters: &[NodeId], stored: ElectionState, log: LogSnapshot) -> Option<&'static str> {
+    let mut config = config(1, voters);
+    // With no voters configured it learns them from a bootstrap server.
+    config.bootstrap_servers = usize::from(voters.is_empty());
+    match RaftCore::new(config, Some(stored), log, 0) {
+        Ok(_) => None,
+        Err(InitError::InvalidStoredState(why)) => Some(why),
+        Err(other) => panic!("{other:?}"),
+    }
+}
+
+/// Each check of a stored state allows its edge and refuses the value past it, by name
+/// (caught: `epoch < 0` turned into `<= 0`; a voter id `< 0` into `<= 0` or `== 0`; the applied
+/// offset's `< 0 || > end` into `&&`; and `voted_id >= 0` into `< 0` in the check for a leader
+/// or a vote without a voter set).
+#[test]
+fn a_stored_state_is_checked_to_its_edges() {
+    let three = &[1, 2, 3];
+    let empty = || log(0, &[]);
+    assert_eq!(refusal(three, stored(0, -1, -1, three), empty()), None);
+    assert_eq!(
+        refusal(three, stored(-1, -1, -1, three), empty()),
+        Some("negative epoch")
+    );
+    assert_eq!(refusal(three, stored(1, -1, -1, &[0, 1, 2]), empty()), None);
+    assert_eq!(
+        refusal(three, stored(1, -1, -1, &[-1, 1, 2]), empty()),
+        Some("negative voter id")
+    );
+    let applied = |offset| ElectionState {
+        applied_offset: offset,
+        ..stored(1, -1, -1, three)
+    };
+    let outside = Some("the applied offset is outside the log");
+    assert_eq!(refusal(three, applied(3), log(3, &[(1, 0)])), None);
+    assert_eq!(refusal(three, applied(4), log(3, &[(1, 0)])), outside);
+    assert_eq!(refusal(three, applied(-1), log(3, &[(1, 0)])), outside);
+    // An observer that learns its set from bootstrap servers has none stored, and no vote.
+    assert_eq!(refusal(&[], stored(1, -1, -1, &[]), empty()), None);
+    assert_eq!(
+        refusal(&[], stored(1, -1, 2, &[]), empty()),
+        Some("a leader or a vote without a voter set")
+    );
+}
+
+/// The log's voter records above the applied offset are replayed at start only if they are in
+/// order and inside the log (caught: `||` turned into `&&`, and `o >= r.offset` into `<`, in
+/// `replay_log`).
+#[test]
+fn the_logs_voter_records_must_be_in_order_and_inside_it() {
+    use super::reassign::voter_batch;
+    let three = &[1, 2, 3];
+    let with = |end, batches: &[Batch]| {
+        let mut snapshot = log(end, &[(1, 0)]);
+        snapshot.voter_records = crate::record::voters::voter_records(batches).unwrap();
+        snapshot
+    };
+    let bad = Some("the log's voter records are out of order or past its end");
+    let grow = voter_batch(1, 1, &[1, 2, 3, 4], None);
+    let shrink = voter_batch(2, 1, &[1, 2, 3], None);
+    let s = || stored(1, -1, -1, three);
+    let both = [grow.clone(), shrink.clone()];
+    assert_eq!(refusal(three, s(), with(3, &both)), None);
+    assert_eq!(refusal(three, s(), with(2, &both)), bad, "past the end");
+    assert_eq!(
+        refusal(three, s(), with(3, &[shrink, grow])),
+        bad,
+        "out of order"
+    );
+}
