@@ -20,4 +20,5 @@ mod reassign;
 mod retention;
 mod storage;
 mod transitions;
+mod views;
 mod voter_identity;
