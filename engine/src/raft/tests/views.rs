@@ -78,3 +78,76 @@ fn a_leader_change_record_carries_the_wall_clock_time_of_the_election() {
     let view = crate::record::BatchView::parse(batch.bytes).unwrap();
     assert_eq!(view.max_timestamp(), boot + 50);
 }
+
+/// Caught: `MAX_PEER_EPOCH - epoch` turned into `+` or `/` in the high-epoch alert: it names
+/// how many elections are left.
+#[test]
+fn the_high_epoch_alert_counts_the_elections_left() {
+    use crate::raft::admission::{EPOCH_WARNING, MAX_PEER_EPOCH};
+    let epoch = EPOCH_WARNING + 5;
+    let mut h = Harness::restarted(epoch, -1, -1);
+    let out = h.tick();
+    let alerts: Vec<&String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Alert(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let left = MAX_PEER_EPOCH - epoch;
+    assert_eq!(alerts.len(), 1, "{out:?}");
+    assert!(
+        alerts[0].contains(&format!("only {left} elections are left")),
+        "{}",
+        alerts[0]
+    );
+}
+
+/// Caught: the `!` deleted before `voter_set_known()` in `observer_without_leader`. A voter
+/// that knows its set and no leader stands for election; it does not look for a leader with
+/// FindQuorum as an observer does.
+#[test]
+fn a_voter_without_a_leader_does_not_look_for_one() {
+    let mut h = Harness::restarted(1, -1, -1);
+    let out = h.run_until(5_000);
+    assert!(
+        !sends(&out)
+            .iter()
+            .any(|(_, _, r)| matches!(r, Request::FindQuorum(_))),
+        "{out:?}"
+    );
+}
+
+/// Caught: `f.kind == RequestKind::PreVote` turned into `!=` in `start_pre_vote_round`. A new
+/// pre-vote round forgets the last round's requests only: the fetch a prospective keeps
+/// outstanding to its leader is still answered, and the answer ends the round.
+#[test]
+fn a_new_pre_vote_round_keeps_the_fetch_to_the_leader() {
+    let (mut h, first) = Harness::follower(1, &[1, 2, 3], 2, 2, log(0, &[]));
+    let mut fetch = first;
+    let mut rounds = 0;
+    for _ in 0..200 {
+        let Some(due) = h.core.next_deadline() else {
+            break;
+        };
+        h.now = h.now.max(due);
+        let out = h.tick();
+        for (to, correlation, request) in sends(&out) {
+            match request {
+                Request::FetchQuorumRecords(_) if to == 2 => fetch = correlation,
+                Request::Vote(v) if v.pre_vote && to == 2 => rounds += 1,
+                _ => {}
+            }
+        }
+        if rounds == 2 {
+            break;
+        }
+    }
+    assert_eq!((rounds, h.core.role()), (2, Role::Prospective));
+    h.respond(
+        2,
+        fetch,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, Vec::new(), -1)),
+    );
+    assert_eq!((h.core.role(), h.core.leader_id()), (Role::Follower, Some(2)));
+}
