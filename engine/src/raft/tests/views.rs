@@ -118,9 +118,10 @@ fn a_voter_without_a_leader_does_not_look_for_one() {
     );
 }
 
-/// Caught: `f.kind == RequestKind::PreVote` turned into `!=` in `start_pre_vote_round`. A new
-/// pre-vote round forgets the last round's requests only: the fetch a prospective keeps
-/// outstanding to its leader is still answered, and the answer ends the round.
+/// A prospective keeps fetching from its leader through its pre-vote rounds, and an answer
+/// ends the round. (The `f.kind == RequestKind::PreVote` of `start_pre_vote_round` turned into
+/// `!=` passes it: the forgotten fetch is sent again in the same step, so the mutant only adds
+/// a request; docs/testing.md lists it as equivalent.)
 #[test]
 fn a_new_pre_vote_round_keeps_the_fetch_to_the_leader() {
     let (mut h, first) = Harness::follower(1, &[1, 2, 3], 2, 2, log(0, &[]));
