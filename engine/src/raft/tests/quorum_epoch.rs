@@ -402,3 +402,60 @@ fn successors_that_are_not_voters_or_repeat_take_no_place_in_line() {
     h.run_until(250);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
 }
+
+/// Caught: `now + progress_timeout` turned into `now * progress_timeout` in `enter_leader`. A
+/// leader elected at 1 s that hears from no voter resigns one progress timeout (3 s) later.
+#[test]
+fn a_leader_elected_late_checks_its_quorum_a_progress_timeout_later() {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    );
+    h.now = 1_000;
+    let votes = sends(&h.tick());
+    h.respond(
+        2,
+        votes[0].1,
+        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+    h.run_until(3_999);
+    assert_eq!(h.core.role(), Role::Leader);
+    h.run_until(4_000);
+    assert_eq!(h.core.role(), Role::Resigned);
+}
+
+/// Caught: the `Role::Resigned => {}` arm of `on_shutdown` deleted. A node that had already
+/// resigned when asked to shut down waits for the next leader (or the shutdown timeout) like
+/// a leader that resigns then.
+#[test]
+fn a_resigned_node_asked_to_shut_down_waits_for_the_next_leader() {
+    let mut h = Harness::restarted(5, 1, -1);
+    h.tick();
+    assert_eq!(h.core.role(), Role::Resigned);
+    let out = h.step(Input::Shutdown);
+    assert!(!out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+    let (_, out) = h.request(2, Harness::begin_request(2, 6));
+    assert!(out.iter().any(|o| matches!(o, Output::ShutdownComplete)));
+}
+
+/// Caught: the `!` deleted before `acked.contains` in `on_request_failure` and in `run_retry`.
+/// A resigned leader's EndQuorumEpoch that failed is sent again after the backoff to a voter
+/// that has not acknowledged it.
+#[test]
+fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged() {
+    let (mut h, _) = elect(2);
+    let out = h.step(Input::Shutdown);
+    let ends = sends(&out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
+        .map(|s| (s.0, s.1))
+        .collect::<Vec<_>>();
+    assert_eq!(ends.len(), 2);
+    let (to, correlation) = ends[0];
+    h.step(Input::RequestFailed { to, correlation });
+    let out = h.run_until(h.now + 1_000);
+    let again: Vec<NodeId> = end_sends(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(again, vec![to]);
+}

@@ -150,5 +150,8 @@ fn a_new_pre_vote_round_keeps_the_fetch_to_the_leader() {
         fetch,
         Response::FetchQuorumRecords(Harness::fetch_response(2, 2, Vec::new(), -1)),
     );
-    assert_eq!((h.core.role(), h.core.leader_id()), (Role::Follower, Some(2)));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id()),
+        (Role::Follower, Some(2))
+    );
 }
