@@ -331,21 +331,25 @@ impl Harness {
     /// A leader of `epoch` among `voters` (elected from a stored self-vote; its LeaderChange
     /// record appended but not yet durable).
     pub(crate) fn leader(id: NodeId, voters: &[NodeId], epoch: Epoch, log: LogSnapshot) -> Self {
-        let mut h = Harness::new(config(id, voters), Some(stored(epoch, -1, id, voters)), log);
-        let out = h.tick();
-        let votes = sends(&out);
-        for (to, correlation, _) in votes {
-            h.respond(
+        Harness::new(config(id, voters), Some(stored(epoch, -1, id, voters)), log).elected(epoch)
+    }
+
+    /// This harness's node, a candidate of `epoch` once ticked, elected by the votes of the
+    /// others (as many as it takes).
+    pub(crate) fn elected(mut self, epoch: Epoch) -> Self {
+        let out = self.tick();
+        for (to, correlation, _) in sends(&out) {
+            self.respond(
                 to,
                 correlation,
                 Self::vote_response(ErrorCode::NONE, -1, epoch, true),
             );
-            if h.core.role() == Role::Leader {
+            if self.core.role() == Role::Leader {
                 break;
             }
         }
-        assert_eq!(h.core.role(), Role::Leader);
-        h
+        assert_eq!(self.core.role(), Role::Leader);
+        self
     }
 
     /// A follower of `leader` in `epoch` that has sent its first fetch.

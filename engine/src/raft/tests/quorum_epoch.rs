@@ -413,13 +413,7 @@ fn a_leader_elected_late_checks_its_quorum_a_progress_timeout_later() {
         log(0, &[]),
     );
     h.now = 1_000;
-    let votes = sends(&h.tick());
-    h.respond(
-        2,
-        votes[0].1,
-        Harness::vote_response(ErrorCode::NONE, -1, 2, true),
-    );
-    assert_eq!(h.core.role(), Role::Leader);
+    let mut h = h.elected(2);
     h.run_until(3_999);
     assert_eq!(h.core.role(), Role::Leader);
     h.run_until(4_000);

@@ -158,23 +158,7 @@ fn fetch_from(
 }
 
 fn leader_in_dir_1() -> Harness {
-    let mut h = Harness::new(
-        config_in(1, dir(1)),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
-    let out = h.tick();
-    for (to, correlation, _) in sends(&out) {
-        h.respond(
-            to,
-            correlation,
-            Harness::vote_response(ErrorCode::NONE, -1, 2, true),
-        );
-        if h.core.role() == Role::Leader {
-            break;
-        }
-    }
-    assert_eq!(h.core.role(), Role::Leader);
+    let mut h = new_leader_in_dir_1();
     h.durable_all();
     h
 }
@@ -233,14 +217,22 @@ fn the_leader_binds_each_voter_once_it_fetched_and_a_stranger_under_its_id_never
     assert_eq!(h.core.high_watermark(), Some(end), "2's does");
 }
 
-#[test]
-fn alter_quorum_refuses_another_directory_for_a_bound_voter() {
+/// Leader 1 in directory 1 whose committed binding record bound itself and voter 2 (in
+/// directory 2); voter 3 never fetched.
+fn leader_with_2_bound() -> Harness {
     let mut h = leader_in_dir_1();
     let end = h.core.log_end_offset();
     fetch_from(&mut h, 2, dir(2), end, true);
     h.durable_all();
     let end = h.core.log_end_offset();
     fetch_from(&mut h, 2, dir(2), end, true);
+    assert_eq!(h.core.high_watermark(), Some(end));
+    h
+}
+
+#[test]
+fn alter_quorum_refuses_another_directory_for_a_bound_voter() {
+    let mut h = leader_with_2_bound();
     let voters = [(1, DirectoryId::ZERO), (2, dir(22)), (3, DirectoryId::ZERO)];
     let request = Request::AlterQuorum(AlterQuorumRequest::new(CLUSTER, voters, 1000));
     let (_, out) = h.request(-1, request);
@@ -262,23 +254,8 @@ fn alter_quorum_refuses_another_directory_for_a_bound_voter() {
 #[test]
 fn a_leader_binds_itself_when_it_is_the_only_voter_left_unbound() {
     let others = [(2, dir(2)), (3, dir(3))];
-    let mut h = Harness::new(
-        config_in(1, dir(1)),
-        Some(stored(5, -1, 1, VOTERS)),
-        bound_log(2, &others),
-    );
-    let out = h.tick();
-    for (to, correlation, _) in sends(&out) {
-        h.respond(
-            to,
-            correlation,
-            Harness::vote_response(ErrorCode::NONE, -1, 5, true),
-        );
-        if h.core.role() == Role::Leader {
-            break;
-        }
-    }
-    assert_eq!(h.core.role(), Role::Leader);
+    let stored = Some(stored(5, -1, 1, VOTERS));
+    let mut h = Harness::new(config_in(1, dir(1)), stored, bound_log(2, &others)).elected(5);
     assert_eq!(h.core.qs.voter_config().directory_of(1), None);
     h.durable_all();
     let end = h.core.log_end_offset();
@@ -297,24 +274,8 @@ fn a_leader_binds_itself_when_it_is_the_only_voter_left_unbound() {
 /// Leader 1 of epoch 2 in directory 1, voters 1-3 unbound, its LeaderChange record not yet
 /// durable (no high watermark).
 fn new_leader_in_dir_1() -> Harness {
-    let mut h = Harness::new(
-        config_in(1, dir(1)),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
-    let out = h.tick();
-    for (to, correlation, _) in sends(&out) {
-        h.respond(
-            to,
-            correlation,
-            Harness::vote_response(ErrorCode::NONE, -1, 2, true),
-        );
-        if h.core.role() == Role::Leader {
-            break;
-        }
-    }
-    assert_eq!(h.core.role(), Role::Leader);
-    h
+    let stored = Some(stored(2, -1, 1, VOTERS));
+    Harness::new(config_in(1, dir(1)), stored, log(0, &[])).elected(2)
 }
 
 /// Caught: `now < t + fetch_timeout` turned into `<=` in the leader's `live`. A voter is bound
@@ -398,12 +359,8 @@ fn a_voter_whose_id_fetched_from_another_directory_since_is_not_ready() {
 /// directory is added only once it fetched from that directory, and is bound to it.
 #[test]
 fn a_node_the_target_names_with_a_directory_joins_only_from_that_directory() {
-    let mut h = leader_in_dir_1();
+    let mut h = leader_with_2_bound();
     let end = h.core.log_end_offset();
-    fetch_from(&mut h, 2, dir(2), end, true);
-    h.durable_all();
-    let end = h.core.log_end_offset();
-    fetch_from(&mut h, 2, dir(2), end, true);
     fetch_from(&mut h, 4, dir(44), end, false);
     let voters = [
         (1, DirectoryId::ZERO),
