@@ -761,3 +761,120 @@ fn a_voter_count_the_value_cannot_hold_is_refused_as_such() {
         "voter count exceeds the value"
     );
 }
+
+/// The accessors of a view and of its borrowed records say what the batch holds (mutants of
+/// view.rs: `crc`, `is_log_append_time`, `is_empty`, `into_bytes`, both iterators' size hints,
+/// `RecordRef`'s `offset`, `timestamp` and `headers_count`).
+#[test]
+fn a_views_accessors_and_its_record_iterators_say_what_the_batch_holds() {
+    let batch = three_record_batch().freeze();
+    let view = BatchView::parse(batch.clone()).unwrap();
+    let stated = u32::from_be_bytes(batch[CRC_OFFSET..CRC_OFFSET + 4].try_into().unwrap());
+    assert_eq!(view.crc(), stated);
+    assert_eq!(view.crc(), crc32c::crc32c(&batch[CRC_START..]));
+    assert!(!view.is_log_append_time());
+    assert!(!view.is_empty());
+    assert_eq!(view.len(), batch.len());
+
+    let mut records = view.records();
+    let mut refs = view.record_refs();
+    for left in (0..=3).rev() {
+        assert_eq!(records.size_hint(), (left, Some(left)));
+        assert_eq!(refs.size_hint(), (left, Some(left)));
+        assert_eq!(records.next().is_some(), left > 0);
+        assert_eq!(refs.next().is_some(), left > 0);
+    }
+
+    let refs: Vec<_> = view.record_refs().collect();
+    let offsets: Vec<_> = refs.iter().map(|r| r.offset(view.base_offset())).collect();
+    assert_eq!(offsets, [100, 101, 102]);
+    let timestamps: Vec<_> = refs
+        .iter()
+        .map(|r| r.timestamp(view.base_timestamp()))
+        .collect();
+    assert_eq!(timestamps, [1_000, 999, 1_005]);
+    let headers: Vec<_> = refs.iter().map(|r| r.headers_count()).collect();
+    assert_eq!(headers, [0, 2, 0]);
+    assert_eq!(view.into_bytes(), batch);
+}
+
+/// `batch` with its (plain) records section replaced by `records`, BatchLength and CRC made
+/// right.
+fn with_records(batch: &[u8], records: &[u8]) -> Bytes {
+    let mut out = BytesMut::from(&batch[..RECORDS_OFFSET]);
+    out.extend_from_slice(records);
+    let batch_length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    recrc(&mut out);
+    out.freeze()
+}
+
+/// The byte counts a framing error names are the ones in the batch (mutants of view.rs's
+/// arithmetic in `validate_records`, `read_record` and `Cursor::take`, and of the record
+/// length's `< 0`, which only a record of length zero tells apart).
+#[test]
+fn a_records_framing_errors_name_the_bytes_they_found() {
+    let plain = three_record_batch();
+    let records = &plain[RECORDS_OFFSET..];
+
+    let mut trailing = records.to_vec();
+    trailing.extend_from_slice(&[0, 0, 0]);
+    assert_eq!(
+        BatchView::parse(with_records(&plain, &trailing)),
+        Err(RecordError::TrailingBytes {
+            offset: plain.len(),
+            extra: 3
+        })
+    );
+
+    let mut empty_first = records.to_vec();
+    empty_first[0] = 0; // record 0's Length: zero, so its Attributes byte is past its end
+    assert_eq!(
+        BatchView::parse(with_records(&plain, &empty_first)),
+        Err(RecordError::RecordOverrun {
+            record: 0,
+            offset: RECORDS_OFFSET + 1,
+            needed: 1,
+            available: 0
+        })
+    );
+
+    // One record whose Length counts two bytes more than its fields use.
+    let mut builder = RecordBatchBuilder::new(0, 0);
+    builder.append(0, Some(b"k"), Some(b"value"), &[]);
+    let single = builder.build();
+    let body = &single[RECORDS_OFFSET + 1..];
+    assert!(body.len() + 2 < 64, "a one-byte varint");
+    let mut padded = vec![((body.len() + 2) * 2) as u8];
+    padded.extend_from_slice(body);
+    padded.extend_from_slice(&[0, 0]);
+    assert_eq!(
+        BatchView::parse(with_records(&single, &padded)),
+        Err(RecordError::RecordLengthMismatch {
+            record: 0,
+            offset: RECORDS_OFFSET,
+            declared: body.len() + 2,
+            used: body.len()
+        })
+    );
+}
+
+/// A compressed batch whose decompressed records could not hold its record count at the
+/// smallest record size is refused as a count mismatch before its records are read (mutant:
+/// `/` turned into `*` in `BatchView::parse`, which reads on and fails differently).
+#[test]
+fn a_compressed_batch_whose_count_its_records_cannot_hold_is_a_count_mismatch() {
+    let mut plain = three_record_batch();
+    let records = plain[RECORDS_OFFSET..].to_vec();
+    let count = records.len() / 7 + 1;
+    assert!(count < 128);
+    plain[60] = count as u8; // RecordsCount
+    plain[26] = (count - 1) as u8; // LastOffsetDelta
+    assert_eq!(
+        BatchView::parse(zstd_batch(&plain, &records)),
+        Err(RecordError::RecordCountMismatch {
+            records_count: count as i32,
+            last_offset_delta: count as i32 - 1
+        })
+    );
+}

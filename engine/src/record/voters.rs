@@ -150,3 +150,85 @@ pub fn voter_records<'a>(
     }
     Ok(found)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::control::LeaderChange;
+    use crate::record::RecordBatchBuilder;
+
+    fn dir(id: u8) -> DirectoryId {
+        DirectoryId([id; 16])
+    }
+
+    fn reassignment(current: Vec<NodeId>) -> QuorumReassignment {
+        QuorumReassignment {
+            cluster_id: "c".into(),
+            current_voters: current,
+            target_voters: None,
+            force: false,
+            current_directories: BTreeMap::new(),
+            target_directories: BTreeMap::new(),
+        }
+    }
+
+    /// Bindings of ids outside their list, and nil bindings, are dropped; a set with no
+    /// reassignment keeps no target bindings.
+    #[test]
+    fn pruning_keeps_the_non_nil_bindings_of_each_lists_own_ids() {
+        let mut config = VoterConfig {
+            current: vec![1, 2],
+            target: Some(vec![2, 3]),
+            force: false,
+            directories: BTreeMap::from([(1, dir(1)), (2, DirectoryId([0; 16])), (3, dir(3))]),
+            target_directories: BTreeMap::from([
+                (1, dir(1)),
+                (2, DirectoryId([0; 16])),
+                (3, dir(3)),
+            ]),
+        };
+        config.prune_directories();
+        assert_eq!(config.directories, BTreeMap::from([(1, dir(1))]));
+        assert_eq!(config.target_directories, BTreeMap::from([(3, dir(3))]));
+        config.target = None;
+        config.prune_directories();
+        assert_eq!(config.directories, BTreeMap::from([(1, dir(1))]));
+        assert!(config.target_directories.is_empty());
+    }
+
+    /// Each of the three faults alone makes a list of ids no voter set.
+    #[test]
+    fn a_voter_list_with_a_repeat_a_negative_id_or_no_id_is_refused() {
+        for bad in [vec![2, 1, 2], vec![-1, 1], vec![]] {
+            let error = VoterConfig::from_record(&reassignment(bad.clone())).unwrap_err();
+            assert!(error.contains("not a set"), "{bad:?}: {error}");
+        }
+        let config = VoterConfig::from_record(&reassignment(vec![3, 0, 1])).unwrap();
+        assert_eq!(config.current, vec![0, 1, 3]);
+    }
+
+    /// A voter record's offset is its batch's base offset plus its own offset delta.
+    #[test]
+    fn a_voter_record_after_another_control_record_is_found_at_its_own_offset() {
+        let leader_change = LeaderChange {
+            version: 0,
+            leader_id: 1,
+            voters: vec![1],
+            granting_voters: vec![1],
+        };
+        let mut builder = RecordBatchBuilder::new(10, 2).control(true);
+        let key = ControlRecordType::LEADER_CHANGE.key();
+        builder.append(0, Some(&key), Some(&leader_change.encode()), &[]);
+        let key = ControlRecordType::QUORUM_REASSIGNMENT.key();
+        builder.append(0, Some(&key), Some(&reassignment(vec![1, 2]).encode()), &[]);
+        let batch = Batch::from_stored(builder.build().freeze()).unwrap();
+        let found = voter_records([&batch]).unwrap();
+        assert_eq!(
+            found,
+            vec![VoterRecord {
+                offset: 11,
+                config: VoterConfig::of(vec![1, 2]),
+            }]
+        );
+    }
+}
