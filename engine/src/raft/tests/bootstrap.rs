@@ -388,3 +388,27 @@ fn a_node_whose_id_the_adopted_set_names_never_vouches_for_its_endpoint() {
     assert!(!r.voters.iter().any(own), "{r:?}");
     assert!(!r.target_voters.iter().flatten().any(own), "{r:?}");
 }
+
+/// Caught: the checks of `QuorumState::adopt_voters`: `voters[0] < 0` turned into `== 0` or
+/// `<= 0`, its `||` into `&&`, and `others.len() < voters.len()` into `<=`. A set with voter 0
+/// is adopted like any other, with no alert when it does not name this node; a set with a
+/// negative id, or with none, is refused and leaves the set unknown.
+#[test]
+fn a_set_with_voter_0_is_adopted_and_one_with_a_negative_id_or_none_refused() {
+    let (h, out) = first_answer(1, answer(CLUSTER, 1, 5, &[0, 1, 2]));
+    assert_eq!(h.core.voters(), &[0, 1, 2]);
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::Alert(_))),
+        "{out:?}"
+    );
+    for bad in [vec![-1, 1], vec![]] {
+        let mut h = Harness::new(bootstrap_config(OBSERVER, 1), None, log(0, &[]));
+        h.tick();
+        let mut out = Vec::new();
+        assert!(
+            h.core.qs.adopt_voters(bad.clone(), &mut out).is_err(),
+            "{bad:?}"
+        );
+        assert!(h.core.voters().is_empty());
+    }
+}

@@ -307,3 +307,24 @@ fn a_reset_of_a_log_past_the_start_claims_nothing_of_the_old_tail_durable() {
         (100, 100)
     );
 }
+
+/// Caught: `committed_voter_offset` made to return 0 (the reset would revert the voter
+/// records from offset 0, below the committed one). A follower whose voter record at offset 1
+/// is committed and whose record at 2 is not starts its log again at its leader's start: the
+/// uncommitted record is reverted, the committed set stays in force.
+#[test]
+fn a_reset_reverts_the_uncommitted_voter_records_only() {
+    let (mut h, c) = Harness::follower(2, VOTERS, 4, 1, log(1, &[(4, 0)]));
+    let answer =
+        |batches, hw| Response::FetchQuorumRecords(Harness::fetch_response(1, 4, batches, hw));
+    let out = h.respond(1, c, answer(vec![voter_batch(1, 4, &[1, 2], None)], 2));
+    h.durable_all();
+    let c = fetch_sends(&out)[0].1;
+    let out = h.respond(1, c, answer(vec![voter_batch(2, 4, &[1, 2, 4], None)], 2));
+    h.durable_all();
+    assert_eq!(h.core.voters(), &[1, 2, 4]);
+    let c = fetch_sends(&out)[0].1;
+    let out = h.respond(1, c, behind_log_start(1, 4, 100, 4));
+    assert_reset_to(&out, 100, 4);
+    assert_eq!(h.core.voters(), &[1, 2]);
+}

@@ -390,3 +390,29 @@ fn a_node_the_target_names_with_a_directory_joins_only_from_that_directory() {
     assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
     assert_eq!(h.core.qs.voter_config().directory_of(4), Some(dir(4)));
 }
+
+/// Caught: `directory != self.local_directory` turned into `==` in `id_belongs_to_another`.
+/// A voter whose id the log binds to its own directory lists its own endpoint when asked who
+/// the voters are; under the same id from another directory it vouches for no endpoint of
+/// that id (the voter's address is not its to give).
+#[test]
+fn a_node_vouches_for_its_own_endpoint_only_from_the_directory_its_id_is_bound_to() {
+    let own_endpoint = |d: DirectoryId| {
+        let mut c = super::discovery::advertising_config(3);
+        c.directory_id = d;
+        let mut h = Harness::new(
+            c,
+            Some(stored(4, -1, -1, VOTERS)),
+            bound_log(5, &[(3, dir(3))]),
+        );
+        let (_, out) = h.request(2, Harness::find_quorum_request(2, 100, 9092));
+        match &responses(&out)[..] {
+            [(_, Response::FindQuorum(r))] => {
+                r.voters.iter().any(|e| e.voter_id == 3 && e.port == 9093)
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(own_endpoint(dir(3)));
+    assert!(!own_endpoint(dir(33)));
+}
