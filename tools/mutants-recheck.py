@@ -37,7 +37,7 @@ def main() -> int:
             phases = [p for p in outcome["phase_results"] if p["phase"] == "Test"]
             command = phases[0]["argv"]
         applied = subprocess.run(
-            ["patch", "--silent", "--forward", "--reject-file=-", mutant["file"], diff],
+            ["patch", "--silent", "--forward", "--no-backup-if-mismatch", "--reject-file=-", mutant["file"], diff],
             cwd=args.tree,
             stdout=subprocess.DEVNULL,
         )
@@ -70,7 +70,7 @@ def main() -> int:
             verdict = "CAUGHT-NOW   (hang)"
         finally:
             subprocess.run(
-                ["patch", "--silent", "--reverse", mutant["file"], diff],
+                ["patch", "--silent", "--no-backup-if-mismatch", "--reverse", mutant["file"], diff],
                 cwd=args.tree,
                 check=True,
             )
