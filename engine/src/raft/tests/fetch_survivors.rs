@@ -464,6 +464,40 @@ fn no_refresh_when_nothing_new_is_durable() {
     assert!(fetch_sends(&out).is_empty(), "{out:?}");
 }
 
+/// Caught: in `on_request_failure`, `&&` turned into `||` in a failed fetch's "current"
+/// position, and `fetching_from().is_none() || !current` into `&&`. The older of two fetches
+/// at (5, 2) is answered, so the follower appends and fetches at (6, 2); the other fetch at
+/// (5, 2), stale now, then fails: its failure changes nothing, and the answer to the fetch at
+/// (6, 2) is still used.
+#[test]
+fn a_stale_fetch_that_fails_leaves_the_current_one_in_flight() {
+    let (mut h, older) = follower_with_two_appends_pending();
+    let refresh = fetch_sends(&h.step(Input::LogDurable { up_to_seq: 1 }));
+    assert_eq!(refresh.len(), 1);
+    let out = h.respond(
+        2,
+        older,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![batch(5, 2, 1)], 3)),
+    );
+    assert_eq!(appended(&out), vec![(5, 2)]);
+    let current = fetch_sends(&out);
+    assert_eq!(
+        (current.len(), current[0].2.fetch_offset),
+        (1, 6),
+        "{out:?}"
+    );
+    h.step(Input::RequestFailed {
+        to: 2,
+        correlation: refresh[0].1,
+    });
+    let out = h.respond(
+        2,
+        current[0].1,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![batch(6, 2, 1)], 3)),
+    );
+    assert_eq!(appended(&out), vec![(6, 2)], "{out:?}");
+}
+
 // ----- the follower's answer handling -----
 
 /// Caught: `point < hw` in `truncate_diverged` turned into `<=`: truncating to exactly the high

@@ -1113,3 +1113,50 @@ fn a_prospective_its_log_removes_follows_the_leader_it_kept() {
         (Role::Follower, 4, Some(1))
     );
 }
+
+/// Caught: `before != self.voters` turned into `==` in `revert_voter_records` (a truncation
+/// that reverts the set would then not say so). A node whose log added it starts telling the
+/// voters its endpoint; the leader's next answer truncates that record away: no longer a voter,
+/// it asks nobody again.
+#[test]
+fn a_node_whose_addition_is_truncated_away_stops_telling_the_voters_its_endpoint() {
+    let mut h = Harness::new(
+        advertising_config(4),
+        Some(stored(4, 1, -1, VOTERS)),
+        log(1, &[(4, 0)]),
+    );
+    let c = next_fetch(&h.tick());
+    let out = fetch_answer(
+        &mut h,
+        c,
+        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
+        1,
+    );
+    assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
+    let out = [out, h.tick()].concat();
+    let finds = find_sends(&out);
+    assert!(!finds.is_empty(), "{out:?}");
+    h.durable_all();
+    let diverged = FetchQuorumRecordsResponse {
+        next_fetch_offset: 1,
+        next_fetch_offset_epoch: 4,
+        ..Harness::fetch_response(1, 4, Vec::new(), 1)
+    };
+    let out = h.respond(1, next_fetch(&out), Response::FetchQuorumRecords(diverged));
+    assert_eq!(h.core.voters(), VOTERS, "reverted");
+    let c = next_fetch(&out);
+    for (to, correlation) in finds {
+        let unlisted = Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode::NONE,
+            cluster_id: CLUSTER.into(),
+            leader_id: 1,
+            leader_epoch: 4,
+            voters: Vec::new(),
+            target_voters: None,
+        });
+        h.respond(to, correlation, unlisted);
+    }
+    let mut out = fetch_answer(&mut h, c, Vec::new(), 1);
+    out.extend(h.run_until(h.now + 1_100));
+    assert!(find_sends(&out).is_empty(), "{out:?}");
+}
