@@ -211,7 +211,8 @@ impl RaftCore {
                 self.fatal("a peer found our request invalid".to_string(), out);
                 Common::Done
             }
-            ErrorCode::FENCED_LEADER_EPOCH | ErrorCode::NOT_LEADER_OR_FOLLOWER => Common::Retry,
+            // FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER (the peer moved on or has not
+            // caught up) and the transient errors: ask again after the backoff.
             _ => Common::Retry,
         }
     }

@@ -326,3 +326,65 @@ fn unknown_voter_endpoints_keep_find_quorum_going_until_known() {
         "no FindQuorum once every endpoint is known"
     );
 }
+
+// ----- how an answer is judged first (common_response) -----
+
+/// Node 1, a candidate of epoch 5 without pre-vote, with its Vote to voter 2 in flight:
+/// the harness and that request's correlation.
+fn candidate_asking_2() -> (Harness, Correlation) {
+    let mut h = Harness::new(
+        config(1, VOTERS),
+        Some(stored(5, -1, 1, VOTERS)),
+        log(0, &[]),
+    )
+    .without_pre_vote();
+    let votes = sends(&h.tick());
+    let (_, c, _) = votes.into_iter().find(|s| s.0 == 2).expect("a vote to 2");
+    (h, c)
+}
+
+/// Caught: `||` turned into `&&` between the two errors that stop the node (each alone stops
+/// it), and the `INVALID_REQUEST` arm deleted (it would be retried instead).
+#[test]
+fn another_clusters_answer_a_refused_authorization_or_an_invalid_request_stops_the_node() {
+    for error in [
+        ErrorCode::INCONSISTENT_CLUSTER_ID,
+        ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode::INVALID_REQUEST,
+    ] {
+        let (mut h, c) = candidate_asking_2();
+        let out = h.respond(2, c, Harness::vote_response(error, -1, 5, false));
+        assert!(has_fatal(&out), "{error}: {out:?}");
+    }
+    // A busy peer is asked again instead.
+    let (mut h, c) = candidate_asking_2();
+    let out = h.respond(
+        2,
+        c,
+        Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, -1, 5, false),
+    );
+    assert!(!has_fatal(&out), "{out:?}");
+}
+
+/// Caught: `epoch < self.qs.epoch() || error == UNKNOWN_LEADER_EPOCH` turned into `&&`. A
+/// vote granted in an older epoch elects nobody, and an answer of UNKNOWN_LEADER_EPOCH is
+/// dropped, not retried.
+#[test]
+fn a_vote_granted_in_an_older_epoch_or_unknown_leader_epoch_counts_for_nothing() {
+    let (mut h, c) = candidate_asking_2();
+    h.respond(2, c, Harness::vote_response(ErrorCode::NONE, -1, 4, true));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 5));
+
+    let (mut h, c) = candidate_asking_2();
+    let out = h.respond(
+        2,
+        c,
+        Harness::vote_response(ErrorCode::UNKNOWN_LEADER_EPOCH, -1, 5, false),
+    );
+    assert!(out.is_empty(), "{out:?}");
+    let out = h.run_until(h.now + 200);
+    assert!(
+        !sends(&out).iter().any(|s| s.0 == 2),
+        "not asked again: {out:?}"
+    );
+}

@@ -453,3 +453,29 @@ fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged(
     let again: Vec<NodeId> = end_sends(&out).into_iter().map(|e| e.0).collect();
     assert_eq!(again, vec![to]);
 }
+
+/// Caught: the EndQuorumEpoch arm of `on_response` deleted (its answers would be dropped). A
+/// resigned leader's EndQuorumEpoch answered with a retriable error is sent again after the
+/// backoff; one answered with no error is not.
+#[test]
+fn an_end_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
+    let (mut h, _) = elect(2);
+    let ends: Vec<(NodeId, Correlation)> = sends(&h.step(Input::Shutdown))
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
+        .map(|s| (s.0, s.1))
+        .collect();
+    assert_eq!(ends.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2, 3]);
+    let answer = |error| {
+        Response::EndQuorumEpoch(EndQuorumEpochResponse {
+            error,
+            leader_id: 1,
+            leader_epoch: 2,
+        })
+    };
+    h.respond(2, ends[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
+    h.respond(3, ends[1].1, answer(ErrorCode::NONE));
+    let out = h.run_until(h.now + 1_000);
+    let again: Vec<NodeId> = end_sends(&out).into_iter().map(|e| e.0).collect();
+    assert_eq!(again, vec![2]);
+}

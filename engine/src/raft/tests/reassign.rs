@@ -1160,3 +1160,89 @@ fn a_node_whose_addition_is_truncated_away_stops_telling_the_voters_its_endpoint
     out.extend(h.run_until(h.now + 1_100));
     assert!(find_sends(&out).is_empty(), "{out:?}");
 }
+
+/// Node 4, advertising 127.0.0.1:9094, whose log just made it a voter, telling the voters its
+/// endpoint (a FindQuorum to one voter after the other) with each voter's first answer listing
+/// `listed`, its leader answering its fetches: is it still telling some voter once each has
+/// answered?
+fn still_announcing_after_answers_listing(listed: &[VoterEndpoint]) -> bool {
+    let mut h = Harness::new(
+        advertising_config(4),
+        Some(stored(4, 1, -1, VOTERS)),
+        log(1, &[(4, 0)]),
+    );
+    let c = next_fetch(&h.tick());
+    let out = fetch_answer(
+        &mut h,
+        c,
+        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
+        1,
+    );
+    let mut out = [out, h.tick()].concat();
+    let mut answered = std::collections::BTreeSet::new();
+    for _ in 0..20 {
+        let mut next = Vec::new();
+        for (to, correlation, request) in sends(&out) {
+            match request {
+                Request::FindQuorum(_) if answered.insert(to) => {
+                    let answer = Response::FindQuorum(FindQuorumResponse {
+                        error: ErrorCode::NONE,
+                        cluster_id: CLUSTER.into(),
+                        leader_id: 1,
+                        leader_epoch: 4,
+                        voters: listed.to_vec(),
+                        target_voters: None,
+                    });
+                    next.extend(h.respond(to, correlation, answer));
+                }
+                Request::FetchQuorumRecords(_) => {
+                    next.extend(fetch_answer(&mut h, correlation, Vec::new(), 2));
+                }
+                _ => {}
+            }
+        }
+        if answered.len() == 3 {
+            assert_eq!(h.core.role(), Role::Follower);
+            return h.core.announcing();
+        }
+        next.extend(h.run_until(h.now + 200));
+        out = next;
+    }
+    panic!("not every voter was asked: {answered:?}");
+}
+
+/// Caught: `is_own_endpoint` made to return true, and either `&&` of it turned into `||`. An
+/// answer tells this node that a voter took its endpoint only when it lists this node's id
+/// with this node's host and port: other voters' endpoints, its id at another port, or
+/// another id at its address leave it asking.
+#[test]
+fn only_an_answer_listing_this_nodes_id_host_and_port_ends_its_announcement() {
+    let at = |id: NodeId, host: &str, port: i32| VoterEndpoint {
+        voter_id: id,
+        boot_timestamp: 100,
+        host: host.into(),
+        port,
+    };
+    let others: Vec<VoterEndpoint> = [1, 2, 3].map(|v| at(v, "127.0.0.1", 9090 + v)).into();
+    assert!(still_announcing_after_answers_listing(&others));
+    assert!(still_announcing_after_answers_listing(&[at(
+        4,
+        "127.0.0.1",
+        9095
+    )]));
+    assert!(still_announcing_after_answers_listing(&[at(
+        4,
+        "127.0.0.2",
+        9094
+    )]));
+    assert!(still_announcing_after_answers_listing(&[at(
+        1,
+        "127.0.0.1",
+        9094
+    )]));
+    assert!(!still_announcing_after_answers_listing(&[at(
+        4,
+        "127.0.0.1",
+        9094
+    )]));
+}
