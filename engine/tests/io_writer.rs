@@ -7,7 +7,8 @@ mod log_support;
 use std::time::Duration;
 
 use engine::io::{
-    GroupCommitWriter, ReadRequest, SyncMode, WriterConfig, WriterEvent, WriterRequest,
+    GroupCommitWriter, ReadRequest, SubmitError, SyncMode, WriterConfig, WriterEvent,
+    WriterRequest, READ_BYTES_PER_SEC,
 };
 use engine::log::{Log, LogConfig};
 use log_support::{
@@ -222,7 +223,72 @@ fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
         }
     }
     assert_eq!(fatals, 1);
+    // Stopped: a request is refused as such, never queued (mutant: `try_submit` made to
+    // return Ok without queueing).
+    let refused = writer.try_submit(WriterRequest::Append {
+        seq: 4,
+        batches: vec![batch(1, 1, 1, 10)],
+    });
+    assert!(
+        matches!(refused, Err(SubmitError::Stopped(_))),
+        "{refused:?}"
+    );
     assert!(writer.shutdown().is_none());
+}
+
+/// An idle writer has nothing waiting and is not congested, reports the capacity it was given,
+/// and queues a request it has room for (mutants: `backlog` made to return 1,
+/// `request_capacity` 0 or 1, `congested` true, `try_submit` Ok without queueing).
+#[test]
+fn an_idle_writer_takes_a_request_it_has_room_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = WriterConfig {
+        request_capacity: 64,
+        ..WriterConfig::default()
+    };
+    let writer = start(dir.path(), LogConfig::default(), config);
+    assert_eq!(writer.request_capacity(), 64);
+    assert_eq!(writer.backlog(), 0);
+    assert!(!writer.congested());
+    writer
+        .try_submit(WriterRequest::Append {
+            seq: 1,
+            batches: vec![batch(0, 1, 2, 10)],
+        })
+        .unwrap();
+    assert_eq!(wait_durable(&writer, 1), 2);
+    drop(writer.shutdown().unwrap());
+}
+
+/// Dropping the handle stops the writer as a shutdown does: the log is closed with its end
+/// checkpointed (mutant: the body of `Drop` deleted, which leaves the thread running and the
+/// end unrecorded).
+#[test]
+fn dropping_the_writer_shuts_it_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    writer.submit(WriterRequest::Append {
+        seq: 1,
+        batches: vec![batch(0, 1, 3, 10)],
+    });
+    assert_eq!(wait_durable(&writer, 1), 3);
+    drop(writer);
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.recovery_start(), 3, "the end was checkpointed on drop");
+}
+
+/// The names the startup log gives the sync modes, and the documented default read budget.
+#[test]
+fn sync_modes_are_named_and_the_read_budget_is_32_mib_a_second() {
+    assert_eq!(
+        SyncMode::LinkedFdatasync.to_string(),
+        "O_DIRECT write + linked fdatasync"
+    );
+    assert_eq!(
+        SyncMode::RwfDsync.to_string(),
+        "O_DIRECT write with RWF_DSYNC"
+    );
+    assert_eq!(READ_BYTES_PER_SEC, 32 * 1024 * 1024);
 }
 
 #[test]
