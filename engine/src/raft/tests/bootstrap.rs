@@ -233,6 +233,11 @@ fn wrong_cluster_id_is_fatal_and_nothing_is_adopted() {
     };
     assert!(message.contains("another-cluster"), "{message}");
     assert!(message.contains(CLUSTER), "{message}");
+    // The peer by its place in the list (mutant: `describe_peer` made to return "" or "xyzzy").
+    assert!(
+        message.contains(": FindQuorum to bootstrap server #0 answered"),
+        "{message}"
+    );
     assert!(persisted(&out).is_empty(), "nothing persisted");
     assert!(h.core.voters().is_empty(), "nothing adopted");
     assert_eq!(h.core.next_deadline(), None, "the core stopped");

@@ -388,3 +388,169 @@ fn a_vote_granted_in_an_older_epoch_or_unknown_leader_epoch_counts_for_nothing()
         "not asked again: {out:?}"
     );
 }
+
+// ----- endpoints: what is probed, and what a probe's answer must say -----
+
+/// Node 1 (advertising) with voter 2's advertisement of 127.0.0.1:7777 (boot 500) under
+/// probe: the harness and the probe's correlation.
+fn probing_2() -> (Harness, Correlation) {
+    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
+    let probe = probes(&out);
+    assert_eq!(probe.len(), 1, "{out:?}");
+    (h, probe[0].0)
+}
+
+/// Does a probe of voter 2 answered with `error`, `cluster` and `listed` make its endpoint
+/// the one used?
+fn probe_confirms(error: ErrorCode, cluster: &str, listed: Vec<VoterEndpoint>) -> bool {
+    let (mut h, probe) = probing_2();
+    let answer = Response::FindQuorum(FindQuorumResponse {
+        error,
+        cluster_id: cluster.into(),
+        leader_id: -1,
+        leader_epoch: 0,
+        voters: listed,
+        target_voters: None,
+    });
+    !endpoint_changes(&h.respond(2, probe, answer)).is_empty()
+}
+
+/// Caught: `||` turned into `&&` in the answer check of `handle_probe_response`, and each of
+/// the first three `&&` of its vouching entry turned into `||`. Only an answer without error,
+/// of this cluster, listing voter 2's own id at the probed host and port confirms it.
+#[test]
+fn a_probe_confirms_only_the_voters_own_entry_at_the_probed_address_in_a_good_answer() {
+    let at = |id: NodeId, host: &str, port: i32| VoterEndpoint {
+        voter_id: id,
+        boot_timestamp: 500,
+        host: host.into(),
+        port,
+    };
+    let own = at(2, "127.0.0.1", 7777);
+    assert!(probe_confirms(ErrorCode::NONE, CLUSTER, vec![own.clone()]));
+    assert!(!probe_confirms(
+        ErrorCode::BROKER_NOT_AVAILABLE,
+        CLUSTER,
+        vec![own.clone()]
+    ));
+    assert!(!probe_confirms(ErrorCode::NONE, "another", vec![own]));
+    for wrong in [
+        at(3, "127.0.0.1", 7777),
+        at(2, "127.0.0.2", 7777),
+        at(2, "127.0.0.1", 7778),
+    ] {
+        assert!(
+            !probe_confirms(ErrorCode::NONE, CLUSTER, vec![wrong.clone()]),
+            "{wrong:?}"
+        );
+    }
+}
+
+/// Caught: `&&` turned into `||` in `learn_endpoint`'s "another voter", and the first `||`
+/// of its guard into `&&`. An advertisement under this node's own id, or of a node no set
+/// names, is never probed.
+#[test]
+fn only_another_voters_advertisement_is_probed() {
+    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::find_quorum_request(1, 500, 7777));
+    assert!(probes(&out).is_empty(), "own id: {out:?}");
+    let (_, out) = h.request(9, Harness::find_quorum_request(9, 500, 7779));
+    assert!(probes(&out).is_empty(), "no set names 9: {out:?}");
+    // Voter 2's is.
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
+    assert_eq!(probes(&out).len(), 1, "{out:?}");
+}
+
+/// Caught: `&&` turned into `||` in `own_endpoint_outside_the_set`. A voter vouches for its
+/// endpoint in its voter list only: its answers carry no TargetVoters of its own.
+#[test]
+fn a_voter_lists_its_endpoint_among_the_voters_only() {
+    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::find_quorum_request(2, 0, 9092));
+    let Response::FindQuorum(r) = &responses(&out)[0].1 else {
+        panic!("{out:?}");
+    };
+    assert_eq!(r.voters[0], endpoint(1, 100, 9091));
+    assert_eq!(r.target_voters, None);
+}
+
+/// Caught: `cluster_id_of` made to return None (every request would be admitted as of this
+/// cluster). A Vote of another cluster whose epoch is also past the limit is told
+/// INCONSISTENT_CLUSTER_ID, the error its operator needs to see.
+#[test]
+fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
+    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    h.tick();
+    let Request::Vote(v) = Harness::vote_request(2, i32::MAX, 0, 0) else {
+        unreachable!()
+    };
+    let (_, out) = h.request(
+        2,
+        Request::Vote(VoteRequest {
+            cluster_id: "another".into(),
+            ..v
+        }),
+    );
+    assert_eq!(
+        vote_of(&responses(&out)[0].1).error,
+        ErrorCode::INCONSISTENT_CLUSTER_ID
+    );
+}
+
+/// Caught: `request_name` made to return "" or "xyzzy". A refused request is reported with
+/// its name, for the operator.
+#[test]
+fn a_refused_request_is_reported_by_name() {
+    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    h.tick();
+    let (_, out) = h.request(2, Harness::vote_request(2, i32::MAX, 0, 0));
+    let reason = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Refused { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("reported");
+    assert!(reason.starts_with("Vote: "), "{reason}");
+}
+
+/// Caught: the `-1`s of DescribeQuorum turned into 1: a follower's answer has no high
+/// watermark, nor does a new leader's before one is known; a target voter the leader has not
+/// heard from has no log end offset and no timestamps.
+#[test]
+fn describe_quorum_says_minus_one_for_what_it_does_not_know() {
+    let describe = |h: &mut Harness| {
+        let (_, out) = h.request(2, Request::DescribeQuorum(DescribeQuorumRequest {}));
+        match &responses(&out)[..] {
+            [(_, Response::DescribeQuorum(r))] => r.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (mut follower, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let r = describe(&mut follower);
+    assert_eq!(
+        (r.error, r.high_watermark),
+        (ErrorCode::NOT_QUORUM_LEADER, -1)
+    );
+
+    let (mut h, _) = elect(2);
+    let r = describe(&mut h);
+    assert_eq!((r.error, r.high_watermark), (ErrorCode::NONE, -1));
+    // Leader of {1, 2} moving to {1, 2, 3}: voter 3 has not fetched from it.
+    let mut h = super::reassign::leader_of_1_and_2_moving_to(&[1, 2, 3]);
+    let r = describe(&mut h);
+    let target = r.target_voters.expect("a reassignment in progress");
+    let three = target.iter().find(|s| s.replica_id == 3).expect("3 listed");
+    assert_eq!(
+        (
+            three.log_end_offset,
+            three.last_fetch_timestamp,
+            three.last_caught_up_timestamp
+        ),
+        (-1, -1, -1)
+    );
+}

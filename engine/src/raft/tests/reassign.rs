@@ -652,7 +652,7 @@ fn only_a_leaving_voter_sits_out_its_first_election_timeout() {
 
 /// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds/// Leader 1 of epoch 2 of the set {1, 2}, whose log (LeaderChange at offset 2, durable) holds
 /// a voter record with `target`: with the target {2}, only the handover is left (rule 6).
-fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
+pub(crate) fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
     let mut snapshot = log(2, &[(1, 0)]);
     snapshot.voter_records =
         crate::record::voters::voter_records(&[voter_batch(1, 1, &[1, 2], Some(target))]).unwrap();
