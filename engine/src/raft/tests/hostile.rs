@@ -536,6 +536,40 @@ fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
     );
 }
 
+/// Caught: `unflushed > 0` turned into `>= 0` in `check_append`. One batch larger than the
+/// unflushed limit still goes through when nothing is pending (else it never could), and the
+/// next waits for the disk.
+#[test]
+fn a_batch_larger_than_the_unflushed_limit_goes_through_alone() {
+    let mut c = config(1, &[1]);
+    c.max_unflushed_bytes = client_batch(4).len() / 2;
+    let mut h = Harness::new(c, None, log(0, &[]));
+    h.tick();
+    h.durable_all();
+    let mut append = |id| {
+        appends_done(&h.step(Input::ClientAppend {
+            id,
+            batch: client_batch(4),
+            record_count: 4,
+            acks: Acks::Quorum,
+        }))
+    };
+    assert!(append(1).is_empty(), "taken: nothing was pending");
+    assert!(
+        matches!(
+            append(2)[..],
+            [(
+                2,
+                AppendResult::Failed {
+                    error: ErrorCode::REQUEST_TIMED_OUT,
+                    ..
+                }
+            )]
+        ),
+        "the next one waits for the disk"
+    );
+}
+
 #[test]
 fn appends_beyond_the_unflushed_op_limit_are_refused_too() {
     let mut c = config(1, &[1]);
