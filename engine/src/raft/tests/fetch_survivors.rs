@@ -550,3 +550,17 @@ fn offset_out_of_range_without_a_truncation_point_is_an_error() {
     assert!(fetch_sends(&out).is_empty(), "{out:?}");
     assert!(hw_outputs(&out).is_empty() && log_ops(&out).is_empty());
 }
+
+/// Caught: the guard `self.qs.fetching_from().is_some()` in `on_log_durable` made true (a
+/// node that fetches from nobody would refresh a fetch it never sent). A follower whose
+/// appends become durable only after it stood as a candidate just records them durable.
+#[test]
+fn appends_made_durable_after_the_follower_stood_refresh_nothing() {
+    let (h, _) = follower_with_two_appends_pending();
+    let mut h = h.without_pre_vote();
+    h.run_until(h.now + 5_000);
+    assert_eq!(h.core.role(), Role::Candidate);
+    let out = h.durable_all();
+    assert!(fetch_sends(&out).is_empty(), "{out:?}");
+    assert_eq!(h.core.durable_end_offset(), 5);
+}
