@@ -309,6 +309,16 @@ fn divergence_is_answered_with_the_largest_epoch_at_or_below_and_its_end() {
     let r = only(&fetch(&mut h, 6, with(3, 0)), 6);
     assert_eq!(r.error, ErrorCode::OFFSET_OUT_OF_RANGE);
     assert_eq!(r.diverging_epoch, None);
+    // At offset 0 of a log that starts at 0 the epoch is checked too (caught: the log-start
+    // exemption's `start_offset() > 0` turned into `>= 0`): epoch 5 is newer than any.
+    let r = only(&fetch(&mut h, 7, with(0, 5)), 7);
+    assert_eq!(
+        r.diverging_epoch,
+        Some(OffsetAndEpoch {
+            offset: 11,
+            epoch: 4
+        })
+    );
 }
 
 // ----- long poll -----
