@@ -564,3 +564,27 @@ fn appends_made_durable_after_the_follower_stood_refresh_nothing() {
     assert!(fetch_sends(&out).is_empty(), "{out:?}");
     assert_eq!(h.core.durable_end_offset(), 5);
 }
+
+/// Caught: the body of `Outbound::forget` deleted. After a failed fetch the follower starts
+/// over: the answer to the other fetch it had in flight (the durable refresh) is dropped, and
+/// one fetch goes out after the backoff.
+#[test]
+fn after_a_failed_fetch_the_other_fetch_in_flight_is_dropped() {
+    let (mut h, older) = follower_with_two_appends_pending();
+    let refresh = fetch_sends(&h.step(Input::LogDurable { up_to_seq: 1 }));
+    assert_eq!(refresh.len(), 1);
+    h.step(Input::RequestFailed {
+        to: 2,
+        correlation: older,
+    });
+    let out = h.respond(
+        2,
+        refresh[0].1,
+        Response::FetchQuorumRecords(Harness::fetch_response(2, 2, vec![batch(5, 2, 1)], 3)),
+    );
+    assert!(appended(&out).is_empty(), "dropped: {out:?}");
+    let out = h.run_until(h.now + 1_000);
+    let again = fetch_sends(&out);
+    assert_eq!(again.len(), 1, "{out:?}");
+    assert_eq!(again[0].2.fetch_offset, 5);
+}

@@ -184,6 +184,10 @@ fn a_retriable_error_is_asked_again_after_the_retry_backoff() {
     let (mut h, asked, _) = prospective_follower();
     let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, 2, 3, false);
     h.respond(2, asked[0].1, busy);
+    // Not before its backoff, whatever else wakes the node (caught: `key > now` turned into
+    // `<` in `take_due_retries`, which runs a retry that is not due yet).
+    h.now += 1;
+    assert!(pre_votes(&h.tick()).is_empty());
     let out = h.run_until(h.now + 100);
     let again = pre_votes(&out);
     assert_eq!(again.len(), 1, "{out:?}");
