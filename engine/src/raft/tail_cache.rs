@@ -149,4 +149,48 @@ mod tests {
         assert_eq!(c.bytes_between(4, 4), Some(0));
         assert_eq!(c.bytes_between(8, 20), Some(0), "at the end");
     }
+
+    /// Caught: `>` turned into `>=` in both of `push`'s bounds. Batches that fill the budget
+    /// exactly all stay; one batch alone past the budget stays too.
+    #[test]
+    fn the_budget_holds_batches_that_fill_it_exactly_and_one_past_it_alone() {
+        let mut c = TailCache::new(200);
+        c.push(batch(0, 2, 100));
+        c.push(batch(2, 2, 100));
+        assert_eq!(
+            (c.bytes(), c.read(0, 1000).map(|r| r.len())),
+            (200, Some(2))
+        );
+        let mut c = TailCache::new(50);
+        c.push(batch(0, 2, 100));
+        assert_eq!(
+            (c.bytes(), c.read(0, 1000).map(|r| r.len())),
+            (100, Some(1))
+        );
+    }
+
+    /// Caught: `>` turned into `>=` in `truncate_to`, and its `-=` into `+=` or `/=`. A
+    /// truncation keeps the batch that ends at it and counts what is left.
+    #[test]
+    fn a_truncation_keeps_the_batch_ending_at_it_and_its_bytes() {
+        let mut c = TailCache::new(1000);
+        c.push(batch(0, 2, 100));
+        c.push(batch(2, 2, 30));
+        c.push(batch(4, 2, 7));
+        c.truncate_to(4);
+        assert_eq!(c.bytes(), 130);
+        assert_eq!(c.read(2, 1000).map(|r| r.len()), Some(1));
+    }
+
+    /// Caught: the body of `clear` deleted. A batch that does not follow on starts the cache
+    /// over: nothing older is served or counted.
+    #[test]
+    fn a_batch_that_does_not_follow_on_starts_the_cache_over() {
+        let mut c = TailCache::new(1000);
+        c.push(batch(0, 2, 100));
+        c.push(batch(5, 2, 10));
+        assert_eq!(c.bytes(), 10);
+        assert!(c.read(0, 1000).is_none());
+        assert_eq!(c.read(5, 1000).map(|r| r.len()), Some(1));
+    }
 }
