@@ -145,6 +145,12 @@ fn an_out_of_range_answer_that_cannot_be_right_resets_nothing() {
     let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(10, &[(1, 0)]));
     let out = h.respond(2, c, behind_log_start(2, 3, 100, 4));
     assert!(log_ops(&out).is_empty(), "{out:?}");
+    // Nor a log start of 0, which no fetch can be behind (caught: `start.offset > 0` turned
+    // into `>= 0` in `reset_behind_log_start`).
+    let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(10, &[(1, 0)]));
+    let out = h.respond(2, c, behind_log_start(2, 3, 0, 1));
+    assert!(log_ops(&out).is_empty(), "{out:?}");
+    assert_eq!(h.core.log_end_offset(), 10);
 }
 
 #[test]
@@ -239,6 +245,22 @@ fn retention_stops_at_the_high_watermark_and_at_the_newest_committed_voter_recor
     assert_eq!(h.core.retention_limit(), 4);
     // A record at or above what retention wants is not carried again.
     assert!(log_ops(&h.step(Input::CarryVoterRecord { below: 4 })).is_empty());
+    // Nor while the disk is full (caught: either of the last two `||` of its guard turned
+    // into `&&`, which leaves a full disk alone no reason to wait): a lone voter leads on
+    // with a full disk (a leader among several resigns).
+    let mut lone = Harness::new(config(1, &[1]), None, log(0, &[]));
+    lone.tick();
+    lone.durable_all();
+    assert_eq!(lone.core.role(), Role::Leader);
+    let end = lone.core.log_end_offset();
+    lone.step(Input::StorageFull { full: true });
+    assert!(log_ops(&lone.step(Input::CarryVoterRecord { below: end })).is_empty());
+    assert_eq!(lone.core.role(), Role::Leader);
+    lone.step(Input::StorageFull { full: false });
+    assert_eq!(
+        log_ops(&lone.step(Input::CarryVoterRecord { below: end })).len(),
+        1
+    );
     // Followers carry nothing.
     let (mut f, _) = Harness::follower(2, VOTERS, 2, 1, log(3, &[(1, 0)]));
     assert!(log_ops(&f.step(Input::CarryVoterRecord { below: 3 })).is_empty());
