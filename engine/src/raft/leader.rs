@@ -366,4 +366,62 @@ mod tests {
         assert_eq!(l.maybe_advance_hw(5), None);
         assert_eq!(l.high_watermark, Some(5));
     }
+
+    /// A leader of {1, 2, 3} at time `now` tracking observers 100.. (MAX_OBSERVERS of them),
+    /// each last heard from at `heard(id)`.
+    fn full_of_observers(now: TimeMs, heard: impl Fn(NodeId) -> TimeMs) -> LeaderState {
+        let mut l = LeaderState::new(1, 0, 1, &[1, 2, 3], 0);
+        for i in 0..MAX_OBSERVERS as NodeId {
+            let id = 100 + i;
+            l.record_fetch(id, false, 0, 0, 10, heard(id));
+        }
+        assert_eq!(l.observers.len(), MAX_OBSERVERS);
+        l.record_fetch(2, true, 0, 0, 10, now);
+        l
+    }
+
+    /// Caught: `&&` turned into `||` in `record_fetch` (room would be made for a replica that
+    /// is already tracked, or a voter). With the observers full, a tracked observer's or a
+    /// voter's fetch evicts nobody.
+    #[test]
+    fn a_known_observer_or_a_voter_makes_no_room() {
+        let now = OBSERVER_EXPIRY_MS * 2;
+        let mut l = full_of_observers(now, |_| now - 1);
+        l.record_fetch(100, false, 0, 0, 10, now);
+        l.record_fetch(3, true, 0, 0, 10, now);
+        assert_eq!(l.observers.len(), MAX_OBSERVERS);
+    }
+
+    /// Caught: `len() < MAX_OBSERVERS` turned into `>` in `make_room_for_observer`. Below the
+    /// bound a new observer evicts nobody, even one silent past the expiry (it is only left
+    /// out of DescribeQuorum).
+    #[test]
+    fn below_the_bound_a_new_observer_evicts_nobody() {
+        let mut l = LeaderState::new(1, 0, 1, &[1, 2, 3], 0);
+        l.record_fetch(100, false, 0, 0, 10, 0);
+        let now = OBSERVER_EXPIRY_MS + 1;
+        l.record_fetch(101, false, 0, 0, 10, now);
+        assert_eq!(l.observers.len(), 2);
+        assert_eq!(l.live_observers(now).count(), 1);
+    }
+
+    /// Caught: `< OBSERVER_EXPIRY_MS` turned into `==`, `>` or `<=` in
+    /// `make_room_for_observer`. At the bound a new observer evicts those silent for the expiry
+    /// or longer, and only those.
+    #[test]
+    fn at_the_bound_a_new_observer_evicts_the_expired_only() {
+        let now = OBSERVER_EXPIRY_MS * 2;
+        // 100 and 101 silent for exactly the expiry; the rest heard from just now.
+        let mut l = full_of_observers(now, |id| {
+            if id < 102 {
+                now - OBSERVER_EXPIRY_MS
+            } else {
+                now - 1
+            }
+        });
+        l.record_fetch(5000, false, 0, 0, 10, now);
+        assert_eq!(l.observers.len(), MAX_OBSERVERS - 1);
+        assert!(!l.observers.contains_key(&100) && !l.observers.contains_key(&101));
+        assert!(l.observers.contains_key(&102) && l.observers.contains_key(&5000));
+    }
 }
