@@ -101,8 +101,38 @@ pub fn start_writer(
     dir: &std::path::Path,
     config: LogConfig,
     writer: WriterConfig,
-) -> GroupCommitWriter {
-    GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap()
+) -> TestWriter {
+    TestWriter(Some(
+        GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap(),
+    ))
+}
+
+/// A writer that a failing test leaves running instead of stopping: dropping a
+/// [`GroupCommitWriter`] waits for its thread, and a writer broken so that it never finishes
+/// (a mutant, docs/testing.md "Mutation testing") would hang the failed test instead of
+/// letting it report.
+pub struct TestWriter(Option<GroupCommitWriter>);
+
+impl TestWriter {
+    pub fn shutdown(mut self) -> Option<Log> {
+        self.0.take().expect("running").shutdown()
+    }
+}
+
+impl std::ops::Deref for TestWriter {
+    type Target = GroupCommitWriter;
+
+    fn deref(&self) -> &GroupCommitWriter {
+        self.0.as_ref().expect("running")
+    }
+}
+
+impl Drop for TestWriter {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            std::mem::forget(self.0.take());
+        }
+    }
 }
 
 /// Waits for the Durable event covering `seq`; returns its end offset. Any other event but an
