@@ -424,4 +424,18 @@ mod tests {
         assert!(!l.observers.contains_key(&100) && !l.observers.contains_key(&101));
         assert!(l.observers.contains_key(&102) && l.observers.contains_key(&5000));
     }
+
+    /// Caught: `n <= small.len()` turned into `>` in `majority_offset` (a set larger than
+    /// the stack buffer would index past it). Twenty voters: the 10th largest of the 20
+    /// durable offsets (the leader's among them) is what a majority has.
+    #[test]
+    fn a_set_larger_than_the_stack_buffer_has_its_majority_offset() {
+        let voters: Vec<NodeId> = (1..=20).collect();
+        let mut l = LeaderState::new(1, 0, 1, &voters, 0);
+        for v in 2..=20 {
+            l.voters.get_mut(&v).unwrap().durable_offset = i64::from(v) * 10;
+        }
+        // Descending: 200, 190, ..., 20 and the leader's 1000 first: element 10 is 110.
+        assert_eq!(l.majority_offset(1000), 110);
+    }
 }

@@ -97,11 +97,7 @@ pub fn read_all(log: &Log) -> Vec<Bytes> {
 /// How long a test waits for any one writer event.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-pub fn start_writer(
-    dir: &std::path::Path,
-    config: LogConfig,
-    writer: WriterConfig,
-) -> TestWriter {
+pub fn start_writer(dir: &std::path::Path, config: LogConfig, writer: WriterConfig) -> TestWriter {
     TestWriter(Some(
         GroupCommitWriter::start(Log::open(dir, config).unwrap(), writer).unwrap(),
     ))

@@ -601,3 +601,65 @@ fn appends_beyond_the_unflushed_op_limit_are_refused_too() {
         "taken once the disk caught up"
     );
 }
+
+/// Caught: each `-1` of `Request::refusal` and `FindQuorumResponse::telling_nothing` turned
+/// into 1. The answer that refuses a sender tells it nothing, for every kind of request: no
+/// leader, no epoch, no offsets, no records, no voters.
+#[test]
+fn a_refusal_tells_nothing_whatever_the_request() {
+    let error = ErrorCode::CLUSTER_AUTHORIZATION_FAILED;
+    let requests = [
+        Harness::vote_request(2, 5, 4, 10),
+        Harness::begin_request(2, 5),
+        Harness::end_request(2, 5, &[1]),
+        Harness::fetch_request(2, 5, 10, 4, 10),
+        Harness::find_quorum_request(2, 100, 9092),
+        Request::DescribeQuorum(DescribeQuorumRequest {}),
+        Request::AlterQuorum(AlterQuorumRequest::new(
+            CLUSTER,
+            [(1, DirectoryId::ZERO)].into_iter(),
+            1000,
+        )),
+    ];
+    for request in requests {
+        let refusal = request.refusal(error);
+        let told = match &refusal {
+            Response::Vote(r) => {
+                assert!(!r.vote_granted);
+                (r.error, r.leader_id, r.leader_epoch)
+            }
+            Response::BeginQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
+            Response::EndQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
+            Response::FetchQuorumRecords(r) => {
+                assert_eq!(
+                    (
+                        r.next_fetch_offset,
+                        r.next_fetch_offset_epoch,
+                        r.high_watermark,
+                        r.first_dirty_offset,
+                        r.last_caught_up_time_ms
+                    ),
+                    (-1, -1, -1, -1, -1)
+                );
+                assert!(r.batches.is_empty() && r.log_start.is_none());
+                (r.error, r.leader_id, r.leader_epoch)
+            }
+            Response::FindQuorum(r) => {
+                assert!(r.cluster_id.is_empty() && r.voters.is_empty());
+                assert!(r.target_voters.is_none());
+                (r.error, r.leader_id, r.leader_epoch)
+            }
+            Response::DescribeQuorum(r) => {
+                assert_eq!(r.high_watermark, -1);
+                assert!(r.current_voters.is_empty() && r.observers.is_empty());
+                assert!(r.target_voters.is_none());
+                (r.error, r.leader_id, r.leader_epoch)
+            }
+            Response::AlterQuorum(r) => {
+                assert!(r.error_message.is_none() && r.target_voters.is_empty());
+                (r.error, r.leader_id, r.leader_epoch)
+            }
+        };
+        assert_eq!(told, (error, -1, -1), "{refusal:?}");
+    }
+}
