@@ -617,7 +617,7 @@ fn a_refusal_tells_nothing_whatever_the_request() {
         Request::DescribeQuorum(DescribeQuorumRequest {}),
         Request::AlterQuorum(AlterQuorumRequest::new(
             CLUSTER,
-            [(1, DirectoryId::ZERO)].into_iter(),
+            [(1, DirectoryId::ZERO)],
             1000,
         )),
     ];
