@@ -534,23 +534,3 @@ pub struct ReplicaView {
     /// The observers that fetched within the observer expiry, by id.
     pub observers: Vec<NodeId>,
 }
-
-#[cfg(test)]
-mod bootstrap_id_tests {
-    use super::*;
-
-    /// Caught: the `-` of `-2 - i64::from(id)` deleted in `bootstrap_server_index`. The pseudo
-    /// ids and the list positions map one to one; real ids and -1 name no bootstrap server.
-    #[test]
-    fn bootstrap_server_ids_name_their_position_in_the_list() {
-        for index in [0, 1, 7] {
-            assert_eq!(
-                bootstrap_server_index(bootstrap_server_id(index)),
-                Some(index)
-            );
-        }
-        assert_eq!(bootstrap_server_id(0), -2);
-        assert_eq!(bootstrap_server_index(-1), None);
-        assert_eq!(bootstrap_server_index(0), None);
-    }
-}
