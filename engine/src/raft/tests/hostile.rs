@@ -663,3 +663,39 @@ fn a_refusal_tells_nothing_whatever_the_request() {
         assert_eq!(told, (error, -1, -1), "{refusal:?}");
     }
 }
+
+/// Caught: the guard `len == bytes.len()` of `whole_batch_header` made true. A client append
+/// whose bytes are a batch with more after it, or a batch cut short, is refused as corrupt.
+#[test]
+fn an_append_that_is_not_exactly_one_batch_is_corrupt() {
+    let mut h = Harness::new(config(1, &[1]), None, log(0, &[]));
+    h.tick();
+    h.durable_all();
+    assert_eq!(h.core.role(), Role::Leader);
+    let whole = client_batch(2);
+    let mut longer = whole.clone();
+    longer.extend_from_slice(&[0, 0, 0]);
+    let shorter = bytes::BytesMut::from(&whole[..whole.len() - 1]);
+    for (id, batch) in [(1, longer), (2, shorter)] {
+        let out = h.step(Input::ClientAppend {
+            id,
+            batch,
+            record_count: 2,
+            acks: Acks::Quorum,
+        });
+        assert!(
+            matches!(
+                appends_done(&out)[..],
+                [(
+                    _,
+                    AppendResult::Failed {
+                        error: ErrorCode::CORRUPT_MESSAGE,
+                        ..
+                    }
+                )]
+            ),
+            "{out:?}"
+        );
+        assert!(log_ops(&out).is_empty());
+    }
+}
