@@ -399,3 +399,32 @@ fn an_idle_writer_zero_fills_ahead_and_appends_carry_on_over_it() {
         assert_eq!(read_all(&log), written.batches, "idle {idle}");
     }
 }
+
+/// The next segment is allocated while the writer is idle once the active one is half full,
+/// and not before (mutants of `idle_work`: its body made `Ok(())`, the `!` of its queue check
+/// or of either allocation condition deleted, `&&` turned into `||` between them).
+#[test]
+fn the_next_segment_is_allocated_when_idle_past_half_the_active_one() {
+    const SEGMENT: u64 = 256 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), small_config(SEGMENT), WriterConfig::default());
+    let spare = dir.path().join(engine::log::SPARE_FILE);
+    let mut written = Appended::default();
+    written.submit(&writer, 1, 4, 1000);
+    wait_durable(&writer, 1);
+    // Far below half: an idle writer allocates nothing (it had 300 ms to).
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!spare.exists(), "allocated before it was due");
+    // Past half (each batch about 4 KiB): allocated without another request.
+    for seq in 2..=40 {
+        written.submit(&writer, seq, 4, 1000);
+    }
+    wait_durable(&writer, 40);
+    let deadline = std::time::Instant::now() + WAIT;
+    while !spare.exists() {
+        assert!(std::time::Instant::now() < deadline, "no spare allocated");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let log = writer.shutdown().unwrap();
+    assert_eq!(log.segment_bases().len(), 1, "no roll yet");
+}
