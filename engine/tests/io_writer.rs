@@ -428,3 +428,49 @@ fn the_next_segment_is_allocated_when_idle_past_half_the_active_one() {
     let log = writer.shutdown().unwrap();
     assert_eq!(log.segment_bases().len(), 1, "no roll yet");
 }
+
+/// A request whose seq does not follow the last one is a driver bug: fatal, and nothing after
+/// it is reported durable (mutant: the body of `check_seq` deleted).
+#[test]
+fn a_seq_that_does_not_follow_on_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    writer.submit(WriterRequest::Append {
+        seq: 2,
+        batches: vec![batch(0, 1, 1, 10)],
+    });
+    assert_eq!(wait_durable(&writer, 2), 1);
+    writer.submit(WriterRequest::Append {
+        seq: 2,
+        batches: vec![batch(1, 1, 1, 10)],
+    });
+    match writer.events().recv_timeout(WAIT) {
+        Ok(WriterEvent::Fatal(error)) => assert!(error.to_string().contains("seq"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(writer.shutdown().is_none());
+}
+
+/// Each group's write and sync time is recorded (mutant: the body of `note_group_time`
+/// deleted): one observation a group, and the longest one kept.
+#[test]
+fn each_groups_time_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
+    let mut written = Appended::default();
+    for seq in 1..=5 {
+        written.submit(&writer, seq, 2, 100);
+        wait_durable(&writer, seq);
+    }
+    let stats = writer.stats();
+    let groups = stats.groups.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(groups >= 5, "{groups}");
+    assert_eq!(stats.group_us.snapshot().count, groups);
+    assert!(
+        stats
+            .max_group_us
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    drop(writer.shutdown().unwrap());
+}
