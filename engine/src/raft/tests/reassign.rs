@@ -766,11 +766,10 @@ fn a_begin_quorum_epoch_from_a_voter_of_the_target_is_followed() {
     );
 }
 
-/// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
-/// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
-/// each has answered. Without this a cluster that lost its leader could not reach its new voters.
-#[test]
-fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
+/// Node 4, advertising 127.0.0.1:9094, an observer following 1 in epoch 4, whose leader's
+/// answer brings the record that makes it a voter (of {1, 2, 3, 4}, the target too): the
+/// harness and what that answer made it do.
+fn node_4_made_a_voter() -> (Harness, Vec<Output>) {
     let mut h = Harness::new(
         advertising_config(4),
         Some(stored(4, 1, -1, VOTERS)),
@@ -783,6 +782,14 @@ fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
         vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
         1,
     );
+    (h, out)
+}
+/// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
+/// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
+/// each has answered. Without this a cluster that lost its leader could not reach its new voters.
+#[test]
+fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
+    let (mut h, out) = node_4_made_a_voter();
     assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
     // A voter's first answer does not list 4's endpoint (it probes the advertisement, or has
     // not applied the record yet): 4 asks it again. Its next answer lists it: 4 stops.
@@ -1120,18 +1127,7 @@ fn a_prospective_its_log_removes_follows_the_leader_it_kept() {
 /// it asks nobody again.
 #[test]
 fn a_node_whose_addition_is_truncated_away_stops_telling_the_voters_its_endpoint() {
-    let mut h = Harness::new(
-        advertising_config(4),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(1, &[(4, 0)]),
-    );
-    let c = next_fetch(&h.tick());
-    let out = fetch_answer(
-        &mut h,
-        c,
-        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
-        1,
-    );
+    let (mut h, out) = node_4_made_a_voter();
     assert_eq!(h.core.voters(), &[1, 2, 3, 4]);
     let out = [out, h.tick()].concat();
     let finds = find_sends(&out);
@@ -1166,18 +1162,7 @@ fn a_node_whose_addition_is_truncated_away_stops_telling_the_voters_its_endpoint
 /// `listed`, its leader answering its fetches: is it still telling some voter once each has
 /// answered?
 fn still_announcing_after_answers_listing(listed: &[VoterEndpoint]) -> bool {
-    let mut h = Harness::new(
-        advertising_config(4),
-        Some(stored(4, 1, -1, VOTERS)),
-        log(1, &[(4, 0)]),
-    );
-    let c = next_fetch(&h.tick());
-    let out = fetch_answer(
-        &mut h,
-        c,
-        vec![voter_batch(1, 4, &[1, 2, 3, 4], Some(&[1, 2, 3, 4]))],
-        1,
-    );
+    let (mut h, out) = node_4_made_a_voter();
     let mut out = [out, h.tick()].concat();
     let mut answered = std::collections::BTreeSet::new();
     for _ in 0..20 {
