@@ -14,6 +14,7 @@ while this runs.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -23,6 +24,9 @@ def main() -> int:
     parser.add_argument("output", help="a cargo-mutants mutants.out directory")
     parser.add_argument("--tree", default=".", help="the source tree to mutate (default: .)")
     parser.add_argument("--cmd", help="the test command (default: the run's own)")
+    parser.add_argument(
+        "--timeout", type=int, default=300, help="seconds before a test run counts as a hang"
+    )
     args = parser.parse_args()
     outcomes = json.load(open(os.path.join(args.output, "outcomes.json")))
     still = 0
@@ -58,16 +62,7 @@ def main() -> int:
                 print("UNVIABLE-NOW", mutant["name"], flush=True)
                 still += 1
                 continue
-            run = subprocess.run(
-                command,
-                cwd=args.tree,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=900,
-            )
-            verdict = "CAUGHT-NOW  " if run.returncode != 0 else "STILL-MISSED"
-        except subprocess.TimeoutExpired:
-            verdict = "CAUGHT-NOW   (hang)"
+            verdict = run_tests(command, args.tree, args.timeout)
         finally:
             subprocess.run(
                 ["patch", "--silent", "--no-backup-if-mismatch", "--reverse", mutant["file"], diff],
@@ -78,6 +73,26 @@ def main() -> int:
             still += 1
         print(verdict, mutant["name"], flush=True)
     return 1 if still else 0
+
+
+def run_tests(command, tree, timeout):
+    """The verdict of one test run. A hang is killed with its whole process group: killing
+    cargo alone leaves the test binary running (a mutant in a busy loop kept a core busy for
+    40 minutes that way)."""
+    run = subprocess.Popen(
+        command,
+        cwd=tree,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        code = run.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        return "CAUGHT-NOW   (hang)"
+    return "CAUGHT-NOW  " if code != 0 else "STILL-MISSED"
 
 
 if __name__ == "__main__":
