@@ -474,3 +474,47 @@ fn each_groups_time_is_recorded() {
     );
     drop(writer.shutdown().unwrap());
 }
+
+/// Retention through the writer: the log starts where the policy lets it within `limit`, and
+/// the event says where it would have gone with `unpinned` as the limit (mutants of the
+/// `unpinned > limit` choice in `process`).
+#[test]
+fn retention_through_the_writer_reports_where_it_started_and_where_it_wanted_to() {
+    use engine::log::RetentionPolicy;
+    const SEGMENT: u64 = 64 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), small_config(SEGMENT), WriterConfig::default());
+    let mut written = Appended::default();
+    for seq in 1..=200 {
+        written.submit(&writer, seq, 2, 1000);
+    }
+    wait_durable(&writer, 200);
+    let end = written.end_offset;
+    // Keep about one segment's worth: several segments may go, but only below `limit`.
+    let policy = RetentionPolicy {
+        bytes: Some(SEGMENT),
+        ms: None,
+    };
+    let retained = |writer: &GroupCommitWriter, limit, unpinned| {
+        writer.submit(WriterRequest::Retain {
+            policy,
+            limit,
+            unpinned,
+        });
+        loop {
+            match writer.events().recv_timeout(WAIT).expect("an event") {
+                WriterEvent::Retained { start, wanted } => return (start, wanted),
+                WriterEvent::Durable { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    // Pinned at 100: the log starts at most there, though the policy wants more.
+    let (start, wanted) = retained(&writer, 100, end);
+    assert!(start > 0 && start <= 100, "{start}");
+    assert!(wanted > 100, "{wanted}");
+    // Unpinned up to where it is pinned: nothing more is wanted than done.
+    let (again, wanted) = retained(&writer, 100, 100);
+    assert_eq!((again, wanted), (start, start));
+    drop(writer.shutdown().unwrap());
+}
