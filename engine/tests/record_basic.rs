@@ -277,16 +277,23 @@ fn a_batch_marked_compressed_whose_records_do_not_decompress_is_refused() {
     }
 }
 
-/// `batch` with its records section replaced by `records` under zstd (attributes bit 4), its
-/// BatchLength and CRC made right.
-fn zstd_batch(batch: &[u8], records: &[u8]) -> Bytes {
+/// `batch` with its records section replaced by `records` as they are, BatchLength and CRC
+/// made right.
+fn with_records(batch: &[u8], records: &[u8]) -> Bytes {
     let mut out = BytesMut::from(&batch[..RECORDS_OFFSET]);
-    out.extend_from_slice(&zstd::stream::encode_all(records, 1).unwrap());
-    out[22] |= 4;
+    out.extend_from_slice(records);
     let batch_length = (out.len() - 12) as i32;
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
     recrc(&mut out);
     out.freeze()
+}
+
+/// `batch` with its records section replaced by `records` under zstd (attributes bit 4), its
+/// BatchLength and CRC made right.
+fn zstd_batch(batch: &[u8], records: &[u8]) -> Bytes {
+    let mut header = batch[..RECORDS_OFFSET].to_vec();
+    header[22] |= 4;
+    with_records(&header, &zstd::stream::encode_all(records, 1).unwrap())
 }
 
 #[test]
@@ -796,17 +803,6 @@ fn a_views_accessors_and_its_record_iterators_say_what_the_batch_holds() {
     let headers: Vec<_> = refs.iter().map(|r| r.headers_count()).collect();
     assert_eq!(headers, [0, 2, 0]);
     assert_eq!(view.into_bytes(), batch);
-}
-
-/// `batch` with its (plain) records section replaced by `records`, BatchLength and CRC made
-/// right.
-fn with_records(batch: &[u8], records: &[u8]) -> Bytes {
-    let mut out = BytesMut::from(&batch[..RECORDS_OFFSET]);
-    out.extend_from_slice(records);
-    let batch_length = (out.len() - 12) as i32;
-    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    recrc(&mut out);
-    out.freeze()
 }
 
 /// The byte counts a framing error names are the ones in the batch (mutants of view.rs's

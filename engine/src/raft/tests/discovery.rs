@@ -523,13 +523,7 @@ fn a_refused_request_is_reported_by_name() {
 /// heard from has no log end offset and no timestamps.
 #[test]
 fn describe_quorum_says_minus_one_for_what_it_does_not_know() {
-    let describe = |h: &mut Harness| {
-        let (_, out) = h.request(2, Request::DescribeQuorum(DescribeQuorumRequest {}));
-        match &responses(&out)[..] {
-            [(_, Response::DescribeQuorum(r))] => r.clone(),
-            other => panic!("{other:?}"),
-        }
-    };
+    use super::reassign::describe;
     let (mut follower, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
     let r = describe(&mut follower);
     assert_eq!(

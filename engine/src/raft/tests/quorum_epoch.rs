@@ -37,6 +37,15 @@ fn begin_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
         .collect()
 }
 
+/// The EndQuorumEpochs in `out`: (to, correlation).
+fn end_correlations(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends(out)
+        .into_iter()
+        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
 fn end_sends(out: &[Output]) -> Vec<(NodeId, EndQuorumEpochRequest)> {
     sends(out)
         .into_iter()
@@ -440,12 +449,7 @@ fn a_resigned_node_asked_to_shut_down_waits_for_the_next_leader() {
 #[test]
 fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged() {
     let (mut h, _) = elect(2);
-    let out = h.step(Input::Shutdown);
-    let ends = sends(&out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect::<Vec<_>>();
+    let ends = end_correlations(&h.step(Input::Shutdown));
     assert_eq!(ends.len(), 2);
     let (to, correlation) = ends[0];
     h.step(Input::RequestFailed { to, correlation });
@@ -460,11 +464,7 @@ fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged(
 #[test]
 fn an_end_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let (mut h, _) = elect(2);
-    let ends: Vec<(NodeId, Correlation)> = sends(&h.step(Input::Shutdown))
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect();
+    let ends = end_correlations(&h.step(Input::Shutdown));
     assert_eq!(ends.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2, 3]);
     let answer = |error| {
         Response::EndQuorumEpoch(EndQuorumEpochResponse {

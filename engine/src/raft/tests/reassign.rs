@@ -284,7 +284,7 @@ fn alter_quorum_grows_a_lone_voter_step_by_step_and_answers_once_the_target_comm
     assert_eq!(describe(&mut h).target_voters, None, "done");
 }
 
-fn describe(h: &mut Harness) -> DescribeQuorumResponse {
+pub(crate) fn describe(h: &mut Harness) -> DescribeQuorumResponse {
     let (_, out) = h.request(-1, Request::DescribeQuorum(DescribeQuorumRequest {}));
     match &responses(&out)[..] {
         [(_, Response::DescribeQuorum(d))] => d.clone(),
@@ -784,6 +784,18 @@ fn node_4_made_a_voter() -> (Harness, Vec<Output>) {
     );
     (h, out)
 }
+
+/// Leader 1's voters' answer to a FindQuorum in epoch 4, listing `voters`' endpoints.
+fn find_answer_listing(voters: Vec<VoterEndpoint>) -> Response {
+    Response::FindQuorum(FindQuorumResponse {
+        error: ErrorCode::NONE,
+        cluster_id: CLUSTER.into(),
+        leader_id: 1,
+        leader_epoch: 4,
+        voters,
+        target_voters: None,
+    })
+}
 /// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
 /// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
 /// each has answered. Without this a cluster that lost its leader could not reach its new voters.
@@ -815,15 +827,7 @@ fn a_node_made_a_voter_tells_every_other_voter_its_endpoint() {
             } else {
                 Vec::new()
             };
-            let answer = Response::FindQuorum(FindQuorumResponse {
-                error: ErrorCode::NONE,
-                cluster_id: CLUSTER.into(),
-                leader_id: 1,
-                leader_epoch: 4,
-                voters,
-                target_voters: None,
-            });
-            out.extend(h.respond(to, correlation, answer));
+            out.extend(h.respond(to, correlation, find_answer_listing(voters)));
         }
     }
     assert_eq!(
@@ -1142,15 +1146,7 @@ fn a_node_whose_addition_is_truncated_away_stops_telling_the_voters_its_endpoint
     assert_eq!(h.core.voters(), VOTERS, "reverted");
     let c = next_fetch(&out);
     for (to, correlation) in finds {
-        let unlisted = Response::FindQuorum(FindQuorumResponse {
-            error: ErrorCode::NONE,
-            cluster_id: CLUSTER.into(),
-            leader_id: 1,
-            leader_epoch: 4,
-            voters: Vec::new(),
-            target_voters: None,
-        });
-        h.respond(to, correlation, unlisted);
+        h.respond(to, correlation, find_answer_listing(Vec::new()));
     }
     let mut out = fetch_answer(&mut h, c, Vec::new(), 1);
     out.extend(h.run_until(h.now + 1_100));
@@ -1170,14 +1166,7 @@ fn still_announcing_after_answers_listing(listed: &[VoterEndpoint]) -> bool {
         for (to, correlation, request) in sends(&out) {
             match request {
                 Request::FindQuorum(_) if answered.insert(to) => {
-                    let answer = Response::FindQuorum(FindQuorumResponse {
-                        error: ErrorCode::NONE,
-                        cluster_id: CLUSTER.into(),
-                        leader_id: 1,
-                        leader_epoch: 4,
-                        voters: listed.to_vec(),
-                        target_voters: None,
-                    });
+                    let answer = find_answer_listing(listed.to_vec());
                     next.extend(h.respond(to, correlation, answer));
                 }
                 Request::FetchQuorumRecords(_) => {
