@@ -206,3 +206,63 @@ fn describe_quorum_matches_kafkas_v0_layout() {
     assert_eq!(back.high_watermark, 99);
     assert_eq!(back.current_voters[0].replica_id, 1);
 }
+
+/// A DescribeQuorum response built by Kafka's codec, with the partitions listed given as
+/// (topic, partition, partition error, leader id).
+fn kafka_describe_response(top_error: i16, partitions: &[(&'static str, i32, i16, i32)]) -> Bytes {
+    use kp::describe_quorum_response::{PartitionData, TopicData};
+    let topics = partitions
+        .iter()
+        .map(|&(topic, index, error, leader)| {
+            TopicData::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(index)
+                    .with_error_code(error)
+                    .with_leader_id(kp::BrokerId(leader))
+                    .with_leader_epoch(3)])
+        })
+        .collect();
+    let response = kp::DescribeQuorumResponse::default()
+        .with_error_code(top_error)
+        .with_topics(topics);
+    let mut bytes = BytesMut::new();
+    response.encode(&mut bytes, 0).unwrap();
+    bytes.freeze()
+}
+
+fn decode_describe(bytes: Bytes) -> engine::raft::DescribeQuorumResponse {
+    use net::wire::quorum::decode_response;
+    let mut r = WireReader::new(bytes);
+    match decode_response(net::wire::api::DESCRIBE_QUORUM, &mut r).unwrap() {
+        engine::raft::Response::DescribeQuorum(d) => d,
+        other => panic!("not a DescribeQuorum response: {other:?}"),
+    }
+}
+
+/// Of the partitions a DescribeQuorum response lists, only the metadata partition
+/// (`__cluster_metadata`-0) is the answer: not another partition of that topic, not partition 0
+/// of another topic, whichever comes last.
+#[test]
+fn describe_quorum_answer_is_the_metadata_partition_only() {
+    let bytes = kafka_describe_response(
+        0,
+        &[
+            ("__cluster_metadata", 0, 0, 1),
+            ("__cluster_metadata", 1, 0, 8),
+            ("other", 0, 0, 9),
+        ],
+    );
+    assert_eq!(decode_describe(bytes).leader_id, 1);
+}
+
+/// A top-level error overrides the partition's; without one the partition's error stands.
+#[test]
+fn describe_quorum_top_level_error_wins_and_a_partition_error_stands_alone() {
+    let not_leader = engine::raft::ErrorCode::NOT_LEADER_OR_FOLLOWER;
+    let denied = engine::raft::ErrorCode::CLUSTER_AUTHORIZATION_FAILED;
+    let bytes = kafka_describe_response(denied.0, &[("__cluster_metadata", 0, 0, 1)]);
+    assert_eq!(decode_describe(bytes).error, denied);
+    let bytes = kafka_describe_response(0, &[("__cluster_metadata", 0, not_leader.0, 1)]);
+    assert_eq!(decode_describe(bytes).error, not_leader);
+}

@@ -134,6 +134,53 @@ mod tests {
         );
     }
 
+    /// Growth toward a declared size: a large frame grows the buffer in 64 KiB steps (not one
+    /// small reallocation per read), a small one by what is still missing, so its bytes fit
+    /// without another allocation and without doubling it.
+    #[test]
+    fn a_partly_arrived_frame_reserves_what_is_missing() {
+        let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+        d.extend(&size_prefix(1 << 20));
+        assert_eq!(d.next_frame().unwrap(), None);
+        assert!(
+            d.buf.capacity() >= 64 * 1024,
+            "reserved {}",
+            d.buf.capacity()
+        );
+
+        // Under a third of the frame in, then over half of it.
+        for arrived in [296, 596] {
+            let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+            d.extend(&size_prefix(1000));
+            d.extend(&vec![5; arrived]);
+            assert_eq!(d.next_frame().unwrap(), None);
+            assert_eq!(d.buffered(), 4 + arrived);
+            let capacity = d.buf.capacity();
+            assert!((1004..2 * 1004).contains(&capacity), "reserved {capacity}");
+            d.extend(&vec![5; 1000 - arrived]);
+            assert_eq!(d.next_frame().unwrap().map(|f| f.len()), Some(1000));
+            assert_eq!(d.buffered(), 0);
+        }
+    }
+
+    /// Kafka's default request limit, 100 MiB: a frame of exactly that size is waited for, one
+    /// byte more is refused.
+    #[test]
+    fn the_default_limit_is_kafkas_100_mib() {
+        let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+        d.extend(&size_prefix(100 * 1024 * 1024));
+        assert_eq!(d.next_frame().unwrap(), None);
+        let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);
+        d.extend(&size_prefix(100 * 1024 * 1024 + 1));
+        assert!(matches!(
+            d.next_frame(),
+            Err(FrameError::TooLarge {
+                max: 104_857_600,
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn bad_sizes_are_refused_before_buffering() {
         let mut d = FrameDecoder::for_requests(DEFAULT_MAX_FRAME_BYTES);

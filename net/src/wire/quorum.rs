@@ -915,8 +915,11 @@ mod tests {
             DirectoryId::ZERO,
             DirectoryId([7; 16]),
             DirectoryId([0xff; 16]),
+            DirectoryId([1; 16]),
         ];
-        for (durable_offset, replica_directory_id) in [-1, 0, 77].into_iter().zip(directories) {
+        // -1 (none) is left out of the tags; 1 must not be mistaken for it.
+        let offsets = [-1, 0, 77, 1];
+        for (durable_offset, replica_directory_id) in offsets.into_iter().zip(directories) {
             request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
                 cluster_id: "c".into(),
                 replica_id: 2,
@@ -993,6 +996,44 @@ mod tests {
         assert_eq!(err.error_code(), ErrorCode::INVALID_REQUEST);
         let ids: Vec<i32> = (0..MAX_TARGET_VOTERS as i32).collect();
         request_round_trip(alter_quorum(&ids, false, false));
+    }
+
+    /// A voter count whose smallest possible voters (id, uuid and an empty tag section in a
+    /// request; id, error and an empty tag section in a response) cannot fit in the bytes left is
+    /// refused as such, before any voter is read: one byte short of two voters is enough.
+    #[test]
+    fn alter_quorum_voter_counts_are_checked_against_the_smallest_voter() {
+        let mut request = vec![0x02, b'c', 0x03]; // ClusterId "c", two voters
+        request.extend_from_slice(&[0; 2 * (4 + 16 + 1) - 1]);
+        let mut r = WireReader::new(Bytes::from(request));
+        let err = decode_request(api::ALTER_QUORUM, 0, &mut r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DecodeError::Wire(WireError::ArrayTooLong {
+                    count: 2,
+                    remaining: 41,
+                    ..
+                })
+            ),
+            "{err}"
+        );
+        // ErrorCode, null ErrorMessage, LeaderId, LeaderEpoch, two voter results.
+        let mut response = vec![0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7, 0x03];
+        response.extend_from_slice(&[0; 2 * (4 + 2 + 1) - 1]);
+        let mut r = WireReader::new(Bytes::from(response));
+        let err = decode_response(api::ALTER_QUORUM, &mut r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DecodeError::Wire(WireError::ArrayTooLong {
+                    count: 2,
+                    remaining: 13,
+                    ..
+                })
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1075,7 +1116,7 @@ mod tests {
                 leader_id: 1,
                 leader_epoch: 2,
                 high_watermark: 39,
-                current_voters: vec![replica(1, -1), replica(2, 12345)],
+                current_voters: vec![replica(1, -1), replica(2, 12345), replica(3, 1)],
                 target_voters: Some(vec![replica(4, 7)]),
                 observers: vec![],
             }),
