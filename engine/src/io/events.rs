@@ -151,3 +151,142 @@ impl EventSink {
         unsafe { libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::thread;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn stopped(at: i64) -> WriterEvent {
+        WriterEvent::Stopped { end_offset: at }
+    }
+
+    fn stopped_at(event: WriterEvent) -> i64 {
+        match event {
+            WriterEvent::Stopped { end_offset } => end_offset,
+            other => panic!("not a Stopped event: {other:?}"),
+        }
+    }
+
+    /// The eventfd's counter, read (and so reset) without blocking: 0 when never signalled.
+    fn signals(channel: &EventChannel) -> u64 {
+        let mut count: u64 = 0;
+        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+        let n = unsafe {
+            libc::read(
+                channel.eventfd.as_raw_fd(),
+                (&mut count as *mut u64).cast(),
+                8,
+            )
+        };
+        if n == 8 {
+            count
+        } else {
+            0
+        }
+    }
+
+    #[test]
+    fn try_send_signals_hands_back_when_full_and_drops_when_nobody_reads() {
+        let channel = EventChannel::new(1).unwrap();
+        assert!(channel.sink.try_send(stopped(1)).is_ok());
+        assert_eq!(signals(&channel), 1);
+        let back = channel.sink.try_send(stopped(2)).unwrap_err();
+        assert_eq!(stopped_at(back), 2);
+        assert_eq!(
+            signals(&channel),
+            0,
+            "a full channel is not signalled again"
+        );
+        let EventChannel { sink, events, .. } = channel;
+        drop(events);
+        assert!(sink.try_send(stopped(3)).is_ok(), "nobody reads: dropped");
+    }
+
+    #[test]
+    fn send_waits_for_room_and_gives_up_when_the_handle_closes() {
+        let channel = EventChannel::new(1).unwrap();
+        assert!(channel.sink.send(stopped(1)));
+        let events = channel.events.clone();
+        let reader = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            stopped_at(events.recv_timeout(Duration::from_secs(10)).unwrap())
+        });
+        assert!(
+            channel.sink.send(stopped(2)),
+            "sent once the reader made room"
+        );
+        assert_eq!(reader.join().unwrap(), 1);
+        assert_eq!(signals(&channel), 2);
+        assert_eq!(stopped_at(channel.events.try_recv().unwrap()), 2);
+
+        assert!(channel.sink.send(stopped(3)));
+        let EventChannel {
+            sink,
+            events,
+            close,
+            ..
+        } = channel;
+        let closer = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            drop(close);
+        });
+        assert!(!sink.send(stopped(4)), "full, and the handle closed");
+        closer.join().unwrap();
+        assert_eq!(stopped_at(events.try_recv().unwrap()), 3);
+        assert!(events.try_recv().is_err());
+    }
+
+    #[test]
+    fn send_or_recv_takes_whichever_comes_first() {
+        let channel = EventChannel::new(1).unwrap();
+        let (requests_tx, requests) = crossbeam_channel::bounded::<u32>(1);
+        assert!(channel.sink.send(stopped(1)));
+        signals(&channel);
+
+        // Full, a request waiting: the request, and the event handed back.
+        requests_tx.send(7).unwrap();
+        match channel.sink.send_or_recv(stopped(2), &requests) {
+            SendOrRecv::Received(request, event) => {
+                assert_eq!(request.unwrap(), 7);
+                assert_eq!(stopped_at(event), 2);
+            }
+            SendOrRecv::Sent => panic!("the channel was full"),
+        }
+        assert_eq!(signals(&channel), 0);
+
+        // Room, no request: the event goes out, signalled.
+        assert_eq!(stopped_at(channel.events.try_recv().unwrap()), 1);
+        assert!(matches!(
+            channel.sink.send_or_recv(stopped(3), &requests),
+            SendOrRecv::Sent
+        ));
+        assert_eq!(signals(&channel), 1);
+
+        // Full, no request, the handle closed: the event is dropped.
+        let EventChannel {
+            sink,
+            events,
+            close,
+            ..
+        } = channel;
+        drop(close);
+        assert!(matches!(
+            sink.send_or_recv(stopped(4), &requests),
+            SendOrRecv::Sent
+        ));
+        assert_eq!(stopped_at(events.try_recv().unwrap()), 3);
+        assert!(events.try_recv().is_err());
+    }
+
+    #[test]
+    fn wait_closed_sleeps_out_its_time_unless_the_handle_closes() {
+        let channel = EventChannel::new(1).unwrap();
+        assert!(!channel.sink.wait_closed(Duration::from_millis(10)));
+        let EventChannel { sink, close, .. } = channel;
+        drop(close);
+        assert!(sink.wait_closed(Duration::from_secs(10)));
+    }
+}

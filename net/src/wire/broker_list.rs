@@ -227,6 +227,26 @@ mod tests {
         }
     }
 
+    /// At the bounds exactly (16 endpoints, a 255-byte name) is still accepted.
+    #[test]
+    fn at_the_bounds_is_accepted() {
+        let mut many: Vec<ClientEndpoint> = (1..=16).map(|p| endpoint("L", p)).collect();
+        many[0].host = "h".repeat(255);
+        let mut w = WireWriter::new();
+        encode_endpoints(&mut w, &many);
+        let mut r = WireReader::new(w.into_inner().freeze());
+        assert_eq!(decode_endpoints(&mut r).unwrap(), many);
+    }
+
+    /// The version is FNV-1a (64-bit) exactly, so leaders of every release agree on it: the
+    /// reference values of the algorithm's published test vectors.
+    #[test]
+    fn the_version_is_fnv1a() {
+        assert_eq!(fingerprint(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fingerprint(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(fingerprint(b""), 0xcbf2_9ce4_8422_2325);
+    }
+
     #[test]
     fn over_the_bounds_is_refused() {
         let many: Vec<ClientEndpoint> = (1..=17).map(|p| endpoint("L", p)).collect();

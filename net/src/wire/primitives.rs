@@ -588,6 +588,53 @@ mod tests {
         ));
     }
 
+    /// The operator reads where a frame went wrong and by how much: the position, the bytes
+    /// missing, and a negative length (other than -1, null) for what it is.
+    #[test]
+    fn errors_say_where_and_how_much() {
+        let mut r = WireReader::new(Bytes::from_static(&[0, 0, 0, 1, 9, 9]));
+        assert_eq!(r.position(), 0);
+        assert_eq!(r.i32("first").unwrap(), 1);
+        assert_eq!(r.position(), 4);
+        assert_eq!(
+            r.i32("second"),
+            Err(WireError::Truncated {
+                field: "second",
+                at: 4,
+                needed: 2
+            })
+        );
+        for negative in [-2i32, i32::MIN] {
+            let bytes = Bytes::copy_from_slice(&negative.to_be_bytes());
+            assert_eq!(
+                WireReader::new(bytes.clone()).nullable_bytes("records"),
+                Err(WireError::NegativeLength {
+                    field: "records",
+                    at: 0,
+                    len: negative.into()
+                })
+            );
+            assert_eq!(
+                WireReader::new(bytes).array_len("topics", 1),
+                Err(WireError::NegativeLength {
+                    field: "topics",
+                    at: 0,
+                    len: negative.into()
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn a_writer_knows_its_length_and_reserves_what_it_is_asked() {
+        let mut w = WireWriter::with_capacity(1000);
+        assert!(w.is_empty());
+        w.i8(1);
+        assert!(!w.is_empty());
+        assert_eq!(w.len(), 1);
+        assert!(w.into_inner().capacity() >= 1000);
+    }
+
     #[test]
     fn every_prefix_of_a_valid_encoding_fails_cleanly() {
         let mut w = WireWriter::new();
