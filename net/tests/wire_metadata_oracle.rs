@@ -232,3 +232,34 @@ fn describe_cluster_matches_kafka_in_every_version() {
         vec![(response, kp_response)]
     });
 }
+
+/// The edges of topic lists: an empty request list (from v1 it asks for no topic, unlike null),
+/// and from the versions that name topics by id a topic without a name, in a request (v10+) and
+/// in a response (v12+), where the name is null rather than empty.
+#[test]
+fn metadata_empty_lists_and_unnamed_topics_match_kafka() {
+    assert_same_as_kafka_in(1..=METADATA_SPEC.max_version, |version| {
+        let (mut empty, kp_empty) = metadata_requests(version, false);
+        empty.topics = Some(vec![]);
+        let mut pairs = vec![(empty, kp_empty.with_topics(Some(vec![])))];
+        if version >= 10 {
+            let (mut unnamed, kp_unnamed) = metadata_requests(version, false);
+            unnamed.topics = Some(vec![MetadataRequestTopic {
+                topic_id: [0; 16],
+                name: None,
+            }]);
+            let kp_unnamed =
+                kp_unnamed.with_topics(Some(vec![KpRequestTopic::default().with_name(None)]));
+            pairs.push((unnamed, kp_unnamed));
+        }
+        pairs
+    });
+    assert_same_as_kafka_in(12..=METADATA_SPEC.max_version, |version| {
+        let (mut ours, theirs) = metadata_responses(version);
+        ours.topics[1].name = None;
+        ours.topics[1].error = ErrorCode(100); // UNKNOWN_TOPIC_ID
+        let mut topics = theirs.topics.clone();
+        topics[1] = KpTopic::default().with_error_code(100).with_name(None);
+        vec![(ours, theirs.with_topics(topics))]
+    });
+}

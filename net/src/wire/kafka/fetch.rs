@@ -558,6 +558,19 @@ pub(super) fn read_leader_id_and_epoch(t: &mut WireReader) -> Result<LeaderIdAnd
 mod tests {
     use super::*;
 
+    /// An answer without records says no offsets, as Kafka's broker does for a partition it
+    /// answers with an error: -1 for each, not 0 (a client would take 0 as real).
+    #[test]
+    fn an_empty_partition_answer_carries_no_offsets() {
+        let p = FetchPartitionData::empty(3, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(p.index, 3);
+        assert_eq!(p.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+        let offsets = (p.high_watermark, p.last_stable_offset, p.log_start_offset);
+        assert_eq!(offsets, (-1, -1, -1));
+        assert_eq!(p.preferred_read_replica, -1);
+        assert_eq!(p.records, Some(vec![]));
+    }
+
     fn joined(chain: &[Bytes]) -> Bytes {
         let mut out = BytesMut::new();
         for piece in chain {

@@ -280,6 +280,46 @@ fn read_node_endpoints(t: &mut WireReader) -> Result<Vec<NodeEndpoint>, WireErro
 mod tests {
     use super::*;
 
+    /// NodeEndpoints and a partition's CurrentLeader are tag 0 of a v10 response only: a v9
+    /// reader skips whatever tag 0 holds, a v10 reader takes them.
+    #[test]
+    fn node_endpoints_and_current_leader_are_read_from_v10_only() {
+        let partition = ProducePartitionResponse {
+            index: 0,
+            error: ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            base_offset: -1,
+            log_append_time_ms: -1,
+            log_start_offset: -1,
+            error_message: None,
+            current_leader: Some(LeaderIdAndEpoch {
+                leader_id: 2,
+                leader_epoch: 7,
+            }),
+        };
+        let response = ProduceResponse {
+            topics: vec![Topic {
+                name: "t".into(),
+                partitions: vec![partition],
+            }],
+            throttle_time_ms: 3,
+            node_endpoints: vec![NodeEndpoint {
+                node_id: 2,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+            }],
+        };
+        let mut w = WireWriter::new();
+        response.encode(&mut w, 10);
+        let bytes = w.into_inner().freeze();
+        let v10 = ProduceResponse::decode(&mut WireReader::new(bytes.clone()), 10).unwrap();
+        assert_eq!(v10, response);
+        let v9 = ProduceResponse::decode(&mut WireReader::new(bytes), 9).unwrap();
+        assert!(v9.node_endpoints.is_empty());
+        assert_eq!(v9.topics[0].partitions[0].current_leader, None);
+        assert_eq!(v9.throttle_time_ms, 3);
+    }
+
     #[test]
     fn produce_round_trips_in_every_version() {
         let request = ProduceRequest {
