@@ -259,3 +259,353 @@ fn checkpoint_limits_the_recovery_scan() {
     assert_eq!(log.end_offset(), 100);
     assert_eq!(read_all(&log), written);
 }
+
+/// One `append` call whose batches fill several groups and roll several segments: every batch
+/// lands once, in order (the call resumes after the batches already staged).
+#[test]
+fn one_append_across_full_groups_and_rolls() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = batch(0, 1, 4, 1000).len();
+    let config = LogConfig {
+        segment_bytes: 5 * one as u64,
+        max_group_bytes: 8192,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    let batches: Vec<_> = (0..20).map(|i| batch(i * 4, 1, 4, 1000)).collect();
+    assert_eq!(log.append(&batches).unwrap(), 80);
+    assert_eq!(read_all(&log), batches);
+    assert_eq!(log.segment_bases(), vec![0, 20, 40, 60]);
+}
+
+/// A segment filled to exactly `segment_bytes` takes its last batch; only the next one rolls.
+/// A batch larger than a whole segment (and than a group) still goes in whole, into a segment of
+/// its own, through a staging buffer grown for it (a little more than the batch, not a multiple).
+#[test]
+fn segment_and_group_bounds_are_inclusive_and_a_huge_batch_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = batch(0, 1, 2, 1000).len();
+    let config = LogConfig {
+        segment_bytes: 3 * one as u64,
+        max_group_bytes: 8192,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config.clone()).unwrap();
+    let mut written = append_batches(&mut log, 3, 1, 2, 1000);
+    assert_eq!(log.segment_bases(), vec![0], "exactly full, not rolled");
+    written.extend(append_batches(&mut log, 1, 1, 2, 1000));
+    assert_eq!(log.segment_bases(), vec![0, 6]);
+
+    let huge = batch(log.end_offset(), 1, 3, 20_000);
+    assert!(huge.len() as u64 > 3 * one as u64 && huge.len() > 8192);
+    log.append(std::slice::from_ref(&huge)).unwrap();
+    written.push(huge.clone());
+    assert_eq!(log.segment_bases(), vec![0, 6, 8]);
+    written.extend(append_batches(&mut log, 1, 1, 2, 1000));
+    assert_eq!(log.segment_bases(), vec![0, 6, 8, 11]);
+    assert_eq!(read_all(&log), written);
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::for_reading()).unwrap();
+    assert_eq!(read_all(&log), written);
+
+    // The grown buffer, seen while the huge batch is staged (it is dropped once written).
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config).unwrap();
+    let huge = batch(0, 1, 3, 20_000);
+    assert_eq!(log.stage(std::slice::from_ref(&huge)).unwrap().0, 1);
+    let largest = log.staging_regions().iter().map(|r| r.1).max().unwrap();
+    assert!(
+        (huge.len()..2 * huge.len()).contains(&largest),
+        "staging grown to {largest} for a batch of {}",
+        huge.len()
+    );
+    log.append(&[]).unwrap();
+    assert_eq!(read_all(&log), vec![huge]);
+}
+
+/// A group holds up to `max_group_bytes` exactly; the batch after that waits for the next
+/// group. A group's write counts its batches and its new bytes (not the partial block carried
+/// over from the group before, which it rewrites).
+#[test]
+fn a_group_fills_to_its_capacity_exactly_and_counts_its_batches() {
+    use engine::log::StageStop;
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = 3 * 4096;
+    let config = LogConfig {
+        max_group_bytes: capacity,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    let mut batches: Vec<_> = (0..3).map(|i| batch(i, 1, 1, 3000)).collect();
+    let left = capacity - 3 * batches[0].len();
+    batches.push(batch_of_len(3, left));
+    batches.push(batch(4, 1, 1, 10));
+    let (staged, stop) = log.stage(&batches).unwrap();
+    assert_eq!((staged, stop), (4, StageStop::GroupFull));
+    let write = log.prepare_group_write().unwrap();
+    assert_eq!(write.batches, 4);
+    assert_eq!(write.new_bytes, capacity);
+    log.complete_group_write(&write);
+
+    // The second group ends inside a block, which the third rewrites.
+    for base in [4, 5] {
+        let next = batch(base, 1, 1, 3000);
+        assert_eq!(log.stage(std::slice::from_ref(&next)).unwrap().0, 1);
+        let write = log.prepare_group_write().unwrap();
+        assert_eq!((write.batches, write.new_bytes), (1, next.len()));
+        log.complete_group_write(&write);
+    }
+}
+
+/// With a zero-fill carried by each group (`zero_ahead_max_group_bytes`), the first group's
+/// write zeroes `zero_ahead_bytes` right after its own blocks; the next group, still well inside
+/// the zeroed stretch, carries none.
+#[test]
+fn a_group_write_carries_the_zero_fill_ahead_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        preallocate: false,
+        zero_ahead_bytes: 64 << 10,
+        zero_ahead_max_group_bytes: usize::MAX,
+        zero_fill_when_idle: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    log.stage(&[batch(0, 1, 1, 3000)]).unwrap();
+    let write = log.prepare_group_write().unwrap();
+    assert_eq!((write.file_offset, write.len), (0, 4096));
+    assert_eq!(write.zero_fill, Some((4096, 64 << 10)));
+    log.complete_group_write(&write);
+    log.stage(&[batch(1, 1, 1, 3000)]).unwrap();
+    let write = log.prepare_group_write().unwrap();
+    assert_eq!(write.zero_fill, None);
+}
+
+/// The buffers the writer registers with its ring: both staging buffers at the configured size,
+/// and the zero buffer.
+#[test]
+fn the_registered_regions_are_the_staging_buffers_and_the_zeros() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        max_group_bytes: 64 << 10,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let log = Log::open(dir.path(), config).unwrap();
+    let regions = log.staging_regions();
+    assert_eq!(regions.len(), 2);
+    for (ptr, len) in &regions {
+        assert!(!ptr.is_null());
+        assert_eq!(*len, 64 << 10);
+    }
+    assert_ne!(regions[0].0, regions[1].0);
+    let (zeros, len) = log.zeros_region();
+    assert!(!zeros.is_null());
+    assert!(
+        len >= engine::log::IDLE_ZERO_CHUNK,
+        "zero buffer of {len} bytes"
+    );
+}
+
+/// Opening a stopped node's log to read it never grows its active segment to `segment_bytes`.
+#[test]
+fn opening_for_reading_does_not_preallocate() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    append_batches(&mut log, 2, 1, 1, 10);
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::for_reading()).unwrap();
+    assert!(!log.config().preallocate);
+    let segment = dir.path().join(engine::log::segment_file_name(0));
+    let size = std::fs::metadata(&segment).unwrap().len();
+    assert!(size < 1 << 20, "segment grown to {size} bytes");
+}
+
+/// The voter records from an offset on, across reads of more than one chunk: a record at the
+/// offset counts, one before it does not, and data batches between are skipped.
+#[test]
+fn voter_records_from_an_offset() {
+    use engine::record::control::QuorumReassignment;
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    let voters = |log: &Log, ids: &[i32]| {
+        QuorumReassignment {
+            cluster_id: "c".into(),
+            current_voters: ids.to_vec(),
+            ..Default::default()
+        }
+        .to_batch(log.end_offset(), 1, 0)
+        .freeze()
+    };
+    let mut offsets = Vec::new();
+    for round in 0..3 {
+        offsets.push(log.end_offset());
+        let v = voters(&log, &[1, 2, round + 3]);
+        log.append(&[v]).unwrap();
+        // 1.2 MiB of data between voter records: more than one read's worth.
+        for _ in 0..3 {
+            let b = batch(log.end_offset(), 1, 4, 100_000);
+            log.append(&[b]).unwrap();
+        }
+    }
+    let found = |from| -> Vec<(i64, i32)> {
+        log.voter_records_from(from)
+            .unwrap()
+            .iter()
+            .map(|r| (r.offset, r.config.current[2]))
+            .collect()
+    };
+    let all = vec![(offsets[0], 3), (offsets[1], 4), (offsets[2], 5)];
+    assert_eq!(found(0), all);
+    assert_eq!(found(offsets[1]), all[1..]);
+    assert_eq!(found(offsets[1] + 1), all[2..]);
+    assert_eq!(found(log.end_offset()), vec![]);
+}
+
+/// A batch of exactly `len` bytes at `base`.
+fn batch_of_len(base: i64, len: usize) -> bytes::Bytes {
+    // The value's length varints grow by a few bytes at most.
+    let overhead = batch(base, 1, 1, 0).len();
+    (len.saturating_sub(overhead + 8)..len)
+        .map(|value_len| batch(base, 1, 1, value_len))
+        .find(|b| b.len() == len)
+        .expect("a batch of that length")
+}
+
+/// Groups of one block each: the first carries `zero_ahead_bytes` (64 KiB) of zeros right
+/// after itself; the next ones carry none while at least half of that is zeroed ahead of their
+/// end (the ninth ends exactly half a chunk short of the zeroed end: none yet); the tenth
+/// refills from the zeroed end, cut at the segment's end; past that, nothing is left to zero.
+/// A group larger than `zero_ahead_max_group_bytes` never carries one.
+#[test]
+fn group_writes_carry_zero_fills_from_half_a_chunk_left_up_to_the_segment_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 128 << 10,
+        preallocate: false,
+        zero_ahead_bytes: 64 << 10,
+        zero_ahead_max_group_bytes: 4096,
+        zero_fill_when_idle: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config.clone()).unwrap();
+    let mut fills = Vec::new();
+    for k in 0..26 {
+        let b = batch_of_len(k, 4096);
+        assert_eq!(log.stage(&[b]).unwrap().0, 1);
+        let write = log.prepare_group_write().unwrap();
+        assert_eq!(write.file_offset + write.len as u64, 4096 * (k as u64 + 1));
+        fills.push(write.zero_fill);
+        log.complete_group_write(&write);
+    }
+    assert_eq!(fills[0], Some((4096, 64 << 10)));
+    assert!(fills[1..9].iter().all(Option::is_none), "{fills:?}");
+    assert_eq!(
+        fills[9],
+        Some((4096 + (64 << 10), (128 << 10) - 4096 - (64 << 10)))
+    );
+    assert!(fills[10..].iter().all(Option::is_none), "{fills:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config).unwrap();
+    log.stage(&[batch_of_len(0, 4097)]).unwrap();
+    let write = log.prepare_group_write().unwrap();
+    assert_eq!(
+        write.zero_fill, None,
+        "a group above the size that carries zeros"
+    );
+}
+
+/// The idle zero-fill: from the write head, chunk by chunk of IDLE_ZERO_CHUNK, up to
+/// `zero_ahead_bytes` ahead; then nothing until less than half of that is left ahead of the
+/// head, when it refills in one run up to the full distance again, within the segment. Never
+/// while a group is staged or in flight, and never when disabled either way.
+#[test]
+fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
+    const K: u64 = 1024;
+    let chunk = engine::log::IDLE_ZERO_CHUNK;
+    assert_eq!(chunk as u64, 64 * K);
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 640 * K,
+        preallocate: false,
+        zero_ahead_bytes: 256 * K,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config.clone()).unwrap();
+    let mut fill_until_done = |log: &mut Log| {
+        let mut chunks = Vec::new();
+        while let Some(due) = log.idle_zero_fill_due() {
+            assert!(chunks.len() < 100, "{chunks:?}");
+            assert_eq!(log.zero_fill_idle().unwrap(), due.1);
+            chunks.push(due);
+        }
+        assert_eq!(log.zero_fill_idle().unwrap(), 0);
+        chunks
+    };
+    let first = fill_until_done(&mut log);
+    let expected: Vec<_> = (0..4).map(|i| (i * 64 * K, chunk)).collect();
+    assert_eq!(first, expected);
+
+    // 100 KiB written: 156 KiB still zeroed ahead, more than half the distance.
+    let mut offset = 0;
+    let mut append = |log: &mut Log, len: usize| {
+        log.append(&[batch_of_len(offset, len)]).unwrap();
+        offset += 1;
+    };
+    append(&mut log, 100 * 1024);
+    assert_eq!(log.idle_zero_fill_due(), None);
+    // 160 KiB written: 96 KiB ahead, under half: refilled from 256 KiB up to 416 KiB.
+    append(&mut log, 60 * 1024);
+    let refill = fill_until_done(&mut log);
+    assert_eq!(
+        refill,
+        vec![(256 * K, chunk), (320 * K, chunk), (384 * K, 32 * 1024)]
+    );
+    // 400 KiB written: 16 KiB ahead; the distance ends at the segment's end (640 KiB).
+    append(&mut log, 240 * 1024);
+    let refill = fill_until_done(&mut log);
+    let expected = vec![
+        (416 * K, chunk),
+        (480 * K, chunk),
+        (544 * K, chunk),
+        (608 * K, 32 * 1024),
+    ];
+    assert_eq!(refill, expected);
+
+    // Not while a group is staged, nor while it is in flight.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config.clone()).unwrap();
+    log.stage(&[batch(0, 1, 1, 10)]).unwrap();
+    assert_eq!(log.idle_zero_fill_due(), None);
+    let write = log.prepare_group_write().unwrap();
+    assert_eq!(log.idle_zero_fill_due(), None);
+    log.complete_group_write(&write);
+    assert_eq!(log.idle_zero_fill_due(), Some((4096, chunk)));
+
+    for disabled in [
+        LogConfig {
+            zero_fill_when_idle: false,
+            ..config.clone()
+        },
+        LogConfig {
+            zero_ahead_bytes: 0,
+            ..config.clone()
+        },
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), disabled).unwrap();
+        assert_eq!(log.idle_zero_fill_due(), None);
+    }
+}

@@ -155,3 +155,18 @@ impl ListOffsetsResponse {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The special timestamps are Kafka's (`ListOffsetsRequest`'s LATEST_TIMESTAMP,
+    /// EARLIEST_TIMESTAMP and MAX_TIMESTAMP): what kcat's `-o end`, `-o beginning` and
+    /// kafka-python's `end_offsets` send.
+    #[test]
+    fn special_timestamps_are_kafkas() {
+        assert_eq!(LATEST_TIMESTAMP, -1);
+        assert_eq!(EARLIEST_TIMESTAMP, -2);
+        assert_eq!(MAX_TIMESTAMP, -3);
+    }
+}

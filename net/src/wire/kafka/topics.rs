@@ -167,6 +167,47 @@ mod tests {
         }
     }
 
+    /// A count the bytes left cannot hold is refused up front, naming the array as the layout
+    /// calls it and against the layout's smallest topic.
+    #[test]
+    fn a_count_too_large_for_the_bytes_names_the_layouts_array() {
+        let layout = TopicsLayout::new(4)
+            .named("responses", "partition responses")
+            .min_topic_bytes(6);
+        let read = |bytes: &'static [u8]| {
+            let mut r = WireReader::new(bytes::Bytes::from_static(bytes));
+            read_topics(&Flex(false), &mut r, &mut Budget::new(), &layout, |r| {
+                r.i32("partition")
+            })
+        };
+        // Two topics in 11 bytes: they fit at 3 bytes a topic, not at 6.
+        let err = read(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WireError::ArrayTooLong {
+                    field: "responses",
+                    count: 2,
+                    remaining: 11
+                }
+            ),
+            "{err}"
+        );
+        // One topic "t" with three partitions in 8 bytes.
+        let err = read(&[0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WireError::ArrayTooLong {
+                    field: "partition responses",
+                    count: 3,
+                    remaining: 8
+                }
+            ),
+            "{err}"
+        );
+    }
+
     #[test]
     fn the_budget_spans_every_array_read_with_it() {
         let topics = vec![Topic {
