@@ -544,7 +544,7 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
         ..LogConfig::default()
     };
     let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let mut fill_until_done = |log: &mut Log| {
+    let fill_until_done = |log: &mut Log| {
         let mut chunks = Vec::new();
         while let Some(due) = log.idle_zero_fill_due() {
             assert!(chunks.len() < 100, "{chunks:?}");
