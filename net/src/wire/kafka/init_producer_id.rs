@@ -103,3 +103,42 @@ impl InitProducerIdResponse {
         Ok(response)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transactional id is at most what a classic STRING holds (32,767 bytes), in the compact
+    /// encoding too: that length is read, one byte more is refused before the rest.
+    #[test]
+    fn a_transactional_id_is_bounded_by_what_a_classic_string_holds() {
+        let version = INIT_PRODUCER_ID_SPEC.max_version;
+        assert!(INIT_PRODUCER_ID_SPEC.is_flexible(version));
+        for len in [32_767, 32_768] {
+            let request = InitProducerIdRequest {
+                transactional_id: Some("t".repeat(len)),
+                transaction_timeout_ms: 60_000,
+                producer_id: -1,
+                producer_epoch: -1,
+            };
+            let mut w = WireWriter::new();
+            request.encode(&mut w, version);
+            let decoded = InitProducerIdRequest::decode(
+                &mut WireReader::new(w.into_inner().freeze()),
+                version,
+            );
+            if len == 32_767 {
+                assert_eq!(decoded.unwrap(), request);
+            } else {
+                assert!(matches!(
+                    decoded,
+                    Err(WireError::TooLong {
+                        len: 32_768,
+                        limit: 32_767,
+                        ..
+                    })
+                ));
+            }
+        }
+    }
+}
