@@ -609,3 +609,25 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
         assert_eq!(log.idle_zero_fill_due(), None);
     }
 }
+
+/// The next segment is allocated once the active one is half full (at exactly half, not
+/// before), and only while none is allocated.
+#[test]
+fn the_next_segment_is_due_from_half_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 64 << 10,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    assert!(!log.spare_due());
+    let small = batch(0, 1, 1, 0).len() + 1;
+    log.append(&[batch_of_len(0, (32 << 10) - small)]).unwrap();
+    assert!(!log.spare_due(), "below half");
+    log.append(&[batch_of_len(1, small)]).unwrap();
+    assert!(log.spare_due(), "exactly half full");
+    log.prepare_spare().unwrap();
+    assert!(log.has_spare());
+    assert!(!log.spare_due(), "already allocated");
+}

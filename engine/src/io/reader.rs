@@ -300,6 +300,23 @@ fn lookup(view: &LogView, request: LookupRequest, stats: &ReaderStats) -> (Write
 mod tests {
     use super::*;
 
+    /// Debt is paid off at `rate` bytes a second as time passes: 100 s of debt at 1,000 bytes/s
+    /// is at least 0.1 s shorter after sleeping 0.1 s (and never longer).
+    #[test]
+    fn the_pacers_debt_shrinks_as_time_passes() {
+        let mut pacer = Pacer::new(1000);
+        pacer.spend(101_000);
+        let before = pacer.wait();
+        assert!(before <= Duration::from_secs(100), "{before:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        let after = pacer.wait();
+        assert!(
+            after <= before - Duration::from_millis(100),
+            "{before:?} then {after:?}"
+        );
+        assert!(after > Duration::from_secs(90), "{after:?}");
+    }
+
     #[test]
     fn the_pacer_lets_a_second_of_budget_through_then_makes_reads_wait() {
         let rate = 1 << 20;
