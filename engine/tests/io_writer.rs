@@ -518,3 +518,59 @@ fn retention_through_the_writer_reports_where_it_started_and_where_it_wanted_to(
     assert_eq!((again, wanted), (start, start));
     drop(writer.shutdown().unwrap());
 }
+
+/// The read budget paces reads: at 64 KiB/s the second of two 100 KB reads waits for the
+/// first's debt (counted in `paced_us`); a budget of 0 means unpaced. Either way both are
+/// answered, and shutting the writer down ends the reader thread (it lets go of the log's
+/// view).
+#[test]
+fn reads_are_paced_by_the_read_budget_and_a_zero_budget_is_unpaced() {
+    for (budget, paced) in [(Some(64 << 10), true), (Some(0), false), (None, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = WriterConfig {
+            read_bytes_per_sec: budget,
+            ..WriterConfig::default()
+        };
+        let writer = start(dir.path(), small_config(1 << 20), config);
+        for seq in 1..=20 {
+            writer.submit(WriterRequest::Append {
+                seq,
+                batches: vec![batch(seq as i64 - 1, 1, 1, 10_000)],
+            });
+        }
+        assert_eq!(wait_durable(&writer, 20), 20);
+        for read_id in [1, 2] {
+            writer
+                .read(ReadRequest {
+                    read_id,
+                    from_offset: 0,
+                    max_bytes: 100_000,
+                })
+                .unwrap();
+        }
+        let mut answered = Vec::new();
+        while answered.len() < 2 {
+            match writer.events().recv_timeout(WAIT).unwrap() {
+                WriterEvent::ReadDone { read_id, result } => {
+                    assert!(!result.unwrap().is_empty());
+                    answered.push(read_id);
+                }
+                WriterEvent::Durable { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(answered, vec![1, 2]);
+        let paced_us = writer
+            .reader_stats()
+            .paced_us
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            paced_us > 0,
+            paced,
+            "budget {budget:?}: paced {paced_us} us"
+        );
+        let log = writer.shutdown().unwrap();
+        let view = log.view();
+        assert_eq!(std::sync::Arc::strong_count(&view), 2, "the log's and ours");
+    }
+}

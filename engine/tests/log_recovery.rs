@@ -170,3 +170,14 @@ fn garbage_after_the_tail_is_cleared() {
     write_at(&first_segment(dir.path()), end, &[0x5A; 30]);
     check_recovered(dir.path(), &written, 20);
 }
+
+/// No checkpoint file is no checkpoint (Ok(None)); a checkpoint that cannot be read for another
+/// reason (here a directory in its place) is an IO error, not taken as absent.
+#[test]
+fn a_checkpoint_that_cannot_be_read_is_an_error_not_an_absence() {
+    use engine::log::{Checkpoint, CHECKPOINT_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Checkpoint::load(dir.path()).unwrap().is_none());
+    std::fs::create_dir(dir.path().join(CHECKPOINT_FILE)).unwrap();
+    assert!(Checkpoint::load(dir.path()).is_err());
+}

@@ -186,11 +186,6 @@ impl LogReader {
         &self.stats
     }
 
-    /// Reads queued and not started yet.
-    pub fn queued(&self) -> usize {
-        self.requests.as_ref().map_or(0, Sender::len)
-    }
-
     /// Stops taking reads and waits for the thread (the read in progress finishes; queued ones
     /// are dropped unanswered: only for shutdown).
     pub(crate) fn stop(&mut self) {
