@@ -72,3 +72,26 @@ pub fn validate(bytes: &Bytes) -> Result<BatchMeta, String> {
     let view = BatchView::parse(bytes.clone()).map_err(|e| e.to_string())?;
     Ok(BatchMeta::from_header(view.header()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordBatchBuilder;
+
+    /// A header whose base offset is negative is not a batch of this log (a torn or foreign
+    /// write), whatever else it says: recovery stops there instead of reading on.
+    #[test]
+    fn a_negative_base_offset_is_invalid() {
+        let mut builder = RecordBatchBuilder::new(0, 1);
+        builder.append(0, None, Some(b"v"), &[]);
+        let mut bytes = builder.build();
+        assert!(matches!(peek(&bytes), Peek::Header(meta) if meta.base_offset == 0));
+        bytes[..8].copy_from_slice(&(-1i64).to_be_bytes());
+        match peek(&bytes) {
+            Peek::Invalid(reason) => {
+                assert!(reason.contains("negative base offset -1"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

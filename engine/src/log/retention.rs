@@ -100,6 +100,18 @@ mod tests {
         let s = segments(&[10, 10, 10], &[0, 0, 0]);
         assert!(RetentionPolicy::default().keeps_everything());
         assert_eq!(retention_start(&s, RetentionPolicy::default(), NOW, 300), 0);
+        for limited in [
+            RetentionPolicy {
+                bytes: Some(1 << 30),
+                ms: None,
+            },
+            RetentionPolicy {
+                bytes: None,
+                ms: Some(1),
+            },
+        ] {
+            assert!(!limited.keeps_everything(), "{limited:?}");
+        }
     }
 
     #[test]
