@@ -78,6 +78,19 @@ mod tests {
     use super::*;
     use crate::record::RecordBatchBuilder;
 
+    /// Where the log ends: a zero offset and length (the first 12 bytes, whatever follows),
+    /// or a shorter buffer of nothing but zeros. A short buffer holding anything else is a
+    /// header still arriving.
+    #[test]
+    fn zeros_where_a_header_would_start_end_the_log() {
+        assert_eq!(peek(&[0; 100]), Peek::End);
+        let mut zero_header = vec![0u8; LOG_OVERHEAD];
+        zero_header.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(peek(&zero_header), Peek::End);
+        assert_eq!(peek(&[0; 5]), Peek::End);
+        assert_eq!(peek(&[0, 0, 0, 1]), Peek::Incomplete);
+    }
+
     /// A header whose base offset is negative is not a batch of this log (a torn or foreign
     /// write), whatever else it says: recovery stops there instead of reading on.
     #[test]
