@@ -631,3 +631,29 @@ fn the_next_segment_is_due_from_half_the_active_one() {
     assert!(log.has_spare());
     assert!(!log.spare_due(), "already allocated");
 }
+
+/// A truncation back into an older segment makes it the active one again, cut at the
+/// truncation point and, when segments are preallocated, grown back to `segment_bytes` (so
+/// appends over it find their blocks allocated); without preallocation it stays cut.
+#[test]
+fn truncation_into_an_older_segment_preallocates_it_again() {
+    for preallocate in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 64 << 10,
+            preallocate,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir.path(), config).unwrap();
+        let written = append_batches(&mut log, 40, 1, 1, 4000);
+        assert!(log.segment_bases().len() >= 3, "{:?}", log.segment_bases());
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.segment_bases(), vec![0]);
+        let first = dir.path().join(engine::log::segment_file_name(0));
+        let len = std::fs::metadata(&first).unwrap().len();
+        let kept: u64 = written[..5].iter().map(|b| b.len() as u64).sum();
+        let expected = if preallocate { 64 << 10 } else { kept };
+        assert_eq!(len, expected, "preallocate {preallocate}");
+        assert_eq!(read_all(&log), written[..5]);
+    }
+}
