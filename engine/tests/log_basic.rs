@@ -566,8 +566,11 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
     };
     append(&mut log, 100 * 1024);
     assert_eq!(log.idle_zero_fill_due(), None);
+    // 128 KiB written: exactly half the distance left, not yet a refill.
+    append(&mut log, 28 * 1024);
+    assert_eq!(log.idle_zero_fill_due(), None);
     // 160 KiB written: 96 KiB ahead, under half: refilled from 256 KiB up to 416 KiB.
-    append(&mut log, 60 * 1024);
+    append(&mut log, 32 * 1024);
     let refill = fill_until_done(&mut log);
     assert_eq!(
         refill,
