@@ -360,30 +360,6 @@ fn a_group_fills_to_its_capacity_exactly_and_counts_its_batches() {
     }
 }
 
-/// With a zero-fill carried by each group (`zero_ahead_max_group_bytes`), the first group's
-/// write zeroes `zero_ahead_bytes` right after its own blocks; the next group, still well inside
-/// the zeroed stretch, carries none.
-#[test]
-fn a_group_write_carries_the_zero_fill_ahead_of_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        preallocate: false,
-        zero_ahead_bytes: 64 << 10,
-        zero_ahead_max_group_bytes: usize::MAX,
-        zero_fill_when_idle: false,
-        ..LogConfig::default()
-    };
-    let mut log = Log::open(dir.path(), config).unwrap();
-    log.stage(&[batch(0, 1, 1, 3000)]).unwrap();
-    let write = log.prepare_group_write().unwrap();
-    assert_eq!((write.file_offset, write.len), (0, 4096));
-    assert_eq!(write.zero_fill, Some((4096, 64 << 10)));
-    log.complete_group_write(&write);
-    log.stage(&[batch(1, 1, 1, 3000)]).unwrap();
-    let write = log.prepare_group_write().unwrap();
-    assert_eq!(write.zero_fill, None);
-}
-
 /// The buffers the writer registers with its ring: both staging buffers at the configured size,
 /// and the zero buffer.
 #[test]
