@@ -260,6 +260,43 @@ fn checkpoint_limits_the_recovery_scan() {
     assert_eq!(read_all(&log), written);
 }
 
+/// A truncation below the recovery checkpoint moves the checkpoint to the new end: a checkpoint
+/// left where the log used to end would have recovery trust the epochs and the position of
+/// batches that are gone, and take the batches written over them for the old ones.
+#[test]
+fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let mut written = append_batches(&mut log, 10, 1, 1, 50);
+    log.checkpoint_now().unwrap();
+    assert_eq!(log.truncate_to(5).unwrap(), 5);
+    let stored = engine::log::Checkpoint::load(dir.path())
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!((stored.offset, stored.segment_base), (5, 0));
+    assert_eq!(stored.epochs, vec![(1, 0)]);
+    written.truncate(5);
+    // Batches of the same size in a new epoch, past where the checkpoint was; no clean stop.
+    written.extend(append_batches(&mut log, 10, 2, 1, 50));
+    drop(log);
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.end_offset(), 15);
+    assert_eq!(log.epoch_cache().entries(), &[(1, 0), (2, 5)]);
+    assert_eq!(read_all(&log), written);
+
+    // Truncating above the checkpoint leaves it where it is.
+    let mut log = log;
+    log.checkpoint_now().unwrap();
+    written.extend(append_batches(&mut log, 5, 2, 1, 50));
+    assert_eq!(log.truncate_to(17).unwrap(), 17);
+    let stored = engine::log::Checkpoint::load(dir.path())
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.offset, 15);
+}
+
 /// One `append` call whose batches fill several groups and roll several segments: every batch
 /// lands once, in order (the call resumes after the batches already staged).
 #[test]
@@ -323,6 +360,13 @@ fn segment_and_group_bounds_are_inclusive_and_a_huge_batch_fits() {
     );
     log.append(&[]).unwrap();
     assert_eq!(read_all(&log), vec![huge]);
+    let regions = log.staging_regions();
+    assert_eq!(
+        regions.len(),
+        2,
+        "the grown buffer is not kept once written"
+    );
+    assert!(regions.iter().all(|r| r.1 == 8192), "{regions:?}");
 }
 
 /// A group holds up to `max_group_bytes` exactly; the batch after that waits for the next

@@ -271,6 +271,52 @@ fn a_recycled_segment_is_written_over_and_its_old_batches_are_never_read_as_the_
     );
 }
 
+/// A recycled spare is grown back to `segment_bytes` when segments are preallocated (its sealed
+/// file was trimmed to its batches at the roll), and keeps its trimmed size when they are not.
+#[test]
+fn a_recycled_spare_is_preallocated_only_when_segments_are() {
+    for preallocate in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = engine::log::LogConfig {
+            preallocate,
+            ..small_config(8 << 10)
+        };
+        let mut log = Log::open(dir.path(), config).unwrap();
+        append_batches(&mut log, 60, 1, 10, 100);
+        let bases = log.segment_bases();
+        let first = dir.path().join(engine::log::segment_file_name(bases[0]));
+        let sealed = std::fs::metadata(&first).unwrap().len();
+        assert!(sealed < 8 << 10, "sealed segment of {sealed} bytes");
+        log.delete_segments_before(bases[2]).unwrap();
+        assert!(log.has_spare());
+        let spare = std::fs::metadata(dir.path().join(engine::log::SPARE_FILE)).unwrap();
+        let expected = if preallocate { 8 << 10 } else { sealed };
+        assert_eq!(spare.len(), expected, "preallocate {preallocate}");
+    }
+}
+
+/// Retention that keeps the segment holding the recovery checkpoint keeps the checkpoint: the
+/// next open scans from it, not from the new start.
+#[test]
+fn retention_that_keeps_the_checkpointed_segment_keeps_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, written) = segmented_log(dir.path());
+    log.checkpoint_now().unwrap();
+    let active = *log.segment_bases().last().unwrap();
+    assert!(active < 600, "the active segment holds batches");
+    assert_eq!(log.delete_segments_before(active).unwrap(), active);
+    drop(log);
+    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    assert_eq!(log.recovery_start(), 600);
+    assert_eq!(log.start_offset(), active);
+    let kept: Vec<_> = written
+        .iter()
+        .filter(|b| header(b).0 >= active)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), kept);
+}
+
 /// Without recycling, retired segments are deleted and no spare is made.
 #[test]
 fn retired_segments_are_deleted_when_recycling_is_off() {
