@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use engine::io::writer::SPACE_RETRY;
 use engine::io::{WriterConfig, WriterEvent};
 use engine::log::{Log, LogError, SPARE_FILE};
 use engine::os::file::free_bytes;
@@ -139,10 +140,11 @@ fn writer_scenario(dir: &Path) {
     }
     let quiet = next_event(&writer, Duration::from_millis(2500));
     assert!(quiet.is_none(), "while full: {quiet:?}");
+    let last = fill_while_full(&writer, &mut written, held + 3);
     std::fs::remove_file(&ballast).unwrap();
     let mut available = false;
     let deadline = Instant::now() + WAIT;
-    while durable_seq < held + 2 {
+    while durable_seq < last {
         let left = deadline.saturating_duration_since(Instant::now());
         match next_event(&writer, left).expect("space returned but nothing happened") {
             WriterEvent::StorageAvailable { free_bytes } => {
@@ -161,6 +163,101 @@ fn writer_scenario(dir: &Path) {
     assert_eq!(read_all(&log), written.batches, "every append, in order");
 }
 
+/// Small appends, submitted without waiting while the disk is full, until the channel refuses
+/// one, and again after the writer had time to take what it would: it holds at most
+/// `request_capacity` of them (none can go out before space returns) and leaves the rest in the
+/// channel, where they push back on the sender, for as long as the disk stays full. Returns the
+/// last seq submitted.
+fn fill_while_full(
+    writer: &engine::io::GroupCommitWriter,
+    written: &mut Appended,
+    first_seq: u64,
+) -> u64 {
+    let capacity = writer.request_capacity();
+    let mut seq = first_seq;
+    for _ in 0..2 {
+        loop {
+            let b = batch(written.end_offset, 1, 1, 10);
+            let request = engine::io::WriterRequest::Append {
+                seq,
+                batches: vec![b.clone()],
+            };
+            if writer.try_submit(request).is_err() {
+                break;
+            }
+            written.end_offset += 1;
+            written.batches.push(b);
+            seq += 1;
+            assert!(
+                seq - first_seq <= 2 * capacity as u64 + 4,
+                "the writer took every request it was sent while the disk is full"
+            );
+        }
+        std::thread::sleep(SPACE_RETRY * 2 + Duration::from_millis(500));
+    }
+    assert!(seq - first_seq >= capacity as u64, "refused after {seq}");
+    assert_eq!(
+        writer.backlog(),
+        capacity,
+        "requests taken off a full channel while the disk is full"
+    );
+    assert!(writer.congested());
+    seq - 1
+}
+
+/// A shutdown while the disk is full and the request channel too: the writer stops (the
+/// Shutdown request cannot reach it through the full channel) and hands back the log as it was
+/// durable; the held appends were never reported durable, so nothing acknowledged is lost.
+fn stop_while_full_scenario(dir: &Path) {
+    let log = Log::open(dir, small_config(SEGMENT)).unwrap();
+    let ballast = ballast(dir.parent().unwrap(), SEGMENT / 4);
+    let config = WriterConfig {
+        request_capacity: 16,
+        ..WriterConfig::default()
+    };
+    let writer = engine::io::GroupCommitWriter::start(log, config).unwrap();
+    let mut written = Appended::default();
+    let mut durable = (0, 0);
+    for seq in 1..=200u64 {
+        written.submit(&writer, seq, 4, 15_000);
+        match wait_durable(&writer, seq) {
+            Some(end) => durable = (seq, end),
+            None => break,
+        }
+    }
+    assert!(durable.0 > 0 && durable.0 < 200, "{durable:?}");
+    fill_while_full(&writer, &mut written, durable.0 + 2);
+    let started = Instant::now();
+    let log = writer.shutdown().expect("a clean stop");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(log.end_offset(), durable.1);
+    let kept: Vec<_> = written
+        .batches
+        .iter()
+        .filter(|b| header(b).0 < durable.1)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), kept);
+    drop(log);
+    std::fs::remove_file(&ballast).unwrap();
+}
+
+/// The end offset once `seq` is durable, or None if it is not within two seconds.
+fn wait_durable(writer: &engine::io::GroupCommitWriter, seq: u64) -> Option<i64> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match next_event(writer, Duration::from_millis(100)) {
+            Some(WriterEvent::Durable {
+                up_to_seq,
+                end_offset,
+            }) if up_to_seq == seq => return Some(end_offset),
+            Some(WriterEvent::Durable { .. } | WriterEvent::StorageFull { .. }) | None => {}
+            Some(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    None
+}
+
 /// The child's body: runs only when re-executed by the parent in its namespace.
 #[test]
 fn space_child() {
@@ -172,6 +269,7 @@ fn space_child() {
         ("log", log_scenario as fn(&Path)),
         ("writer", writer_scenario as fn(&Path)),
         ("exact", exact_scenario as fn(&Path)),
+        ("stop-while-full", stop_while_full_scenario as fn(&Path)),
     ] {
         let dir = mount.join(name);
         std::fs::create_dir(&dir).unwrap();
@@ -213,7 +311,7 @@ fn a_full_disk_refuses_the_roll_and_resumes_when_space_returns() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(status.success(), "child {status}:\n{stdout}\n{stderr}");
-    for name in ["log", "writer", "exact"] {
+    for name in ["log", "writer", "exact", "stop-while-full"] {
         assert!(
             stdout.contains(&format!("scenario {name}: passed")),
             "scenario {name} did not run:\n{stdout}"

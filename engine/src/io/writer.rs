@@ -682,11 +682,20 @@ impl WriterThread {
 
     /// While the disk is full: waits for a request or [`SPACE_RETRY`], whichever comes first
     /// (the caller then tries the allocation again), delivering a held durability report first.
+    /// With its queue full it takes no request (what it holds stays bounded and the channel
+    /// pushes back on the senders) and waits out [`SPACE_RETRY`] unless the handle shuts down:
+    /// the Shutdown request may be stuck behind a full channel.
     fn wait_space_retry(&mut self) {
         if let Some(report) = self.undelivered.take() {
             if let Err(report) = self.sink.try_send(report) {
                 self.undelivered = Some(report);
             }
+        }
+        if !self.queue_has_room() {
+            if self.sink.wait_closed(SPACE_RETRY) {
+                self.shutting_down = true;
+            }
+            return;
         }
         match self.requests.recv_timeout(SPACE_RETRY) {
             Ok(request) => self.accept(request),
@@ -782,14 +791,17 @@ impl WriterThread {
     /// Takes queued requests off the channel while the writer's own queue has room (what stays in
     /// the channel pushes back on the senders).
     fn drain_requests(&mut self) {
-        while self.queue.len() < self.max_queued_requests
-            && self.queued_bytes < self.max_queued_bytes
-        {
+        while self.queue_has_room() {
             let Ok(request) = self.requests.try_recv() else {
                 return;
             };
             self.accept(request);
         }
+    }
+
+    /// Whether the writer's own queue may take another request (see [`QUEUED_GROUPS`]).
+    fn queue_has_room(&self) -> bool {
+        self.queue.len() < self.max_queued_requests && self.queued_bytes < self.max_queued_bytes
     }
 
     fn accept(&mut self, request: WriterRequest) {
