@@ -297,6 +297,39 @@ fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
     assert_eq!(stored.offset, 15);
 }
 
+/// A truncation exactly at the base of the segment the checkpoint names (the last roll's)
+/// removes that segment: the checkpoint moves to the same offset in the segment before, so the
+/// next open starts there instead of scanning the whole log for a missing segment.
+#[test]
+fn truncating_at_the_checkpointed_segments_base_keeps_a_usable_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(16 << 10);
+    let mut log = Log::open(dir.path(), config.clone()).unwrap();
+    let written = append_batches(&mut log, 100, 1, 1, 300);
+    let last = *log.segment_bases().last().unwrap();
+    assert!(
+        last > 0 && log.end_offset() > last,
+        "{:?}",
+        log.segment_bases()
+    );
+    assert_eq!(log.truncate_to(last).unwrap(), last);
+    let stored = engine::log::Checkpoint::load(dir.path())
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.offset, last);
+    assert!(
+        log.segment_bases().contains(&stored.segment_base),
+        "the checkpoint names segment {} of {:?}",
+        stored.segment_base,
+        log.segment_bases()
+    );
+    drop(log);
+    let log = Log::open(dir.path(), config).unwrap();
+    assert_eq!(log.recovery_start(), last);
+    assert_eq!(read_all(&log), written[..last as usize]);
+}
+
 /// One `append` call whose batches fill several groups and roll several segments: every batch
 /// lands once, in order (the call resumes after the batches already staged).
 #[test]
@@ -653,6 +686,27 @@ fn the_next_segment_is_due_from_half_the_active_one() {
     log.prepare_spare().unwrap();
     assert!(log.has_spare());
     assert!(!log.spare_due(), "already allocated");
+    let spare = dir.path().join(engine::log::SPARE_FILE);
+    assert_eq!(
+        std::fs::metadata(&spare).unwrap().len(),
+        0,
+        "not preallocated"
+    );
+
+    // With preallocation the spare is a whole segment, allocated.
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 64 << 10,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    log.prepare_spare().unwrap();
+    let spare = std::fs::metadata(dir.path().join(engine::log::SPARE_FILE)).unwrap();
+    assert_eq!(spare.len(), 64 << 10);
+    assert!(
+        std::os::unix::fs::MetadataExt::blocks(&spare) * 512 >= 64 << 10,
+        "allocated, not sparse"
+    );
 }
 
 /// A truncation back into an older segment makes it the active one again, cut at the

@@ -761,7 +761,8 @@ impl Log {
         }
         let target_base = self.segment_base_for_truncation(offset);
         let (position, new_end, walked_max) = self.position_of(target_base, offset)?;
-        if self.checkpoint.offset > new_end {
+        // At equality too: a checkpoint at a segment's base names that segment, which goes.
+        if self.checkpoint.offset >= new_end {
             let epochs = self.epochs.entries_before(new_end);
             self.checkpoint = Checkpoint::new(new_end, target_base, position, epochs);
             self.checkpoint
