@@ -3,6 +3,7 @@
 //! channel both report on.
 
 mod events;
+mod group_plan;
 pub mod reader;
 pub mod writer;
 

@@ -25,6 +25,7 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError};
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
+use super::group_plan::{GroupPlan, PlannedOp, Step};
 use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
 use crate::base::{Epoch, Offset};
 use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, RetentionPolicy, StageStop};
@@ -498,9 +499,6 @@ enum Queued {
     },
 }
 
-/// At most this many parallel writes per group (the ring has room for them plus two).
-const MAX_SPLIT_WRITES: usize = 64;
-
 /// A group slower than this is logged as a disk stall (a healthy one takes well under 10 ms).
 pub const SLOW_GROUP: Duration = Duration::from_millis(100);
 
@@ -529,8 +527,8 @@ struct WriterThread {
     pending_error: Option<WriterError>,
     /// The last seq whose batches are all staged (reported once their group is durable).
     staged_seq: Option<u64>,
-    /// The group write in flight and the seq it makes durable.
-    in_flight: Option<(GroupWrite, Option<u64>, Vec<Op>)>,
+    /// The group write in flight.
+    in_flight: Option<InFlight>,
     /// When the group in flight was submitted.
     in_flight_since: Instant,
     split_bytes: usize,
@@ -949,27 +947,26 @@ impl WriterThread {
         }
     }
 
-    /// Submits the group's writes and sync without waiting: one write with the sync linked behind
-    /// it (IO_LINK), or several parallel writes whose sync `wait_group` submits once they are done.
-    /// (IO_DRAIN would save that second submission, but drained syncs were seen to hang with
-    /// DEFER_TASKRUN on kernel 6.18.)
+    /// Submits the group's entries ([`GroupPlan`]) without waiting: one write, or a write with
+    /// its zero-fill and fdatasync linked behind it (IO_LINK), or several parallel writes whose
+    /// fdatasync `wait_group` submits once they are done. (IO_DRAIN would save that second
+    /// submission, but drained syncs were seen to hang with DEFER_TASKRUN on kernel 6.18.)
     fn submit_group(
         &mut self,
         write: GroupWrite,
         done_seq: Option<u64>,
     ) -> Result<(), WriterError> {
         assert!(self.in_flight.is_none());
-        let mut ops = self.group_ops(&write);
-        let split = ops.iter().filter(|op| op.name == "write").count() > 1;
-        let deferred_sync = if split { ops.pop() } else { None };
-        if !split {
-            let last = ops.len() - 1;
-            for op in &mut ops[..last] {
-                op.flags = squeue::Flags::IO_LINK;
-            }
-        }
+        let plan = GroupPlan::new(
+            write.len,
+            write.file_offset,
+            write.zero_fill,
+            self.sync_mode,
+            self.split_bytes,
+        );
+        let ops: Vec<Op> = plan.first.iter().map(|p| self.op_for(&write, p)).collect();
+        let then_sync = plan.then_sync.map(|p| self.op_for(&write, &p));
         self.push_and_submit(&ops)?;
-        let device = write.len as u64 + write.zero_fill.map_or(0, |(_, len)| len as u64);
         let stats = &self.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats
@@ -978,28 +975,34 @@ impl WriterThread {
         stats
             .batch_bytes
             .fetch_add(write.new_bytes as u64, Ordering::Relaxed);
-        stats.device_bytes.fetch_add(device, Ordering::Relaxed);
+        stats
+            .device_bytes
+            .fetch_add(plan.device_bytes(), Ordering::Relaxed);
         stats.group_bytes.observe(write.new_bytes as u64);
         stats.group_batches.observe(write.batches as u64);
         stats
             .zero_fills
             .fetch_add(u64::from(write.zero_fill.is_some()), Ordering::Relaxed);
-        let mut pending = ops;
-        pending.extend(deferred_sync);
-        self.in_flight = Some((write, done_seq, pending));
+        self.in_flight = Some(InFlight {
+            write,
+            done_seq,
+            ops,
+            then_sync,
+        });
         self.in_flight_since = Instant::now();
         Ok(())
     }
 
     /// Waits for the group in flight, then marks it durable and reports its seq.
     fn wait_group(&mut self) -> Result<(), WriterError> {
-        let (write, done_seq, mut ops) = self.in_flight.take().expect("a group in flight");
-        let deferred_sync = (ops.len() > 1
-            && ops.iter().filter(|op| op.name == "write").count() > 1)
-            .then(|| ops.pop())
-            .flatten();
+        let InFlight {
+            write,
+            done_seq,
+            ops,
+            then_sync,
+        } = self.in_flight.take().expect("a group in flight");
         self.wait_ops(&ops)?;
-        if let Some(sync) = deferred_sync {
+        if let Some(sync) = then_sync {
             self.push_and_submit(std::slice::from_ref(&sync))?;
             self.wait_ops(std::slice::from_ref(&sync))?;
         }
@@ -1030,46 +1033,37 @@ impl WriterThread {
         }
     }
 
-    /// The entries of one group: its data write(s), a zero-fill when due, the sync.
-    fn group_ops(&self, write: &GroupWrite) -> Vec<Op> {
+    /// The io_uring entry of one planned step of `write`.
+    fn op_for(&self, write: &GroupWrite, planned: &PlannedOp) -> Op {
         let fd = types::Fd(write.fd);
-        let split = write.len > self.split_bytes;
-        let dsync_only =
-            self.sync_mode == SyncMode::RwfDsync && write.zero_fill.is_none() && !split;
-        let rw_flags = if dsync_only { libc::RWF_DSYNC } else { 0 };
-        let most = align_up(write.len.div_ceil(MAX_SPLIT_WRITES) as u64) as usize;
-        let chunk = if split {
-            self.split_bytes.max(most)
-        } else {
-            write.len
-        };
-        let mut ops = Vec::with_capacity(4);
-        let mut done = 0;
-        while done < write.len {
-            let len = chunk.min(write.len - done);
-            // SAFETY: done + len <= write.len, within the group's buffer.
-            let buf = unsafe { write.buf.add(done) };
-            let position = write.file_offset + done as u64;
-            ops.push(Op::new(
-                self.write_entry(fd, buf, len, position, rw_flags),
-                "write",
-                position,
-                len as u32,
-            ));
-            done += len;
-        }
-        if !dsync_only {
-            if let Some((offset, len)) = write.zero_fill {
-                let (zeros, _) = self.log.zeros_region();
-                let entry = self.write_entry(fd, zeros, len, offset, 0);
-                ops.push(Op::new(entry, "zero-fill write", offset, len as u32));
+        let rw_flags = if planned.dsync { libc::RWF_DSYNC } else { 0 };
+        let (entry, name) = match planned.step {
+            Step::Data => {
+                let at = (planned.position - write.file_offset) as usize;
+                assert!(at + planned.len <= write.len);
+                // SAFETY: within the group's buffer (checked above).
+                let buf = unsafe { write.buf.add(at) };
+                let entry = self.write_entry(fd, buf, planned.len, planned.position, rw_flags);
+                (entry, "write")
             }
-            let sync = opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build();
-            ops.push(Op::new(sync, "fdatasync", write.file_offset, 0));
+            Step::ZeroFill => {
+                let (zeros, zeros_len) = self.log.zeros_region();
+                assert!(planned.len <= zeros_len);
+                let entry = self.write_entry(fd, zeros, planned.len, planned.position, rw_flags);
+                (entry, "zero-fill write")
+            }
+            Step::Sync => {
+                let entry = opcode::Fsync::new(fd)
+                    .flags(types::FsyncFlags::DATASYNC)
+                    .build();
+                (entry, "fdatasync")
+            }
+        };
+        let mut op = Op::new(entry, name, planned.position, planned.len as u32);
+        if planned.linked {
+            op.flags = squeue::Flags::IO_LINK;
         }
-        ops
+        op
     }
 
     /// WriteFixed from a registered buffer, else a plain Write.
@@ -1103,13 +1097,10 @@ impl WriterThread {
                 unsafe { sq.push(&entry) }.expect("the ring has room for one group");
             }
         }
-        loop {
-            match self.ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => return Err(enter_failed(ops, source)),
-            }
-        }
+        let ring = &self.ring;
+        retry_interrupted(|| ring.submit())
+            .map(drop)
+            .map_err(|source| enter_failed(ops, source))
     }
 
     /// Waits for the completions of `ops` (submitted by `push_and_submit`) and checks them.
@@ -1117,11 +1108,9 @@ impl WriterThread {
         let mut results = vec![None; ops.len()];
         let mut reaped = 0;
         while reaped < ops.len() {
-            match self.ring.submit_and_wait(ops.len() - reaped) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(source) => return Err(enter_failed(ops, source)),
-            }
+            let ring = &self.ring;
+            retry_interrupted(|| ring.submit_and_wait(ops.len() - reaped))
+                .map_err(|source| enter_failed(ops, source))?;
             for cqe in self.ring.completion() {
                 let i = cqe.user_data() as usize;
                 assert!(
@@ -1164,6 +1153,26 @@ fn wall_clock_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Calls `enter` again while it fails with EINTR: a signal cut the wait short, and nothing was
+/// lost (io_uring_enter returns EINTR before it submits or reaps anything).
+fn retry_interrupted<T>(mut enter: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    loop {
+        match enter() {
+            Err(error) if error.raw_os_error() == Some(libc::EINTR) => continue,
+            result => return result,
+        }
+    }
+}
+
+/// The group in flight: its write, the seq it makes durable, its entries, and the fdatasync
+/// submitted once they completed (a split group's).
+struct InFlight {
+    write: GroupWrite,
+    done_seq: Option<u64>,
+    ops: Vec<Op>,
+    then_sync: Option<Op>,
 }
 
 /// The io_uring_enter of the group starting at `ops[0]` failed (not EINTR, which is retried).
@@ -1216,4 +1225,30 @@ fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
         return Ok(ring);
     }
     IoUring::new(ENTRIES).map_err(WriterError::Ring)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_enter_is_retried_and_any_other_error_is_returned() {
+        let mut calls = 0;
+        let result = retry_interrupted(|| {
+            calls += 1;
+            if calls < 3 {
+                Err(std::io::Error::from_raw_os_error(libc::EINTR))
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(result.unwrap(), 3);
+        let mut calls = 0;
+        let result: std::io::Result<()> = retry_interrupted(|| {
+            calls += 1;
+            Err(std::io::Error::from_raw_os_error(libc::EIO))
+        });
+        assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(calls, 1);
+    }
 }
