@@ -140,7 +140,7 @@ fn writer_scenario(dir: &Path) {
     }
     let quiet = next_event(&writer, Duration::from_millis(2500));
     assert!(quiet.is_none(), "while full: {quiet:?}");
-    let last = fill_while_full(&writer, &mut written, held + 3);
+    let last = fill_while_full(&writer, &mut written, held + 3, 3);
     std::fs::remove_file(&ballast).unwrap();
     let mut available = false;
     let deadline = Instant::now() + WAIT;
@@ -163,45 +163,63 @@ fn writer_scenario(dir: &Path) {
     assert_eq!(read_all(&log), written.batches, "every append, in order");
 }
 
-/// Small appends, submitted without waiting while the disk is full, until the channel refuses
-/// one, and again after the writer had time to take what it would: it holds at most
-/// `request_capacity` of them (none can go out before space returns) and leaves the rest in the
-/// channel, where they push back on the sender, for as long as the disk stays full. Returns the
-/// last seq submitted.
+/// Small appends, submitted without waiting while the disk is full and the writer already
+/// holds `held` appends it cannot write: it takes `request_capacity` requests in all (none can
+/// go out before space returns) and leaves the rest in the channel, where they push back on
+/// the sender (`congested` from three quarters full, then refused) for as long as the disk stays
+/// full. Returns the last seq submitted.
 fn fill_while_full(
     writer: &engine::io::GroupCommitWriter,
     written: &mut Appended,
     first_seq: u64,
+    held: usize,
 ) -> u64 {
     let capacity = writer.request_capacity();
+    assert_eq!(capacity % 4, 0);
     let mut seq = first_seq;
-    for _ in 0..2 {
-        loop {
-            let b = batch(written.end_offset, 1, 1, 10);
-            let request = engine::io::WriterRequest::Append {
-                seq,
-                batches: vec![b.clone()],
-            };
-            if writer.try_submit(request).is_err() {
-                break;
-            }
+    let mut submit = |written: &mut Appended| {
+        let b = batch(written.end_offset, 1, 1, 10);
+        let request = engine::io::WriterRequest::Append {
+            seq,
+            batches: vec![b.clone()],
+        };
+        writer.try_submit(request).map(|()| {
             written.end_offset += 1;
             written.batches.push(b);
             seq += 1;
-            assert!(
-                seq - first_seq <= 2 * capacity as u64 + 4,
-                "the writer took every request it was sent while the disk is full"
-            );
-        }
-        std::thread::sleep(SPACE_RETRY * 2 + Duration::from_millis(500));
+        })
+    };
+    let settle = || std::thread::sleep(SPACE_RETRY * 2 + Duration::from_millis(500));
+    for _ in held..capacity {
+        assert!(submit(written).is_ok(), "the channel has room");
     }
-    assert!(seq - first_seq >= capacity as u64, "refused after {seq}");
+    settle();
+    assert_eq!(
+        writer.backlog(),
+        0,
+        "the writer's queue takes {capacity} in all"
+    );
+    for queued in 0..capacity {
+        assert_eq!(
+            writer.backlog(),
+            queued,
+            "the writer took a request past its bound"
+        );
+        assert_eq!(
+            writer.congested(),
+            queued >= capacity / 4 * 3,
+            "{queued} queued"
+        );
+        assert!(submit(written).is_ok(), "the channel has room");
+    }
+    assert!(writer.congested());
+    assert!(submit(written).is_err(), "a full channel refuses");
+    settle();
     assert_eq!(
         writer.backlog(),
         capacity,
-        "requests taken off a full channel while the disk is full"
+        "requests taken off the channel while the disk is full"
     );
-    assert!(writer.congested());
     seq - 1
 }
 
@@ -226,10 +244,17 @@ fn stop_while_full_scenario(dir: &Path) {
         }
     }
     assert!(durable.0 > 0 && durable.0 < 200, "{durable:?}");
-    fill_while_full(&writer, &mut written, durable.0 + 2);
-    let started = Instant::now();
-    let log = writer.shutdown().expect("a clean stop");
-    assert!(started.elapsed() < Duration::from_secs(30));
+    fill_while_full(&writer, &mut written, durable.0 + 2, 1);
+    // On a thread of its own, so a shutdown that never ends fails here rather than at the
+    // parent's budget.
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(writer.shutdown());
+    });
+    let log = done
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the writer stops while the disk and the channel are full")
+        .expect("a clean stop");
     assert_eq!(log.end_offset(), durable.1);
     let kept: Vec<_> = written
         .batches
