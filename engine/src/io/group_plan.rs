@@ -53,7 +53,7 @@ pub struct GroupPlan {
 impl GroupPlan {
     /// The entries for a group write of `len` bytes at `file_offset` (a block multiple), with
     /// the zero-fill `(position, len)` when one is due.
-    pub fn new(
+    pub fn for_write(
         len: usize,
         file_offset: u64,
         zero_fill: Option<(u64, usize)>,
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn rwf_dsync_without_zero_fill_is_one_durable_write() {
-        let plan = GroupPlan::new(8192, 4096, None, SyncMode::RwfDsync, SPLIT);
+        let plan = GroupPlan::for_write(8192, 4096, None, SyncMode::RwfDsync, SPLIT);
         assert_eq!(plan.first, vec![data(4096, 8192, true, false)]);
         assert_eq!(plan.then_sync, None);
         assert_eq!(plan.device_bytes(), 8192);
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_linked_fdatasync_follows_the_write() {
-        let plan = GroupPlan::new(8192, 4096, None, SyncMode::LinkedFdatasync, SPLIT);
+        let plan = GroupPlan::for_write(8192, 4096, None, SyncMode::LinkedFdatasync, SPLIT);
         assert_eq!(
             plan.first,
             vec![data(4096, 8192, false, true), sync(4096, false)]
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_zero_fill_goes_between_the_write_and_the_sync_in_either_mode() {
         for mode in [SyncMode::RwfDsync, SyncMode::LinkedFdatasync] {
-            let plan = GroupPlan::new(8192, 4096, Some((12288, 65536)), mode, SPLIT);
+            let plan = GroupPlan::for_write(8192, 4096, Some((12288, 65536)), mode, SPLIT);
             assert_eq!(
                 plan.first,
                 vec![
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn a_group_of_exactly_split_bytes_is_not_split() {
-        let plan = GroupPlan::new(SPLIT, 0, None, SyncMode::RwfDsync, SPLIT);
+        let plan = GroupPlan::for_write(SPLIT, 0, None, SyncMode::RwfDsync, SPLIT);
         assert_eq!(plan.first, vec![data(0, SPLIT, true, false)]);
     }
 
@@ -200,7 +200,8 @@ mod tests {
     fn a_larger_group_is_parallel_writes_then_the_sync_on_its_own() {
         for mode in [SyncMode::RwfDsync, SyncMode::LinkedFdatasync] {
             let len = 2 * SPLIT + 4096;
-            let plan = GroupPlan::new(len, 8192, Some((8192 + len as u64, 4096)), mode, SPLIT);
+            let plan =
+                GroupPlan::for_write(len, 8192, Some((8192 + len as u64, 4096)), mode, SPLIT);
             assert_eq!(
                 plan.first,
                 vec![
@@ -220,7 +221,7 @@ mod tests {
     fn a_split_never_takes_more_than_max_split_writes() {
         // 130 blocks in writes of one block would be 130 writes: each takes ceil(130 / 64) = 3.
         let len = 130 * BLOCK;
-        let plan = GroupPlan::new(len, 0, None, SyncMode::LinkedFdatasync, BLOCK);
+        let plan = GroupPlan::for_write(len, 0, None, SyncMode::LinkedFdatasync, BLOCK);
         let lens: Vec<usize> = plan.first.iter().map(|op| op.len).collect();
         assert_eq!(lens, [vec![3 * BLOCK; 43], vec![BLOCK]].concat());
         let positions: Vec<u64> = plan.first.iter().map(|op| op.position).collect();
@@ -228,7 +229,7 @@ mod tests {
         assert_eq!(positions, expected);
         assert!(plan.first.len() <= MAX_SPLIT_WRITES);
         // The most the bound allows: 64 writes of one block each.
-        let plan = GroupPlan::new(64 * BLOCK, 0, None, SyncMode::LinkedFdatasync, BLOCK);
+        let plan = GroupPlan::for_write(64 * BLOCK, 0, None, SyncMode::LinkedFdatasync, BLOCK);
         assert_eq!(plan.first.len(), 64);
         assert!(plan.first.iter().all(|op| op.len == BLOCK));
     }

@@ -957,7 +957,7 @@ impl WriterThread {
         done_seq: Option<u64>,
     ) -> Result<(), WriterError> {
         assert!(self.in_flight.is_none());
-        let plan = GroupPlan::new(
+        let plan = GroupPlan::for_write(
             write.len,
             write.file_offset,
             write.zero_fill,
