@@ -478,3 +478,75 @@ fn lookups_through_the_reader_thread_run_in_bounded_steps() {
     );
     writer.shutdown();
 }
+
+/// A search that stops for its step's bytes inside the first of three segments goes on there at
+/// its next step (the segments after the one it stopped in do not hide it) and finds the record.
+#[test]
+fn a_search_stopped_in_the_first_of_three_segments_resumes_there() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2 MiB segments, a hint every 8 MiB: each segment's index points at its start only.
+    let mut log = Log::open(dir.path(), config(2 << 20, 8 << 20)).unwrap();
+    let low = [1_000i64; 4];
+    let append_low = |log: &mut Log, bytes: usize| {
+        let mut written = 0;
+        while written < bytes {
+            let batches: Vec<Bytes> = (0..64)
+                .map(|i| batch(log.end_offset() + 4 * i, 1, &low, Kind::Plain, 1000))
+                .collect();
+            written += batches.iter().map(Bytes::len).sum::<usize>();
+            log.append(&batches).unwrap();
+        }
+    };
+    append_low(&mut log, 3 << 19); // 1.5 MiB, past one step's bytes
+    let target = log.end_offset();
+    append(&mut log, 1, &[(&[5_000], Kind::Plain)]);
+    append_low(&mut log, 5 << 20);
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 3 && bases[1] > target, "{bases:?}");
+    let end = log.end_offset();
+
+    let first = log
+        .view()
+        .lookup_step(TimestampLookup::new(AtOrAfter(5_000), end))
+        .unwrap()
+        .0;
+    let LookupStep::Continue(next) = first else {
+        panic!("one step walked all of it: {first:?}");
+    };
+    assert_eq!(at(&log, AtOrAfter(5_000), end), Some((target, 5_000)));
+    let (second, _, _) = log.view().lookup_step(next).unwrap();
+    assert_eq!(
+        second,
+        LookupStep::Done(Some(FoundRecord {
+            offset: target,
+            timestamp: 5_000,
+            leader_epoch: 1
+        }))
+    );
+}
+
+/// A MAX_TIMESTAMP lookup's step counts the batch headers its maximum walked over (they are
+/// read like any other), not only the search that follows.
+#[test]
+fn a_max_lookup_counts_the_headers_it_walked_for_the_maximum() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), config(8 << 20, 8 << 20)).unwrap();
+    append(&mut log, 1, &[(&[9_000], Kind::Plain)]);
+    for _ in 0..50 {
+        append(&mut log, 1, &[(&[1_000, 2_000], Kind::Plain)]);
+    }
+    let total: usize = log_support::read_all(&log).iter().map(Bytes::len).sum();
+    let (step, walked, _) = log
+        .view()
+        .lookup_step(TimestampLookup::new(Max, log.end_offset()))
+        .unwrap();
+    assert_eq!(
+        step,
+        LookupStep::Done(Some(FoundRecord {
+            offset: 0,
+            timestamp: 9_000,
+            leader_epoch: 1
+        }))
+    );
+    assert!(walked >= total, "walked {walked} of {total} bytes");
+}

@@ -308,7 +308,15 @@ mod tests {
         for i in 0..10u64 {
             index.note(i as Offset * 10, i * 5000, i as i64, 4096);
         }
+        assert!(!index.is_persisted());
+        let in_memory = index.heap_bytes();
+        assert!(
+            in_memory >= 10 * std::mem::size_of::<IndexEntry>() as u64,
+            "{in_memory} bytes for 10 hints"
+        );
         index.persist(&path, 0, 50_000).unwrap();
+        assert!(index.is_persisted());
+        assert_eq!(index.heap_bytes(), 0, "the hints live in the file");
         assert_eq!(index.lookup(95), 45_000);
         assert_eq!(index.read_failures(), 0);
         std::fs::OpenOptions::new()

@@ -71,14 +71,6 @@ impl TimestampLookup {
             resume: None,
         }
     }
-
-    pub fn target(&self) -> TimestampTarget {
-        self.target
-    }
-
-    pub fn end(&self) -> Offset {
-        self.end
-    }
 }
 
 /// The outcome of one step.
