@@ -300,8 +300,13 @@ fn lookups_span_segments_and_survive_truncation_and_reopen() {
     check(&log);
     assert_eq!(at(&log, Max, log.end_offset()), Some((100, 20_000)));
     drop(log);
-    // Reopened: the sealed segments are indexed again when a lookup first needs them.
+    // Reopened: the sealed segments are indexed again when a lookup first needs them (here
+    // before anything reads them).
     let log = Log::open(dir.path(), cfg).unwrap();
+    assert_eq!(
+        at(&log, AtOrAfter(10_005), log.end_offset()),
+        Some((1, 10_010))
+    );
     check(&log);
     assert_eq!(
         at(&log, AtOrAfter(10_995), log.end_offset()),
@@ -549,4 +554,36 @@ fn a_max_lookup_counts_the_headers_it_walked_for_the_maximum() {
         }))
     );
     assert!(walked >= total, "walked {walked} of {total} bytes");
+}
+
+/// The search inside one batch on its own: only records below the end count, and a batch with
+/// log-append time answers with its base offset only when that time reaches the target and the
+/// base is below the end.
+#[test]
+fn the_search_inside_a_batch_counts_only_records_below_the_end() {
+    use engine::log::first_record_at_or_after;
+    let found = |view: &BatchView, target: i64, end: i64| {
+        first_record_at_or_after(view, target, end).map(|f| (f.offset, f.timestamp, f.leader_epoch))
+    };
+    let plain = BatchView::parse(batch(10, 3, &[100, 200, 300, 400], Kind::Plain, 5)).unwrap();
+    assert_eq!(found(&plain, 250, 14), Some((12, 300, 3)));
+    assert_eq!(found(&plain, 250, 13), Some((12, 300, 3)));
+    assert_eq!(
+        found(&plain, 250, 12),
+        None,
+        "offset 12 is not below the end"
+    );
+    assert_eq!(found(&plain, 500, 14), None);
+    let appended = BatchView::parse(batch(20, 3, &[1, 2], Kind::AppendTime(700), 5)).unwrap();
+    assert_eq!(found(&appended, 700, 22), Some((20, 700, 3)));
+    assert_eq!(
+        found(&appended, 701, 22),
+        None,
+        "its time is below the target"
+    );
+    assert_eq!(
+        found(&appended, 700, 20),
+        None,
+        "its base is not below the end"
+    );
 }
