@@ -26,6 +26,27 @@ pub(crate) enum Common {
     Retry,
 }
 
+/// What a FindQuorum answer leaves to do once it is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterFindQuorum {
+    /// A good answer that ends the search: the next failure backs off from the start.
+    ResetBackoff,
+    /// Still looking and no FindQuorum retry pending: ask again after the backoff.
+    ScheduleRetry,
+    /// Still looking with a retry already pending, or an answer that ends nothing.
+    Nothing,
+}
+
+fn after_find_quorum(outcome: Common, still_looking: bool, retry_pending: bool) -> AfterFindQuorum {
+    if outcome == Common::Done && !still_looking {
+        AfterFindQuorum::ResetBackoff
+    } else if still_looking && !retry_pending {
+        AfterFindQuorum::ScheduleRetry
+    } else {
+        AfterFindQuorum::Nothing
+    }
+}
+
 impl RaftCore {
     pub(crate) fn on_request(
         &mut self,
@@ -222,7 +243,7 @@ impl RaftCore {
     pub(crate) fn looking_for_quorum(&self) -> bool {
         self.outbound
             .any_in_flight(|f| f.kind == RequestKind::FindQuorum)
-            || self.outbound.any_retry(|r| r == Retry::FindQuorum)
+            || self.find_quorum_retry_pending()
     }
 
     /// True when this node advertises an endpoint (takes part in discovery) and does not know
@@ -509,14 +530,18 @@ impl RaftCore {
         };
         let still_looking =
             self.observer_without_leader() || self.missing_endpoints() || self.announcing();
-        if outcome != Common::Done || still_looking {
-            if still_looking && !self.outbound.any_retry(|x| x == Retry::FindQuorum) {
+        match after_find_quorum(outcome, still_looking, self.find_quorum_retry_pending()) {
+            AfterFindQuorum::ResetBackoff => self.outbound.reset_backoff(f.to),
+            AfterFindQuorum::ScheduleRetry => {
                 self.outbound
-                    .schedule_retry(self.now, f.to, Retry::FindQuorum, &mut self.rng);
+                    .schedule_retry(self.now, f.to, Retry::FindQuorum, &mut self.rng)
             }
-        } else {
-            self.outbound.reset_backoff(f.to);
+            AfterFindQuorum::Nothing => {}
         }
+    }
+
+    fn find_quorum_retry_pending(&self) -> bool {
+        self.outbound.any_retry(|r| r == Retry::FindQuorum)
     }
 
     // ----- the leader's view of its replicas (Metadata) -----
@@ -670,5 +695,27 @@ fn describe_peer(id: NodeId) -> String {
     match bootstrap_server_index(id) {
         Some(index) => format!("bootstrap server #{index}"),
         None => format!("node {id}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_find_quorum_answer_resets_the_backoff_ends_or_schedules_the_search() {
+        use AfterFindQuorum::*;
+        for pending in [false, true] {
+            assert_eq!(
+                after_find_quorum(Common::Done, false, pending),
+                ResetBackoff
+            );
+            assert_eq!(after_find_quorum(Common::Retry, false, pending), Nothing);
+            assert_eq!(after_find_quorum(Common::Proceed, false, pending), Nothing);
+        }
+        for outcome in [Common::Done, Common::Retry, Common::Proceed] {
+            assert_eq!(after_find_quorum(outcome, true, false), ScheduleRetry);
+            assert_eq!(after_find_quorum(outcome, true, true), Nothing);
+        }
     }
 }

@@ -44,6 +44,24 @@ fn observer_adopts_leader_from_find_quorum() {
     assert!(!r.is_follower, "observers fetch with is_follower = false");
 }
 
+/// An observer that found its leader through FindQuorum leaves no FindQuorum retry behind: when
+/// that leader stops answering, it asks again at once.
+#[test]
+fn an_observer_that_found_its_leader_asks_again_at_once_when_it_is_lost() {
+    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let finds = find_sends(&h.tick());
+    let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
+    assert!(!h.core.looking_for_quorum());
+    let fetch = fetch_sends(&out);
+    assert_eq!(fetch.len(), 1);
+    let out = h.step(Input::RequestFailed {
+        to: fetch[0].0,
+        correlation: fetch[0].1,
+    });
+    assert_eq!(h.core.role(), Role::Unattached);
+    assert_eq!(find_sends(&out).len(), 1, "asks at once");
+}
+
 #[test]
 fn observer_find_quorum_failure() {
     let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
