@@ -249,3 +249,222 @@ fn checksum_unsummed(file: &[u8]) -> u32 {
     let zeroed = crc32c::crc32c_append(head, &[0u8; 4]);
     crc32c::crc32c_append(zeroed, &file[CRC_AT + 4..])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::index::NO_TIMESTAMP;
+    use crate::record::RecordBatchBuilder;
+
+    const BASE: Offset = 100;
+
+    /// A segment of three batches of 4 records at BASE: its file, size and batch positions.
+    struct Segment {
+        _dir: tempfile::TempDir,
+        file: File,
+        bytes: u64,
+        positions: [u64; 3],
+        index: PathBuf,
+    }
+
+    fn segment() -> Segment {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.log");
+        let mut data = Vec::new();
+        let mut positions = [0; 3];
+        for (i, position) in positions.iter_mut().enumerate() {
+            *position = data.len() as u64;
+            let mut builder = RecordBatchBuilder::new(BASE + 4 * i as Offset, 1);
+            for r in 0..4 {
+                builder.append(1_000 + r, None, Some(b"value"), &[]);
+            }
+            data.extend_from_slice(&builder.build());
+        }
+        fs::write(&path, &data).unwrap();
+        Segment {
+            file: File::open(&path).unwrap(),
+            bytes: data.len() as u64,
+            positions,
+            index: dir.path().join("00000000000000000100.index"),
+            _dir: dir,
+        }
+    }
+
+    fn hint(offset: Offset, position: u64, max_before: i64) -> IndexEntry {
+        IndexEntry {
+            offset,
+            position,
+            max_before,
+        }
+    }
+
+    /// Hints at the first and the third batch, as the log writes them.
+    fn good(s: &Segment) -> (IndexFileHeader, Vec<IndexEntry>) {
+        let header = IndexFileHeader {
+            base_offset: BASE,
+            segment_bytes: s.bytes,
+            max_timestamp: 1_003,
+            last_position: Some(s.positions[2]),
+        };
+        let entries = vec![
+            hint(BASE, 0, NO_TIMESTAMP),
+            hint(BASE + 8, s.positions[2], 1_003),
+        ];
+        (header, entries)
+    }
+
+    fn load_written(
+        s: &Segment,
+        header: &IndexFileHeader,
+        entries: &[IndexEntry],
+    ) -> Result<(IndexFileHeader, PersistedIndex), IndexFileRefused> {
+        write(&s.index, header, entries).unwrap();
+        load(&s.index, BASE, s.bytes, &s.file)
+    }
+
+    fn refused(result: Result<(IndexFileHeader, PersistedIndex), IndexFileRefused>) -> String {
+        match result {
+            Err(IndexFileRefused::Invalid(why)) => why,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_file_as_written_loads_with_its_hints() {
+        let s = segment();
+        let (header, entries) = good(&s);
+        let (loaded, index) = load_written(&s, &header, &entries).unwrap();
+        assert_eq!(loaded, header);
+        assert_eq!(index.entries().unwrap(), entries);
+        assert_eq!(index.entry(1).unwrap(), entries[1]);
+        // An empty segment's file: the header alone.
+        let empty = IndexFileHeader {
+            segment_bytes: 0,
+            last_position: None,
+            ..header
+        };
+        write(&s.index, &empty, &[]).unwrap();
+        let (loaded, index) = load(&s.index, BASE, 0, &s.file).unwrap();
+        assert_eq!((loaded, index.len()), (empty, 0));
+    }
+
+    #[test]
+    fn a_missing_file_is_missing_and_an_unopenable_one_an_error() {
+        let s = segment();
+        assert!(matches!(
+            load(&s.index, BASE, s.bytes, &s.file),
+            Err(IndexFileRefused::Missing)
+        ));
+        // A path through a regular file: ENOTDIR, not "missing".
+        let through_a_file = s.index.with_extension("log").join("x.index");
+        assert!(matches!(
+            load(&through_a_file, BASE, s.bytes, &s.file),
+            Err(IndexFileRefused::Io(_))
+        ));
+    }
+
+    #[test]
+    fn a_damaged_file_or_one_for_another_segment_is_refused() {
+        let s = segment();
+        let (header, entries) = good(&s);
+        write(&s.index, &header, &entries).unwrap();
+        let bytes = fs::read(&s.index).unwrap();
+        let mut flipped = bytes.clone();
+        flipped[HEADER_LEN as usize + 9] ^= 1;
+        let mut magic = bytes.clone();
+        magic[0] = b'X';
+        for (bad, what) in [
+            (flipped, "checksum mismatch"),
+            (magic, "no index header"),
+            (bytes[..HEADER_LEN as usize - 1].to_vec(), "no index header"),
+            (bytes[..bytes.len() - 1].to_vec(), "hints in a file of"),
+        ] {
+            fs::write(&s.index, &bad).unwrap();
+            let why = refused(load(&s.index, BASE, s.bytes, &s.file));
+            assert!(why.contains(what), "{why}");
+        }
+        write(&s.index, &header, &entries).unwrap();
+        let why = refused(load(&s.index, BASE + 1, s.bytes, &s.file));
+        assert!(why.contains("written for a segment at 100"), "{why}");
+        let why = refused(load(&s.index, BASE, s.bytes - 1, &s.file));
+        assert!(why.contains("written for a segment at 100"), "{why}");
+    }
+
+    #[test]
+    fn hints_that_do_not_describe_the_segment_are_refused() {
+        let s = segment();
+        let (header, entries) = good(&s);
+        let p = s.positions;
+        let cases: Vec<(&str, IndexFileHeader, Vec<IndexEntry>)> = vec![
+            ("no hint for a non-empty segment", header, vec![]),
+            (
+                "first hint not at the start",
+                header,
+                vec![hint(BASE + 4, p[1], 1_003), entries[1]],
+            ),
+            (
+                "first hint not the base offset",
+                header,
+                vec![hint(BASE + 1, 0, NO_TIMESTAMP), entries[1]],
+            ),
+            // A middle hint out of order, the first and last ones right.
+            (
+                "offsets not ascending",
+                header,
+                vec![entries[0], hint(BASE + 8, p[1], 1_003), entries[1]],
+            ),
+            (
+                "positions not ascending",
+                header,
+                vec![entries[0], hint(BASE + 4, p[2], 1_003), entries[1]],
+            ),
+            (
+                "last hint at the segment's end",
+                IndexFileHeader {
+                    last_position: Some(s.bytes),
+                    ..header
+                },
+                vec![entries[0], hint(BASE + 8, s.bytes, 1_003)],
+            ),
+            (
+                "last position not the header's",
+                IndexFileHeader {
+                    last_position: Some(p[1]),
+                    ..header
+                },
+                entries.clone(),
+            ),
+            (
+                "last hint naming another batch's offset",
+                header,
+                vec![entries[0], hint(BASE + 7, p[2], 1_003)],
+            ),
+            (
+                "last hint inside a batch",
+                IndexFileHeader {
+                    last_position: Some(p[2] + 1),
+                    ..header
+                },
+                vec![entries[0], hint(BASE + 8, p[2] + 1, 1_003)],
+            ),
+        ];
+        for (case, header, entries) in cases {
+            let result = load_written(&s, &header, &entries);
+            assert!(
+                matches!(result, Err(IndexFileRefused::Invalid(_))),
+                "{case}: {result:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn index_file_names_are_twenty_digits() {
+        assert_eq!(
+            parse_index_file_name("00000000000000000100.index"),
+            Some(100)
+        );
+        assert_eq!(parse_index_file_name("0000000000000000100.index"), None);
+        assert_eq!(parse_index_file_name("0000000000000000010a.index"), None);
+        assert_eq!(parse_index_file_name("00000000000000000100.log"), None);
+    }
+}
