@@ -152,13 +152,73 @@ fn corruption_in_a_sealed_segment_fails_open() {
     let at = position_of(&written, seg0_batches - 1) + 80;
     write_at(&first_segment(dir.path()), at, &[0xAA]);
     match Log::open(dir.path(), config) {
-        Err(LogError::Corrupt { path, offset, .. }) => {
+        Err(LogError::Corrupt {
+            path,
+            offset,
+            reason,
+            ..
+        }) => {
             assert_eq!(path, first_segment(dir.path()));
             assert_eq!(offset, bases[1] - 1);
+            assert!(!reason.contains("zeros"), "the batch's own fault: {reason}");
         }
         Err(other) => panic!("expected Corrupt, got {other}"),
         Ok(_) => panic!("expected Corrupt, the log opened"),
     }
+}
+
+/// A log of several segments, closed without a usable checkpoint so the open scans them all.
+fn scanned_segments(dir: &Path) -> (LogConfig, Vec<i64>) {
+    let config = small_config(16 << 10);
+    let mut log = Log::open(dir, config.clone()).unwrap();
+    append_batches(&mut log, 60, 1, 1, 500);
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 3);
+    drop(log);
+    std::fs::remove_file(dir.join(engine::log::CHECKPOINT_FILE)).unwrap();
+    (config, bases)
+}
+
+fn corrupt_reason(dir: &Path, config: LogConfig) -> (PathBuf, String) {
+    match Log::open(dir, config) {
+        Err(LogError::Corrupt { path, reason, .. }) => (path, reason),
+        Err(other) => panic!("expected Corrupt, got {other}"),
+        Ok(_) => panic!("expected Corrupt, the log opened"),
+    }
+}
+
+/// Zeros after a sealed segment's last batch are not a torn tail (a roll trims the segment it
+/// seals): the open fails naming the segment.
+#[test]
+fn zeros_at_the_end_of_a_sealed_segment_fail_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, _) = scanned_segments(dir.path());
+    let first = first_segment(dir.path());
+    let len = std::fs::metadata(&first).unwrap().len();
+    write_at(&first, len, &[0u8; 4096]);
+    let (path, reason) = corrupt_reason(dir.path(), config);
+    assert_eq!(path, first);
+    assert!(reason.contains("zeros inside a sealed segment"), "{reason}");
+}
+
+/// A segment missing from the middle of the log leaves a gap in its offsets: the open fails
+/// naming the segment after the gap.
+#[test]
+fn a_segment_missing_from_the_middle_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, bases) = scanned_segments(dir.path());
+    let middle = dir.path().join(engine::log::segment_file_name(bases[1]));
+    std::fs::remove_file(&middle).unwrap();
+    let _ = std::fs::remove_file(middle.with_extension("index"));
+    let (path, reason) = corrupt_reason(dir.path(), config);
+    assert_eq!(
+        path,
+        dir.path().join(engine::log::segment_file_name(bases[2]))
+    );
+    assert!(
+        reason.contains(&format!("previous one ends at {}", bases[1])),
+        "{reason}"
+    );
 }
 
 #[test]
