@@ -241,3 +241,47 @@ fn a_checkpoint_that_cannot_be_read_is_an_error_not_an_absence() {
     std::fs::create_dir(dir.path().join(CHECKPOINT_FILE)).unwrap();
     assert!(Checkpoint::load(dir.path()).is_err());
 }
+
+/// A checkpoint whose position is a batch boundary but whose offset is not that batch's is not
+/// trusted: the open scans the segment and loses nothing (trusting it would start the scan
+/// expecting the wrong offset and cut the log there).
+#[test]
+fn a_checkpoint_naming_the_wrong_offset_at_a_batch_boundary_is_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = log_with_batches(dir.path());
+    let position = position_of(&written, 10);
+    engine::log::Checkpoint::new(21, 0, position, vec![(1, 0)])
+        .store(dir.path())
+        .unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.recovery_start(), 0, "scanned from the start");
+    assert_eq!(log.end_offset(), 40);
+    assert_eq!(read_all(&log), written);
+}
+
+/// An active segment shorter than `segment_bytes` (written without preallocation) is grown
+/// back to it when the log is opened with preallocation.
+#[test]
+fn an_active_segment_is_preallocated_again_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let unallocated = LogConfig {
+        segment_bytes: 1 << 20,
+        preallocate: false,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), unallocated.clone()).unwrap();
+    let written = append_batches(&mut log, 5, 1, 2, 200);
+    drop(log);
+    let active = first_segment(dir.path());
+    assert!(std::fs::metadata(&active).unwrap().len() < 1 << 20);
+    let log = Log::open(
+        dir.path(),
+        LogConfig {
+            preallocate: true,
+            ..unallocated
+        },
+    )
+    .unwrap();
+    assert_eq!(std::fs::metadata(&active).unwrap().len(), 1 << 20);
+    assert_eq!(read_all(&log), written);
+}
