@@ -285,3 +285,45 @@ fn an_active_segment_is_preallocated_again_on_open() {
     assert_eq!(std::fs::metadata(&active).unwrap().len(), 1 << 20);
     assert_eq!(read_all(&log), written);
 }
+
+/// A bad last batch followed by a whole valid batch from before it (as the old data of a
+/// recycled segment would be) is a torn tail: the older batch cannot belong to the log there.
+#[test]
+fn a_bad_batch_followed_by_an_older_valid_one_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = log_with_batches(dir.path());
+    let path = first_segment(dir.path());
+    flip_bits(&path, position_of(&written, 19) + 120, 0x40);
+    write_at(&path, position_of(&written, 20), &written[5]);
+    check_recovered(dir.path(), &written, 19);
+}
+
+/// Two bad batches at the end (a group torn across both) are a torn tail: a header that
+/// could belong to the log is not enough, the batch after a bad one must be whole and valid
+/// for the bad one to be corruption inside the log.
+#[test]
+fn two_bad_batches_at_the_end_are_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = log_with_batches(dir.path());
+    let path = first_segment(dir.path());
+    flip_bits(&path, position_of(&written, 18) + 120, 0x40);
+    flip_bits(&path, position_of(&written, 19) + 120, 0x40);
+    check_recovered(dir.path(), &written, 18);
+}
+
+/// A bad batch followed by a whole valid batch at the offset the log expects there is
+/// corruption inside the log, not a torn tail: the open fails rather than cut it.
+#[test]
+fn a_bad_batch_followed_by_a_valid_one_at_the_expected_offset_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = log_with_batches(dir.path());
+    let path = first_segment(dir.path());
+    assert_eq!(written[18].len(), written[19].len());
+    flip_bits(&path, position_of(&written, 18) + 120, 0x40);
+    write_at(&path, position_of(&written, 19), &written[18]);
+    match Log::open(dir.path(), LogConfig::default()) {
+        Err(LogError::Corrupt { offset, .. }) => assert_eq!(offset, 36),
+        Err(other) => panic!("expected Corrupt, got {other}"),
+        Ok(log) => panic!("expected Corrupt, opened at {}", log.end_offset()),
+    }
+}
