@@ -4,7 +4,7 @@
 mod log_support;
 
 use engine::log::{Log, LogConfig, LogError};
-use log_support::{append_batches, batch, header, read_all, small_config};
+use log_support::{append_batches, batch, batch_of_len, header, read_all, small_config};
 
 #[test]
 fn append_read_reopen() {
@@ -527,15 +527,6 @@ fn voter_records_from_an_offset() {
 }
 
 /// A batch of exactly `len` bytes at `base`.
-fn batch_of_len(base: i64, len: usize) -> bytes::Bytes {
-    // The value's length varints grow by a few bytes at most.
-    let overhead = batch(base, 1, 1, 0).len();
-    (len.saturating_sub(overhead + 8)..len)
-        .map(|value_len| batch(base, 1, 1, value_len))
-        .find(|b| b.len() == len)
-        .expect("a batch of that length")
-}
-
 /// Groups of one block each: the first carries `zero_ahead_bytes` (64 KiB) of zeros right
 /// after itself; the next ones carry none while at least half of that is zeroed ahead of their
 /// end (the ninth ends exactly half a chunk short of the zeroed end: none yet); the tenth

@@ -267,6 +267,43 @@ fn stop_while_full_scenario(dir: &Path) {
     std::fs::remove_file(&ballast).unwrap();
 }
 
+/// The writer's other bound while the disk is full: two groups' worth of batch bytes. Once
+/// what it holds reaches exactly that, a request of a single byte more stays in the channel.
+fn byte_bound_scenario(dir: &Path) {
+    let config = engine::log::LogConfig {
+        max_group_bytes: 64 << 10,
+        ..small_config(SEGMENT)
+    };
+    let log = Log::open(dir, config).unwrap();
+    let ballast = ballast(dir.parent().unwrap(), SEGMENT / 4);
+    let writer = engine::io::GroupCommitWriter::start(log, WriterConfig::default()).unwrap();
+    let mut written = Appended::default();
+    let mut held = None;
+    for seq in 1..=200u64 {
+        written.submit(&writer, seq, 4, 15_000);
+        if wait_durable(&writer, seq).is_none() {
+            held = Some(seq);
+            break;
+        }
+    }
+    let held = held.expect("an append waits for the roll");
+    let held_bytes = written.batches.last().unwrap().len();
+    let bound = 2 * (64 << 10);
+    let fill = batch_of_len(written.end_offset, bound - held_bytes);
+    let one_more = batch(written.end_offset + 1, 1, 1, 10);
+    for (seq, b) in [(held + 1, fill), (held + 2, one_more)] {
+        let request = engine::io::WriterRequest::Append {
+            seq,
+            batches: vec![b],
+        };
+        assert!(writer.try_submit(request).is_ok());
+    }
+    std::thread::sleep(SPACE_RETRY * 2 + Duration::from_millis(500));
+    assert_eq!(writer.backlog(), 1, "taken past {bound} bytes held");
+    drop(writer);
+    std::fs::remove_file(&ballast).unwrap();
+}
+
 /// The end offset once `seq` is durable, or None if it is not within two seconds.
 fn wait_durable(writer: &engine::io::GroupCommitWriter, seq: u64) -> Option<i64> {
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -295,6 +332,7 @@ fn space_child() {
         ("writer", writer_scenario as fn(&Path)),
         ("exact", exact_scenario as fn(&Path)),
         ("stop-while-full", stop_while_full_scenario as fn(&Path)),
+        ("byte-bound", byte_bound_scenario as fn(&Path)),
     ] {
         let dir = mount.join(name);
         std::fs::create_dir(&dir).unwrap();
@@ -336,7 +374,7 @@ fn a_full_disk_refuses_the_roll_and_resumes_when_space_returns() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(status.success(), "child {status}:\n{stdout}\n{stderr}");
-    for name in ["log", "writer", "exact", "stop-while-full"] {
+    for name in ["log", "writer", "exact", "stop-while-full", "byte-bound"] {
         assert!(
             stdout.contains(&format!("scenario {name}: passed")),
             "scenario {name} did not run:\n{stdout}"

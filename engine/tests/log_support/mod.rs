@@ -40,6 +40,16 @@ pub fn batch(base_offset: i64, epoch: i32, records: u32, value_len: usize) -> By
     builder.build().freeze()
 }
 
+/// A batch at `base` (epoch 1, one record) of exactly `len` bytes.
+pub fn batch_of_len(base: i64, len: usize) -> Bytes {
+    // The value's length varints grow by a few bytes at most.
+    let overhead = batch(base, 1, 1, 0).len();
+    (len.saturating_sub(overhead + 8)..len)
+        .map(|value_len| batch(base, 1, 1, value_len))
+        .find(|b| b.len() == len)
+        .expect("a batch of that length")
+}
+
 /// Base offset, epoch and record count of a stored batch.
 pub fn header(batch: &[u8]) -> (i64, i32, u32) {
     let header = BatchHeader::read(batch).unwrap();
