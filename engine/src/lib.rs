@@ -26,3 +26,5 @@ pub mod record;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod stats;
+#[cfg(test)]
+mod warnings_counter;

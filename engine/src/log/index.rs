@@ -325,14 +325,14 @@ mod tests {
             .unwrap()
             .set_len(64)
             .unwrap();
-        let warnings = Warnings::default();
+        let warnings = crate::warnings_counter::Warnings::default();
         tracing::subscriber::with_default(warnings.clone(), || {
             assert_eq!(index.lookup(95), 0);
             assert_eq!(index.first_reaching(8), Some(0));
             assert_eq!(index.last_hint_below(95, 47_000), (0, NO_TIMESTAMP));
         });
         assert_eq!(index.read_failures(), 3);
-        assert_eq!(warnings.0.load(Ordering::Relaxed), 1, "logged once");
+        assert_eq!(warnings.count(), 1, "logged once");
     }
 
     /// A file already gone is fine; any other failure to remove it is an error.
@@ -346,28 +346,6 @@ mod tests {
         remove_if_present(&file).unwrap();
         let error = remove_if_present(dir.path()).expect_err("a directory is not removed");
         assert_ne!(error.kind(), io::ErrorKind::NotFound);
-    }
-
-    /// Counts WARN events (installed for one closure on one thread).
-    #[derive(Clone, Default)]
-    struct Warnings(std::sync::Arc<std::sync::atomic::AtomicUsize>);
-
-    impl tracing::Subscriber for Warnings {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-        fn event(&self, event: &tracing::Event<'_>) {
-            if *event.metadata().level() == tracing::Level::WARN {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        fn enter(&self, _: &tracing::span::Id) {}
-        fn exit(&self, _: &tracing::span::Id) {}
     }
 
     #[test]

@@ -236,4 +236,39 @@ mod tests {
         assert_eq!(parse_segment_file_name("0000000000000000004x.log"), None);
         assert_eq!(parse_segment_file_name("00000000000000000042.index"), None);
     }
+
+    /// A sealed segment without an index file gets one built in silence (the normal case after
+    /// an upgrade or a crash before the file was written); a damaged one is rebuilt with a
+    /// warning, as it points at the disk.
+    #[test]
+    fn a_missing_index_file_is_built_quietly_and_a_damaged_one_with_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(segment_file_name(0));
+        let mut builder = crate::record::RecordBatchBuilder::new(0, 1);
+        builder.append(1_000, None, Some(b"value"), &[]);
+        let batch = builder.build();
+        std::fs::write(&path, &batch).unwrap();
+        let open = || {
+            let reader = SegmentFile::open_reader(&path).unwrap();
+            SegmentFile::new(
+                path.clone(),
+                reader,
+                batch.len() as u64,
+                SparseIndex::new(false),
+            )
+        };
+        let warned = |segment: &SegmentFile| {
+            let warnings = crate::warnings_counter::Warnings::default();
+            tracing::subscriber::with_default(warnings.clone(), || {
+                segment.ensure_indexed(4096).unwrap();
+            });
+            assert!(segment.index.lock().complete);
+            warnings.count()
+        };
+        let first = open();
+        assert_eq!(warned(&first), 0, "no index file yet");
+        assert!(first.index_path().exists(), "written once built");
+        std::fs::write(first.index_path(), b"damaged").unwrap();
+        assert_eq!(warned(&open()), 1, "a damaged index file");
+    }
 }
