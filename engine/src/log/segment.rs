@@ -237,6 +237,30 @@ mod tests {
         assert_eq!(parse_segment_file_name("00000000000000000042.index"), None);
     }
 
+    /// Reads through the cached chunk return the file's bytes wherever they fall: forward over
+    /// several chunks, backwards, across a chunk's end, and cut at the limit.
+    #[test]
+    fn chunk_reads_return_the_files_bytes_anywhere_below_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bytes");
+        let data: Vec<u8> = (0..(3 * CHUNK_BYTES + 12_345) as u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        let limit = data.len() as u64 - 100;
+        let mut reader = ChunkReader::new(&file, limit);
+        let mut positions: Vec<u64> = (0..limit).step_by(65_521).collect();
+        positions.extend([CHUNK_BYTES as u64 - 10, 5, 2 * CHUNK_BYTES as u64 + 7, 1]);
+        positions.extend(positions.clone().into_iter().rev());
+        for position in positions {
+            let got = reader.get(position, 300).unwrap();
+            let end = (position + 300).min(limit) as usize;
+            assert_eq!(&got[..], &data[position as usize..end], "at {position}");
+        }
+        assert!(reader.get(limit, 10).unwrap().is_empty());
+    }
+
     /// A sealed segment without an index file gets one built in silence (the normal case after
     /// an upgrade or a crash before the file was written); a damaged one is rebuilt with a
     /// warning, as it points at the disk.
