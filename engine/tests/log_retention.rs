@@ -53,6 +53,8 @@ fn deleting_the_front_moves_the_start_and_survives_a_reopen() {
         .collect();
     assert_eq!(read_all(&log), kept);
     assert!(log.read(0, 1 << 20).unwrap().is_empty());
+    let (below_start, _) = log.view().read(0, 1 << 20).unwrap();
+    assert!(below_start.is_empty(), "the readers' view dropped them too");
     let (through_view, _) = log.view().read(new_start, 1 << 20).unwrap();
     assert_eq!(header(&through_view[0]).0, new_start);
 
