@@ -28,6 +28,10 @@ const MAX_ATTEMPTS: usize = 4;
 pub struct LogView {
     state: Mutex<ViewState>,
     index_interval_bytes: u64,
+    /// Tests of the retry rule: a truncation (segment base, position) that begins right after
+    /// the next snapshot, as if the writer had started it while the read was under way.
+    #[cfg(test)]
+    truncation_after_snapshot: Mutex<Option<(Offset, u64)>>,
 }
 
 #[derive(Debug)]
@@ -58,6 +62,16 @@ impl LogView {
                 segments: segments.into_iter().collect(),
             }),
             index_interval_bytes,
+            #[cfg(test)]
+            truncation_after_snapshot: Mutex::new(None),
+        }
+    }
+
+    #[cfg(test)]
+    fn truncate_if_set_for_test(&self) {
+        let set = self.truncation_after_snapshot.lock().take();
+        if let Some((base, position)) = set {
+            self.begin_truncation(base, position);
         }
     }
 
@@ -109,6 +123,8 @@ impl LogView {
         let mut outcome = ViewRead::default();
         for _ in 0..MAX_ATTEMPTS {
             let (generation, files) = self.snapshot(from_offset);
+            #[cfg(test)]
+            self.truncate_if_set_for_test();
             let result = read_files(
                 files.iter().map(|(file, limit)| (&**file, *limit)),
                 from_offset,
@@ -151,6 +167,8 @@ impl LogView {
                     .collect();
                 (state.generation, files)
             };
+            #[cfg(test)]
+            self.truncate_if_set_for_test();
             let result = timestamps::step(&files, lookup, self.index_interval_bytes);
             if self.state.lock().generation != generation {
                 outcome.retries += 1;
@@ -289,4 +307,62 @@ fn read_file(
         position += meta.len as u64;
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{Log, LogConfig, TimestampTarget};
+    use crate::record::RecordBatchBuilder;
+
+    /// A log of 10 batches of one record each (offset i at time 1_000 + i) and the position of
+    /// the sixth batch.
+    fn ten_batches(dir: &std::path::Path) -> (Log, u64) {
+        let mut log = Log::open(dir, LogConfig::default()).unwrap();
+        let mut sixth = 0;
+        for i in 0..10 {
+            let mut builder = RecordBatchBuilder::new(i, 1);
+            builder.append(1_000 + i, None, Some(&[7u8; 100]), &[]);
+            let batch = builder.build().freeze();
+            if i < 5 {
+                sixth += batch.len() as u64;
+            }
+            log.append(&[batch]).unwrap();
+        }
+        (log, sixth)
+    }
+
+    /// A read whose snapshot a truncation overtook is thrown away, counted, and made again on
+    /// the view as the truncation left it.
+    #[test]
+    fn a_read_overtaken_by_a_truncation_is_counted_and_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, sixth) = ten_batches(dir.path());
+        let view = log.view();
+        let (all, outcome) = view.read(0, 1 << 20).unwrap();
+        assert_eq!((all.len(), outcome.retries), (10, 0));
+        *view.truncation_after_snapshot.lock() = Some((0, sixth));
+        let (kept, outcome) = view.read(0, 1 << 20).unwrap();
+        assert_eq!((kept.len(), outcome.retries), (5, 1));
+    }
+
+    /// So is a lookup step, and the bytes it walked for nothing still count (for pacing).
+    #[test]
+    fn a_lookup_step_overtaken_by_a_truncation_is_counted_with_what_it_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, sixth) = ten_batches(dir.path());
+        let view = log.view();
+        let lookup = TimestampLookup::new(TimestampTarget::AtOrAfter(1_007), 10);
+        let (found, full, outcome) = view.lookup_step(lookup).unwrap();
+        assert!(matches!(found, LookupStep::Done(Some(f)) if f.offset == 7));
+        assert_eq!(outcome.retries, 0);
+        *view.truncation_after_snapshot.lock() = Some((0, sixth));
+        let (found, walked, outcome) = view.lookup_step(lookup).unwrap();
+        assert_eq!(found, LookupStep::Done(None), "offset 7 is gone");
+        assert_eq!(outcome.retries, 1);
+        assert!(
+            walked >= full,
+            "walked {walked}, the overtaken step alone {full}"
+        );
+    }
 }
