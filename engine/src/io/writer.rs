@@ -1123,29 +1123,30 @@ impl WriterThread {
         }
         // The first failure is the cause; linked entries after it complete with ECANCELED.
         for (op, result) in ops.iter().zip(results) {
-            let result = result.expect("every entry completed");
-            if result < 0 {
-                let source = std::io::Error::from_raw_os_error(-result);
-                return Err(WriterError::Io {
-                    op: op.name,
-                    position: op.position,
-                    source,
-                });
-            }
-            if op.len > 0 && result as u32 != op.len {
-                let source = std::io::Error::new(
-                    std::io::ErrorKind::WriteZero,
-                    format!("short write: {result} of {} bytes", op.len),
-                );
-                return Err(WriterError::Io {
-                    op: op.name,
-                    position: op.position,
-                    source,
-                });
-            }
+            check_completion(op, result.expect("every entry completed"))?;
         }
         Ok(())
     }
+}
+
+/// What one completion says of its entry: done, failed with an errno, or a write that
+/// transferred fewer bytes than asked (fatal too: the data's state is unknown).
+fn check_completion(op: &Op, result: i32) -> Result<(), WriterError> {
+    let source = if result < 0 {
+        std::io::Error::from_raw_os_error(-result)
+    } else if op.len > 0 && result as u32 != op.len {
+        std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("short write: {result} of {} bytes", op.len),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(WriterError::Io {
+        op: op.name,
+        position: op.position,
+        source,
+    })
 }
 
 /// Milliseconds since the Unix epoch: what retention compares batches' timestamps with.
@@ -1230,6 +1231,30 @@ fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_completion_is_done_failed_or_a_short_write() {
+        let write = Op::new(opcode::Nop::new().build(), "write", 8192, 4096);
+        let sync = Op::new(opcode::Nop::new().build(), "fdatasync", 8192, 0);
+        assert!(check_completion(&write, 4096).is_ok());
+        assert!(check_completion(&sync, 0).is_ok());
+        let failed = |op: &Op, result| match check_completion(op, result) {
+            Err(WriterError::Io {
+                op,
+                position,
+                source,
+            }) => (op, position, source.raw_os_error(), source.kind()),
+            other => panic!("expected an IO error, got {other:?}"),
+        };
+        assert_eq!(failed(&sync, -libc::EIO).2, Some(libc::EIO));
+        assert_eq!(failed(&write, -libc::ENOSPC).2, Some(libc::ENOSPC));
+        let short = failed(&write, 4095);
+        assert_eq!(
+            (short.0, short.1, short.3),
+            ("write", 8192, std::io::ErrorKind::WriteZero)
+        );
+        assert_eq!(failed(&write, 0).3, std::io::ErrorKind::WriteZero);
+    }
 
     #[test]
     fn an_interrupted_enter_is_retried_and_any_other_error_is_returned() {
