@@ -1232,6 +1232,49 @@ fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
 mod tests {
     use super::*;
 
+    /// A shutdown taken together with the last append writes it and stops: it does not
+    /// allocate the next segment on its way out (the next open would only remove it). The
+    /// writer loop runs on the test's thread, so both requests are queued before it starts.
+    #[test]
+    fn a_shutdown_taken_with_the_last_append_allocates_no_next_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::log::LogConfig {
+            segment_bytes: 64 << 10,
+            preallocate: false,
+            ..crate::log::LogConfig::default()
+        };
+        let log = Log::open(dir.path(), config).unwrap();
+        let (requests_tx, requests_rx) = crossbeam_channel::bounded(8);
+        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
+        // More than half the segment: the next one is due once it is written.
+        let mut builder = crate::record::RecordBatchBuilder::new(0, 1);
+        builder.append(1_000, None, Some(&[1u8; 40 << 10]), &[]);
+        let batches = vec![builder.build().freeze()];
+        requests_tx
+            .send(WriterRequest::Append { seq: 1, batches })
+            .unwrap();
+        requests_tx.send(WriterRequest::Shutdown).unwrap();
+        let stats = Arc::new(WriterStats::default());
+        let writer = WriterThread::new(
+            log,
+            &WriterConfig::default(),
+            requests_rx,
+            channel.sink,
+            stats,
+        )
+        .unwrap();
+        let log = writer.run().expect("a clean stop");
+        assert_eq!(log.end_offset(), 1);
+        assert!(log.spare_due(), "the next segment was due");
+        assert!(!log.has_spare());
+        assert!(!dir.path().join(crate::log::SPARE_FILE).exists());
+        let events: Vec<WriterEvent> = channel.events.try_iter().collect();
+        assert!(
+            matches!(events.last(), Some(WriterEvent::Stopped { end_offset: 1 })),
+            "{events:?}"
+        );
+    }
+
     #[test]
     fn a_completion_is_done_failed_or_a_short_write() {
         let write = Op::new(opcode::Nop::new().build(), "write", 8192, 4096);
