@@ -4,7 +4,9 @@
 mod log_support;
 
 use engine::log::{Log, LogConfig, LogError};
-use log_support::{append_batches, batch, batch_of_len, header, read_all, small_config};
+use log_support::{
+    append_batches, batch, batch_of_len, header, read_all, small_config, stored_checkpoint,
+};
 
 #[test]
 fn append_read_reopen() {
@@ -270,10 +272,7 @@ fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
     let mut written = append_batches(&mut log, 10, 1, 1, 50);
     log.checkpoint_now().unwrap();
     assert_eq!(log.truncate_to(5).unwrap(), 5);
-    let stored = engine::log::Checkpoint::load(dir.path())
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let stored = stored_checkpoint(dir.path());
     assert_eq!((stored.offset, stored.segment_base), (5, 0));
     assert_eq!(stored.epochs, vec![(1, 0)]);
     written.truncate(5);
@@ -290,10 +289,7 @@ fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
     log.checkpoint_now().unwrap();
     written.extend(append_batches(&mut log, 5, 2, 1, 50));
     assert_eq!(log.truncate_to(17).unwrap(), 17);
-    let stored = engine::log::Checkpoint::load(dir.path())
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let stored = stored_checkpoint(dir.path());
     assert_eq!(stored.offset, 15);
 }
 
@@ -313,10 +309,7 @@ fn truncating_at_the_checkpointed_segments_base_keeps_a_usable_checkpoint() {
         log.segment_bases()
     );
     assert_eq!(log.truncate_to(last).unwrap(), last);
-    let stored = engine::log::Checkpoint::load(dir.path())
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let stored = stored_checkpoint(dir.path());
     assert_eq!(stored.offset, last);
     assert!(
         log.segment_bases().contains(&stored.segment_base),

@@ -7,7 +7,7 @@ mod log_support;
 
 use engine::log::{retention_start, Log, RetentionPolicy};
 use engine::record::BatchView;
-use log_support::{append_batches, batch, header, read_all, small_config};
+use log_support::{append_batches, batch, header, read_all, small_config, stored_checkpoint};
 
 /// A log of 60 batches of 10 records (offsets 0..600) in epochs 1, 2 and 3 (20 batches each),
 /// in segments of about 8 KiB: several sealed segments and an active one.
@@ -142,10 +142,7 @@ fn deleting_the_checkpointed_segment_writes_a_checkpoint_at_the_new_start() {
     assert_eq!(log.recovery_start(), 0);
     assert_eq!(log.delete_segments_before(600).unwrap(), 600);
     drop(log);
-    let stored = engine::log::Checkpoint::load(dir.path())
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let stored = stored_checkpoint(dir.path());
     assert_eq!((stored.offset, stored.segment_base), (600, 600));
     assert_eq!(stored.epochs, vec![(3, 600)]);
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();

@@ -235,16 +235,8 @@ fn stop_while_full_scenario(dir: &Path) {
     };
     let writer = engine::io::GroupCommitWriter::start(log, config).unwrap();
     let mut written = Appended::default();
-    let mut durable = (0, 0);
-    for seq in 1..=200u64 {
-        written.submit(&writer, seq, 4, 15_000);
-        match wait_durable(&writer, seq) {
-            Some(end) => durable = (seq, end),
-            None => break,
-        }
-    }
-    assert!(durable.0 > 0 && durable.0 < 200, "{durable:?}");
-    fill_while_full(&writer, &mut written, durable.0 + 2, 1);
+    let (held, durable_end) = append_until_held(&writer, &mut written);
+    fill_while_full(&writer, &mut written, held + 1, 1);
     // On a thread of its own, so a shutdown that never ends fails here rather than at the
     // parent's budget.
     let (done_tx, done) = std::sync::mpsc::channel();
@@ -255,11 +247,11 @@ fn stop_while_full_scenario(dir: &Path) {
         .recv_timeout(Duration::from_secs(30))
         .expect("the writer stops while the disk and the channel are full")
         .expect("a clean stop");
-    assert_eq!(log.end_offset(), durable.1);
+    assert_eq!(log.end_offset(), durable_end);
     let kept: Vec<_> = written
         .batches
         .iter()
-        .filter(|b| header(b).0 < durable.1)
+        .filter(|b| header(b).0 < durable_end)
         .cloned()
         .collect();
     assert_eq!(read_all(&log), kept);
@@ -278,15 +270,7 @@ fn byte_bound_scenario(dir: &Path) {
     let ballast = ballast(dir.parent().unwrap(), SEGMENT / 4);
     let writer = engine::io::GroupCommitWriter::start(log, WriterConfig::default()).unwrap();
     let mut written = Appended::default();
-    let mut held = None;
-    for seq in 1..=200u64 {
-        written.submit(&writer, seq, 4, 15_000);
-        if wait_durable(&writer, seq).is_none() {
-            held = Some(seq);
-            break;
-        }
-    }
-    let held = held.expect("an append waits for the roll");
+    let (held, _) = append_until_held(&writer, &mut written);
     let held_bytes = written.batches.last().unwrap().len();
     let bound = 2 * (64 << 10);
     let fill = batch_of_len(written.end_offset, bound - held_bytes);
@@ -302,6 +286,23 @@ fn byte_bound_scenario(dir: &Path) {
     assert_eq!(writer.backlog(), 1, "taken past {bound} bytes held");
     drop(writer);
     std::fs::remove_file(&ballast).unwrap();
+}
+
+/// Appends (4 records of 15 kB each), one at a time and each waited for, until one is held for
+/// want of space: its seq, and the end offset durable before it.
+fn append_until_held(writer: &engine::io::GroupCommitWriter, written: &mut Appended) -> (u64, i64) {
+    let mut durable_end = 0;
+    for seq in 1..=200u64 {
+        written.submit(writer, seq, 4, 15_000);
+        match wait_durable(writer, seq) {
+            Some(end) => durable_end = end,
+            None => {
+                assert!(seq > 1, "the first append was held");
+                return (seq, durable_end);
+            }
+        }
+    }
+    panic!("200 appends and the disk never filled");
 }
 
 /// The end offset once `seq` is durable, or None if it is not within two seconds.

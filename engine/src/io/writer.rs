@@ -1156,8 +1156,9 @@ fn wall_clock_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Calls `enter` again while it fails with EINTR: a signal cut the wait short, and nothing was
-/// lost (io_uring_enter returns EINTR before it submits or reaps anything).
+/// Calls `enter` again while it fails with EINTR: a signal cut the wait short. Calling it again
+/// is safe: an entry already taken from the submission queue is not submitted twice, and a
+/// completion already posted stays in the completion queue for the next reap.
 fn retry_interrupted<T>(mut enter: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     loop {
         match enter() {
@@ -1247,9 +1248,11 @@ mod tests {
         let (requests_tx, requests_rx) = crossbeam_channel::bounded(8);
         let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
         // More than half the segment: the next one is due once it is written.
-        let mut builder = crate::record::RecordBatchBuilder::new(0, 1);
-        builder.append(1_000, None, Some(&[1u8; 40 << 10]), &[]);
-        let batches = vec![builder.build().freeze()];
+        let batches = vec![crate::record::batch_for_tests(
+            0,
+            &[1_000],
+            &[1u8; 40 << 10],
+        )];
         requests_tx
             .send(WriterRequest::Append { seq: 1, batches })
             .unwrap();

@@ -254,7 +254,7 @@ fn checksum_unsummed(file: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use crate::log::index::NO_TIMESTAMP;
-    use crate::record::RecordBatchBuilder;
+    use crate::record::batch_for_tests;
 
     const BASE: Offset = 100;
 
@@ -274,11 +274,12 @@ mod tests {
         let mut positions = [0; 3];
         for (i, position) in positions.iter_mut().enumerate() {
             *position = data.len() as u64;
-            let mut builder = RecordBatchBuilder::new(BASE + 4 * i as Offset, 1);
-            for r in 0..4 {
-                builder.append(1_000 + r, None, Some(b"value"), &[]);
-            }
-            data.extend_from_slice(&builder.build());
+            let base = BASE + 4 * i as Offset;
+            data.extend_from_slice(&batch_for_tests(
+                base,
+                &[1_000, 1_001, 1_002, 1_003],
+                b"value",
+            ));
         }
         fs::write(&path, &data).unwrap();
         Segment {

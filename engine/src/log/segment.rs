@@ -268,9 +268,7 @@ mod tests {
     fn a_missing_index_file_is_built_quietly_and_a_damaged_one_with_a_warning() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(segment_file_name(0));
-        let mut builder = crate::record::RecordBatchBuilder::new(0, 1);
-        builder.append(1_000, None, Some(b"value"), &[]);
-        let batch = builder.build();
+        let batch = crate::record::batch_for_tests(0, &[1_000], b"value");
         std::fs::write(&path, &batch).unwrap();
         let open = || {
             let reader = SegmentFile::open_reader(&path).unwrap();

@@ -313,7 +313,7 @@ fn read_file(
 mod tests {
     use super::*;
     use crate::log::{Log, LogConfig, TimestampTarget};
-    use crate::record::RecordBatchBuilder;
+    use crate::record::batch_for_tests;
 
     /// A log of 10 batches of one record each (offset i at time 1_000 + i) and the position of
     /// the sixth batch.
@@ -321,9 +321,7 @@ mod tests {
         let mut log = Log::open(dir, LogConfig::default()).unwrap();
         let mut sixth = 0;
         for i in 0..10 {
-            let mut builder = RecordBatchBuilder::new(i, 1);
-            builder.append(1_000 + i, None, Some(&[7u8; 100]), &[]);
-            let batch = builder.build().freeze();
+            let batch = batch_for_tests(i, &[1_000 + i], &[7u8; 100]);
             if i < 5 {
                 sixth += batch.len() as u64;
             }

@@ -26,6 +26,17 @@ pub mod voters;
 
 pub use batch::Batch;
 pub use builder::RecordBatchBuilder;
+
+/// A batch at `base_offset` in epoch 1 with one record per timestamp, each with `value` (for
+/// the unit tests of the log and the writer).
+#[cfg(test)]
+pub(crate) fn batch_for_tests(base_offset: i64, timestamps: &[i64], value: &[u8]) -> bytes::Bytes {
+    let mut builder = RecordBatchBuilder::new(base_offset, 1);
+    for &timestamp in timestamps {
+        builder.append(timestamp, None, Some(value), &[]);
+    }
+    builder.build().freeze()
+}
 pub use error::RecordError;
 pub use header::*;
 pub use scan::{BatchIter, StoredBatchIter};

@@ -40,6 +40,14 @@ pub fn batch(base_offset: i64, epoch: i32, records: u32, value_len: usize) -> By
     builder.build().freeze()
 }
 
+/// The recovery checkpoint stored in `dir` (there, and readable).
+pub fn stored_checkpoint(dir: &std::path::Path) -> engine::log::Checkpoint {
+    engine::log::Checkpoint::load(dir)
+        .unwrap()
+        .expect("a checkpoint is stored")
+        .unwrap()
+}
+
 /// A batch at `base` (epoch 1, one record) of exactly `len` bytes.
 pub fn batch_of_len(base: i64, len: usize) -> Bytes {
     // The value's length varints grow by a few bytes at most.
