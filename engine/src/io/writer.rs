@@ -256,6 +256,9 @@ pub struct WriterStats {
     pub submits_waited: AtomicU64,
     /// Durability reports the full event channel could not take at once (coalesced).
     pub reports_coalesced: AtomicU64,
+    /// Batches copied into the staging buffer while the previous group's write was in flight
+    /// (the copy overlapped the IO instead of waiting for it).
+    pub batches_staged_during_write: AtomicU64,
     /// 1 while the next segment cannot be allocated (the disk is full), else 0.
     pub storage_full: AtomicU64,
     /// Times the disk was found full (episodes, each reported once).
@@ -280,6 +283,7 @@ impl Default for WriterStats {
             slow_groups: AtomicU64::new(0),
             submits_waited: AtomicU64::new(0),
             reports_coalesced: AtomicU64::new(0),
+            batches_staged_during_write: AtomicU64::new(0),
             storage_full: AtomicU64::new(0),
             storage_full_episodes: AtomicU64::new(0),
             group_us: LocalHistogram::new(LATENCY_US_BOUNDS),
@@ -851,7 +855,7 @@ impl WriterThread {
     /// overlaps the IO and the next group goes out as soon as this one is durable.
     fn process(&mut self) -> Result<(), WriterError> {
         loop {
-            let stop = self.stage_group()?;
+            let (stop, _) = self.stage_group()?;
             let Some(write) = self.log.prepare_group_write() else {
                 if stop == StageStop::NeedsRoll {
                     let rolled = self.log.roll();
@@ -903,32 +907,37 @@ impl WriterThread {
             self.submit_group(write, done_seq)?;
             if stop == StageStop::Done {
                 self.drain_requests();
-                self.stage_group()?;
+                let (_, overlapped) = self.stage_group()?;
+                self.stats
+                    .batches_staged_during_write
+                    .fetch_add(overlapped as u64, Ordering::Relaxed);
             }
             self.wait_group()?;
         }
     }
 
-    /// Stages queued appends until a truncation, a full group, or a roll. Notes the last seq
-    /// staged whole in `staged_seq`.
-    fn stage_group(&mut self) -> Result<StageStop, WriterError> {
+    /// Stages queued appends until a truncation, a full group, or a roll; returns why it
+    /// stopped and how many batches it staged. Notes the last seq staged whole in `staged_seq`.
+    fn stage_group(&mut self) -> Result<(StageStop, usize), WriterError> {
         if let Some(error) = self.pending_error.take() {
             return Err(error);
         }
+        let mut staged_batches = 0;
         while let Some(Queued::Append { seq, batches, next }) = self.queue.front_mut() {
             let (staged, stop) = self.log.stage(&batches[*next..])?;
             let bytes: usize = batches[*next..*next + staged].iter().map(Bytes::len).sum();
             self.queued_bytes -= bytes;
             *next += staged;
+            staged_batches += staged;
             if *next == batches.len() {
                 self.staged_seq = Some(*seq);
                 self.queue.pop_front();
             }
             if stop != StageStop::Done {
-                return Ok(stop);
+                return Ok((stop, staged_batches));
             }
         }
-        Ok(StageStop::Done)
+        Ok((StageStop::Done, staged_batches))
     }
 
     /// Reports `seq` durable without ever waiting: when the event channel is full the report
@@ -1105,28 +1114,48 @@ impl WriterThread {
 
     /// Waits for the completions of `ops` (submitted by `push_and_submit`) and checks them.
     fn wait_ops(&mut self, ops: &[Op]) -> Result<(), WriterError> {
-        let mut results = vec![None; ops.len()];
-        let mut reaped = 0;
-        while reaped < ops.len() {
-            let ring = &self.ring;
-            retry_interrupted(|| ring.submit_and_wait(ops.len() - reaped))
-                .map_err(|source| enter_failed(ops, source))?;
-            for cqe in self.ring.completion() {
-                let i = cqe.user_data() as usize;
-                assert!(
-                    i < ops.len() && results[i].is_none(),
-                    "unexpected completion {i}"
-                );
-                results[i] = Some(cqe.result());
-                reaped += 1;
+        let ring = &mut self.ring;
+        let results = gather_completions(ops.len(), |want, take| {
+            retry_interrupted(|| ring.submit_and_wait(want))?;
+            for cqe in ring.completion() {
+                take(cqe.user_data(), cqe.result());
             }
-        }
+            Ok(())
+        })
+        .map_err(|source| enter_failed(ops, source))?;
         // The first failure is the cause; linked entries after it complete with ECANCELED.
         for (op, result) in ops.iter().zip(results) {
-            check_completion(op, result.expect("every entry completed"))?;
+            check_completion(op, result)?;
         }
         Ok(())
     }
+}
+
+/// One result per entry of a submission of `count` entries (user data 0 to `count - 1`).
+/// `wait(want, take)` waits until at least `want` more completions are ready and hands each
+/// ready one to `take(user_data, result)`. Should a wait come back with fewer than it asked
+/// for, the next asks for the rest only: asking for more than are left would never return.
+fn gather_completions(
+    count: usize,
+    mut wait: impl FnMut(usize, &mut dyn FnMut(u64, i32)) -> std::io::Result<()>,
+) -> std::io::Result<Vec<i32>> {
+    let mut results = vec![None; count];
+    let mut reaped = 0;
+    while reaped < count {
+        wait(count - reaped, &mut |user_data, result| {
+            let i = user_data as usize;
+            assert!(
+                i < count && results[i].is_none(),
+                "unexpected completion {i}"
+            );
+            results[i] = Some(result);
+            reaped += 1;
+        })?;
+    }
+    Ok(results
+        .into_iter()
+        .map(|result| result.expect("every entry completed"))
+        .collect())
 }
 
 /// What one completion says of its entry: done, failed with an errno, or a write that
@@ -1278,6 +1307,52 @@ mod tests {
         );
     }
 
+    /// Appends that arrive while a group is being written are staged during that write (the
+    /// copy overlaps the IO), and each goes out as its own group once the one before is
+    /// durable. A writer that holds one request at a time takes each of the appends queued
+    /// here only after the previous one is staged, as if it had just arrived.
+    #[test]
+    fn appends_taken_while_a_group_is_written_are_staged_during_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), crate::log::LogConfig::default()).unwrap();
+        let (requests_tx, requests_rx) = crossbeam_channel::bounded(8);
+        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
+        for seq in 1..=3 {
+            let offset = seq as i64 - 1;
+            let batch = crate::record::batch_for_tests(offset, &[1_000], &[7u8; 100]);
+            requests_tx
+                .send(WriterRequest::Append {
+                    seq,
+                    batches: vec![batch],
+                })
+                .unwrap();
+        }
+        requests_tx.send(WriterRequest::Shutdown).unwrap();
+        let stats = Arc::new(WriterStats::default());
+        let config = WriterConfig {
+            request_capacity: 1,
+            ..WriterConfig::default()
+        };
+        let writer =
+            WriterThread::new(log, &config, requests_rx, channel.sink, Arc::clone(&stats)).unwrap();
+        let log = writer.run().expect("a clean stop");
+        assert_eq!(log.end_offset(), 3);
+        assert_eq!(stats.groups.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.batches_staged_during_write.load(Ordering::Relaxed), 2);
+        let durable: Vec<(u64, Offset)> = channel
+            .events
+            .try_iter()
+            .filter_map(|event| match event {
+                WriterEvent::Durable {
+                    up_to_seq,
+                    end_offset,
+                } => Some((up_to_seq, end_offset)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(durable, [(1, 1), (2, 2), (3, 3)]);
+    }
+
     #[test]
     fn a_completion_is_done_failed_or_a_short_write() {
         let write = Op::new(opcode::Nop::new().build(), "write", 8192, 4096);
@@ -1300,6 +1375,73 @@ mod tests {
             ("write", 8192, std::io::ErrorKind::WriteZero)
         );
         assert_eq!(failed(&write, 0).3, std::io::ErrorKind::WriteZero);
+    }
+
+    /// Completions that come over several waits: each wait asks only for those still to
+    /// come, and the results land by user data, whatever order they complete in.
+    #[test]
+    fn completions_over_several_waits_are_asked_for_as_they_remain() {
+        let arrivals: [&[(u64, i32)]; 3] = [&[(2, 0)], &[(0, 4096), (3, -libc::EIO)], &[(1, 8)]];
+        let mut asked = Vec::new();
+        let results = gather_completions(4, |want, take| {
+            let arrived = arrivals[asked.len()];
+            asked.push(want);
+            for &(user_data, result) in arrived {
+                take(user_data, result);
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(asked, [4, 3, 1]);
+        assert_eq!(results, [4096, 8, 0, -libc::EIO]);
+        let failed =
+            gather_completions(2, |_, _| Err(std::io::Error::from_raw_os_error(libc::EIO)));
+        assert_eq!(failed.unwrap_err().raw_os_error(), Some(libc::EIO));
+    }
+
+    /// A write comes from a registered slot only when the slot holds all of it; anything else
+    /// (past a slot's end, or memory of its own) is written with a plain Write.
+    #[test]
+    fn a_write_uses_the_registered_slot_that_holds_all_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(dir.path(), crate::log::LogConfig::default()).unwrap();
+        let (_requests_tx, requests_rx) = crossbeam_channel::bounded(1);
+        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
+        let writer = WriterThread::new(
+            log,
+            &WriterConfig::default(),
+            requests_rx,
+            channel.sink,
+            Arc::new(WriterStats::default()),
+        )
+        .unwrap();
+        assert!(
+            writer.info.registered_buffers,
+            "registration needs root or `ulimit -l`"
+        );
+        let slots = writer.registered.clone();
+        assert!(slots.len() >= 2, "staging buffers and the zero buffer");
+        for (slot, &(base, len)) in slots.iter().enumerate() {
+            let expected = Some(slot as u16);
+            assert_eq!(writer.slot_of(base, len), expected);
+            assert_eq!(
+                writer.slot_of(base.wrapping_add(len - 4096), 4096),
+                expected
+            );
+            assert_eq!(
+                writer.slot_of(base.wrapping_add(4096), len - 4096),
+                expected
+            );
+            assert_eq!(
+                writer.slot_of(base, len + 1),
+                None,
+                "past the end of slot {slot}"
+            );
+            assert_ne!(writer.slot_of(base.wrapping_add(len), 4096), expected);
+        }
+        let own = vec![0u8; 4096];
+        assert_eq!(writer.slot_of(own.as_ptr(), own.len()), None);
+        let _ = writer.finish();
     }
 
     #[test]

@@ -441,6 +441,13 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         w.storage_full_episodes.load(Relaxed),
     )?;
     out.counter(
+        "ringraft_disk_batches_staged_during_write",
+        "record batches copied for the next group while a group's write was in flight (the \
+         copy overlapped the IO)",
+        None,
+        w.batches_staged_during_write.load(Relaxed),
+    )?;
+    out.counter(
         "ringraft_disk_submits_waited",
         "log operations that found the writer's queue full and waited",
         None,
