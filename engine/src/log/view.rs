@@ -344,6 +344,32 @@ mod tests {
         assert_eq!((kept.len(), outcome.retries), (5, 1));
     }
 
+    /// A timestamp search stops at a batch its snapshot's limit cuts (header or body): the
+    /// bytes past the limit are not the snapshot's, so the cut batch is neither read as
+    /// corrupt nor searched. (A limit is a batch boundary in every snapshot the view takes;
+    /// this is the walk's own guard.)
+    #[test]
+    fn a_timestamp_search_ends_at_a_batch_its_snapshot_cuts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, sixth) = ten_batches(dir.path());
+        let view = log.view();
+        let (base, file) = {
+            let state = view.state.lock();
+            let (&base, file) = state.segments.iter().next().unwrap();
+            (base, Arc::clone(file))
+        };
+        let lookup = TimestampLookup::new(TimestampTarget::AtOrAfter(1_005), 10);
+        let interval = view.index_interval_bytes;
+        let whole = [(base, Arc::clone(&file), file.readable_size())];
+        let (found, _) = timestamps::step(&whole, lookup, interval).unwrap();
+        assert!(matches!(found, LookupStep::Done(Some(f)) if f.offset == 5));
+        for cut in [sixth + 10, sixth + 100] {
+            let files = [(base, Arc::clone(&file), cut)];
+            let (found, _) = timestamps::step(&files, lookup, interval).unwrap();
+            assert_eq!(found, LookupStep::Done(None), "cut at {cut}");
+        }
+    }
+
     /// So is a lookup step, and the bytes it walked for nothing still count (for pacing).
     #[test]
     fn a_lookup_step_overtaken_by_a_truncation_is_counted_with_what_it_walked() {
