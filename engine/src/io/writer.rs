@@ -1262,6 +1262,37 @@ fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
 mod tests {
     use super::*;
 
+    /// A writer to run on the test's own thread (`run`), with `requests` queued before it
+    /// starts, and what it reports.
+    struct QueuedWriter {
+        writer: WriterThread,
+        events: Receiver<WriterEvent>,
+        stats: Arc<WriterStats>,
+        /// Kept open: dropping it would tell the writer that nobody reads its events.
+        _close: crossbeam_channel::Sender<()>,
+    }
+
+    fn queued_writer(
+        log: Log,
+        config: &WriterConfig,
+        requests: Vec<WriterRequest>,
+    ) -> QueuedWriter {
+        let (requests_tx, requests_rx) = crossbeam_channel::bounded(requests.len().max(1));
+        for request in requests {
+            requests_tx.send(request).unwrap();
+        }
+        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
+        let stats = Arc::new(WriterStats::default());
+        let writer =
+            WriterThread::new(log, config, requests_rx, channel.sink, Arc::clone(&stats)).unwrap();
+        QueuedWriter {
+            writer,
+            events: channel.events,
+            stats,
+            _close: channel.close,
+        }
+    }
+
     /// A shutdown taken together with the last append writes it and stops: it does not
     /// allocate the next segment on its way out (the next open would only remove it). The
     /// writer loop runs on the test's thread, so both requests are queued before it starts.
@@ -1274,33 +1305,23 @@ mod tests {
             ..crate::log::LogConfig::default()
         };
         let log = Log::open(dir.path(), config).unwrap();
-        let (requests_tx, requests_rx) = crossbeam_channel::bounded(8);
-        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
         // More than half the segment: the next one is due once it is written.
         let batches = vec![crate::record::batch_for_tests(
             0,
             &[1_000],
             &[1u8; 40 << 10],
         )];
-        requests_tx
-            .send(WriterRequest::Append { seq: 1, batches })
-            .unwrap();
-        requests_tx.send(WriterRequest::Shutdown).unwrap();
-        let stats = Arc::new(WriterStats::default());
-        let writer = WriterThread::new(
-            log,
-            &WriterConfig::default(),
-            requests_rx,
-            channel.sink,
-            stats,
-        )
-        .unwrap();
-        let log = writer.run().expect("a clean stop");
+        let requests = vec![
+            WriterRequest::Append { seq: 1, batches },
+            WriterRequest::Shutdown,
+        ];
+        let queued = queued_writer(log, &WriterConfig::default(), requests);
+        let log = queued.writer.run().expect("a clean stop");
         assert_eq!(log.end_offset(), 1);
         assert!(log.spare_due(), "the next segment was due");
         assert!(!log.has_spare());
         assert!(!dir.path().join(crate::log::SPARE_FILE).exists());
-        let events: Vec<WriterEvent> = channel.events.try_iter().collect();
+        let events: Vec<WriterEvent> = queued.events.try_iter().collect();
         assert!(
             matches!(events.last(), Some(WriterEvent::Stopped { end_offset: 1 })),
             "{events:?}"
@@ -1315,32 +1336,28 @@ mod tests {
     fn appends_taken_while_a_group_is_written_are_staged_during_the_write() {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path(), crate::log::LogConfig::default()).unwrap();
-        let (requests_tx, requests_rx) = crossbeam_channel::bounded(8);
-        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
-        for seq in 1..=3 {
-            let offset = seq as i64 - 1;
-            let batch = crate::record::batch_for_tests(offset, &[1_000], &[7u8; 100]);
-            requests_tx
-                .send(WriterRequest::Append {
-                    seq,
-                    batches: vec![batch],
-                })
-                .unwrap();
-        }
-        requests_tx.send(WriterRequest::Shutdown).unwrap();
-        let stats = Arc::new(WriterStats::default());
+        let mut requests: Vec<WriterRequest> = (1..=3)
+            .map(|seq| WriterRequest::Append {
+                seq,
+                batches: vec![crate::record::batch_for_tests(
+                    seq as i64 - 1,
+                    &[1_000],
+                    &[7u8; 100],
+                )],
+            })
+            .collect();
+        requests.push(WriterRequest::Shutdown);
         let config = WriterConfig {
             request_capacity: 1,
             ..WriterConfig::default()
         };
-        let writer =
-            WriterThread::new(log, &config, requests_rx, channel.sink, Arc::clone(&stats)).unwrap();
-        let log = writer.run().expect("a clean stop");
+        let queued = queued_writer(log, &config, requests);
+        let (stats, events) = (queued.stats, queued.events);
+        let log = queued.writer.run().expect("a clean stop");
         assert_eq!(log.end_offset(), 3);
         assert_eq!(stats.groups.load(Ordering::Relaxed), 3);
         assert_eq!(stats.batches_staged_during_write.load(Ordering::Relaxed), 2);
-        let durable: Vec<(u64, Offset)> = channel
-            .events
+        let durable: Vec<(u64, Offset)> = events
             .try_iter()
             .filter_map(|event| match event {
                 WriterEvent::Durable {
@@ -1405,16 +1422,7 @@ mod tests {
     fn a_write_uses_the_registered_slot_that_holds_all_of_it() {
         let dir = tempfile::tempdir().unwrap();
         let log = Log::open(dir.path(), crate::log::LogConfig::default()).unwrap();
-        let (_requests_tx, requests_rx) = crossbeam_channel::bounded(1);
-        let channel = EventChannel::new(EVENT_CAPACITY).unwrap();
-        let writer = WriterThread::new(
-            log,
-            &WriterConfig::default(),
-            requests_rx,
-            channel.sink,
-            Arc::new(WriterStats::default()),
-        )
-        .unwrap();
+        let writer = queued_writer(log, &WriterConfig::default(), Vec::new()).writer;
         assert!(
             writer.info.registered_buffers,
             "registration needs root or `ulimit -l`"
