@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The peer comparison in one command: fio (the disk's limits), a loopback round trip, ringraft's
-# 3-voter cluster and etcd 3.4's 3-member cluster, back to back on this machine, the disk settled
-# before each run (settle.sh), then a side-by-side markdown table with the ratios issue 5's targets
-# need.
+# 3-voter cluster, etcd 3.4's 3-member cluster and ZooKeeper 3.8's 3-server ensemble, back to back
+# on this machine, the disk settled before each run (settle.sh), then a side-by-side markdown table
+# with the ratios issue 5's targets need and ringraft's like-for-like ratios to each peer.
 # Usage: bench/peers/compare.sh [-d SECONDS=10] [-o RESULTS_DIR=bench/peers/results]
 # Writes RESULTS_DIR/compare-<UTC date-time>.md (also printed) and the raw JSON of every run in
 # RESULTS_DIR/compare-<UTC date-time>/. Builds the release binaries if they are missing.
@@ -117,6 +117,12 @@ step etcd
 "$here/etcd.sh" -d "$secs" -v 1024 -o "$raw" 1 128 256 512 >"$raw/etcd.log" 2>&1 || {
     echo "etcd.sh failed; its output:" >&2; tail -30 "$raw/etcd.log" >&2; exit 1; }
 grep -E '^(etcd|leader|settle)' "$raw/etcd.log" || true
+
+echo "== zookeeper: 1, 128, 256, 512 creates in flight, 1 KiB values"
+step zookeeper
+"$here/zookeeper.sh" -d "$secs" -v 1024 -o "$raw" 1 128 256 512 >"$raw/zookeeper.log" 2>&1 || {
+    echo "zookeeper.sh failed; its output:" >&2; tail -30 "$raw/zookeeper.log" >&2; exit 1; }
+grep -E '^(zookeeper|settle)' "$raw/zookeeper.log" || true
 
 python3 "$here/compare_table.py" "$raw" | tee "$report"
 echo "written: $report and $raw/"
