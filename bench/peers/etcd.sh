@@ -12,6 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=settle.sh
 source "$here/settle.sh"
+# shellcheck source-path=SCRIPTDIR source=pip_install.sh
+source "$here/pip_install.sh"
 
 secs=10
 value_bytes=1024
@@ -36,9 +38,7 @@ if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server etcd-client
     if command -v systemctl >/dev/null; then systemctl stop etcd 2>/dev/null || true; fi
 fi
-if ! python3 -c 'import grpc' 2>/dev/null; then
-    pip install grpcio
-fi
+pip_install grpc grpcio
 export ETCDCTL_API=3
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-etcd.XXXXXX")

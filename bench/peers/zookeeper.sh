@@ -13,6 +13,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=settle.sh
 source "$here/settle.sh"
+# shellcheck source-path=SCRIPTDIR source=pip_install.sh
+source "$here/pip_install.sh"
 
 secs=10
 value_bytes=1024
@@ -41,22 +43,7 @@ if [ ! -f "$zk_jar" ] || [ ! -f "$log_jar" ] || ! command -v java >/dev/null; th
     # servers do.
     if command -v systemctl >/dev/null; then systemctl stop zookeeper 2>/dev/null || true; fi
 fi
-if ! python3 -c 'import kazoo' 2>/dev/null; then
-    if ! python3 -m pip --version >/dev/null 2>&1; then
-        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-pip
-    fi
-    # Debian's own python3 is marked externally managed (PEP 668) and its pip refuses to install
-    # there; kazoo is pure Python with no dependencies and apt has no newer one beside it, so the
-    # override touches nothing apt manages. A venv or pyenv python has no marker and needs none.
-    pip_flags=()
-    if python3 -c '
-import os, sys, sysconfig
-managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
-sys.exit(0 if managed and sys.prefix == sys.base_prefix else 1)'; then
-        pip_flags=(--break-system-packages)
-    fi
-    python3 -m pip install "${pip_flags[@]}" kazoo
-fi
+pip_install kazoo kazoo
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-zookeeper.XXXXXX")
 pids=()
