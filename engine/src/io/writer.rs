@@ -1030,7 +1030,7 @@ impl WriterThread {
         let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         self.stats.max_group_us.fetch_max(micros, Ordering::Relaxed);
         self.stats.group_us.observe(micros);
-        if elapsed >= SLOW_GROUP {
+        if is_slow_group(elapsed) {
             self.stats.slow_groups.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 elapsed_ms = elapsed.as_millis() as u64,
@@ -1156,6 +1156,11 @@ fn gather_completions(
         .into_iter()
         .map(|result| result.expect("every entry completed"))
         .collect())
+}
+
+/// A group whose write and sync took this long is a disk stall (see [`SLOW_GROUP`]).
+fn is_slow_group(elapsed: Duration) -> bool {
+    elapsed >= SLOW_GROUP
 }
 
 /// What one completion says of its entry: done, failed with an errno, or a write that
@@ -1368,6 +1373,14 @@ mod tests {
             })
             .collect();
         assert_eq!(durable, [(1, 1), (2, 2), (3, 3)]);
+    }
+
+    #[test]
+    fn a_group_is_slow_from_slow_group_on() {
+        assert!(!is_slow_group(Duration::ZERO));
+        assert!(!is_slow_group(SLOW_GROUP - Duration::from_micros(1)));
+        assert!(is_slow_group(SLOW_GROUP));
+        assert!(is_slow_group(Duration::from_secs(10)));
     }
 
     #[test]
