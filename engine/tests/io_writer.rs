@@ -495,27 +495,61 @@ fn retention_through_the_writer_reports_where_it_started_and_where_it_wanted_to(
         bytes: Some(SEGMENT),
         ms: None,
     };
-    let retained = |writer: &GroupCommitWriter, limit, unpinned| {
-        writer.submit(WriterRequest::Retain {
-            policy,
-            limit,
-            unpinned,
-        });
-        loop {
-            match writer.events().recv_timeout(WAIT).expect("an event") {
-                WriterEvent::Retained { start, wanted } => return (start, wanted),
-                WriterEvent::Durable { .. } => {}
-                other => panic!("{other:?}"),
-            }
-        }
-    };
     // Pinned at 100: the log starts at most there, though the policy wants more.
-    let (start, wanted) = retained(&writer, 100, end);
+    let (start, wanted) = retained(&writer, policy, 100, end);
     assert!(start > 0 && start <= 100, "{start}");
     assert!(wanted > 100, "{wanted}");
     // Unpinned up to where it is pinned: nothing more is wanted than done.
-    let (again, wanted) = retained(&writer, 100, 100);
+    let (again, wanted) = retained(&writer, policy, 100, 100);
     assert_eq!((again, wanted), (start, start));
+    drop(writer.shutdown().unwrap());
+}
+
+/// Sends a Retain request and waits for its answer: (start, wanted).
+fn retained(
+    writer: &GroupCommitWriter,
+    policy: engine::log::RetentionPolicy,
+    limit: i64,
+    unpinned: i64,
+) -> (i64, i64) {
+    writer.submit(WriterRequest::Retain {
+        policy,
+        limit,
+        unpinned,
+    });
+    loop {
+        match writer.events().recv_timeout(WAIT).expect("an event") {
+            WriterEvent::Retained { start, wanted } => return (start, wanted),
+            WriterEvent::Durable { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// Time retention through the writer measures the batches' timestamps against the wall
+/// clock: batches stamped in November 2023 are older than a year today and go (up to the
+/// limit), and younger than a century, so a century's retention keeps them all (mutants of
+/// the writer's `wall_clock_ms`).
+#[test]
+fn time_retention_through_the_writer_measures_timestamps_against_the_wall_clock() {
+    use engine::log::RetentionPolicy;
+    const SEGMENT: u64 = 64 << 10;
+    const YEAR_MS: i64 = 365 * 24 * 3_600 * 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = start(dir.path(), small_config(SEGMENT), WriterConfig::default());
+    let mut written = Appended::default();
+    for seq in 1..=200 {
+        written.submit(&writer, seq, 2, 1000);
+    }
+    wait_durable(&writer, 200);
+    let end = written.end_offset;
+    let keep = |ms| RetentionPolicy {
+        bytes: None,
+        ms: Some(ms),
+    };
+    assert_eq!(retained(&writer, keep(100 * YEAR_MS), end, end), (0, 0));
+    let (start, wanted) = retained(&writer, keep(YEAR_MS), end, end);
+    assert!(start > 0 && start == wanted, "{start} {wanted}");
     drop(writer.shutdown().unwrap());
 }
 
