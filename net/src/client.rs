@@ -729,6 +729,45 @@ impl BlockingClient {
         }
     }
 
+    /// Drops the bytes already consumed and frees the read buffer's spare capacity (a read
+    /// grows it by a 64 KiB chunk): a client kept open and idle, as the load generator's
+    /// `--idle-connections` keeps thousands, then holds only what it has not read yet.
+    pub fn shrink_buffers(&mut self) {
+        self.received.drain(..self.consumed);
+        self.consumed = 0;
+        self.received.shrink_to_fit();
+    }
+
+    /// Whether the peer has closed the connection, looked at without blocking for long: false
+    /// while the socket has nothing to read; else one read of at most `timeout` decides (end of
+    /// file, or an error other than the timeout: closed). For a connection that expects no
+    /// response (the load generator's idle ones): bytes read are dropped.
+    pub fn closed_by_peer_now(&mut self, timeout: Duration) -> bool {
+        match self.wait_readable(Duration::ZERO) {
+            Ok(false) => return false,
+            Ok(true) => {}
+            Err(_) => return true,
+        }
+        let previous = self.stream.tcp().read_timeout().ok().flatten();
+        let short = Some(timeout.max(Duration::from_millis(1)));
+        if self.stream.tcp().set_read_timeout(short).is_err() {
+            return true;
+        }
+        let mut buf = [0u8; 256];
+        let closed = match self.stream.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ),
+        };
+        let _ = self.stream.tcp().set_read_timeout(previous);
+        closed
+    }
+
     /// True once the peer has closed the connection (a read returns end of file or an error).
     /// Reads the socket directly: call it only when no response is expected.
     pub fn is_closed_by_peer(&mut self) -> bool {
@@ -974,5 +1013,42 @@ mod negotiation_tests {
         assert_eq!(partition.error, ErrorCode::UNSUPPORTED_VERSION);
         drop(client);
         server.join().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// An idle connection reads as open, bytes arriving on it too, and a peer's close as closed,
+    /// each without waiting for the client's 10 s read timeout.
+    #[test]
+    fn closed_by_peer_now_tells_an_open_idle_connection_from_a_closed_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = BlockingClient::connect(addr, Duration::from_secs(10)).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        let started = std::time::Instant::now();
+        assert!(!client.closed_by_peer_now(Duration::from_millis(10)));
+        client.shrink_buffers();
+        server.write_all(b"unexpected").unwrap();
+        while !client.wait_readable(Duration::from_millis(10)).unwrap() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "bytes never arrived"
+            );
+        }
+        assert!(!client.closed_by_peer_now(Duration::from_millis(10)));
+        drop(server);
+        while !client.closed_by_peer_now(Duration::from_millis(10)) {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "close never seen"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
