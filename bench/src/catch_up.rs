@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use net::client::BlockingClient;
 use serde::Serialize;
+use testkit::ClientTls;
 
 use crate::produce_load::{self, LoadConfig, WindowObserver};
 
@@ -77,32 +78,65 @@ pub fn prefill(
     Ok((done, started.elapsed().as_secs_f64()))
 }
 
-/// The observer's log end offset and the high watermark, as the leader reports them.
-pub fn sample(leader: SocketAddr, observer_id: usize) -> (Option<i64>, Option<i64>) {
-    let Ok(mut client) = BlockingClient::connect(leader, Duration::from_secs(2)) else {
-        return (None, None);
-    };
-    let Ok(quorum) = client.describe_quorum() else {
-        return (None, None);
-    };
-    let observer = quorum
-        .observers
+/// A client connection to `leader`'s client listener (over TLS when `tls` is given).
+pub fn connect(
+    leader: SocketAddr,
+    tls: Option<&ClientTls>,
+    timeout: Duration,
+) -> Result<BlockingClient, String> {
+    match tls {
+        Some(tls) => tls.connect(leader, timeout),
+        None => BlockingClient::connect(leader, timeout).map_err(|e| e.to_string()),
+    }
+}
+
+/// From one DescribeQuorum of the leader: its high watermark and the log end offset it last saw
+/// of each observer in `ids` (None for one it does not list); None when it does not answer.
+pub fn sample_observers(
+    leader: SocketAddr,
+    tls: Option<&ClientTls>,
+    ids: &[i32],
+) -> Option<(i64, Vec<Option<i64>>)> {
+    let mut client = connect(leader, tls, Duration::from_secs(2)).ok()?;
+    let quorum = client.describe_quorum().ok()?;
+    if !quorum.error.is_none() {
+        return None;
+    }
+    let offsets = ids
         .iter()
-        .find(|o| o.replica_id == observer_id as i32)
-        .map(|o| o.log_end_offset);
-    (observer, Some(quorum.high_watermark))
+        .map(|id| {
+            quorum
+                .observers
+                .iter()
+                .find(|o| o.replica_id == *id)
+                .map(|o| o.log_end_offset)
+        })
+        .collect();
+    Some((quorum.high_watermark, offsets))
+}
+
+/// The observer's log end offset and the high watermark, as the leader reports them.
+pub fn sample(
+    leader: SocketAddr,
+    tls: Option<&ClientTls>,
+    observer_id: usize,
+) -> (Option<i64>, Option<i64>) {
+    match sample_observers(leader, tls, &[observer_id as i32]) {
+        Some((high_watermark, offsets)) => (offsets[0], Some(high_watermark)),
+        None => (None, None),
+    }
 }
 
 impl CatchUpReport {
-    pub fn window_started(&mut self, leader: SocketAddr) {
+    pub fn window_started(&mut self, leader: SocketAddr, tls: Option<&ClientTls>) {
         if let Some(id) = self.observer_id {
-            (self.observer_offset_start, self.high_watermark_start) = sample(leader, id);
+            (self.observer_offset_start, self.high_watermark_start) = sample(leader, tls, id);
         }
     }
 
-    pub fn window_ended(&mut self, leader: SocketAddr) {
+    pub fn window_ended(&mut self, leader: SocketAddr, tls: Option<&ClientTls>) {
         if let Some(id) = self.observer_id {
-            (self.observer_offset_end, self.high_watermark_end) = sample(leader, id);
+            (self.observer_offset_end, self.high_watermark_end) = sample(leader, tls, id);
             self.observer_behind_at_end = match (self.observer_offset_end, self.high_watermark_end)
             {
                 (Some(offset), Some(hw)) => Some(offset < hw),

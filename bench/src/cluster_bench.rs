@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use clap::Args;
 use serde::Serialize;
-use testkit::{Cluster, LeaderWait, Settings, Stderr};
+use testkit::{ClientTls, Cluster, LeaderWait, Settings, Stderr};
 
 use crate::catch_up::{self, CatchUpReport};
+use crate::idle_conns::{self, IdleReport};
+use crate::observers::{self, ObserversReport};
 use crate::proc_sample::{self, ProcSample};
 use crate::produce_load::{self, Interval, LoadConfig, LoadReport, WindowObserver};
 use crate::svg_chart::{self, RatePoint};
@@ -86,11 +88,35 @@ pub struct ClusterArgs {
     /// from 8 connections), so the log is larger than the leader's in-memory tail.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) prefill_mb: f64,
-    /// After the prefill, start one observer with an empty log (id `--nodes` + 1, bootstrap
-    /// servers only): it replicates the log from offset 0 during the run, through log reads on
-    /// the leader. The report says how far it got (`catch_up`).
+    /// After the prefill, start one observer with an empty log (id `--nodes` + 1, after any
+    /// `--observers`; bootstrap servers only): it replicates the log from offset 0 during the
+    /// run, through log reads on the leader. The report says how far it got (`catch_up`).
     #[arg(long)]
     pub(crate) catch_up_observer: bool,
+    /// Observers to start with the cluster (ids after the voters', `bootstrap.servers` only,
+    /// empty logs), before the prefill and the load: they fetch the log from the leader through
+    /// the whole run, as the brokers of a Kafka cluster follow the metadata quorum. Each is a
+    /// `ringraft serve` process on this machine's cores, like the voters. The report gives each
+    /// one's lag at the window's start and end (`observers`) and the leader's CPU per committed
+    /// byte. At most 64.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) observers: usize,
+    /// With `--observers`: the lag (high watermark minus an observer's log end offset, in
+    /// offsets) every observer must be within at the window's end for
+    /// `observers.all_within_max_lag_at_end`.
+    #[arg(long, default_value_t = crate::observers::DEFAULT_MAX_LAG)]
+    pub(crate) observer_max_lag: i64,
+    /// Before the load, open this many connections to the leader's client listener, each
+    /// completing an ApiVersions exchange, and keep them open and idle through the run beside
+    /// the loaded ones. Raises the soft open-file limit (RLIMIT_NOFILE) to the hard one first,
+    /// for this process and the nodes it starts. The report (`idle_connections`) gives how many
+    /// were opened, refused by the node (over its connection limit: 1024 open inbound
+    /// connections of every kind, not configurable) or failed, how many were still open at the
+    /// end, and the leader's RSS before, after opening them and at the end. A connection
+    /// refused or failed stops the run before the load, one closed during the run fails it
+    /// after the report. At most 65536.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) idle_connections: usize,
     /// How the started cluster is secured: `voters-mtls` (each node a certificate from a CA made
     /// for the run, the controller listener requires them: a voter accepts quorum requests only
     /// from the replica they name; clients on a PLAINTEXT listener), `tls` (the same, and the
@@ -179,6 +205,14 @@ struct Report {
     node_stats: BTreeMap<i32, BTreeMap<String, f64>>,
     /// The prefill and the catching-up observer (`--prefill-mb`, `--catch-up-observer`).
     catch_up: CatchUpReport,
+    /// `--observers`: how many, and each one's lag at the window's start and end.
+    observers: ObserversReport,
+    /// Leader CPU time over the measured window per byte of record values committed in it
+    /// (`leader_cpu_sec` / (`records` x `record_bytes`)), ns; null when this run did not start
+    /// the cluster.
+    leader_cpu_ns_per_byte: Option<f64>,
+    /// `--idle-connections` (null without).
+    idle_connections: Option<IdleReport>,
 }
 
 /// /proc readings of the nodes (when this run started them) and of the load generator at the
@@ -193,7 +227,10 @@ struct NodeWatch {
     bench_start: Option<ProcSample>,
     bench_end: Option<ProcSample>,
     leader: Option<SocketAddr>,
+    /// How DescribeQuorum reaches the leader (over TLS with `--security tls`).
+    tls: Option<ClientTls>,
     catch_up: CatchUpReport,
+    observers: ObserversReport,
 }
 
 impl NodeWatch {
@@ -223,7 +260,8 @@ impl WindowObserver for NodeWatch {
         self.start = self.sample_all();
         self.bench_start = proc_sample::sample(std::process::id());
         if let Some(leader) = self.leader {
-            self.catch_up.window_started(leader);
+            self.catch_up.window_started(leader, self.tls.as_ref());
+            self.observers.window_started(leader, self.tls.as_ref());
         }
     }
 
@@ -243,7 +281,8 @@ impl WindowObserver for NodeWatch {
         self.end = self.sample_all();
         self.bench_end = proc_sample::sample(std::process::id());
         if let Some(leader) = self.leader {
-            self.catch_up.window_ended(leader);
+            self.catch_up.window_ended(leader, self.tls.as_ref());
+            self.observers.window_ended(leader, self.tls.as_ref());
         }
     }
 }
@@ -302,25 +341,52 @@ pub(crate) fn start_or_join(args: &ClusterArgs, rust_log: &str) -> Result<Target
 pub fn run(args: ClusterArgs) -> Result<(), String> {
     validate(&args)?;
     install_signal_handlers();
+    // Before any node starts: they inherit the raised limit.
+    let nofile = if args.idle_connections > 0 {
+        let (before, after) = idle_conns::raise_nofile_limit()?;
+        idle_conns::check_fits(args.idle_connections, args.connections, after)?;
+        if after != before {
+            outln!(
+                "raised the open-file limit (RLIMIT_NOFILE soft limit) from {before} to the \
+                 hard limit, {after}, for this process and the nodes it starts"
+            )
+            .map_err(|e| crate::out::describe(&e))?;
+        }
+        Some((before, after))
+    } else {
+        None
+    };
     let Target {
         mut cluster,
         leader,
         leader_id,
         replication_factor,
     } = start_or_join(&args, NODE_LOG)?;
+    let tls = cluster.as_ref().and_then(|c| c.client_tls.clone());
+    let mut observer_report = ObserversReport::new(Vec::new(), args.observer_max_lag);
+    if let (true, Some(cluster)) = (args.observers > 0, cluster.as_mut()) {
+        let (ids, listed_sec) =
+            observers::start(cluster, args.nodes, args.observers, leader, &INTERRUPTED)?;
+        outln!(
+            "observers: {} started (ids {ids:?}), every one fetching after {listed_sec:.1} s",
+            ids.len()
+        )
+        .map_err(|e| crate::out::describe(&e))?;
+        observer_report = ObserversReport::new(ids, args.observer_max_lag);
+        observer_report.listed_sec = Some(listed_sec);
+    }
     let mut catch_up = CatchUpReport::default();
     if args.prefill_mb > 0.0 {
-        let tls = cluster.as_ref().and_then(|c| c.client_tls.clone());
         (catch_up.prefill_mb, catch_up.prefill_sec) = catch_up::prefill(
             leader,
             args.record_bytes,
             args.prefill_mb,
             &INTERRUPTED,
-            tls,
+            tls.clone(),
         )?;
     }
     if let (true, Some(cluster)) = (args.catch_up_observer, cluster.as_mut()) {
-        catch_up.observer_id = Some(start_observer(cluster)?);
+        catch_up.observer_id = Some(start_observer(cluster, args.nodes)? as usize);
     }
     let config = LoadConfig {
         leader,
@@ -337,7 +403,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     };
     let mut watch = NodeWatch {
         leader: Some(leader),
+        tls: tls.clone(),
         catch_up,
+        observers: observer_report,
         ..NodeWatch::default()
     };
     if let Some(cluster) = &cluster {
@@ -347,6 +415,44 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             .iter()
             .find(|(id, _)| Some(*id) == leader_id)
             .map(|&(_, pid)| pid);
+    }
+    let idle = nofile.map(|nofile| {
+        idle_conns::open(
+            leader,
+            tls.as_ref(),
+            args.idle_connections,
+            watch.leader_pid,
+            nofile,
+            &INTERRUPTED,
+        )
+    });
+    if let Some(idle) = &idle {
+        let r = &idle.report;
+        outln!(
+            "idle connections: {} of {} opened in {:.1} s ({} refused by the node, {} failed, {} \
+             not tried); leader RSS KiB {} before, {} after",
+            r.opened,
+            r.requested,
+            r.open_sec,
+            r.refused,
+            r.failed,
+            r.not_tried,
+            opt(r.leader_rss_kib_before.map(|k| k.to_string())),
+            opt(r.leader_rss_kib_after_open.map(|k| k.to_string())),
+        )
+        .map_err(|e| crate::out::describe(&e))?;
+    }
+    if let Some(shortfall) = idle.as_ref().and_then(|idle| idle.report.shortfall()) {
+        // The node refuses connections past its limit, so the load's would be refused too.
+        drop(idle);
+        if let Some(cluster) = cluster.as_mut() {
+            cluster.stop_all(STOP_WAIT);
+        }
+        return Err(format!(
+            "{shortfall}; stopped before the load. A node closes accepted connections beyond \
+             1024 open ones, clients and peers together (net::transport::Config::max_connections, \
+             not a configuration key)"
+        ));
     }
     // A closed stdout ends the run like an interrupt (the nodes are stopped, the files still
     // written); main then exits 141 without a message (docs/operations.md).
@@ -366,6 +472,13 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         }
     });
     let scrapes = scraper.map(crate::metrics_scrape::Scraper::finish);
+    // Before the nodes stop: the idle connections still open? the observers at the end?
+    let idle = idle.map(|idle| idle.finish(watch.leader_pid));
+    if load.is_ok() {
+        watch
+            .observers
+            .wait_caught_up(leader, tls.as_ref(), &INTERRUPTED);
+    }
     // Stop the nodes whatever the load's outcome; their exit status is part of the result.
     let node_exits = match cluster.as_mut() {
         Some(cluster) => cluster.stop_all(STOP_WAIT),
@@ -392,6 +505,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     if let Some(cluster) = &cluster {
         report.node_stats = node_stats(cluster);
     }
+    report.idle_connections = idle;
     if let Some(scrapes) = &scrapes {
         println!(
             "metrics: {} scrapes of {} nodes every {} ms ({} failed), {:.0} us and {:.0} bytes each",
@@ -416,6 +530,13 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         std::fs::write(path, svg).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     check_exits(&node_exits, cluster.as_ref())?;
+    if let Some(shortfall) = report
+        .idle_connections
+        .as_ref()
+        .and_then(IdleReport::shortfall)
+    {
+        return Err(shortfall);
+    }
     if let Some(error) = stdout_error {
         return Err(crate::out::describe(&error));
     }
@@ -450,6 +571,23 @@ pub(crate) fn validate(args: &ClusterArgs) -> Result<(), String> {
     }
     if args.catch_up_observer && args.bootstrap_server.is_some() {
         return Err("--catch-up-observer starts a node: not with --bootstrap-server".into());
+    }
+    if args.observers > 0 && args.bootstrap_server.is_some() {
+        return Err("--observers starts nodes: not with --bootstrap-server".into());
+    }
+    if args.observers > observers::MAX_OBSERVERS || args.observer_max_lag < 0 {
+        return Err(format!(
+            "--observers: at most {} (each a node process on this machine); \
+             --observer-max-lag: not negative",
+            observers::MAX_OBSERVERS
+        ));
+    }
+    if args.idle_connections > idle_conns::MAX_IDLE_CONNECTIONS {
+        return Err(format!(
+            "--idle-connections {}: at most {}",
+            args.idle_connections,
+            idle_conns::MAX_IDLE_CONNECTIONS
+        ));
     }
     Ok(())
 }
@@ -506,6 +644,9 @@ impl Report {
             leader_cpu_ns_per_record: leader_cpu_sec
                 .filter(|_| load.records > 0)
                 .map(|sec| sec * 1e9 / load.records as f64),
+            leader_cpu_ns_per_byte: leader_cpu_sec
+                .filter(|_| load.records > 0 && args.record_bytes > 0)
+                .map(|sec| sec * 1e9 / (load.records as f64 * args.record_bytes as f64)),
             leader_cpu_sec,
             node_cpu_sec: (0..watch.nodes.len()).map(|i| watch.cpu_sec(i)).collect(),
             node_rss_kib_start: rss(&watch.start),
@@ -519,6 +660,8 @@ impl Report {
             node_exits: describe_exits(node_exits),
             node_stats: BTreeMap::new(),
             catch_up: watch.catch_up.clone(),
+            observers: watch.observers.clone(),
+            idle_connections: None,
         }
     }
 }
@@ -719,7 +862,11 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         r.loadavg
     )?;
     if let (Some(ns), Some(sec)) = (r.leader_cpu_ns_per_record, r.leader_cpu_sec) {
-        outln!("  leader CPU: {ns:.0} ns per committed record ({sec:.2} s in the window)")?;
+        outln!(
+            "  leader CPU: {ns:.0} ns per committed record, {} ns per committed byte ({sec:.2} s \
+             in the window)",
+            opt(r.leader_cpu_ns_per_byte.map(|b| format!("{b:.2}")))
+        )?;
     }
     let fmt_list = |values: Vec<String>| values.join(", ");
     if !r.node_cpu_sec.is_empty() {
@@ -749,6 +896,12 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
     }
     if let Some(line) = r.catch_up.summary() {
         outln!("{line}")?;
+    }
+    if let Some(line) = r.observers.summary() {
+        outln!("{line}")?;
+    }
+    if let Some(idle) = &r.idle_connections {
+        outln!("{}", idle.summary())?;
     }
     for exit in &r.node_exits {
         outln!("  {exit}")?;
@@ -867,12 +1020,14 @@ fn write_prometheus_targets(path: &Path, ports: &[u16]) -> Result<(), String> {
         .map_err(|e| format!("--prometheus-targets {}: {e}", path.display()))
 }
 
-/// Starts an observer (id = voters + 1) with an empty log that knows the voters only as
-/// bootstrap servers; returns its id.
-fn start_observer(cluster: &mut Cluster) -> Result<usize, String> {
+/// Starts an observer (id = the nodes so far + 1) with an empty log that knows the voters (the
+/// first `voters` nodes) only as bootstrap servers; returns its id. `--catch-up-observer` and
+/// `--observers` both start theirs here.
+pub(crate) fn start_observer(cluster: &mut Cluster, voters: usize) -> Result<i32, String> {
     let bootstrap = cluster
         .nodes
         .iter()
+        .take(voters)
         .map(|n| n.controller_addr.to_string())
         .collect::<Vec<_>>()
         .join(",");
@@ -885,7 +1040,7 @@ fn start_observer(cluster: &mut Cluster) -> Result<usize, String> {
         &format!("bootstrap.servers={bootstrap}"),
     )?;
     cluster.start(id, &[], Stderr::File)?;
-    Ok(id as usize)
+    Ok(id)
 }
 
 /// The counters of each node's last `node stats` line (logged at a graceful stop).

@@ -331,9 +331,16 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
 
 fn validate(args: &ConsumeArgs) -> Result<(), String> {
     cluster_bench::validate(&args.cluster)?;
-    if args.cluster.svg.is_some() || args.cluster.catch_up_observer {
+    let cluster = &args.cluster;
+    if cluster.svg.is_some()
+        || cluster.catch_up_observer
+        || cluster.observers > 0
+        || cluster.idle_connections > 0
+    {
         return Err(
-            "--svg and --catch-up-observer are the cluster benchmark's, not consume's".into(),
+            "--svg, --catch-up-observer, --observers and --idle-connections are the cluster \
+             benchmark's, not consume's"
+                .into(),
         );
     }
     if args.consumers == 0 {

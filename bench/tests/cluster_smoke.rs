@@ -44,6 +44,30 @@ static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Runs `ringraft-bench` with `args` plus `--json`; returns its stdout and the JSON report.
 fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
+    let run = run_bench_any(args);
+    assert!(
+        run.status.success(),
+        "ringraft-bench {args:?} failed: {}\n{}\n{}",
+        run.status,
+        run.stdout,
+        run.stderr
+    );
+    let report = run.report.expect("a successful run writes its report");
+    (run.stdout, report)
+}
+
+/// How a `ringraft-bench` run ended.
+struct BenchRun {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    /// The JSON report, if the run wrote one.
+    report: Option<serde_json::Value>,
+}
+
+/// Runs `ringraft-bench` with `args` plus `--json`, successful or not (bounded at 120 s), and
+/// checks it left no node and no node directory behind.
+fn run_bench_any(args: &[&str]) -> BenchRun {
     let _one = ONE_CLUSTER_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -65,6 +89,7 @@ fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
         .arg("--json")
         .arg(&json)
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -79,10 +104,7 @@ fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
         std::thread::sleep(Duration::from_millis(100));
     };
     let stdout = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
-    assert!(
-        status.success(),
-        "ringraft-bench {args:?} failed: {status}\n{stdout}"
-    );
+    let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     // The nodes ran from a config under TMPDIR/ringraft-bench-*: none is left, nor the directory.
     let temp = temp.to_str().unwrap();
     assert!(
@@ -94,12 +116,25 @@ fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
         0,
         "the nodes' directory was not removed"
     );
-    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    (stdout, report)
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .map(|text| serde_json::from_str(&text).unwrap());
+    BenchRun {
+        status,
+        stdout,
+        stderr,
+        report,
+    }
 }
 
 /// What every report of a run that started its own 3-node cluster holds.
 fn assert_complete(report: &serde_json::Value, stdout: &str) {
+    assert_complete_with(report, stdout, 3);
+}
+
+/// [`assert_complete`] for a run whose started nodes (3 voters and any observers) number
+/// `nodes`.
+fn assert_complete_with(report: &serde_json::Value, stdout: &str, nodes: usize) {
     assert!(
         stdout.contains("acks=-1"),
         "summary lacks the durability mode:\n{stdout}"
@@ -126,7 +161,7 @@ fn assert_complete(report: &serde_json::Value, stdout: &str) {
     assert!(report["leader_id"].as_u64().is_some());
     for key in ["node_cpu_sec", "node_rss_kib_start", "node_rss_kib_end"] {
         let values = report[key].as_array().unwrap();
-        assert_eq!(values.len(), 3, "{key}");
+        assert_eq!(values.len(), nodes, "{key}");
         assert!(
             values.iter().all(|v| v.as_f64().is_some()),
             "{key}: {values:?}"
@@ -141,7 +176,7 @@ fn assert_complete(report: &serde_json::Value, stdout: &str) {
         assert!(interval["leader_rss_kib"].as_u64().unwrap() > 0);
     }
     let exits = report["node_exits"].as_array().unwrap();
-    assert_eq!(exits.len(), 3);
+    assert_eq!(exits.len(), nodes);
     assert!(exits
         .iter()
         .all(|e| e.as_str().unwrap().ends_with("exit status: 0")));
@@ -220,6 +255,165 @@ fn open_loop_delivers_about_the_rate_asked_for() {
     let corrected = report["commit_latency_us"]["max"].as_u64().unwrap();
     let service = report["service_latency_us"]["max"].as_u64().unwrap();
     assert!(corrected >= service, "{corrected} < {service}");
+}
+
+#[test]
+fn observers_follow_the_leader_through_the_run() {
+    let (stdout, report) = run_bench(&[
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--connections",
+        "4",
+        "--observers",
+        "2",
+    ]);
+    // The observers are started nodes too: CPU, RSS and a clean exit for each.
+    assert_complete_with(&report, &stdout, 5);
+    assert_eq!(report["replication_factor"], 3, "observers do not vote");
+    let observers = &report["observers"];
+    assert_eq!(observers["count"], 2);
+    assert_eq!(observers["ids"], serde_json::json!([4, 5]));
+    assert!(observers["listed_sec"].as_f64().is_some());
+    let hw_end = observers["high_watermark_end"].as_i64().unwrap();
+    assert!(hw_end > 0);
+    let each = observers["per_observer"].as_array().unwrap();
+    assert_eq!(each.len(), 2);
+    for observer in each {
+        // Listed by the leader (fetching) at the window's start and end, with a lag.
+        for key in ["log_end_offset_start", "log_end_offset_end"] {
+            assert!(observer[key].as_i64().unwrap() >= 0, "{key}: {observer}");
+        }
+        for key in ["lag_start", "lag_end"] {
+            assert!(observer[key].as_i64().is_some(), "{key}: {observer}");
+        }
+        assert!(
+            observer["log_end_offset_end"].as_i64().unwrap()
+                > observer["log_end_offset_start"].as_i64().unwrap(),
+            "the observer followed the load: {observer}"
+        );
+    }
+    assert!(observers["all_within_max_lag_at_end"].is_boolean());
+    assert_eq!(observers["max_lag"], 10_000);
+    assert_eq!(
+        observers["caught_up_after_load"], true,
+        "every observer reached the high watermark once the load stopped\n{stdout}"
+    );
+    assert!(report["leader_cpu_ns_per_byte"].as_f64().unwrap() > 0.0);
+    assert!(report["idle_connections"].is_null());
+    assert!(
+        stdout.contains("  observers: 2; lag at the window's end"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ns per committed byte"), "{stdout}");
+}
+
+#[test]
+fn idle_connections_stay_open_through_the_run() {
+    let (stdout, report) = run_bench(&[
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--connections",
+        "4",
+        "--idle-connections",
+        "8",
+    ]);
+    assert_complete(&report, &stdout);
+    assert_eq!(report["observers"]["count"], 0);
+    let idle = &report["idle_connections"];
+    assert_eq!(idle["requested"], 8);
+    assert_eq!(idle["opened"], 8, "{idle}");
+    for key in ["refused", "failed", "not_tried", "closed_during_run"] {
+        assert_eq!(idle[key], 0, "{key}: {idle}");
+    }
+    assert_eq!(idle["open_at_end"], 8, "{idle}");
+    assert!(idle["errors"].as_array().unwrap().is_empty(), "{idle}");
+    let nofile = idle["nofile_limit"].as_u64().unwrap();
+    assert!(nofile >= idle["nofile_limit_before"].as_u64().unwrap());
+    let rss = |key: &str| idle[key].as_u64().unwrap();
+    let (before, after) = (
+        rss("leader_rss_kib_before"),
+        rss("leader_rss_kib_after_open"),
+    );
+    assert!(
+        before > 0 && after > 0 && rss("leader_rss_kib_end") > 0,
+        "{idle}"
+    );
+    // The growth over 8 connections may be anything, even negative: only its arithmetic.
+    let per = idle["rss_kib_per_connection"].as_f64().unwrap();
+    assert!(
+        (per - (after as f64 - before as f64) / 8.0).abs() < 1e-9,
+        "{idle}"
+    );
+    assert!(
+        stdout.contains("  idle connections: 8 asked, 8 opened"),
+        "{stdout}"
+    );
+}
+
+/// More idle connections than the node's limit (1024 open connections, peers included): the
+/// refusals are counted and the run fails before the load, saying so, and stops its nodes.
+#[test]
+fn idle_connections_refused_by_the_node_fail_the_run() {
+    let asked = 1100usize;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
+    if limit.rlim_max < asked as u64 + 512 {
+        eprintln!(
+            "skipped: the hard open-file limit {} is too low for {asked} connections",
+            limit.rlim_max
+        );
+        return;
+    }
+    let asked_text = asked.to_string();
+    let run = run_bench_any(&[
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--connections",
+        "2",
+        "--idle-connections",
+        &asked_text,
+    ]);
+    assert!(!run.status.success(), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.report.is_none(), "no load, no report");
+    assert!(
+        run.stderr.contains("refused by the node") && run.stderr.contains("before the load"),
+        "{}",
+        run.stderr
+    );
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("idle connections: "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    // "idle connections: O of N opened in S s (R refused by the node, F failed, T not tried)"
+    let before = |needle: &str| -> usize {
+        let head = &line[..line
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {line}"))];
+        let word = head.rsplit([' ', '(']).next().unwrap();
+        word.parse().unwrap_or_else(|_| panic!("{needle}: {line}"))
+    };
+    let (opened, refused) = (before(" of "), before(" refused by the node"));
+    assert!(line.contains(&format!(" of {asked} opened")), "{line}");
+    assert!(refused > 0 && opened <= 1024, "{line}");
+    assert_eq!(
+        opened + refused + before(" failed") + before(" not tried"),
+        asked,
+        "{line}"
+    );
 }
 
 /// The records produced by [`produce_known_records`]: how many, and the high watermark after.
