@@ -14,12 +14,13 @@ driver_cpu_percent (per process, of one core), errors, loadavg.
 """
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import resource
 import sys
 import time
+
+from peer_stats import emit, latency_summary, loadavg
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -43,13 +44,6 @@ def varint(n: int) -> bytes:
 def put_request(key: bytes, value: bytes) -> bytes:
     # PutRequest: key = 1 (bytes), value = 2 (bytes). Wire type 2 = length-delimited.
     return b"\x0a" + varint(len(key)) + key + b"\x12" + varint(len(value)) + value
-
-
-def percentile(sorted_values, q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, int(q * len(sorted_values)))
-    return sorted_values[index]
 
 
 async def put_loop(call, requests, start_at, measure_from, stop_at, max_puts, latencies, counts):
@@ -170,23 +164,13 @@ def main():
         "puts": count,
         "puts_per_sec": count / args.duration,
         "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": {
-            "p50": percentile(latencies, 0.50),
-            "p99": percentile(latencies, 0.99),
-            "p999": percentile(latencies, 0.999),
-            "max": latencies[-1] if latencies else 0.0,
-            "mean": sum(latencies) / count if count else 0.0,
-        },
+        "latency_us": latency_summary(latencies),
         "errors": errors,
         "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
         "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
-        "loadavg": open("/proc/loadavg").read().split()[:3],
+        "loadavg": loadavg(),
     }
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as out:
-            out.write(text + "\n")
+    emit(summary, args.json)
     if any(r.get("failed") for r in results) or count == 0:
         sys.exit(1)
 

@@ -16,7 +16,6 @@ driver_cpu_percent (per process, of one core), driver_late_s (per process, how l
 shared start it connected), errors, cleanup {deleted, errors, left, seconds}, loadavg.
 """
 import argparse
-import json
 import multiprocessing
 import os
 import queue
@@ -25,17 +24,12 @@ import sys
 import threading
 import time
 
+from peer_stats import emit, latency_summary, loadavg
+
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 15.0
 PARENT = "/ringraft-bench"
-
-
-def percentile(sorted_values, q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, int(q * len(sorted_values)))
-    return sorted_values[index]
 
 
 class ClosedLoop:
@@ -301,13 +295,7 @@ def main():
         "creates": count,
         "creates_per_sec": count / args.duration,
         "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": {
-            "p50": percentile(latencies, 0.50),
-            "p99": percentile(latencies, 0.99),
-            "p999": percentile(latencies, 0.999),
-            "max": latencies[-1] if latencies else 0.0,
-            "mean": sum(latencies) / count if count else 0.0,
-        },
+        "latency_us": latency_summary(latencies),
         "errors": errors,
         "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
         "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
@@ -319,13 +307,9 @@ def main():
             "seconds": round(max(c["seconds"] for c in cleanup), 2),
             "last_error": next((c["last_error"] for c in cleanup if c["last_error"]), "") or parent_error,
         },
-        "loadavg": open("/proc/loadavg").read().split()[:3],
+        "loadavg": loadavg(),
     }
-    text = json.dumps(summary, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as out:
-            out.write(text + "\n")
+    emit(summary, args.json)
     if summary["cleanup"]["left"] or parent_error:
         print(f"zk_create: {summary['cleanup']['left']} znodes of this run left in the tree "
               f"({summary['cleanup']['last_error']}); later runs start from a bigger tree", file=sys.stderr)
