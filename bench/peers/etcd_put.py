@@ -20,7 +20,7 @@ import resource
 import sys
 import time
 
-from peer_stats import emit, latency_summary, loadavg
+from peer_stats import add_load_args, emit, latency_summary, loadavg
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -117,12 +117,7 @@ def child(args, proc_index, inflight, start_at, queue):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client URL")
-    parser.add_argument("--inflight", type=int, default=1)
-    parser.add_argument("--value-bytes", type=int, default=1024)
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--processes", type=int, default=0,
-                        help="driver processes (0: 1 for inflight<=16, else 2)")
+    add_load_args(parser)
     parser.add_argument("--max-puts", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
     parser.add_argument("--json", help="also write the JSON object here")

@@ -3,6 +3,17 @@ and the writing of its JSON result, so that the peers' results read alike."""
 import json
 
 
+def add_load_args(parser) -> None:
+    """The load's shape, the same for every driver: writes in flight, value size, run time,
+    warm-up and driver processes."""
+    parser.add_argument("--inflight", type=int, default=1)
+    parser.add_argument("--value-bytes", type=int, default=1024)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--processes", type=int, default=0,
+                        help="driver processes (0: 1 for inflight<=16, else 2)")
+
+
 def percentile(sorted_values, q: float) -> float:
     if not sorted_values:
         return 0.0

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from peer_stats import emit, latency_summary, loadavg
+from peer_stats import add_load_args, emit, latency_summary, loadavg
 
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
@@ -222,12 +222,7 @@ def with_client(endpoint, action):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client port")
-    parser.add_argument("--inflight", type=int, default=1)
-    parser.add_argument("--value-bytes", type=int, default=1024)
-    parser.add_argument("--duration", type=float, default=10.0)
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--processes", type=int, default=0,
-                        help="driver processes (0: 1 for inflight<=16, else 2)")
+    add_load_args(parser)
     parser.add_argument("--max-creates", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
     parser.add_argument("--cleanup-max", type=float, default=0.0,

@@ -481,18 +481,11 @@ fn each_groups_time_is_recorded() {
 #[test]
 fn retention_through_the_writer_reports_where_it_started_and_where_it_wanted_to() {
     use engine::log::RetentionPolicy;
-    const SEGMENT: u64 = 64 << 10;
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(dir.path(), small_config(SEGMENT), WriterConfig::default());
-    let mut written = Appended::default();
-    for seq in 1..=200 {
-        written.submit(&writer, seq, 2, 1000);
-    }
-    wait_durable(&writer, 200);
-    let end = written.end_offset;
+    let (writer, end) = sealed_segments(dir.path());
     // Keep about one segment's worth: several segments may go, but only below `limit`.
     let policy = RetentionPolicy {
-        bytes: Some(SEGMENT),
+        bytes: Some(RETENTION_SEGMENT),
         ms: None,
     };
     // Pinned at 100: the log starts at most there, though the policy wants more.
@@ -503,6 +496,25 @@ fn retention_through_the_writer_reports_where_it_started_and_where_it_wanted_to(
     let (again, wanted) = retained(&writer, policy, 100, 100);
     assert_eq!((again, wanted), (start, start));
     drop(writer.shutdown().unwrap());
+}
+
+/// The segment size of the retention tests: small, so 200 appends seal several.
+const RETENTION_SEGMENT: u64 = 64 << 10;
+
+/// A writer on `dir` with 200 durable appends (2 records of 1000 bytes each, stamped in
+/// November 2023) over several sealed segments, and the log's end offset.
+fn sealed_segments(dir: &std::path::Path) -> (log_support::TestWriter, i64) {
+    let writer = start(
+        dir,
+        small_config(RETENTION_SEGMENT),
+        WriterConfig::default(),
+    );
+    let mut written = Appended::default();
+    for seq in 1..=200 {
+        written.submit(&writer, seq, 2, 1000);
+    }
+    wait_durable(&writer, 200);
+    (writer, written.end_offset)
 }
 
 /// Sends a Retain request and waits for its answer: (start, wanted).
@@ -533,16 +545,9 @@ fn retained(
 #[test]
 fn time_retention_through_the_writer_measures_timestamps_against_the_wall_clock() {
     use engine::log::RetentionPolicy;
-    const SEGMENT: u64 = 64 << 10;
     const YEAR_MS: i64 = 365 * 24 * 3_600 * 1_000;
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(dir.path(), small_config(SEGMENT), WriterConfig::default());
-    let mut written = Appended::default();
-    for seq in 1..=200 {
-        written.submit(&writer, seq, 2, 1000);
-    }
-    wait_durable(&writer, 200);
-    let end = written.end_offset;
+    let (writer, end) = sealed_segments(dir.path());
     let keep = |ms| RetentionPolicy {
         bytes: None,
         ms: Some(ms),
