@@ -137,3 +137,32 @@ fn a_large_frame_through_a_tiny_send_buffer_completes_after_partial_sends() {
         ring.stats()
     );
 }
+
+#[test]
+fn frames_queued_in_one_round_go_out_in_one_sendmsg() {
+    let server = EchoServer::start(Config::default());
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let conn = ring.connect(server.addr).unwrap();
+    let mut events = Vec::new();
+    poll_until(&mut ring, &mut events, |e| {
+        e.iter().any(|e| matches!(e, Event::Connected { .. }))
+    });
+    // Two rounds: ten frames queued between two polls, then three more. A sendmsg starts at the
+    // flush before the ring is entered, with every frame the round queued, so each round is one.
+    for (round, count) in [(1u64, 10usize), (2, 3)] {
+        for i in 0..count {
+            ring.send(conn, frame_chain(pattern(100 + i, round * 100 + i as u64)))
+                .unwrap();
+        }
+        let mut echoed = Vec::new();
+        poll_until(&mut ring, &mut echoed, |e| frames(e).len() == count);
+        assert_eq!(ring.stats().sends, round, "{:?}", ring.stats());
+        for (i, frame) in frames(&echoed).iter().enumerate() {
+            assert_eq!(frame[..], pattern(100 + i, round * 100 + i as u64)[..]);
+        }
+    }
+    ring.close(conn).unwrap();
+    let mut closing = Vec::new();
+    poll_until(&mut ring, &mut closing, |e| !e.is_empty());
+    server.stop();
+}

@@ -43,6 +43,8 @@ pub(super) struct Conn {
     pub(super) send_queue: VecDeque<Vec<Bytes>>,
     pub(super) queued_bytes: usize,
     pub(super) sending: Option<Box<SendState>>,
+    /// Listed in the loop's `unflushed`: its queued frames wait for the next flush.
+    unflushed: bool,
     recv_op: Option<u64>,
     /// Live entries of the op slab that belong to this connection.
     ops_in_flight: u32,
@@ -74,6 +76,7 @@ impl Conn {
             send_queue: VecDeque::new(),
             queued_bytes: 0,
             sending: None,
+            unflushed: false,
             recv_op: None,
             ops_in_flight: 0,
             recv_buf: None,
@@ -345,7 +348,39 @@ impl EventLoop {
         }
         c.queued_bytes += len;
         c.send_queue.push_back(chain);
-        self.start_send(conn.0)
+        self.defer_send(conn.0);
+        Ok(())
+    }
+
+    /// List the connection for the next flush (once).
+    fn defer_send(&mut self, key: u64) {
+        let conn = self.conns.get_mut(key).expect("connection present");
+        if !conn.unflushed {
+            conn.unflushed = true;
+            self.unflushed.push(key);
+        }
+    }
+
+    /// Start the sendmsg of every connection with frames queued since the last flush. Called
+    /// just before the ring is entered: a round of events that answers several requests of one
+    /// connection sends them in one sendmsg, and wakes its peer once.
+    pub(super) fn flush_sends(&mut self) -> Result<(), TransportError> {
+        let mut keys = std::mem::take(&mut self.unflushed);
+        for &key in &keys {
+            // A connection closed since it was listed is gone, or its slot holds a newer one
+            // (for which starting a send early is harmless).
+            let Some(conn) = self.conns.get_mut(key) else {
+                continue;
+            };
+            conn.unflushed = false;
+            self.start_send(key)?;
+        }
+        keys.clear();
+        if self.unflushed.is_empty() {
+            // Keep the allocation for the next round.
+            self.unflushed = keys;
+        }
+        Ok(())
     }
 
     /// Submit the next sendmsg if the connection is open and has none in flight. Queued frames
@@ -427,7 +462,10 @@ impl EventLoop {
         }
         conn.sending = None;
         self.drop_conn_op(key, op)?;
-        self.start_send(key)
+        // Frames queued while this sendmsg was in flight (and, over TLS, records rustls wants
+        // sent) go at the next flush, with whatever this round of events adds.
+        self.defer_send(key);
+        Ok(())
     }
 
     // ---- closing ---------------------------------------------------------------------------

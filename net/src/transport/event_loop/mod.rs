@@ -98,6 +98,10 @@ pub struct EventLoop {
     ready: Vec<Event>,
     /// Completions copied out of the ring, not yet handled.
     backlog: Vec<(u64, i32, u32)>,
+    /// Connections with frames queued since the last `poll` and no sendmsg started for them:
+    /// their sendmsgs start just before the next submission, so every frame queued in one round
+    /// of events goes out in one sendmsg per connection (docs/architecture.md, "Transport").
+    unflushed: Vec<u64>,
 }
 
 impl EventLoop {
@@ -142,6 +146,7 @@ impl EventLoop {
         } else {
             Some(Duration::ZERO)
         };
+        self.flush_sends()?;
         self.enter(wait)?;
         self.reap()?;
         events.append(&mut self.ready);

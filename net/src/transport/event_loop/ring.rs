@@ -101,6 +101,7 @@ impl EventLoop {
             buffered_bytes: 0,
             ready: Vec::new(),
             backlog: Vec::new(),
+            unflushed: Vec::new(),
         })
     }
 
