@@ -187,7 +187,7 @@ impl Node {
             })
             .collect();
         let seq = self.reserve_response(conn);
-        let hint = self.leader_hint(conn);
+        let hint = self.leader_hint_if_redirected(conn, &partitions);
         self.count_produce_answers(&partitions);
         let frame =
             produce_response_frame(header.correlation_id, header.api_version, partitions, &hint);
@@ -242,7 +242,7 @@ impl Node {
         };
         self.produce_deadlines
             .remove(&(produce.deadline_ms, produce_id));
-        let hint = self.leader_hint(produce.conn);
+        let hint = self.leader_hint_if_redirected(produce.conn, &produce.partitions);
         self.count_produce_answers(&produce.partitions);
         let committed = produce
             .partitions
@@ -259,6 +259,20 @@ impl Node {
             &hint,
         );
         self.deliver(produce.conn, produce.seq, frame);
+    }
+
+    /// The leader hint when some partition is answered NOT_LEADER_OR_FOLLOWER, the only answer
+    /// that carries one; none otherwise, without listing the brokers (a list per answer was a
+    /// measurable part of every committed Produce's cost).
+    fn leader_hint_if_redirected(&self, conn: ConnId, partitions: &[ProduceSlot]) -> LeaderHint {
+        let redirected = partitions.iter().any(|(_, _, outcome)| {
+            matches!(outcome, Some((error, _)) if *error == ErrorCode::NOT_LEADER_OR_FOLLOWER)
+        });
+        if redirected {
+            self.leader_hint(conn)
+        } else {
+            LeaderHint::default()
+        }
     }
 
     /// Who leads as this node knows it, and where the leader listens on `conn`'s listener:
