@@ -8,12 +8,23 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The `ringraft` binary next to `ringraft-bench`, (re)built here: cargo builds only this
-/// package's binaries for its tests, and a stale one must not be measured.
+/// package's binaries for its tests, and a stale one must not be measured. Built with the test
+/// profile these tests are built with: the dev profile would compile the whole workspace a
+/// second time, unoptimised, and leave that binary where the other packages' process tests run
+/// theirs.
 fn ringraft_binary() -> PathBuf {
     let bench = Path::new(env!("CARGO_BIN_EXE_ringraft-bench"));
     let ringraft = bench.with_file_name("ringraft");
     let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "ringraft-tools", "--bin", "ringraft"])
+        .args([
+            "build",
+            "--profile",
+            "test",
+            "-p",
+            "ringraft-tools",
+            "--bin",
+            "ringraft",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .expect("cargo runs");
