@@ -167,6 +167,30 @@ fn many_pipelined_frames_and_partial_sends_through_a_tiny_send_buffer() {
 }
 
 #[test]
+fn tls_sendmsgs_reuse_their_encryption_buffers() {
+    let pki = Pki::new();
+    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let conn = ring
+        .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
+        .unwrap();
+    echo_through(&mut ring, conn, &[pattern(100, 0)]);
+    // One frame per round trip: every frame is a sendmsg of its own, each after the last is
+    // done, so one buffer (and one more in the handshake) serves them all.
+    for i in 1..=30u64 {
+        let body = pattern(1000 + i as usize * 1000, i);
+        ring.send(conn, framed(&body)).unwrap();
+        let mut events = Vec::new();
+        poll_until(&mut ring, &mut events, |e| frames(e).len() == 1);
+        assert!(frames(&events)[0] == body);
+    }
+    let stats = ring.stats();
+    assert!(stats.sends >= 31, "{stats:?}");
+    assert!(stats.tls_buffers_allocated <= 2, "{stats:?}");
+    close_and_stop(&mut ring, conn, server);
+}
+
+#[test]
 fn tls_1_2_and_1_3_can_each_be_forced() {
     let pki = Pki::new();
     for (version, expected) in [

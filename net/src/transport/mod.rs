@@ -189,4 +189,7 @@ pub struct Stats {
     pub sends: u64,
     /// sendmsg completions that sent less than asked and were resubmitted for the rest.
     pub partial_sends: u64,
+    /// Encryption buffers allocated for TLS sendmsgs; a sendmsg reuses a finished one's when
+    /// one is free.
+    pub tls_buffers_allocated: u64,
 }

@@ -460,7 +460,10 @@ impl EventLoop {
                     .user_data(op),
             );
         }
-        conn.sending = None;
+        let sent = conn.sending.take().expect("checked above");
+        if conn.tls.is_some() {
+            self.reclaim_tls_buffer(*sent);
+        }
         self.drop_conn_op(key, op)?;
         // Frames queued while this sendmsg was in flight (and, over TLS, records rustls wants
         // sent) go at the next flush, with whatever this round of events adds.

@@ -102,6 +102,8 @@ pub struct EventLoop {
     /// their sendmsgs start just before the next submission, so every frame queued in one round
     /// of events goes out in one sendmsg per connection (docs/architecture.md, "Transport").
     unflushed: Vec<u64>,
+    /// Encryption buffers of finished TLS sendmsgs, kept for the next ones (tls.rs).
+    tls_out_pool: Vec<Vec<u8>>,
 }
 
 impl EventLoop {

@@ -102,6 +102,7 @@ impl EventLoop {
             ready: Vec::new(),
             backlog: Vec::new(),
             unflushed: Vec::new(),
+            tls_out_pool: Vec::new(),
         })
     }
 

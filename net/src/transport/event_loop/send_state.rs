@@ -29,6 +29,11 @@ impl SendState {
         })
     }
 
+    /// The pieces, for their owner to take back once the kernel is done with them.
+    pub(super) fn into_pieces(self) -> Vec<Bytes> {
+        self.pieces
+    }
+
     pub(super) fn remaining(&self) -> usize {
         self.pieces[self.piece..]
             .iter()

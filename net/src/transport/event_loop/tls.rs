@@ -27,6 +27,14 @@ use crate::transport::{ConnId, Event, ListenerId};
 
 /// Plaintext bytes encrypted for one sendmsg; the next chunk is encrypted when it completes.
 const TLS_SEND_CHUNK: usize = 256 * 1024;
+/// Room in an encryption buffer: a whole chunk, its records' headers and tags (under 40 bytes
+/// per 16 KiB record), and what rustls has queued besides (handshake flights, tickets, alerts).
+const TLS_OUT_CAPACITY: usize = TLS_SEND_CHUNK + 64 * 1024;
+/// Encryption buffers kept for reuse once their sendmsg is done. A buffer this size comes from
+/// mmap, or from heap the allocator trims: a new one per sendmsg cost a page fault and a zeroed
+/// page for every 4 KiB sent, a fifth of the leader's time with 8 TLS observers
+/// (docs/benchmarks.md, "Encryption buffers reused").
+const TLS_OUT_POOL: usize = 16;
 
 impl EventLoop {
     /// Listen for TLS connections: each accepted connection handshakes with `config` before
@@ -191,7 +199,11 @@ impl EventLoop {
     pub(super) fn start_tls_send(&mut self, key: u64) -> Result<(), TransportError> {
         let conn = self.conns.get_mut(key).expect("connection present");
         let tls = conn.tls.as_mut().expect("a TLS connection");
-        let mut out = Vec::new();
+        let mut out = self.tls_out_pool.pop().unwrap_or_else(|| {
+            self.stats.tls_buffers_allocated += 1;
+            Vec::with_capacity(TLS_OUT_CAPACITY)
+        });
+        debug_assert!(out.is_empty());
         tls.take_output(&mut out);
         let mut failure = None;
         if !tls.is_handshaking() {
@@ -249,8 +261,28 @@ impl EventLoop {
             return self.fail_tls(key, why);
         }
         if out.is_empty() {
+            self.keep_tls_buffer(out);
             return Ok(());
         }
         self.submit_send(key, SendState::new(vec![Bytes::from(out)]))
+    }
+
+    /// Take back a TLS connection's encryption buffer once its sendmsg is over, for the next.
+    pub(super) fn reclaim_tls_buffer(&mut self, sent: SendState) {
+        if let [piece] = &mut sent.into_pieces()[..] {
+            // Unique unless something else still holds the bytes; then it is simply dropped.
+            if let Ok(buffer) = std::mem::take(piece).try_into_mut() {
+                self.keep_tls_buffer(Vec::from(buffer));
+            }
+        }
+    }
+
+    fn keep_tls_buffer(&mut self, mut buffer: Vec<u8>) {
+        // A buffer that grew far past the usual size (a large handshake flight) is not kept.
+        let usual = (TLS_OUT_CAPACITY..=2 * TLS_OUT_CAPACITY).contains(&buffer.capacity());
+        if usual && self.tls_out_pool.len() < TLS_OUT_POOL {
+            buffer.clear();
+            self.tls_out_pool.push(buffer);
+        }
     }
 }
