@@ -333,7 +333,8 @@ impl EventLoop {
     // ---- sending ---------------------------------------------------------------------------
 
     /// Queue one frame given as a chain of pieces (size prefix, header, payload slices...). The
-    /// pieces are sent in order without copying and released once the kernel has taken them.
+    /// pieces are sent in order without copying and released once the kernel has taken them;
+    /// the sendmsg starts at the next `poll`, with every other frame queued before it.
     pub fn send(&mut self, conn: ConnId, chain: Vec<Bytes>) -> Result<(), TransportError> {
         let c = self
             .conns
