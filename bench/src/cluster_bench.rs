@@ -211,6 +211,10 @@ struct Report {
     /// (`leader_cpu_sec` / (`records` x `record_bytes`)), ns; null when this run did not start
     /// the cluster.
     leader_cpu_ns_per_byte: Option<f64>,
+    /// The efficiency figure (docs/benchmarks.md, "Where the leader's time goes"): MB of record
+    /// values committed in the window per CPU-second the voters this run started spent in it,
+    /// summed over them (observers' CPU not counted); null when this run did not start them.
+    committed_mb_per_voter_cpu_sec: Option<f64>,
     /// `--idle-connections` (null without).
     idle_connections: Option<IdleReport>,
 }
@@ -239,6 +243,19 @@ impl NodeWatch {
             .iter()
             .map(|(_, pid)| proc_sample::sample(*pid))
             .collect()
+    }
+
+    /// CPU seconds of the voters (ids 1..=`voters`) over the window; None if one is missing.
+    fn voters_cpu_sec(&self, voters: usize) -> Option<f64> {
+        let indexes: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| {
+                usize::try_from(self.nodes[i].0).is_ok_and(|id| (1..=voters).contains(&id))
+            })
+            .collect();
+        if indexes.len() != voters {
+            return None;
+        }
+        indexes.iter().map(|&i| self.cpu_sec(i)).sum()
     }
 
     fn cpu_sec(&self, index: usize) -> Option<f64> {
@@ -647,6 +664,10 @@ impl Report {
             leader_cpu_ns_per_byte: leader_cpu_sec
                 .filter(|_| load.records > 0 && args.record_bytes > 0)
                 .map(|sec| sec * 1e9 / (load.records as f64 * args.record_bytes as f64)),
+            committed_mb_per_voter_cpu_sec: watch
+                .voters_cpu_sec(args.nodes)
+                .filter(|&sec| sec > 0.0)
+                .map(|sec| (load.records as f64 * args.record_bytes as f64) / 1e6 / sec),
             leader_cpu_sec,
             node_cpu_sec: (0..watch.nodes.len()).map(|i| watch.cpu_sec(i)).collect(),
             node_rss_kib_start: rss(&watch.start),
@@ -867,6 +888,9 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
              in the window)",
             opt(r.leader_cpu_ns_per_byte.map(|b| format!("{b:.2}")))
         )?;
+    }
+    if let Some(mb) = r.committed_mb_per_voter_cpu_sec {
+        outln!("  efficiency: {mb:.2} MB committed per CPU-second of the voters")?;
     }
     let fmt_list = |values: Vec<String>| values.join(", ");
     if !r.node_cpu_sec.is_empty() {
