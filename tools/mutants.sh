@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Mutation testing of one module of the core, the log, the writer, the record format or the wire
-# codecs (docs/testing.md, "Mutation testing"): cargo-mutants in place, in the worktree this is
+# Mutation testing of one module of the core, the log, the writer, the record format, the wire
+# codecs or the transport (docs/testing.md, "Mutation testing"): cargo-mutants in place, in the worktree this is
 # started from, on the module's files with the module's test targets. Not part of CI.
 # Usage: tools/mutants.sh MODULE|FILE.rs [cargo-mutants options...]
-#   MODULE: raft, record, log, writer or wire; FILE.rs: one file of those (its module's tests)
+#   MODULE: raft, record, log, writer, wire or transport; FILE.rs: one file of those (its
+#   module's tests)
 #   e.g. git worktree add ../mut HEAD && cd ../mut && tools/mutants.sh writer --shard 0/2 -o ../mutout/w0
 #        tools/mutants.sh engine/src/raft/vote.rs --list
 # Mutants are written into the tree while it runs: use a worktree of its own, clean, that
@@ -13,7 +14,7 @@ root=$(git rev-parse --show-toplevel)
 cd "$root"
 
 if [ $# -lt 1 ]; then
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,11p' "$0" >&2
     exit 2
 fi
 what=$1
@@ -28,6 +29,7 @@ module_of() {
         engine/src/log/* | engine/src/io/reader.rs) echo log ;;
         engine/src/io/*) echo writer ;;
         net/src/wire/*) echo wire ;;
+        net/src/transport/*) echo transport ;;
         *) echo "" ;;
     esac
 }
@@ -70,8 +72,13 @@ case $module in
         [ ${#files[@]} -gt 0 ] || files=("net/src/wire/*.rs" "net/src/wire/**/*.rs")
         tests=(wire_oracle wire_client_oracle wire_metadata_oracle wire_sasl_oracle)
         ;;
+    transport)
+        package=ringraft-net
+        [ ${#files[@]} -gt 0 ] || files=("net/src/transport/*.rs" "net/src/transport/**/*.rs")
+        tests=(transport_echo transport_tls transport_timers transport_abuse transport_teardown transport_setup)
+        ;;
     *)
-        echo "mutants.sh: unknown module $module (raft, record, log, writer, wire)" >&2
+        echo "mutants.sh: unknown module $module (raft, record, log, writer, wire, transport)" >&2
         exit 2
         ;;
 esac
