@@ -186,7 +186,7 @@ fn tls_sendmsgs_reuse_their_encryption_buffers() {
     }
     let stats = ring.stats();
     assert!(stats.sends >= 31, "{stats:?}");
-    assert!(stats.tls_buffers_allocated <= 2, "{stats:?}");
+    assert!((1..=2).contains(&stats.tls_buffers_allocated), "{stats:?}");
     close_and_stop(&mut ring, conn, server);
 }
 

@@ -143,12 +143,14 @@ impl EventLoop {
         timeout: Option<Duration>,
         events: &mut Vec<Event>,
     ) -> Result<(), TransportError> {
+        // Flushed first: a send that fails at once (a TLS error) reports its close in `ready`,
+        // and the ring must not then be waited on.
+        self.flush_sends()?;
         let wait = if self.ready.is_empty() && self.backlog.is_empty() {
             timeout
         } else {
             Some(Duration::ZERO)
         };
-        self.flush_sends()?;
         self.enter(wait)?;
         self.reap()?;
         events.append(&mut self.ready);
