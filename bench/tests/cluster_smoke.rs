@@ -52,9 +52,10 @@ fn is_newer_than_its_sources(binary: &Path) -> bool {
                 .map(|f| workspace.join(f)),
         )
         .collect();
-    // Bounded: the walk visits each file of four crates once.
+    // Bounded: the walk visits each entry of four crates once.
     while let Some(path) = pending.pop() {
-        let Ok(meta) = std::fs::metadata(&path) else {
+        // Not following symlinks: each entry is visited once, whatever links there are.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
             return false;
         };
         if meta.is_dir() {
