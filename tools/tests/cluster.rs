@@ -421,7 +421,13 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     cluster.start_all();
     let leader = cluster.wait_for_leader(None);
     let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    produce_one(&mut client, "committed before the pre-votes").unwrap();
+    let offset = produce_one(&mut client, "committed before the pre-votes").unwrap();
+    // Both followers must have heard from the leader itself. A voter that started listening
+    // after the others had begun their election gets the leader's BeginQuorumEpoch only from a
+    // retry with backoff (the first connect was refused), and until then grants pre-votes, as
+    // it should (docs/protocol.md, "Pre-vote"); the commit needs only the other follower. Every
+    // voter fetching past the record means each had a fetch answered.
+    cluster.wait_for_voters_at(leader, offset + 1);
     let epoch = client.describe_quorum().unwrap().leader_epoch;
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let candidate = (1..=3).find(|id| *id != leader && *id != follower).unwrap();
@@ -441,7 +447,11 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
         match send_raw_request(cluster.addr(target), &pre_vote, TIMEOUT) {
             Ok(Response::Vote(v)) => {
                 assert_eq!(v.error, ErrorCode::NONE, "node {target}");
-                assert!(!v.vote_granted, "node {target} hears from leader {leader}");
+                assert!(
+                    !v.vote_granted,
+                    "node {target} hears from leader {leader}; its last stderr lines:\n{}",
+                    cluster.stderr_tail(target)
+                );
                 assert_eq!(
                     (v.leader_id, v.leader_epoch),
                     (leader, epoch),

@@ -62,6 +62,14 @@ impl UnderLoad {
         };
         under.wait_for_acks(30, Duration::from_secs(15), "before the attack");
         let (leader, epoch) = under.leader_within(ELECTION_BOUND);
+        // Every voter must follow the leader before the attack, so that what the attack checks
+        // afterwards (each node names it) is the attack's doing: a voter that was not listening
+        // yet when the others elected learns of the leader from a BeginQuorumEpoch retried with
+        // backoff, which can come after the commits above (two voters make them).
+        let acked_end = under.acked.lock().unwrap().iter().map(|(o, _)| o + 1).max();
+        under
+            .cluster
+            .wait_for_voters_at(leader, acked_end.expect("acknowledged above"));
         under.leader = leader;
         under.epoch = epoch;
         eprintln!(
@@ -444,9 +452,10 @@ fn find_quorum_for_the_leader_is_not_adopted(boot_timestamp: impl Fn() -> i64) {
                 (d.leader_id, d.leader_epoch),
                 (leader, epoch),
                 "node {id} names leader {} in epoch {} after the FindQuorum (was {leader} in \
-                 {epoch})",
+                 {epoch}); its last stderr lines:\n{}",
                 d.leader_id,
-                d.leader_epoch
+                d.leader_epoch,
+                under.cluster.stderr_tail(id)
             );
             leader_answers += usize::from(id == leader);
         }
