@@ -180,6 +180,20 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
         consumer_fetch(&mut client, earliest_offset).0,
         ErrorCode::NONE
     );
+    // A Produce's answer names the log start too (Kafka's field; it was a constant 0).
+    let answer = client
+        .produce(9, -1, batch(&value("answer-names-the-start")))
+        .expect("the leader answers")
+        .expect("acks=-1 is answered");
+    let p = &answer.topics[0].partitions[0];
+    assert_eq!(p.error, ErrorCode::NONE);
+    assert!(
+        p.log_start_offset >= earliest_offset && p.log_start_offset <= p.base_offset,
+        "log start {} in a Produce answer at {}; ListOffsets said {earliest_offset}",
+        p.log_start_offset,
+        p.base_offset
+    );
+    acked.push((p.base_offset, value("answer-names-the-start")));
 
     // The follower comes back: its log ends below the leader's start, so it starts again there
     // and catches up.

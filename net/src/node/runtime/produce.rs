@@ -189,8 +189,13 @@ impl Node {
         let seq = self.reserve_response(conn);
         let hint = self.leader_hint_if_redirected(conn, &partitions);
         self.count_produce_answers(&partitions);
-        let frame =
-            produce_response_frame(header.correlation_id, header.api_version, partitions, &hint);
+        let frame = produce_response_frame(
+            header.correlation_id,
+            header.api_version,
+            partitions,
+            self.core.log_start_offset(),
+            &hint,
+        );
         self.deliver(conn, seq, frame);
     }
 
@@ -256,6 +261,7 @@ impl Node {
             produce.correlation_id,
             produce.version,
             produce.partitions,
+            self.core.log_start_offset(),
             &hint,
         );
         self.deliver(produce.conn, produce.seq, frame);
@@ -358,6 +364,7 @@ pub(super) fn produce_response_frame(
     correlation_id: i32,
     version: i16,
     partitions: Vec<ProduceSlot>,
+    log_start_offset: i64,
     hint: &LeaderHint,
 ) -> Vec<Bytes> {
     let mut topics: Vec<ProduceTopicResponse> = Vec::new();
@@ -375,7 +382,12 @@ pub(super) fn produce_response_frame(
             error,
             base_offset,
             log_append_time_ms: -1,
-            log_start_offset: 0,
+            // Kafka's answer: the partition's log start with an offset, -1 with an error.
+            log_start_offset: if error == ErrorCode::NONE {
+                log_start_offset
+            } else {
+                -1
+            },
             error_message: None,
             current_leader,
         };
@@ -426,27 +438,28 @@ mod tests {
                 Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1)),
             ),
         ];
-        let frame = produce_response_frame(42, 9, slots, &LeaderHint::default());
+        let frame = produce_response_frame(42, 9, slots, 3, &LeaderHint::default());
         let mut r = WireReader::new(frame[0].slice(4..));
         let header = ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(9));
         assert_eq!(header.unwrap().correlation_id, 42);
         let response = ProduceResponse::decode(&mut r, 9).unwrap();
-        let flat: Vec<(String, i32, ErrorCode, i64)> = response
+        let flat: Vec<(String, i32, ErrorCode, i64, i64)> = response
             .topics
             .iter()
             .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| (t.name.clone(), p.index, p.error, p.base_offset))
+                t.partitions.iter().map(|p| {
+                    let name = t.name.clone();
+                    (name, p.index, p.error, p.base_offset, p.log_start_offset)
+                })
             })
             .collect();
         assert_eq!(response.topics.len(), 2);
         assert_eq!(
             flat,
             vec![
-                ("a".into(), 0, ErrorCode::NONE, 5),
-                ("a".into(), 1, ErrorCode::REQUEST_TIMED_OUT, -1),
-                ("b".into(), 0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1),
+                ("a".into(), 0, ErrorCode::NONE, 5, 3),
+                ("a".into(), 1, ErrorCode::REQUEST_TIMED_OUT, -1, -1),
+                ("b".into(), 0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
             ]
         );
     }
