@@ -348,7 +348,11 @@ impl Node {
     /// Sends a chain whose first piece starts with 4 placeholder bytes for the size.
     pub(super) fn send_frame(&mut self, conn: ConnId, mut chain: Vec<Bytes>) {
         let total: usize = chain.iter().map(Bytes::len).sum();
-        let mut first = BytesMut::from(&chain[0][..]);
+        // An encoder's buffer is the only reference to its bytes: stamped in place rather than
+        // copied (a shared one, none today, is still copied).
+        let mut first = std::mem::take(&mut chain[0])
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         first[..4].copy_from_slice(&size_prefix(total - 4));
         chain[0] = first.freeze();
         if let Err(error) = self.ring.send(conn, chain) {

@@ -59,7 +59,7 @@ impl Node {
         &mut self,
         conn: ConnId,
         header: &RequestHeader,
-        request: ProduceRequest,
+        mut request: ProduceRequest,
     ) {
         let acks = match request.acks {
             -1 => Acks::Quorum,
@@ -71,7 +71,7 @@ impl Node {
                 return;
             }
         };
-        let (partitions, appends) = split_produce(&request);
+        let (partitions, appends) = split_produce(&mut request);
         let outstanding = appends.len();
         let produce_id = self.next_produce_id;
         self.next_produce_id += 1;
@@ -316,14 +316,18 @@ pub(super) struct LeaderHint {
 }
 
 /// A Produce request's partitions in request order, each with its outcome when known at once
-/// (wrong topic or partition, corrupt batch), and the batches to append with their slot.
+/// (wrong topic or partition, corrupt batch), and the batches to append with their slot. The
+/// topic names move into the slots (the request's are left empty): a copy per request was one of
+/// the allocations of every one-record Produce.
 pub(super) fn split_produce(
-    request: &ProduceRequest,
+    request: &mut ProduceRequest,
 ) -> (Vec<ProduceSlot>, Vec<(usize, BatchView)>) {
-    let mut partitions = Vec::new();
-    let mut appends = Vec::new();
-    for topic in &request.topics {
-        for partition in &topic.partitions {
+    let count = request.topics.iter().map(|t| t.partitions.len()).sum();
+    let mut partitions = Vec::with_capacity(count);
+    let mut appends = Vec::with_capacity(count);
+    for topic in &mut request.topics {
+        let last = topic.partitions.len().saturating_sub(1);
+        for (i, partition) in topic.partitions.iter().enumerate() {
             let slot = partitions.len();
             let outcome = if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
                 Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
@@ -340,7 +344,12 @@ pub(super) fn split_produce(
                     _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
                 }
             };
-            partitions.push((topic.name.clone(), partition.index, outcome));
+            let name = if i == last {
+                std::mem::take(&mut topic.name)
+            } else {
+                topic.name.clone()
+            };
+            partitions.push((name, partition.index, outcome));
         }
     }
     (partitions, appends)
