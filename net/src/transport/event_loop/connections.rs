@@ -367,21 +367,24 @@ impl EventLoop {
     /// connection sends them in one sendmsg, and wakes its peer once.
     pub(super) fn flush_sends(&mut self) -> Result<(), TransportError> {
         let mut keys = std::mem::take(&mut self.unflushed);
-        for &key in &keys {
-            // A connection closed since it was listed is gone, or its slot holds a newer one
-            // (for which starting a send early is harmless).
-            let Some(conn) = self.conns.get_mut(key) else {
-                continue;
-            };
-            conn.unflushed = false;
-            self.start_send(key)?;
-        }
+        // Every listed connection is unlisted first, so that one failed start leaves none
+        // marked as listed without being in the list (its sends could never be flushed).
+        keys.retain(|&key| match self.conns.get_mut(key) {
+            Some(conn) => {
+                conn.unflushed = false;
+                true
+            }
+            // Closed since it was listed (a slot that holds a newer connection is kept:
+            // starting its send early is harmless).
+            None => false,
+        });
+        let result = keys.iter().try_for_each(|&key| self.start_send(key));
+        // Keep the allocation for the next round (starting a send lists nothing).
         keys.clear();
         if self.unflushed.is_empty() {
-            // Keep the allocation for the next round.
             self.unflushed = keys;
         }
-        Ok(())
+        result
     }
 
     /// Submit the next sendmsg if the connection is open and has none in flight. Queued frames
