@@ -1,6 +1,7 @@
 # Summarises strace -T -tt traces of the log-writer thread (/tmp/soak/st-PID.txt): per call, count, p50, max, and the calls over 50 ms.
-import glob, re, collections
-for path in sorted(glob.glob('/tmp/soak/st-[0-9]*.txt')):
+import glob, re, collections, sys
+# usage: python3 bench/fio/strace_writer.py 'DIR/st-*.txt'
+for path in sorted(glob.glob(sys.argv[1] if len(sys.argv) > 1 else '/tmp/soak/st-[0-9]*.txt')):
     lines=open(path).read().splitlines()
     calls=[]
     for l in lines:
