@@ -1,8 +1,9 @@
 # Summarises strace -T -tt traces of the log-writer thread (/tmp/soak/st-PID.txt): per call, count, p50, max, and the calls over 50 ms.
-import glob, re, collections, sys
-# usage: python3 bench/fio/strace_writer.py 'DIR/st-*.txt'
+import collections, glob, gzip, re, sys
+# usage: python3 bench/strace_writer.py 'DIR/st-*.txt*'   (plain or .gz)
 for path in sorted(glob.glob(sys.argv[1] if len(sys.argv) > 1 else '/tmp/soak/st-[0-9]*.txt')):
-    lines=open(path).read().splitlines()
+    opener = gzip.open if path.endswith('.gz') else open
+    lines=opener(path, 'rt').read().splitlines()
     calls=[]
     for l in lines:
         m=re.match(r'(\d+:\d+:\d+\.\d+) (\w+)\((.*)\)\s+=\s+(\S+).*<([\d.]+)>$', l)
