@@ -402,7 +402,9 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
             WriterEvent::ReadDone { .. }
             | WriterEvent::LookupDone { .. }
             | WriterEvent::StorageAvailable { .. }
-            | WriterEvent::Retained { .. } => {}
+            | WriterEvent::Retained { .. }
+            | WriterEvent::LogStartMoved { .. }
+            | WriterEvent::RetentionHeldBack { .. } => {}
         }
     }
 }
@@ -446,7 +448,9 @@ impl Wakeups {
                     WriterEvent::ReadDone { .. }
                     | WriterEvent::LookupDone { .. }
                     | WriterEvent::StorageAvailable { .. }
-                    | WriterEvent::Retained { .. } => {}
+                    | WriterEvent::Retained { .. }
+                    | WriterEvent::LogStartMoved { .. }
+                    | WriterEvent::RetentionHeldBack { .. } => {}
                 }
             },
         }

@@ -613,3 +613,158 @@ fn reads_are_paced_by_the_read_budget_and_a_zero_budget_is_unpaced() {
         assert_eq!(std::sync::Arc::strong_count(&view), 2, "the log's and ours");
     }
 }
+
+/// Once a Retain has told the writer the policy, and with the limit kept fresh, a log at its
+/// retention size rolls into its oldest segment's file (docs/storage.md, "Recycling"): no
+/// fresh segment is allocated ahead (the writer goes idle between the appends here, where it
+/// would allocate one), none is deleted, every roll but the first (which takes the spare the
+/// Retain recycled) recycles one, and each move of the start is reported.
+#[test]
+fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing() {
+    use engine::log::RetentionPolicy;
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, mut end) = sealed_segments(dir.path());
+    let policy = RetentionPolicy {
+        bytes: Some(3 * RETENTION_SEGMENT),
+        ms: None,
+    };
+    let (start_after_retain, _) = retained(&writer, policy, end, end);
+    assert!(start_after_retain > 0);
+    let stats = std::sync::Arc::clone(writer.stats());
+    let (allocated, recycled, deleted) = (
+        stats.segments_allocated.load(Relaxed),
+        stats.segments_recycled.load(Relaxed),
+        stats.segments_deleted.load(Relaxed),
+    );
+    let mut starts = vec![start_after_retain];
+    let mut appended = Appended {
+        end_offset: end,
+        batches: Vec::new(),
+    };
+    for seq in 201..=400 {
+        if seq % 10 == 0 {
+            // As a node does every second: the newest limit (here everything durable).
+            writer.submit(WriterRequest::RetentionLimit {
+                policy,
+                limit: appended.end_offset,
+                unpinned: appended.end_offset,
+            });
+        }
+        appended.submit(&writer, seq, 2, 1000);
+        loop {
+            match writer.events().recv_timeout(WAIT).expect("an event") {
+                WriterEvent::Durable { up_to_seq, .. } if up_to_seq >= seq => break,
+                WriterEvent::Durable { .. } => {}
+                WriterEvent::LogStartMoved { start } => starts.push(start),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    end = appended.end_offset;
+    let rolls = starts.len() - 1;
+    assert!(
+        rolls >= 4,
+        "200 appends of 2 KB roll 64 KiB segments: {starts:?}"
+    );
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+    assert_eq!(
+        stats.segments_allocated.load(Relaxed),
+        allocated,
+        "no fresh segment"
+    );
+    assert_eq!(stats.segments_deleted.load(Relaxed), deleted, "no deletion");
+    assert_eq!(
+        stats.segments_recycled.load(Relaxed),
+        recycled + rolls as u64
+    );
+    let log = writer.shutdown().unwrap();
+    assert_eq!(log.end_offset(), end);
+    assert_eq!(log.start_offset(), *starts.last().unwrap());
+    // At its retention size: without its oldest, the sealed segments hold less than the policy
+    // keeps (the roll let every other one go). Sealed files are trimmed to their batches, a
+    // little under 64 KiB, so that is four of them here, never more.
+    let summaries = log.segment_summaries().unwrap();
+    let sealed = &summaries[..summaries.len() - 1];
+    let sealed_bytes: u64 = sealed.iter().map(|s| s.bytes).sum();
+    assert!(sealed.len() <= 4, "{summaries:?}");
+    assert!(
+        sealed_bytes - sealed[0].bytes < 3 * RETENTION_SEGMENT,
+        "{summaries:?}"
+    );
+}
+
+/// When a record the log must keep pins the oldest segment (the limit below where the high
+/// watermark would let retention go), the writer says so once the next segment falls due
+/// (`RetentionHeldBack`, for the driver to carry that record forward), allocates nothing
+/// meanwhile, and recycles at the roll once the newer limit comes.
+#[test]
+fn a_pinned_oldest_segment_is_reported_and_recycled_once_the_limit_moves() {
+    use engine::log::RetentionPolicy;
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, end) = sealed_segments(dir.path());
+    let policy = RetentionPolicy {
+        bytes: Some(3 * RETENTION_SEGMENT),
+        ms: None,
+    };
+    // Pinned at the end as it is now: the segment holding it stays, as do the ones after.
+    let pinned = end;
+    retained(&writer, policy, pinned, end);
+    let stats = std::sync::Arc::clone(writer.stats());
+    let (allocated, deleted) = (
+        stats.segments_allocated.load(Relaxed),
+        stats.segments_deleted.load(Relaxed),
+    );
+    let mut appended = Appended {
+        end_offset: end,
+        batches: Vec::new(),
+    };
+    let mut held_back = None;
+    let mut moved = None;
+    for seq in 201..=600 {
+        // The limit stays at the pinned record until the writer reports it; then it moves.
+        let limit = if held_back.is_some() {
+            appended.end_offset
+        } else {
+            pinned
+        };
+        writer.submit(WriterRequest::RetentionLimit {
+            policy,
+            limit,
+            unpinned: appended.end_offset,
+        });
+        appended.submit(&writer, seq, 2, 1000);
+        loop {
+            match writer.events().recv_timeout(WAIT).expect("an event") {
+                WriterEvent::Durable { up_to_seq, .. } if up_to_seq >= seq => break,
+                WriterEvent::Durable { .. } => {}
+                WriterEvent::RetentionHeldBack { wanted } => {
+                    assert!(held_back.is_none(), "reported once");
+                    assert!(wanted > pinned, "{wanted} {pinned}");
+                    held_back = Some(wanted);
+                }
+                WriterEvent::LogStartMoved { start } if held_back.is_none() => {
+                    assert!(start <= pinned, "{start} went past the pinned {pinned}");
+                }
+                WriterEvent::LogStartMoved { start } => moved = Some(start),
+                other => panic!("{other:?}"),
+            }
+        }
+        if moved.is_some() {
+            break;
+        }
+    }
+    assert!(
+        held_back.is_some() && moved.is_some(),
+        "{held_back:?} {moved:?}"
+    );
+    assert!(moved.unwrap() > pinned);
+    assert_eq!(
+        stats.segments_allocated.load(Relaxed),
+        allocated,
+        "no fresh segment"
+    );
+    assert_eq!(stats.segments_deleted.load(Relaxed), deleted, "no deletion");
+    drop(writer.shutdown().unwrap());
+}

@@ -403,3 +403,107 @@ fn every_crash_point_of_a_reset_opens_as_a_valid_log() {
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
     assert_eq!((log.start_offset(), log.end_offset()), (0, 0));
 }
+
+/// The inode of the file at `path`: a renamed file keeps it, a new one gets another.
+fn inode(path: &std::path::Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap())
+}
+
+/// A log at its retention size takes its oldest segment's file as the next segment at the roll
+/// (docs/storage.md, "Recycling"): `spare_will_be_recycled` says so ahead, counting the active
+/// segment as full and deleting nothing; `recycle_oldest_as_spare` then lets exactly that one
+/// segment go, renamed (the same inode), and moves the start to its end. Neither acts when the
+/// limit holds the oldest back, when a spare is there, or when recycling is off.
+#[test]
+fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    let bases = log.segment_bases();
+    let sealed: Vec<u64> = bases[..bases.len() - 1]
+        .iter()
+        .map(|&b| std::fs::metadata(dir.path().join(engine::log::segment_file_name(b))).unwrap())
+        .map(|m| m.len())
+        .collect();
+    // Keep every sealed segment but the oldest, plus a full active segment: the oldest goes
+    // once the active one is full, not before.
+    let keep: u64 = sealed[1..].iter().sum::<u64>() + (8 << 10);
+    let policy = RetentionPolicy {
+        bytes: Some(keep),
+        ms: None,
+    };
+    let now = 0;
+    let end = log.end_offset();
+    assert!(log.spare_will_be_recycled(policy, now, end).unwrap());
+    assert_eq!(log.segment_bases(), bases, "asking deletes nothing");
+    assert!(!log.has_spare());
+    assert_eq!(
+        log.recycle_oldest_as_spare(policy, now, end).unwrap(),
+        None,
+        "not yet: the active segment is not full"
+    );
+    // One block less to keep: the oldest goes now.
+    let now_policy = RetentionPolicy {
+        bytes: Some(keep - (8 << 10)),
+        ms: None,
+    };
+    // The limit holds it back: nothing.
+    let held = bases[1] - 1;
+    assert!(!log.spare_will_be_recycled(now_policy, now, held).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(now_policy, now, held).unwrap(),
+        None
+    );
+    assert_eq!(log.segment_bases(), bases);
+
+    let oldest = inode(&dir.path().join(engine::log::segment_file_name(bases[0])));
+    let before = log.segment_counts();
+    assert_eq!(
+        log.recycle_oldest_as_spare(now_policy, now, end).unwrap(),
+        Some(bases[1])
+    );
+    assert_eq!(log.segment_bases(), bases[1..], "exactly the oldest went");
+    assert_eq!(log.start_offset(), bases[1]);
+    assert!(log.has_spare());
+    assert_eq!(
+        inode(&dir.path().join(engine::log::SPARE_FILE)),
+        oldest,
+        "the oldest segment's file, renamed"
+    );
+    let after = log.segment_counts();
+    assert_eq!(after.recycled, before.recycled + 1);
+    assert_eq!(
+        (after.allocated, after.deleted),
+        (before.allocated, before.deleted)
+    );
+    // With the spare there, nothing more: the next roll has its segment.
+    assert!(!log.spare_will_be_recycled(now_policy, now, end).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(now_policy, now, end).unwrap(),
+        None
+    );
+    assert_eq!(log.segment_bases(), bases[1..]);
+}
+
+/// With recycling off, a roll never takes a retired segment's file: retention deletes them.
+#[test]
+fn without_recycling_a_roll_never_takes_the_oldest_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = engine::log::LogConfig {
+        recycle_segments: false,
+        ..small_config(8 << 10)
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    append_batches(&mut log, 60, 1, 10, 100);
+    let bases = log.segment_bases();
+    let everything = RetentionPolicy {
+        bytes: Some(1),
+        ms: None,
+    };
+    let end = log.end_offset();
+    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
+        None
+    );
+    assert_eq!(log.segment_bases(), bases);
+}

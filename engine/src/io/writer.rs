@@ -124,6 +124,16 @@ pub enum WriterRequest {
         limit: Offset,
         unpinned: Offset,
     },
+    /// The retention policy, the newest limit and the high watermark (`unpinned`), as in
+    /// [`WriterRequest::Retain`], for the
+    /// rolls to apply to the oldest segment between retention runs: a log at its retention size
+    /// then reuses that segment's file as the next one instead of allocating one and deleting
+    /// one (docs/storage.md, "Recycling at the roll"). Deletes nothing by itself; not answered.
+    RetentionLimit {
+        policy: RetentionPolicy,
+        limit: Offset,
+        unpinned: Offset,
+    },
     /// Drop the whole log and start it again, empty, at `start` in `epoch` ([`Log::reset_to`]),
     /// durably; reported like an append.
     ResetTo {
@@ -167,6 +177,16 @@ pub enum WriterEvent {
     /// A [`WriterRequest::Retain`] ran: the log starts at `start`; the policy would have let it
     /// start at `wanted` had nothing held it back below the high watermark.
     Retained { start: Offset, wanted: Offset },
+    /// A roll let the oldest segment go, under the policy and limit the writer last heard
+    /// ([`WriterRequest::RetentionLimit`], [`WriterRequest::Retain`]), to reuse its file as the
+    /// next segment ([`Log::recycle_oldest_as_spare`]): the log now starts at `start`.
+    LogStartMoved { start: Offset },
+    /// The next segment fell due in a log at its retention size, but the limit holds the
+    /// oldest segment back where the high watermark would not (a record the log must keep is
+    /// in it): retention wants the log to start at `wanted` by the roll. The writer allocates
+    /// nothing yet, expecting the driver to carry that record forward and send a newer limit;
+    /// if none comes by the roll, the roll allocates. Sent at most once per `wanted`.
+    RetentionHeldBack { wanted: Offset },
 }
 
 /// How often a writer whose disk is full tries to allocate the next segment again.
@@ -263,6 +283,10 @@ pub struct WriterStats {
     pub storage_full: AtomicU64,
     /// Times the disk was found full (episodes, each reported once).
     pub storage_full_episodes: AtomicU64,
+    /// Segment files allocated fresh, recycled, and deleted ([`crate::log::SegmentCounts`]).
+    pub segments_allocated: AtomicU64,
+    pub segments_recycled: AtomicU64,
+    pub segments_deleted: AtomicU64,
     /// Per group, submit to durable (write + fdatasync), in microseconds (etcd's
     /// `disk_wal_fsync_duration_seconds`, for a group).
     pub group_us: LocalHistogram,
@@ -286,6 +310,9 @@ impl Default for WriterStats {
             batches_staged_during_write: AtomicU64::new(0),
             storage_full: AtomicU64::new(0),
             storage_full_episodes: AtomicU64::new(0),
+            segments_allocated: AtomicU64::new(0),
+            segments_recycled: AtomicU64::new(0),
+            segments_deleted: AtomicU64::new(0),
             group_us: LocalHistogram::new(LATENCY_US_BOUNDS),
             group_bytes: LocalHistogram::new(GROUP_BYTES_BOUNDS),
             group_batches: LocalHistogram::new(GROUP_BATCHES_BOUNDS),
@@ -538,6 +565,25 @@ struct WriterThread {
     split_bytes: usize,
     /// The next segment could not be allocated (reported); retried every [`SPACE_RETRY`].
     storage_full: bool,
+    /// The retention policy and the newest limit heard ([`WriterRequest::RetentionLimit`],
+    /// [`WriterRequest::Retain`]): a roll applies them to the oldest segment, to reuse its file
+    /// ([`Log::recycle_oldest_as_spare`]). The limit never moves back while the log lives (it
+    /// is at most the high watermark, which a truncation never goes below); a reset forgets it.
+    retention: Option<RetentionHeard>,
+    /// Whether the active segment's successor will be a recycled file, so none is allocated
+    /// ahead ([`Log::spare_will_be_recycled`]); `None` until asked, again after each roll and
+    /// each limit heard.
+    spare_recycled: Option<bool>,
+    /// The last `wanted` sent with [`WriterEvent::RetentionHeldBack`].
+    held_back_reported: Offset,
+}
+
+/// What the writer last heard of retention: see [`WriterThread::retention`].
+#[derive(Clone, Copy, Debug)]
+struct RetentionHeard {
+    policy: RetentionPolicy,
+    limit: Offset,
+    unpinned: Offset,
 }
 
 impl WriterThread {
@@ -577,6 +623,9 @@ impl WriterThread {
             pending_error: None,
             split_bytes: align_up(config.split_write_bytes.max(1) as u64) as usize,
             storage_full: false,
+            retention: None,
+            spare_recycled: None,
+            held_back_reported: 0,
         };
         if config.register_buffers {
             writer.register_buffers();
@@ -716,8 +765,85 @@ impl WriterThread {
         if !self.storage_full && !self.log.spare_due() {
             return Ok(());
         }
+        if !self.storage_full && self.spare_will_be_recycled()? {
+            return Ok(());
+        }
         let result = self.log.prepare_spare();
+        self.publish_segment_counts();
         self.note_allocation(result)
+    }
+
+    /// Keeps `policy` and the larger of each limit and the one already heard (a queued Retain
+    /// may carry older limits than a RetentionLimit taken since).
+    fn hear_retention(&mut self, policy: RetentionPolicy, limit: Offset, unpinned: Offset) {
+        let (limit, unpinned) = match self.retention {
+            Some(heard) => (heard.limit.max(limit), heard.unpinned.max(unpinned)),
+            None => (limit, unpinned),
+        };
+        self.retention = Some(RetentionHeard {
+            policy,
+            limit,
+            unpinned,
+        });
+        self.spare_recycled = None;
+    }
+
+    /// Asked once per active segment and limit heard: see [`Self::spare_recycled`]. Also true
+    /// when only a pinned record holds the oldest segment back, which is then reported
+    /// ([`WriterEvent::RetentionHeldBack`]) so that a newer limit comes before the roll.
+    fn spare_will_be_recycled(&mut self) -> Result<bool, LogError> {
+        if let Some(known) = self.spare_recycled {
+            return Ok(known);
+        }
+        let Some(heard) = self.retention else {
+            return Ok(false);
+        };
+        let now = wall_clock_ms();
+        let log = &self.log;
+        let known = if log.spare_will_be_recycled(heard.policy, now, heard.limit)? {
+            true
+        } else if log.spare_will_be_recycled(heard.policy, now, heard.unpinned)? {
+            let wanted = log.retention_start_at_roll(heard.policy, now, heard.unpinned)?;
+            if wanted > self.held_back_reported {
+                self.held_back_reported = wanted;
+                self.sink.send(WriterEvent::RetentionHeldBack { wanted });
+            }
+            true
+        } else {
+            false
+        };
+        self.spare_recycled = Some(known);
+        Ok(known)
+    }
+
+    /// Before a roll: the oldest segment becomes the next one when retention lets it go
+    /// (reported with [`WriterEvent::LogStartMoved`]); else the roll allocates one.
+    fn recycle_for_roll(&mut self) -> Result<(), LogError> {
+        self.spare_recycled = None;
+        let Some(heard) = self.retention else {
+            return Ok(());
+        };
+        if let Some(start) =
+            self.log
+                .recycle_oldest_as_spare(heard.policy, wall_clock_ms(), heard.limit)?
+        {
+            self.sink.send(WriterEvent::LogStartMoved { start });
+        }
+        Ok(())
+    }
+
+    fn publish_segment_counts(&self) {
+        let counts = self.log.segment_counts();
+        let stats = &self.stats;
+        stats
+            .segments_allocated
+            .store(counts.allocated, Ordering::Relaxed);
+        stats
+            .segments_recycled
+            .store(counts.recycled, Ordering::Relaxed);
+        stats
+            .segments_deleted
+            .store(counts.deleted, Ordering::Relaxed);
     }
 
     /// Reports the change when an allocation of the next segment succeeded after a refusal, or
@@ -831,6 +957,13 @@ impl WriterThread {
                 limit,
                 unpinned,
             }),
+            // Taken at once, not queued: a limit only grows while the log lives, and a reset
+            // queued before it forgets it when it runs (the next one comes soon).
+            WriterRequest::RetentionLimit {
+                policy,
+                limit,
+                unpinned,
+            } => self.hear_retention(policy, limit, unpinned),
             WriterRequest::ResetTo { seq, start, epoch } => {
                 self.check_seq(seq);
                 self.queue.push_back(Queued::ResetTo { seq, start, epoch })
@@ -858,7 +991,9 @@ impl WriterThread {
             let (stop, _) = self.stage_group()?;
             let Some(write) = self.log.prepare_group_write() else {
                 if stop == StageStop::NeedsRoll {
+                    self.recycle_for_roll()?;
                     let rolled = self.log.roll();
+                    self.publish_segment_counts();
                     let refused = matches!(rolled, Err(LogError::NoSpace { .. }));
                     self.note_allocation(rolled)?;
                     if refused {
@@ -873,6 +1008,8 @@ impl WriterThread {
                 match self.queue.front() {
                     Some(&Queued::TruncateTo { seq, offset }) => {
                         self.log.truncate_to(offset)?;
+                        self.spare_recycled = None;
+                        self.publish_segment_counts();
                         self.queue.pop_front();
                         self.report_durable(seq);
                         continue;
@@ -884,6 +1021,8 @@ impl WriterThread {
                     }) => {
                         let now = wall_clock_ms();
                         let start = self.log.apply_retention(policy, now, limit)?;
+                        self.hear_retention(policy, limit, unpinned);
+                        self.publish_segment_counts();
                         let wanted = if unpinned > limit {
                             self.log.retention_wants(policy, now, unpinned)?
                         } else {
@@ -895,6 +1034,10 @@ impl WriterThread {
                     }
                     Some(&Queued::ResetTo { seq, start, epoch }) => {
                         self.log.reset_to(start, epoch)?;
+                        self.retention = None;
+                        self.spare_recycled = None;
+                        self.held_back_reported = 0;
+                        self.publish_segment_counts();
                         self.queue.pop_front();
                         self.report_durable(seq);
                         continue;

@@ -240,6 +240,19 @@ pub struct Log {
     view: Arc<LogView>,
     /// The next segment, allocated ahead of the roll ([`Self::prepare_spare`]).
     spare: Option<Spare>,
+    /// How segment files came and went since the log was opened.
+    segment_counts: SegmentCounts,
+}
+
+/// How the log came by its segment files and let them go, since it was opened: each is
+/// allocated fresh ([`Log::prepare_spare`]), or a retired one renamed and reused (recycled),
+/// or deleted. Deletions and fresh allocations are what recycling avoids (docs/storage.md,
+/// "Recycling").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentCounts {
+    pub allocated: u64,
+    pub recycled: u64,
+    pub deleted: u64,
 }
 
 impl Log {
@@ -674,6 +687,7 @@ impl Log {
                     direct,
                     written: 0,
                 });
+                self.segment_counts.allocated += 1;
                 Ok(())
             }
             Err((op, error)) => {
@@ -703,6 +717,66 @@ impl Log {
     /// True when the next segment is allocated.
     pub fn has_spare(&self) -> bool {
         self.spare.is_some()
+    }
+
+    pub fn segment_counts(&self) -> SegmentCounts {
+        self.segment_counts
+    }
+
+    /// True when retention under `policy`, never past `limit`, lets the oldest sealed segment
+    /// go by the time the active segment is full: that segment then becomes the next one
+    /// ([`Self::recycle_oldest_as_spare`], at the roll), so a fresh allocation now would only
+    /// be deleted again (docs/storage.md, "Recycling"). With `retention.bytes` a multiple of
+    /// the segment size, the oldest goes exactly at the roll, never before: the byte count
+    /// asks as if the active segment were full, and deletes nothing.
+    pub fn spare_will_be_recycled(
+        &self,
+        policy: RetentionPolicy,
+        wall_clock_ms: i64,
+        limit: Offset,
+    ) -> Result<bool, LogError> {
+        if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
+            return Ok(false);
+        }
+        let oldest_end = self.segments.values().next().expect("a segment").end_offset;
+        Ok(self.retention_start_at_roll(policy, wall_clock_ms, limit)? >= oldest_end)
+    }
+
+    /// Where retention under `policy`, never past `limit` nor the durable end, would start the
+    /// log once the active segment is full (counted as full; nothing is deleted).
+    pub fn retention_start_at_roll(
+        &self,
+        policy: RetentionPolicy,
+        wall_clock_ms: i64,
+        limit: Offset,
+    ) -> Result<Offset, LogError> {
+        let mut summaries = self.segment_summaries()?;
+        let active = summaries.last_mut().expect("a log has a segment");
+        active.bytes = active.bytes.max(self.config.segment_bytes);
+        let limit = limit.min(self.durable_end_offset);
+        Ok(retention_start(&summaries, policy, wall_clock_ms, limit))
+    }
+
+    /// At a roll with no spare: when retention under `policy` (never past `limit`) lets the
+    /// oldest sealed segment go now, it goes, renamed to be the spare, and the new log start
+    /// is returned. Only that one: the others retention lets go wait for its next run, off the
+    /// group path. `None`: nothing changed.
+    pub fn recycle_oldest_as_spare(
+        &mut self,
+        policy: RetentionPolicy,
+        wall_clock_ms: i64,
+        limit: Offset,
+    ) -> Result<Option<Offset>, LogError> {
+        if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
+            return Ok(None);
+        }
+        let oldest_end = self.segments.values().next().expect("a segment").end_offset;
+        if self.retention_wants(policy, wall_clock_ms, limit)? < oldest_end {
+            return Ok(None);
+        }
+        let start = self.delete_segments_before(oldest_end)?;
+        debug_assert_eq!(start, oldest_end);
+        Ok(Some(start))
     }
 
     /// Starts a new segment at the end offset. Everything staged must be written first. The
@@ -800,6 +874,7 @@ impl Log {
         for base in bases {
             let segment = self.segments.remove(&base).expect("listed segment");
             remove_segment_files(&segment)?;
+            self.segment_counts.deleted += 1;
         }
         if let Some(spare) = self.spare.take() {
             std::fs::remove_file(&spare.path).map_err(LogError::io("remove", &spare.path))?;
@@ -912,8 +987,11 @@ impl Log {
             let segment = self.segments.remove(&base).expect("listed segment");
             let index_path = segment.file.index_path();
             remove_if_present(&index_path).map_err(LogError::io("remove", &index_path))?;
-            if !self.recycle(&segment)? {
+            if self.recycle(&segment)? {
+                self.segment_counts.recycled += 1;
+            } else {
                 remove_segment_files(&segment)?;
+                self.segment_counts.deleted += 1;
             }
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
@@ -1001,6 +1079,7 @@ impl Log {
         for b in doomed.iter().rev() {
             let segment = self.segments.remove(b).expect("listed segment");
             remove_segment_files(&segment)?;
+            self.segment_counts.deleted += 1;
         }
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))
     }

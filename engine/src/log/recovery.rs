@@ -11,7 +11,9 @@ use super::checkpoint::Checkpoint;
 use super::index::{remove_if_present, SparseIndex};
 use super::index_file::parse_index_file_name;
 use super::segment::{list_segments, segment_file_name, ChunkReader, Segment, SegmentFile};
-use super::{create_segment, load_partial_block, Active, Log, LogConfig, LogError, LogView};
+use super::{
+    create_segment, load_partial_block, Active, Log, LogConfig, LogError, LogView, SegmentCounts,
+};
 use crate::base::EpochCache;
 use crate::base::Offset;
 use crate::os::aligned::AlignedBuf;
@@ -138,6 +140,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         recovery_start: start.offset,
         checkpoint: start.checkpoint,
         spare: None,
+        segment_counts: SegmentCounts::default(),
     })
 }
 
@@ -184,6 +187,7 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
         checkpoint,
         recovery_start: 0,
         spare: None,
+        segment_counts: SegmentCounts::default(),
     })
 }
 

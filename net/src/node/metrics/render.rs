@@ -440,6 +440,26 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         None,
         w.storage_full_episodes.load(Relaxed),
     )?;
+    {
+        // How the log came by its segment files and let them go: in a log at its retention
+        // size every file should be recycled; allocations and deletions are what recycling
+        // avoids (each deletion a discard on a filesystem mounted with `discard`).
+        let mut e = out.0.encode_descriptor(
+            "ringraft_log_segments",
+            "segment files allocated fresh, recycled (a retired segment reused as the next), \
+             or deleted (docs/storage.md, \"Recycling\")",
+            None,
+            MetricType::Counter,
+        )?;
+        for (how, n) in [
+            ("allocated", &w.segments_allocated),
+            ("recycled", &w.segments_recycled),
+            ("deleted", &w.segments_deleted),
+        ] {
+            let labels = [("how", how)];
+            ConstCounter::new(n.load(Relaxed)).encode(e.encode_family(&labels)?)?;
+        }
+    }
     out.counter(
         "ringraft_disk_batches_staged_during_write",
         "record batches copied for the next group while a group's write was in flight (the \

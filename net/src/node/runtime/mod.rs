@@ -589,6 +589,8 @@ impl Node {
                     self.step(Input::StorageFull { full: true });
                 }
                 WriterEvent::Retained { start, wanted } => self.on_retained(start, wanted),
+                WriterEvent::LogStartMoved { start } => self.on_log_start_moved(start),
+                WriterEvent::RetentionHeldBack { wanted } => self.carry_pinned_records(wanted),
                 WriterEvent::StorageAvailable { free_bytes } => {
                     info!(
                         node = self.config.broker_id,

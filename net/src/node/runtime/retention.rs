@@ -9,55 +9,103 @@
 use super::*;
 use engine::base::Offset;
 
-/// Retention's state on the node: when it runs next, and whether a run is in the writer.
+/// How often, at most, the writer hears the newest retention limit for its rolls
+/// ([`WriterRequest::RetentionLimit`]).
+const ROLL_LIMIT_INTERVAL_MS: u64 = 1_000;
+
+/// Retention's state on the node: when it runs next, whether a run is in the writer, and the
+/// last limit the writer was given for its rolls (and when it may hear the next).
 #[derive(Debug, Default)]
 pub(super) struct RetentionState {
     due_ms: u64,
     in_flight: bool,
+    roll_limit_due_ms: u64,
+    /// The limit and the high watermark last sent for the rolls.
+    roll_limits: (Offset, Offset),
 }
 
 impl Node {
     /// Asks the writer to apply retention when it is due (one run at a time).
     pub(super) fn tend_retention(&mut self, now_ms: u64) {
         let policy = self.config.retention;
-        if policy.keeps_everything()
-            || self.retention.in_flight
-            || now_ms < self.retention.due_ms
-            || self.shutdown_deadline.is_some()
-        {
+        if policy.keeps_everything() || self.shutdown_deadline.is_some() {
+            return;
+        }
+        self.tend_roll_limit(now_ms);
+        if self.retention.in_flight || now_ms < self.retention.due_ms {
             return;
         }
         self.retention.due_ms = now_ms + self.config.retention_check_interval_ms;
         let start = self.core.log_start_offset();
         let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
+        self.retention.in_flight = true;
+        self.writer().submit(WriterRequest::Retain {
+            policy,
+            limit: self.retention_limit(),
+            unpinned,
+        });
+    }
+
+    /// Keeps the writer's limits for its rolls fresh (at most once a second, and only when they
+    /// grew; after a reset they grow, since the log starts again further on): between retention runs, which are minutes apart by default, a log at its
+    /// retention size then reuses its oldest segment at every roll (docs/storage.md,
+    /// "Recycling").
+    fn tend_roll_limit(&mut self, now_ms: u64) {
+        if now_ms < self.retention.roll_limit_due_ms {
+            return;
+        }
+        self.retention.roll_limit_due_ms = now_ms + ROLL_LIMIT_INTERVAL_MS;
+        let limit = self.retention_limit();
+        let start = self.core.log_start_offset();
+        let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
+        if (limit, unpinned) == self.retention.roll_limits {
+            return;
+        }
+        self.retention.roll_limits = (limit, unpinned);
+        self.writer().submit(WriterRequest::RetentionLimit {
+            policy: self.config.retention,
+            limit,
+            unpinned,
+        });
+    }
+
+    /// The newest offset retention may delete up to: the core's retention limit (the high
+    /// watermark, and the newest committed voter record), and the newest committed
+    /// producer-id block record; never below the log start.
+    fn retention_limit(&self) -> Offset {
         let mut limit = self.core.retention_limit();
         if let Some(block) = self.newest_producer_id_block() {
             limit = limit.min(block);
         }
-        self.retention.in_flight = true;
-        self.writer().submit(WriterRequest::Retain {
-            policy,
-            limit: limit.max(start),
-            unpinned,
-        });
+        limit.max(self.core.log_start_offset())
     }
 
     /// A retention run finished: the log starts at `start`; the policy wanted `wanted`.
     pub(super) fn on_retained(&mut self, start: Offset, wanted: Offset) {
         self.retention.in_flight = false;
+        self.on_log_start_moved(start);
+        if wanted > start {
+            self.carry_pinned_records(wanted);
+        }
+    }
+
+    /// Retention is held back below `wanted` by a record the log must keep: carry it forward
+    /// (on the leader) so that the next run, or the next roll, can go further.
+    pub(super) fn carry_pinned_records(&mut self, wanted: Offset) {
+        self.step(Input::CarryVoterRecord { below: wanted });
+        self.carry_producer_id_block(wanted);
+    }
+
+    /// The writer let the log's oldest segments go (a retention run, or a roll that reused the
+    /// oldest one's file): the core's log start follows.
+    pub(super) fn on_log_start_moved(&mut self, start: Offset) {
         if start > self.core.log_start_offset() {
             info!(
                 node = self.config.broker_id,
                 log_start = start,
-                "retention deleted the log's oldest segments"
+                "retention let the log's oldest segments go"
             );
             self.step(Input::LogStartMoved { start });
-        }
-        if wanted > start {
-            // Held back by a record the log must keep: carry it forward (on the leader) so
-            // the next run can go further.
-            self.step(Input::CarryVoterRecord { below: wanted });
-            self.carry_producer_id_block(wanted);
         }
     }
 }
