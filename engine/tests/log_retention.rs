@@ -484,6 +484,35 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     assert_eq!(log.segment_bases(), bases[1..]);
 }
 
+/// A log more than one segment over its retention size at a roll (an earlier roll came before
+/// a newer limit) catches up there: the oldest segment becomes the spare and the others
+/// retention lets go are deleted.
+#[test]
+fn a_roll_over_the_retention_size_recycles_the_oldest_and_deletes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = segmented_log(dir.path());
+    let bases = log.segment_bases();
+    assert!(bases.len() >= 4, "{bases:?}");
+    let oldest = inode(&dir.path().join(engine::log::segment_file_name(bases[0])));
+    let before = log.segment_counts();
+    // Everything sealed may go: all but the active segment.
+    let everything = RetentionPolicy {
+        bytes: Some(1),
+        ms: None,
+    };
+    let end = log.end_offset();
+    let active = *bases.last().unwrap();
+    assert_eq!(
+        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
+        Some(active)
+    );
+    assert_eq!(log.segment_bases(), vec![active]);
+    assert_eq!(inode(&dir.path().join(engine::log::SPARE_FILE)), oldest);
+    let after = log.segment_counts();
+    assert_eq!(after.recycled, before.recycled + 1);
+    assert_eq!(after.deleted, before.deleted + bases.len() as u64 - 2);
+}
+
 /// With recycling off, a roll never takes a retired segment's file: retention deletes them.
 #[test]
 fn without_recycling_a_roll_never_takes_the_oldest_segment() {

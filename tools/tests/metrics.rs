@@ -47,6 +47,7 @@ const FAMILIES: &[(&str, &str)] = &[
     ("ringraft_disk_group_bytes", "histogram"),
     ("ringraft_disk_group_batches", "histogram"),
     ("ringraft_disk_written_bytes", "counter"),
+    ("ringraft_log_segments", "counter"),
     ("ringraft_tail_cache_bytes", "gauge"),
     ("ringraft_sparse_index_bytes", "gauge"),
     ("ringraft_startup_fdatasync_probe_seconds", "gauge"),

@@ -758,9 +758,10 @@ impl Log {
     }
 
     /// At a roll with no spare: when retention under `policy` (never past `limit`) lets the
-    /// oldest sealed segment go now, it goes, renamed to be the spare, and the new log start
-    /// is returned. Only that one: the others retention lets go wait for its next run, off the
-    /// group path. `None`: nothing changed.
+    /// oldest sealed segment go now, it goes, renamed to be the spare, and the new log start is
+    /// returned. Any later segments retention lets go too are deleted (a log left over its size
+    /// by a roll that came before a newer limit catches up here, not at the next retention
+    /// run). `None`: nothing changed.
     pub fn recycle_oldest_as_spare(
         &mut self,
         policy: RetentionPolicy,
@@ -771,11 +772,12 @@ impl Log {
             return Ok(None);
         }
         let oldest_end = self.segments.values().next().expect("a segment").end_offset;
-        if self.retention_wants(policy, wall_clock_ms, limit)? < oldest_end {
+        let wanted = self.retention_wants(policy, wall_clock_ms, limit)?;
+        if wanted < oldest_end {
             return Ok(None);
         }
-        let start = self.delete_segments_before(oldest_end)?;
-        debug_assert_eq!(start, oldest_end);
+        let start = self.delete_segments_before(wanted)?;
+        debug_assert!(start >= oldest_end);
         Ok(Some(start))
     }
 
