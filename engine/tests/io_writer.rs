@@ -644,7 +644,7 @@ fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing
     };
     for seq in 201..=400 {
         if seq % 10 == 0 {
-            // As a node does every second: the newest limit (here everything durable).
+            // As a node does (every 100 ms at most): the newest limit, here all that is durable.
             writer.submit(WriterRequest::RetentionLimit {
                 policy,
                 limit: appended.end_offset,

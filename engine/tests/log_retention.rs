@@ -316,7 +316,8 @@ fn retention_that_keeps_the_checkpointed_segment_keeps_its_checkpoint() {
     assert_eq!(read_all(&log), kept);
 }
 
-/// Without recycling, retired segments are deleted and no spare is made.
+/// Without recycling, retired segments are deleted and no spare is made, and a roll never takes
+/// a retired segment's file.
 #[test]
 fn retired_segments_are_deleted_when_recycling_is_off() {
     let dir = tempfile::tempdir().unwrap();
@@ -330,6 +331,17 @@ fn retired_segments_are_deleted_when_recycling_is_off() {
     log.delete_segments_before(bases[2]).unwrap();
     assert!(!log.has_spare());
     assert!(!dir.path().join(engine::log::SPARE_FILE).exists());
+    let everything = RetentionPolicy {
+        bytes: Some(1),
+        ms: None,
+    };
+    let end = log.end_offset();
+    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
+        None
+    );
+    assert_eq!(log.segment_bases(), bases[2..]);
 }
 
 /// A replica behind its leader's log start (docs/storage.md, "Starting again at the leader's
@@ -511,28 +523,4 @@ fn a_roll_over_the_retention_size_recycles_the_oldest_and_deletes_the_rest() {
     let after = log.segment_counts();
     assert_eq!(after.recycled, before.recycled + 1);
     assert_eq!(after.deleted, before.deleted + bases.len() as u64 - 2);
-}
-
-/// With recycling off, a roll never takes a retired segment's file: retention deletes them.
-#[test]
-fn without_recycling_a_roll_never_takes_the_oldest_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = engine::log::LogConfig {
-        recycle_segments: false,
-        ..small_config(8 << 10)
-    };
-    let mut log = Log::open(dir.path(), config).unwrap();
-    append_batches(&mut log, 60, 1, 10, 100);
-    let bases = log.segment_bases();
-    let everything = RetentionPolicy {
-        bytes: Some(1),
-        ms: None,
-    };
-    let end = log.end_offset();
-    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
-    assert_eq!(
-        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
-        None
-    );
-    assert_eq!(log.segment_bases(), bases);
 }
