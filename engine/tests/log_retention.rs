@@ -487,13 +487,50 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
         (after.allocated, after.deleted),
         (before.allocated, before.deleted)
     );
-    // With the spare there, nothing more: the next roll has its segment.
-    assert!(!log.spare_will_be_recycled(now_policy, now, end).unwrap());
+    // With the spare there, nothing more, even where retention would let everything go: the
+    // next roll has its segment, and deletions wait for a retention run.
+    let everything = RetentionPolicy {
+        bytes: Some(1),
+        ms: None,
+    };
+    assert!(!log.spare_will_be_recycled(everything, now, end).unwrap());
     assert_eq!(
-        log.recycle_oldest_as_spare(now_policy, now, end).unwrap(),
+        log.recycle_oldest_as_spare(everything, now, end).unwrap(),
         None
     );
     assert_eq!(log.segment_bases(), bases[1..]);
+}
+
+/// One sealed segment before the active one is enough to recycle (the fewest a log can have
+/// for it); the active segment alone never goes.
+#[test]
+fn one_sealed_segment_is_recycled_and_an_active_one_alone_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let everything = RetentionPolicy {
+        bytes: Some(1),
+        ms: None,
+    };
+    append_batches(&mut log, 1, 1, 10, 100);
+    let end = log.end_offset();
+    assert_eq!(log.segment_bases().len(), 1);
+    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
+        None
+    );
+    while log.segment_bases().len() < 2 {
+        append_batches(&mut log, 1, 1, 10, 100);
+    }
+    let bases = log.segment_bases();
+    let end = log.end_offset();
+    assert!(log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
+        Some(bases[1])
+    );
+    assert_eq!(log.segment_bases(), bases[1..]);
+    assert!(log.has_spare());
 }
 
 /// A log more than one segment over its retention size at a roll (an earlier roll came before
