@@ -989,9 +989,7 @@ impl Log {
             let segment = self.segments.remove(&base).expect("listed segment");
             let index_path = segment.file.index_path();
             remove_if_present(&index_path).map_err(LogError::io("remove", &index_path))?;
-            if self.recycle(&segment)? {
-                self.segment_counts.recycled += 1;
-            } else {
+            if !self.recycle(&segment)? {
                 remove_segment_files(&segment)?;
                 self.segment_counts.deleted += 1;
             }
@@ -1032,6 +1030,7 @@ impl Log {
             if let Err(error) = file::fallocate(&direct, 0, self.config.segment_bytes) {
                 let _ = std::fs::remove_file(&path);
                 if file::is_no_space(&error) {
+                    self.segment_counts.deleted += 1;
                     return Ok(true);
                 }
                 return Err(LogError::io("fallocate", &path)(error));
@@ -1042,6 +1041,7 @@ impl Log {
             direct,
             written: segment.size,
         });
+        self.segment_counts.recycled += 1;
         Ok(true)
     }
 
