@@ -125,10 +125,10 @@ pub enum WriterRequest {
         unpinned: Offset,
     },
     /// The retention policy, the newest limit and the high watermark (`unpinned`), as in
-    /// [`WriterRequest::Retain`], for the
-    /// rolls to apply to the oldest segment between retention runs: a log at its retention size
-    /// then reuses that segment's file as the next one instead of allocating one and deleting
-    /// one (docs/storage.md, "Recycling at the roll"). Deletes nothing by itself; not answered.
+    /// [`WriterRequest::Retain`], for the rolls to apply to the oldest segment between
+    /// retention runs: a log at its retention size then reuses that segment's file as the next
+    /// one instead of allocating one and deleting one (docs/storage.md, "Recycling at the
+    /// roll"). Deletes nothing by itself; not answered.
     RetentionLimit {
         policy: RetentionPolicy,
         limit: Offset,
