@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use engine::io::{
     GroupCommitWriter, ReadRequest, SubmitError, SyncMode, WriterConfig, WriterEvent,
-    WriterRequest, READ_BYTES_PER_SEC,
+    WriterRequest, WriterStats, READ_BYTES_PER_SEC,
 };
 use engine::log::{Log, LogConfig};
 use log_support::{
-    batch, header, read_all, small_config, start_writer as start, wait_durable, Appended, WAIT,
+    append_request, batch, header, read_all, small_config, start_writer as start, wait_durable,
+    Appended, WAIT,
 };
 
 fn drain_eventfd(fd: i32) -> u64 {
@@ -65,12 +66,7 @@ fn concurrent_submitters_are_grouped() {
     let total = 2000u64;
     for seq in 1..=total {
         let b = batch(seq as i64 - 1, 1, 1, 200);
-        sender
-            .send(WriterRequest::Append {
-                seq,
-                batches: vec![b],
-            })
-            .unwrap();
+        sender.send(append_request(seq, b)).unwrap();
     }
     assert_eq!(wait_durable(&writer, total), total as i64);
     let groups = writer
@@ -100,10 +96,7 @@ fn truncate_and_read_through_the_writer() {
             seq += 1;
             let b = batch(next, epoch, 2, 300);
             next += 2;
-            writer.submit(WriterRequest::Append {
-                seq,
-                batches: vec![b],
-            });
+            writer.submit(append_request(seq, b));
         }
     }
     assert_eq!(wait_durable(&writer, seq), 400);
@@ -128,10 +121,7 @@ fn truncate_and_read_through_the_writer() {
     }
     // Appends continue from the truncation point, in a new epoch.
     let b = batch(150, 3, 2, 10);
-    writer.submit(WriterRequest::Append {
-        seq: seq + 1,
-        batches: vec![b],
-    });
+    writer.submit(append_request(seq + 1, b));
     assert_eq!(wait_durable(&writer, seq + 1), 152);
     let log = writer.shutdown().unwrap();
     assert_eq!(log.epoch_cache().entries(), &[(1, 0), (3, 150)]);
@@ -182,10 +172,7 @@ fn rwf_dsync_mode_and_unregistered_buffers_work() {
         for seq in 1..=50u64 {
             let b = batch(seq as i64 - 1, 1, 1, 3000);
             written.push(b.clone());
-            writer.submit(WriterRequest::Append {
-                seq,
-                batches: vec![b],
-            });
+            writer.submit(append_request(seq, b));
         }
         assert_eq!(wait_durable(&writer, 50), 50);
         drop(writer.shutdown().unwrap());
@@ -198,20 +185,11 @@ fn rwf_dsync_mode_and_unregistered_buffers_work() {
 fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
     let dir = tempfile::tempdir().unwrap();
     let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(WriterRequest::Append {
-        seq: 1,
-        batches: vec![batch(0, 1, 1, 10)],
-    });
+    writer.submit(append_request(1, batch(0, 1, 1, 10)));
     assert_eq!(wait_durable(&writer, 1), 1);
     // A gap in offsets is a driver bug: fail-stop.
-    writer.submit(WriterRequest::Append {
-        seq: 2,
-        batches: vec![batch(5, 1, 1, 10)],
-    });
-    writer.submit(WriterRequest::Append {
-        seq: 3,
-        batches: vec![batch(1, 1, 1, 10)],
-    });
+    writer.submit(append_request(2, batch(5, 1, 1, 10)));
+    writer.submit(append_request(3, batch(1, 1, 1, 10)));
     let mut fatals = 0;
     while let Ok(event) = writer.events().recv_timeout(Duration::from_secs(2)) {
         match event {
@@ -225,10 +203,7 @@ fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
     assert_eq!(fatals, 1);
     // Stopped: a request is refused as such, never queued (mutant: `try_submit` made to
     // return Ok without queueing).
-    let refused = writer.try_submit(WriterRequest::Append {
-        seq: 4,
-        batches: vec![batch(1, 1, 1, 10)],
-    });
+    let refused = writer.try_submit(append_request(4, batch(1, 1, 1, 10)));
     assert!(
         matches!(refused, Err(SubmitError::Stopped(_))),
         "{refused:?}"
@@ -251,10 +226,7 @@ fn an_idle_writer_takes_a_request_it_has_room_for() {
     assert_eq!(writer.backlog(), 0);
     assert!(!writer.congested());
     writer
-        .try_submit(WriterRequest::Append {
-            seq: 1,
-            batches: vec![batch(0, 1, 2, 10)],
-        })
+        .try_submit(append_request(1, batch(0, 1, 2, 10)))
         .unwrap();
     assert_eq!(wait_durable(&writer, 1), 2);
     drop(writer.shutdown().unwrap());
@@ -267,10 +239,7 @@ fn an_idle_writer_takes_a_request_it_has_room_for() {
 fn dropping_the_writer_shuts_it_down() {
     let dir = tempfile::tempdir().unwrap();
     let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(WriterRequest::Append {
-        seq: 1,
-        batches: vec![batch(0, 1, 3, 10)],
-    });
+    writer.submit(append_request(1, batch(0, 1, 3, 10)));
     assert_eq!(wait_durable(&writer, 1), 3);
     drop(writer);
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
@@ -435,15 +404,9 @@ fn the_next_segment_is_allocated_when_idle_past_half_the_active_one() {
 fn a_seq_that_does_not_follow_on_is_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(WriterRequest::Append {
-        seq: 2,
-        batches: vec![batch(0, 1, 1, 10)],
-    });
+    writer.submit(append_request(2, batch(0, 1, 1, 10)));
     assert_eq!(wait_durable(&writer, 2), 1);
-    writer.submit(WriterRequest::Append {
-        seq: 2,
-        batches: vec![batch(1, 1, 1, 10)],
-    });
+    writer.submit(append_request(2, batch(1, 1, 1, 10)));
     match writer.events().recv_timeout(WAIT) {
         Ok(WriterEvent::Fatal(error)) => assert!(error.to_string().contains("seq"), "{error}"),
         other => panic!("{other:?}"),
@@ -572,10 +535,7 @@ fn reads_are_paced_by_the_read_budget_and_a_zero_budget_is_unpaced() {
         };
         let writer = start(dir.path(), small_config(1 << 20), config);
         for seq in 1..=20 {
-            writer.submit(WriterRequest::Append {
-                seq,
-                batches: vec![batch(seq as i64 - 1, 1, 1, 10_000)],
-            });
+            writer.submit(append_request(seq, batch(seq as i64 - 1, 1, 1, 10_000)));
         }
         assert_eq!(wait_durable(&writer, 20), 20);
         for read_id in [1, 2] {
@@ -622,7 +582,6 @@ fn reads_are_paced_by_the_read_budget_and_a_zero_budget_is_unpaced() {
 #[test]
 fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing() {
     use engine::log::RetentionPolicy;
-    use std::sync::atomic::Ordering::Relaxed;
     let dir = tempfile::tempdir().unwrap();
     let (writer, mut end) = sealed_segments(dir.path());
     let policy = RetentionPolicy {
@@ -632,11 +591,7 @@ fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing
     let (start_after_retain, _) = retained(&writer, policy, end, end);
     assert!(start_after_retain > 0);
     let stats = std::sync::Arc::clone(writer.stats());
-    let (allocated, recycled, deleted) = (
-        stats.segments_allocated.load(Relaxed),
-        stats.segments_recycled.load(Relaxed),
-        stats.segments_deleted.load(Relaxed),
-    );
+    let before = SegmentCounts::of(&stats);
     let mut starts = vec![start_after_retain];
     let mut appended = Appended {
         end_offset: end,
@@ -651,15 +606,10 @@ fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing
                 unpinned: appended.end_offset,
             });
         }
-        appended.submit(&writer, seq, 2, 1000);
-        loop {
-            match writer.events().recv_timeout(WAIT).expect("an event") {
-                WriterEvent::Durable { up_to_seq, .. } if up_to_seq >= seq => break,
-                WriterEvent::Durable { .. } => {}
-                WriterEvent::LogStartMoved { start } => starts.push(start),
-                other => panic!("{other:?}"),
-            }
-        }
+        append_until_durable(&writer, &mut appended, seq, |event| match event {
+            WriterEvent::LogStartMoved { start } => starts.push(start),
+            other => panic!("{other:?}"),
+        });
     }
     end = appended.end_offset;
     let rolls = starts.len() - 1;
@@ -668,16 +618,10 @@ fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing
         "200 appends of 2 KB roll 64 KiB segments: {starts:?}"
     );
     assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
-    assert_eq!(
-        stats.segments_allocated.load(Relaxed),
-        allocated,
-        "no fresh segment"
-    );
-    assert_eq!(stats.segments_deleted.load(Relaxed), deleted, "no deletion");
-    assert_eq!(
-        stats.segments_recycled.load(Relaxed),
-        recycled + rolls as u64
-    );
+    let after = SegmentCounts::of(&stats);
+    assert_eq!(after.allocated, before.allocated, "no fresh segment");
+    assert_eq!(after.deleted, before.deleted, "no deletion");
+    assert_eq!(after.recycled, before.recycled + rolls as u64);
     let log = writer.shutdown().unwrap();
     assert_eq!(log.end_offset(), end);
     assert_eq!(log.start_offset(), *starts.last().unwrap());
@@ -701,7 +645,6 @@ fn at_its_retention_size_the_writer_recycles_at_every_roll_and_allocates_nothing
 #[test]
 fn a_pinned_oldest_segment_is_reported_and_recycled_once_the_limit_moves() {
     use engine::log::RetentionPolicy;
-    use std::sync::atomic::Ordering::Relaxed;
     let dir = tempfile::tempdir().unwrap();
     let (writer, end) = sealed_segments(dir.path());
     let policy = RetentionPolicy {
@@ -712,10 +655,7 @@ fn a_pinned_oldest_segment_is_reported_and_recycled_once_the_limit_moves() {
     let pinned = end;
     retained(&writer, policy, pinned, end);
     let stats = std::sync::Arc::clone(writer.stats());
-    let (allocated, deleted) = (
-        stats.segments_allocated.load(Relaxed),
-        stats.segments_deleted.load(Relaxed),
-    );
+    let before = SegmentCounts::of(&stats);
     let mut appended = Appended {
         end_offset: end,
         batches: Vec::new(),
@@ -734,23 +674,18 @@ fn a_pinned_oldest_segment_is_reported_and_recycled_once_the_limit_moves() {
             limit,
             unpinned: appended.end_offset,
         });
-        appended.submit(&writer, seq, 2, 1000);
-        loop {
-            match writer.events().recv_timeout(WAIT).expect("an event") {
-                WriterEvent::Durable { up_to_seq, .. } if up_to_seq >= seq => break,
-                WriterEvent::Durable { .. } => {}
-                WriterEvent::RetentionHeldBack { wanted } => {
-                    assert!(held_back.is_none(), "reported once");
-                    assert!(wanted > pinned, "{wanted} {pinned}");
-                    held_back = Some(wanted);
-                }
-                WriterEvent::LogStartMoved { start } if held_back.is_none() => {
-                    assert!(start <= pinned, "{start} went past the pinned {pinned}");
-                }
-                WriterEvent::LogStartMoved { start } => moved = Some(start),
-                other => panic!("{other:?}"),
+        append_until_durable(&writer, &mut appended, seq, |event| match event {
+            WriterEvent::RetentionHeldBack { wanted } => {
+                assert!(held_back.is_none(), "reported once");
+                assert!(wanted > pinned, "{wanted} {pinned}");
+                held_back = Some(wanted);
             }
-        }
+            WriterEvent::LogStartMoved { start } if held_back.is_none() => {
+                assert!(start <= pinned, "{start} went past the pinned {pinned}");
+            }
+            WriterEvent::LogStartMoved { start } => moved = Some(start),
+            other => panic!("{other:?}"),
+        });
         if moved.is_some() {
             break;
         }
@@ -760,11 +695,44 @@ fn a_pinned_oldest_segment_is_reported_and_recycled_once_the_limit_moves() {
         "{held_back:?} {moved:?}"
     );
     assert!(moved.unwrap() > pinned);
-    assert_eq!(
-        stats.segments_allocated.load(Relaxed),
-        allocated,
-        "no fresh segment"
-    );
-    assert_eq!(stats.segments_deleted.load(Relaxed), deleted, "no deletion");
+    let after = SegmentCounts::of(&stats);
+    assert_eq!(after.allocated, before.allocated, "no fresh segment");
+    assert_eq!(after.deleted, before.deleted, "no deletion");
     drop(writer.shutdown().unwrap());
+}
+
+/// Appends `seq` (2 records of 1000 bytes) and waits until it is durable, handing every event
+/// but a `Durable` to `other`.
+fn append_until_durable(
+    writer: &GroupCommitWriter,
+    appended: &mut Appended,
+    seq: u64,
+    mut other: impl FnMut(WriterEvent),
+) {
+    appended.submit(writer, seq, 2, 1000);
+    loop {
+        match writer.events().recv_timeout(WAIT).expect("an event") {
+            WriterEvent::Durable { up_to_seq, .. } if up_to_seq >= seq => return,
+            WriterEvent::Durable { .. } => {}
+            event => other(event),
+        }
+    }
+}
+
+/// The writer's segment counters at one moment.
+struct SegmentCounts {
+    allocated: u64,
+    recycled: u64,
+    deleted: u64,
+}
+
+impl SegmentCounts {
+    fn of(stats: &WriterStats) -> Self {
+        use std::sync::atomic::Ordering::Relaxed;
+        Self {
+            allocated: stats.segments_allocated.load(Relaxed),
+            recycled: stats.segments_recycled.load(Relaxed),
+            deleted: stats.segments_deleted.load(Relaxed),
+        }
+    }
 }

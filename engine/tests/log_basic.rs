@@ -5,7 +5,7 @@ mod log_support;
 
 use engine::log::{Log, LogConfig, LogError};
 use log_support::{
-    append_batches, batch, batch_of_len, header, read_all, small_config, stored_checkpoint,
+    append_batches, batch, batch_of_len, header, log_of_batches, read_all, stored_checkpoint,
 };
 
 #[test]
@@ -89,9 +89,7 @@ fn append_rejects_a_gap_or_overlap() {
 #[test]
 fn segments_roll_and_are_named_by_base_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(64 << 10);
-    let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let written = append_batches(&mut log, 300, 1, 2, 500);
+    let (log, config, written) = log_of_batches(dir.path(), 64 << 10, 300, 2, 500);
     let bases = log.segment_bases();
     assert!(bases.len() >= 4, "expected several segments, got {bases:?}");
     assert_eq!(bases[0], 0);
@@ -154,9 +152,7 @@ fn truncate_within_the_active_segment_then_append_and_reopen() {
 #[test]
 fn truncate_across_segments_removes_files() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(32 << 10);
-    let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let mut written = append_batches(&mut log, 200, 1, 1, 400);
+    let (mut log, config, mut written) = log_of_batches(dir.path(), 32 << 10, 200, 1, 400);
     let before = log.segment_bases();
     assert!(before.len() >= 3);
     // Truncate into the first segment.
@@ -230,9 +226,7 @@ fn epoch_going_back_is_rejected() {
 #[test]
 fn checkpoint_limits_the_recovery_scan() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(16 << 10);
-    let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let written = append_batches(&mut log, 100, 1, 1, 300);
+    let (mut log, config, written) = log_of_batches(dir.path(), 16 << 10, 100, 1, 300);
     append_batches(&mut log, 0, 1, 1, 300);
     let bases = log.segment_bases();
     let last = *bases.last().unwrap();
@@ -299,9 +293,7 @@ fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
 #[test]
 fn truncating_at_the_checkpointed_segments_base_keeps_a_usable_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(16 << 10);
-    let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let written = append_batches(&mut log, 100, 1, 1, 300);
+    let (mut log, config, written) = log_of_batches(dir.path(), 16 << 10, 100, 1, 300);
     let last = *log.segment_bases().last().unwrap();
     assert!(
         last > 0 && log.end_offset() > last,
@@ -329,12 +321,7 @@ fn truncating_at_the_checkpointed_segments_base_keeps_a_usable_checkpoint() {
 fn one_append_across_full_groups_and_rolls() {
     let dir = tempfile::tempdir().unwrap();
     let one = batch(0, 1, 4, 1000).len();
-    let config = LogConfig {
-        segment_bytes: 5 * one as u64,
-        max_group_bytes: 8192,
-        preallocate: false,
-        ..LogConfig::default()
-    };
+    let config = small_groups(5 * one as u64);
     let mut log = Log::open(dir.path(), config).unwrap();
     let batches: Vec<_> = (0..20).map(|i| batch(i * 4, 1, 4, 1000)).collect();
     assert_eq!(log.append(&batches).unwrap(), 80);
@@ -349,12 +336,7 @@ fn one_append_across_full_groups_and_rolls() {
 fn segment_and_group_bounds_are_inclusive_and_a_huge_batch_fits() {
     let dir = tempfile::tempdir().unwrap();
     let one = batch(0, 1, 2, 1000).len();
-    let config = LogConfig {
-        segment_bytes: 3 * one as u64,
-        max_group_bytes: 8192,
-        preallocate: false,
-        ..LogConfig::default()
-    };
+    let config = small_groups(3 * one as u64);
     let mut log = Log::open(dir.path(), config.clone()).unwrap();
     let mut written = append_batches(&mut log, 3, 1, 2, 1000);
     assert_eq!(log.segment_bases(), vec![0], "exactly full, not rolled");
@@ -716,5 +698,16 @@ fn truncation_into_an_older_segment_preallocates_it_again() {
         let expected = if preallocate { 64 << 10 } else { kept };
         assert_eq!(len, expected, "preallocate {preallocate}");
         assert_eq!(read_all(&log), written[..5]);
+    }
+}
+
+/// Segments of `segment_bytes`, groups of at most 8 KiB, nothing allocated ahead: small enough
+/// that a test's appends fill several groups and roll several segments.
+fn small_groups(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        max_group_bytes: 8192,
+        preallocate: false,
+        ..LogConfig::default()
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use engine::log::{Log, LogConfig};
-use log_support::{append_batches, header, read_all, small_config};
+use log_support::{append_batches, batches_from, header, read_all, small_config};
 
 const SEGMENT: u64 = 16 << 10;
 
@@ -218,11 +218,7 @@ fn retention_and_a_reset_take_the_index_files_with_their_segments() {
         let start = log.delete_segments_before(sealed[3]).unwrap();
         assert_eq!(start, sealed[3]);
         assert!(sealed_files_match(&log, dir.path()), "recycle {recycle}");
-        let kept: Vec<Bytes> = written
-            .iter()
-            .filter(|b| header(b).0 >= start)
-            .cloned()
-            .collect();
+        let kept = batches_from(&written, start);
         assert_eq!(read_all(&log), kept);
         check_reads(&log, &kept);
 

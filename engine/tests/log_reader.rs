@@ -18,7 +18,7 @@ use engine::io::{
 };
 use engine::log::{Checkpoint, Log, LogConfig, LogView};
 use log_support::{
-    append_batches, batch, crc_ok, header, small_config, start_writer as start,
+    append_batches, append_request, batch, crc_ok, header, small_config, start_writer as start,
     wait_durable_ignoring_reads as wait_durable, WAIT,
 };
 
@@ -56,10 +56,7 @@ fn append_epoch(writer: &GroupCommitWriter, seq: &mut u64, from: i64, end: i64, 
         let b = expected_batch(next, epoch);
         next += i64::from(records_at(next, epoch));
         *seq += 1;
-        writer.submit(WriterRequest::Append {
-            seq: *seq,
-            batches: vec![b],
-        });
+        writer.submit(append_request(*seq, b));
     }
     next
 }
@@ -418,10 +415,7 @@ fn a_writer_that_takes_no_requests_fills_its_bounded_channel() {
     let mut queued = 0;
     let full = loop {
         seq += 1;
-        let request = WriterRequest::Append {
-            seq,
-            batches: vec![expected_batch(end, 1)],
-        };
+        let request = append_request(seq, expected_batch(end, 1));
         match writer.try_submit(request) {
             Ok(()) => queued += 1,
             Err(SubmitError::Full(request)) => break request,

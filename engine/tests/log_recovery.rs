@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use engine::log::{Log, LogConfig, LogError};
-use log_support::{append_batches, read_all, small_config};
+use log_support::{append_batches, log_of_batches, read_all, small_config};
 
 fn first_segment(dir: &Path) -> PathBuf {
     dir.join(format!("{:020}.log", 0))
@@ -56,52 +56,49 @@ fn check_recovered(dir: &Path, written: &[bytes::Bytes], expected: usize) {
     );
 }
 
-#[test]
-fn file_cut_mid_batch_recovers_to_the_last_whole_batch() {
+/// A log of [`log_with_batches`] whose segment `damage` then changes (given the segment's path
+/// and the batches written) recovers to its first `expected` batches.
+fn recovers_after_damage(expected: usize, damage: impl FnOnce(&Path, &[bytes::Bytes])) {
     let dir = tempfile::tempdir().unwrap();
     let written = log_with_batches(dir.path());
-    let cut = position_of(&written, 19) + 100;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(first_segment(dir.path()))
-        .unwrap();
-    file.set_len(cut).unwrap();
-    drop(file);
-    check_recovered(dir.path(), &written, 19);
+    damage(&first_segment(dir.path()), &written);
+    check_recovered(dir.path(), &written, expected);
+}
+
+#[test]
+fn file_cut_mid_batch_recovers_to_the_last_whole_batch() {
+    recovers_after_damage(19, |segment, written| {
+        let cut = position_of(written, 19) + 100;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(segment)
+            .unwrap();
+        file.set_len(cut).unwrap();
+    });
 }
 
 #[test]
 fn zeroed_tail_recovers_to_the_last_whole_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    // The last two batches' second halves never reached the disk.
-    let start = position_of(&written, 18) + 150;
-    let end = position_of(&written, 20);
-    write_at(
-        &first_segment(dir.path()),
-        start,
-        &vec![0; (end - start) as usize],
-    );
-    check_recovered(dir.path(), &written, 18);
+    recovers_after_damage(18, |segment, written| {
+        // The last two batches' second halves never reached the disk.
+        let start = position_of(written, 18) + 150;
+        let end = position_of(written, 20);
+        write_at(segment, start, &vec![0; (end - start) as usize]);
+    });
 }
 
 #[test]
 fn zeroed_header_at_the_tail_ends_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    let start = position_of(&written, 19);
-    write_at(&first_segment(dir.path()), start, &[0; 61]);
-    check_recovered(dir.path(), &written, 19);
+    recovers_after_damage(19, |segment, written| {
+        write_at(segment, position_of(written, 19), &[0; 61]);
+    });
 }
 
 #[test]
 fn flipped_byte_in_the_last_batch_drops_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    let at = position_of(&written, 19) + 120;
-    let path = first_segment(dir.path());
-    flip_bits(&path, at, 0x40);
-    check_recovered(dir.path(), &written, 19);
+    recovers_after_damage(19, |segment, written| {
+        flip_bits(segment, position_of(written, 19) + 120, 0x40);
+    });
 }
 
 #[test]
@@ -139,9 +136,7 @@ fn bad_crc_in_the_middle_fails_open_naming_file_and_offset() {
 #[test]
 fn corruption_in_a_sealed_segment_fails_open() {
     let dir = tempfile::tempdir().unwrap();
-    let config = small_config(16 << 10);
-    let mut log = Log::open(dir.path(), config.clone()).unwrap();
-    let written = append_batches(&mut log, 60, 1, 1, 500);
+    let (log, config, written) = log_of_batches(dir.path(), 16 << 10, 60, 1, 500);
     let bases = log.segment_bases();
     assert!(bases.len() >= 3);
     drop(log);
@@ -223,12 +218,10 @@ fn a_segment_missing_from_the_middle_fails_open() {
 
 #[test]
 fn garbage_after_the_tail_is_cleared() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    // Half a header of garbage right after the last batch (a write torn inside the header).
-    let end = position_of(&written, 20);
-    write_at(&first_segment(dir.path()), end, &[0x5A; 30]);
-    check_recovered(dir.path(), &written, 20);
+    recovers_after_damage(20, |segment, written| {
+        // Half a header of garbage right after the last batch (a write torn inside the header).
+        write_at(segment, position_of(written, 20), &[0x5A; 30]);
+    });
 }
 
 /// No checkpoint file is no checkpoint (Ok(None)); a checkpoint that cannot be read for another
@@ -290,12 +283,10 @@ fn an_active_segment_is_preallocated_again_on_open() {
 /// recycled segment would be) is a torn tail: the older batch cannot belong to the log there.
 #[test]
 fn a_bad_batch_followed_by_an_older_valid_one_is_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    let path = first_segment(dir.path());
-    flip_bits(&path, position_of(&written, 19) + 120, 0x40);
-    write_at(&path, position_of(&written, 20), &written[5]);
-    check_recovered(dir.path(), &written, 19);
+    recovers_after_damage(19, |segment, written| {
+        flip_bits(segment, position_of(written, 19) + 120, 0x40);
+        write_at(segment, position_of(written, 20), &written[5]);
+    });
 }
 
 /// Two bad batches at the end (a group torn across both) are a torn tail: a header that
@@ -303,12 +294,10 @@ fn a_bad_batch_followed_by_an_older_valid_one_is_a_torn_tail() {
 /// for the bad one to be corruption inside the log.
 #[test]
 fn two_bad_batches_at_the_end_are_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let written = log_with_batches(dir.path());
-    let path = first_segment(dir.path());
-    flip_bits(&path, position_of(&written, 18) + 120, 0x40);
-    flip_bits(&path, position_of(&written, 19) + 120, 0x40);
-    check_recovered(dir.path(), &written, 18);
+    recovers_after_damage(18, |segment, written| {
+        flip_bits(segment, position_of(written, 18) + 120, 0x40);
+        flip_bits(segment, position_of(written, 19) + 120, 0x40);
+    });
 }
 
 /// A bad batch followed by a whole valid batch at the offset the log expects there is

@@ -7,7 +7,9 @@ mod log_support;
 
 use engine::log::{retention_start, Log, RetentionPolicy};
 use engine::record::BatchView;
-use log_support::{append_batches, batch, header, read_all, small_config, stored_checkpoint};
+use log_support::{
+    append_batches, batch, batches_from, header, read_all, small_config, stored_checkpoint,
+};
 
 /// A log of 60 batches of 10 records (offsets 0..600) in epochs 1, 2 and 3 (20 batches each),
 /// in segments of about 8 KiB: several sealed segments and an active one.
@@ -46,11 +48,7 @@ fn deleting_the_front_moves_the_start_and_survives_a_reopen() {
     assert_eq!(segment_files(dir.path()), files_before[2..]);
 
     // What remains reads as before, from the new start; below it nothing is there.
-    let kept: Vec<_> = written
-        .iter()
-        .filter(|b| header(b).0 >= new_start)
-        .cloned()
-        .collect();
+    let kept = batches_from(&written, new_start);
     assert_eq!(read_all(&log), kept);
     assert!(log.read(0, 1 << 20).unwrap().is_empty());
     let (below_start, _) = log.view().read(0, 1 << 20).unwrap();
@@ -103,11 +101,7 @@ fn a_crash_between_deletions_opens_at_the_next_segment() {
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
     assert_eq!(log.start_offset(), bases[1]);
     assert_eq!(log.end_offset(), 600);
-    let kept: Vec<_> = written
-        .iter()
-        .filter(|b| header(b).0 >= bases[1])
-        .cloned()
-        .collect();
+    let kept = batches_from(&written, bases[1]);
     assert_eq!(read_all(&log), kept);
     assert_eq!(log.epoch_cache().entries()[0].1, bases[1]);
 }
@@ -123,9 +117,7 @@ fn retention_down_to_an_empty_active_segment_keeps_the_last_epoch() {
     assert_eq!(log.last_epoch(), 3);
     drop(log);
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
-    assert_eq!((log.start_offset(), log.end_offset()), (600, 600));
-    assert_eq!(log.epoch_cache().entries(), &[(3, 600)]);
-    assert!(read_all(&log).is_empty());
+    assert_empty_at(&log, 600, 3);
 }
 
 #[test]
@@ -223,11 +215,7 @@ fn a_recycled_segment_is_written_over_and_its_old_batches_are_never_read_as_the_
     }
     assert!(!spare.exists(), "the roll used the spare");
     written.extend(append_batches(&mut log, 2, 3, 10, 100));
-    let kept: Vec<_> = written
-        .iter()
-        .filter(|b| header(b).0 >= bases[2])
-        .cloned()
-        .collect();
+    let kept = batches_from(&written, bases[2]);
     assert_eq!(read_all(&log), kept);
     let end = log.end_offset();
 
@@ -258,11 +246,7 @@ fn a_recycled_segment_is_written_over_and_its_old_batches_are_never_read_as_the_
     log.checkpoint_now().unwrap();
     drop(log);
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
-    let kept: Vec<_> = written
-        .iter()
-        .filter(|b| header(b).0 >= bases[2])
-        .cloned()
-        .collect();
+    let kept = batches_from(&written, bases[2]);
     assert_eq!(
         read_all(&log),
         kept,
@@ -308,11 +292,7 @@ fn retention_that_keeps_the_checkpointed_segment_keeps_its_checkpoint() {
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
     assert_eq!(log.recovery_start(), 600);
     assert_eq!(log.start_offset(), active);
-    let kept: Vec<_> = written
-        .iter()
-        .filter(|b| header(b).0 >= active)
-        .cloned()
-        .collect();
+    let kept = batches_from(&written, active);
     assert_eq!(read_all(&log), kept);
 }
 
@@ -353,16 +333,13 @@ fn a_reset_starts_an_empty_log_at_the_leaders_start_and_survives_a_reopen() {
     let (mut log, _) = segmented_log(dir.path());
     let view = log.view();
     log.reset_to(5_000, 7).unwrap();
-    assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_000));
+    assert_empty_at(&log, 5_000, 7);
     assert_eq!(log.durable_end_offset(), 5_000);
-    assert_eq!(log.epoch_cache().entries(), &[(7, 5_000)]);
     assert_eq!(segment_files(dir.path()).len(), 1);
-    assert!(read_all(&log).is_empty());
     assert!(view.read(0, 1 << 20).unwrap().0.is_empty());
     drop(log);
     let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
-    assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_000));
-    assert_eq!(log.epoch_cache().entries(), &[(7, 5_000)]);
+    assert_empty_at(&log, 5_000, 7);
     log.append(&[batch(5_000, 7, 5, 100)]).unwrap();
     log.append(&[batch(5_005, 8, 5, 100)]).unwrap();
     assert_eq!(log.end_offset(), 5_010);
@@ -389,9 +366,7 @@ fn a_reset_below_the_log_end_drops_everything_and_leaves_no_spare() {
     assert_eq!((log.start_offset(), log.end_offset()), (300, 300));
     drop(log);
     let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
-    assert_eq!((log.start_offset(), log.end_offset()), (300, 300));
-    assert_eq!(log.epoch_cache().entries(), &[(2, 300)]);
-    assert!(read_all(&log).is_empty());
+    assert_empty_at(&log, 300, 2);
 }
 
 /// The crash points of a reset: the old segments going oldest first leave a contiguous suffix;
@@ -560,4 +535,11 @@ fn a_roll_over_the_retention_size_recycles_the_oldest_and_deletes_the_rest() {
     let after = log.segment_counts();
     assert_eq!(after.recycled, before.recycled + 1);
     assert_eq!(after.deleted, before.deleted + bases.len() as u64 - 2);
+}
+
+/// `log` holds nothing and starts at `start` in `epoch`.
+fn assert_empty_at(log: &Log, start: i64, epoch: i32) {
+    assert_eq!((log.start_offset(), log.end_offset()), (start, start));
+    assert_eq!(log.epoch_cache().entries(), &[(epoch, start)]);
+    assert!(read_all(log).is_empty());
 }

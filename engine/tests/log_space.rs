@@ -179,10 +179,7 @@ fn fill_while_full(
     let mut seq = first_seq;
     let mut submit = |written: &mut Appended| {
         let b = batch(written.end_offset, 1, 1, 10);
-        let request = engine::io::WriterRequest::Append {
-            seq,
-            batches: vec![b.clone()],
-        };
+        let request = append_request(seq, b.clone());
         writer.try_submit(request).map(|()| {
             written.end_offset += 1;
             written.batches.push(b);
@@ -276,10 +273,7 @@ fn byte_bound_scenario(dir: &Path) {
     let fill = batch_of_len(written.end_offset, bound - held_bytes);
     let one_more = batch(written.end_offset + 1, 1, 1, 10);
     for (seq, b) in [(held + 1, fill), (held + 2, one_more)] {
-        let request = engine::io::WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        };
+        let request = append_request(seq, b);
         assert!(writer.try_submit(request).is_ok());
     }
     std::thread::sleep(SPACE_RETRY * 2 + Duration::from_millis(500));

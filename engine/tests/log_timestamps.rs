@@ -410,7 +410,7 @@ fn lookup_through_the_reader(
 /// most LOOKUP_STEP_BYTES, each a job of its own.
 #[test]
 fn lookups_through_the_reader_thread_run_in_bounded_steps() {
-    use engine::io::{WriterConfig, WriterRequest};
+    use engine::io::WriterConfig;
     let dir = tempfile::tempdir().unwrap();
     let writer = log_support::start_writer(
         dir.path(),
@@ -436,10 +436,7 @@ fn lookups_through_the_reader_thread_run_in_bounded_steps() {
         batches.push(b);
     }
     for (seq, b) in batches.into_iter().enumerate() {
-        writer.submit(WriterRequest::Append {
-            seq: seq as u64 + 1,
-            batches: vec![b],
-        });
+        writer.submit(log_support::append_request(seq as u64 + 1, b));
     }
     let end = log_support::wait_durable(&writer, (next as u64 - 2) / 4 + 1);
     assert_eq!(end, next);

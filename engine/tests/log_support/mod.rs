@@ -21,10 +21,15 @@ impl Appended {
         let b = batch(self.end_offset, 1, records, value_len);
         self.end_offset += i64::from(records);
         self.batches.push(b.clone());
-        writer.submit(WriterRequest::Append {
-            seq,
-            batches: vec![b],
-        });
+        writer.submit(append_request(seq, b));
+    }
+}
+
+/// Append request `seq` of the one batch `b`.
+pub fn append_request(seq: u64, b: Bytes) -> WriterRequest {
+    WriterRequest::Append {
+        seq,
+        batches: vec![b],
     }
 }
 
@@ -38,6 +43,15 @@ pub fn batch(base_offset: i64, epoch: i32, records: u32, value_len: usize) -> By
         builder.append(1_700_000_000_000 + i64::from(i), None, Some(&value), &[]);
     }
     builder.build().freeze()
+}
+
+/// The batches of `written` from the one at `start` on: what a log that starts at `start` holds.
+pub fn batches_from(written: &[Bytes], start: i64) -> Vec<Bytes> {
+    written
+        .iter()
+        .filter(|b| header(b).0 >= start)
+        .cloned()
+        .collect()
 }
 
 /// The recovery checkpoint stored in `dir` (there, and readable).
@@ -96,6 +110,22 @@ pub fn append_batches(
         written.push(b);
     }
     written
+}
+
+/// A log opened in `dir` with segments of `segment_bytes` and `count` batches of `records`
+/// records of `value_len` bytes appended in epoch 1: the log, its configuration (to reopen it
+/// with) and the batches.
+pub fn log_of_batches(
+    dir: &std::path::Path,
+    segment_bytes: u64,
+    count: usize,
+    records: u32,
+    value_len: usize,
+) -> (Log, LogConfig, Vec<Bytes>) {
+    let config = small_config(segment_bytes);
+    let mut log = Log::open(dir, config.clone()).unwrap();
+    let written = append_batches(&mut log, count, 1, records, value_len);
+    (log, config, written)
 }
 
 /// Every batch of the log, read in `max_bytes` steps.
