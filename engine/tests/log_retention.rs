@@ -5,7 +5,7 @@
 
 mod log_support;
 
-use engine::log::{retention_start, Log, RetentionPolicy};
+use engine::log::{retention_start, Log, RetentionPolicy, SpareAtRoll};
 use engine::record::BatchView;
 use log_support::{
     append_batches, batch, batches_from, header, read_all, small_config, stored_checkpoint,
@@ -316,7 +316,10 @@ fn retired_segments_are_deleted_when_recycling_is_off() {
         ms: None,
     };
     let end = log.end_offset();
-    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.spare_at_roll(everything, 0, end, end).unwrap(),
+        SpareAtRoll::Allocated
+    );
     assert_eq!(
         log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
         None
@@ -397,7 +400,7 @@ fn inode(path: &std::path::Path) -> u64 {
 }
 
 /// A log at its retention size takes its oldest segment's file as the next segment at the roll
-/// (docs/storage.md, "Recycling"): `spare_will_be_recycled` says so ahead, counting the active
+/// (docs/storage.md, "Recycling"): `spare_at_roll` says so ahead, counting the active
 /// segment as full and deleting nothing; `recycle_oldest_as_spare` then lets exactly that one
 /// segment go, renamed (the same inode), and moves the start to its end. Neither acts when the
 /// limit holds the oldest back, when a spare is there, or when recycling is off.
@@ -420,7 +423,10 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     };
     let now = 0;
     let end = log.end_offset();
-    assert!(log.spare_will_be_recycled(policy, now, end).unwrap());
+    assert_eq!(
+        log.spare_at_roll(policy, now, end, end).unwrap(),
+        SpareAtRoll::Recycled
+    );
     assert_eq!(log.segment_bases(), bases, "asking deletes nothing");
     assert!(!log.has_spare());
     assert_eq!(
@@ -435,7 +441,15 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     };
     // The limit holds it back: nothing.
     let held = bases[1] - 1;
-    assert!(!log.spare_will_be_recycled(now_policy, now, held).unwrap());
+    let at_roll = log.spare_at_roll(now_policy, now, held, end).unwrap();
+    assert!(
+        matches!(at_roll, SpareAtRoll::HeldBack { wanted } if wanted >= bases[1]),
+        "held back by the limit alone: {at_roll:?}"
+    );
+    assert_eq!(
+        log.spare_at_roll(now_policy, now, held, held).unwrap(),
+        SpareAtRoll::Allocated
+    );
     assert_eq!(
         log.recycle_oldest_as_spare(now_policy, now, held).unwrap(),
         None
@@ -468,7 +482,10 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
         bytes: Some(1),
         ms: None,
     };
-    assert!(!log.spare_will_be_recycled(everything, now, end).unwrap());
+    assert_eq!(
+        log.spare_at_roll(everything, now, end, end).unwrap(),
+        SpareAtRoll::Allocated
+    );
     assert_eq!(
         log.recycle_oldest_as_spare(everything, now, end).unwrap(),
         None
@@ -489,7 +506,10 @@ fn one_sealed_segment_is_recycled_and_an_active_one_alone_is_not() {
     append_batches(&mut log, 1, 1, 10, 100);
     let end = log.end_offset();
     assert_eq!(log.segment_bases().len(), 1);
-    assert!(!log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.spare_at_roll(everything, 0, end, end).unwrap(),
+        SpareAtRoll::Allocated
+    );
     assert_eq!(
         log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
         None
@@ -499,7 +519,10 @@ fn one_sealed_segment_is_recycled_and_an_active_one_alone_is_not() {
     }
     let bases = log.segment_bases();
     let end = log.end_offset();
-    assert!(log.spare_will_be_recycled(everything, 0, end).unwrap());
+    assert_eq!(
+        log.spare_at_roll(everything, 0, end, end).unwrap(),
+        SpareAtRoll::Recycled
+    );
     assert_eq!(
         log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
         Some(bases[1])

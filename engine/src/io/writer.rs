@@ -28,7 +28,9 @@ use super::events::{EventChannel, EventSink, SendOrRecv, EVENT_CAPACITY};
 use super::group_plan::{GroupPlan, PlannedOp, Step};
 use super::reader::{LogReader, LookupRequest, ReadRefused, ReadRequest, ReaderStats};
 use crate::base::{Epoch, Offset};
-use crate::log::{GroupWrite, Log, LogError, LogView, LookupStep, RetentionPolicy, StageStop};
+use crate::log::{
+    GroupWrite, Log, LogError, LogView, LookupStep, RetentionPolicy, SpareAtRoll, StageStop,
+};
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
 use crate::stats::{LocalHistogram, GROUP_BATCHES_BOUNDS, GROUP_BYTES_BOUNDS, LATENCY_US_BOUNDS};
@@ -571,7 +573,7 @@ struct WriterThread {
     /// is at most the high watermark, which a truncation never goes below); a reset forgets it.
     retention: Option<RetentionHeard>,
     /// Whether the active segment's successor will be a recycled file, so none is allocated
-    /// ahead ([`Log::spare_will_be_recycled`]); `None` until asked, again after each roll and
+    /// ahead ([`Log::spare_at_roll`]); `None` until asked, again after each roll and
     /// each limit heard.
     spare_recycled: Option<bool>,
     /// The last `wanted` sent with [`WriterEvent::RetentionHeldBack`].
@@ -798,19 +800,19 @@ impl WriterThread {
         let Some(heard) = self.retention else {
             return Ok(false);
         };
-        let now = wall_clock_ms();
-        let log = &self.log;
-        let known = if log.spare_will_be_recycled(heard.policy, now, heard.limit)? {
-            true
-        } else if log.spare_will_be_recycled(heard.policy, now, heard.unpinned)? {
-            let wanted = log.retention_start_at_roll(heard.policy, now, heard.unpinned)?;
-            if wanted > self.held_back_reported {
-                self.held_back_reported = wanted;
-                self.sink.send(WriterEvent::RetentionHeldBack { wanted });
+        let at_roll =
+            self.log
+                .spare_at_roll(heard.policy, wall_clock_ms(), heard.limit, heard.unpinned)?;
+        let known = match at_roll {
+            SpareAtRoll::Allocated => false,
+            SpareAtRoll::Recycled => true,
+            SpareAtRoll::HeldBack { wanted } => {
+                if wanted > self.held_back_reported {
+                    self.held_back_reported = wanted;
+                    self.sink.send(WriterEvent::RetentionHeldBack { wanted });
+                }
+                true
             }
-            true
-        } else {
-            false
         };
         self.spare_recycled = Some(known);
         Ok(known)

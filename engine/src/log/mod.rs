@@ -244,6 +244,19 @@ pub struct Log {
     segment_counts: SegmentCounts,
 }
 
+/// What the next roll takes for its segment ([`Log::spare_at_roll`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpareAtRoll {
+    /// A freshly allocated file: retention lets no segment go by then.
+    Allocated,
+    /// The oldest sealed segment's file, which retention lets go by then.
+    Recycled,
+    /// The oldest sealed segment's file too, once the driver carries forward the record that
+    /// pins it (without that record retention would start the log at `wanted`), as it must
+    /// before the roll: nothing is allocated ahead for it either.
+    HeldBack { wanted: Offset },
+}
+
 /// How the log came by its segment files and let them go, since it was opened: each is
 /// allocated fresh ([`Log::prepare_spare`]), or a retired one renamed and reused (recycled),
 /// or deleted. Deletions and fresh allocations are what recycling avoids (docs/storage.md,
@@ -723,38 +736,46 @@ impl Log {
         self.segment_counts
     }
 
-    /// True when retention under `policy`, never past `limit`, lets the oldest sealed segment
-    /// go by the time the active segment is full: that segment then becomes the next one
-    /// ([`Self::recycle_oldest_as_spare`], at the roll), so a fresh allocation now would only
-    /// be deleted again (docs/storage.md, "Recycling"). With `retention.bytes` a multiple of
-    /// the segment size, the oldest goes exactly at the roll, never before: the byte count
-    /// asks as if the active segment were full, and deletes nothing.
-    pub fn spare_will_be_recycled(
+    /// What the next roll does for its segment when retention under `policy` is applied at it
+    /// (docs/storage.md, "Recycling"), reading the segments once: [`SpareAtRoll::Recycled`]
+    /// when, never past `limit`, retention lets the oldest sealed segment go by the time the
+    /// active segment is full (that segment then becomes the next one,
+    /// [`Self::recycle_oldest_as_spare`], so a fresh allocation now would only be deleted
+    /// again); [`SpareAtRoll::HeldBack`] when only `limit` keeps it, not `unpinned` (the high
+    /// watermark): the driver must carry the record that pins it forward. With
+    /// `retention.bytes` a multiple of the segment size, the oldest goes exactly at the roll,
+    /// never before: the byte count asks as if the active segment were full. Deletes nothing.
+    pub fn spare_at_roll(
         &self,
         policy: RetentionPolicy,
         wall_clock_ms: i64,
         limit: Offset,
-    ) -> Result<bool, LogError> {
+        unpinned: Offset,
+    ) -> Result<SpareAtRoll, LogError> {
         if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
-            return Ok(false);
+            return Ok(SpareAtRoll::Allocated);
         }
         let oldest_end = self.segments.values().next().expect("a segment").end_offset;
-        Ok(self.retention_start_at_roll(policy, wall_clock_ms, limit)? >= oldest_end)
-    }
-
-    /// Where retention under `policy`, never past `limit` nor the durable end, would start the
-    /// log once the active segment is full (counted as full; nothing is deleted).
-    pub fn retention_start_at_roll(
-        &self,
-        policy: RetentionPolicy,
-        wall_clock_ms: i64,
-        limit: Offset,
-    ) -> Result<Offset, LogError> {
         let mut summaries = self.segment_summaries()?;
         let active = summaries.last_mut().expect("a log has a segment");
         active.bytes = active.bytes.max(self.config.segment_bytes);
-        let limit = limit.min(self.durable_end_offset);
-        Ok(retention_start(&summaries, policy, wall_clock_ms, limit))
+        let start_within = |limit: Offset| {
+            retention_start(
+                &summaries,
+                policy,
+                wall_clock_ms,
+                limit.min(self.durable_end_offset),
+            )
+        };
+        if start_within(limit) >= oldest_end {
+            return Ok(SpareAtRoll::Recycled);
+        }
+        let wanted = start_within(unpinned);
+        Ok(if wanted >= oldest_end {
+            SpareAtRoll::HeldBack { wanted }
+        } else {
+            SpareAtRoll::Allocated
+        })
     }
 
     /// At a roll with no spare: when retention under `policy` (never past `limit`) lets the
