@@ -232,12 +232,8 @@ impl Node {
                 })
                 .collect(),
         };
-        let mut w = WireWriter::with_capacity(256);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: pending.correlation_id,
-        }
-        .write(&mut w, FETCH_SPEC.response_header_flexible(pending.version));
+        let flexible = FETCH_SPEC.response_header_flexible(pending.version);
+        let w = inbound::response_start(pending.correlation_id, flexible);
         let chain = response.encode_chain(w, pending.version);
         self.deliver(pending.conn, pending.seq, chain);
     }

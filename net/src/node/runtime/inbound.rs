@@ -64,6 +64,15 @@ impl ResponseQueue {
     }
 }
 
+/// The start of every response frame: 4 placeholder bytes for the size (see
+/// [`Node::deliver`]) and the response header, flexible or not as the API and version say.
+pub(super) fn response_start(correlation_id: i32, flexible: bool) -> WireWriter {
+    let mut w = WireWriter::with_capacity(256);
+    w.i32(0);
+    ResponseHeader { correlation_id }.write(&mut w, flexible);
+    w
+}
+
 impl Node {
     /// An inbound connection closed: its pending requests can no longer be answered.
     pub(super) fn inbound_gone(&mut self, conn: ConnId) {
@@ -275,9 +284,7 @@ impl Node {
     /// answers with so far (response header v1, as all of them are flexible), granting nothing.
     fn answer_unsupported_vote(&mut self, conn: ConnId, correlation_id: i32) {
         let seq = self.reserve_response(conn);
-        let mut w = WireWriter::with_capacity(32);
-        w.i32(0);
-        ResponseHeader { correlation_id }.write(&mut w, true);
+        let w = response_start(correlation_id, true);
         let refusal = Response::Vote(engine::raft::VoteResponse {
             error: ErrorCode::UNSUPPORTED_VERSION,
             leader_id: -1,
@@ -301,15 +308,8 @@ impl Node {
                 self.counters.fetch_batches += fetch.batches.len() as u64;
             }
         }
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: pending.correlation_id,
-        }
-        .write(
-            &mut w,
-            pending.spec.response_header_flexible(pending.version),
-        );
+        let flexible = pending.spec.response_header_flexible(pending.version);
+        let w = response_start(pending.correlation_id, flexible);
         let list = match (&pending.fetch, response) {
             (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
                 if let (true, Some(wanted)) = (fetch.trusted, fetch.extras.producer_ids) {
@@ -404,9 +404,7 @@ impl Node {
             api_keys,
             throttle_time_ms: 0,
         };
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader { correlation_id }.write(&mut w, false);
+        let mut w = response_start(correlation_id, false);
         response.encode(&mut w, version);
         self.deliver(conn, seq, vec![w.into_inner().freeze()]);
     }

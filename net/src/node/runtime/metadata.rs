@@ -76,13 +76,8 @@ impl Node {
 
     /// A response's size placeholder and header.
     pub(super) fn response_writer(&self, header: &RequestHeader, spec: &ApiSpec) -> WireWriter {
-        let mut w = WireWriter::with_capacity(256);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: header.correlation_id,
-        }
-        .write(&mut w, spec.response_header_flexible(header.api_version));
-        w
+        let flexible = spec.response_header_flexible(header.api_version);
+        inbound::response_start(header.correlation_id, flexible)
     }
 
     fn metadata(&self, conn: ConnId, request: &MetadataRequest) -> MetadataResponse {

@@ -425,9 +425,8 @@ fn encode_produce_response(
     version: i16,
     response: &ProduceResponse,
 ) -> Vec<Bytes> {
-    let mut w = WireWriter::with_capacity(128);
-    w.i32(0);
-    ResponseHeader { correlation_id }.write(&mut w, PRODUCE_SPEC.response_header_flexible(version));
+    let flexible = PRODUCE_SPEC.response_header_flexible(version);
+    let mut w = inbound::response_start(correlation_id, flexible);
     response.encode(&mut w, version);
     vec![w.into_inner().freeze()]
 }

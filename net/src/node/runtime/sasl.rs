@@ -269,12 +269,7 @@ impl Node {
             }
         };
         let seq = self.reserve_response(conn);
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: header.correlation_id,
-        }
-        .write(&mut w, spec.response_header_flexible(header.api_version));
+        let mut w = self.response_writer(header, spec);
         SaslHandshakeResponse {
             error,
             mechanisms: enabled,
@@ -443,12 +438,8 @@ impl Node {
                 correlation_id,
                 version,
             } => {
-                let mut w = WireWriter::with_capacity(64 + token.len());
-                w.i32(0);
-                ResponseHeader { correlation_id }.write(
-                    &mut w,
-                    SASL_AUTHENTICATE_SPEC.response_header_flexible(version),
-                );
+                let flexible = SASL_AUTHENTICATE_SPEC.response_header_flexible(version);
+                let mut w = inbound::response_start(correlation_id, flexible);
                 SaslAuthenticateResponse {
                     error,
                     error_message: message,
