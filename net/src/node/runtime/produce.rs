@@ -31,20 +31,16 @@ pub(super) struct PendingProduce {
 }
 
 impl Node {
-    pub(in crate::node) fn handle_produce(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        _spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
-        if header.api_version < PRODUCE_MIN_ACCEPTED {
-            return self.refuse_legacy_produce(conn, header, r);
+    pub(in crate::node) fn handle_produce(&mut self, asked: Asked, r: WireReader) {
+        if asked.header.api_version < PRODUCE_MIN_ACCEPTED {
+            return self.refuse_legacy_produce(asked.conn, asked.header, r);
         }
-        let request = match ProduceRequest::decode(&mut r, header.api_version) {
-            Ok(request) => request,
-            Err(_) => return self.close(conn, "bad Produce body"),
-        };
+        self.decoded(asked, r, ProduceRequest::decode, Node::admit_produce);
+    }
+
+    /// A Produce of a version this node takes, if its principal may write.
+    fn admit_produce(&mut self, asked: Asked, request: ProduceRequest) {
+        let Asked { conn, header, .. } = asked;
         if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
             if request.acks == 0 {
                 // No response is read for acks=0: closing is how Kafka tells such a client.
