@@ -137,11 +137,11 @@ mod tests {
 
     fn store() -> Arc<CredentialStore> {
         // Never saved: the path is only the store's name.
-        let mut store = CredentialStore::empty("credentials.json");
-        store
-            .add_password("alice", ScramMechanism::Sha512, "alice-secret", 4096)
-            .unwrap();
-        Arc::new(store)
+        let alice = ("alice", ScramMechanism::Sha512, "alice-secret", 4096);
+        Arc::new(CredentialStore::with_passwords(
+            "credentials.json",
+            &[alice],
+        ))
     }
 
     fn plain_job(token: u64, store: &Arc<CredentialStore>, password: &str) -> StepJob {

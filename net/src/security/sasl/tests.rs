@@ -17,30 +17,21 @@ const SCRAM: [Mechanism; 2] = [Mechanism::ScramSha256, Mechanism::ScramSha512];
 /// SCRAM-SHA-512 only; "a,b=c": a name SCRAM must escape; "émile": a name SASLprep matters for.
 fn store() -> Arc<CredentialStore> {
     static STORE: OnceLock<Arc<CredentialStore>> = OnceLock::new();
+    use ScramMechanism::{Sha256, Sha512};
     STORE
         .get_or_init(|| {
-            let mut store = CredentialStore::empty("unused");
-            for mechanism in ScramMechanism::ALL {
-                store
-                    .add_password("alice", mechanism, "alice-pw", FAST)
-                    .unwrap();
-            }
-            store
-                .add_password("bob", ScramMechanism::Sha256, "bob-pw", FAST)
-                .unwrap();
-            store
-                .add_password("carol", ScramMechanism::Sha512, "carol-pw", FAST + 7)
-                .unwrap();
-            store
-                .add_password("a,b=c", ScramMechanism::Sha256, "pw", FAST)
-                .unwrap();
-            store
-                .add_password("a,b=c", ScramMechanism::Sha512, "pw", FAST)
-                .unwrap();
-            store
-                .add_password("\u{e9}mile", ScramMechanism::Sha512, "pass\u{2163}", FAST)
-                .unwrap();
-            Arc::new(store)
+            Arc::new(CredentialStore::with_passwords(
+                "unused",
+                &[
+                    ("alice", Sha256, "alice-pw", FAST),
+                    ("alice", Sha512, "alice-pw", FAST),
+                    ("bob", Sha256, "bob-pw", FAST),
+                    ("carol", Sha512, "carol-pw", FAST + 7),
+                    ("a,b=c", Sha256, "pw", FAST),
+                    ("a,b=c", Sha512, "pw", FAST),
+                    ("\u{e9}mile", Sha512, "pass\u{2163}", FAST),
+                ],
+            ))
         })
         .clone()
 }
