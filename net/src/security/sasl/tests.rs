@@ -256,6 +256,28 @@ fn tampered_final(mechanism: Mechanism, tamper: impl FnOnce(String) -> String) -
     error
 }
 
+/// Every SCRAM mechanism refuses each client-first message with its error.
+fn assert_scram_refuses_first(cases: &[(&[u8], SaslError)]) {
+    for mechanism in SCRAM {
+        for (first, error) in cases {
+            assert_eq!(&refused(mechanism, &[], first), error, "{mechanism}");
+        }
+    }
+}
+
+/// A change to the client's final message.
+type Tamper = fn(String) -> String;
+
+/// Every SCRAM mechanism refuses the client's final message, changed by each tamper, with its
+/// error.
+fn assert_scram_refuses_tampered(cases: &[(Tamper, SaslError)]) {
+    for mechanism in SCRAM {
+        for (tamper, error) in cases {
+            assert_eq!(&tampered_final(mechanism, tamper), error, "{mechanism}");
+        }
+    }
+}
+
 #[test]
 fn a_tampered_proof_fails() {
     for mechanism in SCRAM {
@@ -283,19 +305,16 @@ fn a_tampered_proof_fails() {
 
 #[test]
 fn a_wrong_nonce_fails() {
-    for mechanism in SCRAM {
-        let other_nonce = |message: String| message.replacen(",r=", ",r=x", 1);
-        assert_eq!(
-            tampered_final(mechanism, other_nonce),
-            SaslError::NonceMismatch
-        );
-        let shorter = |message: String| {
-            let (binding, rest) = message.split_once(",r=").unwrap();
-            let (nonce, proof) = rest.split_once(',').unwrap();
-            format!("{binding},r={},{proof}", &nonce[..nonce.len() - 1])
-        };
-        assert_eq!(tampered_final(mechanism, shorter), SaslError::NonceMismatch);
-    }
+    let other_nonce = |message: String| message.replacen(",r=", ",r=x", 1);
+    let shorter = |message: String| {
+        let (binding, rest) = message.split_once(",r=").unwrap();
+        let (nonce, proof) = rest.split_once(',').unwrap();
+        format!("{binding},r={},{proof}", &nonce[..nonce.len() - 1])
+    };
+    assert_scram_refuses_tampered(&[
+        (other_nonce, SaslError::NonceMismatch),
+        (shorter, SaslError::NonceMismatch),
+    ]);
 }
 
 /// A client-final for alice whose `r=` is `nonce(client nonce, combined nonce)`, with the proof
@@ -390,23 +409,17 @@ fn librdkafkas_repeated_client_nonce_is_accepted() {
 
 #[test]
 fn channel_binding_is_refused() {
-    for mechanism in SCRAM {
-        assert_eq!(
-            refused(mechanism, &[], b"p=tls-server-end-point,,n=alice,r=abc"),
-            SaslError::ChannelBindingNotSupported
-        );
-        // c= must repeat the GS2 header the client sent.
-        let claim_binding = |message: String| message.replacen("c=biws", "c=eSws", 1);
-        assert_eq!(
-            tampered_final(mechanism, claim_binding),
-            SaslError::ChannelBindingMismatch
-        );
-        let unbound = |message: String| message.replacen("c=biws", "c=cD10bHMsLA==", 1);
-        assert_eq!(
-            tampered_final(mechanism, unbound),
-            SaslError::ChannelBindingMismatch
-        );
-    }
+    assert_scram_refuses_first(&[(
+        b"p=tls-server-end-point,,n=alice,r=abc",
+        SaslError::ChannelBindingNotSupported,
+    )]);
+    // c= must repeat the GS2 header the client sent.
+    let claim_binding = |message: String| message.replacen("c=biws", "c=eSws", 1);
+    let unbound = |message: String| message.replacen("c=biws", "c=cD10bHMsLA==", 1);
+    assert_scram_refuses_tampered(&[
+        (claim_binding, SaslError::ChannelBindingMismatch),
+        (unbound, SaslError::ChannelBindingMismatch),
+    ]);
 }
 
 /// A client that could bind ("y") may go on without binding; its c= is then "y,,".
@@ -438,28 +451,25 @@ fn the_y_flag_is_accepted() {
 
 #[test]
 fn extensions_are_refused() {
-    for mechanism in SCRAM {
-        assert_eq!(
-            refused(mechanism, &[], b"n,,n=alice,r=abc,tokenauth=true"),
-            SaslError::TokenAuthNotSupported
-        );
-        assert_eq!(
-            refused(mechanism, &[], b"n,,n=alice,r=abc,x=1"),
-            SaslError::UnsupportedExtension("x".into())
-        );
-        assert_eq!(
-            refused(mechanism, &[], b"n,,m=mandatory,n=alice,r=abc"),
-            SaslError::UnsupportedExtension("m".into())
-        );
-        let with_extension = |message: String| {
-            let (head, proof) = message.rsplit_once(",p=").unwrap();
-            format!("{head},tokenauth=true,p={proof}")
-        };
-        assert_eq!(
-            tampered_final(mechanism, with_extension),
-            SaslError::TokenAuthNotSupported
-        );
-    }
+    assert_scram_refuses_first(&[
+        (
+            b"n,,n=alice,r=abc,tokenauth=true",
+            SaslError::TokenAuthNotSupported,
+        ),
+        (
+            b"n,,n=alice,r=abc,x=1",
+            SaslError::UnsupportedExtension("x".into()),
+        ),
+        (
+            b"n,,m=mandatory,n=alice,r=abc",
+            SaslError::UnsupportedExtension("m".into()),
+        ),
+    ]);
+    let with_extension = |message: String| {
+        let (head, proof) = message.rsplit_once(",p=").unwrap();
+        format!("{head},tokenauth=true,p={proof}")
+    };
+    assert_scram_refuses_tampered(&[(with_extension, SaslError::TokenAuthNotSupported)]);
 }
 
 #[test]
