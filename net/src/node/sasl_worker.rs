@@ -8,12 +8,13 @@
 //! SCRAM's server steps need no key derivation (a lookup, a few HMACs and hashes: the client
 //! pays the PBKDF2) and run inline on the raft thread.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
+use super::eventfd;
 use crate::security::sasl::{SaslError, SaslServer, SaslStep};
 
 /// Steps queued or running at most; beyond that a step is refused at once.
@@ -39,16 +40,6 @@ pub(crate) struct SaslWorker {
     wake: OwnedFd,
     pending: usize,
     thread: Option<JoinHandle<()>>,
-}
-
-fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 impl SaslWorker {
