@@ -265,6 +265,20 @@ fn assert_scram_refuses_first(cases: &[(&[u8], SaslError)]) {
     }
 }
 
+/// Asserts that each of `bad`, stepped after `prefix`, is refused with an error `expected`
+/// accepts.
+fn assert_refused_as<const N: usize>(
+    mechanism: Mechanism,
+    prefix: &[&[u8]],
+    bad: [&[u8]; N],
+    expected: impl Fn(&SaslError) -> bool,
+) {
+    for bad in bad {
+        let error = refused(mechanism, prefix, bad);
+        assert!(expected(&error), "{mechanism} {bad:?}: {error}");
+    }
+}
+
 /// A change to the client's final message.
 type Tamper = fn(String) -> String;
 
@@ -498,8 +512,10 @@ fn the_authorization_identity_must_be_the_user() {
 
 #[test]
 fn malformed_client_messages_are_refused() {
+    let malformed_or_invalid =
+        |error: &SaslError| matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_));
     let long = vec![b'a'; MAX_TOKEN_BYTES + 1];
-    for bad in [
+    let bad_plain = [
         &b""[..],
         b"alice\0alice-pw",
         b"\0alice",
@@ -509,15 +525,10 @@ fn malformed_client_messages_are_refused() {
         b"\0alice\xff\0alice-pw",
         b"\0bell\x07\0alice-pw",
         &long,
-    ] {
-        let error = refused(Mechanism::Plain, &[], bad);
-        assert!(
-            matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
-            "{bad:?}: {error}"
-        );
-    }
+    ];
+    assert_refused_as(Mechanism::Plain, &[], bad_plain, malformed_or_invalid);
     for mechanism in SCRAM {
-        for bad in [
+        let bad_first = [
             &b""[..],
             b"n,,",
             b"n,",
@@ -533,15 +544,10 @@ fn malformed_client_messages_are_refused() {
             b"n,,n=alice,r=abc,",
             b"n,,n=alice,r=\xff",
             &long,
-        ] {
-            let error = refused(mechanism, &[], bad);
-            assert!(
-                matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
-                "{bad:?}: {error}"
-            );
-        }
+        ];
+        assert_refused_as(mechanism, &[], bad_first, malformed_or_invalid);
         let first: &[u8] = b"n,,n=alice,r=abc";
-        for bad in [
+        let bad_final = [
             &b""[..],
             b"c=biws,r=abc",
             b"p=AAAA",
@@ -551,13 +557,10 @@ fn malformed_client_messages_are_refused() {
             b"c=biws,r=abc,p=not base64",
             b"c=biws,r=abc,p=AAAA,x=1",
             &long,
-        ] {
-            let error = refused(mechanism, &[first], bad);
-            assert!(
-                matches!(error, SaslError::Malformed(_) | SaslError::NonceMismatch),
-                "{bad:?}: {error}"
-            );
-        }
+        ];
+        assert_refused_as(mechanism, &[first], bad_final, |error| {
+            matches!(error, SaslError::Malformed(_) | SaslError::NonceMismatch)
+        });
     }
 }
 
