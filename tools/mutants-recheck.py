@@ -40,10 +40,8 @@ def main() -> int:
         else:
             phases = [p for p in outcome["phase_results"] if p["phase"] == "Test"]
             command = phases[0]["argv"]
-        applied = subprocess.run(
-            ["patch", "--silent", "--forward", "--no-backup-if-mismatch", "--reject-file=-", mutant["file"], diff],
-            cwd=args.tree,
-            stdout=subprocess.DEVNULL,
+        applied = patch(
+            args.tree, mutant["file"], diff, "--forward", "--reject-file=-", stdout=subprocess.DEVNULL
         )
         if applied.returncode != 0:
             print("NO-APPLY    ", mutant["name"], flush=True)
@@ -64,15 +62,18 @@ def main() -> int:
                 continue
             verdict = run_tests(command, args.tree, args.timeout)
         finally:
-            subprocess.run(
-                ["patch", "--silent", "--no-backup-if-mismatch", "--reverse", mutant["file"], diff],
-                cwd=args.tree,
-                check=True,
-            )
+            patch(args.tree, mutant["file"], diff, "--reverse", check=True)
         if verdict.startswith("STILL"):
             still += 1
         print(verdict, mutant["name"], flush=True)
     return 1 if still else 0
+
+
+def patch(tree, file, diff, *options, **run):
+    """Runs patch on one file of the tree with a mutant's diff: quiet, leaving no backup."""
+    return subprocess.run(
+        ["patch", "--silent", "--no-backup-if-mismatch", *options, file, diff], cwd=tree, **run
+    )
 
 
 def run_tests(command, tree, timeout):

@@ -10,7 +10,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use engine::stats::{LocalCounter, LocalHistogram, LATENCY_US_BOUNDS};
 
 type ClientLabels = Vec<(&'static str, &'static str)>;
@@ -22,8 +23,14 @@ fn latency_bounds_seconds() -> Vec<f64> {
         .collect()
 }
 
-/// Runs `read` in a loop on another thread while `body` runs, as a scraper would.
-fn with_scraper<R: Fn() + Send + 'static>(read: R, body: impl FnOnce()) {
+/// Benchmarks `observe` as `name` while another thread runs `read` in a loop, as a scraper
+/// would.
+fn bench_scraped<R: Fn() + Send + 'static>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    read: R,
+    observe: impl Fn(),
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let scraper = std::thread::spawn(move || {
@@ -31,7 +38,7 @@ fn with_scraper<R: Fn() + Send + 'static>(read: R, body: impl FnOnce()) {
             read();
         }
     });
-    body();
+    g.bench_function(name, |b| b.iter(&observe));
     stop.store(true, Ordering::Relaxed);
     scraper.join().unwrap();
 }
@@ -98,18 +105,18 @@ fn histograms(c: &mut Criterion) {
 
     // The same while another thread scrapes the metric continuously.
     let reader = local.clone();
-    with_scraper(
+    bench_scraped(
+        &mut g,
+        "ringraft LocalHistogram, scraped",
         move || {
             black_box(reader.snapshot());
         },
-        || {
-            g.bench_function("ringraft LocalHistogram, scraped", |b| {
-                b.iter(|| local.observe(black_box(1_234)))
-            });
-        },
+        || local.observe(black_box(1_234)),
     );
     let reader = pc.clone();
-    with_scraper(
+    bench_scraped(
+        &mut g,
+        "prometheus-client Histogram, scraped",
         move || {
             use prometheus_client::encoding::text::encode;
             let mut registry = prometheus_client::registry::Registry::default();
@@ -118,23 +125,17 @@ fn histograms(c: &mut Criterion) {
             encode(&mut out, &registry).unwrap();
             black_box(out);
         },
-        || {
-            g.bench_function("prometheus-client Histogram, scraped", |b| {
-                b.iter(|| pc.observe(black_box(0.001_234)))
-            });
-        },
+        || pc.observe(black_box(0.001_234)),
     );
     let reader = p.clone();
-    with_scraper(
+    bench_scraped(
+        &mut g,
+        "prometheus Histogram, scraped",
         move || {
             use prometheus::core::Collector;
             black_box(reader.collect());
         },
-        || {
-            g.bench_function("prometheus Histogram, scraped", |b| {
-                b.iter(|| p.observe(black_box(0.001_234)))
-            });
-        },
+        || p.observe(black_box(0.001_234)),
     );
     g.finish();
 }

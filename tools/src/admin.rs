@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use engine::raft::{DescribeQuorumResponse, ErrorCode};
 use net::client::{resolve, BlockingClient, ClientError};
+use net::wire::kafka::DescribeClusterResponse;
 
 use crate::client_config::ClientSettings;
 
@@ -190,10 +191,7 @@ impl<'a> Admin<'a> {
         server: &str,
         quorum: DescribeQuorumResponse,
     ) -> Result<Leader, Attempt> {
-        let cluster = client
-            .describe_cluster(1)
-            .map_err(|e| client_failure(server, "DescribeCluster", e))?;
-        refused(cluster.error, server, "DescribeCluster")?;
+        let cluster = describe_cluster(&mut client, server)?;
         Ok(Leader {
             client,
             server: server.to_owned(),
@@ -209,10 +207,7 @@ impl<'a> Admin<'a> {
         server: &str,
         leader_id: i32,
     ) -> Result<String, Attempt> {
-        let cluster = client
-            .describe_cluster(1)
-            .map_err(|e| client_failure(server, "DescribeCluster", e))?;
-        refused(cluster.error, server, "DescribeCluster")?;
+        let cluster = describe_cluster(client, server)?;
         if !cluster.error.is_none() {
             return Err(Attempt::Retry(format!(
                 "{server}: DescribeCluster: {}",
@@ -268,6 +263,18 @@ pub fn client_error(server: &str, what: &str, error: ClientError) -> Retryable {
         }),
         other => Retryable::Retry(format!("{server}: {what}: {other}")),
     }
+}
+
+/// `server`'s DescribeCluster answer; a refusal no retry can change ends the command.
+fn describe_cluster(
+    client: &mut BlockingClient,
+    server: &str,
+) -> Result<DescribeClusterResponse, Attempt> {
+    let cluster = client
+        .describe_cluster(1)
+        .map_err(|e| client_failure(server, "DescribeCluster", e))?;
+    refused(cluster.error, server, "DescribeCluster")?;
+    Ok(cluster)
 }
 
 fn client_failure(server: &str, what: &str, error: ClientError) -> Attempt {

@@ -8,14 +8,26 @@ use super::runtime::Node;
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC,
-    METADATA_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC,
-    SASL_HANDSHAKE_SPEC,
+    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, SaslAuthenticateRequest,
+    SaslHandshakeRequest, API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, FETCH_SPEC,
+    INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, METADATA_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
+    PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::{RequestHeader, WireReader};
 
-/// Takes one request whose header has been read (the reader is at its body).
-pub(crate) type Handler = fn(&mut Node, ConnId, &RequestHeader, &'static ApiSpec, WireReader);
+/// A request whose header has been read: the connection it came on, its header, and its row's
+/// spec (how its response header is written).
+#[derive(Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    pub(crate) conn: ConnId,
+    pub(crate) header: &'a RequestHeader,
+    pub(crate) spec: &'static ApiSpec,
+}
+
+/// Takes one request whose header has been read (the reader is at its body). Most rows hand
+/// the body to their handler decoded, through `Node::decoded`.
+pub(crate) type Handler = fn(&mut Node, Asked<'_>, WireReader);
 
 /// Which listeners serve an API (docs/configuration.md, "Listeners"). With one listener it
 /// serves every API; with several, the controller listener serves the quorum RPCs and the others
@@ -65,55 +77,106 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
     },
     ApiRow {
         spec: METADATA_SPEC,
-        handler: Node::handle_metadata,
+        handler: |node, asked, r| {
+            node.decoded(asked, r, MetadataRequest::decode, Node::handle_metadata)
+        },
         scope: Scope::Client,
         sasl: false,
     },
     ApiRow {
         spec: SASL_HANDSHAKE_SPEC,
-        handler: Node::handle_sasl_handshake,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                SaslHandshakeRequest::decode,
+                Node::handle_sasl_handshake,
+            )
+        },
         scope: Scope::Any,
         sasl: true,
     },
     ApiRow {
         spec: API_VERSIONS_SPEC,
-        handler: Node::handle_api_versions,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                ApiVersionsRequest::decode,
+                Node::handle_api_versions,
+            )
+        },
         scope: Scope::Any,
         sasl: false,
     },
     ApiRow {
         spec: SASL_AUTHENTICATE_SPEC,
-        handler: Node::handle_sasl_authenticate,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                SaslAuthenticateRequest::decode,
+                Node::handle_sasl_authenticate,
+            )
+        },
         scope: Scope::Any,
         sasl: true,
     },
     ApiRow {
         spec: DESCRIBE_CLUSTER_SPEC,
-        handler: Node::handle_describe_cluster,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                DescribeClusterRequest::decode,
+                Node::handle_describe_cluster,
+            )
+        },
         scope: Scope::Client,
         sasl: false,
     },
     ApiRow {
         spec: FETCH_SPEC,
-        handler: Node::handle_fetch,
+        handler: |node, asked, r| node.decoded(asked, r, FetchRequest::decode, Node::handle_fetch),
         scope: Scope::Client,
         sasl: false,
     },
     ApiRow {
         spec: LIST_OFFSETS_SPEC,
-        handler: Node::handle_list_offsets,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                ListOffsetsRequest::decode,
+                Node::handle_list_offsets,
+            )
+        },
         scope: Scope::Client,
         sasl: false,
     },
     ApiRow {
         spec: OFFSET_FOR_LEADER_EPOCH_SPEC,
-        handler: Node::handle_offset_for_leader_epoch,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                OffsetForLeaderEpochRequest::decode,
+                Node::handle_offset_for_leader_epoch,
+            )
+        },
         scope: Scope::Client,
         sasl: false,
     },
     ApiRow {
         spec: INIT_PRODUCER_ID_SPEC,
-        handler: Node::handle_init_producer_id,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                InitProducerIdRequest::decode,
+                Node::handle_init_producer_id,
+            )
+        },
         scope: Scope::Client,
         sasl: false,
     },

@@ -8,12 +8,13 @@
 //! SCRAM's server steps need no key derivation (a lookup, a few HMACs and hashes: the client
 //! pays the PBKDF2) and run inline on the raft thread.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 
 use bytes::Bytes;
 
+use super::eventfd;
 use crate::security::sasl::{SaslError, SaslServer, SaslStep};
 
 /// Steps queued or running at most; beyond that a step is refused at once.
@@ -39,16 +40,6 @@ pub(crate) struct SaslWorker {
     wake: OwnedFd,
     pending: usize,
     thread: Option<JoinHandle<()>>,
-}
-
-fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 impl SaslWorker {
@@ -137,11 +128,11 @@ mod tests {
 
     fn store() -> Arc<CredentialStore> {
         // Never saved: the path is only the store's name.
-        let mut store = CredentialStore::empty("credentials.json");
-        store
-            .add_password("alice", ScramMechanism::Sha512, "alice-secret", 4096)
-            .unwrap();
-        Arc::new(store)
+        let alice = ("alice", ScramMechanism::Sha512, "alice-secret", 4096);
+        Arc::new(CredentialStore::with_passwords(
+            "credentials.json",
+            &[alice],
+        ))
     }
 
     fn plain_job(token: u64, store: &Arc<CredentialStore>, password: &str) -> StepJob {

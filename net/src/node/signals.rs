@@ -5,8 +5,10 @@
 //! watches the eventfds like any other and starts the graceful shutdown, or reloads the
 //! certificates, credentials and ACLs (docs/security.md, "Reloading").
 
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+
+use super::eventfd;
 
 static SIGNAL_EVENTFD: AtomicI32 = AtomicI32::new(-1);
 static RELOAD_EVENTFD: AtomicI32 = AtomicI32::new(-1);
@@ -30,16 +32,6 @@ extern "C" fn on_signal(signal: libc::c_int) {
 pub struct ShutdownSignals {
     fd: OwnedFd,
     reload: OwnedFd,
-}
-
-fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain syscall.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 impl ShutdownSignals {

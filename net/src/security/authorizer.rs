@@ -23,31 +23,18 @@ use super::acl::{
 };
 use super::principal::KafkaPrincipal;
 use crate::wire::api::API_VERSIONS;
+use crate::wire::kafka::{
+    DESCRIBE_CLUSTER, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
+};
 
 // ---------------------------------------------------------------------------------------------
 // What each API needs
 // ---------------------------------------------------------------------------------------------
 
-/// Kafka's api keys of the client APIs in the table below (docs/protocol.md section 1).
-pub mod api_key {
-    pub const PRODUCE: i16 = 0;
-    pub const FETCH: i16 = 1;
-    pub const LIST_OFFSETS: i16 = 2;
-    pub const METADATA: i16 = 3;
-    pub const SASL_HANDSHAKE: i16 = 17;
-    pub const INIT_PRODUCER_ID: i16 = 22;
-    pub const OFFSET_FOR_LEADER_EPOCH: i16 = 23;
-    pub const SASL_AUTHENTICATE: i16 = 36;
-    pub const DESCRIBE_CLUSTER: i16 = 60;
-}
-
 /// The APIs every connection may use whoever it is: ApiVersions, and the SASL exchange that
 /// establishes who it is.
-pub const ALWAYS_ALLOWED: [i16; 3] = [
-    api_key::SASL_HANDSHAKE,
-    API_VERSIONS,
-    api_key::SASL_AUTHENTICATE,
-];
+pub const ALWAYS_ALLOWED: [i16; 3] = [SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE];
 
 /// The operation, and the kind of resource it is checked on, that a request of `api_key` needs.
 /// A topic request is checked on each topic it names; a cluster request on `kafka-cluster`.
@@ -57,11 +44,11 @@ pub const fn required(api_key: i16) -> Option<(Operation, ResourceType)> {
     use Operation::*;
     use ResourceType::{Cluster, Topic};
     match api_key {
-        api_key::PRODUCE => Some((Write, Topic)),
-        api_key::FETCH | api_key::LIST_OFFSETS => Some((Read, Topic)),
-        api_key::METADATA | api_key::OFFSET_FOR_LEADER_EPOCH => Some((Describe, Topic)),
-        api_key::INIT_PRODUCER_ID => Some((IdempotentWrite, Cluster)),
-        DESCRIBE_QUORUM | api_key::DESCRIBE_CLUSTER => Some((Describe, Cluster)),
+        PRODUCE => Some((Write, Topic)),
+        FETCH | LIST_OFFSETS => Some((Read, Topic)),
+        METADATA | OFFSET_FOR_LEADER_EPOCH => Some((Describe, Topic)),
+        INIT_PRODUCER_ID => Some((IdempotentWrite, Cluster)),
+        DESCRIBE_QUORUM | DESCRIBE_CLUSTER => Some((Describe, Cluster)),
         ALTER_QUORUM => Some((Alter, Cluster)),
         VOTE | BEGIN_QUORUM_EPOCH | END_QUORUM_EPOCH | FETCH_QUORUM_RECORDS | FIND_QUORUM => {
             Some((ClusterAction, Cluster))
@@ -334,7 +321,6 @@ mod tests {
 
     #[test]
     fn required_lists_every_api() {
-        use api_key::*;
         let table: &[(i16, Option<(Operation, ResourceType)>)] = &[
             (PRODUCE, Some((Write, ResourceType::Topic))),
             (FETCH, Some((Read, ResourceType::Topic))),
@@ -393,7 +379,7 @@ mod tests {
             );
         }
         // Usable in a const table.
-        const PRODUCE_NEEDS: Option<(Operation, ResourceType)> = required(api_key::PRODUCE);
+        const PRODUCE_NEEDS: Option<(Operation, ResourceType)> = required(PRODUCE);
         assert_eq!(PRODUCE_NEEDS, Some((Write, ResourceType::Topic)));
     }
 

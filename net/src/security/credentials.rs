@@ -715,6 +715,22 @@ impl CredentialStore {
         self.add(&user, credential)
     }
 
+    /// A store at `path` holding these (user, mechanism, password, iterations): the tests'
+    /// fixture.
+    #[cfg(test)]
+    pub(crate) fn with_passwords(
+        path: impl Into<PathBuf>,
+        passwords: &[(&str, ScramMechanism, &str, u32)],
+    ) -> Self {
+        let mut store = Self::empty(path);
+        for &(user, mechanism, password, iterations) in passwords {
+            store
+                .add_password(user, mechanism, password, iterations)
+                .expect("a test credential is valid");
+        }
+        store
+    }
+
     /// Deletes `user`'s credential for `mechanism`, or all of them (and so the user) with
     /// `None`. A user left without credentials is removed.
     pub fn delete(
@@ -925,13 +941,13 @@ mod tests {
     #[test]
     fn save_and_load_round_trip_with_mode_0600_and_no_password() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = store_in(dir.path());
-        store
-            .add_password("alice", ScramMechanism::Sha256, "correct horse", FAST)
-            .unwrap();
-        store
-            .add_password("bob", ScramMechanism::Sha512, "battery staple", FAST + 1)
-            .unwrap();
+        let store = CredentialStore::with_passwords(
+            dir.path().join("credentials.json"),
+            &[
+                ("alice", ScramMechanism::Sha256, "correct horse", FAST),
+                ("bob", ScramMechanism::Sha512, "battery staple", FAST + 1),
+            ],
+        );
         store.save().unwrap();
         let path = dir.path().join("credentials.json");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
@@ -984,10 +1000,8 @@ mod tests {
     #[test]
     fn corrupt_files_are_typed_errors_naming_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = store_in(dir.path());
-        store
-            .add_password("alice", ScramMechanism::Sha256, "pw", FAST)
-            .unwrap();
+        let alice = ("alice", ScramMechanism::Sha256, "pw", FAST);
+        let store = CredentialStore::with_passwords(dir.path().join("credentials.json"), &[alice]);
         let good = store.render();
         let key = BASE64.encode(
             store
@@ -1028,13 +1042,13 @@ mod tests {
 
     #[test]
     fn decoys_are_stable_and_unlike_real_credentials() {
-        let mut store = CredentialStore::empty("unused");
-        store
-            .add_password("alice", ScramMechanism::Sha256, "pw", 5000)
-            .unwrap();
-        store
-            .add_password("bob", ScramMechanism::Sha256, "pw", 5000)
-            .unwrap();
+        let store = CredentialStore::with_passwords(
+            "unused",
+            &[
+                ("alice", ScramMechanism::Sha256, "pw", 5000),
+                ("bob", ScramMechanism::Sha256, "pw", 5000),
+            ],
+        );
         let a = store.scram_lookup("mallory", ScramMechanism::Sha256);
         let b = store.scram_lookup("mallory", ScramMechanism::Sha256);
         assert!(!a.known);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use super::{bad, host_port, is_wildcard, parse_host_port, ConfigError, Props};
+use super::{bad, host_port, is_wildcard, list_entries, parse_host_port, ConfigError, Props};
 use crate::security::principal::SslPrincipalMapper;
 use crate::security::tls::{ClientAuth, TlsSettings, TlsVersion};
 
@@ -149,7 +149,7 @@ type Entry = (String, (String, u16));
 /// `NAME://host:port` entries (a bare `host:port` is the PLAINTEXT listener).
 fn parse_entries(v: &str) -> Result<Vec<Entry>, String> {
     let mut entries: Vec<Entry> = Vec::new();
-    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for entry in list_entries(v) {
         let (name, address) = match entry.split_once("://") {
             Some((name, rest)) => (name.trim().to_ascii_uppercase(), rest),
             None => ("PLAINTEXT".to_owned(), entry),
@@ -178,7 +178,7 @@ fn parse_entries(v: &str) -> Result<Vec<Entry>, String> {
 /// `listener.security.protocol.map`: `NAME:PROTOCOL,...`.
 fn parse_protocol_map(v: &str) -> Result<BTreeMap<String, SecurityProtocol>, String> {
     let mut map = BTreeMap::new();
-    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for entry in list_entries(v) {
         let (name, protocol) = entry
             .split_once(':')
             .ok_or(format!("`{entry}`: expected NAME:PROTOCOL"))?;
@@ -225,20 +225,12 @@ fn ssl_settings(props: &Props<'_>, name: &str) -> Result<SslSettings, ConfigErro
     let (key, rules) = setting(props, name, "ssl.principal.mapping.rules");
     SslPrincipalMapper::parse(rules.trim()).map_err(|e| bad(&key, &rules, e.to_string()))?;
     let (key, protocols) = setting(props, name, "ssl.enabled.protocols");
-    let enabled_protocols = protocols
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
+    let enabled_protocols = list_entries(&protocols)
         .map(TlsVersion::parse)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(&key, &protocols, e.to_string()))?;
     let (_, suites) = setting(props, name, "ssl.cipher.suites");
-    let cipher_suites = suites
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let cipher_suites = list_entries(&suites).map(str::to_owned).collect();
     if client_auth != ClientAuth::None && truststore.trim().is_empty() {
         let (key, value) = setting(props, name, "ssl.truststore.location");
         return Err(bad(
@@ -264,7 +256,7 @@ fn ssl_settings(props: &Props<'_>, name: &str) -> Result<SslSettings, ConfigErro
 fn sasl_mechanisms(props: &Props<'_>, name: &str) -> Result<Vec<String>, ConfigError> {
     let (key, value) = setting(props, name, "sasl.enabled.mechanisms");
     let mut mechanisms: Vec<String> = Vec::new();
-    for m in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for m in list_entries(&value) {
         let m = m.to_ascii_uppercase();
         if !MECHANISMS.contains(&m.as_str()) {
             return Err(bad(

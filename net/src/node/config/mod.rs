@@ -691,17 +691,19 @@ fn host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// The entries of a comma-separated value, trimmed; empty entries (a trailing comma) are
+/// skipped, as Kafka's list settings do.
+fn list_entries(v: &str) -> impl Iterator<Item = &str> {
+    v.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
 fn parse_host_ports(v: &str) -> Result<Vec<(String, u16)>, String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(parse_host_port)
-        .collect()
+    list_entries(v).map(parse_host_port).collect()
 }
 
 fn parse_voters(v: &str) -> Result<Vec<VoterAddress>, String> {
     let mut voters: Vec<VoterAddress> = Vec::new();
-    for entry in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for entry in list_entries(v) {
         let (id, address) = entry
             .split_once('@')
             .ok_or(format!("`{entry}`: expected id@host:port"))?;
@@ -735,6 +737,27 @@ mod tests {
         .collect()
     }
 
+    /// `map` with `key` set to `value`, or removed where `value` is None.
+    fn changed(
+        mut map: BTreeMap<String, String>,
+        key: &str,
+        value: Option<&str>,
+    ) -> BTreeMap<String, String> {
+        match value {
+            Some(value) => map.insert(key.into(), value.into()),
+            None => map.remove(key),
+        };
+        map
+    }
+
+    /// Asserts that `map` is refused with a message that contains `text`; the message.
+    #[track_caller]
+    fn assert_refused(map: &BTreeMap<String, String>, text: &str) -> String {
+        let message = NodeConfig::from_map(map).unwrap_err().to_string();
+        assert!(message.contains(text), "no {text:?} in: {message}");
+        message
+    }
+
     #[test]
     fn the_metrics_listener_and_log_format() {
         let config = NodeConfig::from_map(&base()).unwrap();
@@ -752,13 +775,11 @@ mod tests {
             "http://127.0.0.1",
         ] {
             map.insert("metrics.listener".into(), bad_value.into());
-            let error = NodeConfig::from_map(&map).unwrap_err().to_string();
-            assert!(error.contains("metrics.listener"), "{error}");
+            assert_refused(&map, "metrics.listener");
         }
         map.insert("metrics.listener".into(), "".into());
         map.insert("log.format".into(), "xml".into());
-        let error = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(error.contains("expected text or json"), "{error}");
+        assert_refused(&map, "expected text or json");
     }
 
     #[test]
@@ -843,17 +864,9 @@ mod tests {
             ("quorum.fetch.timout.ms", "5", "quorum.fetch.timout.ms"),
         ];
         for (key, value, named) in cases {
-            let mut map = base();
-            map.insert(key.to_string(), value.to_string());
-            let err = NodeConfig::from_map(&map).unwrap_err().to_string();
-            assert!(err.contains(named), "{key}={value}: {err}");
+            assert_refused(&changed(base(), key, Some(value)), named);
         }
-        let mut map = base();
-        map.remove("cluster.id");
-        assert!(NodeConfig::from_map(&map)
-            .unwrap_err()
-            .to_string()
-            .contains("cluster.id"));
+        assert_refused(&changed(base(), "cluster.id", None), "cluster.id");
     }
 
     #[test]
@@ -900,10 +913,8 @@ mod tests {
             ("SSL://h:9093", "not in `listeners`"),
             ("h:1,h:2", "named twice"),
         ] {
-            let mut map = base();
-            map.insert("advertised.listeners".into(), value.into());
-            let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-            assert!(message.contains("`advertised.listeners`"), "{message}");
+            let map = changed(base(), "advertised.listeners", Some(value));
+            let message = assert_refused(&map, "`advertised.listeners`");
             assert!(message.contains(reason), "{value}: {message}");
         }
     }
@@ -980,32 +991,27 @@ mod tests {
 
     #[test]
     fn a_controller_listener_that_cannot_tell_voters_apart_is_refused() {
-        let mut map = two_listeners();
-        map.remove("listener.name.controller.ssl.client.auth");
-        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(
-            message.contains("must require client certificates"),
-            "{message}"
-        );
-        let mut map = two_listeners();
-        map.insert(
-            "listener.security.protocol.map".into(),
-            "CLIENT:SASL_SSL,CONTROLLER:SASL_SSL".into(),
-        );
-        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(message.contains("must be SSL"), "{message}");
-        let mut map = two_listeners();
-        map.remove("sasl.credentials.file");
-        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(message.contains("sasl.credentials.file"), "{message}");
-        let mut map = two_listeners();
-        map.remove("ssl.truststore.location");
-        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(message.contains("ssl.truststore.location"), "{message}");
-        let mut map = two_listeners();
-        map.insert("sasl.enabled.mechanisms".into(), "GSSAPI".into());
-        let message = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(message.contains("GSSAPI is not supported"), "{message}");
+        for (key, value, refusal) in [
+            (
+                "listener.name.controller.ssl.client.auth",
+                None,
+                "must require client certificates",
+            ),
+            (
+                "listener.security.protocol.map",
+                Some("CLIENT:SASL_SSL,CONTROLLER:SASL_SSL"),
+                "must be SSL",
+            ),
+            ("sasl.credentials.file", None, "sasl.credentials.file"),
+            ("ssl.truststore.location", None, "ssl.truststore.location"),
+            (
+                "sasl.enabled.mechanisms",
+                Some("GSSAPI"),
+                "GSSAPI is not supported",
+            ),
+        ] {
+            assert_refused(&changed(two_listeners(), key, value), refusal);
+        }
     }
 
     #[test]

@@ -91,12 +91,7 @@ impl Node {
             .unwrap_or_default();
         let reason = format!("{} from {principal}: {error}", spec.name);
         let seq = self.reserve_response(conn);
-        let mut w = WireWriter::with_capacity(64);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: header.correlation_id,
-        }
-        .write(&mut w, spec.response_header_flexible(header.api_version));
+        let w = self.response_writer(header, spec);
         let chain = quorum::encode_response(&request.refusal(error), w);
         self.deliver(conn, seq, chain);
         self.log_refusal_from(conn, &reason);

@@ -130,16 +130,8 @@ fn is_ours(topic: &str, partition: i32) -> bool {
 }
 
 impl Node {
-    pub(in crate::node) fn handle_fetch(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
-        let Ok(request) = FetchRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad Fetch body");
-        };
+    pub(in crate::node) fn handle_fetch(&mut self, asked: Asked, request: FetchRequest) {
+        let Asked { conn, header, spec } = asked;
         let seq = self.reserve_response(conn);
         let refused = self.access(conn, FETCH).err();
         if request.session_id != 0 || refused.is_some() {
@@ -232,26 +224,18 @@ impl Node {
                 })
                 .collect(),
         };
-        let mut w = WireWriter::with_capacity(256);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: pending.correlation_id,
-        }
-        .write(&mut w, FETCH_SPEC.response_header_flexible(pending.version));
+        let flexible = FETCH_SPEC.response_header_flexible(pending.version);
+        let w = inbound::response_start(pending.correlation_id, flexible);
         let chain = response.encode_chain(w, pending.version);
         self.deliver(pending.conn, pending.seq, chain);
     }
 
     pub(in crate::node) fn handle_list_offsets(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: ListOffsetsRequest,
     ) {
-        let Ok(request) = ListOffsetsRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad ListOffsets body");
-        };
+        let Asked { conn, header, spec } = asked;
         let seq = self.reserve_response(conn);
         let refused = self.access(conn, LIST_OFFSETS).err();
         // Kafka refuses every copy of a partition a request names twice (INVALID_REQUEST).
@@ -451,14 +435,10 @@ impl Node {
 
     pub(in crate::node) fn handle_offset_for_leader_epoch(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: OffsetForLeaderEpochRequest,
     ) {
-        let Ok(request) = OffsetForLeaderEpochRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad OffsetForLeaderEpoch body");
-        };
+        let conn = asked.conn;
         let seq = self.reserve_response(conn);
         let refused = self.access(conn, OFFSET_FOR_LEADER_EPOCH).err();
         let response = OffsetForLeaderEpochResponse {
@@ -500,9 +480,7 @@ impl Node {
                 })
                 .collect(),
         };
-        let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        self.answer(asked, seq, |w, version| response.encode(w, version));
     }
 }
 

@@ -64,6 +64,15 @@ impl ResponseQueue {
     }
 }
 
+/// The start of every response frame: 4 placeholder bytes for the size (see
+/// [`Node::deliver`]) and the response header, flexible or not as the API and version say.
+pub(super) fn response_start(correlation_id: i32, flexible: bool) -> WireWriter {
+    let mut w = WireWriter::with_capacity(256);
+    w.i32(0);
+    ResponseHeader { correlation_id }.write(&mut w, flexible);
+    w
+}
+
 impl Node {
     /// An inbound connection closed: its pending requests can no longer be answered.
     pub(super) fn inbound_gone(&mut self, conn: ConnId) {
@@ -204,34 +213,62 @@ impl Node {
             self.close(conn, "bad request header");
             return;
         };
-        (row.handler)(self, conn, &header, spec, r);
+        let asked = Asked {
+            conn,
+            header: &header,
+            spec,
+        };
+        (row.handler)(self, asked, r);
+    }
+
+    /// Decodes a request's body at its version for `handle`. A body that does not decode
+    /// closes the connection: the client no longer speaks the API it named.
+    pub(in crate::node) fn decoded<T, E>(
+        &mut self,
+        asked: Asked,
+        mut r: WireReader,
+        decode: fn(&mut WireReader, i16) -> Result<T, E>,
+        handle: fn(&mut Node, Asked, T),
+    ) {
+        match decode(&mut r, asked.header.api_version) {
+            Ok(request) => handle(self, asked, request),
+            Err(_) => self.close(asked.conn, &format!("bad {} body", asked.spec.name)),
+        }
+    }
+
+    /// Answers request `seq` with one response body, written at the request's version.
+    pub(super) fn answer(
+        &mut self,
+        asked: Asked,
+        seq: u64,
+        body: impl FnOnce(&mut WireWriter, i16),
+    ) {
+        let mut w = self.response_writer(asked.header, asked.spec);
+        body(&mut w, asked.header.api_version);
+        self.deliver(asked.conn, seq, vec![w.into_inner().freeze()]);
     }
 
     // ---- handlers (rows of api_table.rs) ------------------------------------------------------
 
     pub(in crate::node) fn handle_api_versions(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        _spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        _request: ApiVersionsRequest,
     ) {
-        if ApiVersionsRequest::decode(&mut r, header.api_version).is_err() {
-            self.close(conn, "bad ApiVersions body");
-            return;
-        }
-        let seq = self.reserve_response(conn);
-        self.answer_api_versions(conn, seq, header.correlation_id, header.api_version, false);
+        let seq = self.reserve_response(asked.conn);
+        let header = asked.header;
+        self.answer_api_versions(
+            asked.conn,
+            seq,
+            header.correlation_id,
+            header.api_version,
+            false,
+        );
     }
 
     /// A quorum RPC goes to the core; its answer comes back as `Output::Respond`.
-    pub(in crate::node) fn handle_quorum_request(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
+    pub(in crate::node) fn handle_quorum_request(&mut self, asked: Asked, mut r: WireReader) {
+        let Asked { conn, header, spec } = asked;
         let (request, extras) =
             match quorum::decode_request_with(spec.key, header.api_version, &mut r) {
                 Ok(decoded) => decoded,
@@ -275,9 +312,7 @@ impl Node {
     /// answers with so far (response header v1, as all of them are flexible), granting nothing.
     fn answer_unsupported_vote(&mut self, conn: ConnId, correlation_id: i32) {
         let seq = self.reserve_response(conn);
-        let mut w = WireWriter::with_capacity(32);
-        w.i32(0);
-        ResponseHeader { correlation_id }.write(&mut w, true);
+        let w = response_start(correlation_id, true);
         let refusal = Response::Vote(engine::raft::VoteResponse {
             error: ErrorCode::UNSUPPORTED_VERSION,
             leader_id: -1,
@@ -301,15 +336,8 @@ impl Node {
                 self.counters.fetch_batches += fetch.batches.len() as u64;
             }
         }
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: pending.correlation_id,
-        }
-        .write(
-            &mut w,
-            pending.spec.response_header_flexible(pending.version),
-        );
+        let flexible = pending.spec.response_header_flexible(pending.version);
+        let w = response_start(pending.correlation_id, flexible);
         let list = match (&pending.fetch, response) {
             (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
                 if let (true, Some(wanted)) = (fetch.trusted, fetch.extras.producer_ids) {
@@ -404,9 +432,7 @@ impl Node {
             api_keys,
             throttle_time_ms: 0,
         };
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader { correlation_id }.write(&mut w, false);
+        let mut w = response_start(correlation_id, false);
         response.encode(&mut w, version);
         self.deliver(conn, seq, vec![w.into_inner().freeze()]);
     }

@@ -38,51 +38,26 @@ const CLUSTER_OPERATIONS: [Operation; 4] = [
 ];
 
 impl Node {
-    pub(in crate::node) fn handle_metadata(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
-        let Ok(request) = MetadataRequest::decode(&mut r, header.api_version) else {
-            self.close(conn, "bad Metadata body");
-            return;
-        };
-        let seq = self.reserve_response(conn);
-        let response = self.metadata(conn, &request);
-        let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+    pub(in crate::node) fn handle_metadata(&mut self, asked: Asked, request: MetadataRequest) {
+        let seq = self.reserve_response(asked.conn);
+        let response = self.metadata(asked.conn, &request);
+        self.answer(asked, seq, |w, version| response.encode(w, version));
     }
 
     pub(in crate::node) fn handle_describe_cluster(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: DescribeClusterRequest,
     ) {
-        let Ok(request) = DescribeClusterRequest::decode(&mut r, header.api_version) else {
-            self.close(conn, "bad DescribeCluster body");
-            return;
-        };
-        let seq = self.reserve_response(conn);
-        let response = self.describe_cluster(conn, &request);
-        let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        let seq = self.reserve_response(asked.conn);
+        let response = self.describe_cluster(asked.conn, &request);
+        self.answer(asked, seq, |w, version| response.encode(w, version));
     }
 
     /// A response's size placeholder and header.
     pub(super) fn response_writer(&self, header: &RequestHeader, spec: &ApiSpec) -> WireWriter {
-        let mut w = WireWriter::with_capacity(256);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: header.correlation_id,
-        }
-        .write(&mut w, spec.response_header_flexible(header.api_version));
-        w
+        let flexible = spec.response_header_flexible(header.api_version);
+        inbound::response_start(header.correlation_id, flexible)
     }
 
     fn metadata(&self, conn: ConnId, request: &MetadataRequest) -> MetadataResponse {

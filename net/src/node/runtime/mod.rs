@@ -43,7 +43,7 @@ use inbound::{PendingRequest, ResponseQueue};
 use peers::{Peer, Probe, UnresolvedProbe, MIN_RECONNECT};
 use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
 
-use super::api_table::{self, ApiRow, API_TABLE};
+use super::api_table::{self, ApiRow, Asked, API_TABLE};
 use super::brokers::BrokerDirectory;
 use super::config::NodeConfig;
 use super::config::{Listener, SecurityProtocol, SslSettings};

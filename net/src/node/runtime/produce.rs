@@ -31,20 +31,16 @@ pub(super) struct PendingProduce {
 }
 
 impl Node {
-    pub(in crate::node) fn handle_produce(
-        &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        _spec: &'static ApiSpec,
-        mut r: WireReader,
-    ) {
-        if header.api_version < PRODUCE_MIN_ACCEPTED {
-            return self.refuse_legacy_produce(conn, header, r);
+    pub(in crate::node) fn handle_produce(&mut self, asked: Asked, r: WireReader) {
+        if asked.header.api_version < PRODUCE_MIN_ACCEPTED {
+            return self.refuse_legacy_produce(asked.conn, asked.header, r);
         }
-        let request = match ProduceRequest::decode(&mut r, header.api_version) {
-            Ok(request) => request,
-            Err(_) => return self.close(conn, "bad Produce body"),
-        };
+        self.decoded(asked, r, ProduceRequest::decode, Node::admit_produce);
+    }
+
+    /// A Produce of a version this node takes, if its principal may write.
+    fn admit_produce(&mut self, asked: Asked, request: ProduceRequest) {
+        let Asked { conn, header, .. } = asked;
         if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
             if request.acks == 0 {
                 // No response is read for acks=0: closing is how Kafka tells such a client.
@@ -425,9 +421,8 @@ fn encode_produce_response(
     version: i16,
     response: &ProduceResponse,
 ) -> Vec<Bytes> {
-    let mut w = WireWriter::with_capacity(128);
-    w.i32(0);
-    ResponseHeader { correlation_id }.write(&mut w, PRODUCE_SPEC.response_header_flexible(version));
+    let flexible = PRODUCE_SPEC.response_header_flexible(version);
+    let mut w = inbound::response_start(correlation_id, flexible);
     response.encode(&mut w, version);
     vec![w.into_inner().freeze()]
 }

@@ -71,14 +71,10 @@ impl ProducerIds {
 impl Node {
     pub(in crate::node) fn handle_init_producer_id(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: InitProducerIdRequest,
     ) {
-        let Ok(request) = InitProducerIdRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad InitProducerId body");
-        };
+        let Asked { conn, header, spec } = asked;
         let seq = self.reserve_response(conn);
         let refused = if let Err(error) = self.access(conn, INIT_PRODUCER_ID) {
             Some(error)
@@ -93,15 +89,15 @@ impl Node {
             None
         };
         if let Some(error) = refused {
-            return self.answer_init(conn, seq, header, spec, Err(error));
+            return self.answer_init(asked, seq, Err(error));
         }
         // A producer asking to bump its epoch (v3+, KIP-360) gets a fresh id instead: its
         // sequences start again at 0 either way.
         if let Some(id) = self.producer_ids.ledger.allocate() {
-            self.answer_init(conn, seq, header, spec, Ok(id));
+            self.answer_init(asked, seq, Ok(id));
         } else if self.producer_ids.waiting.len() >= MAX_WAITING_INITS {
             let busy = Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
-            self.answer_init(conn, seq, header, spec, busy);
+            self.answer_init(asked, seq, busy);
         } else {
             let deadline_ms = self.now_ms() + INIT_WAIT_MS;
             self.producer_ids.waiting.push_back(WaitingInit {
@@ -115,14 +111,7 @@ impl Node {
         self.reserve_producer_ids();
     }
 
-    fn answer_init(
-        &mut self,
-        conn: ConnId,
-        seq: u64,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        answer: Result<i64, ErrorCode>,
-    ) {
+    fn answer_init(&mut self, asked: Asked, seq: u64, answer: Result<i64, ErrorCode>) {
         let (error, producer_id, producer_epoch) = match answer {
             Ok(id) => (ErrorCode::NONE, id, FIRST_PRODUCER_EPOCH),
             Err(error) => (error, -1, -1),
@@ -133,9 +122,7 @@ impl Node {
             producer_id,
             producer_epoch,
         };
-        let mut w = self.response_writer(header, spec);
-        response.encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        self.answer(asked, seq, |w, version| response.encode(w, version));
     }
 
     /// Answers the waiting requests this node now has ids for, and those past their deadline;
@@ -155,7 +142,12 @@ impl Node {
                 .waiting
                 .pop_front()
                 .expect("front was Some");
-            self.answer_init(w.conn, w.seq, &w.header, w.spec, answer);
+            let asked = Asked {
+                conn: w.conn,
+                header: &w.header,
+                spec: w.spec,
+            };
+            self.answer_init(asked, w.seq, answer);
         }
         self.reserve_producer_ids();
     }

@@ -227,14 +227,10 @@ impl Node {
     /// except that an authenticated connection stays.
     pub(in crate::node) fn handle_sasl_handshake(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: SaslHandshakeRequest,
     ) {
-        let Ok(request) = SaslHandshakeRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad SaslHandshake body");
-        };
+        let Asked { conn, header, .. } = asked;
         let Some(session) = self.sessions.get(&conn) else {
             return;
         };
@@ -269,18 +265,11 @@ impl Node {
             }
         };
         let seq = self.reserve_response(conn);
-        let mut w = WireWriter::with_capacity(128);
-        w.i32(0);
-        ResponseHeader {
-            correlation_id: header.correlation_id,
-        }
-        .write(&mut w, spec.response_header_flexible(header.api_version));
-        SaslHandshakeResponse {
+        let response = SaslHandshakeResponse {
             error,
             mechanisms: enabled,
-        }
-        .encode(&mut w, header.api_version);
-        self.deliver(conn, seq, vec![w.into_inner().freeze()]);
+        };
+        self.answer(asked, seq, |w, version| response.encode(w, version));
         if error != ErrorCode::NONE {
             let mechanism: String = request.mechanism.chars().take(64).collect();
             debug!(?conn, ?mechanism, %error, "SaslHandshake refused");
@@ -295,14 +284,10 @@ impl Node {
     /// ILLEGAL_SASL_STATE too (re-authentication is not supported: the session lifetime is 0).
     pub(in crate::node) fn handle_sasl_authenticate(
         &mut self,
-        conn: ConnId,
-        header: &RequestHeader,
-        _spec: &'static ApiSpec,
-        mut r: WireReader,
+        asked: Asked,
+        request: SaslAuthenticateRequest,
     ) {
-        let Ok(request) = SaslAuthenticateRequest::decode(&mut r, header.api_version) else {
-            return self.close(conn, "bad SaslAuthenticate body");
-        };
+        let Asked { conn, header, .. } = asked;
         let reply = Reply::Kafka {
             seq: self.reserve_response(conn),
             correlation_id: header.correlation_id,
@@ -443,12 +428,8 @@ impl Node {
                 correlation_id,
                 version,
             } => {
-                let mut w = WireWriter::with_capacity(64 + token.len());
-                w.i32(0);
-                ResponseHeader { correlation_id }.write(
-                    &mut w,
-                    SASL_AUTHENTICATE_SPEC.response_header_flexible(version),
-                );
+                let flexible = SASL_AUTHENTICATE_SPEC.response_header_flexible(version);
+                let mut w = inbound::response_start(correlation_id, flexible);
                 SaslAuthenticateResponse {
                     error,
                     error_message: message,

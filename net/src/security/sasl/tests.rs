@@ -17,30 +17,21 @@ const SCRAM: [Mechanism; 2] = [Mechanism::ScramSha256, Mechanism::ScramSha512];
 /// SCRAM-SHA-512 only; "a,b=c": a name SCRAM must escape; "émile": a name SASLprep matters for.
 fn store() -> Arc<CredentialStore> {
     static STORE: OnceLock<Arc<CredentialStore>> = OnceLock::new();
+    use ScramMechanism::{Sha256, Sha512};
     STORE
         .get_or_init(|| {
-            let mut store = CredentialStore::empty("unused");
-            for mechanism in ScramMechanism::ALL {
-                store
-                    .add_password("alice", mechanism, "alice-pw", FAST)
-                    .unwrap();
-            }
-            store
-                .add_password("bob", ScramMechanism::Sha256, "bob-pw", FAST)
-                .unwrap();
-            store
-                .add_password("carol", ScramMechanism::Sha512, "carol-pw", FAST + 7)
-                .unwrap();
-            store
-                .add_password("a,b=c", ScramMechanism::Sha256, "pw", FAST)
-                .unwrap();
-            store
-                .add_password("a,b=c", ScramMechanism::Sha512, "pw", FAST)
-                .unwrap();
-            store
-                .add_password("\u{e9}mile", ScramMechanism::Sha512, "pass\u{2163}", FAST)
-                .unwrap();
-            Arc::new(store)
+            Arc::new(CredentialStore::with_passwords(
+                "unused",
+                &[
+                    ("alice", Sha256, "alice-pw", FAST),
+                    ("alice", Sha512, "alice-pw", FAST),
+                    ("bob", Sha256, "bob-pw", FAST),
+                    ("carol", Sha512, "carol-pw", FAST + 7),
+                    ("a,b=c", Sha256, "pw", FAST),
+                    ("a,b=c", Sha512, "pw", FAST),
+                    ("\u{e9}mile", Sha512, "pass\u{2163}", FAST),
+                ],
+            ))
         })
         .clone()
 }
@@ -265,6 +256,42 @@ fn tampered_final(mechanism: Mechanism, tamper: impl FnOnce(String) -> String) -
     error
 }
 
+/// Every SCRAM mechanism refuses each client-first message with its error.
+fn assert_scram_refuses_first(cases: &[(&[u8], SaslError)]) {
+    for mechanism in SCRAM {
+        for (first, error) in cases {
+            assert_eq!(&refused(mechanism, &[], first), error, "{mechanism}");
+        }
+    }
+}
+
+/// Asserts that each of `bad`, stepped after `prefix`, is refused with an error `expected`
+/// accepts.
+fn assert_refused_as<const N: usize>(
+    mechanism: Mechanism,
+    prefix: &[&[u8]],
+    bad: [&[u8]; N],
+    expected: impl Fn(&SaslError) -> bool,
+) {
+    for bad in bad {
+        let error = refused(mechanism, prefix, bad);
+        assert!(expected(&error), "{mechanism} {bad:?}: {error}");
+    }
+}
+
+/// A change to the client's final message.
+type Tamper = fn(String) -> String;
+
+/// Every SCRAM mechanism refuses the client's final message, changed by each tamper, with its
+/// error.
+fn assert_scram_refuses_tampered(cases: &[(Tamper, SaslError)]) {
+    for mechanism in SCRAM {
+        for (tamper, error) in cases {
+            assert_eq!(&tampered_final(mechanism, tamper), error, "{mechanism}");
+        }
+    }
+}
+
 #[test]
 fn a_tampered_proof_fails() {
     for mechanism in SCRAM {
@@ -292,19 +319,16 @@ fn a_tampered_proof_fails() {
 
 #[test]
 fn a_wrong_nonce_fails() {
-    for mechanism in SCRAM {
-        let other_nonce = |message: String| message.replacen(",r=", ",r=x", 1);
-        assert_eq!(
-            tampered_final(mechanism, other_nonce),
-            SaslError::NonceMismatch
-        );
-        let shorter = |message: String| {
-            let (binding, rest) = message.split_once(",r=").unwrap();
-            let (nonce, proof) = rest.split_once(',').unwrap();
-            format!("{binding},r={},{proof}", &nonce[..nonce.len() - 1])
-        };
-        assert_eq!(tampered_final(mechanism, shorter), SaslError::NonceMismatch);
-    }
+    let other_nonce = |message: String| message.replacen(",r=", ",r=x", 1);
+    let shorter = |message: String| {
+        let (binding, rest) = message.split_once(",r=").unwrap();
+        let (nonce, proof) = rest.split_once(',').unwrap();
+        format!("{binding},r={},{proof}", &nonce[..nonce.len() - 1])
+    };
+    assert_scram_refuses_tampered(&[
+        (other_nonce, SaslError::NonceMismatch),
+        (shorter, SaslError::NonceMismatch),
+    ]);
 }
 
 /// A client-final for alice whose `r=` is `nonce(client nonce, combined nonce)`, with the proof
@@ -399,23 +423,17 @@ fn librdkafkas_repeated_client_nonce_is_accepted() {
 
 #[test]
 fn channel_binding_is_refused() {
-    for mechanism in SCRAM {
-        assert_eq!(
-            refused(mechanism, &[], b"p=tls-server-end-point,,n=alice,r=abc"),
-            SaslError::ChannelBindingNotSupported
-        );
-        // c= must repeat the GS2 header the client sent.
-        let claim_binding = |message: String| message.replacen("c=biws", "c=eSws", 1);
-        assert_eq!(
-            tampered_final(mechanism, claim_binding),
-            SaslError::ChannelBindingMismatch
-        );
-        let unbound = |message: String| message.replacen("c=biws", "c=cD10bHMsLA==", 1);
-        assert_eq!(
-            tampered_final(mechanism, unbound),
-            SaslError::ChannelBindingMismatch
-        );
-    }
+    assert_scram_refuses_first(&[(
+        b"p=tls-server-end-point,,n=alice,r=abc",
+        SaslError::ChannelBindingNotSupported,
+    )]);
+    // c= must repeat the GS2 header the client sent.
+    let claim_binding = |message: String| message.replacen("c=biws", "c=eSws", 1);
+    let unbound = |message: String| message.replacen("c=biws", "c=cD10bHMsLA==", 1);
+    assert_scram_refuses_tampered(&[
+        (claim_binding, SaslError::ChannelBindingMismatch),
+        (unbound, SaslError::ChannelBindingMismatch),
+    ]);
 }
 
 /// A client that could bind ("y") may go on without binding; its c= is then "y,,".
@@ -447,28 +465,25 @@ fn the_y_flag_is_accepted() {
 
 #[test]
 fn extensions_are_refused() {
-    for mechanism in SCRAM {
-        assert_eq!(
-            refused(mechanism, &[], b"n,,n=alice,r=abc,tokenauth=true"),
-            SaslError::TokenAuthNotSupported
-        );
-        assert_eq!(
-            refused(mechanism, &[], b"n,,n=alice,r=abc,x=1"),
-            SaslError::UnsupportedExtension("x".into())
-        );
-        assert_eq!(
-            refused(mechanism, &[], b"n,,m=mandatory,n=alice,r=abc"),
-            SaslError::UnsupportedExtension("m".into())
-        );
-        let with_extension = |message: String| {
-            let (head, proof) = message.rsplit_once(",p=").unwrap();
-            format!("{head},tokenauth=true,p={proof}")
-        };
-        assert_eq!(
-            tampered_final(mechanism, with_extension),
-            SaslError::TokenAuthNotSupported
-        );
-    }
+    assert_scram_refuses_first(&[
+        (
+            b"n,,n=alice,r=abc,tokenauth=true",
+            SaslError::TokenAuthNotSupported,
+        ),
+        (
+            b"n,,n=alice,r=abc,x=1",
+            SaslError::UnsupportedExtension("x".into()),
+        ),
+        (
+            b"n,,m=mandatory,n=alice,r=abc",
+            SaslError::UnsupportedExtension("m".into()),
+        ),
+    ]);
+    let with_extension = |message: String| {
+        let (head, proof) = message.rsplit_once(",p=").unwrap();
+        format!("{head},tokenauth=true,p={proof}")
+    };
+    assert_scram_refuses_tampered(&[(with_extension, SaslError::TokenAuthNotSupported)]);
 }
 
 #[test]
@@ -497,8 +512,10 @@ fn the_authorization_identity_must_be_the_user() {
 
 #[test]
 fn malformed_client_messages_are_refused() {
+    let malformed_or_invalid =
+        |error: &SaslError| matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_));
     let long = vec![b'a'; MAX_TOKEN_BYTES + 1];
-    for bad in [
+    let bad_plain = [
         &b""[..],
         b"alice\0alice-pw",
         b"\0alice",
@@ -508,15 +525,10 @@ fn malformed_client_messages_are_refused() {
         b"\0alice\xff\0alice-pw",
         b"\0bell\x07\0alice-pw",
         &long,
-    ] {
-        let error = refused(Mechanism::Plain, &[], bad);
-        assert!(
-            matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
-            "{bad:?}: {error}"
-        );
-    }
+    ];
+    assert_refused_as(Mechanism::Plain, &[], bad_plain, malformed_or_invalid);
     for mechanism in SCRAM {
-        for bad in [
+        let bad_first = [
             &b""[..],
             b"n,,",
             b"n,",
@@ -532,15 +544,10 @@ fn malformed_client_messages_are_refused() {
             b"n,,n=alice,r=abc,",
             b"n,,n=alice,r=\xff",
             &long,
-        ] {
-            let error = refused(mechanism, &[], bad);
-            assert!(
-                matches!(error, SaslError::Malformed(_) | SaslError::InvalidInput(_)),
-                "{bad:?}: {error}"
-            );
-        }
+        ];
+        assert_refused_as(mechanism, &[], bad_first, malformed_or_invalid);
         let first: &[u8] = b"n,,n=alice,r=abc";
-        for bad in [
+        let bad_final = [
             &b""[..],
             b"c=biws,r=abc",
             b"p=AAAA",
@@ -550,13 +557,10 @@ fn malformed_client_messages_are_refused() {
             b"c=biws,r=abc,p=not base64",
             b"c=biws,r=abc,p=AAAA,x=1",
             &long,
-        ] {
-            let error = refused(mechanism, &[first], bad);
-            assert!(
-                matches!(error, SaslError::Malformed(_) | SaslError::NonceMismatch),
-                "{bad:?}: {error}"
-            );
-        }
+        ];
+        assert_refused_as(mechanism, &[first], bad_final, |error| {
+            matches!(error, SaslError::Malformed(_) | SaslError::NonceMismatch)
+        });
     }
 }
 
