@@ -466,9 +466,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             cluster.stop_all(STOP_WAIT);
         }
         return Err(format!(
-            "{shortfall}; stopped before the load. A node closes accepted connections beyond \
-             1024 open ones, clients and peers together (net::transport::Config::max_connections, \
-             not a configuration key)"
+            "{shortfall}; stopped before the load. A node's listener closes accepted \
+             connections beyond its max.connections open ones (1024 by default; \
+             --node-override max.connections=N raises it, docs/operations.md)"
         ));
     }
     // A closed stdout ends the run like an interrupt (the nodes are stopped, the files still

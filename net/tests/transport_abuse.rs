@@ -219,3 +219,68 @@ fn a_flood_of_half_sent_frames_stays_within_the_budget() {
         report.max_buffered_bytes
     );
 }
+
+/// Each listener counts only the connections it accepted: a full listener refuses one more
+/// while another listener, with a limit of its own, still accepts up to that limit, and
+/// connections this loop makes outward count against neither (clients that fill a client
+/// listener cannot shut the voters out of the controller listener).
+#[test]
+fn each_listener_counts_only_its_own_connections() {
+    use net::transport::{Event, EventLoop};
+    use transport_support::{loopback, poll_until};
+    let mut ring = EventLoop::new(Config {
+        max_connections: 2,
+        ..Config::default()
+    })
+    .unwrap();
+    let full = ring.listen(loopback()).unwrap();
+    let other = ring.listen(loopback()).unwrap();
+    ring.set_listener_max_connections(other, 1).unwrap();
+    let full_addr = ring.local_addr(full).unwrap();
+    let other_addr = ring.local_addr(other).unwrap();
+    // Outward connections first: they must not use up either listener's room.
+    let elsewhere = std::net::TcpListener::bind(loopback()).unwrap();
+    for _ in 0..3 {
+        ring.connect(elsewhere.local_addr().unwrap()).unwrap();
+    }
+    let mut events = Vec::new();
+    poll_until(&mut ring, &mut events, |e| {
+        e.iter()
+            .filter(|e| matches!(e, Event::Connected { .. }))
+            .count()
+            == 3
+    });
+    // The kernel queues connections in order: the first two to `full` and the first to
+    // `other` are accepted, the third and the second are refused.
+    let mut clients: Vec<TcpStream> = (0..3).map(|_| std_client(full_addr)).collect();
+    clients.extend((0..2).map(|_| std_client(other_addr)));
+    let mut accepted = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let accepts = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Accepted { .. }))
+            .count()
+    };
+    while accepts(&accepted) < 3 || ring.stats().refused < 2 {
+        assert!(std::time::Instant::now() < deadline, "{accepted:?}");
+        ring.poll(Some(Duration::from_millis(100)), &mut accepted)
+            .unwrap();
+    }
+    let per_listener = |id| {
+        accepted
+            .iter()
+            .filter(|e| matches!(e, Event::Accepted { listener, .. } if *listener == id))
+            .count()
+    };
+    assert_eq!((per_listener(full), per_listener(other)), (2, 1));
+    assert!(
+        closed_by_peer(&mut clients[2]),
+        "the third to `full` is refused"
+    );
+    assert!(
+        closed_by_peer(&mut clients[4]),
+        "the second to `other` is refused"
+    );
+    assert_eq!(ring.stats().refused, 2);
+}

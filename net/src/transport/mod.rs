@@ -133,7 +133,11 @@ pub struct Config {
     /// connection whose receive crosses it is closed, so a flood of half-sent huge frames cannot
     /// exhaust memory.
     pub max_buffered_bytes: usize,
-    /// Accepted connections beyond this many open ones are closed at once.
+    /// Connections each listener keeps open at once, unless set for one listener
+    /// (`EventLoop::set_listener_max_connections`): one more is closed as soon as it is
+    /// accepted. Each listener counts only its own, and outbound connections count against
+    /// none, so clients that fill a client listener cannot shut the voters out of the
+    /// controller listener (docs/architecture.md, "Transport").
     pub max_connections: usize,
     pub listen_backlog: u32,
     pub connect_timeout: Duration,
@@ -180,7 +184,8 @@ pub struct Features {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     pub accepted: u64,
-    /// Accepted connections closed at once because `max_connections` were open.
+    /// Accepted connections closed at once because their listener had its `max_connections`
+    /// open.
     pub refused: u64,
     pub frames_received: u64,
     pub bytes_received: u64,

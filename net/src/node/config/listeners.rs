@@ -77,6 +77,9 @@ pub struct Listener {
     pub ssl: Option<SslSettings>,
     /// `sasl.enabled.mechanisms`, upper case; empty unless the protocol uses SASL.
     pub sasl_mechanisms: Vec<String>,
+    /// `max.connections`: connections it keeps open at once, counted apart from every other
+    /// listener's.
+    pub max_connections: usize,
 }
 
 /// Every listener and which one the voters use for each other.
@@ -120,6 +123,7 @@ pub(super) const PER_LISTENER_KEYS: &[&str] = &[
     "ssl.enabled.protocols",
     "ssl.cipher.suites",
     "sasl.enabled.mechanisms",
+    "max.connections",
 ];
 
 /// The SASL mechanisms a node can serve.
@@ -368,6 +372,9 @@ pub(super) fn parse(props: &Props<'_>) -> Result<Listeners, ConfigError> {
         } else {
             Vec::new()
         };
+        let (key, value) = setting(props, &name, "max.connections");
+        let max_connections = super::parse_positive(value.trim())
+            .map_err(|reason| bad(&key, &value, reason))? as usize;
         all.push(Listener {
             name,
             protocol,
@@ -376,6 +383,7 @@ pub(super) fn parse(props: &Props<'_>) -> Result<Listeners, ConfigError> {
             advertised,
             ssl,
             sasl_mechanisms,
+            max_connections,
         });
     }
     let listeners = Listeners { all, controller };

@@ -331,6 +331,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "largest frame accepted",
     ),
     (
+        "max.connections",
+        Some("1024"),
+        "connections each listener keeps open at once; one more is closed as soon as it is accepted. Each listener counts only its own (per listener, unlike Kafka's broker-wide limit), so clients that fill a client listener cannot shut the voters out of the controller listener; listener.name.NAME.max.connections sets one listener's",
+    ),
+    (
         "raft.cpu",
         Some(""),
         "pin the raft thread (sockets, Raft core) to this CPU",
@@ -804,6 +809,48 @@ mod tests {
         assert!(
             config.pre_vote && raft.pre_vote,
             "pre-vote is on by default"
+        );
+    }
+
+    /// `max.connections`: 1024 on every listener by default, set for all or for one listener
+    /// (which wins), never 0.
+    #[test]
+    fn max_connections_per_listener() {
+        let mut two = base();
+        for (key, value) in [
+            (
+                "listeners",
+                "CLIENT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093",
+            ),
+            (
+                "listener.security.protocol.map",
+                "CLIENT:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            ),
+            ("controller.listener.names", "PLAINTEXT"),
+        ] {
+            two = changed(two, key, Some(value));
+        }
+        let limits = |map: &BTreeMap<String, String>| {
+            let config = NodeConfig::from_map(map).unwrap();
+            let all = &config.listeners.all;
+            all.iter().map(|l| l.max_connections).collect::<Vec<_>>()
+        };
+        assert_eq!(limits(&two), [1024, 1024]);
+        let all = changed(two, "max.connections", Some("50"));
+        assert_eq!(limits(&all), [50, 50]);
+        let one = changed(all, "listener.name.plaintext.max.connections", Some("7"));
+        assert_eq!(limits(&one), [50, 7]);
+        assert_refused(
+            &changed(
+                one.clone(),
+                "listener.name.client.max.connections",
+                Some("0"),
+            ),
+            "listener.name.client.max.connections",
+        );
+        assert_refused(
+            &changed(one, "max.connections", Some("-1")),
+            "max.connections",
         );
     }
 

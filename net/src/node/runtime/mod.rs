@@ -297,6 +297,7 @@ impl Node {
                 );
             }
             let (id, tls) = tls::listen(&mut ring, listener, listen_addr)?;
+            ring.set_listener_max_connections(id, listener.max_connections)?;
             listener_tls.push(tls);
             let bound = ring.local_addr(id)?;
             info!(node = config.broker_id, listener = %listener.name, protocol = %listener.protocol, %bound, "listening");

@@ -55,6 +55,8 @@ pub(super) struct Conn {
     connect_timeout: Option<Box<Timespec>>,
     /// Opened by `connect`/`connect_tls` (else accepted).
     pub(super) outbound: bool,
+    /// The listener that accepted it, which counts it against its limit while it is open.
+    pub(super) listener: Option<u64>,
     /// `Connected` was reported (outbound only).
     pub(super) connected_reported: bool,
     /// The TLS session, if the connection is TLS; dropped when the connection starts closing.
@@ -83,6 +85,7 @@ impl Conn {
             connect_addr: None,
             connect_timeout: None,
             outbound: false,
+            listener: None,
             connected_reported: false,
             tls: None,
             tls_established: false,
@@ -547,6 +550,9 @@ impl EventLoop {
     fn finish_close(&mut self, key: u64) {
         let conn = self.conns.remove(key).expect("connection present");
         assert_eq!(conn.ops_in_flight, 0);
+        if let Some(l) = conn.listener.and_then(|key| self.listeners.get_mut(key)) {
+            l.open = l.open.checked_sub(1).expect("counted when accepted");
+        }
         assert!(conn.sending.is_none());
         socket::close(conn.fd);
         assert_eq!(conn.decoder.buffered(), 0, "freed by begin_close");

@@ -28,6 +28,11 @@ pub(super) struct Listener {
     paused: bool,
     /// Accepted connections speak TLS with this config (swapped by `set_listener_tls`).
     pub(super) tls: Option<Arc<rustls::ServerConfig>>,
+    /// Connections this listener keeps open at once; one more is closed at once.
+    max_connections: usize,
+    /// Its accepted connections not yet closed. Each listener counts its own, so clients that
+    /// fill one listener never shut the voters out of another.
+    pub(super) open: usize,
 }
 
 impl EventLoop {
@@ -46,9 +51,26 @@ impl EventLoop {
             closing: false,
             paused: false,
             tls: None,
+            max_connections: self.config.max_connections,
+            open: 0,
         });
         self.arm_accept(key)?;
         Ok(ListenerId(key))
+    }
+
+    /// How many connections `listener` keeps open at once (`Config::max_connections` until
+    /// set); lowering it closes none of those already open.
+    pub fn set_listener_max_connections(
+        &mut self,
+        listener: ListenerId,
+        max_connections: usize,
+    ) -> Result<(), TransportError> {
+        let l = self
+            .listeners
+            .get_mut(listener.0)
+            .ok_or(TransportError::UnknownListener(listener.0))?;
+        l.max_connections = max_connections;
+        Ok(())
     }
 
     pub fn local_addr(&self, listener: ListenerId) -> Result<SocketAddr, TransportError> {
@@ -80,8 +102,7 @@ impl EventLoop {
                     .user_data(IGNORED),
             ),
             None => {
-                let l = self.listeners.remove(listener.0).expect("listener present");
-                socket::close(l.fd);
+                self.remove_listener(listener.0);
                 Ok(())
             }
         }
@@ -158,19 +179,26 @@ impl EventLoop {
             l.accept_op = None;
             self.ops.remove(op).expect("accept op present");
             if l.closing {
-                let l = self.listeners.remove(key).expect("listener present");
-                socket::close(l.fd);
+                self.remove_listener(key);
             }
             return Ok(());
         }
         self.arm_accept(key)
     }
 
+    /// Closes a listener's socket and forgets it; its connections stay open, counted by none
+    /// (the slab's keys are generational: no later listener takes its count).
+    fn remove_listener(&mut self, key: u64) {
+        let l = self.listeners.remove(key).expect("listener present");
+        socket::close(l.fd);
+    }
+
     fn adopt(&mut self, listener: u64, fd: RawFd) -> Result<(), TransportError> {
-        if self.conns.len() >= self.config.max_connections {
+        let l = self.listeners.get_mut(listener).expect("listener present");
+        if l.open >= l.max_connections {
             socket::close(fd);
             self.stats.refused += 1;
-            debug!(max = self.config.max_connections, "connection refused");
+            debug!(max = l.max_connections, "connection refused");
             return Ok(());
         }
         let peer = match socket::peer_addr(fd) {
@@ -199,7 +227,12 @@ impl EventLoop {
         let mut conn = Conn::new(fd, ConnState::Open, decoder);
         let is_tls = tls.is_some();
         conn.tls = tls;
+        conn.listener = Some(listener);
         let key = self.conns.insert(conn);
+        self.listeners
+            .get_mut(listener)
+            .expect("listener present")
+            .open += 1;
         if is_tls {
             self.start_tls_handshake_timer(key)?;
         }
