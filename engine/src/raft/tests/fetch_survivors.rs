@@ -353,16 +353,7 @@ fn a_plain_fetch_answer_names_no_divergence_and_carries_no_dirty_offset_or_caugh
     let (id, out) = h.request(2, Harness::fetch_request(2, 1, 0, 0, 0));
     let r = &answers_to(&out, id)[0];
     assert_eq!(r.error, ErrorCode::FENCED_LEADER_EPOCH);
-    assert_eq!(
-        (
-            r.next_fetch_offset,
-            r.next_fetch_offset_epoch,
-            r.high_watermark,
-            r.first_dirty_offset,
-            r.last_caught_up_time_ms
-        ),
-        (-1, -1, -1, -1, -1)
-    );
+    assert_eq!(fetch_positions(r), (-1, -1, -1, -1, -1));
 }
 
 // ----- the leader's record of a replica's progress (leader.rs) -----

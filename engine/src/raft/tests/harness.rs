@@ -497,6 +497,20 @@ pub(crate) fn fetch_of(r: &Response) -> &FetchQuorumRecordsResponse {
     }
 }
 
+/// A fetch answer's (next fetch offset and epoch, high watermark, first dirty offset, last
+/// caught-up time): all -1 where the answer carries no position.
+pub(crate) fn fetch_positions(
+    r: &FetchQuorumRecordsResponse,
+) -> (Offset, Epoch, Offset, Offset, i64) {
+    (
+        r.next_fetch_offset,
+        r.next_fetch_offset_epoch,
+        r.high_watermark,
+        r.first_dirty_offset,
+        r.last_caught_up_time_ms,
+    )
+}
+
 pub(crate) fn fetch_req(r: &Request) -> &FetchQuorumRecordsRequest {
     match r {
         Request::FetchQuorumRecords(v) => v,

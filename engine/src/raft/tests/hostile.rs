@@ -631,16 +631,7 @@ fn a_refusal_tells_nothing_whatever_the_request() {
             Response::BeginQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
             Response::EndQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
             Response::FetchQuorumRecords(r) => {
-                assert_eq!(
-                    (
-                        r.next_fetch_offset,
-                        r.next_fetch_offset_epoch,
-                        r.high_watermark,
-                        r.first_dirty_offset,
-                        r.last_caught_up_time_ms
-                    ),
-                    (-1, -1, -1, -1, -1)
-                );
+                assert_eq!(fetch_positions(r), (-1, -1, -1, -1, -1));
                 assert!(r.batches.is_empty() && r.log_start.is_none());
                 (r.error, r.leader_id, r.leader_epoch)
             }
