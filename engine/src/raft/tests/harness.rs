@@ -398,13 +398,21 @@ pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuor
         .collect()
 }
 
-/// The FindQuorum requests in `out`: (to, correlation).
-pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+/// The sends in `out` whose request `is_kind` picks: (to, correlation).
+pub(crate) fn sends_of(
+    out: &[Output],
+    is_kind: impl Fn(&Request) -> bool,
+) -> Vec<(NodeId, Correlation)> {
     sends(out)
         .into_iter()
-        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
+        .filter(|s| is_kind(&s.2))
         .map(|s| (s.0, s.1))
         .collect()
+}
+
+/// The FindQuorum requests in `out`: (to, correlation).
+pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends_of(out, |r| matches!(r, Request::FindQuorum(_)))
 }
 
 /// The endpoint probes in `out`: (correlation, the advertised endpoint).

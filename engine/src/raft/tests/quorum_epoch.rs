@@ -30,20 +30,12 @@ pub(crate) fn elect_among(
 }
 
 fn begin_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
+    sends_of(out, |r| matches!(r, Request::BeginQuorumEpoch(_)))
 }
 
 /// The EndQuorumEpochs in `out`: (to, correlation).
 fn end_correlations(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
+    sends_of(out, |r| matches!(r, Request::EndQuorumEpoch(_)))
 }
 
 fn end_sends(out: &[Output]) -> Vec<(NodeId, EndQuorumEpochRequest)> {
