@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::raft::{
     ClientFetch, ClientFetchResult, Epoch, ErrorCode, Input, NodeId, Offset, TimeMs,
 };
-use crate::sim::invariants::{breach, Checked, Invariant};
+use crate::sim::invariants::{answered_once, breach, Checked, Invariant};
 
 use super::scheduler::Event;
 use super::Simulation;
@@ -140,12 +140,7 @@ impl Simulation {
         result: ClientFetchResult,
     ) -> Checked {
         let node_id = self.nodes[i].id;
-        if !self.consumers.answered.insert(id) {
-            return breach(
-                Invariant::ExactlyOnceContract,
-                format!("node {node_id} answered consumer fetch {id} twice"),
-            );
-        }
+        answered_once(&mut self.consumers.answered, node_id, "consumer fetch", id)?;
         let asked = self.consumers.all.iter().position(|c| {
             c.in_flight.is_some_and(|f| {
                 f.id == id && f.node == i && f.incarnation == self.nodes[i].incarnation
