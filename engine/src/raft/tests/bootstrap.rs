@@ -329,11 +329,7 @@ fn a_voter_restarts_from_its_own_file_without_quorum_voters() {
     assert!(!h.core.is_observer());
     let out = h.tick();
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
-    let votes: Vec<NodeId> = sends(&out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::Vote(_)))
-        .map(|s| s.0)
-        .collect();
+    let votes = recipients(&out, |r| matches!(r, Request::Vote(_)));
     assert_eq!(votes, vec![1, 3]);
 }
 

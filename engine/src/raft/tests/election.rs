@@ -214,11 +214,7 @@ fn initialize_as_candidate_and_become_leader() {
         }
         other => panic!("{other:?}"),
     }
-    let begins: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
-        .map(|s| s.0)
-        .collect();
+    let begins = recipients(&out, |r| matches!(r, Request::BeginQuorumEpoch(_)));
     assert_eq!(begins, vec![2, 3]);
 }
 
@@ -257,11 +253,7 @@ fn a_vote_answered_with_a_retriable_error_is_asked_again() {
     let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, -1, 2, false);
     h.respond(2, votes[0].1, busy);
     let out = h.run_until(h.now + 100);
-    let again: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(s.2, Request::Vote(_)))
-        .map(|s| s.0)
-        .collect();
+    let again = recipients(&out, |r| matches!(r, Request::Vote(_)));
     assert_eq!(again, vec![2], "after the retry backoff: {out:?}");
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 2));
 }

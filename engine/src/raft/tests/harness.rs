@@ -410,6 +410,11 @@ pub(crate) fn sends_of(
         .collect()
 }
 
+/// Whom the sends in `out` whose request `is_kind` picks go to.
+pub(crate) fn recipients(out: &[Output], is_kind: impl Fn(&Request) -> bool) -> Vec<NodeId> {
+    sends_of(out, is_kind).into_iter().map(|s| s.0).collect()
+}
+
 /// The FindQuorum requests in `out`: (to, correlation).
 pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
     sends_of(out, |r| matches!(r, Request::FindQuorum(_)))

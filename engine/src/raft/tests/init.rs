@@ -38,11 +38,10 @@ fn initialize_as_leader_from_state_store() {
     let out = h.tick();
     assert!(persisted(&out).is_empty(), "restored state is unchanged");
     // It announces its resignation so the others need not wait for their fetch timeout.
-    let ends: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(&s.2, Request::EndQuorumEpoch(r) if r.leader_epoch == 5))
-        .map(|s| s.0)
-        .collect();
+    let ends = recipients(
+        &out,
+        |r| matches!(r, Request::EndQuorumEpoch(r) if r.leader_epoch == 5),
+    );
     assert_eq!(ends, vec![2, 3]);
     // Never leader again in epoch 5: after the election timeout it campaigns in epoch 6.
     let out = h.run_until(2_001);
