@@ -25,14 +25,8 @@ fn endpoint(id: NodeId) -> VoterEndpoint {
 }
 
 fn answer(cluster: &str, leader: NodeId, epoch: Epoch, voters: &[NodeId]) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: cluster.into(),
-        leader_id: leader,
-        leader_epoch: epoch,
-        voters: voters.iter().map(|v| endpoint(*v)).collect(),
-        target_voters: None,
-    })
+    let voters = voters.iter().map(|v| endpoint(*v)).collect();
+    Harness::find_quorum_response(cluster, leader, epoch, voters)
 }
 
 fn endpoint_changes(out: &[Output]) -> Vec<NodeId> {

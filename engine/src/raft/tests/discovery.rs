@@ -8,14 +8,7 @@ use crate::raft::*;
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
 fn find_response(leader: NodeId, epoch: Epoch) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: leader,
-        leader_epoch: epoch,
-        voters: Vec::new(),
-        target_voters: None,
-    })
+    Harness::find_quorum_response(CLUSTER, leader, epoch, Vec::new())
 }
 
 #[test]

@@ -181,14 +181,7 @@ impl Harness {
     pub(crate) fn vouch_all(&mut self, out: &[Output]) -> Vec<Output> {
         let mut all = Vec::new();
         for (correlation, endpoint) in probes(out) {
-            let answer = Response::FindQuorum(FindQuorumResponse {
-                error: ErrorCode::NONE,
-                cluster_id: CLUSTER.into(),
-                leader_id: -1,
-                leader_epoch: 0,
-                voters: vec![endpoint.clone()],
-                target_voters: None,
-            });
+            let answer = Harness::find_quorum_response(CLUSTER, -1, 0, vec![endpoint.clone()]);
             all.extend(self.respond(endpoint.voter_id, correlation, answer));
         }
         all
@@ -289,6 +282,24 @@ impl Harness {
             leader_id: leader,
             leader_epoch: epoch,
             vote_granted: granted,
+        })
+    }
+
+    /// A FindQuorum answer of `cluster` naming `leader` of `epoch` and listing `voters`, with no
+    /// reassignment in progress.
+    pub(crate) fn find_quorum_response(
+        cluster: &str,
+        leader: NodeId,
+        epoch: Epoch,
+        voters: Vec<VoterEndpoint>,
+    ) -> Response {
+        Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode::NONE,
+            cluster_id: cluster.into(),
+            leader_id: leader,
+            leader_epoch: epoch,
+            voters,
+            target_voters: None,
         })
     }
 

@@ -371,19 +371,17 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
     let (_, out) = h.request(2, Harness::find_quorum_request(2, 20, 7000));
     let probe = probes(&out);
     assert_eq!(probe.len(), 1, "a failed probe may be tried again");
-    let impostor = Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: -1,
-        leader_epoch: 2,
-        voters: vec![VoterEndpoint {
+    let impostor = Harness::find_quorum_response(
+        CLUSTER,
+        -1,
+        2,
+        vec![VoterEndpoint {
             voter_id: 2,
             boot_timestamp: 10,
             host: "127.0.0.1".into(),
             port: 9092,
         }],
-        target_voters: None,
-    });
+    );
     let out = h.respond(2, probe[0].0, impostor);
     assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
     // The probe's answer is believed for nothing else either: no epoch, no leader.

@@ -187,14 +187,7 @@ fn a_node_its_log_removed_after_it_led_comes_back_resigned_and_never_stands() {
     h.respond(
         to,
         correlation,
-        Response::FindQuorum(FindQuorumResponse {
-            error: ErrorCode::NONE,
-            cluster_id: CLUSTER.into(),
-            leader_id: 2,
-            leader_epoch: 5,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        Harness::find_quorum_response(CLUSTER, 2, 5, Vec::new()),
     );
     assert_eq!(
         (h.core.role(), h.core.leader_id()),
@@ -787,14 +780,7 @@ fn node_4_made_a_voter() -> (Harness, Vec<Output>) {
 
 /// Leader 1's voters' answer to a FindQuorum in epoch 4, listing `voters`' endpoints.
 fn find_answer_listing(voters: Vec<VoterEndpoint>) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: 1,
-        leader_epoch: 4,
-        voters,
-        target_voters: None,
-    })
+    Harness::find_quorum_response(CLUSTER, 1, 4, voters)
 }
 /// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
 /// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
