@@ -343,12 +343,7 @@ fn unknown_voter_endpoints_keep_find_quorum_going_until_known() {
 /// Node 1, a candidate of epoch 5 without pre-vote, with its Vote to voter 2 in flight:
 /// the harness and that request's correlation.
 fn candidate_asking_2() -> (Harness, Correlation) {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(5, -1, 1, VOTERS)),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(5, -1, 1).without_pre_vote();
     let votes = sends(&h.tick());
     let (_, c, _) = votes.into_iter().find(|s| s.0 == 2).expect("a vote to 2");
     (h, c)

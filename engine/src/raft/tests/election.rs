@@ -187,11 +187,7 @@ fn leader_steps_down_on_higher_epoch_vote() {
 
 #[test]
 fn initialize_as_candidate_and_become_leader() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(3, &[(1, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, -1, 1, log(3, &[(1, 0)]));
     let out = h.tick();
     let votes = sends(&out);
     let out = h.respond(
@@ -391,11 +387,7 @@ fn granting_a_vote_resets_the_election_timer() {
 
 #[test]
 fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(5, &[(2, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, -1, -1, log(5, &[(2, 0)]));
     h.tick();
     h.run_until(h.now + 900);
     let before = h.core.next_deadline().unwrap();

@@ -101,11 +101,7 @@ fn follower_log_reconciliation() {
 
 #[test]
 fn leader_immediately_sends_diverging_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(6, -1, 1, VOTERS)),
-        log(9, &[(1, 0), (3, 3), (5, 6)]),
-    );
+    let mut h = Harness::restarted_with(6, -1, 1, log(9, &[(1, 0), (3, 3), (5, 6)]));
     let votes = sends(&h.tick());
     h.respond(
         2,
@@ -372,11 +368,7 @@ fn leader_answers_from_tail_cache_without_log_read() {
 
 #[test]
 fn log_read_finishing_after_leadership_loss_is_dropped() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(5, &[(1, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, -1, 1, log(5, &[(1, 0)]));
     let votes = sends(&h.tick());
     h.respond(
         2,

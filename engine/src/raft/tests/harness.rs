@@ -84,11 +84,21 @@ impl Harness {
     /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
     /// `leader` and `voted` (-1: none); not ticked yet.
     pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {
+        Self::restarted_with(epoch, leader, voted, log(0, &[]))
+    }
+
+    /// As [`Harness::restarted`], with `log` on its disk.
+    pub(crate) fn restarted_with(
+        epoch: Epoch,
+        leader: NodeId,
+        voted: NodeId,
+        log: LogSnapshot,
+    ) -> Self {
         let voters = [1, 2, 3];
         Self::new(
             config(1, &voters),
             Some(stored(epoch, leader, voted, &voters)),
-            log(0, &[]),
+            log,
         )
     }
 

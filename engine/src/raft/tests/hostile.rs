@@ -397,11 +397,7 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
 #[test]
 fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
     for epoch in [MAX_PEER_EPOCH, Epoch::MAX] {
-        let mut h = Harness::new(
-            config(1, VOTERS),
-            Some(stored(epoch, -1, -1, VOTERS)),
-            log(0, &[]),
-        );
+        let mut h = Harness::restarted(epoch, -1, -1);
         let out = h.tick();
         assert!(!has_fatal(&out));
         assert_eq!(alerts(&out).len(), 1, "told at start: {out:?}");
@@ -436,12 +432,7 @@ fn an_ordinary_start_alerts_nobody() {
 #[test]
 fn an_epoch_past_the_warning_level_is_reported_once() {
     // Without pre-vote, so that a node nobody answers still raises its epoch.
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(EPOCH_WARNING, -1, -1, VOTERS)),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(EPOCH_WARNING, -1, -1).without_pre_vote();
     let out = h.tick();
     assert_eq!(alerts(&out).len(), 1, "{out:?}");
     let out = h.run_until(h.now + 5_000);

@@ -313,11 +313,7 @@ fn answers_with_a_higher_epoch_end_the_round() {
 fn answers_from_voters_behind_its_epoch_count() {
     // Node 1 is at epoch 6, the others still at 4: their answers carry epoch 4, and they
     // answered the question asked (would you vote for 1 in epoch 7?).
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(6, -1, -1, VOTERS)),
-        log(5, &[(3, 0)]),
-    );
+    let mut h = Harness::restarted_with(6, -1, -1, log(5, &[(3, 0)]));
     let out = h.run_until(2_000);
     let asked = pre_votes(&out);
     assert_eq!(asked[0].2.candidate_epoch, 7);

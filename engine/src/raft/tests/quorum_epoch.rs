@@ -408,11 +408,7 @@ fn successors_that_are_not_voters_or_repeat_take_no_place_in_line() {
 /// leader elected at 1 s that hears from no voter resigns one progress timeout (3 s) later.
 #[test]
 fn a_leader_elected_late_checks_its_quorum_a_progress_timeout_later() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     h.now = 1_000;
     let mut h = h.elected(2);
     h.run_until(3_999);
