@@ -24,7 +24,7 @@ fn observer_find_quorum_after_fetch_timeout() {
 
 #[test]
 fn observer_adopts_leader_from_find_quorum() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let finds = find_sends(&h.tick());
     let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
     assert_eq!(
@@ -41,7 +41,7 @@ fn observer_adopts_leader_from_find_quorum() {
 /// that leader stops answering, it asks again at once.
 #[test]
 fn an_observer_that_found_its_leader_asks_again_at_once_when_it_is_lost() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let finds = find_sends(&h.tick());
     let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
     assert!(!h.core.looking_for_quorum());
@@ -57,7 +57,7 @@ fn an_observer_that_found_its_leader_asks_again_at_once_when_it_is_lost() {
 
 #[test]
 fn observer_find_quorum_failure() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let first = find_sends(&h.tick());
     let out = h.step(Input::RequestFailed {
         to: first[0].0,
@@ -489,7 +489,7 @@ fn a_voter_lists_its_endpoint_among_the_voters_only() {
 /// INCONSISTENT_CLUSTER_ID, the error its operator needs to see.
 #[test]
 fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     h.tick();
     let Request::Vote(v) = Harness::vote_request(2, i32::MAX, 0, 0) else {
         unreachable!()
@@ -511,7 +511,7 @@ fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
 /// its name, for the operator.
 #[test]
 fn a_refused_request_is_reported_by_name() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, i32::MAX, 0, 0));
     let reason = out

@@ -70,7 +70,7 @@ fn handle_invalid_vote_request_with_older_epoch() {
 
 #[test]
 fn handle_invalid_vote_request_as_observer() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
     assert_eq!(

@@ -81,6 +81,12 @@ impl Harness {
         }
     }
 
+    /// Node `id` with voters 1, 2 and 3 configured (an observer unless it is one of them), first
+    /// start: no stored state, an empty log; not ticked yet.
+    pub(crate) fn fresh(id: NodeId) -> Self {
+        Self::new(config(id, &[1, 2, 3]), None, log(0, &[]))
+    }
+
     /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
     /// `leader` and `voted` (-1: none); not ticked yet.
     pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {

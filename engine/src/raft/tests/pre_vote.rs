@@ -470,7 +470,7 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
 
 #[test]
 fn the_first_election_starts_with_a_pre_vote_round_for_epoch_1() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     let out = h.tick();
     let states = persisted(&out);
     assert_eq!(states.len(), 1, "only the bootstrap state: {states:?}");
@@ -701,7 +701,7 @@ fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
 
 #[test]
 fn observers_and_non_voters_get_no_pre_vote() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     h.tick();
     let (_, out) = h.request(2, Harness::pre_vote_request(2, 1, 0, 0));
     assert_eq!(
