@@ -501,10 +501,7 @@ fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
             ..v
         }),
     );
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_CLUSTER_ID
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_CLUSTER_ID);
 }
 
 /// Caught: `request_name` made to return "" or "xyzzy". A refused request is reported with

@@ -34,7 +34,7 @@ fn handle_valid_vote_request_as_follower() {
 fn handle_vote_request_as_follower_with_elected_leader() {
     let (mut h, _) = Harness::follower(1, VOTERS, 1, 2, log(0, &[]));
     let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert!(!v.vote_granted);
     assert_eq!((v.error, v.leader_id), (ErrorCode::NONE, 2));
     assert!(persisted(&out).is_empty());
@@ -45,12 +45,9 @@ fn handle_vote_request_as_follower_with_voted_candidate() {
     let mut h = Harness::restarted(1, -1, 2);
     h.tick();
     let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
-    assert!(
-        vote_of(&responses(&out)[0].1).vote_granted,
-        "idempotent re-grant"
-    );
+    assert!(vote_answer(&out).vote_granted, "idempotent re-grant");
     assert!(persisted(&out).is_empty());
     assert_eq!(h.core.voted_id(), Some(2));
 }
@@ -59,7 +56,7 @@ fn handle_vote_request_as_follower_with_voted_candidate() {
 fn handle_invalid_vote_request_with_older_epoch() {
     let mut h = unattached(5, log(0, &[]));
     let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert_eq!(
         (v.error, v.leader_epoch, v.vote_granted),
         (ErrorCode::FENCED_LEADER_EPOCH, 5, false)
@@ -73,10 +70,7 @@ fn handle_invalid_vote_request_as_observer() {
     let mut h = Harness::fresh(4);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     assert_eq!(h.core.epoch(), 0, "an observer does not adopt the epoch");
 }
 
@@ -84,10 +78,7 @@ fn handle_invalid_vote_request_as_observer() {
 fn voter_only_request_validation() {
     let mut h = unattached(1, log(0, &[]));
     let (_, out) = h.request(9, Harness::vote_request(9, 2, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     let (_, out) = h.request(9, Harness::begin_request(9, 2));
     assert!(matches!(&responses(&out)[0].1,
         Response::BeginQuorumEpoch(r) if r.error == ErrorCode::INCONSISTENT_VOTER_SET));
@@ -109,7 +100,7 @@ fn invalid_vote_request() {
         Harness::vote_request(-1, 2, 0, 0),
     ] {
         let (_, out) = h.request(2, req);
-        let v = vote_of(&responses(&out)[0].1).clone();
+        let v = vote_answer(&out);
         assert_eq!(
             (v.error, v.vote_granted),
             (ErrorCode::INVALID_REQUEST, false)
@@ -131,10 +122,7 @@ fn vote_with_cluster_id_mismatch_is_rejected() {
         ..Default::default()
     });
     let (_, out) = h.request(2, req);
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_CLUSTER_ID
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_CLUSTER_ID);
     assert_eq!(h.core.epoch(), 1);
 }
 
@@ -145,7 +133,7 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
     let mut h = Harness::new(c, Some(stored(2, -1, -1, VOTERS)), log(5, &[(2, 0)]));
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].voted_id, s[0].leader_id), (3, -1, -1));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
@@ -158,7 +146,7 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
 fn leader_ignore_vote_request_on_same_epoch() {
     let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
     let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert!(!v.vote_granted);
     assert_eq!(v.leader_id, 1);
     assert_eq!(h.core.role(), Role::Leader);
@@ -169,7 +157,7 @@ fn candidate_ignore_vote_request_on_same_epoch() {
     let mut h = Harness::restarted(2, -1, 1);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     assert_eq!(h.core.role(), Role::Candidate);
 }
 
@@ -181,7 +169,7 @@ fn leader_steps_down_on_higher_epoch_vote() {
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].leader_id, s[0].voted_id), (3, -1, -1));
     assert_eq!((s[1].epoch, s[1].voted_id), (3, 2));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert_eq!(h.core.role(), Role::Voted);
 }
 
@@ -340,17 +328,17 @@ fn log_comparison_edge_cases() {
     // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
     let mut h = unattached(2, log(10, &[(1, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     let mut h = unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     // Equal epochs: end offset must be >=.
     let mut h = unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     let mut h = unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
 }
 
 #[test]
@@ -394,7 +382,7 @@ fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
     // A candidate with a shorter log bumps the epoch again and again.
     for epoch in 3..6 {
         let (_, out) = h.request(2, Harness::vote_request(2, epoch, 1, 1));
-        assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+        assert!(!vote_answer(&out).vote_granted);
         assert!(
             h.core.next_deadline().unwrap() <= before,
             "a refused vote re-armed the election timer"

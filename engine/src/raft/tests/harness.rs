@@ -530,6 +530,11 @@ pub(crate) fn vote_of(r: &Response) -> &VoteResponse {
     }
 }
 
+/// The first answer in `out`, a Vote answer.
+pub(crate) fn vote_answer(out: &[Output]) -> VoteResponse {
+    vote_of(&responses(out)[0].1).clone()
+}
+
 pub(crate) fn fetch_of(r: &Response) -> &FetchQuorumRecordsResponse {
     match r {
         Response::FetchQuorumRecords(v) => v,

@@ -391,9 +391,9 @@ fn a_voted_prospective_keeps_its_vote() {
     assert!(persisted(&out).is_empty());
     // A real vote for another candidate of the epoch: refused; for the same one: granted again.
     let (_, out) = h.request(3, Harness::vote_request(3, 3, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert!(persisted(&out).is_empty());
     // Its vote's candidate won: it follows it.
     h.request(2, Harness::begin_request(2, 3));
@@ -409,7 +409,7 @@ fn an_unattached_prospective_votes_like_an_unattached_voter() {
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert_eq!(persisted(&out)[0].voted_id, 2, "a real vote is persisted");
     assert_eq!((h.core.role(), h.core.voted_id()), (Role::Voted, Some(2)));
 }
@@ -465,7 +465,7 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
     );
     // Never a vote in the epoch it led.
     let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
 }
 
 #[test]
@@ -704,14 +704,8 @@ fn observers_and_non_voters_get_no_pre_vote() {
     let mut h = Harness::fresh(4);
     h.tick();
     let (_, out) = h.request(2, Harness::pre_vote_request(2, 1, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     let mut h = unattached(3, log(0, &[]));
     let (_, out) = h.request(9, Harness::pre_vote_request(9, 4, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
 }

@@ -210,7 +210,7 @@ fn a_reset_log_neither_votes_nor_stands_until_it_fetches_its_voter_record() {
     );
     assert!(h.core.voter_set_known());
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 2, 101));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
 }
 
 #[test]
