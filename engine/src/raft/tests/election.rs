@@ -67,9 +67,7 @@ fn handle_invalid_vote_request_with_older_epoch() {
 
 #[test]
 fn handle_invalid_vote_request_as_observer() {
-    let mut h = Harness::fresh(4);
-    h.tick();
-    let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
+    let (h, out) = Harness::observer_asked(Harness::vote_request(2, 1, 0, 0));
     assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     assert_eq!(h.core.epoch(), 0, "an observer does not adopt the epoch");
 }

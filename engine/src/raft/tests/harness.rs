@@ -87,6 +87,15 @@ impl Harness {
         Self::new(config(id, &[1, 2, 3]), None, log(0, &[]))
     }
 
+    /// Node 4, an observer of voters 1, 2 and 3 (`fresh`), ticked once and then sent `request`
+    /// by node 2: the harness and its outputs.
+    pub(crate) fn observer_asked(request: Request) -> (Self, Vec<Output>) {
+        let mut h = Self::fresh(4);
+        h.tick();
+        let (_, out) = h.request(2, request);
+        (h, out)
+    }
+
     /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
     /// `leader` and `voted` (-1: none); not ticked yet.
     pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {

@@ -701,9 +701,7 @@ fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
 
 #[test]
 fn observers_and_non_voters_get_no_pre_vote() {
-    let mut h = Harness::fresh(4);
-    h.tick();
-    let (_, out) = h.request(2, Harness::pre_vote_request(2, 1, 0, 0));
+    let (_, out) = Harness::observer_asked(Harness::pre_vote_request(2, 1, 0, 0));
     assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     let mut h = unattached(3, log(0, &[]));
     let (_, out) = h.request(9, Harness::pre_vote_request(9, 4, 0, 0));
