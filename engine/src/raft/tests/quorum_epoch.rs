@@ -144,10 +144,7 @@ fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
     assert_eq!(end_error(&out), ErrorCode::NONE);
     assert_eq!(h.core.role(), Role::Follower);
     // Position 1 of 2 successors: min(1000, (1000 >> 1) << 0) = 500 ms.
-    h.run_until(499);
-    assert_eq!(h.core.role(), Role::Follower);
-    h.run_until(500);
-    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    stands_at(&mut h, 500, "second of two");
 }
 
 #[test]
@@ -297,6 +294,19 @@ fn a_begin_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2]);
 }
 
+/// A follower of epoch 2 that an EndQuorumEpoch named a successor (`place` in its line, for
+/// the failure message): it still follows until `delay` ms, and stands for epoch 3 then.
+fn stands_at(h: &mut Harness, delay: TimeMs, place: &str) {
+    h.run_until(delay - 1);
+    assert_eq!(h.core.role(), Role::Follower, "{place} before {delay} ms");
+    h.run_until(delay);
+    assert_eq!(
+        (h.core.role(), h.core.epoch()),
+        (Role::Candidate, 3),
+        "{place} at {delay} ms"
+    );
+}
+
 /// Caught: `base << (p - 1)` turned into `>>` in `successor_delay`. Of four successors the
 /// second waits base = jitter max >> 3 = 125 ms, the third base << 1 = 250 ms.
 #[test]
@@ -305,18 +315,7 @@ fn a_later_successor_waits_twice_as_long_as_the_one_before_it() {
         let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
         let (_, out) = h.request(2, Harness::end_request(2, 2, successors));
         assert_eq!(end_error(&out), ErrorCode::NONE);
-        h.run_until(delay - 1);
-        assert_eq!(
-            h.core.role(),
-            Role::Follower,
-            "{successors:?} before {delay} ms"
-        );
-        h.run_until(delay);
-        assert_eq!(
-            (h.core.role(), h.core.epoch()),
-            (Role::Candidate, 3),
-            "{successors:?} at {delay} ms"
-        );
+        stands_at(&mut h, delay, &format!("{successors:?}"));
     }
 }
 
@@ -398,10 +397,7 @@ fn successors_that_are_not_voters_or_repeat_take_no_place_in_line() {
     let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
     h.request(2, Harness::end_request(2, 2, &[3, 3, 3, 1, 4]));
     // Second of three voters (3, 1, 4): 1000 >> 2 = 250 ms (fourth of five would be 248 ms).
-    h.run_until(249);
-    assert_eq!(h.core.role(), Role::Follower);
-    h.run_until(250);
-    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    stands_at(&mut h, 250, "second of three voters");
 }
 
 /// Caught: `now + progress_timeout` turned into `now * progress_timeout` in `enter_leader`. A
