@@ -279,19 +279,45 @@ fn end_from(replica: NodeId, leader: NodeId, epoch: Epoch, successors: &[NodeId]
 #[test]
 fn a_begin_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let (mut h, out) = elect(2);
-    let begins = begin_sends(&out);
-    let answer = |error| {
-        Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+    let is_begin = |r: &Request| matches!(r, Request::BeginQuorumEpoch(_));
+    let again = announced_again_after_a_retriable_error(&mut h, &out, is_begin);
+    assert_eq!(again, vec![2]);
+}
+
+/// Leader 1 of epoch 2 announced itself or its resignation to voters 2 and 3 in `out` (the
+/// requests `is_kind` picks): 2 answers with a retriable error, 3 with none. Whom it announces
+/// to again within the next second.
+fn announced_again_after_a_retriable_error(
+    h: &mut Harness,
+    out: &[Output],
+    is_kind: fn(&Request) -> bool,
+) -> Vec<NodeId> {
+    let sent: Vec<_> = sends(out).into_iter().filter(|s| is_kind(&s.2)).collect();
+    assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 3]);
+    let errors = [ErrorCode::BROKER_NOT_AVAILABLE, ErrorCode::NONE];
+    for ((to, correlation, announcement), error) in sent.into_iter().zip(errors) {
+        h.respond(to, correlation, announcement_answer(&announcement, error));
+    }
+    let out = h.run_until(h.now + 1_000);
+    recipients(&out, is_kind)
+}
+
+/// A voter's answer to leader 1's `announcement` of epoch 2, with `error`.
+fn announcement_answer(announcement: &Request, error: ErrorCode) -> Response {
+    let (leader_id, leader_epoch) = (1, 2);
+    match announcement {
+        Request::BeginQuorumEpoch(_) => Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
             error,
-            leader_id: 1,
-            leader_epoch: 2,
-        })
-    };
-    h.respond(2, begins[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
-    h.respond(3, begins[1].1, answer(ErrorCode::NONE));
-    let out = h.run_until(1_000);
-    let again = begin_sends(&out);
-    assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2]);
+            leader_id,
+            leader_epoch,
+        }),
+        Request::EndQuorumEpoch(_) => Response::EndQuorumEpoch(EndQuorumEpochResponse {
+            error,
+            leader_id,
+            leader_epoch,
+        }),
+        other => panic!("not an announcement: {other:?}"),
+    }
 }
 
 /// A follower of epoch 2 that an EndQuorumEpoch named a successor (`place` in its line, for
@@ -448,18 +474,8 @@ fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged(
 #[test]
 fn an_end_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let (mut h, _) = elect(2);
-    let ends = end_correlations(&h.step(Input::Shutdown));
-    assert_eq!(ends.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2, 3]);
-    let answer = |error| {
-        Response::EndQuorumEpoch(EndQuorumEpochResponse {
-            error,
-            leader_id: 1,
-            leader_epoch: 2,
-        })
-    };
-    h.respond(2, ends[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
-    h.respond(3, ends[1].1, answer(ErrorCode::NONE));
-    let out = h.run_until(h.now + 1_000);
-    let again: Vec<NodeId> = end_sends(&out).into_iter().map(|e| e.0).collect();
+    let out = h.step(Input::Shutdown);
+    let is_end = |r: &Request| matches!(r, Request::EndQuorumEpoch(_));
+    let again = announced_again_after_a_retriable_error(&mut h, &out, is_end);
     assert_eq!(again, vec![2]);
 }
