@@ -43,15 +43,18 @@ fn first_answer(servers: usize, response: Response) -> (Harness, Vec<Output>) {
     let mut h = Harness::new(bootstrap_config(OBSERVER, servers), None, log(0, &[]));
     let out = h.tick();
     assert_eq!(persisted(&out)[0].current_voters, Vec::<NodeId>::new());
-    let finds = find_sends(&out);
-    assert_eq!(finds.len(), 1);
-    assert_eq!(
-        finds[0].0,
-        bootstrap_server_id(0),
-        "asks a bootstrap server"
-    );
-    let out = h.respond(finds[0].0, finds[0].1, response);
+    let (to, correlation) = find_to_bootstrap_server(&out, 0, "asks a bootstrap server");
+    let out = h.respond(to, correlation, response);
     (h, out)
+}
+
+/// The one FindQuorum in `out`, which goes to bootstrap server `index` (`which` names it in the
+/// failure): (to, correlation).
+fn find_to_bootstrap_server(out: &[Output], index: usize, which: &str) -> (NodeId, Correlation) {
+    let finds = find_sends(out);
+    assert_eq!(finds.len(), 1);
+    assert_eq!(finds[0].0, bootstrap_server_id(index), "{which}");
+    finds[0]
 }
 
 #[test]
@@ -125,10 +128,8 @@ fn restart_without_endpoints_asks_the_bootstrap_servers_again() {
     c.host = "127.0.0.1".into();
     c.port = 9094;
     let mut h = Harness::new(c, Some(stored(3, -1, -1, VOTERS)), log(0, &[]));
-    let finds = find_sends(&h.tick());
-    assert_eq!(finds.len(), 1);
-    assert_eq!(finds[0].0, bootstrap_server_id(0));
-    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
+    let (to, correlation) = find_to_bootstrap_server(&h.tick(), 0, "the first one");
+    let out = h.respond(to, correlation, answer(CLUSTER, 1, 3, VOTERS));
     assert!(endpoint_changes(&out).is_empty(), "not before a probe");
     let probed: Vec<NodeId> = probes(&out).iter().map(|p| p.1.voter_id).collect();
     assert_eq!(probed, VOTERS.to_vec());
@@ -177,14 +178,8 @@ fn bootstrap_server_that_knows_nothing_teaches_nothing() {
     assert!(h.core.voters().is_empty());
     assert!(persisted(&out).is_empty());
     let out = h.run_until(h.now + 100);
-    let finds = find_sends(&out);
-    assert_eq!(finds.len(), 1);
-    assert_eq!(
-        finds[0].0,
-        bootstrap_server_id(1),
-        "the next bootstrap server"
-    );
-    h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 2, 1, VOTERS));
+    let (to, correlation) = find_to_bootstrap_server(&out, 1, "the next bootstrap server");
+    h.respond(to, correlation, answer(CLUSTER, 2, 1, VOTERS));
     assert_eq!(h.core.voters(), VOTERS);
     assert_eq!(h.core.role(), Role::Follower);
 }
