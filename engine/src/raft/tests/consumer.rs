@@ -70,12 +70,7 @@ fn spans(batches: &[Batch]) -> Vec<(Offset, Offset)> {
 }
 
 fn append(h: &mut Harness, id: u64, count: u32) -> Vec<Output> {
-    h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(count),
-        record_count: count,
-        acks: Acks::Leader,
-    })
+    h.append(id, count, Acks::Leader)
 }
 
 /// A lone voter leading epoch 1 with the LeaderChange at 0 and `batches` two-record batches

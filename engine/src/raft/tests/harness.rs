@@ -201,6 +201,16 @@ impl Harness {
         })
     }
 
+    /// A client append of `count` records (a `client_batch`) with `acks`.
+    pub(crate) fn append(&mut self, id: u64, count: u32, acks: Acks) -> Vec<Output> {
+        self.step(Input::ClientAppend {
+            id,
+            batch: client_batch(count),
+            record_count: count,
+            acks,
+        })
+    }
+
     /// Answers every endpoint probe in `out` as the probed voter itself would: vouching for
     /// exactly the advertised endpoint.
     pub(crate) fn vouch_all(&mut self, out: &[Output]) -> Vec<Output> {

@@ -487,12 +487,7 @@ fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
     h.durable_all();
     assert_eq!(h.core.role(), Role::Leader);
     let append = |h: &mut Harness, id| {
-        let out = h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(4),
-            record_count: 4,
-            acks: Acks::Quorum,
-        });
+        let out = h.append(id, 4, Acks::Quorum);
         appends_done(&out)
     };
     assert!(append(&mut h, 1).is_empty(), "pending");
@@ -529,14 +524,7 @@ fn a_batch_larger_than_the_unflushed_limit_goes_through_alone() {
     let mut h = Harness::new(c, None, log(0, &[]));
     h.tick();
     h.durable_all();
-    let mut append = |id| {
-        appends_done(&h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(4),
-            record_count: 4,
-            acks: Acks::Quorum,
-        }))
-    };
+    let mut append = |id| appends_done(&h.append(id, 4, Acks::Quorum));
     assert!(append(1).is_empty(), "taken: nothing was pending");
     assert!(
         matches!(
@@ -562,23 +550,13 @@ fn appends_beyond_the_unflushed_op_limit_are_refused_too() {
     h.durable_all();
     let mut refused = Vec::new();
     for id in 1..=5 {
-        let out = h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(1),
-            record_count: 1,
-            acks: Acks::Quorum,
-        });
+        let out = h.append(id, 1, Acks::Quorum);
         refused.extend(appends_done(&out));
     }
     let ids: Vec<u64> = refused.iter().map(|r| r.0).collect();
     assert_eq!(ids, vec![4, 5], "three ops pending at most: {refused:?}");
     h.durable_all();
-    let out = h.step(Input::ClientAppend {
-        id: 6,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    });
+    let out = h.append(6, 1, Acks::Quorum);
     assert!(
         appends_done(&out).is_empty(),
         "taken once the disk caught up"

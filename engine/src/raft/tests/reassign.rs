@@ -655,12 +655,7 @@ pub(crate) fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
 #[test]
 fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
     let mut h = leader_of_1_and_2_moving_to(&[2]);
-    h.step(Input::ClientAppend {
-        id: 1,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    });
+    h.append(1, 1, Acks::Quorum);
     h.durable_all();
     assert_eq!(h.core.log_end_offset(), 4);
     // 2 holds the LeaderChange (the HW moves) but not the client batch.
@@ -870,12 +865,7 @@ fn a_node_not_yet_a_voter_in_its_own_log_vouches_for_its_endpoint() {
 
 /// A client append of one record, acknowledged once durable here; its answer, if one came.
 fn append(h: &mut Harness, id: u64) -> Option<AppendResult> {
-    let out = h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Leader,
-    });
+    let out = h.append(id, 1, Acks::Leader);
     let out = [out, h.durable_all()].concat();
     appends_done(&out)
         .into_iter()
