@@ -5,15 +5,9 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn unattached(epoch: Epoch, log_: LogSnapshot) -> Harness {
-    let mut h = Harness::new(config(1, VOTERS), Some(stored(epoch, -1, -1, VOTERS)), log_);
-    h.tick();
-    h
-}
-
 #[test]
 fn handle_valid_vote_request_as_follower() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (id, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
     let p = position(&out, is_persist).expect("vote persisted");
     let r = position(&out, is_respond).expect("answered");
@@ -54,7 +48,7 @@ fn handle_vote_request_as_follower_with_voted_candidate() {
 
 #[test]
 fn handle_invalid_vote_request_with_older_epoch() {
-    let mut h = unattached(5, log(0, &[]));
+    let mut h = Harness::unattached(5, log(0, &[]));
     let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
     let v = vote_answer(&out);
     assert_eq!(
@@ -74,7 +68,7 @@ fn handle_invalid_vote_request_as_observer() {
 
 #[test]
 fn voter_only_request_validation() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (_, out) = h.request(9, Harness::vote_request(9, 2, 0, 0));
     assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     let (_, out) = h.request(9, Harness::begin_request(9, 2));
@@ -89,7 +83,7 @@ fn voter_only_request_validation() {
 
 #[test]
 fn invalid_vote_request() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     for req in [
         Harness::vote_request(2, 2, 0, -1),
         Harness::vote_request(2, 2, -1, 0),
@@ -109,7 +103,7 @@ fn invalid_vote_request() {
 
 #[test]
 fn vote_with_cluster_id_mismatch_is_rejected() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let req = Request::Vote(VoteRequest {
         cluster_id: "other".into(),
         candidate_epoch: 2,
@@ -324,17 +318,17 @@ fn unattached_as_observer_does_not_become_candidate() {
 #[test]
 fn log_comparison_edge_cases() {
     // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
-    let mut h = unattached(2, log(10, &[(1, 0)]));
+    let mut h = Harness::unattached(2, log(10, &[(1, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
     assert!(vote_answer(&out).vote_granted);
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
     assert!(!vote_answer(&out).vote_granted);
     // Equal epochs: end offset must be >=.
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
     assert!(vote_answer(&out).vote_granted);
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
     assert!(!vote_answer(&out).vote_granted);
 }
@@ -360,7 +354,7 @@ fn candidate_persists_its_vote_before_asking_for_votes() {
 
 #[test]
 fn granting_a_vote_resets_the_election_timer() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     h.run_until(1_500);
     let before = h.core.next_deadline().unwrap();
     h.request(2, Harness::vote_request(2, 1, 0, 0));

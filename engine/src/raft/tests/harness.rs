@@ -102,6 +102,14 @@ impl Harness {
         Self::restarted_with(epoch, leader, voted, log(0, &[]))
     }
 
+    /// Node 1 of voters 1, 2 and 3 with `log`, restarted unattached in `epoch` (no leader, no
+    /// vote) and ticked.
+    pub(crate) fn unattached(epoch: Epoch, log: LogSnapshot) -> Self {
+        let mut h = Self::restarted_with(epoch, -1, -1, log);
+        h.tick();
+        h
+    }
+
     /// As [`Harness::restarted`], with `log` on its disk.
     pub(crate) fn restarted_with(
         epoch: Epoch,

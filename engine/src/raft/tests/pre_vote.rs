@@ -525,15 +525,9 @@ fn a_prospective_shuts_down_at_once() {
 
 // ----- the voter -----
 
-fn unattached(epoch: Epoch, log_: LogSnapshot) -> Harness {
-    let mut h = Harness::new(config(1, VOTERS), Some(stored(epoch, -1, -1, VOTERS)), log_);
-    h.tick();
-    h
-}
-
 #[test]
 fn an_unattached_voter_grants_a_pre_vote_to_an_up_to_date_log_and_changes_nothing() {
-    let mut h = unattached(3, log(5, &[(3, 0)]));
+    let mut h = Harness::unattached(3, log(5, &[(3, 0)]));
     let v = ask(&mut h, Harness::pre_vote_request(2, 4, 3, 5));
     assert!(v.vote_granted);
     assert_eq!(
@@ -548,7 +542,7 @@ fn an_unattached_voter_grants_a_pre_vote_to_an_up_to_date_log_and_changes_nothin
 
 #[test]
 fn a_pre_vote_for_a_stale_log_is_refused() {
-    let mut h = unattached(3, log(5, &[(3, 0)]));
+    let mut h = Harness::unattached(3, log(5, &[(3, 0)]));
     assert!(!ask(&mut h, Harness::pre_vote_request(2, 4, 3, 4)).vote_granted);
     assert!(!ask(&mut h, Harness::pre_vote_request(2, 4, 2, 50)).vote_granted);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 3, 6)).vote_granted);
@@ -556,7 +550,7 @@ fn a_pre_vote_for_a_stale_log_is_refused() {
 
 #[test]
 fn a_pre_vote_below_the_voters_epoch_is_fenced() {
-    let mut h = unattached(5, log(0, &[]));
+    let mut h = Harness::unattached(5, log(0, &[]));
     let v = ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0));
     assert_eq!(
         (v.error, v.leader_epoch, v.vote_granted),
@@ -594,7 +588,7 @@ fn a_follower_that_heard_from_its_leader_refuses_pre_votes() {
 fn a_follower_that_just_heard_begin_quorum_epoch_refuses_pre_votes() {
     // Node 3 lost the election of epoch 4 that node 2 won; node 1 hears of it from node 2
     // itself: a live leader, even before its first fetch answer.
-    let mut h = unattached(3, log(0, &[]));
+    let mut h = Harness::unattached(3, log(0, &[]));
     h.request(2, Harness::begin_request(2, 4));
     assert_eq!(
         (h.core.role(), h.core.leader_id()),
@@ -686,7 +680,7 @@ fn prospectives_candidates_and_resigned_nodes_grant_pre_votes() {
 
 #[test]
 fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
-    let mut h = unattached(3, log(0, &[]));
+    let mut h = Harness::unattached(3, log(0, &[]));
     h.run_until(500);
     let before = h.core.next_deadline().unwrap();
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
@@ -703,7 +697,7 @@ fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
 fn observers_and_non_voters_get_no_pre_vote() {
     let (_, out) = Harness::observer_asked(Harness::pre_vote_request(2, 1, 0, 0));
     assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
-    let mut h = unattached(3, log(0, &[]));
+    let mut h = Harness::unattached(3, log(0, &[]));
     let (_, out) = h.request(9, Harness::pre_vote_request(9, 4, 0, 0));
     assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
 }
