@@ -29,15 +29,6 @@ fn answer(cluster: &str, leader: NodeId, epoch: Epoch, voters: &[NodeId]) -> Res
     Harness::find_quorum_response(cluster, leader, epoch, voters)
 }
 
-fn endpoint_changes(out: &[Output]) -> Vec<NodeId> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::EndpointChanged(e) => Some(e.voter_id),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Starts a bootstrap-only observer and answers its first FindQuorum with `response`.
 fn first_answer(servers: usize, response: Response) -> (Harness, Vec<Output>) {
     let mut h = Harness::new(bootstrap_config(OBSERVER, servers), None, log(0, &[]));
@@ -134,8 +125,9 @@ fn restart_without_endpoints_asks_the_bootstrap_servers_again() {
     let probed: Vec<NodeId> = probes(&out).iter().map(|p| p.1.voter_id).collect();
     assert_eq!(probed, VOTERS.to_vec());
     let out = h.vouch_all(&out);
+    let changed: Vec<NodeId> = endpoint_changes(&out).iter().map(|e| e.voter_id).collect();
     assert_eq!(
-        endpoint_changes(&out),
+        changed,
         VOTERS.to_vec(),
         "the driver learns them once each answered for itself"
     );

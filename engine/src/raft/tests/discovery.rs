@@ -256,15 +256,6 @@ pub(super) fn advertising_config(id: NodeId) -> RaftConfig {
     c
 }
 
-fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::EndpointChanged(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let mut h = Harness::new(advertising_config(1), None, log(0, &[]));

@@ -533,6 +533,25 @@ pub(crate) fn hw_outputs(out: &[Output]) -> Vec<Offset> {
         .collect()
 }
 
+/// The endpoints the driver is told changed, in order.
+pub(crate) fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::EndpointChanged(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn alerts(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Alert(a) => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn has_fatal(out: &[Output]) -> bool {
     out.iter().any(|o| matches!(o, Output::Fatal(_)))
 }

@@ -25,15 +25,6 @@ fn refusals(out: &[Output]) -> Vec<String> {
         .collect()
 }
 
-fn alerts(out: &[Output]) -> Vec<String> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Alert(a) => Some(a.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Sends `request` from `from` and checks that it was refused with `error`, that the refusal
 /// came first, and that nothing was persisted or changed.
 fn assert_refused(h: &mut Harness, from: NodeId, request: Request, error: ErrorCode) {
