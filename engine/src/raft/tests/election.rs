@@ -367,8 +367,7 @@ fn granting_a_vote_resets_the_election_timer() {
 
 #[test]
 fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
-    let mut h = Harness::restarted_with(2, -1, -1, log(5, &[(2, 0)]));
-    h.tick();
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     h.run_until(h.now + 900);
     let before = h.core.next_deadline().unwrap();
     // A candidate with a shorter log bumps the epoch again and again.

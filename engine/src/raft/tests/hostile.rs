@@ -11,9 +11,7 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Voter 1, unattached in epoch 2 and started.
 fn voter() -> Harness {
-    let mut h = Harness::restarted(2, -1, -1);
-    h.tick();
-    h
+    Harness::unattached(2, log(0, &[]))
 }
 
 fn refusals(out: &[Output]) -> Vec<String> {

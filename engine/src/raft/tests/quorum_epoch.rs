@@ -64,8 +64,7 @@ fn end_error(out: &[Output]) -> ErrorCode {
 
 #[test]
 fn handle_begin_quorum_request() {
-    let mut h = Harness::restarted(1, -1, -1);
-    h.tick();
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (_, out) = h.request(2, Harness::begin_request(2, 2));
     let p = position(&out, is_persist).unwrap();
     let r = position(&out, is_respond).unwrap();
@@ -169,8 +168,7 @@ fn end_quorum_ignored_if_already_leader() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
-    let mut h = Harness::restarted(2, -1, -1);
-    h.tick();
+    let mut h = Harness::unattached(2, log(0, &[]));
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
 }
