@@ -45,19 +45,25 @@ fn sent_correlation(out: &[Output]) -> Option<Correlation> {
     })
 }
 
-/// Node 1, leader of epoch 1, its LeaderChange record durable. Returns the last log op seq.
-fn leader() -> (RaftCore, u64) {
+/// Node 1 restarted at epoch 1 of VOTERS with an empty log, `leader_id` and `voted_id` as
+/// stored.
+fn node_1_at_epoch_1(leader_id: NodeId, voted_id: NodeId) -> RaftCore {
     let stored = ElectionState {
         epoch: 1,
-        leader_id: -1,
-        voted_id: 1,
+        leader_id,
+        voted_id,
         current_voters: VOTERS.to_vec(),
         target_voters: None,
         target_force: false,
         applied_offset: 0,
         ..Default::default()
     };
-    let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();
+    RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap()
+}
+
+/// Node 1, leader of epoch 1, its LeaderChange record durable. Returns the last log op seq.
+fn leader() -> (RaftCore, u64) {
+    let mut core = node_1_at_epoch_1(-1, 1);
     let mut out = Vec::new();
     core.step(Input::Tick { now: 0 }, &mut out);
     let correlation = out
@@ -186,17 +192,7 @@ fn leader_fetch_from_tail(iters: u64) -> Duration {
 }
 
 fn follower_fetch_response(iters: u64) -> Duration {
-    let stored = ElectionState {
-        epoch: 1,
-        leader_id: 2,
-        voted_id: -1,
-        current_voters: VOTERS.to_vec(),
-        target_voters: None,
-        target_force: false,
-        applied_offset: 0,
-        ..Default::default()
-    };
-    let mut core = RaftCore::new(config(1), Some(stored), LogSnapshot::default(), 0).unwrap();
+    let mut core = node_1_at_epoch_1(2, -1);
     let mut out = Vec::with_capacity(16);
     core.step(Input::Tick { now: 0 }, &mut out);
     let mut correlation = sent_correlation(&out).unwrap();

@@ -37,6 +37,16 @@ fn wait_acks(sim: &mut Simulation, n: usize, ms: u64) {
     assert!(done, "only {} of {target} acks within {ms} ms", sim.acked());
 }
 
+/// Waits (10 s at most) until `node`'s high watermark reaches what is committed now; `who` names
+/// it in the failure.
+fn wait_caught_up(sim: &mut Simulation, node: NodeId, who: &str) {
+    let target = sim.committed_end();
+    let caught_up = ok(sim.run_until(10_000, |s| {
+        s.high_watermark(node).is_some_and(|hw| hw >= target)
+    }));
+    assert!(caught_up, "{who} catches up to {target}");
+}
+
 fn finish(sim: &mut Simulation) {
     ok(sim.check_liveness());
     ok(sim.check_acknowledged());
@@ -77,11 +87,7 @@ fn new_leader_after_leader_kill_and_old_leader_catches_up() {
     assert!(found, "a new leader after the kill");
     wait_acks(&mut sim, 10, 10_000);
     ok(sim.restart(old as usize));
-    let target = sim.committed_end();
-    let caught_up = ok(sim.run_until(10_000, |s| {
-        s.high_watermark(old).is_some_and(|hw| hw >= target)
-    }));
-    assert!(caught_up, "the old leader catches up to {target}");
+    wait_caught_up(&mut sim, old, "the old leader");
     finish(&mut sim);
 }
 
@@ -215,11 +221,7 @@ fn single_node_losing_its_state_keeps_committed_data() {
     ok(sim.run_for(200));
     ok(sim.restart(follower as usize));
     wait_acks(&mut sim, 10, 10_000);
-    let target = sim.committed_end();
-    let caught_up = ok(sim.run_until(10_000, |s| {
-        s.high_watermark(follower).is_some_and(|hw| hw >= target)
-    }));
-    assert!(caught_up, "the wiped node catches up");
+    wait_caught_up(&mut sim, follower, "the wiped node");
     finish(&mut sim);
 }
 

@@ -571,6 +571,25 @@ impl RaftCore {
         false
     }
 
+    /// Takes up the role a transition of the quorum state gave: the previous role ends
+    /// (`resigned`: a leader stepped down) and the driver is told of the new one. False, the
+    /// node stopped, when the quorum state refused the transition.
+    fn take_up(
+        &mut self,
+        transition: Result<EpochState, TransitionError>,
+        resigned: bool,
+        out: &mut Vec<Output>,
+    ) -> bool {
+        match transition {
+            Ok(old) => {
+                self.leave_role(old, resigned, out);
+                self.emit_role(out);
+                true
+            }
+            Err(e) => self.refused(e, out),
+        }
+    }
+
     /// Ends the previous role (`old`, handed back by the transition): every parked fetch,
     /// pending read and client append of a leader is completed with an error (no purgatory
     /// leak), and no earlier request's answer matters.
@@ -632,12 +651,10 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_unattached(&mut self, epoch: Epoch, out: &mut Vec<Output>) -> bool {
-        let old = match self.qs.become_unattached(epoch, out) {
-            Ok(old) => old,
-            Err(e) => return self.refused(e, out),
-        };
-        self.leave_role(old, false, out);
-        self.emit_role(out);
+        let transition = self.qs.become_unattached(epoch, out);
+        if !self.take_up(transition, false, out) {
+            return false;
+        }
         self.role_deadline = if self.qs.is_observer() || self.is_shutting_down() {
             None
         } else {
@@ -647,12 +664,10 @@ impl RaftCore {
     }
 
     pub(crate) fn enter_voted(&mut self, candidate: NodeId, out: &mut Vec<Output>) -> bool {
-        let old = match self.qs.become_voted(candidate, out) {
-            Ok(old) => old,
-            Err(e) => return self.refused(e, out),
-        };
-        self.leave_role(old, false, out);
-        self.emit_role(out);
+        let transition = self.qs.become_voted(candidate, out);
+        if !self.take_up(transition, false, out) {
+            return false;
+        }
         self.role_deadline = if self.is_shutting_down() {
             None
         } else {
@@ -690,12 +705,10 @@ impl RaftCore {
             // input"), and win nothing.
             return self.epoch_exhausted(TransitionError::EpochExhausted { epoch }, out);
         }
-        let old = match self.qs.become_prospective(out) {
-            Ok(old) => old,
-            Err(e) => return self.refused(e, out),
-        };
-        self.leave_role(old, false, out);
-        self.emit_role(out);
+        let transition = self.qs.become_prospective(out);
+        if !self.take_up(transition, false, out) {
+            return false;
+        }
         self.start_pre_vote_round(out);
         true
     }
@@ -815,12 +828,10 @@ impl RaftCore {
         leader: NodeId,
         out: &mut Vec<Output>,
     ) -> bool {
-        let old = match self.qs.become_follower(epoch, leader, out) {
-            Ok(old) => old,
-            Err(e) => return self.refused(e, out),
-        };
-        self.leave_role(old, false, out);
-        self.emit_role(out);
+        let transition = self.qs.become_follower(epoch, leader, out);
+        if !self.take_up(transition, false, out) {
+            return false;
+        }
         self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
         if self.is_shutting_down() {
             // Another leader is known: a graceful shutdown is complete.
@@ -833,12 +844,10 @@ impl RaftCore {
     /// with NOT_LEADER_OR_FOLLOWER), appends fail, and
     /// EndQuorumEpoch goes to the other voters, most caught-up first.
     pub(crate) fn resign(&mut self, out: &mut Vec<Output>) -> bool {
-        let old = match self.qs.become_resigned(out) {
-            Ok(old) => old,
-            Err(e) => return self.refused(e, out),
-        };
-        self.leave_role(old, true, out);
-        self.emit_role(out);
+        let transition = self.qs.become_resigned(out);
+        if !self.take_up(transition, true, out) {
+            return false;
+        }
         let successors = self
             .qs
             .resigned()

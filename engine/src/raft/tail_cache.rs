@@ -112,12 +112,19 @@ mod tests {
         }
     }
 
+    /// A cache of `budget` bytes that was handed batches of two records, (base offset, bytes)
+    /// each, in this order.
+    fn cache_of(budget: usize, batches: &[(Offset, usize)]) -> TailCache {
+        let mut c = TailCache::new(budget);
+        for &(base, len) in batches {
+            c.push(batch(base, 2, len));
+        }
+        c
+    }
+
     #[test]
     fn evicts_oldest_and_reads_from_containing_batch() {
-        let mut c = TailCache::new(250);
-        c.push(batch(0, 2, 100));
-        c.push(batch(2, 2, 100));
-        c.push(batch(4, 2, 100));
+        let mut c = cache_of(250, &[(0, 100), (2, 100), (4, 100)]);
         assert!(c.read(0, 1000).is_none(), "first batch evicted");
         let r = c.read(3, 1000).expect("cached");
         assert_eq!(
@@ -132,11 +139,8 @@ mod tests {
 
     #[test]
     fn bytes_between_counts_whole_batches_up_to_the_bound() {
-        let mut c = TailCache::new(1000);
-        assert_eq!(c.bytes_between(0, 10), None, "empty");
-        c.push(batch(2, 2, 100));
-        c.push(batch(4, 2, 50));
-        c.push(batch(6, 2, 10));
+        assert_eq!(TailCache::new(1000).bytes_between(0, 10), None, "empty");
+        let c = cache_of(1000, &[(2, 100), (4, 50), (6, 10)]);
         assert_eq!(c.bytes_between(1, 8), None, "before the cache");
         assert_eq!(c.bytes_between(2, 8), Some(160));
         assert_eq!(c.bytes_between(3, 8), Some(160), "from inside a batch");
@@ -154,15 +158,12 @@ mod tests {
     /// exactly all stay; one batch alone past the budget stays too.
     #[test]
     fn the_budget_holds_batches_that_fill_it_exactly_and_one_past_it_alone() {
-        let mut c = TailCache::new(200);
-        c.push(batch(0, 2, 100));
-        c.push(batch(2, 2, 100));
+        let c = cache_of(200, &[(0, 100), (2, 100)]);
         assert_eq!(
             (c.bytes(), c.read(0, 1000).map(|r| r.len())),
             (200, Some(2))
         );
-        let mut c = TailCache::new(50);
-        c.push(batch(0, 2, 100));
+        let c = cache_of(50, &[(0, 100)]);
         assert_eq!(
             (c.bytes(), c.read(0, 1000).map(|r| r.len())),
             (100, Some(1))
@@ -173,10 +174,7 @@ mod tests {
     /// truncation keeps the batch that ends at it and counts what is left.
     #[test]
     fn a_truncation_keeps_the_batch_ending_at_it_and_its_bytes() {
-        let mut c = TailCache::new(1000);
-        c.push(batch(0, 2, 100));
-        c.push(batch(2, 2, 30));
-        c.push(batch(4, 2, 7));
+        let mut c = cache_of(1000, &[(0, 100), (2, 30), (4, 7)]);
         c.truncate_to(4);
         assert_eq!(c.bytes(), 130);
         assert_eq!(c.read(2, 1000).map(|r| r.len()), Some(1));

@@ -108,14 +108,7 @@ fn disruption_run(
             .is_some_and(|(l, _)| s.high_watermark(l).is_some())
             && s.acked() >= 5
     };
-    if !sim.run_until(20_000, healthy).map_err(with_replay)? {
-        return Err(fail(
-            &sim,
-            Invariant::Liveness,
-            "no healthy leader",
-            &replay,
-        ));
-    }
+    live_until(&mut sim, 20_000, healthy, "no healthy leader", &replay)?;
     let (leader, epoch) = sim.current_leader().expect("healthy");
     let mut draw = SimRng::new(seed ^ 0xd15c_0ed5);
     let followers: Vec<NodeId> = (0..voters as NodeId).filter(|&v| v != leader).collect();
@@ -133,14 +126,7 @@ fn disruption_run(
                     s.log_end(v) == end && s.high_watermark(v).is_some_and(|hw| Some(hw) == end)
                 })
         };
-        if !sim.run_until(10_000, settled).map_err(with_replay)? {
-            return Err(fail(
-                &sim,
-                Invariant::Liveness,
-                "logs did not settle",
-                &replay,
-            ));
-        }
+        live_until(&mut sim, 10_000, settled, "logs did not settle", &replay)?;
     }
     let elections = sim.elections();
     match cut {
@@ -204,6 +190,25 @@ fn disruption_run(
     }
     sim.check_acknowledged().map_err(with_replay)?;
     Ok(result)
+}
+
+/// Runs `sim` for at most `ms` until `until` holds; that it never does is a liveness failure
+/// named `what`.
+fn live_until(
+    sim: &mut Simulation,
+    ms: TimeMs,
+    until: impl FnMut(&Simulation) -> bool,
+    what: &str,
+    replay: &str,
+) -> Result<(), Box<Violation>> {
+    let reached = sim.run_until(ms, until).map_err(|mut v| {
+        v.replay = replay.to_owned();
+        v
+    })?;
+    if reached {
+        return Ok(());
+    }
+    Err(fail(sim, Invariant::Liveness, what, replay))
 }
 
 fn fail(sim: &Simulation, invariant: Invariant, detail: &str, replay: &str) -> Box<Violation> {

@@ -102,6 +102,23 @@ pub fn breach(invariant: Invariant, detail: String) -> Checked {
     Err(Breach { invariant, detail })
 }
 
+/// Records that `node` answered the `kind` request `id` ("append", "consumer fetch"): a second
+/// answer to one request breaks the exactly-once contract.
+pub(crate) fn answered_once(
+    answered: &mut BTreeSet<u64>,
+    node: NodeId,
+    kind: &str,
+    id: u64,
+) -> Checked {
+    if answered.insert(id) {
+        return Ok(());
+    }
+    breach(
+        Invariant::ExactlyOnceContract,
+        format!("node {node} answered {kind} {id} twice"),
+    )
+}
+
 /// Identity of a batch for comparison across nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BatchId {

@@ -122,29 +122,20 @@ impl SimConfig {
             "cargo run --release -p ringraft-tools --bin ringraft-sim -- --seeds 1 --first-seed {} --events {} --voters {} --observers {}",
             self.seed, self.events, self.voters, self.observers
         );
-        if self.bootstrap_observers {
-            cmd.push_str(" --bootstrap-observers");
-        }
-        if self.delete_state {
-            cmd.push_str(" --delete-state");
-        }
-        if self.outcome_only {
-            cmd.push_str(" --outcome-only");
-        }
-        if !self.liar {
-            cmd.push_str(" --no-liar");
-        }
-        if !self.pre_vote {
-            cmd.push_str(" --no-prevote");
-        }
-        if self.tick_before_input {
-            cmd.push_str(" --tick-before-input");
-        }
-        if self.retention {
-            cmd.push_str(" --retention");
-        }
-        if self.reassign {
-            cmd.push_str(" --reassign");
+        let flags = [
+            (self.bootstrap_observers, " --bootstrap-observers"),
+            (self.delete_state, " --delete-state"),
+            (self.outcome_only, " --outcome-only"),
+            (!self.liar, " --no-liar"),
+            (!self.pre_vote, " --no-prevote"),
+            (self.tick_before_input, " --tick-before-input"),
+            (self.retention, " --retention"),
+            (self.reassign, " --reassign"),
+        ];
+        for (on, flag) in flags {
+            if on {
+                cmd.push_str(flag);
+            }
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");

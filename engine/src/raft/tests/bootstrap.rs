@@ -25,23 +25,8 @@ fn endpoint(id: NodeId) -> VoterEndpoint {
 }
 
 fn answer(cluster: &str, leader: NodeId, epoch: Epoch, voters: &[NodeId]) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: cluster.into(),
-        leader_id: leader,
-        leader_epoch: epoch,
-        voters: voters.iter().map(|v| endpoint(*v)).collect(),
-        target_voters: None,
-    })
-}
-
-fn endpoint_changes(out: &[Output]) -> Vec<NodeId> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::EndpointChanged(e) => Some(e.voter_id),
-            _ => None,
-        })
-        .collect()
+    let voters = voters.iter().map(|v| endpoint(*v)).collect();
+    Harness::find_quorum_response(cluster, leader, epoch, voters)
 }
 
 /// Starts a bootstrap-only observer and answers its first FindQuorum with `response`.
@@ -49,15 +34,18 @@ fn first_answer(servers: usize, response: Response) -> (Harness, Vec<Output>) {
     let mut h = Harness::new(bootstrap_config(OBSERVER, servers), None, log(0, &[]));
     let out = h.tick();
     assert_eq!(persisted(&out)[0].current_voters, Vec::<NodeId>::new());
-    let finds = find_sends(&out);
-    assert_eq!(finds.len(), 1);
-    assert_eq!(
-        finds[0].0,
-        bootstrap_server_id(0),
-        "asks a bootstrap server"
-    );
-    let out = h.respond(finds[0].0, finds[0].1, response);
+    let (to, correlation) = find_to_bootstrap_server(&out, 0, "asks a bootstrap server");
+    let out = h.respond(to, correlation, response);
     (h, out)
+}
+
+/// The one FindQuorum in `out`, which goes to bootstrap server `index` (`which` names it in the
+/// failure): (to, correlation).
+fn find_to_bootstrap_server(out: &[Output], index: usize, which: &str) -> (NodeId, Correlation) {
+    let finds = find_sends(out);
+    assert_eq!(finds.len(), 1);
+    assert_eq!(finds[0].0, bootstrap_server_id(index), "{which}");
+    finds[0]
 }
 
 #[test]
@@ -131,16 +119,15 @@ fn restart_without_endpoints_asks_the_bootstrap_servers_again() {
     c.host = "127.0.0.1".into();
     c.port = 9094;
     let mut h = Harness::new(c, Some(stored(3, -1, -1, VOTERS)), log(0, &[]));
-    let finds = find_sends(&h.tick());
-    assert_eq!(finds.len(), 1);
-    assert_eq!(finds[0].0, bootstrap_server_id(0));
-    let out = h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 1, 3, VOTERS));
+    let (to, correlation) = find_to_bootstrap_server(&h.tick(), 0, "the first one");
+    let out = h.respond(to, correlation, answer(CLUSTER, 1, 3, VOTERS));
     assert!(endpoint_changes(&out).is_empty(), "not before a probe");
     let probed: Vec<NodeId> = probes(&out).iter().map(|p| p.1.voter_id).collect();
     assert_eq!(probed, VOTERS.to_vec());
     let out = h.vouch_all(&out);
+    let changed: Vec<NodeId> = endpoint_changes(&out).iter().map(|e| e.voter_id).collect();
     assert_eq!(
-        endpoint_changes(&out),
+        changed,
         VOTERS.to_vec(),
         "the driver learns them once each answered for itself"
     );
@@ -183,14 +170,8 @@ fn bootstrap_server_that_knows_nothing_teaches_nothing() {
     assert!(h.core.voters().is_empty());
     assert!(persisted(&out).is_empty());
     let out = h.run_until(h.now + 100);
-    let finds = find_sends(&out);
-    assert_eq!(finds.len(), 1);
-    assert_eq!(
-        finds[0].0,
-        bootstrap_server_id(1),
-        "the next bootstrap server"
-    );
-    h.respond(finds[0].0, finds[0].1, answer(CLUSTER, 2, 1, VOTERS));
+    let (to, correlation) = find_to_bootstrap_server(&out, 1, "the next bootstrap server");
+    h.respond(to, correlation, answer(CLUSTER, 2, 1, VOTERS));
     assert_eq!(h.core.voters(), VOTERS);
     assert_eq!(h.core.role(), Role::Follower);
 }
@@ -310,7 +291,7 @@ fn voter_requests_to_a_node_without_a_voter_set_are_refused() {
     let mut h = Harness::new(bootstrap_config(OBSERVER, 1), None, log(0, &[]));
     h.tick();
     let (_, out) = h.request(1, Harness::vote_request(1, 1, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let (_, out) = h.request(1, Harness::begin_request(1, 1));
     assert!(!has_fatal(&out));
     assert_eq!(h.core.role(), Role::Unattached);
@@ -329,11 +310,7 @@ fn a_voter_restarts_from_its_own_file_without_quorum_voters() {
     assert!(!h.core.is_observer());
     let out = h.tick();
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 4));
-    let votes: Vec<NodeId> = sends(&out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::Vote(_)))
-        .map(|s| s.0)
-        .collect();
+    let votes = recipients(&out, |r| matches!(r, Request::Vote(_)));
     assert_eq!(votes, vec![1, 3]);
 }
 

@@ -70,12 +70,7 @@ fn spans(batches: &[Batch]) -> Vec<(Offset, Offset)> {
 }
 
 fn append(h: &mut Harness, id: u64, count: u32) -> Vec<Output> {
-    h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(count),
-        record_count: count,
-        acks: Acks::Leader,
-    })
+    h.append(id, count, Acks::Leader)
 }
 
 /// A lone voter leading epoch 1 with the LeaderChange at 0 and `batches` two-record batches
@@ -114,8 +109,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
     assert_eq!((r.high_watermark, r.log_start_offset), (-1, -1));
     assert!(r.batches.is_empty() && r.diverging_epoch.is_none());
 
-    let mut h = Harness::restarted(3, -1, -1);
-    h.tick();
+    let mut h = Harness::unattached(3, log(0, &[]));
     let r = only(&fetch(&mut h, 8, at(0)), 8);
     assert_eq!(r.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
     assert_eq!((r.leader_id, r.leader_epoch), (-1, 3), "no leader known");

@@ -8,14 +8,7 @@ use crate::raft::*;
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
 fn find_response(leader: NodeId, epoch: Epoch) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: leader,
-        leader_epoch: epoch,
-        voters: Vec::new(),
-        target_voters: None,
-    })
+    Harness::find_quorum_response(CLUSTER, leader, epoch, Vec::new())
 }
 
 #[test]
@@ -31,7 +24,7 @@ fn observer_find_quorum_after_fetch_timeout() {
 
 #[test]
 fn observer_adopts_leader_from_find_quorum() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let finds = find_sends(&h.tick());
     let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
     assert_eq!(
@@ -48,7 +41,7 @@ fn observer_adopts_leader_from_find_quorum() {
 /// that leader stops answering, it asks again at once.
 #[test]
 fn an_observer_that_found_its_leader_asks_again_at_once_when_it_is_lost() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let finds = find_sends(&h.tick());
     let out = h.respond(finds[0].0, finds[0].1, find_response(2, 3));
     assert!(!h.core.looking_for_quorum());
@@ -64,7 +57,7 @@ fn an_observer_that_found_its_leader_asks_again_at_once_when_it_is_lost() {
 
 #[test]
 fn observer_find_quorum_failure() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     let first = find_sends(&h.tick());
     let out = h.step(Input::RequestFailed {
         to: first[0].0,
@@ -263,15 +256,6 @@ pub(super) fn advertising_config(id: NodeId) -> RaftConfig {
     c
 }
 
-fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::EndpointChanged(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
     let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
@@ -350,12 +334,7 @@ fn unknown_voter_endpoints_keep_find_quorum_going_until_known() {
 /// Node 1, a candidate of epoch 5 without pre-vote, with its Vote to voter 2 in flight:
 /// the harness and that request's correlation.
 fn candidate_asking_2() -> (Harness, Correlation) {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(5, -1, 1, VOTERS)),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(5, -1, 1).without_pre_vote();
     let votes = sends(&h.tick());
     let (_, c, _) = votes.into_iter().find(|s| s.0 == 2).expect("a vote to 2");
     (h, c)
@@ -501,7 +480,7 @@ fn a_voter_lists_its_endpoint_among_the_voters_only() {
 /// INCONSISTENT_CLUSTER_ID, the error its operator needs to see.
 #[test]
 fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     h.tick();
     let Request::Vote(v) = Harness::vote_request(2, i32::MAX, 0, 0) else {
         unreachable!()
@@ -513,17 +492,14 @@ fn another_clusters_request_is_told_so_before_anything_else_is_checked() {
             ..v
         }),
     );
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_CLUSTER_ID
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_CLUSTER_ID);
 }
 
 /// Caught: `request_name` made to return "" or "xyzzy". A refused request is reported with
 /// its name, for the operator.
 #[test]
 fn a_refused_request_is_reported_by_name() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, i32::MAX, 0, 0));
     let reason = out

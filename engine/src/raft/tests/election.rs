@@ -5,15 +5,9 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn unattached(epoch: Epoch, log_: LogSnapshot) -> Harness {
-    let mut h = Harness::new(config(1, VOTERS), Some(stored(epoch, -1, -1, VOTERS)), log_);
-    h.tick();
-    h
-}
-
 #[test]
 fn handle_valid_vote_request_as_follower() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (id, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
     let p = position(&out, is_persist).expect("vote persisted");
     let r = position(&out, is_respond).expect("answered");
@@ -34,7 +28,7 @@ fn handle_valid_vote_request_as_follower() {
 fn handle_vote_request_as_follower_with_elected_leader() {
     let (mut h, _) = Harness::follower(1, VOTERS, 1, 2, log(0, &[]));
     let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert!(!v.vote_granted);
     assert_eq!((v.error, v.leader_id), (ErrorCode::NONE, 2));
     assert!(persisted(&out).is_empty());
@@ -45,21 +39,18 @@ fn handle_vote_request_as_follower_with_voted_candidate() {
     let mut h = Harness::restarted(1, -1, 2);
     h.tick();
     let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
-    assert!(
-        vote_of(&responses(&out)[0].1).vote_granted,
-        "idempotent re-grant"
-    );
+    assert!(vote_answer(&out).vote_granted, "idempotent re-grant");
     assert!(persisted(&out).is_empty());
     assert_eq!(h.core.voted_id(), Some(2));
 }
 
 #[test]
 fn handle_invalid_vote_request_with_older_epoch() {
-    let mut h = unattached(5, log(0, &[]));
+    let mut h = Harness::unattached(5, log(0, &[]));
     let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert_eq!(
         (v.error, v.leader_epoch, v.vote_granted),
         (ErrorCode::FENCED_LEADER_EPOCH, 5, false)
@@ -70,24 +61,16 @@ fn handle_invalid_vote_request_with_older_epoch() {
 
 #[test]
 fn handle_invalid_vote_request_as_observer() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
-    h.tick();
-    let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    let (h, out) = Harness::observer_asked(Harness::vote_request(2, 1, 0, 0));
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     assert_eq!(h.core.epoch(), 0, "an observer does not adopt the epoch");
 }
 
 #[test]
 fn voter_only_request_validation() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (_, out) = h.request(9, Harness::vote_request(9, 2, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
     let (_, out) = h.request(9, Harness::begin_request(9, 2));
     assert!(matches!(&responses(&out)[0].1,
         Response::BeginQuorumEpoch(r) if r.error == ErrorCode::INCONSISTENT_VOTER_SET));
@@ -100,7 +83,7 @@ fn voter_only_request_validation() {
 
 #[test]
 fn invalid_vote_request() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     for req in [
         Harness::vote_request(2, 2, 0, -1),
         Harness::vote_request(2, 2, -1, 0),
@@ -109,7 +92,7 @@ fn invalid_vote_request() {
         Harness::vote_request(-1, 2, 0, 0),
     ] {
         let (_, out) = h.request(2, req);
-        let v = vote_of(&responses(&out)[0].1).clone();
+        let v = vote_answer(&out);
         assert_eq!(
             (v.error, v.vote_granted),
             (ErrorCode::INVALID_REQUEST, false)
@@ -120,7 +103,7 @@ fn invalid_vote_request() {
 
 #[test]
 fn vote_with_cluster_id_mismatch_is_rejected() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     let req = Request::Vote(VoteRequest {
         cluster_id: "other".into(),
         candidate_epoch: 2,
@@ -131,10 +114,7 @@ fn vote_with_cluster_id_mismatch_is_rejected() {
         ..Default::default()
     });
     let (_, out) = h.request(2, req);
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_CLUSTER_ID
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_CLUSTER_ID);
     assert_eq!(h.core.epoch(), 1);
 }
 
@@ -145,7 +125,7 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
     let mut h = Harness::new(c, Some(stored(2, -1, -1, VOTERS)), log(5, &[(2, 0)]));
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].voted_id, s[0].leader_id), (3, -1, -1));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
@@ -158,7 +138,7 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
 fn leader_ignore_vote_request_on_same_epoch() {
     let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
     let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    let v = vote_of(&responses(&out)[0].1).clone();
+    let v = vote_answer(&out);
     assert!(!v.vote_granted);
     assert_eq!(v.leader_id, 1);
     assert_eq!(h.core.role(), Role::Leader);
@@ -169,7 +149,7 @@ fn candidate_ignore_vote_request_on_same_epoch() {
     let mut h = Harness::restarted(2, -1, 1);
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     assert_eq!(h.core.role(), Role::Candidate);
 }
 
@@ -181,17 +161,13 @@ fn leader_steps_down_on_higher_epoch_vote() {
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].leader_id, s[0].voted_id), (3, -1, -1));
     assert_eq!((s[1].epoch, s[1].voted_id), (3, 2));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert_eq!(h.core.role(), Role::Voted);
 }
 
 #[test]
 fn initialize_as_candidate_and_become_leader() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(3, &[(1, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, -1, 1, log(3, &[(1, 0)]));
     let out = h.tick();
     let votes = sends(&out);
     let out = h.respond(
@@ -214,11 +190,7 @@ fn initialize_as_candidate_and_become_leader() {
         }
         other => panic!("{other:?}"),
     }
-    let begins: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
-        .map(|s| s.0)
-        .collect();
+    let begins = recipients(&out, |r| matches!(r, Request::BeginQuorumEpoch(_)));
     assert_eq!(begins, vec![2, 3]);
 }
 
@@ -257,11 +229,7 @@ fn a_vote_answered_with_a_retriable_error_is_asked_again() {
     let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, -1, 2, false);
     h.respond(2, votes[0].1, busy);
     let out = h.run_until(h.now + 100);
-    let again: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(s.2, Request::Vote(_)))
-        .map(|s| s.0)
-        .collect();
+    let again = recipients(&out, |r| matches!(r, Request::Vote(_)));
     assert_eq!(again, vec![2], "after the retry backoff: {out:?}");
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 2));
 }
@@ -350,19 +318,19 @@ fn unattached_as_observer_does_not_become_candidate() {
 #[test]
 fn log_comparison_edge_cases() {
     // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
-    let mut h = unattached(2, log(10, &[(1, 0)]));
+    let mut h = Harness::unattached(2, log(10, &[(1, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    assert!(vote_answer(&out).vote_granted);
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     // Equal epochs: end offset must be >=.
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
-    let mut h = unattached(2, log(5, &[(2, 0)]));
+    assert!(vote_answer(&out).vote_granted);
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
 }
 
 #[test]
@@ -386,7 +354,7 @@ fn candidate_persists_its_vote_before_asking_for_votes() {
 
 #[test]
 fn granting_a_vote_resets_the_election_timer() {
-    let mut h = unattached(1, log(0, &[]));
+    let mut h = Harness::unattached(1, log(0, &[]));
     h.run_until(1_500);
     let before = h.core.next_deadline().unwrap();
     h.request(2, Harness::vote_request(2, 1, 0, 0));
@@ -399,18 +367,13 @@ fn granting_a_vote_resets_the_election_timer() {
 
 #[test]
 fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, -1, VOTERS)),
-        log(5, &[(2, 0)]),
-    );
-    h.tick();
+    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
     h.run_until(h.now + 900);
     let before = h.core.next_deadline().unwrap();
     // A candidate with a shorter log bumps the epoch again and again.
     for epoch in 3..6 {
         let (_, out) = h.request(2, Harness::vote_request(2, epoch, 1, 1));
-        assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+        assert!(!vote_answer(&out).vote_granted);
         assert!(
             h.core.next_deadline().unwrap() <= before,
             "a refused vote re-armed the election timer"

@@ -101,11 +101,7 @@ fn follower_log_reconciliation() {
 
 #[test]
 fn leader_immediately_sends_diverging_epoch() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(6, -1, 1, VOTERS)),
-        log(9, &[(1, 0), (3, 3), (5, 6)]),
-    );
+    let mut h = Harness::restarted_with(6, -1, 1, log(9, &[(1, 0), (3, 3), (5, 6)]));
     let votes = sends(&h.tick());
     h.respond(
         2,
@@ -242,12 +238,7 @@ fn purgatory_fetch_timeout() {
 #[test]
 fn purgatory_fetch_satisfied_by_write() {
     let (mut h, id) = leader_with_parked_fetch();
-    let out = h.step(Input::ClientAppend {
-        id: 7,
-        batch: client_batch(2),
-        record_count: 2,
-        acks: Acks::Quorum,
-    });
+    let out = h.append(7, 2, Acks::Quorum);
     let resp = responses(&out);
     assert_eq!(resp[0].0, id);
     let r = fetch_of(&resp[0].1);
@@ -355,12 +346,7 @@ fn truncation_applied_before_high_watermark_update() {
 #[test]
 fn leader_answers_from_tail_cache_without_log_read() {
     let (mut h, _) = elect(2);
-    h.step(Input::ClientAppend {
-        id: 1,
-        batch: client_batch(3),
-        record_count: 3,
-        acks: Acks::Quorum,
-    });
+    h.append(1, 3, Acks::Quorum);
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
     assert!(!out.iter().any(|o| matches!(o, Output::ReadLog { .. })));
     let r = fetch_of(&responses(&out)[0].1).clone();
@@ -372,11 +358,7 @@ fn leader_answers_from_tail_cache_without_log_read() {
 
 #[test]
 fn log_read_finishing_after_leadership_loss_is_dropped() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(5, &[(1, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, -1, 1, log(5, &[(1, 0)]));
     let votes = sends(&h.tick());
     h.respond(
         2,

@@ -284,11 +284,7 @@ fn a_fetch_that_advances_the_high_watermark_is_answered_at_once_with_it() {
 #[test]
 fn fetches_to_a_resigned_or_departing_node_are_answered_broker_not_available() {
     // Restarted after leading epoch 2: Resigned, not shutting down.
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, 1, -1, VOTERS)),
-        log(1, &[(2, 0)]),
-    );
+    let mut h = Harness::restarted_with(2, 1, -1, log(1, &[(2, 0)]));
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let (id, out) = h.request(2, Harness::fetch_request(2, 2, 1, 2, 1));
@@ -353,16 +349,7 @@ fn a_plain_fetch_answer_names_no_divergence_and_carries_no_dirty_offset_or_caugh
     let (id, out) = h.request(2, Harness::fetch_request(2, 1, 0, 0, 0));
     let r = &answers_to(&out, id)[0];
     assert_eq!(r.error, ErrorCode::FENCED_LEADER_EPOCH);
-    assert_eq!(
-        (
-            r.next_fetch_offset,
-            r.next_fetch_offset_epoch,
-            r.high_watermark,
-            r.first_dirty_offset,
-            r.last_caught_up_time_ms
-        ),
-        (-1, -1, -1, -1, -1)
-    );
+    assert_eq!(fetch_positions(r), (-1, -1, -1, -1, -1));
 }
 
 // ----- the leader's record of a replica's progress (leader.rs) -----

@@ -81,14 +81,47 @@ impl Harness {
         }
     }
 
+    /// Node `id` with voters 1, 2 and 3 configured (an observer unless it is one of them), first
+    /// start: no stored state, an empty log; not ticked yet.
+    pub(crate) fn fresh(id: NodeId) -> Self {
+        Self::new(config(id, &[1, 2, 3]), None, log(0, &[]))
+    }
+
+    /// Node 4, an observer of voters 1, 2 and 3 (`fresh`), ticked once and then sent `request`
+    /// by node 2: the harness and its outputs.
+    pub(crate) fn observer_asked(request: Request) -> (Self, Vec<Output>) {
+        let mut h = Self::fresh(4);
+        h.tick();
+        let (_, out) = h.request(2, request);
+        (h, out)
+    }
+
     /// Node 1 of voters 1, 2 and 3 with an empty log, restarted from the stored `epoch`,
     /// `leader` and `voted` (-1: none); not ticked yet.
     pub(crate) fn restarted(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {
+        Self::restarted_with(epoch, leader, voted, log(0, &[]))
+    }
+
+    /// Node 1 of voters 1, 2 and 3 with `log`, restarted unattached in `epoch` (no leader, no
+    /// vote) and ticked.
+    pub(crate) fn unattached(epoch: Epoch, log: LogSnapshot) -> Self {
+        let mut h = Self::restarted_with(epoch, -1, -1, log);
+        h.tick();
+        h
+    }
+
+    /// As [`Harness::restarted`], with `log` on its disk.
+    pub(crate) fn restarted_with(
+        epoch: Epoch,
+        leader: NodeId,
+        voted: NodeId,
+        log: LogSnapshot,
+    ) -> Self {
         let voters = [1, 2, 3];
         Self::new(
             config(1, &voters),
             Some(stored(epoch, leader, voted, &voters)),
-            log(0, &[]),
+            log,
         )
     }
 
@@ -176,19 +209,22 @@ impl Harness {
         })
     }
 
+    /// A client append of `count` records (a `client_batch`) with `acks`.
+    pub(crate) fn append(&mut self, id: u64, count: u32, acks: Acks) -> Vec<Output> {
+        self.step(Input::ClientAppend {
+            id,
+            batch: client_batch(count),
+            record_count: count,
+            acks,
+        })
+    }
+
     /// Answers every endpoint probe in `out` as the probed voter itself would: vouching for
     /// exactly the advertised endpoint.
     pub(crate) fn vouch_all(&mut self, out: &[Output]) -> Vec<Output> {
         let mut all = Vec::new();
         for (correlation, endpoint) in probes(out) {
-            let answer = Response::FindQuorum(FindQuorumResponse {
-                error: ErrorCode::NONE,
-                cluster_id: CLUSTER.into(),
-                leader_id: -1,
-                leader_epoch: 0,
-                voters: vec![endpoint.clone()],
-                target_voters: None,
-            });
+            let answer = Harness::find_quorum_response(CLUSTER, -1, 0, vec![endpoint.clone()]);
             all.extend(self.respond(endpoint.voter_id, correlation, answer));
         }
         all
@@ -289,6 +325,24 @@ impl Harness {
             leader_id: leader,
             leader_epoch: epoch,
             vote_granted: granted,
+        })
+    }
+
+    /// A FindQuorum answer of `cluster` naming `leader` of `epoch` and listing `voters`, with no
+    /// reassignment in progress.
+    pub(crate) fn find_quorum_response(
+        cluster: &str,
+        leader: NodeId,
+        epoch: Epoch,
+        voters: Vec<VoterEndpoint>,
+    ) -> Response {
+        Response::FindQuorum(FindQuorumResponse {
+            error: ErrorCode::NONE,
+            cluster_id: cluster.into(),
+            leader_id: leader,
+            leader_epoch: epoch,
+            voters,
+            target_voters: None,
         })
     }
 
@@ -398,13 +452,26 @@ pub(crate) fn fetch_sends(out: &[Output]) -> Vec<(NodeId, Correlation, FetchQuor
         .collect()
 }
 
-/// The FindQuorum requests in `out`: (to, correlation).
-pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+/// The sends in `out` whose request `is_kind` picks: (to, correlation).
+pub(crate) fn sends_of(
+    out: &[Output],
+    is_kind: impl Fn(&Request) -> bool,
+) -> Vec<(NodeId, Correlation)> {
     sends(out)
         .into_iter()
-        .filter(|s| matches!(s.2, Request::FindQuorum(_)))
+        .filter(|s| is_kind(&s.2))
         .map(|s| (s.0, s.1))
         .collect()
+}
+
+/// Whom the sends in `out` whose request `is_kind` picks go to.
+pub(crate) fn recipients(out: &[Output], is_kind: impl Fn(&Request) -> bool) -> Vec<NodeId> {
+    sends_of(out, is_kind).into_iter().map(|s| s.0).collect()
+}
+
+/// The FindQuorum requests in `out`: (to, correlation).
+pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
+    sends_of(out, |r| matches!(r, Request::FindQuorum(_)))
 }
 
 /// The endpoint probes in `out`: (correlation, the advertised endpoint).
@@ -466,6 +533,25 @@ pub(crate) fn hw_outputs(out: &[Output]) -> Vec<Offset> {
         .collect()
 }
 
+/// The endpoints the driver is told changed, in order.
+pub(crate) fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::EndpointChanged(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn alerts(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Alert(a) => Some(a.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn has_fatal(out: &[Output]) -> bool {
     out.iter().any(|o| matches!(o, Output::Fatal(_)))
 }
@@ -490,11 +576,30 @@ pub(crate) fn vote_of(r: &Response) -> &VoteResponse {
     }
 }
 
+/// The first answer in `out`, a Vote answer.
+pub(crate) fn vote_answer(out: &[Output]) -> VoteResponse {
+    vote_of(&responses(out)[0].1).clone()
+}
+
 pub(crate) fn fetch_of(r: &Response) -> &FetchQuorumRecordsResponse {
     match r {
         Response::FetchQuorumRecords(v) => v,
         other => panic!("expected a fetch response, got {other:?}"),
     }
+}
+
+/// A fetch answer's (next fetch offset and epoch, high watermark, first dirty offset, last
+/// caught-up time): all -1 where the answer carries no position.
+pub(crate) fn fetch_positions(
+    r: &FetchQuorumRecordsResponse,
+) -> (Offset, Epoch, Offset, Offset, i64) {
+    (
+        r.next_fetch_offset,
+        r.next_fetch_offset_epoch,
+        r.high_watermark,
+        r.first_dirty_offset,
+        r.last_caught_up_time_ms,
+    )
 }
 
 pub(crate) fn fetch_req(r: &Request) -> &FetchQuorumRecordsRequest {

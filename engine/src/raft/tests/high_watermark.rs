@@ -7,20 +7,11 @@ use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
 
-fn append(h: &mut Harness, id: u64, count: u32, acks: Acks) -> Vec<Output> {
-    h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(count),
-        record_count: count,
-        acks,
-    })
-}
-
 /// Leader 1 of epoch 2 with `count` records from one Quorum append durable on itself alone.
 fn leader_with_durable_records(count: u32) -> Harness {
     let (mut h, _) = elect(2);
     h.durable_all();
-    append(&mut h, 1, count, Acks::Quorum);
+    h.append(1, count, Acks::Quorum);
     h.durable_all();
     h
 }
@@ -97,7 +88,7 @@ fn leader_counts_itself_only_when_durable() {
 #[test]
 fn update_high_watermark_quorum_size_1() {
     let mut h = single_voter_leader();
-    append(&mut h, 1, 2, Acks::Quorum);
+    h.append(1, 2, Acks::Quorum);
     assert_eq!(h.core.high_watermark(), None);
     let out = h.durable_all();
     assert_eq!(hw_outputs(&out), vec![3]);
@@ -135,7 +126,7 @@ fn high_watermark_does_not_decrease() {
 #[test]
 fn leader_append_single_member_quorum() {
     let mut h = single_voter_leader();
-    let out = append(&mut h, 7, 3, Acks::Quorum);
+    let out = h.append(7, 3, Acks::Quorum);
     match &log_ops(&out)[..] {
         [LogOpKind::Append(b)] => {
             assert_eq!((b[0].base_offset, b[0].epoch, b[0].record_count), (1, 1, 3));
@@ -155,9 +146,9 @@ fn leader_append_single_member_quorum() {
 #[test]
 fn acks_leader_completes_on_leader_durability() {
     let (mut h, _) = elect(2);
-    append(&mut h, 1, 2, Acks::Leader);
-    append(&mut h, 2, 2, Acks::Quorum);
-    append(&mut h, 3, 2, Acks::None);
+    h.append(1, 2, Acks::Leader);
+    h.append(2, 2, Acks::Quorum);
+    h.append(3, 2, Acks::None);
     let out = h.durable_all();
     assert_eq!(appends_done(&out), appended(1, 1, 2));
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 7, 2, 7));
@@ -167,7 +158,7 @@ fn acks_leader_completes_on_leader_durability() {
 #[test]
 fn append_to_non_leader_fails() {
     let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
-    let out = append(&mut h, 5, 1, Acks::Quorum);
+    let out = h.append(5, 1, Acks::Quorum);
     assert_eq!(
         appends_done(&out),
         vec![(
@@ -207,7 +198,7 @@ fn append_empty_record_set_not_allowed() {
 #[test]
 fn pending_appends_fail_when_leadership_is_lost() {
     let (mut h, _) = elect(2);
-    append(&mut h, 1, 2, Acks::Quorum);
+    h.append(1, 2, Acks::Quorum);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 3));
     assert!(matches!(
         &appends_done(&out)[..],

@@ -11,24 +11,13 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 
 /// Voter 1, unattached in epoch 2 and started.
 fn voter() -> Harness {
-    let mut h = Harness::restarted(2, -1, -1);
-    h.tick();
-    h
+    Harness::unattached(2, log(0, &[]))
 }
 
 fn refusals(out: &[Output]) -> Vec<String> {
     out.iter()
         .filter_map(|o| match o {
             Output::Refused { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn alerts(out: &[Output]) -> Vec<String> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Alert(a) => Some(a.clone()),
             _ => None,
         })
         .collect()
@@ -88,10 +77,7 @@ fn vote_at_the_epoch_limit_is_refused() {
     assert_refused(&mut h, 3, vote(3, 3, 1, MAX_OFFSET + 1), invalid);
     assert_refused(&mut h, 3, vote(3, 3, 1, i64::MAX), invalid);
     let (_, out) = h.request(3, vote(3, 3, 1, 0));
-    assert!(
-        vote_of(&responses(&out)[0].1).vote_granted,
-        "a sane vote still works"
-    );
+    assert!(vote_answer(&out).vote_granted, "a sane vote still works");
 }
 
 #[test]
@@ -371,19 +357,17 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
     let (_, out) = h.request(2, Harness::find_quorum_request(2, 20, 7000));
     let probe = probes(&out);
     assert_eq!(probe.len(), 1, "a failed probe may be tried again");
-    let impostor = Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: -1,
-        leader_epoch: 2,
-        voters: vec![VoterEndpoint {
+    let impostor = Harness::find_quorum_response(
+        CLUSTER,
+        -1,
+        2,
+        vec![VoterEndpoint {
             voter_id: 2,
             boot_timestamp: 10,
             host: "127.0.0.1".into(),
             port: 9092,
         }],
-        target_voters: None,
-    });
+    );
     let out = h.respond(2, probe[0].0, impostor);
     assert!(!out.iter().any(|o| matches!(o, Output::EndpointChanged(_))));
     // The probe's answer is believed for nothing else either: no epoch, no leader.
@@ -399,11 +383,7 @@ fn an_advertised_endpoint_is_used_only_when_it_vouches_for_itself() {
 #[test]
 fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
     for epoch in [MAX_PEER_EPOCH, Epoch::MAX] {
-        let mut h = Harness::new(
-            config(1, VOTERS),
-            Some(stored(epoch, -1, -1, VOTERS)),
-            log(0, &[]),
-        );
+        let mut h = Harness::restarted(epoch, -1, -1);
         let out = h.tick();
         assert!(!has_fatal(&out));
         assert_eq!(alerts(&out).len(), 1, "told at start: {out:?}");
@@ -420,10 +400,7 @@ fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
         assert_eq!((h.core.epoch(), h.core.role()), (epoch, Role::Unattached));
         // It still answers: a vote in a lower epoch is fenced, not a crash.
         let (_, out) = h.request(2, Harness::vote_request(2, 5, 1, 0));
-        assert_eq!(
-            vote_of(&responses(&out)[0].1).error,
-            ErrorCode::FENCED_LEADER_EPOCH
-        );
+        assert_eq!(vote_answer(&out).error, ErrorCode::FENCED_LEADER_EPOCH);
     }
 }
 
@@ -438,12 +415,7 @@ fn an_ordinary_start_alerts_nobody() {
 #[test]
 fn an_epoch_past_the_warning_level_is_reported_once() {
     // Without pre-vote, so that a node nobody answers still raises its epoch.
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(EPOCH_WARNING, -1, -1, VOTERS)),
-        log(0, &[]),
-    )
-    .without_pre_vote();
+    let mut h = Harness::restarted(EPOCH_WARNING, -1, -1).without_pre_vote();
     let out = h.tick();
     assert_eq!(alerts(&out).len(), 1, "{out:?}");
     let out = h.run_until(h.now + 5_000);
@@ -504,12 +476,7 @@ fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
     h.durable_all();
     assert_eq!(h.core.role(), Role::Leader);
     let append = |h: &mut Harness, id| {
-        let out = h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(4),
-            record_count: 4,
-            acks: Acks::Quorum,
-        });
+        let out = h.append(id, 4, Acks::Quorum);
         appends_done(&out)
     };
     assert!(append(&mut h, 1).is_empty(), "pending");
@@ -546,14 +513,7 @@ fn a_batch_larger_than_the_unflushed_limit_goes_through_alone() {
     let mut h = Harness::new(c, None, log(0, &[]));
     h.tick();
     h.durable_all();
-    let mut append = |id| {
-        appends_done(&h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(4),
-            record_count: 4,
-            acks: Acks::Quorum,
-        }))
-    };
+    let mut append = |id| appends_done(&h.append(id, 4, Acks::Quorum));
     assert!(append(1).is_empty(), "taken: nothing was pending");
     assert!(
         matches!(
@@ -579,23 +539,13 @@ fn appends_beyond_the_unflushed_op_limit_are_refused_too() {
     h.durable_all();
     let mut refused = Vec::new();
     for id in 1..=5 {
-        let out = h.step(Input::ClientAppend {
-            id,
-            batch: client_batch(1),
-            record_count: 1,
-            acks: Acks::Quorum,
-        });
+        let out = h.append(id, 1, Acks::Quorum);
         refused.extend(appends_done(&out));
     }
     let ids: Vec<u64> = refused.iter().map(|r| r.0).collect();
     assert_eq!(ids, vec![4, 5], "three ops pending at most: {refused:?}");
     h.durable_all();
-    let out = h.step(Input::ClientAppend {
-        id: 6,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    });
+    let out = h.append(6, 1, Acks::Quorum);
     assert!(
         appends_done(&out).is_empty(),
         "taken once the disk caught up"
@@ -631,16 +581,7 @@ fn a_refusal_tells_nothing_whatever_the_request() {
             Response::BeginQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
             Response::EndQuorumEpoch(r) => (r.error, r.leader_id, r.leader_epoch),
             Response::FetchQuorumRecords(r) => {
-                assert_eq!(
-                    (
-                        r.next_fetch_offset,
-                        r.next_fetch_offset_epoch,
-                        r.high_watermark,
-                        r.first_dirty_offset,
-                        r.last_caught_up_time_ms
-                    ),
-                    (-1, -1, -1, -1, -1)
-                );
+                assert_eq!(fetch_positions(r), (-1, -1, -1, -1, -1));
                 assert!(r.batches.is_empty() && r.log_start.is_none());
                 (r.error, r.leader_id, r.leader_epoch)
             }

@@ -38,11 +38,10 @@ fn initialize_as_leader_from_state_store() {
     let out = h.tick();
     assert!(persisted(&out).is_empty(), "restored state is unchanged");
     // It announces its resignation so the others need not wait for their fetch timeout.
-    let ends: Vec<NodeId> = sends(&out)
-        .iter()
-        .filter(|s| matches!(&s.2, Request::EndQuorumEpoch(r) if r.leader_epoch == 5))
-        .map(|s| s.0)
-        .collect();
+    let ends = recipients(
+        &out,
+        |r| matches!(r, Request::EndQuorumEpoch(r) if r.leader_epoch == 5),
+    );
     assert_eq!(ends, vec![2, 3]);
     // Never leader again in epoch 5: after the election timeout it campaigns in epoch 6.
     let out = h.run_until(2_001);
@@ -74,11 +73,7 @@ fn initialize_as_follower_empty_log() {
 
 #[test]
 fn initialize_as_follower_non_empty_log() {
-    let mut h = Harness::new(
-        config(1, &[1, 2, 3]),
-        Some(stored(3, 2, -1, &[1, 2, 3])),
-        log(1, &[(3, 0)]),
-    );
+    let mut h = Harness::restarted_with(3, 2, -1, log(1, &[(3, 0)]));
     let out = h.tick();
     let s = sends(&out);
     assert_eq!(s.len(), 1);
@@ -93,7 +88,7 @@ fn initialize_as_follower_non_empty_log() {
 
 #[test]
 fn initialize_primordial_epoch() {
-    let mut h = Harness::new(config(1, &[1, 2, 3]), None, log(0, &[])).without_pre_vote();
+    let mut h = Harness::fresh(1).without_pre_vote();
     assert_eq!((h.core.epoch(), h.core.role()), (0, Role::Unattached));
     let out = h.tick();
     let states = persisted(&out);
@@ -130,11 +125,7 @@ fn voters_between_config_and_state_may_differ_and_the_state_wins() {
 
 #[test]
 fn epoch_in_log_larger_than_in_file_starts_unattached() {
-    let mut h = Harness::new(
-        config(1, &[1, 2, 3]),
-        Some(stored(2, 2, -1, &[1, 2, 3])),
-        log(5, &[(1, 0), (4, 3)]),
-    );
+    let mut h = Harness::restarted_with(2, 2, -1, log(5, &[(1, 0), (4, 3)]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 4));
     let out = h.tick();
     assert_eq!(
@@ -146,7 +137,7 @@ fn epoch_in_log_larger_than_in_file_starts_unattached() {
 
 #[test]
 fn initialize_observer_no_previous_state() {
-    let mut h = Harness::new(config(4, &[1, 2, 3]), None, log(0, &[]));
+    let mut h = Harness::fresh(4);
     assert!(h.core.is_observer());
     let out = h.tick();
     assert_eq!(h.core.role(), Role::Unattached);

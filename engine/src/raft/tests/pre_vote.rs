@@ -313,11 +313,7 @@ fn answers_with_a_higher_epoch_end_the_round() {
 fn answers_from_voters_behind_its_epoch_count() {
     // Node 1 is at epoch 6, the others still at 4: their answers carry epoch 4, and they
     // answered the question asked (would you vote for 1 in epoch 7?).
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(6, -1, -1, VOTERS)),
-        log(5, &[(3, 0)]),
-    );
+    let mut h = Harness::restarted_with(6, -1, -1, log(5, &[(3, 0)]));
     let out = h.run_until(2_000);
     let asked = pre_votes(&out);
     assert_eq!(asked[0].2.candidate_epoch, 7);
@@ -395,9 +391,9 @@ fn a_voted_prospective_keeps_its_vote() {
     assert!(persisted(&out).is_empty());
     // A real vote for another candidate of the epoch: refused; for the same one: granted again.
     let (_, out) = h.request(3, Harness::vote_request(3, 3, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert!(persisted(&out).is_empty());
     // Its vote's candidate won: it follows it.
     h.request(2, Harness::begin_request(2, 3));
@@ -413,7 +409,7 @@ fn an_unattached_prospective_votes_like_an_unattached_voter() {
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
     let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert_eq!(persisted(&out)[0].voted_id, 2, "a real vote is persisted");
     assert_eq!((h.core.role(), h.core.voted_id()), (Role::Voted, Some(2)));
 }
@@ -469,12 +465,12 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
     );
     // Never a vote in the epoch it led.
     let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
 }
 
 #[test]
 fn the_first_election_starts_with_a_pre_vote_round_for_epoch_1() {
-    let mut h = Harness::new(config(1, VOTERS), None, log(0, &[]));
+    let mut h = Harness::fresh(1);
     let out = h.tick();
     let states = persisted(&out);
     assert_eq!(states.len(), 1, "only the bootstrap state: {states:?}");
@@ -529,15 +525,9 @@ fn a_prospective_shuts_down_at_once() {
 
 // ----- the voter -----
 
-fn unattached(epoch: Epoch, log_: LogSnapshot) -> Harness {
-    let mut h = Harness::new(config(1, VOTERS), Some(stored(epoch, -1, -1, VOTERS)), log_);
-    h.tick();
-    h
-}
-
 #[test]
 fn an_unattached_voter_grants_a_pre_vote_to_an_up_to_date_log_and_changes_nothing() {
-    let mut h = unattached(3, log(5, &[(3, 0)]));
+    let mut h = Harness::unattached(3, log(5, &[(3, 0)]));
     let v = ask(&mut h, Harness::pre_vote_request(2, 4, 3, 5));
     assert!(v.vote_granted);
     assert_eq!(
@@ -552,7 +542,7 @@ fn an_unattached_voter_grants_a_pre_vote_to_an_up_to_date_log_and_changes_nothin
 
 #[test]
 fn a_pre_vote_for_a_stale_log_is_refused() {
-    let mut h = unattached(3, log(5, &[(3, 0)]));
+    let mut h = Harness::unattached(3, log(5, &[(3, 0)]));
     assert!(!ask(&mut h, Harness::pre_vote_request(2, 4, 3, 4)).vote_granted);
     assert!(!ask(&mut h, Harness::pre_vote_request(2, 4, 2, 50)).vote_granted);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 3, 6)).vote_granted);
@@ -560,7 +550,7 @@ fn a_pre_vote_for_a_stale_log_is_refused() {
 
 #[test]
 fn a_pre_vote_below_the_voters_epoch_is_fenced() {
-    let mut h = unattached(5, log(0, &[]));
+    let mut h = Harness::unattached(5, log(0, &[]));
     let v = ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0));
     assert_eq!(
         (v.error, v.leader_epoch, v.vote_granted),
@@ -598,7 +588,7 @@ fn a_follower_that_heard_from_its_leader_refuses_pre_votes() {
 fn a_follower_that_just_heard_begin_quorum_epoch_refuses_pre_votes() {
     // Node 3 lost the election of epoch 4 that node 2 won; node 1 hears of it from node 2
     // itself: a live leader, even before its first fetch answer.
-    let mut h = unattached(3, log(0, &[]));
+    let mut h = Harness::unattached(3, log(0, &[]));
     h.request(2, Harness::begin_request(2, 4));
     assert_eq!(
         (h.core.role(), h.core.leader_id()),
@@ -690,7 +680,7 @@ fn prospectives_candidates_and_resigned_nodes_grant_pre_votes() {
 
 #[test]
 fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
-    let mut h = unattached(3, log(0, &[]));
+    let mut h = Harness::unattached(3, log(0, &[]));
     h.run_until(500);
     let before = h.core.next_deadline().unwrap();
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
@@ -705,17 +695,9 @@ fn a_granted_pre_vote_does_not_postpone_the_voters_own_election() {
 
 #[test]
 fn observers_and_non_voters_get_no_pre_vote() {
-    let mut h = Harness::new(config(4, VOTERS), None, log(0, &[]));
-    h.tick();
-    let (_, out) = h.request(2, Harness::pre_vote_request(2, 1, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
-    let mut h = unattached(3, log(0, &[]));
+    let (_, out) = Harness::observer_asked(Harness::pre_vote_request(2, 1, 0, 0));
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
+    let mut h = Harness::unattached(3, log(0, &[]));
     let (_, out) = h.request(9, Harness::pre_vote_request(9, 4, 0, 0));
-    assert_eq!(
-        vote_of(&responses(&out)[0].1).error,
-        ErrorCode::INCONSISTENT_VOTER_SET
-    );
+    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
 }

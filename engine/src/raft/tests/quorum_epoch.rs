@@ -30,20 +30,12 @@ pub(crate) fn elect_among(
 }
 
 fn begin_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::BeginQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
+    sends_of(out, |r| matches!(r, Request::BeginQuorumEpoch(_)))
 }
 
 /// The EndQuorumEpochs in `out`: (to, correlation).
 fn end_correlations(out: &[Output]) -> Vec<(NodeId, Correlation)> {
-    sends(out)
-        .into_iter()
-        .filter(|s| matches!(s.2, Request::EndQuorumEpoch(_)))
-        .map(|s| (s.0, s.1))
-        .collect()
+    sends_of(out, |r| matches!(r, Request::EndQuorumEpoch(_)))
 }
 
 fn end_sends(out: &[Output]) -> Vec<(NodeId, EndQuorumEpochRequest)> {
@@ -72,8 +64,7 @@ fn end_error(out: &[Output]) -> ErrorCode {
 
 #[test]
 fn handle_begin_quorum_request() {
-    let mut h = Harness::restarted(1, -1, -1);
-    h.tick();
+    let mut h = Harness::unattached(1, log(0, &[]));
     let (_, out) = h.request(2, Harness::begin_request(2, 2));
     let p = position(&out, is_persist).unwrap();
     let r = position(&out, is_respond).unwrap();
@@ -152,10 +143,7 @@ fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
     assert_eq!(end_error(&out), ErrorCode::NONE);
     assert_eq!(h.core.role(), Role::Follower);
     // Position 1 of 2 successors: min(1000, (1000 >> 1) << 0) = 500 ms.
-    h.run_until(499);
-    assert_eq!(h.core.role(), Role::Follower);
-    h.run_until(500);
-    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    stands_at(&mut h, 500, "second of two");
 }
 
 #[test]
@@ -180,8 +168,7 @@ fn end_quorum_ignored_if_already_leader() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
-    let mut h = Harness::restarted(2, -1, -1);
-    h.tick();
+    let mut h = Harness::unattached(2, log(0, &[]));
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
 }
@@ -262,10 +249,10 @@ fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
     h.tick();
     assert_eq!(h.core.role(), Role::Resigned);
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(!vote_answer(&out).vote_granted);
     assert!(persisted(&out).is_empty());
     let (_, out) = h.request(2, Harness::vote_request(2, 6, 0, 0));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Voted, 6));
 }
 
@@ -290,19 +277,58 @@ fn end_from(replica: NodeId, leader: NodeId, epoch: Epoch, successors: &[NodeId]
 #[test]
 fn a_begin_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let (mut h, out) = elect(2);
-    let begins = begin_sends(&out);
-    let answer = |error| {
-        Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+    let is_begin = |r: &Request| matches!(r, Request::BeginQuorumEpoch(_));
+    let again = announced_again_after_a_retriable_error(&mut h, &out, is_begin);
+    assert_eq!(again, vec![2]);
+}
+
+/// Leader 1 of epoch 2 announced itself or its resignation to voters 2 and 3 in `out` (the
+/// requests `is_kind` picks): 2 answers with a retriable error, 3 with none. Whom it announces
+/// to again within the next second.
+fn announced_again_after_a_retriable_error(
+    h: &mut Harness,
+    out: &[Output],
+    is_kind: fn(&Request) -> bool,
+) -> Vec<NodeId> {
+    let sent: Vec<_> = sends(out).into_iter().filter(|s| is_kind(&s.2)).collect();
+    assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 3]);
+    let errors = [ErrorCode::BROKER_NOT_AVAILABLE, ErrorCode::NONE];
+    for ((to, correlation, announcement), error) in sent.into_iter().zip(errors) {
+        h.respond(to, correlation, announcement_answer(&announcement, error));
+    }
+    let out = h.run_until(h.now + 1_000);
+    recipients(&out, is_kind)
+}
+
+/// A voter's answer to leader 1's `announcement` of epoch 2, with `error`.
+fn announcement_answer(announcement: &Request, error: ErrorCode) -> Response {
+    let (leader_id, leader_epoch) = (1, 2);
+    match announcement {
+        Request::BeginQuorumEpoch(_) => Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
             error,
-            leader_id: 1,
-            leader_epoch: 2,
-        })
-    };
-    h.respond(2, begins[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
-    h.respond(3, begins[1].1, answer(ErrorCode::NONE));
-    let out = h.run_until(1_000);
-    let again = begin_sends(&out);
-    assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![2]);
+            leader_id,
+            leader_epoch,
+        }),
+        Request::EndQuorumEpoch(_) => Response::EndQuorumEpoch(EndQuorumEpochResponse {
+            error,
+            leader_id,
+            leader_epoch,
+        }),
+        other => panic!("not an announcement: {other:?}"),
+    }
+}
+
+/// A follower of epoch 2 that an EndQuorumEpoch named a successor (`place` in its line, for
+/// the failure message): it still follows until `delay` ms, and stands for epoch 3 then.
+fn stands_at(h: &mut Harness, delay: TimeMs, place: &str) {
+    h.run_until(delay - 1);
+    assert_eq!(h.core.role(), Role::Follower, "{place} before {delay} ms");
+    h.run_until(delay);
+    assert_eq!(
+        (h.core.role(), h.core.epoch()),
+        (Role::Candidate, 3),
+        "{place} at {delay} ms"
+    );
 }
 
 /// Caught: `base << (p - 1)` turned into `>>` in `successor_delay`. Of four successors the
@@ -313,18 +339,7 @@ fn a_later_successor_waits_twice_as_long_as_the_one_before_it() {
         let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
         let (_, out) = h.request(2, Harness::end_request(2, 2, successors));
         assert_eq!(end_error(&out), ErrorCode::NONE);
-        h.run_until(delay - 1);
-        assert_eq!(
-            h.core.role(),
-            Role::Follower,
-            "{successors:?} before {delay} ms"
-        );
-        h.run_until(delay);
-        assert_eq!(
-            (h.core.role(), h.core.epoch()),
-            (Role::Candidate, 3),
-            "{successors:?} at {delay} ms"
-        );
+        stands_at(&mut h, delay, &format!("{successors:?}"));
     }
 }
 
@@ -406,21 +421,14 @@ fn successors_that_are_not_voters_or_repeat_take_no_place_in_line() {
     let (mut h, _) = Harness::follower(1, FIVE, 2, 2, log(0, &[]));
     h.request(2, Harness::end_request(2, 2, &[3, 3, 3, 1, 4]));
     // Second of three voters (3, 1, 4): 1000 >> 2 = 250 ms (fourth of five would be 248 ms).
-    h.run_until(249);
-    assert_eq!(h.core.role(), Role::Follower);
-    h.run_until(250);
-    assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
+    stands_at(&mut h, 250, "second of three voters");
 }
 
 /// Caught: `now + progress_timeout` turned into `now * progress_timeout` in `enter_leader`. A
 /// leader elected at 1 s that hears from no voter resigns one progress timeout (3 s) later.
 #[test]
 fn a_leader_elected_late_checks_its_quorum_a_progress_timeout_later() {
-    let mut h = Harness::new(
-        config(1, VOTERS),
-        Some(stored(2, -1, 1, VOTERS)),
-        log(0, &[]),
-    );
+    let mut h = Harness::restarted(2, -1, 1);
     h.now = 1_000;
     let mut h = h.elected(2);
     h.run_until(3_999);
@@ -464,18 +472,8 @@ fn a_failed_end_quorum_epoch_is_sent_again_to_a_voter_that_has_not_acknowledged(
 #[test]
 fn an_end_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let (mut h, _) = elect(2);
-    let ends = end_correlations(&h.step(Input::Shutdown));
-    assert_eq!(ends.iter().map(|e| e.0).collect::<Vec<_>>(), vec![2, 3]);
-    let answer = |error| {
-        Response::EndQuorumEpoch(EndQuorumEpochResponse {
-            error,
-            leader_id: 1,
-            leader_epoch: 2,
-        })
-    };
-    h.respond(2, ends[0].1, answer(ErrorCode::BROKER_NOT_AVAILABLE));
-    h.respond(3, ends[1].1, answer(ErrorCode::NONE));
-    let out = h.run_until(h.now + 1_000);
-    let again: Vec<NodeId> = end_sends(&out).into_iter().map(|e| e.0).collect();
+    let out = h.step(Input::Shutdown);
+    let is_end = |r: &Request| matches!(r, Request::EndQuorumEpoch(_));
+    let again = announced_again_after_a_retriable_error(&mut h, &out, is_end);
     assert_eq!(again, vec![2]);
 }

@@ -187,14 +187,7 @@ fn a_node_its_log_removed_after_it_led_comes_back_resigned_and_never_stands() {
     h.respond(
         to,
         correlation,
-        Response::FindQuorum(FindQuorumResponse {
-            error: ErrorCode::NONE,
-            cluster_id: CLUSTER.into(),
-            leader_id: 2,
-            leader_epoch: 5,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        Harness::find_quorum_response(CLUSTER, 2, 5, Vec::new()),
     );
     assert_eq!(
         (h.core.role(), h.core.leader_id()),
@@ -516,7 +509,7 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     h.tick();
     assert!(h.core.is_observer());
     let (_, out) = h.request(5, Harness::vote_request(5, 5, 4, 1));
-    let r = vote_of(&responses(&out)[0].1).clone();
+    let r = vote_answer(&out);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::NONE, true),
@@ -528,10 +521,7 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     h.tick();
     assert_eq!(h.core.role(), Role::Voted);
     let (_, out) = h.request(3, Harness::vote_request(3, 5, 4, 1));
-    assert!(
-        !vote_of(&responses(&out)[0].1).vote_granted,
-        "one vote per epoch"
-    );
+    assert!(!vote_answer(&out).vote_granted, "one vote per epoch");
     // It knows no leader: it looks for one.
     let out = h.run_until(h.now + 5_000);
     assert!(!find_sends(&out).is_empty(), "{out:?}");
@@ -543,7 +533,7 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     );
     h.tick();
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 4, 1));
-    let r = vote_of(&responses(&out)[0].1).clone();
+    let r = vote_answer(&out);
     assert_eq!(
         (r.error, h.core.epoch()),
         (ErrorCode::INCONSISTENT_VOTER_SET, 4)
@@ -563,7 +553,7 @@ fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
     h.durable_all();
     // Candidate 3, in a later epoch, with a longer log than this one.
     let (_, out) = h.request(3, Harness::vote_request(3, 6, 5, 10));
-    let r = vote_of(&responses(&out)[0].1).clone();
+    let r = vote_answer(&out);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::NONE, true),
@@ -571,7 +561,7 @@ fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
     );
     // Node 7 is named by no set, committed or not: still refused.
     let (_, out) = h.request(7, Harness::vote_request(7, 7, 5, 10));
-    let r = vote_of(&responses(&out)[0].1).clone();
+    let r = vote_answer(&out);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::INCONSISTENT_VOTER_SET, false)
@@ -665,12 +655,7 @@ pub(crate) fn leader_of_1_and_2_moving_to(target: &[NodeId]) -> Harness {
 #[test]
 fn the_leader_hands_over_only_to_a_target_voter_holding_its_whole_log() {
     let mut h = leader_of_1_and_2_moving_to(&[2]);
-    h.step(Input::ClientAppend {
-        id: 1,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    });
+    h.append(1, 1, Acks::Quorum);
     h.durable_all();
     assert_eq!(h.core.log_end_offset(), 4);
     // 2 holds the LeaderChange (the HW moves) but not the client batch.
@@ -787,14 +772,7 @@ fn node_4_made_a_voter() -> (Harness, Vec<Output>) {
 
 /// Leader 1's voters' answer to a FindQuorum in epoch 4, listing `voters`' endpoints.
 fn find_answer_listing(voters: Vec<VoterEndpoint>) -> Response {
-    Response::FindQuorum(FindQuorumResponse {
-        error: ErrorCode::NONE,
-        cluster_id: CLUSTER.into(),
-        leader_id: 1,
-        leader_epoch: 4,
-        voters,
-        target_voters: None,
-    })
+    Harness::find_quorum_response(CLUSTER, 1, 4, voters)
 }
 /// Voters knew node 4's endpoint only as an observer's, which is not a voter endpoint: once its
 /// log makes it a voter, it tells each other voter (a FindQuorum advertises it), and stops once
@@ -887,12 +865,7 @@ fn a_node_not_yet_a_voter_in_its_own_log_vouches_for_its_endpoint() {
 
 /// A client append of one record, acknowledged once durable here; its answer, if one came.
 fn append(h: &mut Harness, id: u64) -> Option<AppendResult> {
-    let out = h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Leader,
-    });
+    let out = h.append(id, 1, Acks::Leader);
     let out = [out, h.durable_all()].concat();
     appends_done(&out)
         .into_iter()
@@ -1028,14 +1001,14 @@ fn an_observer_that_lost_its_leader_never_votes_again_in_that_epoch() {
     );
     // Candidate 3 in the same epoch, named by the target as node 2 is: no vote.
     let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
-    let r = vote_of(&responses(&out)[0].1).clone();
+    let r = vote_answer(&out);
     assert!(!r.vote_granted, "{out:?}");
     assert!(!has_fatal(&out) && persisted(&out).is_empty(), "{out:?}");
     // Nor after a restart from what the file holds.
     let mut h = Harness::new(config(2, VOTERS), Some(state), log(1, &[(4, 0)]));
     h.tick();
     let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
-    assert!(!vote_of(&responses(&out)[0].1).vote_granted, "{out:?}");
+    assert!(!vote_answer(&out).vote_granted, "{out:?}");
 }
 
 /// Caught: `role_deadline.is_none() && voters > 1` turned into `||` in

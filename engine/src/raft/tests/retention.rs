@@ -191,14 +191,7 @@ fn a_reset_log_neither_votes_nor_stands_until_it_fetches_its_voter_record() {
     let out = h.respond(
         to,
         find,
-        Response::FindQuorum(FindQuorumResponse {
-            error: ErrorCode::NONE,
-            cluster_id: CLUSTER.into(),
-            leader_id: 3,
-            leader_epoch: 4,
-            voters: Vec::new(),
-            target_voters: None,
-        }),
+        Harness::find_quorum_response(CLUSTER, 3, 4, Vec::new()),
     );
     assert_eq!(
         (h.core.role(), h.core.leader_id()),
@@ -217,7 +210,7 @@ fn a_reset_log_neither_votes_nor_stands_until_it_fetches_its_voter_record() {
     );
     assert!(h.core.voter_set_known());
     let (_, out) = h.request(2, Harness::vote_request(2, 5, 2, 101));
-    assert!(vote_of(&responses(&out)[0].1).vote_granted);
+    assert!(vote_answer(&out).vote_granted);
 }
 
 #[test]

@@ -13,12 +13,7 @@ fn full(h: &mut Harness, full: bool) -> Vec<Output> {
 }
 
 fn append(h: &mut Harness, id: u64) -> Vec<Output> {
-    h.step(Input::ClientAppend {
-        id,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    })
+    h.append(id, 1, Acks::Quorum)
 }
 
 fn append_error(out: &[Output], id: u64) -> Option<ErrorCode> {

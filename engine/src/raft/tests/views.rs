@@ -87,13 +87,7 @@ fn the_high_epoch_alert_counts_the_elections_left() {
     let epoch = EPOCH_WARNING + 5;
     let mut h = Harness::restarted(epoch, -1, -1);
     let out = h.tick();
-    let alerts: Vec<&String> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::Alert(a) => Some(a),
-            _ => None,
-        })
-        .collect();
+    let alerts = alerts(&out);
     let left = MAX_PEER_EPOCH - epoch;
     assert_eq!(alerts.len(), 1, "{out:?}");
     assert!(

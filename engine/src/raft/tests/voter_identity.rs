@@ -197,12 +197,7 @@ fn the_leader_binds_each_voter_once_it_fetched_and_a_stranger_under_its_id_never
     let out = fetch_from(&mut h, 3, dir(33), 0, true);
     let r = responses(&out);
     assert_eq!(fetch_of(&r[0].1).error, ErrorCode::NOT_FOLLOWER);
-    h.step(Input::ClientAppend {
-        id: 7,
-        batch: client_batch(1),
-        record_count: 1,
-        acks: Acks::Quorum,
-    });
+    h.append(7, 1, Acks::Quorum);
     h.durable_all();
     let end = h.core.log_end_offset();
     let hw = h.core.high_watermark();

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::raft::{Acks, AppendResult, Input, NodeId, Offset, TimeMs};
 use crate::sim::batch::client_batch;
-use crate::sim::invariants::{breach, Acked, Checked, Invariant};
+use crate::sim::invariants::{answered_once, breach, Acked, Checked, Invariant};
 
 use super::scheduler::Event;
 use super::Simulation;
@@ -120,12 +120,7 @@ impl Simulation {
         result: AppendResult,
     ) -> Checked {
         let id = self.nodes[i].id;
-        if !self.client.answered.insert(append_id) {
-            return breach(
-                Invariant::ExactlyOnceContract,
-                format!("node {id} answered append {append_id} twice"),
-            );
-        }
+        answered_once(&mut self.client.answered, id, "append", append_id)?;
         let Some(a) = self.client.in_flight.remove(&append_id) else {
             return Ok(()); // the client gave up waiting
         };

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crate::raft::{
     ClientFetch, ClientFetchResult, Epoch, ErrorCode, Input, NodeId, Offset, TimeMs,
 };
-use crate::sim::invariants::{breach, Checked, Invariant};
+use crate::sim::invariants::{answered_once, breach, Checked, Invariant};
 
 use super::scheduler::Event;
 use super::Simulation;
@@ -68,9 +68,7 @@ impl Simulation {
         }
         let node = consumer.believed_leader;
         if !self.nodes[node].running() {
-            self.consumers.all[c].believed_leader = self.rng.index(self.nodes.len());
-            let delay = self.rng.range(5, 20);
-            self.schedule(delay, Event::ConsumerTick { consumer: c });
+            self.consumer_looks_elsewhere(c);
             return Ok(());
         }
         let fetch = self.draw_consumer_fetch(c);
@@ -140,12 +138,7 @@ impl Simulation {
         result: ClientFetchResult,
     ) -> Checked {
         let node_id = self.nodes[i].id;
-        if !self.consumers.answered.insert(id) {
-            return breach(
-                Invariant::ExactlyOnceContract,
-                format!("node {node_id} answered consumer fetch {id} twice"),
-            );
-        }
+        answered_once(&mut self.consumers.answered, node_id, "consumer fetch", id)?;
         let asked = self.consumers.all.iter().position(|c| {
             c.in_flight.is_some_and(|f| {
                 f.id == id && f.node == i && f.incarnation == self.nodes[i].incarnation
@@ -268,10 +261,16 @@ impl Simulation {
         for c in 0..self.consumers.all.len() {
             if self.consumers.all[c].in_flight.is_some_and(|f| f.node == i) {
                 self.consumers.all[c].in_flight = None;
-                self.consumers.all[c].believed_leader = self.rng.index(self.nodes.len());
-                let delay = self.rng.range(5, 20);
-                self.schedule(delay, Event::ConsumerTick { consumer: c });
+                self.consumer_looks_elsewhere(c);
             }
         }
+    }
+
+    /// Consumer `c` lost its node: it believes a random one leads and fetches there a little
+    /// later.
+    fn consumer_looks_elsewhere(&mut self, c: usize) {
+        self.consumers.all[c].believed_leader = self.rng.index(self.nodes.len());
+        let delay = self.rng.range(5, 20);
+        self.schedule(delay, Event::ConsumerTick { consumer: c });
     }
 }

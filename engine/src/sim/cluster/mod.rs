@@ -354,47 +354,40 @@ impl Simulation {
             .max_by_key(|&(_, e)| e)
     }
 
+    /// Node `id`'s core, None while it is down.
+    fn core_of(&self, id: NodeId) -> Option<&RaftCore> {
+        self.nodes[id as usize].core.as_ref()
+    }
+
     pub fn is_running(&self, id: NodeId) -> bool {
         self.nodes[id as usize].running()
     }
 
     pub fn role(&self, id: NodeId) -> Option<Role> {
-        self.nodes[id as usize].core.as_ref().map(RaftCore::role)
+        self.core_of(id).map(RaftCore::role)
     }
 
     pub fn high_watermark(&self, id: NodeId) -> Option<Offset> {
-        self.nodes[id as usize]
-            .core
-            .as_ref()
-            .and_then(RaftCore::high_watermark)
+        self.core_of(id).and_then(RaftCore::high_watermark)
     }
 
     /// The voter set a running node knows (empty while a bootstrap observer has not learned it).
     pub fn voters(&self, id: NodeId) -> Option<Vec<NodeId>> {
-        self.nodes[id as usize]
-            .core
-            .as_ref()
-            .map(|c| c.voters().to_vec())
+        self.core_of(id).map(|c| c.voters().to_vec())
     }
 
     pub fn epoch(&self, id: NodeId) -> Option<Epoch> {
-        self.nodes[id as usize].core.as_ref().map(RaftCore::epoch)
+        self.core_of(id).map(RaftCore::epoch)
     }
 
     /// A running node's log end offset.
     pub fn log_end(&self, id: NodeId) -> Option<Offset> {
-        self.nodes[id as usize]
-            .core
-            .as_ref()
-            .map(RaftCore::log_end_offset)
+        self.core_of(id).map(RaftCore::log_end_offset)
     }
 
     /// The leader a running node knows in its epoch.
     pub fn leader_of(&self, id: NodeId) -> Option<NodeId> {
-        self.nodes[id as usize]
-            .core
-            .as_ref()
-            .and_then(RaftCore::leader_id)
+        self.core_of(id).and_then(RaftCore::leader_id)
     }
 
     /// Elections won so far (leaders that took office).
