@@ -94,6 +94,18 @@ impl WireReader {
         }
     }
 
+    /// `payload` (a tagged field's, a nested structure's) read by `read`, which must consume
+    /// every byte of it.
+    pub fn whole<T, E: From<WireError>>(
+        payload: Bytes,
+        read: impl FnOnce(&mut WireReader) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut r = WireReader::new(payload);
+        let value = read(&mut r)?;
+        r.finish()?;
+        Ok(value)
+    }
+
     fn take(&mut self, field: &'static str, len: usize) -> Result<Bytes, WireError> {
         if self.remaining() < len {
             return Err(WireError::Truncated {
@@ -163,15 +175,8 @@ impl WireReader {
     /// A classic int16-length length, -1 = null.
     fn classic_string_len(&mut self, field: &'static str) -> Result<Option<usize>, WireError> {
         let at = self.pos;
-        match self.i16(field)? {
-            -1 => Ok(None),
-            len if len < 0 => Err(WireError::NegativeLength {
-                field,
-                at,
-                len: len.into(),
-            }),
-            len => Ok(Some(len as usize)),
-        }
+        let len = self.i16(field)?;
+        classic_len(field, at, len.into())
     }
 
     fn utf8(&mut self, field: &'static str, len: usize) -> Result<String, WireError> {
@@ -180,18 +185,42 @@ impl WireReader {
         String::from_utf8(bytes.to_vec()).map_err(|_| WireError::BadUtf8 { field, at })
     }
 
+    /// The string of `len` bytes a length just read announced (None: null).
+    fn utf8_or_null(
+        &mut self,
+        field: &'static str,
+        len: Option<usize>,
+    ) -> Result<Option<String>, WireError> {
+        len.map(|len| self.utf8(field, len)).transpose()
+    }
+
+    /// The bytes of `len` a length just read announced (None: null), as a slice of the frame.
+    fn take_or_null(
+        &mut self,
+        field: &'static str,
+        len: Option<usize>,
+    ) -> Result<Option<Bytes>, WireError> {
+        len.map(|len| self.take(field, len)).transpose()
+    }
+
+    /// `field` read by `read` where null is not allowed; the error points at its start.
+    fn required<T>(
+        &mut self,
+        field: &'static str,
+        read: fn(&mut Self, &'static str) -> Result<Option<T>, WireError>,
+    ) -> Result<T, WireError> {
+        let at = self.pos;
+        read(self, field)?.ok_or(WireError::UnexpectedNull { field, at })
+    }
+
     /// STRING / NULLABLE_STRING (int16 length).
     pub fn nullable_string(&mut self, field: &'static str) -> Result<Option<String>, WireError> {
-        match self.classic_string_len(field)? {
-            None => Ok(None),
-            Some(len) => self.utf8(field, len).map(Some),
-        }
+        let len = self.classic_string_len(field)?;
+        self.utf8_or_null(field, len)
     }
 
     pub fn string(&mut self, field: &'static str) -> Result<String, WireError> {
-        let at = self.pos;
-        self.nullable_string(field)?
-            .ok_or(WireError::UnexpectedNull { field, at })
+        self.required(field, Self::nullable_string)
     }
 
     /// STRING (or COMPACT_STRING when `compact`) of at most `limit` bytes: the length is
@@ -225,17 +254,13 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<String>, WireError> {
-        match self.compact_len(field)? {
-            None => Ok(None),
-            Some(len) => self.utf8(field, len).map(Some),
-        }
+        let len = self.compact_len(field)?;
+        self.utf8_or_null(field, len)
     }
 
     /// COMPACT_STRING.
     pub fn compact_string(&mut self, field: &'static str) -> Result<String, WireError> {
-        let at = self.pos;
-        self.compact_nullable_string(field)?
-            .ok_or(WireError::UnexpectedNull { field, at })
+        self.required(field, Self::compact_nullable_string)
     }
 
     /// COMPACT_NULLABLE_BYTES / COMPACT_RECORDS, as a slice of the frame.
@@ -243,24 +268,16 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<Bytes>, WireError> {
-        match self.compact_len(field)? {
-            None => Ok(None),
-            Some(len) => self.take(field, len).map(Some),
-        }
+        let len = self.compact_len(field)?;
+        self.take_or_null(field, len)
     }
 
     /// NULLABLE_BYTES / RECORDS (int32 length, -1 = null), as a slice of the frame.
     pub fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Bytes>, WireError> {
         let at = self.pos;
-        match self.i32(field)? {
-            -1 => Ok(None),
-            len if len < 0 => Err(WireError::NegativeLength {
-                field,
-                at,
-                len: len.into(),
-            }),
-            len => self.take(field, len as usize).map(Some),
-        }
+        let len = self.i32(field)?;
+        let len = classic_len(field, at, len)?;
+        self.take_or_null(field, len)
     }
 
     /// The element count of a COMPACT_ARRAY (None = null). Each element takes at least
@@ -281,17 +298,8 @@ impl WireReader {
         min_element_bytes: usize,
     ) -> Result<Option<usize>, WireError> {
         let at = self.pos;
-        let count = match self.i32(field)? {
-            -1 => None,
-            n if n < 0 => {
-                return Err(WireError::NegativeLength {
-                    field,
-                    at,
-                    len: n.into(),
-                })
-            }
-            n => Some(n as usize),
-        };
+        let count = self.i32(field)?;
+        let count = classic_len(field, at, count)?;
         self.check_array_fits(field, count, min_element_bytes)
     }
 
@@ -341,6 +349,20 @@ impl WireReader {
     /// A tagged-field section whose every tag is skipped.
     pub fn skip_tagged_fields(&mut self) -> Result<(), WireError> {
         self.tagged_fields(|_, _| Ok(false))
+    }
+}
+
+/// A classic (int16 or int32) length or count `len`, read at `at`: -1 is null, any other
+/// negative value is refused.
+fn classic_len(field: &'static str, at: usize, len: i32) -> Result<Option<usize>, WireError> {
+    match len {
+        -1 => Ok(None),
+        len if len < 0 => Err(WireError::NegativeLength {
+            field,
+            at,
+            len: len.into(),
+        }),
+        len => Ok(Some(len as usize)),
     }
 }
 

@@ -222,9 +222,7 @@ fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeE
         if tag != TAG_FORCE {
             return Ok(false);
         }
-        let mut inner = WireReader::new(payload);
-        request.force = inner.bool("force")?;
-        inner.finish()?;
+        request.force = WireReader::whole(payload, |r| r.bool("force"))?;
         Ok(true)
     })?;
     Ok(request)
@@ -371,9 +369,7 @@ pub fn decode_request_with(
                     TAG_VOTER_DIRECTORY_ID => &mut vote.voter_directory_id,
                     _ => return Ok(false),
                 };
-                let mut inner = WireReader::new(payload);
-                *field = DirectoryId(inner.uuid("vote directory id")?);
-                inner.finish()?;
+                *field = DirectoryId(WireReader::whole(payload, |r| r.uuid("vote directory id"))?);
                 Ok(true)
             })?;
             r.finish()?;
@@ -427,33 +423,26 @@ pub fn decode_request_with(
                         known = Some(WireReader::new(payload).i64("known brokers")? as u64)
                     }
                     TAG_FETCH_DIRECTORY_ID => {
-                        let mut inner = WireReader::new(payload);
-                        fetch.replica_directory_id =
-                            DirectoryId(inner.uuid("replica directory id")?);
-                        inner.finish()?;
+                        fetch.replica_directory_id = read_directory_id(payload)?;
                     }
                     TAG_PRODUCER_IDS_WANTED => {
-                        let mut inner = WireReader::new(payload);
-                        producer_ids = Some(BlockWanted {
-                            incarnation: inner.i64("producer ids incarnation")? as u64,
-                            have: inner.i64("producer ids held")?,
-                        });
-                        inner.finish()?;
+                        producer_ids = Some(WireReader::whole(payload, |r| {
+                            Ok::<_, WireError>(BlockWanted {
+                                incarnation: r.i64("producer ids incarnation")? as u64,
+                                have: r.i64("producer ids held")?,
+                            })
+                        })?);
                     }
                     _ => return Ok(false),
                 }
                 Ok(true)
             })?;
             r.finish()?;
-            let endpoints = match endpoints {
-                Some(payload) => {
-                    let mut inner = WireReader::new(payload);
-                    let endpoints = decode_endpoints(&mut inner)?;
-                    inner.finish()?;
-                    Some(endpoints)
-                }
-                None => None,
-            };
+            let endpoints = endpoints
+                .map(|payload| {
+                    WireReader::whole(payload, |r| decode_endpoints(r).map_err(DecodeError::from))
+                })
+                .transpose()?;
             let extras = FetchRequestExtras {
                 endpoints,
                 known_brokers: known,
@@ -665,6 +654,11 @@ fn write_replicas(w: &mut WireWriter, replicas: &[ReplicaState]) {
     }
 }
 
+/// A replica's directory id, the whole payload of its tagged field.
+fn read_directory_id(payload: Bytes) -> Result<DirectoryId, WireError> {
+    WireReader::whole(payload, |r| r.uuid("replica directory id")).map(DirectoryId)
+}
+
 fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
     let count = r.compact_array_len("replicas", 13)?.unwrap_or(0);
     let mut replicas = Vec::with_capacity(count);
@@ -682,9 +676,7 @@ fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
                 TAG_LAST_CAUGHT_UP => replica.last_caught_up_timestamp = value()?,
                 TAG_LAST_FETCH => replica.last_fetch_timestamp = value()?,
                 TAG_REPLICA_DIRECTORY_ID => {
-                    let mut inner = WireReader::new(payload.clone());
-                    replica.directory_id = DirectoryId(inner.uuid("replica directory id")?);
-                    inner.finish()?;
+                    replica.directory_id = read_directory_id(payload.clone())?
                 }
                 _ => return Ok(false),
             }
@@ -713,12 +705,12 @@ pub fn decode_response_with(
                 Ok(true)
             }
             TAG_LOG_START => {
-                let mut inner = WireReader::new(payload);
-                response.log_start = Some(OffsetAndEpoch {
-                    offset: inner.i64("log start offset")?,
-                    epoch: inner.i32("log start epoch")?,
-                });
-                inner.finish()?;
+                response.log_start = Some(WireReader::whole(payload, |r| {
+                    Ok::<_, WireError>(OffsetAndEpoch {
+                        offset: r.i64("log start offset")?,
+                        epoch: r.i32("log start epoch")?,
+                    })
+                })?);
                 Ok(true)
             }
             _ => Ok(false),
@@ -818,9 +810,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
                 if tag != TAG_TARGET_VOTERS {
                     return Ok(false);
                 }
-                let mut inner = WireReader::new(payload);
-                response.target_voters = Some(read_replicas(&mut inner)?);
-                inner.finish()?;
+                response.target_voters = Some(WireReader::whole(payload, read_replicas)?);
                 Ok(true)
             })?;
             if topic == METADATA_TOPIC && partition == METADATA_PARTITION {

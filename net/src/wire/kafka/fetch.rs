@@ -235,9 +235,8 @@ impl FetchRequest {
             let mut cluster_id = None;
             r.tagged_fields(|tag, payload| match tag {
                 TAG_CLUSTER_ID => {
-                    let mut t = WireReader::new(payload);
-                    cluster_id = t.compact_nullable_string("cluster id")?;
-                    t.finish()?;
+                    cluster_id =
+                        WireReader::whole(payload, |t| t.compact_nullable_string("cluster id"))?;
                     Ok(true)
                 }
                 _ => Ok(false),
@@ -456,11 +455,11 @@ pub(super) fn read_tag_payload<T>(
     payload: Bytes,
     f: impl FnOnce(&mut WireReader) -> Result<T, WireError>,
 ) -> Result<T, WireError> {
-    let mut t = WireReader::new(payload);
-    let value = f(&mut t)?;
-    t.skip_tagged_fields()?;
-    t.finish()?;
-    Ok(value)
+    WireReader::whole(payload, |t| {
+        let value = f(t)?;
+        t.skip_tagged_fields()?;
+        Ok(value)
+    })
 }
 
 fn decode_partition(

@@ -168,9 +168,7 @@ impl ProduceResponse {
                 if tag != TAG_NODE_ENDPOINTS || version < 10 {
                     return Ok(false);
                 }
-                let mut t = WireReader::new(payload);
-                node_endpoints = read_node_endpoints(&mut t)?;
-                t.finish()?;
+                node_endpoints = WireReader::whole(payload, read_node_endpoints)?;
                 Ok(true)
             })?;
         }
