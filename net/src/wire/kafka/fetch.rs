@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -299,22 +299,10 @@ impl FetchRequest {
 
 fn read_fetch_partition(r: &mut WireReader, version: i16) -> Result<FetchPartition, WireError> {
     let partition = r.i32("partition")?;
-    let current_leader_epoch = if version >= 9 {
-        r.i32("current leader epoch")?
-    } else {
-        -1
-    };
+    let current_leader_epoch = since(version, 9, -1, || r.i32("current leader epoch"))?;
     let fetch_offset = r.i64("fetch offset")?;
-    let last_fetched_epoch = if version >= 12 {
-        r.i32("last fetched epoch")?
-    } else {
-        -1
-    };
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let last_fetched_epoch = since(version, 12, -1, || r.i32("last fetched epoch"))?;
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     Ok(FetchPartition {
         partition,
         current_leader_epoch,
@@ -471,11 +459,7 @@ fn decode_partition(
     let error = ErrorCode(r.i16("error code")?);
     let high_watermark = r.i64("high watermark")?;
     let last_stable_offset = r.i64("last stable offset")?;
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     let aborted_transactions =
         match flex.read_nullable_array_len(r, "aborted transactions", ABORTED_TRANSACTION_BYTES)? {
             None => None,
@@ -491,11 +475,7 @@ fn decode_partition(
                 Some(list)
             }
         };
-    let preferred_read_replica = if version >= 11 {
-        r.i32("preferred read replica")?
-    } else {
-        -1
-    };
+    let preferred_read_replica = since(version, 11, -1, || r.i32("preferred read replica"))?;
     let records = flex.read_nullable_bytes(r, "records")?.map(|b| {
         if b.is_empty() {
             Vec::new()

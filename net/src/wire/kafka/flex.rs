@@ -5,6 +5,21 @@ use bytes::Bytes;
 
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
+/// A field that versions from `first` on carry: read by `read` there, `absent` (what stands
+/// for it) in the versions before.
+pub(super) fn since<T>(
+    version: i16,
+    first: i16,
+    absent: T,
+    read: impl FnOnce() -> Result<T, WireError>,
+) -> Result<T, WireError> {
+    if version >= first {
+        read()
+    } else {
+        Ok(absent)
+    }
+}
+
 /// Reads and writes the field types whose encoding depends on whether the version is flexible.
 pub(super) struct Flex(pub(super) bool);
 

@@ -4,7 +4,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -229,23 +229,13 @@ impl MetadataResponse {
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = flex(version);
-        let throttle_time_ms = if version >= 3 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = since(version, 3, 0, || r.i32("throttle time"))?;
         let brokers =
             flex.read_structs(r, "brokers", 10, |r| read_broker(&flex, r, version >= 1))?;
-        let cluster_id = if version >= 2 {
-            flex.read_nullable_string(r, "cluster id")?
-        } else {
-            None
-        };
-        let controller_id = if version >= 1 {
-            r.i32("controller id")?
-        } else {
-            -1
-        };
+        let cluster_id = since(version, 2, None, || {
+            flex.read_nullable_string(r, "cluster id")
+        })?;
+        let controller_id = since(version, 1, -1, || r.i32("controller id"))?;
         let topics = flex.read_structs(r, "topics", 7, |r| decode_topic(&flex, r, version))?;
         let cluster_authorized_operations = if (8..=10).contains(&version) {
             r.i32("cluster authorized operations")?
@@ -340,11 +330,7 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
             error: ErrorCode(r.i16("partition error code")?),
             partition_index: r.i32("partition index")?,
             leader_id: r.i32("leader id")?,
-            leader_epoch: if version >= 7 {
-                r.i32("leader epoch")?
-            } else {
-                -1
-            },
+            leader_epoch: since(version, 7, -1, || r.i32("leader epoch"))?,
             replica_nodes: read_ids(flex, r, "replica nodes")?,
             isr_nodes: read_ids(flex, r, "isr nodes")?,
             offline_replicas: if version >= 5 {
@@ -354,11 +340,9 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
             },
         })
     })?;
-    let topic_authorized_operations = if version >= 8 {
-        r.i32("topic authorized operations")?
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    };
+    let topic_authorized_operations = since(version, 8, AUTHORIZED_OPERATIONS_OMITTED, || {
+        r.i32("topic authorized operations")
+    })?;
     Ok(MetadataTopic {
         error,
         name,

@@ -3,7 +3,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -65,11 +65,7 @@ fn flex(version: i16) -> Flex {
 impl OffsetForLeaderEpochRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = flex(version);
-        let replica_id = if version >= 3 {
-            r.i32("replica id")?
-        } else {
-            CONSUMER_REPLICA_ID
-        };
+        let replica_id = since(version, 3, CONSUMER_REPLICA_ID, || r.i32("replica id"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
             Ok(OffsetForLeaderPartition {
                 partition: r.i32("partition")?,

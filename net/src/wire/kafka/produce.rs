@@ -8,7 +8,7 @@ use bytes::Bytes;
 use engine::raft::ErrorCode;
 
 use super::fetch::{read_leader_id_and_epoch, read_tag_payload, tag_payload, LeaderIdAndEpoch};
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -157,11 +157,7 @@ impl ProduceResponse {
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             decode_partition_response(&flex, r, version)
         })?;
-        let throttle_time_ms = if version >= 1 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = since(version, 1, 0, || r.i32("throttle time"))?;
         let mut node_endpoints = Vec::new();
         if flex.0 {
             r.tagged_fields(|tag, payload| {
@@ -220,16 +216,8 @@ fn decode_partition_response(
     let index = r.i32("partition index")?;
     let error = ErrorCode(r.i16("error code")?);
     let base_offset = r.i64("base offset")?;
-    let log_append_time_ms = if version >= 2 {
-        r.i64("log append time")?
-    } else {
-        -1
-    };
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let log_append_time_ms = since(version, 2, -1, || r.i64("log append time"))?;
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     let mut error_message = None;
     if version >= 8 {
         let errors = flex.read_array_len(r, "record errors", 5)?;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use engine::raft::ErrorCode;
 use thiserror::Error;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -155,11 +155,7 @@ impl SaslAuthenticateResponse {
         let error = ErrorCode(r.i16("error code")?);
         let error_message = flex.read_nullable_string(r, "error message")?;
         let auth_bytes = read_auth_bytes(&flex, r)?;
-        let session_lifetime_ms = if version >= 1 {
-            r.i64("session lifetime ms")?
-        } else {
-            0
-        };
+        let session_lifetime_ms = since(version, 1, 0, || r.i64("session lifetime ms"))?;
         flex.read_end(r)?;
         Ok(Self {
             error,
