@@ -192,6 +192,21 @@ pub fn assert_same_as_kafka_in<O, K>(
     }
 }
 
+/// [`assert_same_as_kafka_in`] every version `spec` serves, with one case a version: the
+/// message `message` makes at it and Kafka's that `kafka` makes from that.
+pub fn assert_each_version_same_as_kafka<O, K>(
+    spec: &ApiSpec,
+    mut message: impl FnMut(i16) -> O,
+    kafka: impl Fn(&O) -> K,
+) where
+    O: OurMessage,
+    K: Encodable + Decodable + PartialEq + Debug,
+{
+    assert_same_as_kafka_in(versions(spec), |version| {
+        vec![paired(message(version), &kafka)]
+    });
+}
+
 /// Every version `spec` serves.
 pub fn versions(spec: &ApiSpec) -> RangeInclusive<i16> {
     spec.min_version..=spec.max_version
