@@ -12,14 +12,14 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
+use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
     ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    MetadataRequest, MetadataResponse, DESCRIBE_CLUSTER_SPEC, METADATA_SPEC, FetchRequest, FetchResponse, InitProducerIdRequest,
-    InitProducerIdResponse, LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
-    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
+    LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
+    ProduceResponse, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
@@ -52,6 +52,50 @@ fn reader(input: &Bytes) -> WireReader {
     WireReader::new(input.clone())
 }
 
+/// A message decoder run for its errors and panics only: what it decodes is dropped.
+trait Decode {
+    fn decode_and_drop(r: &mut WireReader, version: i16);
+}
+
+macro_rules! decode_and_drop {
+    ($($message:ty),*) => {$(
+        impl Decode for $message {
+            fn decode_and_drop(r: &mut WireReader, version: i16) {
+                let _ = <$message>::decode(r, version);
+            }
+        }
+    )*};
+}
+
+decode_and_drop!(
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    MetadataRequest,
+    MetadataResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse
+);
+
+/// `input` into the decoders of request `Q` and of its response, at the version of its API
+/// that `pick` chooses.
+fn request_and_response<Q>(pick: u8, input: &Bytes)
+where
+    Q: ClientRequest + Decode,
+    Q::Response: Decode,
+{
+    let version = version(Q::SPEC, pick);
+    Q::decode_and_drop(&mut reader(input), version);
+    Q::Response::decode_and_drop(&mut reader(input), version);
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -81,41 +125,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = ProduceRequest::decode(&mut reader(&input), version);
             let _ = ProduceResponse::decode(&mut reader(&input), version);
         }
-        4 => {
-            let version = i16::from(pick) % 5;
-            let _ = ApiVersionsRequest::decode(&mut reader(&input), version);
-            let _ = ApiVersionsResponse::decode(&mut reader(&input), version);
-        }
-        5 => {
-            let version = version(&FETCH_SPEC, pick);
-            let _ = FetchRequest::decode(&mut reader(&input), version);
-            let _ = FetchResponse::decode(&mut reader(&input), version);
-        }
-        6 => {
-            let version = version(&LIST_OFFSETS_SPEC, pick);
-            let _ = ListOffsetsRequest::decode(&mut reader(&input), version);
-            let _ = ListOffsetsResponse::decode(&mut reader(&input), version);
-        }
-        7 => {
-            let version = version(&OFFSET_FOR_LEADER_EPOCH_SPEC, pick);
-            let _ = OffsetForLeaderEpochRequest::decode(&mut reader(&input), version);
-            let _ = OffsetForLeaderEpochResponse::decode(&mut reader(&input), version);
-        }
-        8 => {
-            let version = version(&INIT_PRODUCER_ID_SPEC, pick);
-            let _ = InitProducerIdRequest::decode(&mut reader(&input), version);
-            let _ = InitProducerIdResponse::decode(&mut reader(&input), version);
-        }
-        9 => {
-            let version = version(&METADATA_SPEC, pick);
-            let _ = MetadataRequest::decode(&mut reader(&input), version);
-            let _ = MetadataResponse::decode(&mut reader(&input), version);
-        }
-        10 => {
-            let version = version(&DESCRIBE_CLUSTER_SPEC, pick);
-            let _ = DescribeClusterRequest::decode(&mut reader(&input), version);
-            let _ = DescribeClusterResponse::decode(&mut reader(&input), version);
-        }
+        4 => request_and_response::<ApiVersionsRequest>(pick, &input),
+        5 => request_and_response::<FetchRequest>(pick, &input),
+        6 => request_and_response::<ListOffsetsRequest>(pick, &input),
+        7 => request_and_response::<OffsetForLeaderEpochRequest>(pick, &input),
+        8 => request_and_response::<InitProducerIdRequest>(pick, &input),
+        9 => request_and_response::<MetadataRequest>(pick, &input),
+        10 => request_and_response::<DescribeClusterRequest>(pick, &input),
         _ => {
             let flexible = mode & 0x80 != 0;
             let _ = RequestHeader::read(&mut WireReader::new(input), flexible);
