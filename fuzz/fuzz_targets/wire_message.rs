@@ -15,11 +15,9 @@ use libfuzzer_sys::fuzz_target;
 use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    FetchRequest, FetchResponse, InitProducerIdRequest, InitProducerIdResponse,
-    LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest,
-    ProduceResponse, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
+    LegacyProduceRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, ProduceResponse, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
@@ -52,48 +50,16 @@ fn reader(input: &Bytes) -> WireReader {
     WireReader::new(input.clone())
 }
 
-/// A message decoder run for its errors and panics only: what it decodes is dropped.
-trait Decode {
-    fn decode_and_drop(r: &mut WireReader, version: i16);
-}
-
-macro_rules! decode_and_drop {
-    ($($message:ty),*) => {$(
-        impl Decode for $message {
-            fn decode_and_drop(r: &mut WireReader, version: i16) {
-                let _ = <$message>::decode(r, version);
-            }
-        }
-    )*};
-}
-
-decode_and_drop!(
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FetchRequest,
-    FetchResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    MetadataRequest,
-    MetadataResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse
-);
-
-/// `input` into the decoders of request `Q` and of its response, at the version of its API
-/// that `pick` chooses.
-fn request_and_response<Q>(pick: u8, input: &Bytes)
-where
-    Q: ClientRequest + Decode,
-    Q::Response: Decode,
-{
+/// `input` into `decode`, a request decoder, and into the decoder of its response, at a version
+/// of the request's API that `pick` chooses.
+fn request_and_response<Q: ClientRequest, E>(
+    pick: u8,
+    input: &Bytes,
+    decode: fn(&mut WireReader, i16) -> Result<Q, E>,
+) {
     let version = version(Q::SPEC, pick);
-    Q::decode_and_drop(&mut reader(input), version);
-    Q::Response::decode_and_drop(&mut reader(input), version);
+    let _ = decode(&mut reader(input), version);
+    let _ = Q::decode_answer(&mut reader(input), version);
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -125,13 +91,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = ProduceRequest::decode(&mut reader(&input), version);
             let _ = ProduceResponse::decode(&mut reader(&input), version);
         }
-        4 => request_and_response::<ApiVersionsRequest>(pick, &input),
-        5 => request_and_response::<FetchRequest>(pick, &input),
-        6 => request_and_response::<ListOffsetsRequest>(pick, &input),
-        7 => request_and_response::<OffsetForLeaderEpochRequest>(pick, &input),
-        8 => request_and_response::<InitProducerIdRequest>(pick, &input),
-        9 => request_and_response::<MetadataRequest>(pick, &input),
-        10 => request_and_response::<DescribeClusterRequest>(pick, &input),
+        4 => request_and_response(pick, &input, ApiVersionsRequest::decode),
+        5 => request_and_response(pick, &input, FetchRequest::decode),
+        6 => request_and_response(pick, &input, ListOffsetsRequest::decode),
+        7 => request_and_response(pick, &input, OffsetForLeaderEpochRequest::decode),
+        8 => request_and_response(pick, &input, InitProducerIdRequest::decode),
+        9 => request_and_response(pick, &input, MetadataRequest::decode),
+        10 => request_and_response(pick, &input, DescribeClusterRequest::decode),
         _ => {
             let flexible = mode & 0x80 != 0;
             let _ = RequestHeader::read(&mut WireReader::new(input), flexible);
