@@ -860,12 +860,6 @@ mod negotiation_tests {
         (addr, server)
     }
 
-    fn body(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-        let mut w = WireWriter::new();
-        f(&mut w);
-        w.into_inner().freeze()
-    }
-
     /// The server lists Fetch 4-11 and ListOffsets 1-5 (older than this client): each call
     /// goes out at the highest common version, ApiVersions is asked once, and an API the
     /// server does not list fails without a request.
@@ -889,7 +883,10 @@ mod negotiation_tests {
                         throttle_time_ms: 0,
                     };
                     let v = header.api_version;
-                    Some((&API_VERSIONS_SPEC, body(|w| response.encode(w, v))))
+                    Some((
+                        &API_VERSIONS_SPEC,
+                        WireWriter::bytes_of(|w| response.encode(w, v)),
+                    ))
                 }
                 1 => {
                     assert_eq!(seen, vec![(18, 3), (1, 11)]);
@@ -928,7 +925,10 @@ mod negotiation_tests {
                             }],
                         }],
                     };
-                    Some((&LIST_OFFSETS_SPEC, body(|w| response.encode(w, 5))))
+                    Some((
+                        &LIST_OFFSETS_SPEC,
+                        WireWriter::bytes_of(|w| response.encode(w, 5)),
+                    ))
                 }
                 _ => None,
             }
@@ -997,7 +997,10 @@ mod negotiation_tests {
             assert_eq!((header.api_key, header.api_version), (PRODUCE, 2));
             let legacy = crate::wire::kafka::LegacyProduceRequest::decode(&mut r, 2).unwrap();
             let refusal = legacy.refusal();
-            Some((&PRODUCE_SPEC, body(|w| refusal.encode(w, 2))))
+            Some((
+                &PRODUCE_SPEC,
+                WireWriter::bytes_of(|w| refusal.encode(w, 2)),
+            ))
         });
         let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
         let response = client

@@ -383,6 +383,13 @@ impl WireWriter {
         }
     }
 
+    /// What `write` writes into a fresh writer: a message body on its own.
+    pub fn bytes_of(write: impl FnOnce(&mut WireWriter)) -> Bytes {
+        let mut w = WireWriter::new();
+        write(&mut w);
+        w.into_inner().freeze()
+    }
+
     pub fn len(&self) -> usize {
         self.buf.len()
     }

@@ -1320,9 +1320,7 @@ mod tests {
     }
 
     fn encoded(request: &Request) -> Bytes {
-        let mut w = WireWriter::new();
-        encode_request(request, &mut w);
-        w.into_inner().freeze()
+        WireWriter::bytes_of(|w| encode_request(request, w))
     }
 
     /// The bytes of a Vote: v0 exactly as before pre-vote (so a real vote is what a v0-only

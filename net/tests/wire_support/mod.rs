@@ -15,9 +15,7 @@ use net::wire::kafka::*;
 use net::wire::{WireReader, WireWriter};
 
 pub fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-    let mut w = WireWriter::new();
-    f(&mut w);
-    w.into_inner().freeze()
+    WireWriter::bytes_of(f)
 }
 
 /// A response chain joined into one buffer, as the peer receives it.

@@ -170,12 +170,6 @@ impl SaslAuthenticateResponse {
 mod tests {
     use super::*;
 
-    fn bytes(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-        let mut w = WireWriter::new();
-        f(&mut w);
-        w.into_inner().freeze()
-    }
-
     #[test]
     fn sasl_messages_round_trip_in_every_version() {
         let handshake = SaslHandshakeRequest {
@@ -186,12 +180,14 @@ mod tests {
             mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-512".into()],
         };
         for version in SASL_HANDSHAKE_SPEC.min_version..=SASL_HANDSHAKE_SPEC.max_version {
-            let mut r = WireReader::new(bytes(|w| handshake.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| handshake.encode(w, version)));
             assert_eq!(
                 SaslHandshakeRequest::decode(&mut r, version),
                 Ok(handshake.clone())
             );
-            let mut r = WireReader::new(bytes(|w| handshake_response.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| {
+                handshake_response.encode(w, version)
+            }));
             assert_eq!(
                 SaslHandshakeResponse::decode(&mut r, version),
                 Ok(handshake_response.clone())
@@ -207,12 +203,12 @@ mod tests {
                 auth_bytes: Bytes::from_static(b"v=xyz"),
                 session_lifetime_ms: if version >= 1 { 3_600_000 } else { 0 },
             };
-            let mut r = WireReader::new(bytes(|w| authenticate.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| authenticate.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateRequest::decode(&mut r, version),
                 Ok(authenticate.clone())
             );
-            let mut r = WireReader::new(bytes(|w| response.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| response.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateResponse::decode(&mut r, version),
                 Ok(response)
@@ -228,13 +224,13 @@ mod tests {
             let at_limit = SaslAuthenticateRequest {
                 auth_bytes: Bytes::from(vec![b'x'; 64 * 1024]),
             };
-            let mut r = WireReader::new(bytes(|w| at_limit.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| at_limit.encode(w, version)));
             assert!(SaslAuthenticateRequest::decode(&mut r, version).is_ok());
 
             let above = SaslAuthenticateRequest {
                 auth_bytes: Bytes::from(vec![b'x'; MAX_AUTH_BYTES + 1]),
             };
-            let mut r = WireReader::new(bytes(|w| above.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| above.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateRequest::decode(&mut r, version),
                 Err(SaslCodecError::TooLong {
@@ -267,7 +263,7 @@ mod tests {
             session_lifetime_ms: 0,
         };
         for version in 0..=2 {
-            let full = bytes(|w| response.encode(w, version));
+            let full = WireWriter::bytes_of(|w| response.encode(w, version));
             for cut in 0..full.len() {
                 let mut r = WireReader::new(full.slice(..cut));
                 assert!(SaslAuthenticateResponse::decode(&mut r, version).is_err());
