@@ -199,13 +199,9 @@ pub struct FetchResponse {
     pub topics: Vec<FetchableTopic>,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(FETCH_SPEC.is_flexible(version))
-}
-
 impl FetchRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let mut budget = Budget::new();
         let mut request = Self {
             replica_id: r.i32("replica id")?,
@@ -248,7 +244,7 @@ impl FetchRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         w.i32(self.replica_id);
         w.i32(self.max_wait_ms);
         w.i32(self.min_bytes);
@@ -318,7 +314,7 @@ impl FetchResponse {
     /// response header) as a chain: the pieces written here, each partition's record batches as
     /// the very `Bytes` given (no copy), then the rest.
     pub fn encode_chain(&self, mut w: WireWriter, version: i16) -> Vec<Bytes> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let batches: usize = self
             .topics
             .iter()
@@ -340,7 +336,7 @@ impl FetchResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let throttle_time_ms = r.i32("throttle time")?;
         let (error, session_id) = if version >= 7 {
             (ErrorCode(r.i16("error code")?), r.i32("session id")?)

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 /// A field that versions from `first` on carry: read by `read` there, `absent` (what stands
@@ -24,6 +25,11 @@ pub(super) fn since<T>(
 pub(super) struct Flex(pub(super) bool);
 
 impl Flex {
+    /// The encoding of `spec`'s messages at `version`.
+    pub(super) fn of(spec: &ApiSpec, version: i16) -> Flex {
+        Flex(spec.is_flexible(version))
+    }
+
     pub(super) fn read_string(
         &self,
         r: &mut WireReader,

@@ -61,13 +61,9 @@ pub struct ListOffsetsResponse {
     pub topics: Vec<ListOffsetsTopicResponse>,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(LIST_OFFSETS_SPEC.is_flexible(version))
-}
-
 impl ListOffsetsRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         let replica_id = r.i32("replica id")?;
         let isolation_level = since(version, 2, 0, || r.i8("isolation level"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
@@ -86,7 +82,7 @@ impl ListOffsetsRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         w.i32(self.replica_id);
         if version >= 2 {
             w.i8(self.isolation_level);
@@ -104,7 +100,7 @@ impl ListOffsetsRequest {
 
 impl ListOffsetsResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         if version >= 2 {
             w.i32(self.throttle_time_ms);
         }
@@ -121,7 +117,7 @@ impl ListOffsetsResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         let throttle_time_ms = since(version, 2, 0, || r.i32("throttle time"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             Ok(ListOffsetsPartitionResponse {

@@ -100,10 +100,6 @@ impl Default for MetadataRequest {
     }
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(METADATA_SPEC.is_flexible(version))
-}
-
 pub(super) fn read_uuid(r: &mut WireReader, field: &'static str) -> Result<TopicId, WireError> {
     r.uuid(field)
 }
@@ -126,7 +122,7 @@ fn write_ids(flex: &Flex, w: &mut WireWriter, ids: &[i32]) {
 
 impl MetadataRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         let count = if flex.0 {
             r.compact_array_len("topics", 2)?
         } else {
@@ -174,7 +170,7 @@ impl MetadataRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         match (&self.topics, flex.0) {
             (None, _) if version == 0 => w.array_len(Some(0)),
             (None, true) => w.compact_array_len(None),
@@ -205,7 +201,7 @@ impl MetadataRequest {
 
 impl MetadataResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         if version >= 3 {
             w.i32(self.throttle_time_ms);
         }
@@ -228,7 +224,7 @@ impl MetadataResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         let throttle_time_ms = since(version, 3, 0, || r.i32("throttle time"))?;
         let brokers =
             flex.read_structs(r, "brokers", 10, |r| read_broker(&flex, r, version >= 1))?;

@@ -93,7 +93,7 @@ impl ProduceRequest {
                 version,
             });
         }
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         let transactional_id = flex.read_nullable_string(r, "transactional id")?;
         let acks = r.i16("acks")?;
         let timeout_ms = r.i32("timeout ms")?;
@@ -115,7 +115,7 @@ impl ProduceRequest {
     /// Encodes any version; before v3 there is no transactional id (the records are then the
     /// caller's message set, which this server refuses anyway).
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         if version >= 3 {
             flex.write_nullable_string(w, self.transactional_id.as_deref());
         }
@@ -131,7 +131,7 @@ impl ProduceRequest {
 
 impl ProduceResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
             encode_partition_response(&flex, w, p, version)
         });
@@ -153,7 +153,7 @@ impl ProduceResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             decode_partition_response(&flex, r, version)
         })?;

@@ -125,14 +125,14 @@ impl SaslHandshakeResponse {
 
 impl SaslAuthenticateRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, SaslCodecError> {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         let auth_bytes = read_auth_bytes(&flex, r)?;
         flex.read_end(r)?;
         Ok(Self { auth_bytes })
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         flex.write_nullable_bytes(w, Some(&self.auth_bytes));
         flex.write_tags(w);
     }
@@ -140,7 +140,7 @@ impl SaslAuthenticateRequest {
 
 impl SaslAuthenticateResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         w.i16(self.error.0);
         flex.write_nullable_string(w, self.error_message.as_deref());
         flex.write_nullable_bytes(w, Some(&self.auth_bytes));
@@ -151,7 +151,7 @@ impl SaslAuthenticateResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, SaslCodecError> {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         let error = ErrorCode(r.i16("error code")?);
         let error_message = flex.read_nullable_string(r, "error message")?;
         let auth_bytes = read_auth_bytes(&flex, r)?;
