@@ -515,21 +515,11 @@ pub fn encode_response_with(
     let mut w = w;
     match response {
         Response::Vote(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
+            write_leader(&mut w, r.error, r.leader_id, r.leader_epoch);
             w.bool(r.vote_granted);
         }
-        Response::BeginQuorumEpoch(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
-        }
-        Response::EndQuorumEpoch(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
-        }
+        Response::BeginQuorumEpoch(r) => write_leader(&mut w, r.error, r.leader_id, r.leader_epoch),
+        Response::EndQuorumEpoch(r) => write_leader(&mut w, r.error, r.leader_id, r.leader_epoch),
         Response::FetchQuorumRecords(r) => return encode_fetch_response(r, broker_list, w),
         Response::FindQuorum(r) => {
             w.i16(r.error.0);
@@ -546,14 +536,20 @@ pub fn encode_response_with(
     vec![w.into_inner().freeze()]
 }
 
+/// ErrorCode, LeaderId, LeaderEpoch: how the quorum RPCs' answers (a DescribeQuorum
+/// partition's too) begin.
+fn write_leader(w: &mut WireWriter, error: ErrorCode, leader_id: i32, leader_epoch: i32) {
+    w.i16(error.0);
+    w.i32(leader_id);
+    w.i32(leader_epoch);
+}
+
 fn encode_fetch_response(
     r: &FetchQuorumRecordsResponse,
     broker_list: Option<&Bytes>,
     mut w: WireWriter,
 ) -> Vec<Bytes> {
-    w.i16(r.error.0);
-    w.i32(r.leader_id);
-    w.i32(r.leader_epoch);
+    write_leader(&mut w, r.error, r.leader_id, r.leader_epoch);
     w.i64(r.next_fetch_offset);
     w.i32(r.next_fetch_offset_epoch);
     let records_len: usize = r.batches.iter().map(|b| b.bytes.len()).sum();
@@ -616,9 +612,7 @@ fn encode_describe_response(r: &DescribeQuorumResponse, w: &mut WireWriter) {
     w.compact_string(METADATA_TOPIC);
     w.compact_array_len(Some(1));
     w.i32(METADATA_PARTITION);
-    w.i16(r.error.0);
-    w.i32(r.leader_id);
-    w.i32(r.leader_epoch);
+    write_leader(w, r.error, r.leader_id, r.leader_epoch);
     w.i64(r.high_watermark);
     write_replicas(w, &r.current_voters);
     write_replicas(w, &r.observers);
