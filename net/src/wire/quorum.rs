@@ -873,14 +873,9 @@ mod tests {
                 .zip(directories.into_iter().skip(2)),
         ) {
             request_round_trip(Request::Vote(VoteRequest {
-                cluster_id: "c".into(),
-                candidate_epoch: 5,
-                candidate_id: 2,
-                last_epoch: 4,
-                last_epoch_end_offset: 100,
-                pre_vote,
                 candidate_directory_id: candidate,
                 voter_directory_id: voter,
+                ..vote_request(pre_vote)
             }));
         }
         request_round_trip(Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
@@ -905,15 +900,9 @@ mod tests {
         let offsets = [-1, 0, 77, 1];
         for (durable_offset, replica_directory_id) in offsets.into_iter().zip(directories) {
             request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
-                cluster_id: "c".into(),
-                replica_id: 2,
-                leader_epoch: 3,
-                fetch_offset: 80,
-                last_fetched_epoch: 3,
-                is_follower: true,
-                max_wait_ms: 500,
                 durable_offset,
                 replica_directory_id,
+                ..fetch_records_request()
             }));
         }
         request_round_trip(Request::FindQuorum(FindQuorumRequest {
@@ -1034,16 +1023,8 @@ mod tests {
         response_round_trip(
             api::FETCH_QUORUM_RECORDS,
             Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
-                error: ErrorCode::NONE,
-                leader_id: 1,
-                leader_epoch: 3,
-                next_fetch_offset: -1,
-                next_fetch_offset_epoch: -1,
                 batches: vec![batch(10, 3, 2), batch(12, 3, 5)],
-                high_watermark: 11,
-                first_dirty_offset: -1,
-                last_caught_up_time_ms: -1,
-                log_start: None,
+                ..fetch_records_response()
             }),
         );
         // Behind the leader's log start: the start and its epoch ride a tagged field.
@@ -1051,18 +1032,13 @@ mod tests {
             api::FETCH_QUORUM_RECORDS,
             Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
                 error: ErrorCode::OFFSET_OUT_OF_RANGE,
-                leader_id: 1,
-                leader_epoch: 3,
-                next_fetch_offset: -1,
-                next_fetch_offset_epoch: -1,
                 batches: vec![],
                 high_watermark: 900,
-                first_dirty_offset: -1,
-                last_caught_up_time_ms: -1,
                 log_start: Some(OffsetAndEpoch {
                     offset: 1 << 40,
                     epoch: 2,
                 }),
+                ..fetch_records_response()
             }),
         );
         let voter = |id| VoterEndpoint {
@@ -1129,7 +1105,12 @@ mod tests {
     }
 
     fn fetch_request() -> Request {
-        Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+        Request::FetchQuorumRecords(fetch_records_request())
+    }
+
+    /// A follower's fetch, with a durable offset and a directory id (both tagged fields).
+    fn fetch_records_request() -> FetchQuorumRecordsRequest {
+        FetchQuorumRecordsRequest {
             cluster_id: "c".into(),
             replica_id: 2,
             leader_epoch: 3,
@@ -1139,11 +1120,16 @@ mod tests {
             max_wait_ms: 500,
             durable_offset: 77,
             replica_directory_id: DirectoryId([7; 16]),
-        })
+        }
     }
 
     fn fetch_response() -> Response {
-        Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+        Response::FetchQuorumRecords(fetch_records_response())
+    }
+
+    /// The leader's answer: one batch, no log start.
+    fn fetch_records_response() -> FetchQuorumRecordsResponse {
+        FetchQuorumRecordsResponse {
             error: ErrorCode::NONE,
             leader_id: 1,
             leader_epoch: 3,
@@ -1154,7 +1140,7 @@ mod tests {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
-        })
+        }
     }
 
     fn joined(chain: Vec<Bytes>) -> Bytes {
@@ -1302,7 +1288,12 @@ mod tests {
     }
 
     fn vote(pre_vote: bool) -> Request {
-        Request::Vote(VoteRequest {
+        Request::Vote(vote_request(pre_vote))
+    }
+
+    /// A Vote without directory ids.
+    fn vote_request(pre_vote: bool) -> VoteRequest {
+        VoteRequest {
             cluster_id: "c".into(),
             candidate_epoch: 5,
             candidate_id: 2,
@@ -1310,7 +1301,7 @@ mod tests {
             last_epoch_end_offset: 100,
             pre_vote,
             ..Default::default()
-        })
+        }
     }
 
     fn encoded(request: &Request) -> Bytes {
