@@ -179,28 +179,29 @@ impl WireReader {
         classic_len(field, at, len.into())
     }
 
+    /// A classic int32 length or count, -1 = null.
+    fn classic_i32_len(&mut self, field: &'static str) -> Result<Option<usize>, WireError> {
+        let at = self.pos;
+        let len = self.i32(field)?;
+        classic_len(field, at, len)
+    }
+
     fn utf8(&mut self, field: &'static str, len: usize) -> Result<String, WireError> {
         let at = self.pos;
         let bytes = self.take(field, len)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| WireError::BadUtf8 { field, at })
     }
 
-    /// The string of `len` bytes a length just read announced (None: null).
-    fn utf8_or_null(
+    /// A length-prefixed value: the length `read_len` reads (None: null), then that many bytes
+    /// made a value by `body`.
+    fn sized<T>(
         &mut self,
         field: &'static str,
-        len: Option<usize>,
-    ) -> Result<Option<String>, WireError> {
-        len.map(|len| self.utf8(field, len)).transpose()
-    }
-
-    /// The bytes of `len` a length just read announced (None: null), as a slice of the frame.
-    fn take_or_null(
-        &mut self,
-        field: &'static str,
-        len: Option<usize>,
-    ) -> Result<Option<Bytes>, WireError> {
-        len.map(|len| self.take(field, len)).transpose()
+        read_len: fn(&mut Self, &'static str) -> Result<Option<usize>, WireError>,
+        body: fn(&mut Self, &'static str, usize) -> Result<T, WireError>,
+    ) -> Result<Option<T>, WireError> {
+        let len = read_len(self, field)?;
+        len.map(|len| body(self, field, len)).transpose()
     }
 
     /// `field` read by `read` where null is not allowed; the error points at its start.
@@ -215,8 +216,7 @@ impl WireReader {
 
     /// STRING / NULLABLE_STRING (int16 length).
     pub fn nullable_string(&mut self, field: &'static str) -> Result<Option<String>, WireError> {
-        let len = self.classic_string_len(field)?;
-        self.utf8_or_null(field, len)
+        self.sized(field, Self::classic_string_len, Self::utf8)
     }
 
     pub fn string(&mut self, field: &'static str) -> Result<String, WireError> {
@@ -254,8 +254,7 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<String>, WireError> {
-        let len = self.compact_len(field)?;
-        self.utf8_or_null(field, len)
+        self.sized(field, Self::compact_len, Self::utf8)
     }
 
     /// COMPACT_STRING.
@@ -268,16 +267,12 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<Bytes>, WireError> {
-        let len = self.compact_len(field)?;
-        self.take_or_null(field, len)
+        self.sized(field, Self::compact_len, Self::take)
     }
 
     /// NULLABLE_BYTES / RECORDS (int32 length, -1 = null), as a slice of the frame.
     pub fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Bytes>, WireError> {
-        let at = self.pos;
-        let len = self.i32(field)?;
-        let len = classic_len(field, at, len)?;
-        self.take_or_null(field, len)
+        self.sized(field, Self::classic_i32_len, Self::take)
     }
 
     /// The element count of a COMPACT_ARRAY (None = null). Each element takes at least
@@ -297,9 +292,7 @@ impl WireReader {
         field: &'static str,
         min_element_bytes: usize,
     ) -> Result<Option<usize>, WireError> {
-        let at = self.pos;
-        let count = self.i32(field)?;
-        let count = classic_len(field, at, count)?;
+        let count = self.classic_i32_len(field)?;
         self.check_array_fits(field, count, min_element_bytes)
     }
 
