@@ -370,13 +370,11 @@ fn encode_partition(
     if version >= 5 {
         w.i64(p.log_start_offset);
     }
-    let aborted = p.aborted_transactions.as_ref();
-    flex.write_nullable_array_len(w, aborted.map(Vec::len));
-    for t in aborted.into_iter().flatten() {
+    let aborted = p.aborted_transactions.as_deref();
+    flex.write_nullable_structs(w, aborted, |w, t| {
         w.i64(t.producer_id);
         w.i64(t.first_offset);
-        flex.write_tags(w);
-    }
+    });
     if version >= 11 {
         w.i32(p.preferred_read_replica);
     }
@@ -457,20 +455,12 @@ fn decode_partition(
     let last_stable_offset = r.i64("last stable offset")?;
     let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     let aborted_transactions =
-        match flex.read_nullable_array_len(r, "aborted transactions", ABORTED_TRANSACTION_BYTES)? {
-            None => None,
-            Some(n) => {
-                let mut list = Vec::with_capacity(n);
-                for _ in 0..n {
-                    list.push(AbortedTransaction {
-                        producer_id: r.i64("producer id")?,
-                        first_offset: r.i64("first offset")?,
-                    });
-                    flex.read_tags(r)?;
-                }
-                Some(list)
-            }
-        };
+        flex.read_nullable_structs(r, "aborted transactions", ABORTED_TRANSACTION_BYTES, |r| {
+            Ok(AbortedTransaction {
+                producer_id: r.i64("producer id")?,
+                first_offset: r.i64("first offset")?,
+            })
+        })?;
     let preferred_read_replica = since(version, 11, -1, || r.i32("preferred read replica"))?;
     let records = flex.read_nullable_bytes(r, "records")?.map(|b| {
         if b.is_empty() {
