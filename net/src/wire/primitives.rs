@@ -514,6 +514,16 @@ impl WireWriter {
         }
     }
 
+    /// A tagged-field section of the fields that have a payload, from (tag, payload) pairs in
+    /// strictly increasing tag order: a field whose payload is None is left out.
+    pub fn present_tagged_fields(&mut self, fields: &[(u32, Option<&[u8]>)]) {
+        let present: Vec<(u32, &[u8])> = fields
+            .iter()
+            .filter_map(|&(tag, payload)| Some((tag, payload?)))
+            .collect();
+        self.tagged_fields(&present);
+    }
+
     /// An empty tagged-field section.
     pub fn no_tagged_fields(&mut self) {
         self.uvarint(0);

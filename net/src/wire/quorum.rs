@@ -134,14 +134,13 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             if request_version(request) >= api::VOTE_PRE_VOTE_VERSION {
                 w.bool(r.pre_vote);
             }
-            let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
-            if !r.candidate_directory_id.is_zero() {
-                tags.push((TAG_CANDIDATE_DIRECTORY_ID, &r.candidate_directory_id.0));
-            }
-            if !r.voter_directory_id.is_zero() {
-                tags.push((TAG_VOTER_DIRECTORY_ID, &r.voter_directory_id.0));
-            }
-            return w.tagged_fields(&tags);
+            return w.present_tagged_fields(&[
+                (
+                    TAG_CANDIDATE_DIRECTORY_ID,
+                    directory_tag(&r.candidate_directory_id),
+                ),
+                (TAG_VOTER_DIRECTORY_ID, directory_tag(&r.voter_directory_id)),
+            ]);
         }
         Request::BeginQuorumEpoch(r) => {
             w.compact_string(&r.cluster_id);
@@ -301,8 +300,7 @@ fn write_fetch_tags(
     r: &FetchQuorumRecordsRequest,
     extras: &FetchRequestExtras,
 ) {
-    let durable_offset = r.durable_offset;
-    let durable = durable_offset.to_be_bytes();
+    let durable = (r.durable_offset != -1).then(|| r.durable_offset.to_be_bytes());
     let endpoints = extras.endpoints.as_ref().map(|e| {
         let mut inner = WireWriter::new();
         encode_endpoints(&mut inner, e);
@@ -315,23 +313,21 @@ fn write_fetch_tags(
         payload[8..].copy_from_slice(&w.have.to_be_bytes());
         payload
     });
-    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(4);
-    if durable_offset != -1 {
-        tags.push((TAG_DURABLE_OFFSET, &durable));
-    }
-    if let Some(endpoints) = &endpoints {
-        tags.push((TAG_CLIENT_ENDPOINTS, endpoints));
-    }
-    if let Some(known) = &known {
-        tags.push((TAG_KNOWN_BROKERS, known));
-    }
-    if let Some(wanted) = &wanted {
-        tags.push((TAG_PRODUCER_IDS_WANTED, wanted));
-    }
-    if !r.replica_directory_id.is_zero() {
-        tags.push((TAG_FETCH_DIRECTORY_ID, &r.replica_directory_id.0));
-    }
-    w.tagged_fields(&tags);
+    w.present_tagged_fields(&[
+        (TAG_DURABLE_OFFSET, durable.as_ref().map(|d| &d[..])),
+        (TAG_CLIENT_ENDPOINTS, endpoints.as_deref()),
+        (TAG_KNOWN_BROKERS, known.as_ref().map(|k| &k[..])),
+        (TAG_PRODUCER_IDS_WANTED, wanted.as_ref().map(|p| &p[..])),
+        (
+            TAG_FETCH_DIRECTORY_ID,
+            directory_tag(&r.replica_directory_id),
+        ),
+    ]);
+}
+
+/// A directory id's tagged-field payload: none for the zero id (not known or not sent).
+fn directory_tag(id: &DirectoryId) -> Option<&[u8]> {
+    (!id.is_zero()).then_some(&id.0)
 }
 
 /// Decodes the body of a `version` request of `api_key` (a version its spec supports: the
@@ -561,17 +557,16 @@ fn encode_fetch_response(
     tail.i64(r.high_watermark);
     tail.i64(r.first_dirty_offset);
     tail.i64(r.last_caught_up_time_ms);
-    let mut log_start = [0u8; 12];
-    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
-    if let Some(list) = broker_list {
-        tags.push((TAG_BROKER_LIST, list));
-    }
-    if let Some(start) = r.log_start {
-        log_start[..8].copy_from_slice(&start.offset.to_be_bytes());
-        log_start[8..].copy_from_slice(&start.epoch.to_be_bytes());
-        tags.push((TAG_LOG_START, &log_start));
-    }
-    tail.tagged_fields(&tags);
+    let log_start = r.log_start.map(|start| {
+        let mut payload = [0u8; 12];
+        payload[..8].copy_from_slice(&start.offset.to_be_bytes());
+        payload[8..].copy_from_slice(&start.epoch.to_be_bytes());
+        payload
+    });
+    tail.present_tagged_fields(&[
+        (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
+        (TAG_LOG_START, log_start.as_ref().map(|p| &p[..])),
+    ]);
     chain.push(tail.into_inner().freeze());
     chain
 }
@@ -632,19 +627,18 @@ fn write_replicas(w: &mut WireWriter, replicas: &[ReplicaState]) {
     for replica in replicas {
         w.i32(replica.replica_id);
         w.i64(replica.log_end_offset);
-        let caught_up = replica.last_caught_up_timestamp.to_be_bytes();
-        let fetched = replica.last_fetch_timestamp.to_be_bytes();
-        let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(3);
-        if replica.last_caught_up_timestamp != -1 {
-            tags.push((TAG_LAST_CAUGHT_UP, &caught_up));
-        }
-        if replica.last_fetch_timestamp != -1 {
-            tags.push((TAG_LAST_FETCH, &fetched));
-        }
-        if !replica.directory_id.is_zero() {
-            tags.push((TAG_REPLICA_DIRECTORY_ID, &replica.directory_id.0));
-        }
-        w.tagged_fields(&tags);
+        // -1: the timestamp is not known, and its tag is left out.
+        let timestamp = |ms: i64| (ms != -1).then(|| ms.to_be_bytes());
+        let caught_up = timestamp(replica.last_caught_up_timestamp);
+        let fetched = timestamp(replica.last_fetch_timestamp);
+        w.present_tagged_fields(&[
+            (TAG_LAST_CAUGHT_UP, caught_up.as_ref().map(|t| &t[..])),
+            (TAG_LAST_FETCH, fetched.as_ref().map(|t| &t[..])),
+            (
+                TAG_REPLICA_DIRECTORY_ID,
+                directory_tag(&replica.directory_id),
+            ),
+        ]);
     }
 }
 

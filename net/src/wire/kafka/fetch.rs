@@ -392,36 +392,32 @@ fn encode_partition(
 }
 
 fn write_partition_tags(w: &mut WireWriter, p: &FetchPartitionData) {
-    let mut fields: Vec<(u32, BytesMut)> = Vec::new();
-    if let Some(d) = p.diverging_epoch {
-        fields.push((
-            TAG_DIVERGING_EPOCH,
-            tag_payload(|t| {
-                t.i32(d.epoch);
-                t.i64(d.end_offset);
-            }),
-        ));
-    }
-    if let Some(l) = p.current_leader {
-        fields.push((
-            TAG_CURRENT_LEADER,
-            tag_payload(|t| {
-                t.i32(l.leader_id);
-                t.i32(l.leader_epoch);
-            }),
-        ));
-    }
-    if let Some(s) = p.snapshot_id {
-        fields.push((
-            TAG_SNAPSHOT_ID,
-            tag_payload(|t| {
-                t.i64(s.end_offset);
-                t.i32(s.epoch);
-            }),
-        ));
-    }
-    let refs: Vec<(u32, &[u8])> = fields.iter().map(|(tag, b)| (*tag, &b[..])).collect();
-    w.tagged_fields(&refs);
+    let diverging = p.diverging_epoch.map(|d| {
+        tag_payload(|t| {
+            t.i32(d.epoch);
+            t.i64(d.end_offset);
+        })
+    });
+    let leader = p.current_leader.map(leader_tag_payload);
+    let snapshot = p.snapshot_id.map(|s| {
+        tag_payload(|t| {
+            t.i64(s.end_offset);
+            t.i32(s.epoch);
+        })
+    });
+    w.present_tagged_fields(&[
+        (TAG_DIVERGING_EPOCH, diverging.as_deref()),
+        (TAG_CURRENT_LEADER, leader.as_deref()),
+        (TAG_SNAPSHOT_ID, snapshot.as_deref()),
+    ]);
+}
+
+/// A `CurrentLeader` tagged field's payload (Fetch's and Produce's partition answers).
+pub(super) fn leader_tag_payload(leader: LeaderIdAndEpoch) -> BytesMut {
+    tag_payload(|t| {
+        t.i32(leader.leader_id);
+        t.i32(leader.leader_epoch);
+    })
 }
 
 /// A tagged field's payload: a struct's fields, then its own (empty) tagged-field section.

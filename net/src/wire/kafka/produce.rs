@@ -7,7 +7,9 @@
 use bytes::Bytes;
 use engine::raft::ErrorCode;
 
-use super::fetch::{read_leader_id_and_epoch, read_tag_payload, tag_payload, LeaderIdAndEpoch};
+use super::fetch::{
+    leader_tag_payload, read_leader_id_and_epoch, read_tag_payload, LeaderIdAndEpoch,
+};
 use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
@@ -198,11 +200,7 @@ fn encode_partition_response(
     }
     match p.current_leader {
         Some(leader) if version >= 10 => {
-            let payload = tag_payload(|t| {
-                t.i32(leader.leader_id);
-                t.i32(leader.leader_epoch);
-            });
-            w.tagged_fields(&[(TAG_CURRENT_LEADER, &payload)]);
+            w.tagged_fields(&[(TAG_CURRENT_LEADER, &leader_tag_payload(leader))]);
         }
         _ => flex.write_tags(w),
     }
