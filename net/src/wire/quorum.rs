@@ -307,17 +307,17 @@ fn write_fetch_tags(
         inner.into_inner()
     });
     let known = extras.known_brokers.map(u64::to_be_bytes);
-    let wanted = extras.producer_ids.map(|w| {
-        let mut payload = [0u8; 16];
-        payload[..8].copy_from_slice(&w.incarnation.to_be_bytes());
-        payload[8..].copy_from_slice(&w.have.to_be_bytes());
-        payload
+    let wanted = extras.producer_ids.map(|wanted| {
+        WireWriter::bytes_of(|t| {
+            t.i64(wanted.incarnation as i64);
+            t.i64(wanted.have);
+        })
     });
     w.present_tagged_fields(&[
         (TAG_DURABLE_OFFSET, durable.as_ref().map(|d| &d[..])),
         (TAG_CLIENT_ENDPOINTS, endpoints.as_deref()),
         (TAG_KNOWN_BROKERS, known.as_ref().map(|k| &k[..])),
-        (TAG_PRODUCER_IDS_WANTED, wanted.as_ref().map(|p| &p[..])),
+        (TAG_PRODUCER_IDS_WANTED, wanted.as_deref()),
         (
             TAG_FETCH_DIRECTORY_ID,
             directory_tag(&r.replica_directory_id),
@@ -558,14 +558,14 @@ fn encode_fetch_response(
     tail.i64(r.first_dirty_offset);
     tail.i64(r.last_caught_up_time_ms);
     let log_start = r.log_start.map(|start| {
-        let mut payload = [0u8; 12];
-        payload[..8].copy_from_slice(&start.offset.to_be_bytes());
-        payload[8..].copy_from_slice(&start.epoch.to_be_bytes());
-        payload
+        WireWriter::bytes_of(|t| {
+            t.i64(start.offset);
+            t.i32(start.epoch);
+        })
     });
     tail.present_tagged_fields(&[
         (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
-        (TAG_LOG_START, log_start.as_ref().map(|p| &p[..])),
+        (TAG_LOG_START, log_start.as_deref()),
     ]);
     chain.push(tail.into_inner().freeze());
     chain
