@@ -2,8 +2,9 @@
 //! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
 //! pipelined (`send_produce` several times, then `recv_produce` for each answer); the consumer
 //! APIs (Fetch, ListOffsets, OffsetForLeaderEpoch) and InitProducerId, each at the highest
-//! version both sides speak (`negotiate`, from the server's ApiVersions answer) or at a chosen
-//! one (`*_at`); SASL authentication (`authenticate`) before them on a SASL listener.
+//! version both sides speak (`call`, negotiated from the server's ApiVersions answer) or at a
+//! chosen one (`call_at`; any [`ClientRequest`] goes through these two); SASL authentication
+//! (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
