@@ -12,14 +12,12 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
+use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
-    ApiVersionsRequest, ApiVersionsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    MetadataRequest, MetadataResponse, DESCRIBE_CLUSTER_SPEC, METADATA_SPEC, FetchRequest, FetchResponse, InitProducerIdRequest,
-    InitProducerIdResponse, LegacyProduceRequest, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
-    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
+    LegacyProduceRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, ProduceResponse, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
@@ -52,6 +50,18 @@ fn reader(input: &Bytes) -> WireReader {
     WireReader::new(input.clone())
 }
 
+/// `input` into `decode`, a request decoder, and into the decoder of its response, at a version
+/// of the request's API that `pick` chooses.
+fn request_and_response<Q: ClientRequest, E>(
+    pick: u8,
+    input: &Bytes,
+    decode: fn(&mut WireReader, i16) -> Result<Q, E>,
+) {
+    let version = version(Q::SPEC, pick);
+    let _ = decode(&mut reader(input), version);
+    let _ = Q::decode_answer(&mut reader(input), version);
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -81,41 +91,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = ProduceRequest::decode(&mut reader(&input), version);
             let _ = ProduceResponse::decode(&mut reader(&input), version);
         }
-        4 => {
-            let version = i16::from(pick) % 5;
-            let _ = ApiVersionsRequest::decode(&mut reader(&input), version);
-            let _ = ApiVersionsResponse::decode(&mut reader(&input), version);
-        }
-        5 => {
-            let version = version(&FETCH_SPEC, pick);
-            let _ = FetchRequest::decode(&mut reader(&input), version);
-            let _ = FetchResponse::decode(&mut reader(&input), version);
-        }
-        6 => {
-            let version = version(&LIST_OFFSETS_SPEC, pick);
-            let _ = ListOffsetsRequest::decode(&mut reader(&input), version);
-            let _ = ListOffsetsResponse::decode(&mut reader(&input), version);
-        }
-        7 => {
-            let version = version(&OFFSET_FOR_LEADER_EPOCH_SPEC, pick);
-            let _ = OffsetForLeaderEpochRequest::decode(&mut reader(&input), version);
-            let _ = OffsetForLeaderEpochResponse::decode(&mut reader(&input), version);
-        }
-        8 => {
-            let version = version(&INIT_PRODUCER_ID_SPEC, pick);
-            let _ = InitProducerIdRequest::decode(&mut reader(&input), version);
-            let _ = InitProducerIdResponse::decode(&mut reader(&input), version);
-        }
-        9 => {
-            let version = version(&METADATA_SPEC, pick);
-            let _ = MetadataRequest::decode(&mut reader(&input), version);
-            let _ = MetadataResponse::decode(&mut reader(&input), version);
-        }
-        10 => {
-            let version = version(&DESCRIBE_CLUSTER_SPEC, pick);
-            let _ = DescribeClusterRequest::decode(&mut reader(&input), version);
-            let _ = DescribeClusterResponse::decode(&mut reader(&input), version);
-        }
+        4 => request_and_response(pick, &input, ApiVersionsRequest::decode),
+        5 => request_and_response(pick, &input, FetchRequest::decode),
+        6 => request_and_response(pick, &input, ListOffsetsRequest::decode),
+        7 => request_and_response(pick, &input, OffsetForLeaderEpochRequest::decode),
+        8 => request_and_response(pick, &input, InitProducerIdRequest::decode),
+        9 => request_and_response(pick, &input, MetadataRequest::decode),
+        10 => request_and_response(pick, &input, DescribeClusterRequest::decode),
         _ => {
             let flexible = mode & 0x80 != 0;
             let _ = RequestHeader::read(&mut WireReader::new(input), flexible);

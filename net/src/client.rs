@@ -2,8 +2,9 @@
 //! generator: ApiVersions, DescribeQuorum and Produce, one request at a time, or Produce
 //! pipelined (`send_produce` several times, then `recv_produce` for each answer); the consumer
 //! APIs (Fetch, ListOffsets, OffsetForLeaderEpoch) and InitProducerId, each at the highest
-//! version both sides speak (`negotiate`, from the server's ApiVersions answer) or at a chosen
-//! one (`*_at`); SASL authentication (`authenticate`) before them on a SASL listener.
+//! version both sides speak (`call`, negotiated from the server's ApiVersions answer) or at a
+//! chosen one (`call_at`; any [`ClientRequest`] goes through these two); SASL authentication
+//! (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -23,9 +24,9 @@ use crate::wire::kafka::{
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducePartition, ProduceRequest,
     ProduceResponse, ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse, FETCH_SPEC, INIT_PRODUCER_ID_SPEC,
-    LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE,
-    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE,
+    SaslCodecError, SaslHandshakeRequest, SaslHandshakeResponse, API_VERSIONS_SPEC, FETCH_SPEC,
+    INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC,
+    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::kafka::{
     DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataRequestTopic,
@@ -136,6 +137,70 @@ impl Write for Stream {
             Stream::Plain(s) => s.flush(),
             Stream::Tls(s) => s.flush(),
         }
+    }
+}
+
+/// A Kafka request this client sends as given: its API's spec (key, versions, header
+/// flexibility), its body's encoder and its answer's decoder, so one `call` serves every API.
+pub trait ClientRequest {
+    type Response;
+    type Error: std::fmt::Display;
+    const SPEC: &'static ApiSpec;
+
+    fn encode_body(&self, w: &mut WireWriter, version: i16);
+
+    fn decode_answer(r: &mut WireReader, version: i16) -> Result<Self::Response, Self::Error>;
+}
+
+/// The requests whose answer is decoded at the version asked: the codecs' own `encode` and
+/// `decode`.
+macro_rules! client_requests {
+    ($($request:ty => $response:ty, $error:ty, $spec:expr;)*) => {$(
+        impl ClientRequest for $request {
+            type Response = $response;
+            type Error = $error;
+            const SPEC: &'static ApiSpec = &$spec;
+
+            fn encode_body(&self, w: &mut WireWriter, version: i16) {
+                self.encode(w, version)
+            }
+
+            fn decode_answer(r: &mut WireReader, version: i16) -> Result<$response, $error> {
+                <$response>::decode(r, version)
+            }
+        }
+    )*};
+}
+
+client_requests! {
+    FetchRequest => FetchResponse, WireError, FETCH_SPEC;
+    ListOffsetsRequest => ListOffsetsResponse, WireError, LIST_OFFSETS_SPEC;
+    OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse, WireError,
+        OFFSET_FOR_LEADER_EPOCH_SPEC;
+    InitProducerIdRequest => InitProducerIdResponse, WireError, INIT_PRODUCER_ID_SPEC;
+    MetadataRequest => MetadataResponse, WireError, METADATA_SPEC;
+    DescribeClusterRequest => DescribeClusterResponse, WireError, DESCRIBE_CLUSTER_SPEC;
+    SaslHandshakeRequest => SaslHandshakeResponse, SaslCodecError, SASL_HANDSHAKE_SPEC;
+    SaslAuthenticateRequest => SaslAuthenticateResponse, SaslCodecError, SASL_AUTHENTICATE_SPEC;
+}
+
+impl ClientRequest for ApiVersionsRequest {
+    type Response = ApiVersionsResponse;
+    type Error = WireError;
+    const SPEC: &'static ApiSpec = &API_VERSIONS_SPEC;
+
+    fn encode_body(&self, w: &mut WireWriter, version: i16) {
+        self.encode(w, version)
+    }
+
+    /// A version the server does not speak is answered with the v0 body.
+    fn decode_answer(r: &mut WireReader, version: i16) -> Result<ApiVersionsResponse, WireError> {
+        let body_version = if API_VERSIONS_SPEC.supports(version) {
+            version
+        } else {
+            0
+        };
+        ApiVersionsResponse::decode(r, body_version)
     }
 }
 
@@ -351,17 +416,7 @@ impl BlockingClient {
     }
 
     pub fn api_versions(&mut self, version: i16) -> Result<ApiVersionsResponse, ClientError> {
-        let corr = self.request(api::API_VERSIONS, version, version >= 3, |w| {
-            ApiVersionsRequest::default().encode(w, version)
-        })?;
-        let mut r = self.response(corr, false)?;
-        // An unsupported version is answered with the v0 body.
-        let body_version = if (0..=4).contains(&version) {
-            version
-        } else {
-            0
-        };
-        ApiVersionsResponse::decode(&mut r, body_version).map_err(|e| self.decode_error(e))
+        self.call_at(version, &ApiVersionsRequest::default())
     }
 
     pub fn describe_quorum(&mut self) -> Result<DescribeQuorumResponse, ClientError> {
@@ -425,12 +480,7 @@ impl BlockingClient {
             allow_auto_topic_creation: version < 4,
             ..MetadataRequest::default()
         };
-        let flexible = METADATA_SPEC.is_flexible(version);
-        let corr = self.request(METADATA_SPEC.key, version, flexible, |w| {
-            request.encode(w, version)
-        })?;
-        let mut r = self.response(corr, flexible)?;
-        MetadataResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+        self.call_at(version, &request)
     }
 
     /// DescribeCluster at `version` (0-1), with the cluster's authorized operations.
@@ -442,11 +492,7 @@ impl BlockingClient {
             include_cluster_authorized_operations: true,
             endpoint_type: ENDPOINT_TYPE_BROKERS,
         };
-        let corr = self.request(DESCRIBE_CLUSTER_SPEC.key, version, true, |w| {
-            request.encode(w, version)
-        })?;
-        let mut r = self.response(corr, true)?;
-        DescribeClusterResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+        self.call_at(version, &request)
     }
 
     /// Produces one RecordBatch to `__cluster_metadata`-0 at `version` (any of 0-10: v0-v2
@@ -537,24 +583,30 @@ impl BlockingClient {
         })
     }
 
-    /// One request of `spec` at `version` and its decoded answer, with the header versions the
-    /// spec gives.
-    fn call<T>(
+    /// `request` at the highest version of its API both sides speak, and its decoded answer.
+    pub fn call<R: ClientRequest>(&mut self, request: &R) -> Result<R::Response, ClientError> {
+        let version = self.negotiate(R::SPEC)?;
+        self.call_at(version, request)
+    }
+
+    /// `request` at `version` (the fields it lacks are not sent) and its decoded answer, with
+    /// the header versions its API's spec gives.
+    pub fn call_at<R: ClientRequest>(
         &mut self,
-        spec: &ApiSpec,
         version: i16,
-        body: impl FnOnce(&mut WireWriter),
-        decode: impl FnOnce(&mut WireReader) -> Result<T, WireError>,
-    ) -> Result<T, ClientError> {
-        let corr = self.request(spec.key, version, spec.is_flexible(version), body)?;
+        request: &R,
+    ) -> Result<R::Response, ClientError> {
+        let spec = R::SPEC;
+        let corr = self.request(spec.key, version, spec.is_flexible(version), |w| {
+            request.encode_body(w, version)
+        })?;
         let mut r = self.response(corr, spec.response_header_flexible(version))?;
-        decode(&mut r).map_err(|e| self.decode_error(e))
+        R::decode_answer(&mut r, version).map_err(|e| self.decode_error(e))
     }
 
     /// Fetch at the negotiated version; the request's fields a version lacks are not sent.
     pub fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ClientError> {
-        let version = self.negotiate(&FETCH_SPEC)?;
-        self.fetch_at(version, request)
+        self.call(request)
     }
 
     pub fn fetch_at(
@@ -562,20 +614,14 @@ impl BlockingClient {
         version: i16,
         request: &FetchRequest,
     ) -> Result<FetchResponse, ClientError> {
-        self.call(
-            &FETCH_SPEC,
-            version,
-            |w| request.encode(w, version),
-            |r| FetchResponse::decode(r, version),
-        )
+        self.call_at(version, request)
     }
 
     pub fn list_offsets(
         &mut self,
         request: &ListOffsetsRequest,
     ) -> Result<ListOffsetsResponse, ClientError> {
-        let version = self.negotiate(&LIST_OFFSETS_SPEC)?;
-        self.list_offsets_at(version, request)
+        self.call(request)
     }
 
     pub fn list_offsets_at(
@@ -583,54 +629,14 @@ impl BlockingClient {
         version: i16,
         request: &ListOffsetsRequest,
     ) -> Result<ListOffsetsResponse, ClientError> {
-        self.call(
-            &LIST_OFFSETS_SPEC,
-            version,
-            |w| request.encode(w, version),
-            |r| ListOffsetsResponse::decode(r, version),
-        )
-    }
-
-    pub fn offset_for_leader_epoch(
-        &mut self,
-        request: &OffsetForLeaderEpochRequest,
-    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
-        let version = self.negotiate(&OFFSET_FOR_LEADER_EPOCH_SPEC)?;
-        self.offset_for_leader_epoch_at(version, request)
-    }
-
-    pub fn offset_for_leader_epoch_at(
-        &mut self,
-        version: i16,
-        request: &OffsetForLeaderEpochRequest,
-    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
-        self.call(
-            &OFFSET_FOR_LEADER_EPOCH_SPEC,
-            version,
-            |w| request.encode(w, version),
-            |r| OffsetForLeaderEpochResponse::decode(r, version),
-        )
+        self.call_at(version, request)
     }
 
     pub fn init_producer_id(
         &mut self,
         request: &InitProducerIdRequest,
     ) -> Result<InitProducerIdResponse, ClientError> {
-        let version = self.negotiate(&INIT_PRODUCER_ID_SPEC)?;
-        self.init_producer_id_at(version, request)
-    }
-
-    pub fn init_producer_id_at(
-        &mut self,
-        version: i16,
-        request: &InitProducerIdRequest,
-    ) -> Result<InitProducerIdResponse, ClientError> {
-        self.call(
-            &INIT_PRODUCER_ID_SPEC,
-            version,
-            |w| request.encode(w, version),
-            |r| InitProducerIdResponse::decode(r, version),
-        )
+        self.call(request)
     }
 
     /// Produces `batch` at the negotiated Produce version; returns that version with the
@@ -654,11 +660,7 @@ impl BlockingClient {
         let request = SaslHandshakeRequest {
             mechanism: mechanism.into(),
         };
-        let corr = self.request(SASL_HANDSHAKE, version, false, |w| {
-            request.encode(w, version)
-        })?;
-        let mut r = self.response(corr, false)?;
-        SaslHandshakeResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+        self.call_at(version, &request)
     }
 
     /// One SaslAuthenticate (v0-2) carrying `token`: the server's answer, whatever its error.
@@ -670,12 +672,7 @@ impl BlockingClient {
         let request = SaslAuthenticateRequest {
             auth_bytes: Bytes::copy_from_slice(token),
         };
-        let flexible = SASL_AUTHENTICATE_SPEC.is_flexible(version);
-        let corr = self.request(SASL_AUTHENTICATE, version, flexible, |w| {
-            request.encode(w, version)
-        })?;
-        let mut r = self.response(corr, flexible)?;
-        SaslAuthenticateResponse::decode(&mut r, version).map_err(|e| self.decode_error(e))
+        self.call_at(version, &request)
     }
 
     /// Authenticates this connection as `user` with `mechanism` (SaslHandshake v1, then
@@ -864,12 +861,6 @@ mod negotiation_tests {
         (addr, server)
     }
 
-    fn body(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-        let mut w = WireWriter::new();
-        f(&mut w);
-        w.into_inner().freeze()
-    }
-
     /// The server lists Fetch 4-11 and ListOffsets 1-5 (older than this client): each call
     /// goes out at the highest common version, ApiVersions is asked once, and an API the
     /// server does not list fails without a request.
@@ -893,7 +884,10 @@ mod negotiation_tests {
                         throttle_time_ms: 0,
                     };
                     let v = header.api_version;
-                    Some((&API_VERSIONS_SPEC, body(|w| response.encode(w, v))))
+                    Some((
+                        &API_VERSIONS_SPEC,
+                        WireWriter::bytes_of(|w| response.encode(w, v)),
+                    ))
                 }
                 1 => {
                     assert_eq!(seen, vec![(18, 3), (1, 11)]);
@@ -932,7 +926,10 @@ mod negotiation_tests {
                             }],
                         }],
                     };
-                    Some((&LIST_OFFSETS_SPEC, body(|w| response.encode(w, 5))))
+                    Some((
+                        &LIST_OFFSETS_SPEC,
+                        WireWriter::bytes_of(|w| response.encode(w, 5)),
+                    ))
                 }
                 _ => None,
             }
@@ -1001,7 +998,10 @@ mod negotiation_tests {
             assert_eq!((header.api_key, header.api_version), (PRODUCE, 2));
             let legacy = crate::wire::kafka::LegacyProduceRequest::decode(&mut r, 2).unwrap();
             let refusal = legacy.refusal();
-            Some((&PRODUCE_SPEC, body(|w| refusal.encode(w, 2))))
+            Some((
+                &PRODUCE_SPEC,
+                WireWriter::bytes_of(|w| refusal.encode(w, 2)),
+            ))
         });
         let mut client = BlockingClient::connect(addr, TIMEOUT).unwrap();
         let response = client

@@ -16,8 +16,8 @@ use net::wire::kafka::*;
 use net::wire::{WireError, WireReader, WireWriter};
 use proptest::prelude::*;
 use wire_support::{
-    assert_same_as_kafka, assert_same_as_kafka_in, assert_spec_matches, decode_theirs, joined,
-    ours, paired, theirs, versions,
+    assert_each_version_same_as_kafka, assert_same_as_kafka, assert_same_as_kafka_in,
+    assert_spec_matches, decode_theirs, joined, ours, paired, theirs, versions,
 };
 
 const TOPIC: &str = "__cluster_metadata";
@@ -543,18 +543,9 @@ fn kp_list_offsets_response(r: &ListOffsetsResponse) -> kp::ListOffsetsResponse 
 
 #[test]
 fn list_offsets_matches_kafka_in_every_version() {
-    assert_same_as_kafka_in(versions(&LIST_OFFSETS_SPEC), |version| {
-        vec![paired(
-            list_offsets_request(version),
-            kp_list_offsets_request,
-        )]
-    });
-    assert_same_as_kafka_in(versions(&LIST_OFFSETS_SPEC), |version| {
-        vec![paired(
-            list_offsets_response(version),
-            kp_list_offsets_response,
-        )]
-    });
+    let spec = LIST_OFFSETS_SPEC;
+    assert_each_version_same_as_kafka(&spec, list_offsets_request, kp_list_offsets_request);
+    assert_each_version_same_as_kafka(&spec, list_offsets_response, kp_list_offsets_response);
 }
 
 // ---- OffsetForLeaderEpoch ----
@@ -641,18 +632,16 @@ fn kp_offset_for_leader_epoch_response(
 #[test]
 fn offset_for_leader_epoch_matches_kafka_in_every_version() {
     let spec = OFFSET_FOR_LEADER_EPOCH_SPEC;
-    assert_same_as_kafka_in(versions(&spec), |version| {
-        vec![paired(
-            offset_for_leader_epoch_request(version),
-            kp_offset_for_leader_epoch_request,
-        )]
-    });
-    assert_same_as_kafka_in(versions(&spec), |_| {
-        vec![paired(
-            offset_for_leader_epoch_response(),
-            kp_offset_for_leader_epoch_response,
-        )]
-    });
+    assert_each_version_same_as_kafka(
+        &spec,
+        offset_for_leader_epoch_request,
+        kp_offset_for_leader_epoch_request,
+    );
+    assert_each_version_same_as_kafka(
+        &spec,
+        |_| offset_for_leader_epoch_response(),
+        kp_offset_for_leader_epoch_response,
+    );
 }
 
 // ---- InitProducerId ----

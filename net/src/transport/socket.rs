@@ -175,23 +175,27 @@ pub(crate) fn listener(addr: SocketAddr, backlog: u32) -> io::Result<RawFd> {
 }
 
 pub(crate) fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
-    let mut raw = RawAddr::empty();
-    // SAFETY: raw has room for any address; the kernel writes at most raw.len bytes.
-    check(unsafe {
-        libc::getsockname(
-            fd,
-            (&mut raw.storage as *mut libc::sockaddr_storage).cast(),
-            &mut raw.len,
-        )
-    })?;
-    raw.to_socket_addr()
+    queried_addr(fd, libc::getsockname)
 }
 
 pub(crate) fn peer_addr(fd: RawFd) -> io::Result<SocketAddr> {
+    queried_addr(fd, libc::getpeername)
+}
+
+/// The address of `fd` that `query` (getsockname or getpeername, which share a signature)
+/// reports.
+fn queried_addr(
+    fd: RawFd,
+    query: unsafe extern "C" fn(
+        libc::c_int,
+        *mut libc::sockaddr,
+        *mut libc::socklen_t,
+    ) -> libc::c_int,
+) -> io::Result<SocketAddr> {
     let mut raw = RawAddr::empty();
-    // SAFETY: as for getsockname.
+    // SAFETY: raw has room for any address; the kernel writes at most raw.len bytes.
     check(unsafe {
-        libc::getpeername(
+        query(
             fd,
             (&mut raw.storage as *mut libc::sockaddr_storage).cast(),
             &mut raw.len,

@@ -94,6 +94,18 @@ impl WireReader {
         }
     }
 
+    /// `payload` (a tagged field's, a nested structure's) read by `read`, which must consume
+    /// every byte of it.
+    pub fn whole<T, E: From<WireError>>(
+        payload: Bytes,
+        read: impl FnOnce(&mut WireReader) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut r = WireReader::new(payload);
+        let value = read(&mut r)?;
+        r.finish()?;
+        Ok(value)
+    }
+
     fn take(&mut self, field: &'static str, len: usize) -> Result<Bytes, WireError> {
         if self.remaining() < len {
             return Err(WireError::Truncated {
@@ -163,15 +175,15 @@ impl WireReader {
     /// A classic int16-length length, -1 = null.
     fn classic_string_len(&mut self, field: &'static str) -> Result<Option<usize>, WireError> {
         let at = self.pos;
-        match self.i16(field)? {
-            -1 => Ok(None),
-            len if len < 0 => Err(WireError::NegativeLength {
-                field,
-                at,
-                len: len.into(),
-            }),
-            len => Ok(Some(len as usize)),
-        }
+        let len = self.i16(field)?;
+        classic_len(field, at, len.into())
+    }
+
+    /// A classic int32 length or count, -1 = null.
+    fn classic_i32_len(&mut self, field: &'static str) -> Result<Option<usize>, WireError> {
+        let at = self.pos;
+        let len = self.i32(field)?;
+        classic_len(field, at, len)
     }
 
     fn utf8(&mut self, field: &'static str, len: usize) -> Result<String, WireError> {
@@ -180,18 +192,35 @@ impl WireReader {
         String::from_utf8(bytes.to_vec()).map_err(|_| WireError::BadUtf8 { field, at })
     }
 
+    /// A length-prefixed value: the length `read_len` reads (None: null), then that many bytes
+    /// made a value by `body`.
+    fn sized<T>(
+        &mut self,
+        field: &'static str,
+        read_len: fn(&mut Self, &'static str) -> Result<Option<usize>, WireError>,
+        body: fn(&mut Self, &'static str, usize) -> Result<T, WireError>,
+    ) -> Result<Option<T>, WireError> {
+        let len = read_len(self, field)?;
+        len.map(|len| body(self, field, len)).transpose()
+    }
+
+    /// `field` read by `read` where null is not allowed; the error points at its start.
+    fn required<T>(
+        &mut self,
+        field: &'static str,
+        read: fn(&mut Self, &'static str) -> Result<Option<T>, WireError>,
+    ) -> Result<T, WireError> {
+        let at = self.pos;
+        read(self, field)?.ok_or(WireError::UnexpectedNull { field, at })
+    }
+
     /// STRING / NULLABLE_STRING (int16 length).
     pub fn nullable_string(&mut self, field: &'static str) -> Result<Option<String>, WireError> {
-        match self.classic_string_len(field)? {
-            None => Ok(None),
-            Some(len) => self.utf8(field, len).map(Some),
-        }
+        self.sized(field, Self::classic_string_len, Self::utf8)
     }
 
     pub fn string(&mut self, field: &'static str) -> Result<String, WireError> {
-        let at = self.pos;
-        self.nullable_string(field)?
-            .ok_or(WireError::UnexpectedNull { field, at })
+        self.required(field, Self::nullable_string)
     }
 
     /// STRING (or COMPACT_STRING when `compact`) of at most `limit` bytes: the length is
@@ -225,17 +254,12 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<String>, WireError> {
-        match self.compact_len(field)? {
-            None => Ok(None),
-            Some(len) => self.utf8(field, len).map(Some),
-        }
+        self.sized(field, Self::compact_len, Self::utf8)
     }
 
     /// COMPACT_STRING.
     pub fn compact_string(&mut self, field: &'static str) -> Result<String, WireError> {
-        let at = self.pos;
-        self.compact_nullable_string(field)?
-            .ok_or(WireError::UnexpectedNull { field, at })
+        self.required(field, Self::compact_nullable_string)
     }
 
     /// COMPACT_NULLABLE_BYTES / COMPACT_RECORDS, as a slice of the frame.
@@ -243,24 +267,12 @@ impl WireReader {
         &mut self,
         field: &'static str,
     ) -> Result<Option<Bytes>, WireError> {
-        match self.compact_len(field)? {
-            None => Ok(None),
-            Some(len) => self.take(field, len).map(Some),
-        }
+        self.sized(field, Self::compact_len, Self::take)
     }
 
     /// NULLABLE_BYTES / RECORDS (int32 length, -1 = null), as a slice of the frame.
     pub fn nullable_bytes(&mut self, field: &'static str) -> Result<Option<Bytes>, WireError> {
-        let at = self.pos;
-        match self.i32(field)? {
-            -1 => Ok(None),
-            len if len < 0 => Err(WireError::NegativeLength {
-                field,
-                at,
-                len: len.into(),
-            }),
-            len => self.take(field, len as usize).map(Some),
-        }
+        self.sized(field, Self::classic_i32_len, Self::take)
     }
 
     /// The element count of a COMPACT_ARRAY (None = null). Each element takes at least
@@ -280,18 +292,7 @@ impl WireReader {
         field: &'static str,
         min_element_bytes: usize,
     ) -> Result<Option<usize>, WireError> {
-        let at = self.pos;
-        let count = match self.i32(field)? {
-            -1 => None,
-            n if n < 0 => {
-                return Err(WireError::NegativeLength {
-                    field,
-                    at,
-                    len: n.into(),
-                })
-            }
-            n => Some(n as usize),
-        };
+        let count = self.classic_i32_len(field)?;
         self.check_array_fits(field, count, min_element_bytes)
     }
 
@@ -344,6 +345,20 @@ impl WireReader {
     }
 }
 
+/// A classic (int16 or int32) length or count `len`, read at `at`: -1 is null, any other
+/// negative value is refused.
+fn classic_len(field: &'static str, at: usize, len: i32) -> Result<Option<usize>, WireError> {
+    match len {
+        -1 => Ok(None),
+        len if len < 0 => Err(WireError::NegativeLength {
+            field,
+            at,
+            len: len.into(),
+        }),
+        len => Ok(Some(len as usize)),
+    }
+}
+
 /// Writes a frame body. Wraps a [`BytesMut`] so encoders can hand out the result without a copy.
 #[derive(Default)]
 pub struct WireWriter {
@@ -359,6 +374,13 @@ impl WireWriter {
         Self {
             buf: BytesMut::with_capacity(capacity),
         }
+    }
+
+    /// What `write` writes into a fresh writer: a message body on its own.
+    pub fn bytes_of(write: impl FnOnce(&mut WireWriter)) -> Bytes {
+        let mut w = WireWriter::new();
+        write(&mut w);
+        w.into_inner().freeze()
     }
 
     pub fn len(&self) -> usize {
@@ -490,6 +512,16 @@ impl WireWriter {
             self.uvarint(u32::try_from(payload.len()).expect("tag payload fits"));
             self.buf.put_slice(payload);
         }
+    }
+
+    /// A tagged-field section of the fields that have a payload, from (tag, payload) pairs in
+    /// strictly increasing tag order: a field whose payload is None is left out.
+    pub fn present_tagged_fields(&mut self, fields: &[(u32, Option<&[u8]>)]) {
+        let present: Vec<(u32, &[u8])> = fields
+            .iter()
+            .filter_map(|&(tag, payload)| Some((tag, payload?)))
+            .collect();
+        self.tagged_fields(&present);
     }
 
     /// An empty tagged-field section.

@@ -134,14 +134,13 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
             if request_version(request) >= api::VOTE_PRE_VOTE_VERSION {
                 w.bool(r.pre_vote);
             }
-            let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
-            if !r.candidate_directory_id.is_zero() {
-                tags.push((TAG_CANDIDATE_DIRECTORY_ID, &r.candidate_directory_id.0));
-            }
-            if !r.voter_directory_id.is_zero() {
-                tags.push((TAG_VOTER_DIRECTORY_ID, &r.voter_directory_id.0));
-            }
-            return w.tagged_fields(&tags);
+            return w.present_tagged_fields(&[
+                (
+                    TAG_CANDIDATE_DIRECTORY_ID,
+                    directory_tag(&r.candidate_directory_id),
+                ),
+                (TAG_VOTER_DIRECTORY_ID, directory_tag(&r.voter_directory_id)),
+            ]);
         }
         Request::BeginQuorumEpoch(r) => {
             w.compact_string(&r.cluster_id);
@@ -222,9 +221,7 @@ fn decode_alter_quorum(r: &mut WireReader) -> Result<AlterQuorumRequest, DecodeE
         if tag != TAG_FORCE {
             return Ok(false);
         }
-        let mut inner = WireReader::new(payload);
-        request.force = inner.bool("force")?;
-        inner.finish()?;
+        request.force = WireReader::whole(payload, |r| r.bool("force"))?;
         Ok(true)
     })?;
     Ok(request)
@@ -303,37 +300,34 @@ fn write_fetch_tags(
     r: &FetchQuorumRecordsRequest,
     extras: &FetchRequestExtras,
 ) {
-    let durable_offset = r.durable_offset;
-    let durable = durable_offset.to_be_bytes();
+    let durable = (r.durable_offset != -1).then(|| r.durable_offset.to_be_bytes());
     let endpoints = extras.endpoints.as_ref().map(|e| {
         let mut inner = WireWriter::new();
         encode_endpoints(&mut inner, e);
         inner.into_inner()
     });
     let known = extras.known_brokers.map(u64::to_be_bytes);
-    let wanted = extras.producer_ids.map(|w| {
-        let mut payload = [0u8; 16];
-        payload[..8].copy_from_slice(&w.incarnation.to_be_bytes());
-        payload[8..].copy_from_slice(&w.have.to_be_bytes());
-        payload
+    let wanted = extras.producer_ids.map(|wanted| {
+        WireWriter::bytes_of(|t| {
+            t.i64(wanted.incarnation as i64);
+            t.i64(wanted.have);
+        })
     });
-    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(4);
-    if durable_offset != -1 {
-        tags.push((TAG_DURABLE_OFFSET, &durable));
-    }
-    if let Some(endpoints) = &endpoints {
-        tags.push((TAG_CLIENT_ENDPOINTS, endpoints));
-    }
-    if let Some(known) = &known {
-        tags.push((TAG_KNOWN_BROKERS, known));
-    }
-    if let Some(wanted) = &wanted {
-        tags.push((TAG_PRODUCER_IDS_WANTED, wanted));
-    }
-    if !r.replica_directory_id.is_zero() {
-        tags.push((TAG_FETCH_DIRECTORY_ID, &r.replica_directory_id.0));
-    }
-    w.tagged_fields(&tags);
+    w.present_tagged_fields(&[
+        (TAG_DURABLE_OFFSET, durable.as_ref().map(|d| &d[..])),
+        (TAG_CLIENT_ENDPOINTS, endpoints.as_deref()),
+        (TAG_KNOWN_BROKERS, known.as_ref().map(|k| &k[..])),
+        (TAG_PRODUCER_IDS_WANTED, wanted.as_deref()),
+        (
+            TAG_FETCH_DIRECTORY_ID,
+            directory_tag(&r.replica_directory_id),
+        ),
+    ]);
+}
+
+/// A directory id's tagged-field payload: none for the zero id (not known or not sent).
+fn directory_tag(id: &DirectoryId) -> Option<&[u8]> {
+    (!id.is_zero()).then_some(&id.0)
 }
 
 /// Decodes the body of a `version` request of `api_key` (a version its spec supports: the
@@ -371,9 +365,7 @@ pub fn decode_request_with(
                     TAG_VOTER_DIRECTORY_ID => &mut vote.voter_directory_id,
                     _ => return Ok(false),
                 };
-                let mut inner = WireReader::new(payload);
-                *field = DirectoryId(inner.uuid("vote directory id")?);
-                inner.finish()?;
+                *field = DirectoryId(WireReader::whole(payload, |r| r.uuid("vote directory id"))?);
                 Ok(true)
             })?;
             r.finish()?;
@@ -427,33 +419,26 @@ pub fn decode_request_with(
                         known = Some(WireReader::new(payload).i64("known brokers")? as u64)
                     }
                     TAG_FETCH_DIRECTORY_ID => {
-                        let mut inner = WireReader::new(payload);
-                        fetch.replica_directory_id =
-                            DirectoryId(inner.uuid("replica directory id")?);
-                        inner.finish()?;
+                        fetch.replica_directory_id = read_directory_id(payload)?;
                     }
                     TAG_PRODUCER_IDS_WANTED => {
-                        let mut inner = WireReader::new(payload);
-                        producer_ids = Some(BlockWanted {
-                            incarnation: inner.i64("producer ids incarnation")? as u64,
-                            have: inner.i64("producer ids held")?,
-                        });
-                        inner.finish()?;
+                        producer_ids = Some(WireReader::whole(payload, |r| {
+                            Ok::<_, WireError>(BlockWanted {
+                                incarnation: r.i64("producer ids incarnation")? as u64,
+                                have: r.i64("producer ids held")?,
+                            })
+                        })?);
                     }
                     _ => return Ok(false),
                 }
                 Ok(true)
             })?;
             r.finish()?;
-            let endpoints = match endpoints {
-                Some(payload) => {
-                    let mut inner = WireReader::new(payload);
-                    let endpoints = decode_endpoints(&mut inner)?;
-                    inner.finish()?;
-                    Some(endpoints)
-                }
-                None => None,
-            };
+            let endpoints = endpoints
+                .map(|payload| {
+                    WireReader::whole(payload, |r| decode_endpoints(r).map_err(DecodeError::from))
+                })
+                .transpose()?;
             let extras = FetchRequestExtras {
                 endpoints,
                 known_brokers: known,
@@ -526,21 +511,11 @@ pub fn encode_response_with(
     let mut w = w;
     match response {
         Response::Vote(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
+            write_leader(&mut w, r.error, r.leader_id, r.leader_epoch);
             w.bool(r.vote_granted);
         }
-        Response::BeginQuorumEpoch(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
-        }
-        Response::EndQuorumEpoch(r) => {
-            w.i16(r.error.0);
-            w.i32(r.leader_id);
-            w.i32(r.leader_epoch);
-        }
+        Response::BeginQuorumEpoch(r) => write_leader(&mut w, r.error, r.leader_id, r.leader_epoch),
+        Response::EndQuorumEpoch(r) => write_leader(&mut w, r.error, r.leader_id, r.leader_epoch),
         Response::FetchQuorumRecords(r) => return encode_fetch_response(r, broker_list, w),
         Response::FindQuorum(r) => {
             w.i16(r.error.0);
@@ -557,14 +532,20 @@ pub fn encode_response_with(
     vec![w.into_inner().freeze()]
 }
 
+/// ErrorCode, LeaderId, LeaderEpoch: how the quorum RPCs' answers (a DescribeQuorum
+/// partition's too) begin.
+fn write_leader(w: &mut WireWriter, error: ErrorCode, leader_id: i32, leader_epoch: i32) {
+    w.i16(error.0);
+    w.i32(leader_id);
+    w.i32(leader_epoch);
+}
+
 fn encode_fetch_response(
     r: &FetchQuorumRecordsResponse,
     broker_list: Option<&Bytes>,
     mut w: WireWriter,
 ) -> Vec<Bytes> {
-    w.i16(r.error.0);
-    w.i32(r.leader_id);
-    w.i32(r.leader_epoch);
+    write_leader(&mut w, r.error, r.leader_id, r.leader_epoch);
     w.i64(r.next_fetch_offset);
     w.i32(r.next_fetch_offset_epoch);
     let records_len: usize = r.batches.iter().map(|b| b.bytes.len()).sum();
@@ -576,17 +557,16 @@ fn encode_fetch_response(
     tail.i64(r.high_watermark);
     tail.i64(r.first_dirty_offset);
     tail.i64(r.last_caught_up_time_ms);
-    let mut log_start = [0u8; 12];
-    let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(2);
-    if let Some(list) = broker_list {
-        tags.push((TAG_BROKER_LIST, list));
-    }
-    if let Some(start) = r.log_start {
-        log_start[..8].copy_from_slice(&start.offset.to_be_bytes());
-        log_start[8..].copy_from_slice(&start.epoch.to_be_bytes());
-        tags.push((TAG_LOG_START, &log_start));
-    }
-    tail.tagged_fields(&tags);
+    let log_start = r.log_start.map(|start| {
+        WireWriter::bytes_of(|t| {
+            t.i64(start.offset);
+            t.i32(start.epoch);
+        })
+    });
+    tail.present_tagged_fields(&[
+        (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
+        (TAG_LOG_START, log_start.as_deref()),
+    ]);
     chain.push(tail.into_inner().freeze());
     chain
 }
@@ -627,9 +607,7 @@ fn encode_describe_response(r: &DescribeQuorumResponse, w: &mut WireWriter) {
     w.compact_string(METADATA_TOPIC);
     w.compact_array_len(Some(1));
     w.i32(METADATA_PARTITION);
-    w.i16(r.error.0);
-    w.i32(r.leader_id);
-    w.i32(r.leader_epoch);
+    write_leader(w, r.error, r.leader_id, r.leader_epoch);
     w.i64(r.high_watermark);
     write_replicas(w, &r.current_voters);
     write_replicas(w, &r.observers);
@@ -649,20 +627,24 @@ fn write_replicas(w: &mut WireWriter, replicas: &[ReplicaState]) {
     for replica in replicas {
         w.i32(replica.replica_id);
         w.i64(replica.log_end_offset);
-        let caught_up = replica.last_caught_up_timestamp.to_be_bytes();
-        let fetched = replica.last_fetch_timestamp.to_be_bytes();
-        let mut tags: Vec<(u32, &[u8])> = Vec::with_capacity(3);
-        if replica.last_caught_up_timestamp != -1 {
-            tags.push((TAG_LAST_CAUGHT_UP, &caught_up));
-        }
-        if replica.last_fetch_timestamp != -1 {
-            tags.push((TAG_LAST_FETCH, &fetched));
-        }
-        if !replica.directory_id.is_zero() {
-            tags.push((TAG_REPLICA_DIRECTORY_ID, &replica.directory_id.0));
-        }
-        w.tagged_fields(&tags);
+        // -1: the timestamp is not known, and its tag is left out.
+        let timestamp = |ms: i64| (ms != -1).then(|| ms.to_be_bytes());
+        let caught_up = timestamp(replica.last_caught_up_timestamp);
+        let fetched = timestamp(replica.last_fetch_timestamp);
+        w.present_tagged_fields(&[
+            (TAG_LAST_CAUGHT_UP, caught_up.as_ref().map(|t| &t[..])),
+            (TAG_LAST_FETCH, fetched.as_ref().map(|t| &t[..])),
+            (
+                TAG_REPLICA_DIRECTORY_ID,
+                directory_tag(&replica.directory_id),
+            ),
+        ]);
     }
+}
+
+/// A replica's directory id, the whole payload of its tagged field.
+fn read_directory_id(payload: Bytes) -> Result<DirectoryId, WireError> {
+    WireReader::whole(payload, |r| r.uuid("replica directory id")).map(DirectoryId)
 }
 
 fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
@@ -682,9 +664,7 @@ fn read_replicas(r: &mut WireReader) -> Result<Vec<ReplicaState>, WireError> {
                 TAG_LAST_CAUGHT_UP => replica.last_caught_up_timestamp = value()?,
                 TAG_LAST_FETCH => replica.last_fetch_timestamp = value()?,
                 TAG_REPLICA_DIRECTORY_ID => {
-                    let mut inner = WireReader::new(payload.clone());
-                    replica.directory_id = DirectoryId(inner.uuid("replica directory id")?);
-                    inner.finish()?;
+                    replica.directory_id = read_directory_id(payload.clone())?
                 }
                 _ => return Ok(false),
             }
@@ -713,12 +693,12 @@ pub fn decode_response_with(
                 Ok(true)
             }
             TAG_LOG_START => {
-                let mut inner = WireReader::new(payload);
-                response.log_start = Some(OffsetAndEpoch {
-                    offset: inner.i64("log start offset")?,
-                    epoch: inner.i32("log start epoch")?,
-                });
-                inner.finish()?;
+                response.log_start = Some(WireReader::whole(payload, |r| {
+                    Ok::<_, WireError>(OffsetAndEpoch {
+                        offset: r.i64("log start offset")?,
+                        epoch: r.i32("log start epoch")?,
+                    })
+                })?);
                 Ok(true)
             }
             _ => Ok(false),
@@ -818,9 +798,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
                 if tag != TAG_TARGET_VOTERS {
                     return Ok(false);
                 }
-                let mut inner = WireReader::new(payload);
-                response.target_voters = Some(read_replicas(&mut inner)?);
-                inner.finish()?;
+                response.target_voters = Some(WireReader::whole(payload, read_replicas)?);
                 Ok(true)
             })?;
             if topic == METADATA_TOPIC && partition == METADATA_PARTITION {
@@ -889,14 +867,9 @@ mod tests {
                 .zip(directories.into_iter().skip(2)),
         ) {
             request_round_trip(Request::Vote(VoteRequest {
-                cluster_id: "c".into(),
-                candidate_epoch: 5,
-                candidate_id: 2,
-                last_epoch: 4,
-                last_epoch_end_offset: 100,
-                pre_vote,
                 candidate_directory_id: candidate,
                 voter_directory_id: voter,
+                ..vote_request(pre_vote)
             }));
         }
         request_round_trip(Request::BeginQuorumEpoch(BeginQuorumEpochRequest {
@@ -921,15 +894,9 @@ mod tests {
         let offsets = [-1, 0, 77, 1];
         for (durable_offset, replica_directory_id) in offsets.into_iter().zip(directories) {
             request_round_trip(Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
-                cluster_id: "c".into(),
-                replica_id: 2,
-                leader_epoch: 3,
-                fetch_offset: 80,
-                last_fetched_epoch: 3,
-                is_follower: true,
-                max_wait_ms: 500,
                 durable_offset,
                 replica_directory_id,
+                ..fetch_records_request()
             }));
         }
         request_round_trip(Request::FindQuorum(FindQuorumRequest {
@@ -1050,16 +1017,8 @@ mod tests {
         response_round_trip(
             api::FETCH_QUORUM_RECORDS,
             Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
-                error: ErrorCode::NONE,
-                leader_id: 1,
-                leader_epoch: 3,
-                next_fetch_offset: -1,
-                next_fetch_offset_epoch: -1,
                 batches: vec![batch(10, 3, 2), batch(12, 3, 5)],
-                high_watermark: 11,
-                first_dirty_offset: -1,
-                last_caught_up_time_ms: -1,
-                log_start: None,
+                ..fetch_records_response()
             }),
         );
         // Behind the leader's log start: the start and its epoch ride a tagged field.
@@ -1067,18 +1026,13 @@ mod tests {
             api::FETCH_QUORUM_RECORDS,
             Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
                 error: ErrorCode::OFFSET_OUT_OF_RANGE,
-                leader_id: 1,
-                leader_epoch: 3,
-                next_fetch_offset: -1,
-                next_fetch_offset_epoch: -1,
                 batches: vec![],
                 high_watermark: 900,
-                first_dirty_offset: -1,
-                last_caught_up_time_ms: -1,
                 log_start: Some(OffsetAndEpoch {
                     offset: 1 << 40,
                     epoch: 2,
                 }),
+                ..fetch_records_response()
             }),
         );
         let voter = |id| VoterEndpoint {
@@ -1145,7 +1099,12 @@ mod tests {
     }
 
     fn fetch_request() -> Request {
-        Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+        Request::FetchQuorumRecords(fetch_records_request())
+    }
+
+    /// A follower's fetch, with a durable offset and a directory id (both tagged fields).
+    fn fetch_records_request() -> FetchQuorumRecordsRequest {
+        FetchQuorumRecordsRequest {
             cluster_id: "c".into(),
             replica_id: 2,
             leader_epoch: 3,
@@ -1155,11 +1114,16 @@ mod tests {
             max_wait_ms: 500,
             durable_offset: 77,
             replica_directory_id: DirectoryId([7; 16]),
-        })
+        }
     }
 
     fn fetch_response() -> Response {
-        Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+        Response::FetchQuorumRecords(fetch_records_response())
+    }
+
+    /// The leader's answer: one batch, no log start.
+    fn fetch_records_response() -> FetchQuorumRecordsResponse {
+        FetchQuorumRecordsResponse {
             error: ErrorCode::NONE,
             leader_id: 1,
             leader_epoch: 3,
@@ -1170,7 +1134,7 @@ mod tests {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
-        })
+        }
     }
 
     fn joined(chain: Vec<Bytes>) -> Bytes {
@@ -1318,7 +1282,12 @@ mod tests {
     }
 
     fn vote(pre_vote: bool) -> Request {
-        Request::Vote(VoteRequest {
+        Request::Vote(vote_request(pre_vote))
+    }
+
+    /// A Vote without directory ids.
+    fn vote_request(pre_vote: bool) -> VoteRequest {
+        VoteRequest {
             cluster_id: "c".into(),
             candidate_epoch: 5,
             candidate_id: 2,
@@ -1326,13 +1295,11 @@ mod tests {
             last_epoch_end_offset: 100,
             pre_vote,
             ..Default::default()
-        })
+        }
     }
 
     fn encoded(request: &Request) -> Bytes {
-        let mut w = WireWriter::new();
-        encode_request(request, &mut w);
-        w.into_inner().freeze()
+        WireWriter::bytes_of(|w| encode_request(request, w))
     }
 
     /// The bytes of a Vote: v0 exactly as before pre-vote (so a real vote is what a v0-only

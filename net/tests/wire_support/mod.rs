@@ -15,9 +15,7 @@ use net::wire::kafka::*;
 use net::wire::{WireReader, WireWriter};
 
 pub fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-    let mut w = WireWriter::new();
-    f(&mut w);
-    w.into_inner().freeze()
+    WireWriter::bytes_of(f)
 }
 
 /// A response chain joined into one buffer, as the peer receives it.
@@ -190,6 +188,21 @@ pub fn assert_same_as_kafka_in<O, K>(
             assert_same_as_kafka(message, kafka, version);
         }
     }
+}
+
+/// [`assert_same_as_kafka_in`] every version `spec` serves, with one case a version: the
+/// message `message` makes at it and Kafka's that `kafka` makes from that.
+pub fn assert_each_version_same_as_kafka<O, K>(
+    spec: &ApiSpec,
+    mut message: impl FnMut(i16) -> O,
+    kafka: impl Fn(&O) -> K,
+) where
+    O: OurMessage,
+    K: Encodable + Decodable + PartialEq + Debug,
+{
+    assert_same_as_kafka_in(versions(spec), |version| {
+        vec![paired(message(version), &kafka)]
+    });
 }
 
 /// Every version `spec` serves.

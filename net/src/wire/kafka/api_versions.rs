@@ -3,7 +3,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -78,11 +78,7 @@ impl ApiVersionsResponse {
                 max_version: r.i16("max version")?,
             })
         })?;
-        let throttle_time_ms = if version >= 1 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = since(version, 1, 0, || r.i32("throttle time"))?;
         flex.read_end(r)?;
         Ok(Self {
             error,

@@ -4,7 +4,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::metadata::{read_broker, write_broker, ClusterBroker, AUTHORIZED_OPERATIONS_OMITTED};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
@@ -41,11 +41,7 @@ impl DescribeClusterRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let include_cluster_authorized_operations =
             r.bool("include cluster authorized operations")?;
-        let endpoint_type = if version >= 1 {
-            r.i8("endpoint type")?
-        } else {
-            ENDPOINT_TYPE_BROKERS
-        };
+        let endpoint_type = since(version, 1, ENDPOINT_TYPE_BROKERS, || r.i8("endpoint type"))?;
         r.skip_tagged_fields()?;
         r.finish()?;
         Ok(Self {
@@ -84,11 +80,7 @@ impl DescribeClusterResponse {
         let throttle_time_ms = r.i32("throttle time")?;
         let error = ErrorCode(r.i16("error code")?);
         let error_message = r.compact_nullable_string("error message")?;
-        let endpoint_type = if version >= 1 {
-            r.i8("endpoint type")?
-        } else {
-            ENDPOINT_TYPE_BROKERS
-        };
+        let endpoint_type = since(version, 1, ENDPOINT_TYPE_BROKERS, || r.i8("endpoint type"))?;
         let cluster_id = r.compact_string("cluster id")?;
         let controller_id = r.i32("controller id")?;
         let flex = Flex(true);

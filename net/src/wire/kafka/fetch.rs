@@ -7,7 +7,7 @@
 use bytes::{Bytes, BytesMut};
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -199,13 +199,9 @@ pub struct FetchResponse {
     pub topics: Vec<FetchableTopic>,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(FETCH_SPEC.is_flexible(version))
-}
-
 impl FetchRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let mut budget = Budget::new();
         let mut request = Self {
             replica_id: r.i32("replica id")?,
@@ -235,9 +231,8 @@ impl FetchRequest {
             let mut cluster_id = None;
             r.tagged_fields(|tag, payload| match tag {
                 TAG_CLUSTER_ID => {
-                    let mut t = WireReader::new(payload);
-                    cluster_id = t.compact_nullable_string("cluster id")?;
-                    t.finish()?;
+                    cluster_id =
+                        WireReader::whole(payload, |t| t.compact_nullable_string("cluster id"))?;
                     Ok(true)
                 }
                 _ => Ok(false),
@@ -249,7 +244,7 @@ impl FetchRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         w.i32(self.replica_id);
         w.i32(self.max_wait_ms);
         w.i32(self.min_bytes);
@@ -300,22 +295,10 @@ impl FetchRequest {
 
 fn read_fetch_partition(r: &mut WireReader, version: i16) -> Result<FetchPartition, WireError> {
     let partition = r.i32("partition")?;
-    let current_leader_epoch = if version >= 9 {
-        r.i32("current leader epoch")?
-    } else {
-        -1
-    };
+    let current_leader_epoch = since(version, 9, -1, || r.i32("current leader epoch"))?;
     let fetch_offset = r.i64("fetch offset")?;
-    let last_fetched_epoch = if version >= 12 {
-        r.i32("last fetched epoch")?
-    } else {
-        -1
-    };
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let last_fetched_epoch = since(version, 12, -1, || r.i32("last fetched epoch"))?;
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     Ok(FetchPartition {
         partition,
         current_leader_epoch,
@@ -331,7 +314,7 @@ impl FetchResponse {
     /// response header) as a chain: the pieces written here, each partition's record batches as
     /// the very `Bytes` given (no copy), then the rest.
     pub fn encode_chain(&self, mut w: WireWriter, version: i16) -> Vec<Bytes> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let batches: usize = self
             .topics
             .iter()
@@ -353,7 +336,7 @@ impl FetchResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&FETCH_SPEC, version);
         let throttle_time_ms = r.i32("throttle time")?;
         let (error, session_id) = if version >= 7 {
             (ErrorCode(r.i16("error code")?), r.i32("session id")?)
@@ -387,13 +370,11 @@ fn encode_partition(
     if version >= 5 {
         w.i64(p.log_start_offset);
     }
-    let aborted = p.aborted_transactions.as_ref();
-    flex.write_nullable_array_len(w, aborted.map(Vec::len));
-    for t in aborted.into_iter().flatten() {
+    let aborted = p.aborted_transactions.as_deref();
+    flex.write_nullable_structs(w, aborted, |w, t| {
         w.i64(t.producer_id);
         w.i64(t.first_offset);
-        flex.write_tags(w);
-    }
+    });
     if version >= 11 {
         w.i32(p.preferred_read_replica);
     }
@@ -411,36 +392,32 @@ fn encode_partition(
 }
 
 fn write_partition_tags(w: &mut WireWriter, p: &FetchPartitionData) {
-    let mut fields: Vec<(u32, BytesMut)> = Vec::new();
-    if let Some(d) = p.diverging_epoch {
-        fields.push((
-            TAG_DIVERGING_EPOCH,
-            tag_payload(|t| {
-                t.i32(d.epoch);
-                t.i64(d.end_offset);
-            }),
-        ));
-    }
-    if let Some(l) = p.current_leader {
-        fields.push((
-            TAG_CURRENT_LEADER,
-            tag_payload(|t| {
-                t.i32(l.leader_id);
-                t.i32(l.leader_epoch);
-            }),
-        ));
-    }
-    if let Some(s) = p.snapshot_id {
-        fields.push((
-            TAG_SNAPSHOT_ID,
-            tag_payload(|t| {
-                t.i64(s.end_offset);
-                t.i32(s.epoch);
-            }),
-        ));
-    }
-    let refs: Vec<(u32, &[u8])> = fields.iter().map(|(tag, b)| (*tag, &b[..])).collect();
-    w.tagged_fields(&refs);
+    let diverging = p.diverging_epoch.map(|d| {
+        tag_payload(|t| {
+            t.i32(d.epoch);
+            t.i64(d.end_offset);
+        })
+    });
+    let leader = p.current_leader.map(leader_tag_payload);
+    let snapshot = p.snapshot_id.map(|s| {
+        tag_payload(|t| {
+            t.i64(s.end_offset);
+            t.i32(s.epoch);
+        })
+    });
+    w.present_tagged_fields(&[
+        (TAG_DIVERGING_EPOCH, diverging.as_deref()),
+        (TAG_CURRENT_LEADER, leader.as_deref()),
+        (TAG_SNAPSHOT_ID, snapshot.as_deref()),
+    ]);
+}
+
+/// A `CurrentLeader` tagged field's payload (Fetch's and Produce's partition answers).
+pub(super) fn leader_tag_payload(leader: LeaderIdAndEpoch) -> BytesMut {
+    tag_payload(|t| {
+        t.i32(leader.leader_id);
+        t.i32(leader.leader_epoch);
+    })
 }
 
 /// A tagged field's payload: a struct's fields, then its own (empty) tagged-field section.
@@ -456,11 +433,11 @@ pub(super) fn read_tag_payload<T>(
     payload: Bytes,
     f: impl FnOnce(&mut WireReader) -> Result<T, WireError>,
 ) -> Result<T, WireError> {
-    let mut t = WireReader::new(payload);
-    let value = f(&mut t)?;
-    t.skip_tagged_fields()?;
-    t.finish()?;
-    Ok(value)
+    WireReader::whole(payload, |t| {
+        let value = f(t)?;
+        t.skip_tagged_fields()?;
+        Ok(value)
+    })
 }
 
 fn decode_partition(
@@ -472,31 +449,15 @@ fn decode_partition(
     let error = ErrorCode(r.i16("error code")?);
     let high_watermark = r.i64("high watermark")?;
     let last_stable_offset = r.i64("last stable offset")?;
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     let aborted_transactions =
-        match flex.read_nullable_array_len(r, "aborted transactions", ABORTED_TRANSACTION_BYTES)? {
-            None => None,
-            Some(n) => {
-                let mut list = Vec::with_capacity(n);
-                for _ in 0..n {
-                    list.push(AbortedTransaction {
-                        producer_id: r.i64("producer id")?,
-                        first_offset: r.i64("first offset")?,
-                    });
-                    flex.read_tags(r)?;
-                }
-                Some(list)
-            }
-        };
-    let preferred_read_replica = if version >= 11 {
-        r.i32("preferred read replica")?
-    } else {
-        -1
-    };
+        flex.read_nullable_structs(r, "aborted transactions", ABORTED_TRANSACTION_BYTES, |r| {
+            Ok(AbortedTransaction {
+                producer_id: r.i64("producer id")?,
+                first_offset: r.i64("first offset")?,
+            })
+        })?;
+    let preferred_read_replica = since(version, 11, -1, || r.i32("preferred read replica"))?;
     let records = flex.read_nullable_bytes(r, "records")?.map(|b| {
         if b.is_empty() {
             Vec::new()

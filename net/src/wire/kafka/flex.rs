@@ -3,12 +3,33 @@
 
 use bytes::Bytes;
 
+use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
+
+/// A field that versions from `first` on carry: read by `read` there, `absent` (what stands
+/// for it) in the versions before.
+pub(super) fn since<T>(
+    version: i16,
+    first: i16,
+    absent: T,
+    read: impl FnOnce() -> Result<T, WireError>,
+) -> Result<T, WireError> {
+    if version >= first {
+        read()
+    } else {
+        Ok(absent)
+    }
+}
 
 /// Reads and writes the field types whose encoding depends on whether the version is flexible.
 pub(super) struct Flex(pub(super) bool);
 
 impl Flex {
+    /// The encoding of `spec`'s messages at `version`.
+    pub(super) fn of(spec: &ApiSpec, version: i16) -> Flex {
+        Flex(spec.is_flexible(version))
+    }
+
     pub(super) fn read_string(
         &self,
         r: &mut WireReader,
@@ -39,11 +60,7 @@ impl Flex {
         field: &'static str,
         min_element_bytes: usize,
     ) -> Result<usize, WireError> {
-        let len = if self.0 {
-            r.compact_array_len(field, min_element_bytes)?
-        } else {
-            r.array_len(field, min_element_bytes)?
-        };
+        let len = self.read_nullable_array_len(r, field, min_element_bytes)?;
         Ok(len.unwrap_or(0))
     }
 
@@ -87,15 +104,29 @@ impl Flex {
         r: &mut WireReader,
         field: &'static str,
         min_element_bytes: usize,
-        mut read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
+        read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
     ) -> Result<Vec<T>, WireError> {
-        let count = self.read_array_len(r, field, min_element_bytes)?;
+        let items = self.read_nullable_structs(r, field, min_element_bytes, read)?;
+        Ok(items.unwrap_or_default())
+    }
+
+    /// [`Flex::read_structs`] where null is its own value: None.
+    pub(super) fn read_nullable_structs<T>(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+        min_element_bytes: usize,
+        mut read: impl FnMut(&mut WireReader) -> Result<T, WireError>,
+    ) -> Result<Option<Vec<T>>, WireError> {
+        let Some(count) = self.read_nullable_array_len(r, field, min_element_bytes)? else {
+            return Ok(None);
+        };
         let mut items = Vec::with_capacity(count);
         for _ in 0..count {
             items.push(read(r)?);
             self.read_tags(r)?;
         }
-        Ok(items)
+        Ok(Some(items))
     }
 
     /// An array of structs, each written by `write` and followed by an empty tagged-field
@@ -104,10 +135,20 @@ impl Flex {
         &self,
         w: &mut WireWriter,
         items: &[T],
+        write: impl FnMut(&mut WireWriter, &T),
+    ) {
+        self.write_nullable_structs(w, Some(items), write)
+    }
+
+    /// [`Flex::write_structs`] of an array that may be null (None).
+    pub(super) fn write_nullable_structs<T>(
+        &self,
+        w: &mut WireWriter,
+        items: Option<&[T]>,
         mut write: impl FnMut(&mut WireWriter, &T),
     ) {
-        self.write_array_len(w, items.len());
-        for item in items {
+        self.write_nullable_array_len(w, items.map(<[T]>::len));
+        for item in items.into_iter().flatten() {
             write(w, item);
             self.write_tags(w);
         }
@@ -136,11 +177,7 @@ impl Flex {
     }
 
     pub(super) fn write_array_len(&self, w: &mut WireWriter, len: usize) {
-        if self.0 {
-            w.compact_array_len(Some(len))
-        } else {
-            w.array_len(Some(len))
-        }
+        self.write_nullable_array_len(w, Some(len))
     }
 
     pub(super) fn write_nullable_array_len(&self, w: &mut WireWriter, len: Option<usize>) {

@@ -35,13 +35,9 @@ pub struct InitProducerIdResponse {
     pub producer_epoch: i16,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(INIT_PRODUCER_ID_SPEC.is_flexible(version))
-}
-
 impl InitProducerIdRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&INIT_PRODUCER_ID_SPEC, version);
         let at = r.position();
         let transactional_id = flex.read_nullable_string(r, "transactional id")?;
         if let Some(id) = &transactional_id {
@@ -70,7 +66,7 @@ impl InitProducerIdRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&INIT_PRODUCER_ID_SPEC, version);
         flex.write_nullable_string(w, self.transactional_id.as_deref());
         w.i32(self.transaction_timeout_ms);
         if version >= 3 {
@@ -83,7 +79,7 @@ impl InitProducerIdRequest {
 
 impl InitProducerIdResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&INIT_PRODUCER_ID_SPEC, version);
         w.i32(self.throttle_time_ms);
         w.i16(self.error.0);
         w.i64(self.producer_id);
@@ -92,7 +88,7 @@ impl InitProducerIdResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&INIT_PRODUCER_ID_SPEC, version);
         let response = Self {
             throttle_time_ms: r.i32("throttle time")?,
             error: ErrorCode(r.i16("error code")?),

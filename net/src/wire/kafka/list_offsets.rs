@@ -3,7 +3,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -61,27 +61,15 @@ pub struct ListOffsetsResponse {
     pub topics: Vec<ListOffsetsTopicResponse>,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(LIST_OFFSETS_SPEC.is_flexible(version))
-}
-
 impl ListOffsetsRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         let replica_id = r.i32("replica id")?;
-        let isolation_level = if version >= 2 {
-            r.i8("isolation level")?
-        } else {
-            0
-        };
+        let isolation_level = since(version, 2, 0, || r.i8("isolation level"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
             Ok(ListOffsetsPartition {
                 index: r.i32("partition index")?,
-                current_leader_epoch: if version >= 4 {
-                    r.i32("current leader epoch")?
-                } else {
-                    -1
-                },
+                current_leader_epoch: since(version, 4, -1, || r.i32("current leader epoch"))?,
                 timestamp: r.i64("timestamp")?,
             })
         })?;
@@ -94,7 +82,7 @@ impl ListOffsetsRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         w.i32(self.replica_id);
         if version >= 2 {
             w.i8(self.isolation_level);
@@ -112,7 +100,7 @@ impl ListOffsetsRequest {
 
 impl ListOffsetsResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
         if version >= 2 {
             w.i32(self.throttle_time_ms);
         }
@@ -129,23 +117,15 @@ impl ListOffsetsResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
-        let throttle_time_ms = if version >= 2 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let flex = Flex::of(&LIST_OFFSETS_SPEC, version);
+        let throttle_time_ms = since(version, 2, 0, || r.i32("throttle time"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             Ok(ListOffsetsPartitionResponse {
                 index: r.i32("partition index")?,
                 error: ErrorCode(r.i16("error code")?),
                 timestamp: r.i64("timestamp")?,
                 offset: r.i64("offset")?,
-                leader_epoch: if version >= 4 {
-                    r.i32("leader epoch")?
-                } else {
-                    -1
-                },
+                leader_epoch: since(version, 4, -1, || r.i32("leader epoch"))?,
             })
         })?;
         flex.read_end(r)?;

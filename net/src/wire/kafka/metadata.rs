@@ -4,7 +4,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -100,10 +100,6 @@ impl Default for MetadataRequest {
     }
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(METADATA_SPEC.is_flexible(version))
-}
-
 pub(super) fn read_uuid(r: &mut WireReader, field: &'static str) -> Result<TopicId, WireError> {
     r.uuid(field)
 }
@@ -126,7 +122,7 @@ fn write_ids(flex: &Flex, w: &mut WireWriter, ids: &[i32]) {
 
 impl MetadataRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         let count = if flex.0 {
             r.compact_array_len("topics", 2)?
         } else {
@@ -174,7 +170,7 @@ impl MetadataRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         match (&self.topics, flex.0) {
             (None, _) if version == 0 => w.array_len(Some(0)),
             (None, true) => w.compact_array_len(None),
@@ -205,7 +201,7 @@ impl MetadataRequest {
 
 impl MetadataResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&METADATA_SPEC, version);
         if version >= 3 {
             w.i32(self.throttle_time_ms);
         }
@@ -228,24 +224,14 @@ impl MetadataResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
-        let throttle_time_ms = if version >= 3 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let flex = Flex::of(&METADATA_SPEC, version);
+        let throttle_time_ms = since(version, 3, 0, || r.i32("throttle time"))?;
         let brokers =
             flex.read_structs(r, "brokers", 10, |r| read_broker(&flex, r, version >= 1))?;
-        let cluster_id = if version >= 2 {
-            flex.read_nullable_string(r, "cluster id")?
-        } else {
-            None
-        };
-        let controller_id = if version >= 1 {
-            r.i32("controller id")?
-        } else {
-            -1
-        };
+        let cluster_id = since(version, 2, None, || {
+            flex.read_nullable_string(r, "cluster id")
+        })?;
+        let controller_id = since(version, 1, -1, || r.i32("controller id"))?;
         let topics = flex.read_structs(r, "topics", 7, |r| decode_topic(&flex, r, version))?;
         let cluster_authorized_operations = if (8..=10).contains(&version) {
             r.i32("cluster authorized operations")?
@@ -340,11 +326,7 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
             error: ErrorCode(r.i16("partition error code")?),
             partition_index: r.i32("partition index")?,
             leader_id: r.i32("leader id")?,
-            leader_epoch: if version >= 7 {
-                r.i32("leader epoch")?
-            } else {
-                -1
-            },
+            leader_epoch: since(version, 7, -1, || r.i32("leader epoch"))?,
             replica_nodes: read_ids(flex, r, "replica nodes")?,
             isr_nodes: read_ids(flex, r, "isr nodes")?,
             offline_replicas: if version >= 5 {
@@ -354,11 +336,9 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
             },
         })
     })?;
-    let topic_authorized_operations = if version >= 8 {
-        r.i32("topic authorized operations")?
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    };
+    let topic_authorized_operations = since(version, 8, AUTHORIZED_OPERATIONS_OMITTED, || {
+        r.i32("topic authorized operations")
+    })?;
     Ok(MetadataTopic {
         error,
         name,

@@ -3,7 +3,7 @@
 
 use engine::raft::ErrorCode;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -58,18 +58,10 @@ pub struct OffsetForLeaderEpochResponse {
     pub topics: Vec<OffsetForLeaderTopicResult>,
 }
 
-fn flex(version: i16) -> Flex {
-    Flex(OFFSET_FOR_LEADER_EPOCH_SPEC.is_flexible(version))
-}
-
 impl OffsetForLeaderEpochRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
-        let replica_id = if version >= 3 {
-            r.i32("replica id")?
-        } else {
-            CONSUMER_REPLICA_ID
-        };
+        let flex = Flex::of(&OFFSET_FOR_LEADER_EPOCH_SPEC, version);
+        let replica_id = since(version, 3, CONSUMER_REPLICA_ID, || r.i32("replica id"))?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
             Ok(OffsetForLeaderPartition {
                 partition: r.i32("partition")?,
@@ -82,7 +74,7 @@ impl OffsetForLeaderEpochRequest {
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&OFFSET_FOR_LEADER_EPOCH_SPEC, version);
         if version >= 3 {
             w.i32(self.replica_id);
         }
@@ -97,7 +89,7 @@ impl OffsetForLeaderEpochRequest {
 
 impl OffsetForLeaderEpochResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = flex(version);
+        let flex = Flex::of(&OFFSET_FOR_LEADER_EPOCH_SPEC, version);
         w.i32(self.throttle_time_ms);
         write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
             w.i16(p.error.0);
@@ -109,7 +101,7 @@ impl OffsetForLeaderEpochResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = flex(version);
+        let flex = Flex::of(&OFFSET_FOR_LEADER_EPOCH_SPEC, version);
         let throttle_time_ms = r.i32("throttle time")?;
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             Ok(EpochEndOffsetResponse {

@@ -7,8 +7,10 @@
 use bytes::Bytes;
 use engine::raft::ErrorCode;
 
-use super::fetch::{read_leader_id_and_epoch, read_tag_payload, tag_payload, LeaderIdAndEpoch};
-use super::flex::Flex;
+use super::fetch::{
+    leader_tag_payload, read_leader_id_and_epoch, read_tag_payload, LeaderIdAndEpoch,
+};
+use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
@@ -93,7 +95,7 @@ impl ProduceRequest {
                 version,
             });
         }
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         let transactional_id = flex.read_nullable_string(r, "transactional id")?;
         let acks = r.i16("acks")?;
         let timeout_ms = r.i32("timeout ms")?;
@@ -115,7 +117,7 @@ impl ProduceRequest {
     /// Encodes any version; before v3 there is no transactional id (the records are then the
     /// caller's message set, which this server refuses anyway).
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         if version >= 3 {
             flex.write_nullable_string(w, self.transactional_id.as_deref());
         }
@@ -131,7 +133,7 @@ impl ProduceRequest {
 
 impl ProduceResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
             encode_partition_response(&flex, w, p, version)
         });
@@ -153,24 +155,18 @@ impl ProduceResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
-        let flex = Flex(PRODUCE_SPEC.is_flexible(version));
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         let topics = read_topics(&flex, r, &mut Budget::new(), &RESPONSE_TOPICS, |r| {
             decode_partition_response(&flex, r, version)
         })?;
-        let throttle_time_ms = if version >= 1 {
-            r.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = since(version, 1, 0, || r.i32("throttle time"))?;
         let mut node_endpoints = Vec::new();
         if flex.0 {
             r.tagged_fields(|tag, payload| {
                 if tag != TAG_NODE_ENDPOINTS || version < 10 {
                     return Ok(false);
                 }
-                let mut t = WireReader::new(payload);
-                node_endpoints = read_node_endpoints(&mut t)?;
-                t.finish()?;
+                node_endpoints = WireReader::whole(payload, read_node_endpoints)?;
                 Ok(true)
             })?;
         }
@@ -204,11 +200,7 @@ fn encode_partition_response(
     }
     match p.current_leader {
         Some(leader) if version >= 10 => {
-            let payload = tag_payload(|t| {
-                t.i32(leader.leader_id);
-                t.i32(leader.leader_epoch);
-            });
-            w.tagged_fields(&[(TAG_CURRENT_LEADER, &payload)]);
+            w.tagged_fields(&[(TAG_CURRENT_LEADER, &leader_tag_payload(leader))]);
         }
         _ => flex.write_tags(w),
     }
@@ -222,16 +214,8 @@ fn decode_partition_response(
     let index = r.i32("partition index")?;
     let error = ErrorCode(r.i16("error code")?);
     let base_offset = r.i64("base offset")?;
-    let log_append_time_ms = if version >= 2 {
-        r.i64("log append time")?
-    } else {
-        -1
-    };
-    let log_start_offset = if version >= 5 {
-        r.i64("log start offset")?
-    } else {
-        -1
-    };
+    let log_append_time_ms = since(version, 2, -1, || r.i64("log append time"))?;
+    let log_start_offset = since(version, 5, -1, || r.i64("log start offset"))?;
     let mut error_message = None;
     if version >= 8 {
         let errors = flex.read_array_len(r, "record errors", 5)?;

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use engine::raft::ErrorCode;
 use thiserror::Error;
 
-use super::flex::Flex;
+use super::flex::{since, Flex};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -125,14 +125,14 @@ impl SaslHandshakeResponse {
 
 impl SaslAuthenticateRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, SaslCodecError> {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         let auth_bytes = read_auth_bytes(&flex, r)?;
         flex.read_end(r)?;
         Ok(Self { auth_bytes })
     }
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         flex.write_nullable_bytes(w, Some(&self.auth_bytes));
         flex.write_tags(w);
     }
@@ -140,7 +140,7 @@ impl SaslAuthenticateRequest {
 
 impl SaslAuthenticateResponse {
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         w.i16(self.error.0);
         flex.write_nullable_string(w, self.error_message.as_deref());
         flex.write_nullable_bytes(w, Some(&self.auth_bytes));
@@ -151,15 +151,11 @@ impl SaslAuthenticateResponse {
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, SaslCodecError> {
-        let flex = Flex(SASL_AUTHENTICATE_SPEC.is_flexible(version));
+        let flex = Flex::of(&SASL_AUTHENTICATE_SPEC, version);
         let error = ErrorCode(r.i16("error code")?);
         let error_message = flex.read_nullable_string(r, "error message")?;
         let auth_bytes = read_auth_bytes(&flex, r)?;
-        let session_lifetime_ms = if version >= 1 {
-            r.i64("session lifetime ms")?
-        } else {
-            0
-        };
+        let session_lifetime_ms = since(version, 1, 0, || r.i64("session lifetime ms"))?;
         flex.read_end(r)?;
         Ok(Self {
             error,
@@ -174,12 +170,6 @@ impl SaslAuthenticateResponse {
 mod tests {
     use super::*;
 
-    fn bytes(f: impl FnOnce(&mut WireWriter)) -> Bytes {
-        let mut w = WireWriter::new();
-        f(&mut w);
-        w.into_inner().freeze()
-    }
-
     #[test]
     fn sasl_messages_round_trip_in_every_version() {
         let handshake = SaslHandshakeRequest {
@@ -190,12 +180,14 @@ mod tests {
             mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-512".into()],
         };
         for version in SASL_HANDSHAKE_SPEC.min_version..=SASL_HANDSHAKE_SPEC.max_version {
-            let mut r = WireReader::new(bytes(|w| handshake.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| handshake.encode(w, version)));
             assert_eq!(
                 SaslHandshakeRequest::decode(&mut r, version),
                 Ok(handshake.clone())
             );
-            let mut r = WireReader::new(bytes(|w| handshake_response.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| {
+                handshake_response.encode(w, version)
+            }));
             assert_eq!(
                 SaslHandshakeResponse::decode(&mut r, version),
                 Ok(handshake_response.clone())
@@ -211,12 +203,12 @@ mod tests {
                 auth_bytes: Bytes::from_static(b"v=xyz"),
                 session_lifetime_ms: if version >= 1 { 3_600_000 } else { 0 },
             };
-            let mut r = WireReader::new(bytes(|w| authenticate.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| authenticate.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateRequest::decode(&mut r, version),
                 Ok(authenticate.clone())
             );
-            let mut r = WireReader::new(bytes(|w| response.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| response.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateResponse::decode(&mut r, version),
                 Ok(response)
@@ -232,13 +224,13 @@ mod tests {
             let at_limit = SaslAuthenticateRequest {
                 auth_bytes: Bytes::from(vec![b'x'; 64 * 1024]),
             };
-            let mut r = WireReader::new(bytes(|w| at_limit.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| at_limit.encode(w, version)));
             assert!(SaslAuthenticateRequest::decode(&mut r, version).is_ok());
 
             let above = SaslAuthenticateRequest {
                 auth_bytes: Bytes::from(vec![b'x'; MAX_AUTH_BYTES + 1]),
             };
-            let mut r = WireReader::new(bytes(|w| above.encode(w, version)));
+            let mut r = WireReader::new(WireWriter::bytes_of(|w| above.encode(w, version)));
             assert_eq!(
                 SaslAuthenticateRequest::decode(&mut r, version),
                 Err(SaslCodecError::TooLong {
@@ -271,7 +263,7 @@ mod tests {
             session_lifetime_ms: 0,
         };
         for version in 0..=2 {
-            let full = bytes(|w| response.encode(w, version));
+            let full = WireWriter::bytes_of(|w| response.encode(w, version));
             for cut in 0..full.len() {
                 let mut r = WireReader::new(full.slice(..cut));
                 assert!(SaslAuthenticateResponse::decode(&mut r, version).is_err());
