@@ -124,6 +124,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// The configuration of random seed `seed` under the command line's flags.
+fn seed_config(cli: &Cli, seed: u64) -> SimConfig {
+    let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
+    cfg.delete_state = cli.delete_state;
+    cfg.bootstrap_observers = cli.bootstrap_observers;
+    cfg.trace_len = cli.trace;
+    cfg.outcome_only = cli.outcome_only;
+    cfg.liar = !cli.no_liar;
+    cfg.pre_vote = !cli.no_prevote;
+    cfg.tick_before_input = cli.tick_before_input;
+    cfg.reassign = cli.reassign;
+    cfg.retention = cli.retention;
+    cfg
+}
+
 /// Runs the seeds; the exit code, or the error of a write to stdout.
 // `u64::is_multiple_of` needs Rust 1.87; the workspace's rust-version is 1.85.
 #[allow(clippy::manual_is_multiple_of)]
@@ -131,16 +146,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
     let mut totals = Totals::default();
     let every = (cli.seeds / 20).max(1);
     for seed in cli.first_seed..cli.first_seed.saturating_add(cli.seeds) {
-        let mut cfg = SimConfig::random(seed, cli.events, cli.voters, cli.observers);
-        cfg.delete_state = cli.delete_state;
-        cfg.bootstrap_observers = cli.bootstrap_observers;
-        cfg.trace_len = cli.trace;
-        cfg.outcome_only = cli.outcome_only;
-        cfg.liar = !cli.no_liar;
-        cfg.pre_vote = !cli.no_prevote;
-        cfg.tick_before_input = cli.tick_before_input;
-        cfg.reassign = cli.reassign;
-        cfg.retention = cli.retention;
+        let cfg = seed_config(cli, seed);
         let replay = cfg.replay_command();
         // A panic inside the core (an assertion) is a failure of this seed like any other.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
@@ -241,4 +247,45 @@ fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
         t.retentions,
         t.resets,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line of a replay string (what follows `--`).
+    fn parsed(replay: &str) -> Cli {
+        let args = replay.split("  #").next().unwrap();
+        let args = args.split(" -- ").nth(1).expect("cargo run ... -- args");
+        Cli::try_parse_from(std::iter::once("ringraft-sim").chain(args.split_whitespace()))
+            .unwrap_or_else(|e| panic!("{replay}: {e}"))
+    }
+
+    /// Every replay command a failing seed prints runs that seed again under the same flags:
+    /// parsed back, it gives the same configuration, for all 256 settings of its eight flags.
+    #[test]
+    fn a_replay_command_gives_back_its_configuration() {
+        for bits in 0u32..256 {
+            let on = |i: u32| bits & (1 << i) != 0;
+            let mut cfg = SimConfig::random(41, 300, 5, 2);
+            cfg.bootstrap_observers = on(0);
+            cfg.delete_state = on(1);
+            cfg.outcome_only = on(2);
+            cfg.liar = on(3);
+            cfg.pre_vote = on(4);
+            cfg.tick_before_input = on(5);
+            cfg.retention = on(6);
+            cfg.reassign = on(7);
+            let replay = cfg.replay_command();
+            let cli = parsed(&replay);
+            assert_eq!((cli.seeds, cli.first_seed), (1, 41), "{replay}");
+            let again = seed_config(&cli, cli.first_seed);
+            assert_eq!(again.replay_command(), replay);
+            assert_eq!(
+                (again.liar, again.pre_vote, again.retention, again.reassign),
+                (on(3), on(4), on(6), on(7)),
+                "{replay}"
+            );
+        }
+    }
 }
