@@ -84,7 +84,7 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     }
     let leader = cluster.wait_for_leader(None);
     let observer = node_index(&cluster, 4);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let mut acked = produce_many(&mut client, "before", 20);
 
     cluster.nodes[observer].process = Some(ProcessGuard {
@@ -145,7 +145,7 @@ fn an_observer_can_bootstrap_from_another_observer() {
         });
     }
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let acked = produce_many(&mut client, "chained", 20);
     let end = acked.last().unwrap().0 + 1;
     wait_for_observer_at(&mut client, 4, end);
@@ -206,7 +206,7 @@ fn a_wrong_cluster_or_a_voter_id_is_refused_with_a_clear_error() {
     // voter to its directory (docs/protocol.md, "Voter identity"), it replicates as an observer
     // and says why.
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     wait_until_every_voter_is_bound(&cluster);
     add_bootstrap_observer(&mut cluster, 3, bootstrap, CLUSTER_ID);
     let stranger = cluster.nodes.len() - 1;

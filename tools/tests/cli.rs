@@ -142,9 +142,7 @@ fn dump_log_and_the_simulator_end_quietly_when_stdout_closes() {
 
 #[test]
 fn quorum_describe_and_quorum_state_end_quietly_when_stdout_closes() {
-    let mut cluster = Cluster::new(1);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(1);
     let server = cluster.addr(leader).to_string();
     for json in [false, true] {
         let mut args = vec!["quorum", "--bootstrap-server", &server, "--describe"];

@@ -20,9 +20,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[test]
 fn restart_with_a_wrong_broker_id_names_both_ids() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    let (mut cluster, _) = Cluster::started(3);
     cluster.stop_all();
     // Node 1's directory, started as node 2: the quorum-state file says node 1.
     let config = cluster.node(1).config.clone();
@@ -38,9 +36,7 @@ fn restart_with_a_wrong_broker_id_names_both_ids() {
 
 #[test]
 fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    let (mut cluster, _) = Cluster::started(3);
     let stop = Arc::new(AtomicBool::new(false));
     let (acked, producer) = start_load((1..=3).map(|id| cluster.addr(id)).collect(), stop.clone());
     let deadline = Instant::now() + WAIT;
@@ -61,9 +57,8 @@ fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
     acked.sort();
     eprintln!("{} records acknowledged before the kill", acked.len());
 
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let after = produce_one(&mut client, "after the crash").unwrap();
     assert!(
         after > acked.last().unwrap().0,
@@ -140,9 +135,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn bad_input_and_a_connection_flood_leave_the_node_committing() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let addr = cluster.addr(leader);
 
     // ApiVersions v3 header cut inside the correlation id.
@@ -211,7 +204,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     add_observer(&mut cluster, 4);
     cluster.start_all();
     let leader = cluster.wait_for_leader(Some(4));
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let mut acked = Vec::new();
     for i in 0..20 {
         let value = format!("observed-{i}");

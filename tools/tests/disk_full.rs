@@ -202,7 +202,7 @@ fn a_full_disk_refuses_writes_serves_reads_and_resumes_when_space_returns() {
         &format!("2>{}", stderr_file.display()),
         &format!("metrics.listener=http://{metrics_addr}\n"),
     );
-    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let mut client = cluster.connect(1, WAIT);
     let mut acked = fill(&mut client, &mut node);
     assert!(
         acked.len() >= 16,
@@ -286,7 +286,7 @@ fn a_full_disk_refuses_writes_serves_reads_and_resumes_when_space_returns() {
 fn a_full_disk_with_stderr_unwritable_neither_stops_nor_hangs_the_node() {
     let cluster = Cluster::new(1);
     let (mut node, _mount) = start_small_node(&cluster, 6, "2>/dev/full", "");
-    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let mut client = cluster.connect(1, WAIT);
     let acked = fill(&mut client, &mut node);
     assert!(acked.len() >= 8, "{} batches acknowledged", acked.len());
     // The warning's write failed: the node still answers, refusing appends and serving reads.

@@ -46,9 +46,7 @@ struct UnderLoad {
 
 impl UnderLoad {
     fn start() -> UnderLoad {
-        let mut cluster = Cluster::new(3);
-        cluster.start_all();
-        let leader = cluster.wait_for_leader(None);
+        let (cluster, leader) = Cluster::started(3);
         let stop = Arc::new(AtomicBool::new(false));
         let addrs = (1..=3).map(|id| cluster.addr(id)).collect();
         let (acked, producer) = start_load(addrs, Arc::clone(&stop));
@@ -495,9 +493,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
     use std::io::{Read, Write};
     const IDS: i32 = 10_000;
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let d = describe(&cluster, leader).expect("the leader answers DescribeQuorum");
     let end = d
         .current_voters
@@ -554,6 +550,6 @@ fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
         after < before + 32 * 1024,
         "the leader grew from {before} KiB to {after} KiB"
     );
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     produce_one(&mut client, "after the flood").expect("the leader still commits");
 }

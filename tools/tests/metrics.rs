@@ -12,7 +12,6 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use net::client::BlockingClient;
 use serde_json::Value;
 use support::clients::{run_bounded, script, venv_python};
 use support::*;
@@ -227,7 +226,7 @@ fn metrics_are_scraped_parsed_and_move_under_load() {
 
     // A burst of acks=all records at the leader.
     const RECORDS: usize = 200;
-    let mut client = BlockingClient::connect(cluster.addr(leader), WAIT).unwrap();
+    let mut client = cluster.connect(leader, WAIT);
     let mut last = 0;
     for i in 0..RECORDS {
         last = produce_one(&mut client, &format!("metrics-{i}")).unwrap();

@@ -112,10 +112,8 @@ impl PipelinedProducer {
 
 #[test]
 fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_in_order() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), Duration::from_secs(5)).unwrap();
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, Duration::from_secs(5));
     let first = produce_one(&mut client, "before-the-pause").expect("a healthy cluster commits");
     cluster.wait_for_voters_at(leader, first + 1);
 
@@ -201,9 +199,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
 #[test]
 fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
     // The deadline machinery must not answer early: a healthy cluster commits within 10 s.
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (cluster, leader) = Cluster::started(3);
     let mut producer = PipelinedProducer::connect(cluster.addr(leader));
     let sent: Vec<i32> = (0..20)
         .map(|i| producer.send(&format!("pipelined-{i}"), 10_000))
@@ -225,9 +221,7 @@ fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
 /// will not come are answered NOT_LEADER_OR_FOLLOWER at once, in order, before it exits.
 #[test]
 fn a_leader_stopped_by_sigterm_answers_its_waiting_produce() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
     let _resume = Resume(
         followers

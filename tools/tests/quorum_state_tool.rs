@@ -80,10 +80,8 @@ fn assert_refused(dir: &Path, id: i32, reset: &str, reason: &str) {
 
 #[test]
 fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
     let mut acked = Vec::new();
     for i in 0..10 {
         let value = format!("before-{i}");
@@ -201,9 +199,8 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
         assert_eq!(state.current_voters, vec![1, 2, 3]);
     }
 
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let after = produce_one(&mut client, "after the reset").unwrap();
     assert!(after > acked.last().unwrap().0, "new record at {after}");
     let epoch = client.describe_quorum().unwrap().leader_epoch;

@@ -168,8 +168,7 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
 
     // A consumer at 0 is out of range, told the log start; ListOffsets earliest says the same.
     let leader = cluster.wait_for_leader(None);
-    let mut client =
-        BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect to the leader");
+    let mut client = cluster.connect(leader, TIMEOUT);
     let (error, start) = consumer_fetch(&mut client, 0);
     assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE);
     assert!(start > stopped_end, "log start {start} in the answer");

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use engine::raft::{FindQuorumRequest, FindQuorumResponse, Request, Response};
-use net::client::BlockingClient;
 use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 use support::*;
 
@@ -82,7 +81,7 @@ fn a_node_on_a_wildcard_address_advertises_its_advertised_listener_and_replicate
     cluster.start(3, &[&listeners, &advertised]);
 
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let offset = produce_one(&mut client, "through-a-wildcard").expect("committed");
     cluster.wait_for_voters_at(leader, offset + 1);
     // Node 3 took part: its own log holds the record once the cluster has stopped.

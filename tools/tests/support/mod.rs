@@ -115,6 +115,28 @@ impl Cluster {
         ok(self.0.start_all(Stderr::File));
     }
 
+    /// [`Cluster::start_all`], then [`Cluster::wait_for_leader`] with no node excluded: the
+    /// start most tests make. Returns the leader.
+    pub fn start_all_and_elect(&mut self) -> i32 {
+        self.start_all();
+        self.wait_for_leader(None)
+    }
+
+    /// `count` voters ([`Cluster::new`]) started, and the leader they elected.
+    pub fn started(count: i32) -> (Cluster, i32) {
+        let mut cluster = Cluster::new(count);
+        let leader = cluster.start_all_and_elect();
+        (cluster, leader)
+    }
+
+    /// A PLAINTEXT client connection to node `id` (bounded by `timeout`); panics naming the node
+    /// when it does not connect.
+    pub fn connect(&self, id: i32, timeout: Duration) -> BlockingClient {
+        let addr = self.addr(id);
+        BlockingClient::connect(addr, timeout)
+            .unwrap_or_else(|e| panic!("node {id} ({addr}): connect: {e}"))
+    }
+
     /// Starts node `id` with `overrides`, its stderr kept as [`Cluster::start_all`] keeps it.
     pub fn start(&mut self, id: i32, overrides: &[&str]) {
         ok(self.0.start(id, overrides, Stderr::File));
