@@ -31,19 +31,32 @@ fn assert_log_holds(log: &[(i64, String)], acked: &[(i64, String)], name: &str) 
     }
 }
 
+/// Waits until `leader` reports every voter at the highest acknowledged offset, stops every
+/// node, and asserts [`assert_log_holds`] of each node's log; returns the logs in node order.
+fn stop_and_check_logs(
+    cluster: &mut Cluster,
+    leader: i32,
+    acked: &[(i64, String)],
+) -> Vec<Vec<(i64, String)>> {
+    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
+    cluster.wait_for_voters_at(leader, last + 1);
+    cluster.stop_all();
+    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
+    for (node, log) in cluster.nodes.iter().zip(&logs) {
+        assert_log_holds(log, acked, &format!("node {}", node.id));
+    }
+    logs
+}
+
 #[test]
 fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
     let (mut cluster, leader) = Cluster::started(3);
     let mut client = cluster.connect(leader, TIMEOUT);
-    let mut acked = Vec::new();
-    for i in 0..50 {
-        let value = format!("record-{i}");
-        let offset = produce_one(&mut client, &value).unwrap();
-        if let Some((previous, _)) = acked.last() {
-            assert!(offset > *previous, "offsets must increase");
-        }
-        acked.push((offset, value));
-    }
+    let mut acked = produce_numbered(&mut client, "record-", 50);
+    assert!(
+        acked.windows(2).all(|w| w[1].0 > w[0].0),
+        "offsets must increase"
+    );
     // A follower refuses produces with NOT_LEADER_OR_FOLLOWER.
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let mut to_follower = cluster.connect(follower, TIMEOUT);
@@ -74,11 +87,7 @@ fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
     let after_restart = produce_one(&mut client, "after restart").unwrap();
     assert!(after_restart > acked.last().unwrap().0);
     acked.push((after_restart, "after restart".into()));
-    cluster.wait_for_voters_at(leader, after_restart + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, leader, &acked);
 }
 
 #[test]
@@ -259,12 +268,7 @@ fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
     );
     // The killed leader restarts, recovers its log and catches up from the new leader.
     cluster.start(first_leader, &[]);
-    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
-    cluster.wait_for_voters_at(new_leader, last + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, new_leader, &acked);
 }
 
 #[test]
@@ -334,22 +338,13 @@ fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
     stopped.signal(libc::SIGTERM);
     drop(stopped);
     let mut client = cluster.connect(leader, TIMEOUT);
-    let mut acked = Vec::new();
-    for i in 0..200 {
-        let value = format!("while-{follower}-was-down-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let acked = produce_numbered(&mut client, &format!("while-{follower}-was-down-"), 200);
     drop(client);
     cluster.stop_all();
     // After a restart no leader has these batches in memory: the lagging follower's fetches are
     // served by reads of the leader's log (Output::ReadLog through the log thread).
     let leader = cluster.start_all_and_elect();
-    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    cluster.stop_all();
-    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
-    for (node, log) in cluster.nodes.iter().zip(&logs) {
-        assert_log_holds(log, &acked, &format!("node {}", node.id));
-    }
+    let logs = stop_and_check_logs(&mut cluster, leader, &acked);
     assert_eq!(logs[0], logs[1]);
     assert_eq!(logs[1], logs[2]);
 }
@@ -383,11 +378,7 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
     let offset = produce_one(&mut client, "after resume").unwrap();
     acked.push((offset, "after resume".into()));
     let leader = cluster.wait_for_leader(None);
-    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, leader, &acked);
 }
 
 /// Pre-vote on the wire (docs/protocol.md, "Pre-vote"): a Vote v1 with PreVote set, to a

@@ -205,11 +205,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     cluster.start_all();
     let leader = cluster.wait_for_leader(Some(4));
     let mut client = cluster.connect(leader, TIMEOUT);
-    let mut acked = Vec::new();
-    for i in 0..20 {
-        let value = format!("observed-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let acked = produce_numbered(&mut client, "observed-", 20);
     let end = acked.last().unwrap().0 + 1;
     // The leader lists node 4 as an observer once it fetches, and sees it reach the end.
     let deadline = Instant::now() + WAIT;

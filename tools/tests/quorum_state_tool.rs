@@ -82,11 +82,7 @@ fn assert_refused(dir: &Path, id: i32, reset: &str, reason: &str) {
 fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
     let (mut cluster, leader) = Cluster::started(3);
     let mut client = cluster.connect(leader, TIMEOUT);
-    let mut acked = Vec::new();
-    for i in 0..10 {
-        let value = format!("before-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let mut acked = produce_numbered(&mut client, "before-", 10);
     drop(client);
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
     for (id, status) in cluster.stop_all() {

@@ -423,6 +423,21 @@ pub fn produce_one(client: &mut BlockingClient, value: &str) -> Result<i64, Stri
     }
 }
 
+/// Produces `{prefix}0` to `{prefix}{count - 1}` one at a time ([`produce_one`]) and returns
+/// each acknowledged (offset, value); panics at the first that is not acknowledged.
+pub fn produce_numbered(
+    client: &mut BlockingClient,
+    prefix: &str,
+    count: usize,
+) -> Vec<(i64, String)> {
+    (0..count)
+        .map(|i| {
+            let value = format!("{prefix}{i}");
+            (produce_one(client, &value).unwrap(), value)
+        })
+        .collect()
+}
+
 /// Acknowledged (offset, value) pairs, shared with the producing thread.
 pub type Acked = Arc<Mutex<Vec<(i64, String)>>>;
 
