@@ -209,6 +209,19 @@ impl SaslCluster {
         client.describe_quorum().ok().filter(|d| d.error.is_none())
     }
 
+    /// One voter with `protocol` and `mechanisms` and no ACL file, started, and its client
+    /// address once it leads (asked as alice).
+    fn start_one(protocol: &'static str, mechanisms: &'static str) -> (SaslCluster, SocketAddr) {
+        let cluster = SaslCluster::start(&Options {
+            voters: 1,
+            protocol,
+            mechanisms,
+            acls: None,
+        });
+        let (_, addr) = cluster.wait_for_leader(USERS[0]);
+        (cluster, addr)
+    }
+
     /// The leader's id and client address, asked of every node as `user` (bounded).
     fn wait_for_leader(&self, user: (&str, &str)) -> (i32, SocketAddr) {
         let deadline = Instant::now() + WAIT;
@@ -399,14 +412,8 @@ fn three_voters_with_acls_serve_scram_and_plain_users_over_sasl_ssl() {
 
 #[test]
 fn failed_logins_and_early_requests_are_closed_and_others_still_served() {
-    let cluster = SaslCluster::start(&Options {
-        voters: 1,
-        protocol: "SASL_SSL",
-        mechanisms: "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
-        acls: None,
-    });
+    let (cluster, addr) = SaslCluster::start_one("SASL_SSL", "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN");
     let alice = USERS[0];
-    let (_, addr) = cluster.wait_for_leader(alice);
 
     // Wrong passwords and unknown users: one answer for all, then the close after the delay,
     // and the request sent meanwhile is never answered.
@@ -501,14 +508,8 @@ fn failed_logins_and_early_requests_are_closed_and_others_still_served() {
 
 #[test]
 fn sasl_plaintext_legacy_framing_credential_reload_and_a_missing_file() {
-    let cluster = SaslCluster::start(&Options {
-        voters: 1,
-        protocol: "SASL_PLAINTEXT",
-        mechanisms: "SCRAM-SHA-256,PLAIN",
-        acls: None,
-    });
+    let (cluster, addr) = SaslCluster::start_one("SASL_PLAINTEXT", "SCRAM-SHA-256,PLAIN");
     let alice = USERS[0];
-    let (_, addr) = cluster.wait_for_leader(alice);
 
     // The legacy framing after a v0 handshake: raw tokens both ways, then Kafka requests.
     for mechanism in [Mechanism::ScramSha256, Mechanism::Plain] {
