@@ -18,7 +18,7 @@ use engine::raft::ErrorCode;
 use net::client::BlockingClient;
 use net::wire::kafka::MetadataResponse;
 use serde_json::Value;
-use support::clients::{kcat, venv_python, workspace};
+use support::clients::{kcat, kcat_consume_args, kcat_produce_args, venv_python, workspace};
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -589,8 +589,8 @@ fn kcat_produces_and_consumes_every_record_once() {
     let mut producer = Command::new("timeout")
         .args([CLIENT_LIMIT_SECS])
         .arg(kcat())
-        .args(["-P", "-b", &server, "-t", "__cluster_metadata", "-p", "0"])
-        .args(["-X", "acks=all", "-z", "zstd"])
+        .args(kcat_produce_args(&server))
+        .args(["-z", "zstd"])
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -601,24 +601,7 @@ fn kcat_produces_and_consumes_every_record_once() {
         .write_all(format!("{}\n", values.join("\n")).as_bytes())
         .unwrap();
     assert!(producer.wait().unwrap().success(), "kcat -P failed");
-    let out = run(
-        &kcat(),
-        &[
-            "-C",
-            "-b",
-            &server,
-            "-t",
-            "__cluster_metadata",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %s\\n",
-        ],
-    )
-    .unwrap();
+    let out = run(&kcat(), &kcat_consume_args(&server)).unwrap();
     let read: Vec<(i64, String)> = out
         .lines()
         .filter_map(|l| l.split_once(' '))

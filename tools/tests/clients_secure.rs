@@ -31,14 +31,15 @@ use net::client::BlockingClient;
 use net::security::sasl::Mechanism;
 use net::security::tls::{client_config, TlsSettings};
 use serde_json::{json, Value};
-use support::clients::{kcat, run_bounded, script, venv_python};
+use support::clients::{
+    kcat, kcat_consume_args, kcat_produce_args, run_bounded, script, venv_python,
+};
 use support::*;
 use testkit::certs::{Authority, Validity, CN_MAPPING_RULE};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// A client run is killed after this; the clients' own timeouts end them well before.
 const CLIENT_LIMIT: Duration = Duration::from_secs(40);
-const TOPIC: &str = "__cluster_metadata";
 
 /// The SASL users and their passwords (SCRAM-SHA-512 credentials).
 const PRODUCER: (&str, &str) = ("producer", "producer-secret");
@@ -375,12 +376,7 @@ fn kcat_run(args: &[String], stdin: &str) -> Kcat {
 /// each.
 fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
     let mut args = security.to_vec();
-    args.extend(
-        [
-            "-P", "-b", servers, "-t", TOPIC, "-p", "0", "-X", "acks=all",
-        ]
-        .map(String::from),
-    );
+    args.extend(kcat_produce_args(servers).map(String::from));
     kcat_run(&args, &format!("{}\n", values.join("\n")))
 }
 
@@ -388,23 +384,7 @@ fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
 /// partition from its start to its end, as (offset, value).
 fn kcat_consume(security: &[String], servers: &str) -> Vec<(i64, String)> {
     let mut args = security.to_vec();
-    args.extend(
-        [
-            "-C",
-            "-b",
-            servers,
-            "-t",
-            TOPIC,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %s\\n",
-        ]
-        .map(String::from),
-    );
+    args.extend(kcat_consume_args(servers).map(String::from));
     let run = kcat_run(&args, "");
     assert!(run.success, "{run:?}");
     run.stdout

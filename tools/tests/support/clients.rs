@@ -31,6 +31,42 @@ pub fn kcat() -> PathBuf {
     found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
 }
 
+/// kcat's arguments (after any security settings) that produce to partition 0 of
+/// `__cluster_metadata` at `servers` with acks=all, a record per line of its standard input.
+pub fn kcat_produce_args(servers: &str) -> [&str; 9] {
+    [
+        "-P",
+        "-b",
+        servers,
+        "-t",
+        "__cluster_metadata",
+        "-p",
+        "0",
+        "-X",
+        "acks=all",
+    ]
+}
+
+/// kcat's arguments (after any security settings) that read partition 0 of
+/// `__cluster_metadata` at `servers` from its start to its end (`-e`), a line `offset value` per
+/// record.
+pub fn kcat_consume_args(servers: &str) -> [&str; 12] {
+    [
+        "-C",
+        "-b",
+        servers,
+        "-t",
+        "__cluster_metadata",
+        "-p",
+        "0",
+        "-o",
+        "beginning",
+        "-e",
+        "-f",
+        "%o %s\\n",
+    ]
+}
+
 /// A script beside the client tests (`tools/tests/clients/NAME`).
 pub fn script(name: &str) -> PathBuf {
     workspace().join("tools/tests/clients").join(name)
