@@ -487,24 +487,24 @@ fn assert_exactly_once(
     }
 }
 
-#[test]
-fn kafka_python_produces_with_acks_all_and_consumes_every_record_once() {
+/// A client `script` produces `count` records named `prefix`-N with acks=all to a healthy
+/// cluster and reads them back: every one acknowledged and read exactly once.
+fn produces_and_consumes_every_record_once(script: &str, count: usize, prefix: &str) {
     let (mut cluster, _) = Cluster::started(3);
-    let script = "produce_consume_kafka_python.py";
-    let (_script, rx) = start_script(script, &cluster, 200, "kp", &[]);
+    let (_script, rx) = start_script(script, &cluster, count, prefix, &[]);
     let mut run = Run::default();
     collect(&rx, &mut run, Duration::from_secs(140), |_| false);
-    assert_exactly_once(&run, 200, "kp", false, &mut cluster);
+    assert_exactly_once(&run, count, prefix, false, &mut cluster);
+}
+
+#[test]
+fn kafka_python_produces_with_acks_all_and_consumes_every_record_once() {
+    produces_and_consumes_every_record_once("produce_consume_kafka_python.py", 200, "kp");
 }
 
 #[test]
 fn confluent_kafka_produces_lz4_with_acks_all_and_consumes_every_record_once() {
-    let (mut cluster, _) = Cluster::started(3);
-    let script = "produce_consume_confluent.py";
-    let (_script, rx) = start_script(script, &cluster, 300, "ck", &[]);
-    let mut run = Run::default();
-    collect(&rx, &mut run, Duration::from_secs(140), |_| false);
-    assert_exactly_once(&run, 300, "ck", false, &mut cluster);
+    produces_and_consumes_every_record_once("produce_consume_confluent.py", 300, "ck");
 }
 
 /// An idempotent producer with retries (`script`) while the leader is SIGKILLed after a third of
