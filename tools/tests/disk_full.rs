@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,21 +152,7 @@ fn read_all(client: &mut BlockingClient) -> Vec<(i64, String)> {
 
 /// The value of a sample with no labels in the node's /metrics.
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let mut stream = TcpStream::connect(addr).expect("connect to /metrics");
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    let prefix = format!("{name} ");
-    let line = body
-        .lines()
-        .find(|line| line.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no sample {name} in /metrics"));
-    line[prefix.len()..].trim().parse().unwrap()
+    metric_sample(&get_metrics(addr, WAIT), name)
 }
 
 /// Deletes `file` inside the node's mount namespace (the mount is the node's alone).

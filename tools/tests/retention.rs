@@ -228,21 +228,12 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
 /// with a plain GET (the exposition format itself is checked with a real parser in
 /// metrics.rs).
 fn segment_counts(port: u16) -> (u64, u64, u64) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
+    let text = get_metrics(([127, 0, 0, 1], port).into(), TIMEOUT);
     let count = |how: &str| -> u64 {
-        let name = format!("ringraft_log_segments_total{{how=\"{how}\"}} ");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&name))
-            .unwrap_or_else(|| panic!("no {name} in {text}"));
-        line[name.len()..].trim().parse().unwrap()
+        metric_sample(
+            &text,
+            &format!("ringraft_log_segments_total{{how=\"{how}\"}}"),
+        )
     };
     (count("allocated"), count("recycled"), count("deleted"))
 }

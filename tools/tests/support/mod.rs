@@ -549,6 +549,37 @@ pub fn run_quorum_tool(server: &str, args: &[&str]) -> std::process::Output {
     output
 }
 
+/// A node's /metrics at `addr` by a plain HTTP/1.1 GET (reads bounded by `timeout`): the whole
+/// response, headers included. metrics.rs checks the exposition format with a real parser;
+/// this is for tests that want a sample or two.
+pub fn get_metrics(addr: SocketAddr, timeout: Duration) -> String {
+    use std::io::Write;
+    let mut stream = TcpStream::connect(addr).expect("connect to /metrics");
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of the sample `series` (its name and labels as exposed) in /metrics `text`.
+pub fn metric_sample<T>(text: &str, series: &str) -> T
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Debug,
+{
+    let prefix = format!("{series} ");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no sample {series} in /metrics:\n{text}"));
+    line[prefix.len()..].trim().parse().unwrap()
+}
+
 /// The log directory of node `id`.
 pub fn log_dir(cluster: &Cluster, id: i32) -> PathBuf {
     let node = cluster.nodes.iter().find(|n| n.id == id).expect("a node");
