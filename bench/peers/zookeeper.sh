@@ -15,22 +15,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/settle.sh"
 # shellcheck source-path=SCRIPTDIR source=pip_install.sh
 source "$here/pip_install.sh"
+# shellcheck source-path=SCRIPTDIR source=peer_load.sh
+source "$here/peer_load.sh"
 
-secs=10
-value_bytes=1024
-processes=0
-out=""
-while getopts "d:v:p:o:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        v) value_bytes=$OPTARG ;;
-        p) processes=$OPTARG ;;
-        o) out=$OPTARG ;;
-        *) echo "usage: zookeeper.sh [-d SECONDS] [-v VALUE_BYTES] [-p PROCESSES] [-o OUT_DIR] INFLIGHT..." >&2; exit 2 ;;
-    esac
-done
-shift $((OPTIND - 1))
-if [ $# -eq 0 ]; then set -- 1; fi
+parse_peer_args "$@"
 
 zk_jar=/usr/share/java/zookeeper.jar
 # The jar's manifest brings its dependencies but no slf4j binding; slf4j-simple (libslf4j-java,
@@ -67,16 +55,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # Nine free loopback ports (client, quorum and election for each server), asked of the kernel.
-read -r -a ports <<<"$(python3 - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(9)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-)"
+read -r -a ports <<<"$(free_ports 9)"
 servers=""
 for i in 1 2 3; do
     servers+="server.$i=127.0.0.1:${ports[$((3 * i - 2))]}:${ports[$((3 * i - 1))]}"$'\n'
@@ -161,10 +140,4 @@ echo "zookeeper $version, leader: $leader"
 # The client connects to the leader alone: a follower forwards every write to the leader and
 # relays the answer, an extra hop that neither etcd's run (driven at its leader) nor ringraft's
 # (clients write to the leader) pays.
-for inflight in "$@"; do
-    settle_disk "$work"
-    json_arg=()
-    if [ -n "$out" ]; then mkdir -p "$out"; json_arg=(--json "$out/zookeeper-inflight-$inflight.json"); fi
-    python3 "$here/zk_create.py" --endpoint "$leader" --inflight "$inflight" \
-        --value-bytes "$value_bytes" --duration "$secs" --processes "$processes" "${json_arg[@]}"
-done
+run_loads zookeeper "$here/zk_create.py" "$leader" "$work"
