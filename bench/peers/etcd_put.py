@@ -20,7 +20,7 @@ import resource
 import sys
 import time
 
-from peer_stats import add_load_args, emit, latency_summary, loadavg
+from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -145,28 +145,14 @@ def main():
         if worker.is_alive():
             worker.kill()
 
-    latencies = sorted(x for r in results for x in r["latencies"])
-    errors = sum(r["errors"] for r in results)
-    count = len(latencies)
     summary = {
         "system": "etcd",
-        "endpoint": args.endpoint,
-        "inflight": args.inflight,
-        "value_bytes": args.value_bytes,
-        "duration_s": args.duration,
-        "warmup_s": args.warmup,
-        "processes": processes,
-        "puts": count,
-        "puts_per_sec": count / args.duration,
-        "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": latency_summary(latencies),
-        "errors": errors,
-        "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
-        "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
+        **load_shape(args, processes),
+        **load_figures("puts", args, results),
         "loadavg": loadavg(),
     }
     emit(summary, args.json)
-    if any(r.get("failed") for r in results) or count == 0:
+    if any(r.get("failed") for r in results) or summary["puts"] == 0:
         sys.exit(1)
 
 

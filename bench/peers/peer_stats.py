@@ -1,5 +1,5 @@
-"""What the peer load drivers (etcd_put.py, zk_create.py) share: the latency summary of a run
-and the writing of its JSON result, so that the peers' results read alike."""
+"""What the peer load drivers (etcd_put.py, zk_create.py) share: their options, the fields of a
+run's result and the writing of it as JSON, so that the peers' results read alike."""
 import json
 
 
@@ -30,6 +30,34 @@ def latency_summary(latencies) -> dict:
         "p999": percentile(latencies, 0.999),
         "max": latencies[-1] if latencies else 0.0,
         "mean": sum(latencies) / count if count else 0.0,
+    }
+
+
+def load_shape(args, processes: int) -> dict:
+    """Where the load went and its shape (add_load_args's options), as every result states it."""
+    return {
+        "endpoint": args.endpoint,
+        "inflight": args.inflight,
+        "value_bytes": args.value_bytes,
+        "duration_s": args.duration,
+        "warmup_s": args.warmup,
+        "processes": processes,
+    }
+
+
+def load_figures(writes: str, args, results) -> dict:
+    """What the driver processes' `results` did in the measured window, summed: `writes` (the
+    peer's word: puts, creates) counts the acknowledged writes, one latency each."""
+    latencies = sorted(x for r in results for x in r["latencies"])
+    count = len(latencies)
+    return {
+        writes: count,
+        f"{writes}_per_sec": count / args.duration,
+        "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
+        "latency_us": latency_summary(latencies),
+        "errors": sum(r["errors"] for r in results),
+        "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
+        "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
     }
 
 

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from peer_stats import add_load_args, emit, latency_summary, loadavg
+from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg
 
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
@@ -274,26 +274,12 @@ def main():
     except Exception as error:  # e.g. NotEmptyError when some deletes failed: reported below
         parent_error = repr(error)[:300]
 
-    latencies = sorted(x for r in results for x in r["latencies"])
-    errors = sum(r["errors"] for r in results)
-    count = len(latencies)
     cleanup = [r["cleanup"] for r in results]
     summary = {
         "system": "zookeeper",
         "server_version": next((r["server_version"] for r in results if r["server_version"]), ""),
-        "endpoint": args.endpoint,
-        "inflight": args.inflight,
-        "value_bytes": args.value_bytes,
-        "duration_s": args.duration,
-        "warmup_s": args.warmup,
-        "processes": processes,
-        "creates": count,
-        "creates_per_sec": count / args.duration,
-        "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": latency_summary(latencies),
-        "errors": errors,
-        "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
-        "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
+        **load_shape(args, processes),
+        **load_figures("creates", args, results),
         "driver_late_s": [round(r["late_s"], 3) for r in results],
         "cleanup": {
             "deleted": sum(c["deleted"] for c in cleanup),
@@ -308,7 +294,7 @@ def main():
     if summary["cleanup"]["left"] or parent_error:
         print(f"zk_create: {summary['cleanup']['left']} znodes of this run left in the tree "
               f"({summary['cleanup']['last_error']}); later runs start from a bigger tree", file=sys.stderr)
-    if any(r.get("failed") for r in results) or count == 0:
+    if any(r.get("failed") for r in results) or summary["creates"] == 0:
         sys.exit(1)
 
 
