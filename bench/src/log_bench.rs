@@ -377,26 +377,23 @@ fn new_histogram() -> Histogram<u64> {
 /// The log writer's events the bench acts on; the others (reads, lookups, retention, space
 /// coming back) answer requests it never makes or concern a node.
 enum Progress {
-    /// Every request with `seq <= up_to_seq` is durable; the log ends at `end_offset`.
-    Durable {
-        up_to_seq: u64,
-        end_offset: i64,
-    },
+    /// The writers whose batches this event made durable, taken from the waiting ones
+    /// ([`Shared::take_durable`]).
+    Durable(BTreeMap<u64, (usize, usize)>),
     Stopped,
     /// A run on a full disk measures nothing: it stops, saying why.
     StorageFull(LogError),
 }
 
 /// `event` as the bench sees it (None: nothing to do); a fatal writer error exits here.
-fn progress(event: WriterEvent) -> Option<Progress> {
+fn progress(shared: &Shared, event: WriterEvent) -> Option<Progress> {
     match event {
         WriterEvent::Durable {
             up_to_seq,
             end_offset,
-        } => Some(Progress::Durable {
-            up_to_seq,
-            end_offset,
-        }),
+        } => Some(Progress::Durable(
+            shared.take_durable(up_to_seq, end_offset),
+        )),
         WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
         WriterEvent::Stopped { .. } => Some(Progress::Stopped),
         WriterEvent::StorageFull { error } => Some(Progress::StorageFull(error)),
@@ -412,12 +409,8 @@ fn progress(event: WriterEvent) -> Option<Progress> {
 /// Wakes appenders as their seqs become durable.
 fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
     while let Ok(event) = events.recv() {
-        match progress(event) {
-            Some(Progress::Durable {
-                up_to_seq,
-                end_offset,
-            }) => {
-                let done = shared.take_durable(up_to_seq, end_offset);
+        match progress(shared, event) {
+            Some(Progress::Durable(done)) => {
                 let mut per_thread = vec![Vec::new(); shared.wakers.len()];
                 for (thread, writer) in done.into_values() {
                     per_thread[thread].push(writer);
@@ -459,12 +452,8 @@ impl Wakeups {
             }
             Wakeups::Direct(events) => loop {
                 let event = events.recv().map_err(|_| "the log writer stopped")?;
-                match progress(event) {
-                    Some(Progress::Durable {
-                        up_to_seq,
-                        end_offset,
-                    }) => {
-                        let done = shared.take_durable(up_to_seq, end_offset);
+                match progress(shared, event) {
+                    Some(Progress::Durable(done)) => {
                         if !done.is_empty() {
                             return Ok(done.into_values().map(|(_, writer)| writer).collect());
                         }
