@@ -376,7 +376,7 @@ fn kcat_run(args: &[String], stdin: &str) -> Kcat {
 /// each.
 fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
     let mut args = security.to_vec();
-    args.extend(kcat_produce_args(servers).map(String::from));
+    args.extend(kcat_produce_args(servers).into_iter().map(String::from));
     kcat_run(&args, &format!("{}\n", values.join("\n")))
 }
 
@@ -384,7 +384,7 @@ fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
 /// partition from its start to its end, as (offset, value).
 fn kcat_consume(security: &[String], servers: &str) -> Vec<(i64, String)> {
     let mut args = security.to_vec();
-    args.extend(kcat_consume_args(servers).map(String::from));
+    args.extend(kcat_consume_args(servers).into_iter().map(String::from));
     let run = kcat_run(&args, "");
     assert!(run.success, "{run:?}");
     run.stdout

@@ -31,40 +31,24 @@ pub fn kcat() -> PathBuf {
     found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
 }
 
-/// kcat's arguments (after any security settings) that produce to partition 0 of
-/// `__cluster_metadata` at `servers` with acks=all, a record per line of its standard input.
-pub fn kcat_produce_args(servers: &str) -> [&str; 9] {
-    [
-        "-P",
-        "-b",
-        servers,
-        "-t",
-        "__cluster_metadata",
-        "-p",
-        "0",
-        "-X",
-        "acks=all",
-    ]
+/// kcat's arguments (after any security settings) for partition 0 of `__cluster_metadata` at
+/// `servers` in `mode` (-P or -C), then `more`.
+fn kcat_partition_args<'a>(mode: &'a str, servers: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![mode, "-b", servers, "-t", "__cluster_metadata", "-p", "0"];
+    args.extend_from_slice(more);
+    args
 }
 
-/// kcat's arguments (after any security settings) that read partition 0 of
-/// `__cluster_metadata` at `servers` from its start to its end (`-e`), a line `offset value` per
-/// record.
-pub fn kcat_consume_args(servers: &str) -> [&str; 12] {
-    [
-        "-C",
-        "-b",
-        servers,
-        "-t",
-        "__cluster_metadata",
-        "-p",
-        "0",
-        "-o",
-        "beginning",
-        "-e",
-        "-f",
-        "%o %s\\n",
-    ]
+/// kcat's arguments that produce to the partition with acks=all, a record per line of its
+/// standard input.
+pub fn kcat_produce_args(servers: &str) -> Vec<&str> {
+    kcat_partition_args("-P", servers, &["-X", "acks=all"])
+}
+
+/// kcat's arguments that read the partition from its start to its end (`-e`), a line
+/// `offset value` per record.
+pub fn kcat_consume_args(servers: &str) -> Vec<&str> {
+    kcat_partition_args("-C", servers, &["-o", "beginning", "-e", "-f", "%o %s\\n"])
 }
 
 /// A script beside the client tests (`tools/tests/clients/NAME`).
