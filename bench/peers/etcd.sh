@@ -10,8 +10,6 @@
 # Every etcd process is killed and the data removed on any exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=settle.sh
-source "$here/settle.sh"
 # shellcheck source-path=SCRIPTDIR source=pip_install.sh
 source "$here/pip_install.sh"
 # shellcheck source-path=SCRIPTDIR source=peer_load.sh

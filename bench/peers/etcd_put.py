@@ -20,7 +20,7 @@ import resource
 import sys
 import time
 
-from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg
+from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg, process_shares
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -124,10 +124,8 @@ def main():
     args = parser.parse_args()
     assert args.inflight >= 1 and args.value_bytes >= 0 and args.duration > 0
 
-    processes = args.processes or (1 if args.inflight <= 16 else 2)
-    processes = min(processes, args.inflight)
-    shares = [args.inflight // processes + (1 if i < args.inflight % processes else 0)
-              for i in range(processes)]
+    shares = process_shares(args)
+    processes = len(shares)
     # Every process starts its clock at the same instant, after all have connected.
     start_at = time.monotonic() + 2.0
     ctx = multiprocessing.get_context("fork")

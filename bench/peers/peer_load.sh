@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sourced by the peer scripts (etcd.sh, zookeeper.sh), which take the same options, ask the kernel
 # for their members' ports the same way and run one load per INFLIGHT value the same way.
-# Needs settle.sh sourced first (run_loads settles the disk before each load).
+
+# shellcheck source-path=SCRIPTDIR source=settle.sh
+source "$(dirname "${BASH_SOURCE[0]}")/settle.sh"
 
 # parse_peer_args "$@": [-d SECONDS=10] [-v VALUE_BYTES=1024] [-p PROCESSES=0, auto]
 # [-o OUT_DIR] INFLIGHT... into secs, value_bytes, processes, out and the array inflights

@@ -14,6 +14,16 @@ def add_load_args(parser) -> None:
                         help="driver processes (0: 1 for inflight<=16, else 2)")
 
 
+def process_shares(args) -> list:
+    """The writes in flight each driver process keeps: --processes of them (0: 1 up to 16 in
+    flight, else 2), never more than there are writes in flight, sharing them as evenly as can
+    be."""
+    processes = args.processes or (1 if args.inflight <= 16 else 2)
+    processes = min(processes, args.inflight)
+    return [args.inflight // processes + (1 if i < args.inflight % processes else 0)
+            for i in range(processes)]
+
+
 def percentile(sorted_values, q: float) -> float:
     if not sorted_values:
         return 0.0

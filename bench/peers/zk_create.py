@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg
+from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg, process_shares
 
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
@@ -234,10 +234,8 @@ def main():
     if args.cleanup_max <= 0:
         args.cleanup_max = 60 + 3 * (args.warmup + args.duration)
 
-    processes = args.processes or (1 if args.inflight <= 16 else 2)
-    processes = min(processes, args.inflight)
-    shares = [args.inflight // processes + (1 if i < args.inflight % processes else 0)
-              for i in range(processes)]
+    shares = process_shares(args)
+    processes = len(shares)
     # The run's parent is made before the workers fork (the client and its threads are gone by
     # then) and removed after they have deleted their znodes.
     run_path = f"{PARENT}/run-{os.getpid()}-{args.inflight}"

@@ -11,8 +11,6 @@
 # Every ZooKeeper JVM is killed and the data removed on any exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=settle.sh
-source "$here/settle.sh"
 # shellcheck source-path=SCRIPTDIR source=pip_install.sh
 source "$here/pip_install.sh"
 # shellcheck source-path=SCRIPTDIR source=peer_load.sh
