@@ -388,7 +388,7 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
 #[test]
 fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     use engine::raft::{Request, Response, VoteRequest};
-    use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+    use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader};
 
     let (mut cluster, leader) = Cluster::started(3);
     let mut client = cluster.connect(leader, TIMEOUT);
@@ -438,19 +438,13 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     assert_eq!((quorum.leader_id, quorum.leader_epoch), (leader, epoch));
 
     // A candidate speaking Vote v2 (a version this node does not know).
-    let mut w = WireWriter::with_capacity(64);
-    w.i32(0);
-    RequestHeader {
+    let header = RequestHeader {
         api_key: api::VOTE,
         api_version: 2,
         correlation_id: 91,
         client_id: Some("newer-candidate".into()),
-    }
-    .write(&mut w, true);
-    quorum::encode_request(&pre_vote, &mut w);
-    let mut frame = w.into_inner().to_vec();
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
+    };
+    let frame = request_frame(&header, &pre_vote);
     let mut newer = cluster.connect(follower, TIMEOUT);
     newer.write_raw(&frame).unwrap();
     let mut r = WireReader::new(newer.read_raw_frame().unwrap());

@@ -357,15 +357,20 @@ pub const RAW_CORRELATION_ID: i32 = 77;
 
 /// `request` as one frame (size prefix, request header v2, body), the way a peer sends it.
 pub fn raw_request_frame(request: &Request) -> Vec<u8> {
-    let mut w = WireWriter::with_capacity(128);
-    w.i32(0);
-    RequestHeader {
+    let header = RequestHeader {
         api_key: request.api_key(),
         api_version: quorum::request_version(request),
         correlation_id: RAW_CORRELATION_ID,
         client_id: Some("hostile-test".into()),
-    }
-    .write(&mut w, true);
+    };
+    request_frame(&header, request)
+}
+
+/// `request` as one frame under `header` (v2), whatever version the header claims.
+pub fn request_frame(header: &RequestHeader, request: &Request) -> Vec<u8> {
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    header.write(&mut w, true);
     quorum::encode_request(request, &mut w);
     let mut frame = w.into_inner().to_vec();
     let size = (frame.len() - 4) as i32;
