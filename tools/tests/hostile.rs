@@ -495,12 +495,7 @@ fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
     const IDS: i32 = 10_000;
     let (mut cluster, leader) = Cluster::started(3);
     let d = describe(&cluster, leader).expect("the leader answers DescribeQuorum");
-    let end = d
-        .current_voters
-        .iter()
-        .find(|v| v.replica_id == leader)
-        .map(|v| v.log_end_offset)
-        .unwrap();
+    let end = voter_log_end(&d, leader).unwrap();
     let pid = cluster.node(leader).process.as_ref().unwrap().child.id();
     let before = rss_kib(pid);
     // Pipelined on one connection, 500 at a time: each an observer's fetch at the log end, so

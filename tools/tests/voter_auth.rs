@@ -224,12 +224,7 @@ fn processes_posing_as_voter_2_while_the_followers_are_paused_get_nothing_acknow
     let end = Instant::now() + ATTACK;
     while Instant::now() < end {
         let log_end = describe(cluster.addr(leader))
-            .and_then(|d| {
-                d.current_voters
-                    .iter()
-                    .find(|v| v.replica_id == leader)
-                    .map(|v| v.log_end_offset)
-            })
+            .and_then(|d| voter_log_end(&d, leader))
             .unwrap_or(before.high_watermark);
         for (i, (_, poser)) in posers.iter().enumerate() {
             let fetch = spoofed_fetch(before.leader_epoch, log_end);

@@ -585,6 +585,15 @@ where
     line[prefix.len()..].trim().parse().unwrap()
 }
 
+/// The log end offset a leader's DescribeQuorum answer gives voter `id`, if it lists it.
+pub fn voter_log_end(described: &engine::raft::DescribeQuorumResponse, id: i32) -> Option<i64> {
+    described
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == id)
+        .map(|v| v.log_end_offset)
+}
+
 /// The log directory of node `id`.
 pub fn log_dir(cluster: &Cluster, id: i32) -> PathBuf {
     let node = cluster.nodes.iter().find(|n| n.id == id).expect("a node");
