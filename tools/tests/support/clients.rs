@@ -86,16 +86,5 @@ pub fn assert_read_once_where_acked(acked: &[(i64, String)], consumed: &[(i64, S
         consumed.windows(2).all(|w| w[0].0 < w[1].0),
         "consumed out of offset order or twice: {consumed:?}"
     );
-    for (offset, value) in acked {
-        let at: Vec<i64> = consumed
-            .iter()
-            .filter(|(_, v)| v == value)
-            .map(|(o, _)| *o)
-            .collect();
-        assert_eq!(
-            at,
-            [*offset],
-            "{value}: acknowledged at {offset}, read at {at:?}"
-        );
-    }
+    super::assert_each_once_at_its_offset(consumed, acked);
 }

@@ -330,6 +330,22 @@ pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
     out
 }
 
+/// Every acknowledged (offset, value) is in `log` exactly once, at that offset.
+pub fn assert_each_once_at_its_offset(log: &[(i64, String)], acked: &[(i64, String)]) {
+    for (offset, value) in acked {
+        let at: Vec<i64> = log
+            .iter()
+            .filter(|(_, v)| v == value)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(
+            at,
+            [*offset],
+            "{value}: acknowledged at {offset}, found at {at:?}"
+        );
+    }
+}
+
 /// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
 /// in the acknowledged order.
 pub fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
