@@ -114,15 +114,21 @@ fn from_start(acked: &[(i64, String)], start: i64) -> Vec<(i64, String)> {
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-#[test]
-fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_leaders() {
-    let mut cluster = Cluster::new_with(3, |s| {
+/// Three voters (not started) with [`SEGMENT`]-byte segments and [`RETENTION`] bytes of
+/// retention, checked every `check_interval_ms`.
+fn retention_cluster(check_interval_ms: u64) -> Cluster {
+    Cluster::new_with(3, |s| {
         s.segment_bytes = Some(SEGMENT);
         s.overrides = vec![
             format!("retention.bytes={RETENTION}"),
-            "log.retention.check.interval.ms=200".into(),
+            format!("log.retention.check.interval.ms={check_interval_ms}"),
         ];
-    });
+    })
+}
+
+#[test]
+fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_leaders() {
+    let mut cluster = retention_cluster(200);
     cluster.start_all();
     let mut acked = produce(&mut cluster, "first", 60);
     let leader = cluster.wait_for_leader(None);
@@ -246,13 +252,7 @@ fn segment_counts(port: u16) -> (u64, u64, u64) {
 /// carries it forward: no retention run does that in this test.
 #[test]
 fn between_retention_runs_every_roll_reuses_the_oldest_segment() {
-    let mut cluster = Cluster::new_with(3, |s| {
-        s.segment_bytes = Some(SEGMENT);
-        s.overrides = vec![
-            format!("retention.bytes={RETENTION}"),
-            "log.retention.check.interval.ms=600000".into(),
-        ];
-    });
+    let mut cluster = retention_cluster(600000);
     let ports: Vec<u16> = (1..=3).map(|_| free_port()).collect();
     for id in 1..=3 {
         let setting = format!(
