@@ -12,7 +12,6 @@ Prints one JSON object (and writes it to --json FILE): puts_per_sec, mb_per_sec 
 10^6 B/MB), latency_us {p50, p99, p999, max, mean}, inflight, value_bytes, processes,
 driver_cpu_percent (per process, of one core), errors, loadavg.
 """
-import argparse
 import asyncio
 import multiprocessing
 import os
@@ -20,7 +19,7 @@ import resource
 import sys
 import time
 
-from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg, process_shares
+from peer_stats import driver_parser, emit, load_figures, load_shape, loadavg, process_shares
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -115,12 +114,9 @@ def child(args, proc_index, inflight, start_at, queue):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client URL")
-    add_load_args(parser)
+    parser = driver_parser(__doc__, "HOST:PORT of the leader's client URL")
     parser.add_argument("--max-puts", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
-    parser.add_argument("--json", help="also write the JSON object here")
     args = parser.parse_args()
     assert args.inflight >= 1 and args.value_bytes >= 0 and args.duration > 0
 

@@ -1,6 +1,18 @@
 """What the peer load drivers (etcd_put.py, zk_create.py) share: their options, the fields of a
 run's result and the writing of it as JSON, so that the peers' results read alike."""
+import argparse
 import json
+
+
+def driver_parser(doc: str, endpoint_help: str) -> argparse.ArgumentParser:
+    """The command line every driver takes, described by the first line of its `doc`: the
+    leader's --endpoint, the load's shape (add_load_args) and --json (emit's file); the driver
+    adds its own options."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--endpoint", required=True, help=endpoint_help)
+    add_load_args(parser)
+    parser.add_argument("--json", help="also write the JSON object here")
+    return parser
 
 
 def add_load_args(parser) -> None:

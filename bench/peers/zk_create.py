@@ -15,7 +15,6 @@ Prints one JSON object (and writes it to --json FILE): creates_per_sec, mb_per_s
 driver_cpu_percent (per process, of one core), driver_late_s (per process, how long after the
 shared start it connected), errors, cleanup {deleted, errors, left, seconds}, loadavg.
 """
-import argparse
 import multiprocessing
 import os
 import queue
@@ -24,7 +23,7 @@ import sys
 import threading
 import time
 
-from peer_stats import add_load_args, emit, load_figures, load_shape, loadavg, process_shares
+from peer_stats import driver_parser, emit, load_figures, load_shape, loadavg, process_shares
 
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
@@ -220,14 +219,11 @@ def with_client(endpoint, action):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client port")
-    add_load_args(parser)
+    parser = driver_parser(__doc__, "HOST:PORT of the leader's client port")
     parser.add_argument("--max-creates", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
     parser.add_argument("--cleanup-max", type=float, default=0.0,
                         help="seconds allowed for deleting the run's znodes (0: 60 + 3 x the run)")
-    parser.add_argument("--json", help="also write the JSON object here")
     args = parser.parse_args()
     # jute.maxbuffer (1 MiB less a little by default) bounds one znode's data.
     assert args.inflight >= 1 and 0 <= args.value_bytes < 1_000_000 and args.duration > 0
