@@ -124,15 +124,6 @@ fn noise(len: usize, mut state: u64) -> Vec<u8> {
         .collect()
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn bad_input_and_a_connection_flood_leave_the_node_committing() {
     let (mut cluster, leader) = Cluster::started(3);

@@ -482,13 +482,6 @@ fn find_quorum_for_the_leader_one_second_ahead_to_a_dead_port_is_not_adopted() {
     find_quorum_for_the_leader_is_not_adopted(|| now_ms() + 1000);
 }
 
-/// Resident memory of process `pid`, in KiB (VmRSS of /proc/PID/status).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
     use std::io::{Read, Write};

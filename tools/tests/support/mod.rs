@@ -610,6 +610,16 @@ pub fn voter_log_end(described: &engine::raft::DescribeQuorumResponse, id: i32) 
         .map(|v| v.log_end_offset)
 }
 
+/// The resident set size of process `pid` in KiB (VmRSS in /proc/PID/status).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// The log directory of node `id`.
 pub fn log_dir(cluster: &Cluster, id: i32) -> PathBuf {
     let node = cluster.nodes.iter().find(|n| n.id == id).expect("a node");
