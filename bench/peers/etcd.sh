@@ -27,16 +27,7 @@ fi
 pip_install grpc grpcio
 export ETCDCTL_API=3
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-etcd.XXXXXX")
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+peer_work etcd
 
 # Six free loopback ports (client and peer for each member), asked of the kernel.
 read -r -a ports <<<"$(free_ports 6)"

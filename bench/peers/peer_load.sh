@@ -5,6 +5,37 @@
 # shellcheck source-path=SCRIPTDIR source=settle.sh
 source "$(dirname "${BASH_SOURCE[0]}")/settle.sh"
 
+# peer_work NAME [GRACE_S]: $work, a new temporary directory for the members' data on the disk
+# holding TMPDIR, and $pids, empty, for the members the script starts. On any exit (Ctrl-C and
+# SIGTERM exit 130) every member gets SIGTERM, then with GRACE_S SIGKILL if still running that
+# many seconds later; $work is removed once they are gone.
+peer_work() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-$1.XXXXXX")
+    pids=()
+    peer_grace_s=${2:-}
+    trap stop_members EXIT
+    trap 'exit 130' INT TERM
+}
+
+stop_members() {
+    local pid i alive polls
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ -n "$peer_grace_s" ]; then
+        polls=$((peer_grace_s * 5))
+        for i in $(seq 1 "$polls"); do
+            alive=0
+            for pid in "${pids[@]}"; do if kill -0 "$pid" 2>/dev/null; then alive=1; fi; done
+            if [ "$alive" = 0 ]; then break; fi
+            if [ "$i" = "$polls" ]; then
+                for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+            fi
+            sleep 0.2
+        done
+    fi
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+
 # parse_peer_args "$@": [-d SECONDS=10] [-v VALUE_BYTES=1024] [-p PROCESSES=0, auto]
 # [-o OUT_DIR] INFLIGHT... into secs, value_bytes, processes, out and the array inflights
 # (1 when none is given); a bad option prints the usage and exits 2.

@@ -31,26 +31,8 @@ if [ ! -f "$zk_jar" ] || [ ! -f "$log_jar" ] || ! command -v java >/dev/null; th
 fi
 pip_install kazoo kazoo
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-zookeeper.XXXXXX")
-pids=()
-cleanup() {
-    local pid i
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    # A JVM's shutdown hooks get 10 s; then it is killed outright, so no server outlives us.
-    for i in $(seq 1 50); do
-        local alive=0
-        for pid in "${pids[@]}"; do if kill -0 "$pid" 2>/dev/null; then alive=1; fi; done
-        if [ "$alive" = 0 ]; then break; fi
-        if [ "$i" = 50 ]; then
-            for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-        fi
-        sleep 0.2
-    done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# A JVM's shutdown hooks get 10 s; then it is killed outright, so no server outlives us.
+peer_work zookeeper 10
 
 # Nine free loopback ports (client, quorum and election for each server), asked of the kernel.
 read -r -a ports <<<"$(free_ports 9)"
