@@ -93,10 +93,7 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     acked.extend(produce_numbered(&mut client, "after-", 10));
     wait_for_observer_at(&mut client, 4, acked.last().unwrap().0 + 1);
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let observer_log = read_log(&cluster.nodes[observer].dir);
     assert_each_once_at_its_offset(&observer_log, &acked);
     let voter_log = read_log(&cluster.node(leader).dir);
@@ -130,10 +127,7 @@ fn an_observer_can_bootstrap_from_another_observer() {
     wait_for_observer_at(&mut client, 4, end);
     wait_for_observer_at(&mut client, 5, end);
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     assert_each_once_at_its_offset(&read_log(&cluster.nodes[second].dir), &acked);
 }
 

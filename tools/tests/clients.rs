@@ -219,9 +219,7 @@ fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_ev
         assert_ne!(d.cluster_authorized_operations, i32::MIN, "asked for");
     }
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
@@ -270,9 +268,7 @@ fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() 
             || kcat_metadata(addr),
         );
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
@@ -289,9 +285,7 @@ fn separate_client_and_controller_listeners_advertise_the_client_endpoints() {
             kcat_metadata(addr)
         });
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
@@ -336,9 +330,7 @@ fn metadata_refused_on_the_topic_still_lists_the_brokers() {
     // DESCRIBE and CLUSTER_ACTION on the cluster, nothing else: Kafka's bits 8 and 9.
     assert_eq!(d.cluster_authorized_operations, 1 << 8 | 1 << 9, "{d:?}");
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 /// What a produce-and-consume script reported: acknowledged and consumed (offset, value), and
@@ -469,9 +461,7 @@ fn assert_exactly_once(
         let leader = cluster.wait_for_leader(None);
         cluster.wait_for_voters_at(leader, last + 1);
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}");
-    }
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
         let log = read_log(&node.dir);
         for i in 0..count {
@@ -891,9 +881,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
     let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
     assert_eq!((offset, timestamp), (late_offset, late));
     drop((client, to_follower));
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 /// Kafka's MAX_TIMESTAMP (-3).

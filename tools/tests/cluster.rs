@@ -70,10 +70,7 @@ fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
     );
     // Acknowledged means durable on a majority: let the third voter catch up before stopping.
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
     for (node, log) in cluster.nodes.iter().zip(&logs) {
         assert_log_holds(log, &acked, &format!("node {}", node.id));
@@ -229,9 +226,7 @@ fn compressed_batches_are_validated_stored_as_they_came_and_replicated() {
         );
     }
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}");
-    }
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
         assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
         // Kept compressed, byte for byte as long as sent: nothing was recompressed.

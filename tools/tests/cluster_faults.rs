@@ -217,10 +217,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     assert!(observer.log_end_offset >= end, "observer at {observer:?}");
     drop(client);
     cluster.wait_for_voters_at(leader, end);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let observer_log = read_log(&cluster.node(4).dir);
     assert!(
         log_holds_once_in_order(&observer_log, &acked),

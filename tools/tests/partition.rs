@@ -126,13 +126,7 @@ fn partition_one_follower(overrides: &[&str]) -> Outcome {
         })
         .collect();
     eprintln!("after the heal, (leader, epoch) per node: {after:?}");
-    for (id, status) in cluster.stop_all() {
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "node {id} exited with {status:?}\n{}",
-            cluster.stderr_tail(id)
-        );
-    }
+    cluster.stop_all_cleanly();
     let failures: Vec<String> = cluster
         .nodes
         .iter()

@@ -148,6 +148,20 @@ impl Cluster {
         self.0.stop_all(STOP_WAIT)
     }
 
+    /// [`Cluster::stop_all`], asserting that every node that was running exited on SIGTERM, and
+    /// successfully; a failure shows the node's stderr tail.
+    pub fn stop_all_cleanly(&mut self) {
+        for (id, status) in self.stop_all() {
+            let status = status
+                .unwrap_or_else(|| panic!("node {id} ignored SIGTERM\n{}", self.stderr_tail(id)));
+            assert!(
+                status.success(),
+                "node {id} exited with {status}\n{}",
+                self.stderr_tail(id)
+            );
+        }
+    }
+
     /// Waits (bounded) until the leader reports every voter's log end offset at `offset` or
     /// beyond.
     pub fn wait_for_voters_at(&self, leader: i32, offset: i64) {
