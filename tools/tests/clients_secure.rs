@@ -20,10 +20,9 @@
 
 mod support;
 
-use std::fs::OpenOptions;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -175,14 +174,7 @@ impl SecuredCluster {
             let config = root.path().join(format!("server-{id}.properties"));
             std::fs::write(&config, properties).unwrap();
             let stderr = root.path().join(format!("node-{id}.stderr"));
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&stderr)
-                .unwrap();
-            let process = ProcessGuard {
-                child: spawn(&config, &[], Stdio::from(file)),
-            };
+            let process = spawn_logged(&config, &[], &stderr);
             nodes.push(SecuredNode {
                 id,
                 sasl,

@@ -14,10 +14,8 @@
 
 mod support;
 
-use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -241,18 +239,6 @@ impl SaslCluster {
 
     fn tails(&self) -> String {
         testkit::stderr_tails(self.nodes.iter().map(|n| (n.id, n.stderr.as_path())))
-    }
-}
-
-/// `ringraft serve` with its stderr appended to `stderr`.
-fn spawn_logged(config: &Path, overrides: &[&str], stderr: &Path) -> ProcessGuard {
-    let file: File = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(stderr)
-        .unwrap();
-    ProcessGuard {
-        child: spawn(config, overrides, Stdio::from(file)),
     }
 }
 

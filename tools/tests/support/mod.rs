@@ -264,6 +264,18 @@ pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
         .unwrap()
 }
 
+/// [`spawn`] with the node's stderr appended to the file `stderr`.
+pub fn spawn_logged(config: &Path, overrides: &[&str], stderr: &Path) -> ProcessGuard {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr)
+        .unwrap();
+    ProcessGuard {
+        child: spawn(config, overrides, Stdio::from(file)),
+    }
+}
+
 /// One batch of one record whose value is `value`.
 pub fn batch(value: &str) -> Bytes {
     let mut builder = RecordBatchBuilder::new(0, 0);
