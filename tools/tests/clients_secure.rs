@@ -95,11 +95,7 @@ impl SecuredCluster {
     /// Writes the certificates, the credentials (with the CLI, as the doc does), the ACLs and
     /// the configs, and starts the three voters.
     fn start() -> SecuredCluster {
-        let root = tempfile::Builder::new()
-            .prefix(".tmp-secure")
-            .tempdir_in(std::env::temp_dir())
-            .unwrap();
-        let pki = Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+        let (root, pki) = root_with_ca(".tmp-secure");
         let credentials = root.path().join("credentials.json");
         for (user, password) in [PRODUCER, CONSUMER, ADMIN] {
             let password_file = root.path().join(format!("{user}.password"));

@@ -29,7 +29,7 @@ use net::wire::kafka::{
     UNSUPPORTED_SASL_MECHANISM,
 };
 use support::*;
-use testkit::certs::{Authority, Validity, CN_MAPPING_RULE};
+use testkit::certs::{Validity, CN_MAPPING_RULE};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// The fewest iterations a credential may have: quick logins for the tests.
@@ -94,11 +94,7 @@ struct SaslCluster {
 impl SaslCluster {
     /// Writes the configs, the certificates and the credentials file, and starts every node.
     fn start(options: &Options) -> SaslCluster {
-        let root = tempfile::Builder::new()
-            .prefix(".tmp-sasl")
-            .tempdir_in(std::env::temp_dir())
-            .unwrap();
-        let pki = Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+        let (root, pki) = root_with_ca(".tmp-sasl");
         let credentials = root.path().join("credentials.json");
         add_users(&credentials, &USERS);
         let acl_line = options.acls.map(|acls| {

@@ -264,6 +264,17 @@ pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
         .unwrap()
 }
 
+/// A new temporary directory (its name starting with `prefix`) for a cluster the test builds by
+/// hand, with a CA named ringraft-ca in its `pki/`.
+pub fn root_with_ca(prefix: &str) -> (tempfile::TempDir, testkit::certs::Authority) {
+    let root = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    let pki = testkit::certs::Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+    (root, pki)
+}
+
 /// [`spawn`] with the node's stderr appended to the file `stderr`.
 pub fn spawn_logged(config: &Path, overrides: &[&str], stderr: &Path) -> ProcessGuard {
     let file = std::fs::OpenOptions::new()
