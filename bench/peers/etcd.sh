@@ -10,26 +10,12 @@
 # Every etcd process is killed and the data removed on any exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=settle.sh
-source "$here/settle.sh"
 # shellcheck source-path=SCRIPTDIR source=pip_install.sh
 source "$here/pip_install.sh"
+# shellcheck source-path=SCRIPTDIR source=peer_load.sh
+source "$here/peer_load.sh"
 
-secs=10
-value_bytes=1024
-processes=0
-out=""
-while getopts "d:v:p:o:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        v) value_bytes=$OPTARG ;;
-        p) processes=$OPTARG ;;
-        o) out=$OPTARG ;;
-        *) echo "usage: etcd.sh [-d SECONDS] [-v VALUE_BYTES] [-p PROCESSES] [-o OUT_DIR] INFLIGHT..." >&2; exit 2 ;;
-    esac
-done
-shift $((OPTIND - 1))
-if [ $# -eq 0 ]; then set -- 1; fi
+parse_peer_args "$@"
 
 if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
     apt-get update
@@ -41,28 +27,10 @@ fi
 pip_install grpc grpcio
 export ETCDCTL_API=3
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-etcd.XXXXXX")
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+peer_work etcd
 
 # Six free loopback ports (client and peer for each member), asked of the kernel.
-read -r -a ports <<<"$(python3 - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-)"
+read -r -a ports <<<"$(free_ports 6)"
 cluster=""
 for i in 0 1 2; do
     cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[$((2 * i + 1))]}"
@@ -104,10 +72,4 @@ done
 if [ -z "$leader" ]; then echo "etcd cluster not healthy after 30 s" >&2; exit 1; fi
 echo "leader: $leader"
 
-for inflight in "$@"; do
-    settle_disk "$work"
-    json_arg=()
-    if [ -n "$out" ]; then mkdir -p "$out"; json_arg=(--json "$out/etcd-inflight-$inflight.json"); fi
-    python3 "$here/etcd_put.py" --endpoint "$leader" --inflight "$inflight" \
-        --value-bytes "$value_bytes" --duration "$secs" --processes "$processes" "${json_arg[@]}"
-done
+run_loads etcd "$here/etcd_put.py" "$leader" "$work"

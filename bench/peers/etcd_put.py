@@ -12,7 +12,6 @@ Prints one JSON object (and writes it to --json FILE): puts_per_sec, mb_per_sec 
 10^6 B/MB), latency_us {p50, p99, p999, max, mean}, inflight, value_bytes, processes,
 driver_cpu_percent (per process, of one core), errors, loadavg.
 """
-import argparse
 import asyncio
 import multiprocessing
 import os
@@ -20,7 +19,7 @@ import resource
 import sys
 import time
 
-from peer_stats import add_load_args, emit, latency_summary, loadavg
+from peer_stats import driver_parser, emit, load_figures, load_shape, loadavg, process_shares
 
 PUT_METHOD = "/etcdserverpb.KV/Put"
 # Keys cycle over a bounded space per process so the keyspace stays small however long the run.
@@ -115,19 +114,14 @@ def child(args, proc_index, inflight, start_at, queue):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client URL")
-    add_load_args(parser)
+    parser = driver_parser(__doc__, "HOST:PORT of the leader's client URL")
     parser.add_argument("--max-puts", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
-    parser.add_argument("--json", help="also write the JSON object here")
     args = parser.parse_args()
     assert args.inflight >= 1 and args.value_bytes >= 0 and args.duration > 0
 
-    processes = args.processes or (1 if args.inflight <= 16 else 2)
-    processes = min(processes, args.inflight)
-    shares = [args.inflight // processes + (1 if i < args.inflight % processes else 0)
-              for i in range(processes)]
+    shares = process_shares(args)
+    processes = len(shares)
     # Every process starts its clock at the same instant, after all have connected.
     start_at = time.monotonic() + 2.0
     ctx = multiprocessing.get_context("fork")
@@ -145,28 +139,14 @@ def main():
         if worker.is_alive():
             worker.kill()
 
-    latencies = sorted(x for r in results for x in r["latencies"])
-    errors = sum(r["errors"] for r in results)
-    count = len(latencies)
     summary = {
         "system": "etcd",
-        "endpoint": args.endpoint,
-        "inflight": args.inflight,
-        "value_bytes": args.value_bytes,
-        "duration_s": args.duration,
-        "warmup_s": args.warmup,
-        "processes": processes,
-        "puts": count,
-        "puts_per_sec": count / args.duration,
-        "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": latency_summary(latencies),
-        "errors": errors,
-        "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
-        "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
+        **load_shape(args, processes),
+        **load_figures("puts", args, results),
         "loadavg": loadavg(),
     }
     emit(summary, args.json)
-    if any(r.get("failed") for r in results) or count == 0:
+    if any(r.get("failed") for r in results) or summary["puts"] == 0:
         sys.exit(1)
 
 

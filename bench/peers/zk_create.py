@@ -15,7 +15,6 @@ Prints one JSON object (and writes it to --json FILE): creates_per_sec, mb_per_s
 driver_cpu_percent (per process, of one core), driver_late_s (per process, how long after the
 shared start it connected), errors, cleanup {deleted, errors, left, seconds}, loadavg.
 """
-import argparse
 import multiprocessing
 import os
 import queue
@@ -24,7 +23,7 @@ import sys
 import threading
 import time
 
-from peer_stats import add_load_args, emit, latency_summary, loadavg
+from peer_stats import driver_parser, emit, load_figures, load_shape, loadavg, process_shares
 
 # A create that has not completed this long after its deadline is counted as failed.
 RPC_TIMEOUT_S = 10.0
@@ -220,24 +219,19 @@ def with_client(endpoint, action):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--endpoint", required=True, help="HOST:PORT of the leader's client port")
-    add_load_args(parser)
+    parser = driver_parser(__doc__, "HOST:PORT of the leader's client port")
     parser.add_argument("--max-creates", type=int, default=10_000_000,
                         help="per in-flight slot, a bound on the loop besides the deadline")
     parser.add_argument("--cleanup-max", type=float, default=0.0,
                         help="seconds allowed for deleting the run's znodes (0: 60 + 3 x the run)")
-    parser.add_argument("--json", help="also write the JSON object here")
     args = parser.parse_args()
     # jute.maxbuffer (1 MiB less a little by default) bounds one znode's data.
     assert args.inflight >= 1 and 0 <= args.value_bytes < 1_000_000 and args.duration > 0
     if args.cleanup_max <= 0:
         args.cleanup_max = 60 + 3 * (args.warmup + args.duration)
 
-    processes = args.processes or (1 if args.inflight <= 16 else 2)
-    processes = min(processes, args.inflight)
-    shares = [args.inflight // processes + (1 if i < args.inflight % processes else 0)
-              for i in range(processes)]
+    shares = process_shares(args)
+    processes = len(shares)
     # The run's parent is made before the workers fork (the client and its threads are gone by
     # then) and removed after they have deleted their znodes.
     run_path = f"{PARENT}/run-{os.getpid()}-{args.inflight}"
@@ -274,26 +268,12 @@ def main():
     except Exception as error:  # e.g. NotEmptyError when some deletes failed: reported below
         parent_error = repr(error)[:300]
 
-    latencies = sorted(x for r in results for x in r["latencies"])
-    errors = sum(r["errors"] for r in results)
-    count = len(latencies)
     cleanup = [r["cleanup"] for r in results]
     summary = {
         "system": "zookeeper",
         "server_version": next((r["server_version"] for r in results if r["server_version"]), ""),
-        "endpoint": args.endpoint,
-        "inflight": args.inflight,
-        "value_bytes": args.value_bytes,
-        "duration_s": args.duration,
-        "warmup_s": args.warmup,
-        "processes": processes,
-        "creates": count,
-        "creates_per_sec": count / args.duration,
-        "mb_per_sec": count * args.value_bytes / args.duration / 1e6,
-        "latency_us": latency_summary(latencies),
-        "errors": errors,
-        "last_error": next((r["last_error"] for r in results if r["last_error"]), ""),
-        "driver_cpu_percent": [round(r["cpu_percent"], 1) for r in results],
+        **load_shape(args, processes),
+        **load_figures("creates", args, results),
         "driver_late_s": [round(r["late_s"], 3) for r in results],
         "cleanup": {
             "deleted": sum(c["deleted"] for c in cleanup),
@@ -308,7 +288,7 @@ def main():
     if summary["cleanup"]["left"] or parent_error:
         print(f"zk_create: {summary['cleanup']['left']} znodes of this run left in the tree "
               f"({summary['cleanup']['last_error']}); later runs start from a bigger tree", file=sys.stderr)
-    if any(r.get("failed") for r in results) or count == 0:
+    if any(r.get("failed") for r in results) or summary["creates"] == 0:
         sys.exit(1)
 
 

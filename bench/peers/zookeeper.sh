@@ -11,26 +11,12 @@
 # Every ZooKeeper JVM is killed and the data removed on any exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=settle.sh
-source "$here/settle.sh"
 # shellcheck source-path=SCRIPTDIR source=pip_install.sh
 source "$here/pip_install.sh"
+# shellcheck source-path=SCRIPTDIR source=peer_load.sh
+source "$here/peer_load.sh"
 
-secs=10
-value_bytes=1024
-processes=0
-out=""
-while getopts "d:v:p:o:" opt; do
-    case $opt in
-        d) secs=$OPTARG ;;
-        v) value_bytes=$OPTARG ;;
-        p) processes=$OPTARG ;;
-        o) out=$OPTARG ;;
-        *) echo "usage: zookeeper.sh [-d SECONDS] [-v VALUE_BYTES] [-p PROCESSES] [-o OUT_DIR] INFLIGHT..." >&2; exit 2 ;;
-    esac
-done
-shift $((OPTIND - 1))
-if [ $# -eq 0 ]; then set -- 1; fi
+parse_peer_args "$@"
 
 zk_jar=/usr/share/java/zookeeper.jar
 # The jar's manifest brings its dependencies but no slf4j binding; slf4j-simple (libslf4j-java,
@@ -45,38 +31,11 @@ if [ ! -f "$zk_jar" ] || [ ! -f "$log_jar" ] || ! command -v java >/dev/null; th
 fi
 pip_install kazoo kazoo
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/ringraft-zookeeper.XXXXXX")
-pids=()
-cleanup() {
-    local pid i
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    # A JVM's shutdown hooks get 10 s; then it is killed outright, so no server outlives us.
-    for i in $(seq 1 50); do
-        local alive=0
-        for pid in "${pids[@]}"; do if kill -0 "$pid" 2>/dev/null; then alive=1; fi; done
-        if [ "$alive" = 0 ]; then break; fi
-        if [ "$i" = 50 ]; then
-            for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-        fi
-        sleep 0.2
-    done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# A JVM's shutdown hooks get 10 s; then it is killed outright, so no server outlives us.
+peer_work zookeeper 10
 
 # Nine free loopback ports (client, quorum and election for each server), asked of the kernel.
-read -r -a ports <<<"$(python3 - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(9)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-)"
+read -r -a ports <<<"$(free_ports 9)"
 servers=""
 for i in 1 2 3; do
     servers+="server.$i=127.0.0.1:${ports[$((3 * i - 2))]}:${ports[$((3 * i - 1))]}"$'\n'
@@ -161,10 +120,4 @@ echo "zookeeper $version, leader: $leader"
 # The client connects to the leader alone: a follower forwards every write to the leader and
 # relays the answer, an extra hop that neither etcd's run (driven at its leader) nor ringraft's
 # (clients write to the leader) pays.
-for inflight in "$@"; do
-    settle_disk "$work"
-    json_arg=()
-    if [ -n "$out" ]; then mkdir -p "$out"; json_arg=(--json "$out/zookeeper-inflight-$inflight.json"); fi
-    python3 "$here/zk_create.py" --endpoint "$leader" --inflight "$inflight" \
-        --value-bytes "$value_bytes" --duration "$secs" --processes "$processes" "${json_arg[@]}"
-done
+run_loads zookeeper "$here/zk_create.py" "$leader" "$work"

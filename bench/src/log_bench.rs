@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use engine::io::{
     GroupCommitWriter, SyncMode, WriterConfig, WriterEvent, WriterRequest, WriterStats,
 };
-use engine::log::{Log, LogConfig, RetentionPolicy};
+use engine::log::{Log, LogConfig, LogError, RetentionPolicy};
 use engine::record::{stamp, RecordBatchBuilder};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -374,15 +374,43 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
 }
 
+/// The log writer's events the bench acts on; the others (reads, lookups, retention, space
+/// coming back) answer requests it never makes or concern a node.
+enum Progress {
+    /// The writers whose batches this event made durable, taken from the waiting ones
+    /// ([`Shared::take_durable`]).
+    Durable(BTreeMap<u64, (usize, usize)>),
+    Stopped,
+    /// A run on a full disk measures nothing: it stops, saying why.
+    StorageFull(LogError),
+}
+
+/// `event` as the bench sees it (None: nothing to do); a fatal writer error exits here.
+fn progress(shared: &Shared, event: WriterEvent) -> Option<Progress> {
+    match event {
+        WriterEvent::Durable {
+            up_to_seq,
+            end_offset,
+        } => Some(Progress::Durable(
+            shared.take_durable(up_to_seq, end_offset),
+        )),
+        WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
+        WriterEvent::Stopped { .. } => Some(Progress::Stopped),
+        WriterEvent::StorageFull { error } => Some(Progress::StorageFull(error)),
+        WriterEvent::ReadDone { .. }
+        | WriterEvent::LookupDone { .. }
+        | WriterEvent::StorageAvailable { .. }
+        | WriterEvent::Retained { .. }
+        | WriterEvent::LogStartMoved { .. }
+        | WriterEvent::RetentionHeldBack { .. } => None,
+    }
+}
+
 /// Wakes appenders as their seqs become durable.
 fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
     while let Ok(event) = events.recv() {
-        match event {
-            WriterEvent::Durable {
-                up_to_seq,
-                end_offset,
-            } => {
-                let done = shared.take_durable(up_to_seq, end_offset);
+        match progress(shared, event) {
+            Some(Progress::Durable(done)) => {
                 let mut per_thread = vec![Vec::new(); shared.wakers.len()];
                 for (thread, writer) in done.into_values() {
                     per_thread[thread].push(writer);
@@ -393,18 +421,11 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
                     }
                 }
             }
-            WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
-            WriterEvent::Stopped { .. } => return,
-            // A run on a full disk measures nothing: stop it, saying why.
-            WriterEvent::StorageFull { error } => {
+            Some(Progress::Stopped) => return,
+            Some(Progress::StorageFull(error)) => {
                 engine::fail_stop::fail_stop(1, format_args!("the bench's disk is full: {error}"))
             }
-            WriterEvent::ReadDone { .. }
-            | WriterEvent::LookupDone { .. }
-            | WriterEvent::StorageAvailable { .. }
-            | WriterEvent::Retained { .. }
-            | WriterEvent::LogStartMoved { .. }
-            | WriterEvent::RetentionHeldBack { .. } => {}
+            None => {}
         }
     }
 }
@@ -430,27 +451,18 @@ impl Wakeups {
                 Ok(ready)
             }
             Wakeups::Direct(events) => loop {
-                match events.recv().map_err(|_| "the log writer stopped")? {
-                    WriterEvent::Durable {
-                        up_to_seq,
-                        end_offset,
-                    } => {
-                        let done = shared.take_durable(up_to_seq, end_offset);
+                let event = events.recv().map_err(|_| "the log writer stopped")?;
+                match progress(shared, event) {
+                    Some(Progress::Durable(done)) => {
                         if !done.is_empty() {
                             return Ok(done.into_values().map(|(_, writer)| writer).collect());
                         }
                     }
-                    WriterEvent::Fatal(error) => engine::io::exit_on_fatal(&error),
-                    WriterEvent::Stopped { .. } => return Err("the log writer stopped".into()),
-                    WriterEvent::StorageFull { error } => {
+                    Some(Progress::Stopped) => return Err("the log writer stopped".into()),
+                    Some(Progress::StorageFull(error)) => {
                         return Err(format!("the bench's disk is full: {error}"))
                     }
-                    WriterEvent::ReadDone { .. }
-                    | WriterEvent::LookupDone { .. }
-                    | WriterEvent::StorageAvailable { .. }
-                    | WriterEvent::Retained { .. }
-                    | WriterEvent::LogStartMoved { .. }
-                    | WriterEvent::RetentionHeldBack { .. } => {}
+                    None => {}
                 }
             },
         }

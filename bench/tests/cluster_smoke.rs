@@ -104,6 +104,21 @@ fn run_bench(args: &[&str]) -> (String, serde_json::Value) {
     (run.stdout, report)
 }
 
+/// The arguments of a short cluster run: `seconds` measured with no warm-up on `connections`
+/// connections, then `more`.
+fn no_warmup_run<'a>(seconds: &'a str, connections: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--duration",
+        seconds,
+        "--warmup",
+        "0",
+        "--connections",
+        connections,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 /// How a `ringraft-bench` run ended.
 struct BenchRun {
     status: std::process::ExitStatus,
@@ -251,7 +266,7 @@ fn assert_complete_with(report: &serde_json::Value, stdout: &str, nodes: usize) 
 
 #[test]
 fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
-    let (stdout, report) = run_bench(&["--duration", "2", "--warmup", "0", "--connections", "4"]);
+    let (stdout, report) = run_bench(&no_warmup_run("2", "4", &[]));
     assert_complete(&report, &stdout);
     assert_eq!(report["connections"], 4);
     assert_eq!(report["inflight_per_connection"], 1);
@@ -264,18 +279,11 @@ fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
 fn pipelined_requests_and_the_svg_charts() {
     let out = tempfile::tempdir().unwrap();
     let svg = out.path().join("charts.svg");
-    let (stdout, report) = run_bench(&[
-        "--duration",
+    let (stdout, report) = run_bench(&no_warmup_run(
         "2",
-        "--warmup",
-        "0",
-        "--connections",
         "2",
-        "--inflight",
-        "4",
-        "--svg",
-        svg.to_str().unwrap(),
-    ]);
+        &["--inflight", "4", "--svg", svg.to_str().unwrap()],
+    ));
     assert_complete(&report, &stdout);
     assert_eq!(report["connections"], 2);
     assert_eq!(report["inflight_per_connection"], 4);
@@ -329,18 +337,11 @@ fn open_loop_delivers_about_the_rate_asked_for() {
 /// through it, and the leader's RSS is sampled around them.
 #[test]
 fn observers_follow_the_leader_and_idle_connections_stay_open_through_the_run() {
-    let (stdout, report) = run_bench(&[
-        "--duration",
+    let (stdout, report) = run_bench(&no_warmup_run(
         "2",
-        "--warmup",
-        "0",
-        "--connections",
         "4",
-        "--observers",
-        "2",
-        "--idle-connections",
-        "8",
-    ]);
+        &["--observers", "2", "--idle-connections", "8"],
+    ));
     // The observers are started nodes too: CPU, RSS and a clean exit for each.
     assert_complete_with(&report, &stdout, 5);
     assert_eq!(report["replication_factor"], 3, "observers do not vote");
@@ -440,16 +441,11 @@ fn idle_connections_refused_by_the_node_fail_the_run() {
         );
     }
     let asked_text = asked.to_string();
-    let run = run_bench_any(&[
-        "--duration",
+    let run = run_bench_any(&no_warmup_run(
         "1",
-        "--warmup",
-        "0",
-        "--connections",
         "2",
-        "--idle-connections",
-        &asked_text,
-    ]);
+        &["--idle-connections", &asked_text],
+    ));
     assert!(!run.status.success(), "{}\n{}", run.stdout, run.stderr);
     assert!(run.report.is_none(), "no load, no report");
     assert!(
@@ -617,23 +613,19 @@ fn consume_reads_every_produced_record_once_and_in_order() {
 
 #[test]
 fn consume_phases_beside_the_produce_load_and_kcat() {
-    let (stdout, report) = run_bench(&[
+    let mut args = vec![
         "consume",
         "--prefill-mb",
         "3",
         "--phases",
         "produce,produce-consume,consume,consume-all,kcat-all",
-        "--duration",
+    ];
+    args.extend(no_warmup_run(
         "1",
-        "--warmup",
-        "0",
-        "--connections",
         "2",
-        "--settle",
-        "0",
-        "--kcat",
-        "/usr/bin/kcat",
-    ]);
+        &["--settle", "0", "--kcat", "/usr/bin/kcat"],
+    ));
+    let (stdout, report) = run_bench(&args);
     assert_eq!(report["started_cluster"], true);
     // The phases began once every voter had reached the high watermark after the prefill,
     // and each names the quorum it started with.

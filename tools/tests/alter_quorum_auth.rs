@@ -13,7 +13,6 @@ use support::clients::run_bounded;
 
 use engine::base::ids::DirectoryId;
 use engine::raft::{AlterQuorumRequest, AlterQuorumVoter, ErrorCode, Request, Response};
-use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -55,7 +54,7 @@ fn alter_quorum_without_alter_on_the_cluster_gets_cluster_authorization_failed()
         cluster.start(id, &[&acl_file, "allow.everyone.if.no.acl.found=true"]);
     }
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     produce_one(&mut client, "before the refused AlterQuorum").unwrap();
     for id in 1..=3 {
         assert_eq!(
@@ -115,7 +114,5 @@ fn alter_quorum_without_alter_on_the_cluster_gets_cluster_authorization_failed()
     );
     eprintln!("with ALTER granted the leader answers {error}");
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }

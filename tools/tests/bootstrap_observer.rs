@@ -53,27 +53,6 @@ fn wait_for_observer_at(client: &mut BlockingClient, observer: i32, end: i64) {
     panic!("observer {observer} did not reach {end} within {WAIT:?}: {seen:?}");
 }
 
-fn produce_many(client: &mut BlockingClient, prefix: &str, count: usize) -> Vec<(i64, String)> {
-    (0..count)
-        .map(|i| {
-            let value = format!("{prefix}-{i}");
-            (produce_one(client, &value).unwrap(), value)
-        })
-        .collect()
-}
-
-/// Every acknowledged record is in `log` once, at its offset.
-fn assert_holds(log: &[(i64, String)], acked: &[(i64, String)]) {
-    for (offset, value) in acked {
-        let at: Vec<i64> = log
-            .iter()
-            .filter(|(_, v)| v == value)
-            .map(|(o, _)| *o)
-            .collect();
-        assert_eq!(at, vec![*offset], "{value}: log {log:?}");
-    }
-}
-
 #[test]
 fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     let mut cluster = Cluster::new(3);
@@ -84,8 +63,8 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     }
     let leader = cluster.wait_for_leader(None);
     let observer = node_index(&cluster, 4);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut acked = produce_many(&mut client, "before", 20);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let mut acked = produce_numbered(&mut client, "before-", 20);
 
     cluster.nodes[observer].process = Some(ProcessGuard {
         child: spawn(&cluster.nodes[observer].config, &[], Stdio::null()),
@@ -107,19 +86,16 @@ fn an_observer_with_only_bootstrap_servers_replicates_and_survives_a_restart() {
     // SIGKILL (the guard), more records, restart: the voter set comes from the file, the
     // endpoints and the leader from the bootstrap server again.
     cluster.nodes[observer].process = None;
-    acked.extend(produce_many(&mut client, "while-down", 10));
+    acked.extend(produce_numbered(&mut client, "while-down-", 10));
     cluster.nodes[observer].process = Some(ProcessGuard {
         child: spawn(&cluster.nodes[observer].config, &[], Stdio::null()),
     });
-    acked.extend(produce_many(&mut client, "after", 10));
+    acked.extend(produce_numbered(&mut client, "after-", 10));
     wait_for_observer_at(&mut client, 4, acked.last().unwrap().0 + 1);
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let observer_log = read_log(&cluster.nodes[observer].dir);
-    assert_holds(&observer_log, &acked);
+    assert_each_once_at_its_offset(&observer_log, &acked);
     let voter_log = read_log(&cluster.node(leader).dir);
     assert_eq!(observer_log, voter_log[..observer_log.len()].to_vec());
     let state = std::fs::read_to_string(&state_path).unwrap();
@@ -145,17 +121,14 @@ fn an_observer_can_bootstrap_from_another_observer() {
         });
     }
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let acked = produce_many(&mut client, "chained", 20);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let acked = produce_numbered(&mut client, "chained-", 20);
     let end = acked.last().unwrap().0 + 1;
     wait_for_observer_at(&mut client, 4, end);
     wait_for_observer_at(&mut client, 5, end);
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
-    assert_holds(&read_log(&cluster.nodes[second].dir), &acked);
+    cluster.stop_all_cleanly();
+    assert_each_once_at_its_offset(&read_log(&cluster.nodes[second].dir), &acked);
 }
 
 /// Starts the node and waits (bounded) for it to exit; returns (success, stderr).
@@ -206,7 +179,7 @@ fn a_wrong_cluster_or_a_voter_id_is_refused_with_a_clear_error() {
     // voter to its directory (docs/protocol.md, "Voter identity"), it replicates as an observer
     // and says why.
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     wait_until_every_voter_is_bound(&cluster);
     add_bootstrap_observer(&mut cluster, 3, bootstrap, CLUSTER_ID);
     let stranger = cluster.nodes.len() - 1;
@@ -230,7 +203,7 @@ fn a_wrong_cluster_or_a_voter_id_is_refused_with_a_clear_error() {
         std::thread::sleep(Duration::from_millis(50));
         stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     }
-    produce_many(&mut client, "with a stranger", 20);
+    produce_numbered(&mut client, "with a stranger-", 20);
     let guard = cluster.nodes[stranger].process.as_mut().unwrap();
     assert!(
         guard.child.try_wait().unwrap().is_none(),

@@ -142,9 +142,7 @@ fn dump_log_and_the_simulator_end_quietly_when_stdout_closes() {
 
 #[test]
 fn quorum_describe_and_quorum_state_end_quietly_when_stdout_closes() {
-    let mut cluster = Cluster::new(1);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(1);
     let server = cluster.addr(leader).to_string();
     for json in [false, true] {
         let mut args = vec!["quorum", "--bootstrap-server", &server, "--describe"];
@@ -166,9 +164,7 @@ fn quorum_describe_and_quorum_state_end_quietly_when_stdout_closes() {
             "{args:?} | head -1: {status}; {stderr}"
         );
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
     let dir = cluster.node(1).dir.to_str().unwrap().to_string();
     assert_quiet_closed_exit(
         run_into_closed_pipe(binary(), &["quorum-state", "--dir", &dir]),

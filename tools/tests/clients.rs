@@ -18,7 +18,7 @@ use engine::raft::ErrorCode;
 use net::client::BlockingClient;
 use net::wire::kafka::MetadataResponse;
 use serde_json::Value;
-use support::clients::{kcat, venv_python, workspace};
+use support::clients::{kcat, kcat_consume_args, kcat_produce_args, venv_python, workspace};
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -155,8 +155,7 @@ fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_ev
     assert!(kcat_path.is_file() && python.is_file());
     let mut cluster = Cluster::new(3);
     add_observer(&mut cluster, 4);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let leader = cluster.start_all_and_elect();
     let want = expected(&cluster, &[1, 2, 3, 4], leader);
     for id in 1..=4 {
         let addr = cluster.addr(id);
@@ -208,7 +207,7 @@ fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_ev
     assert!(p.offline_replicas.is_empty());
 
     // Any other topic is unknown, never created; DescribeCluster says the same as Metadata.
-    let mut client = BlockingClient::connect(cluster.addr(4), TIMEOUT).unwrap();
+    let mut client = cluster.connect(4, TIMEOUT);
     let m = client.metadata(12, Some(&["other"])).unwrap();
     assert_eq!(m.topics[0].error, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
     assert!(m.topics[0].partitions.is_empty());
@@ -220,16 +219,12 @@ fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_ev
         assert_ne!(d.cluster_authorized_operations, i32::MIN, "asked for");
     }
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
 fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let old = cluster.wait_for_leader(None);
+    let (mut cluster, old) = Cluster::started(3);
     let want = expected(&cluster, &[1, 2, 3], old);
     for id in 1..=3 {
         let addr = cluster.addr(id);
@@ -273,16 +268,13 @@ fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() 
             || kcat_metadata(addr),
         );
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
 fn separate_client_and_controller_listeners_advertise_the_client_endpoints() {
     let mut cluster = Cluster::new_mutual_tls(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let leader = cluster.start_all_and_elect();
     for node in &cluster.nodes {
         assert_ne!(node.addr, node.controller_addr, "two listeners");
     }
@@ -293,9 +285,7 @@ fn separate_client_and_controller_listeners_advertise_the_client_endpoints() {
             kcat_metadata(addr)
         });
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 #[test]
@@ -315,7 +305,7 @@ fn metadata_refused_on_the_topic_still_lists_the_brokers() {
         cluster.start(id, &[&acl_file]);
     }
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let named = Some(&["__cluster_metadata"][..]);
     let deadline = Instant::now() + WAIT;
     let mut m = client.metadata(12, named).unwrap();
@@ -340,9 +330,7 @@ fn metadata_refused_on_the_topic_still_lists_the_brokers() {
     // DESCRIBE and CLUSTER_ACTION on the cluster, nothing else: Kafka's bits 8 and 9.
     assert_eq!(d.cluster_authorized_operations, 1 << 8 | 1 << 9, "{d:?}");
     drop(client);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 /// What a produce-and-consume script reported: acknowledged and consumed (offset, value), and
@@ -473,9 +461,7 @@ fn assert_exactly_once(
         let leader = cluster.wait_for_leader(None);
         cluster.wait_for_voters_at(leader, last + 1);
     }
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}");
-    }
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
         let log = read_log(&node.dir);
         for i in 0..count {
@@ -491,28 +477,24 @@ fn assert_exactly_once(
     }
 }
 
-#[test]
-fn kafka_python_produces_with_acks_all_and_consumes_every_record_once() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
-    let script = "produce_consume_kafka_python.py";
-    let (_script, rx) = start_script(script, &cluster, 200, "kp", &[]);
+/// A client `script` produces `count` records named `prefix`-N with acks=all to a healthy
+/// cluster and reads them back: every one acknowledged and read exactly once.
+fn produces_and_consumes_every_record_once(script: &str, count: usize, prefix: &str) {
+    let (mut cluster, _) = Cluster::started(3);
+    let (_script, rx) = start_script(script, &cluster, count, prefix, &[]);
     let mut run = Run::default();
     collect(&rx, &mut run, Duration::from_secs(140), |_| false);
-    assert_exactly_once(&run, 200, "kp", false, &mut cluster);
+    assert_exactly_once(&run, count, prefix, false, &mut cluster);
+}
+
+#[test]
+fn kafka_python_produces_with_acks_all_and_consumes_every_record_once() {
+    produces_and_consumes_every_record_once("produce_consume_kafka_python.py", 200, "kp");
 }
 
 #[test]
 fn confluent_kafka_produces_lz4_with_acks_all_and_consumes_every_record_once() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
-    let script = "produce_consume_confluent.py";
-    let (_script, rx) = start_script(script, &cluster, 300, "ck", &[]);
-    let mut run = Run::default();
-    collect(&rx, &mut run, Duration::from_secs(140), |_| false);
-    assert_exactly_once(&run, 300, "ck", false, &mut cluster);
+    produces_and_consumes_every_record_once("produce_consume_confluent.py", 300, "ck");
 }
 
 /// An idempotent producer with retries (`script`) while the leader is SIGKILLed after a third of
@@ -520,9 +502,7 @@ fn confluent_kafka_produces_lz4_with_acks_all_and_consumes_every_record_once() {
 /// new leader, the consumer follows it, and every record is acknowledged and read exactly once,
 /// in order, and stored once in every log. The bootstrap list starts with `first`.
 fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str, first: Order) {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let count = 600;
     let order = first.servers(leader);
     let (_script, rx) = start_script_on(script, &cluster, &order, count, prefix, &[]);
@@ -593,16 +573,14 @@ fn idempotent_confluent_kafka_across_a_leader_kill_writes_every_record_once() {
 #[test]
 fn kcat_produces_and_consumes_every_record_once() {
     use std::io::Write;
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (cluster, leader) = Cluster::started(3);
     let server = cluster.addr(leader).to_string();
     let values: Vec<String> = (0..100).map(|i| format!("kcat-{i}")).collect();
     let mut producer = Command::new("timeout")
         .args([CLIENT_LIMIT_SECS])
         .arg(kcat())
-        .args(["-P", "-b", &server, "-t", "__cluster_metadata", "-p", "0"])
-        .args(["-X", "acks=all", "-z", "zstd"])
+        .args(kcat_produce_args(&server))
+        .args(["-z", "zstd"])
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -613,24 +591,7 @@ fn kcat_produces_and_consumes_every_record_once() {
         .write_all(format!("{}\n", values.join("\n")).as_bytes())
         .unwrap();
     assert!(producer.wait().unwrap().success(), "kcat -P failed");
-    let out = run(
-        &kcat(),
-        &[
-            "-C",
-            "-b",
-            &server,
-            "-t",
-            "__cluster_metadata",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %s\\n",
-        ],
-    )
-    .unwrap();
+    let out = run(&kcat(), &kcat_consume_args(&server)).unwrap();
     let read: Vec<(i64, String)> = out
         .lines()
         .filter_map(|l| l.split_once(' '))
@@ -638,8 +599,8 @@ fn kcat_produces_and_consumes_every_record_once() {
         .collect();
     let read_values: Vec<&String> = read.iter().map(|(_, v)| v).collect();
     assert_eq!(read_values, values.iter().collect::<Vec<_>>(), "{out}");
-    let high_watermark = BlockingClient::connect(cluster.addr(leader), TIMEOUT)
-        .unwrap()
+    let high_watermark = cluster
+        .connect(leader, TIMEOUT)
         .describe_quorum()
         .unwrap()
         .high_watermark;
@@ -711,7 +672,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
         .as_millis() as i64;
     let t0 = (now + 86_400_000) / 1000 * 1000;
     let mut produced: Vec<(i64, i64)> = Vec::new(); // (offset, timestamp)
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let ours: [(&[i64], Compression); 3] = [
         (&[t0 + 100, t0 + 110, t0 + 105], Compression::None),
         (&[t0 + 300, t0 + 250, t0 + 320], Compression::Zstd),
@@ -828,7 +789,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
         ErrorCode::INVALID_REQUEST
     );
     let follower = (1..=3).find(|id| *id != leader).unwrap();
-    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    let mut to_follower = cluster.connect(follower, TIMEOUT);
     for target in [t0, MAX] {
         let (error, ..) = list_offset(&mut to_follower, 7, target);
         assert_eq!(error, ErrorCode::NOT_LEADER_OR_FOLLOWER, "{target}");
@@ -920,9 +881,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
     let (_, offset, timestamp, _) = list_offset(&mut client, 7, MAX);
     assert_eq!((offset, timestamp), (late_offset, late));
     drop((client, to_follower));
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 }
 
 /// Kafka's MAX_TIMESTAMP (-3).

@@ -20,10 +20,9 @@
 
 mod support;
 
-use std::fs::OpenOptions;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,14 +30,15 @@ use net::client::BlockingClient;
 use net::security::sasl::Mechanism;
 use net::security::tls::{client_config, TlsSettings};
 use serde_json::{json, Value};
-use support::clients::{kcat, run_bounded, script, venv_python};
+use support::clients::{
+    kcat, kcat_consume_args, kcat_produce_args, run_bounded, script, venv_python,
+};
 use support::*;
 use testkit::certs::{Authority, Validity, CN_MAPPING_RULE};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// A client run is killed after this; the clients' own timeouts end them well before.
 const CLIENT_LIMIT: Duration = Duration::from_secs(40);
-const TOPIC: &str = "__cluster_metadata";
 
 /// The SASL users and their passwords (SCRAM-SHA-512 credentials).
 const PRODUCER: (&str, &str) = ("producer", "producer-secret");
@@ -95,11 +95,7 @@ impl SecuredCluster {
     /// Writes the certificates, the credentials (with the CLI, as the doc does), the ACLs and
     /// the configs, and starts the three voters.
     fn start() -> SecuredCluster {
-        let root = tempfile::Builder::new()
-            .prefix(".tmp-secure")
-            .tempdir_in(std::env::temp_dir())
-            .unwrap();
-        let pki = Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+        let (root, pki) = root_with_ca(".tmp-secure");
         let credentials = root.path().join("credentials.json");
         for (user, password) in [PRODUCER, CONSUMER, ADMIN] {
             let password_file = root.path().join(format!("{user}.password"));
@@ -174,14 +170,7 @@ impl SecuredCluster {
             let config = root.path().join(format!("server-{id}.properties"));
             std::fs::write(&config, properties).unwrap();
             let stderr = root.path().join(format!("node-{id}.stderr"));
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&stderr)
-                .unwrap();
-            let process = ProcessGuard {
-                child: spawn(&config, &[], Stdio::from(file)),
-            };
+            let process = spawn_logged(&config, &[], &stderr);
             nodes.push(SecuredNode {
                 id,
                 sasl,
@@ -375,12 +364,7 @@ fn kcat_run(args: &[String], stdin: &str) -> Kcat {
 /// each.
 fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
     let mut args = security.to_vec();
-    args.extend(
-        [
-            "-P", "-b", servers, "-t", TOPIC, "-p", "0", "-X", "acks=all",
-        ]
-        .map(String::from),
-    );
+    args.extend(kcat_produce_args(servers).into_iter().map(String::from));
     kcat_run(&args, &format!("{}\n", values.join("\n")))
 }
 
@@ -388,23 +372,7 @@ fn kcat_produce(security: &[String], servers: &str, values: &[String]) -> Kcat {
 /// partition from its start to its end, as (offset, value).
 fn kcat_consume(security: &[String], servers: &str) -> Vec<(i64, String)> {
     let mut args = security.to_vec();
-    args.extend(
-        [
-            "-C",
-            "-b",
-            servers,
-            "-t",
-            TOPIC,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %s\\n",
-        ]
-        .map(String::from),
-    );
+    args.extend(kcat_consume_args(servers).into_iter().map(String::from));
     let run = kcat_run(&args, "");
     assert!(run.success, "{run:?}");
     run.stdout

@@ -31,24 +31,35 @@ fn assert_log_holds(log: &[(i64, String)], acked: &[(i64, String)], name: &str) 
     }
 }
 
+/// Waits until `leader` reports every voter at the highest acknowledged offset, stops every
+/// node, and asserts [`assert_log_holds`] of each node's log; returns the logs in node order.
+fn stop_and_check_logs(
+    cluster: &mut Cluster,
+    leader: i32,
+    acked: &[(i64, String)],
+) -> Vec<Vec<(i64, String)>> {
+    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
+    cluster.wait_for_voters_at(leader, last + 1);
+    cluster.stop_all();
+    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
+    for (node, log) in cluster.nodes.iter().zip(&logs) {
+        assert_log_holds(log, acked, &format!("node {}", node.id));
+    }
+    logs
+}
+
 #[test]
 fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut acked = Vec::new();
-    for i in 0..50 {
-        let value = format!("record-{i}");
-        let offset = produce_one(&mut client, &value).unwrap();
-        if let Some((previous, _)) = acked.last() {
-            assert!(offset > *previous, "offsets must increase");
-        }
-        acked.push((offset, value));
-    }
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let mut acked = produce_numbered(&mut client, "record-", 50);
+    assert!(
+        acked.windows(2).all(|w| w[1].0 > w[0].0),
+        "offsets must increase"
+    );
     // A follower refuses produces with NOT_LEADER_OR_FOLLOWER.
     let follower = (1..=3).find(|id| *id != leader).unwrap();
-    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    let mut to_follower = cluster.connect(follower, TIMEOUT);
     let refused = to_follower
         .produce(9, -1, batch("to-a-follower"))
         .unwrap()
@@ -59,10 +70,7 @@ fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
     );
     // Acknowledged means durable on a majority: let the third voter catch up before stopping.
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
     for (node, log) in cluster.nodes.iter().zip(&logs) {
         assert_log_holds(log, &acked, &format!("node {}", node.id));
@@ -71,25 +79,18 @@ fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
     assert_eq!(logs[1], logs[2]);
 
     // A restart recovers the logs and the election state and keeps appending after them.
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let after_restart = produce_one(&mut client, "after restart").unwrap();
     assert!(after_restart > acked.last().unwrap().0);
     acked.push((after_restart, "after restart".into()));
-    cluster.wait_for_voters_at(leader, after_restart + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, leader, &acked);
 }
 
 #[test]
 fn api_versions_and_bad_produce_batches_get_kafka_errors() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let (cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
     let versions = client.api_versions(3).unwrap();
     assert_eq!(versions.error, ErrorCode::NONE);
     assert!(versions
@@ -126,7 +127,7 @@ fn api_versions_and_bad_produce_batches_get_kafka_errors() {
     // Produce v10 to a follower: NOT_LEADER_OR_FOLLOWER with the leader, its epoch and where it
     // listens (the follower learns the endpoint from its fetches: bounded wait).
     let follower = (1..=3).find(|id| *id != leader).unwrap();
-    let mut to_follower = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    let mut to_follower = cluster.connect(follower, TIMEOUT);
     let leader_addr = cluster.addr(leader);
     let deadline = Instant::now() + WAIT;
     let response = loop {
@@ -187,10 +188,8 @@ fn stored_codecs(dir: &std::path::Path) -> Vec<(i16, usize)> {
 #[test]
 fn compressed_batches_are_validated_stored_as_they_came_and_replicated() {
     use kafka_protocol::records::Compression;
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
     let codecs = [
         (Compression::Gzip, 1),
         (Compression::Snappy, 2),
@@ -227,9 +226,7 @@ fn compressed_batches_are_validated_stored_as_they_came_and_replicated() {
         );
     }
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}");
-    }
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
         assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
         // Kept compressed, byte for byte as long as sent: nothing was recompressed.
@@ -239,9 +236,7 @@ fn compressed_batches_are_validated_stored_as_they_came_and_replicated() {
 
 #[test]
 fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let first_leader = cluster.wait_for_leader(None);
+    let (mut cluster, first_leader) = Cluster::started(3);
     let addrs: Vec<_> = (1..=3).map(|id| cluster.addr(id)).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let (acked, producer) = start_load(addrs, Arc::clone(&stop));
@@ -268,19 +263,12 @@ fn sigkill_of_the_leader_under_load_loses_nothing_acknowledged() {
     );
     // The killed leader restarts, recovers its log and catches up from the new leader.
     cluster.start(first_leader, &[]);
-    let last = acked.iter().map(|(o, _)| *o).max().unwrap();
-    cluster.wait_for_voters_at(new_leader, last + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, new_leader, &acked);
 }
 
 #[test]
 fn restart_with_a_wrong_cluster_id_or_a_locked_directory_fails_clearly() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    let (mut cluster, _) = Cluster::started(3);
     // A second process on node 1's directory while node 1 runs.
     let config = cluster.node(1).config.clone();
     let mut second = ProcessGuard {
@@ -304,9 +292,7 @@ fn restart_with_a_wrong_cluster_id_or_a_locked_directory_fails_clearly() {
 
 #[test]
 fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (cluster, leader) = Cluster::started(3);
     let addr = cluster.addr(leader);
 
     let mut garbage = BlockingClient::connect(addr, TIMEOUT).unwrap();
@@ -341,41 +327,27 @@ fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing()
 
 #[test]
 fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let stopped = cluster.node(follower).process.take().unwrap();
     stopped.signal(libc::SIGTERM);
     drop(stopped);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut acked = Vec::new();
-    for i in 0..200 {
-        let value = format!("while-{follower}-was-down-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let acked = produce_numbered(&mut client, &format!("while-{follower}-was-down-"), 200);
     drop(client);
     cluster.stop_all();
     // After a restart no leader has these batches in memory: the lagging follower's fetches are
     // served by reads of the leader's log (Output::ReadLog through the log thread).
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    cluster.stop_all();
-    let logs: Vec<_> = cluster.nodes.iter().map(|n| read_log(&n.dir)).collect();
-    for (node, log) in cluster.nodes.iter().zip(&logs) {
-        assert_log_holds(log, &acked, &format!("node {}", node.id));
-    }
+    let leader = cluster.start_all_and_elect();
+    let logs = stop_and_check_logs(&mut cluster, leader, &acked);
     assert_eq!(logs[0], logs[1]);
     assert_eq!(logs[1], logs[2]);
 }
 
 #[test]
 fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let first = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(first), TIMEOUT).unwrap();
+    let (mut cluster, first) = Cluster::started(3);
+    let mut client = cluster.connect(first, TIMEOUT);
     let mut acked = vec![(
         produce_one(&mut client, "before pause").unwrap(),
         "before pause".to_string(),
@@ -389,7 +361,7 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
         .unwrap()
         .signal(libc::SIGSTOP);
     let second = cluster.wait_for_leader(Some(first));
-    let mut client = BlockingClient::connect(cluster.addr(second), TIMEOUT).unwrap();
+    let mut client = cluster.connect(second, TIMEOUT);
     let offset = produce_one(&mut client, "during pause").unwrap();
     acked.push((offset, "during pause".into()));
     cluster
@@ -401,11 +373,7 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
     let offset = produce_one(&mut client, "after resume").unwrap();
     acked.push((offset, "after resume".into()));
     let leader = cluster.wait_for_leader(None);
-    cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    cluster.stop_all();
-    for node in &cluster.nodes {
-        assert_log_holds(&read_log(&node.dir), &acked, &format!("node {}", node.id));
-    }
+    stop_and_check_logs(&mut cluster, leader, &acked);
 }
 
 /// Pre-vote on the wire (docs/protocol.md, "Pre-vote"): a Vote v1 with PreVote set, to a
@@ -415,12 +383,10 @@ fn a_paused_leader_is_replaced_and_follows_after_it_resumes() {
 #[test]
 fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     use engine::raft::{Request, Response, VoteRequest};
-    use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
+    use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader};
 
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
     let offset = produce_one(&mut client, "committed before the pre-votes").unwrap();
     // Both followers must have heard from the leader itself. A voter that started listening
     // after the others had begun their election gets the leader's BeginQuorumEpoch only from a
@@ -467,20 +433,14 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     assert_eq!((quorum.leader_id, quorum.leader_epoch), (leader, epoch));
 
     // A candidate speaking Vote v2 (a version this node does not know).
-    let mut w = WireWriter::with_capacity(64);
-    w.i32(0);
-    RequestHeader {
+    let header = RequestHeader {
         api_key: api::VOTE,
         api_version: 2,
         correlation_id: 91,
         client_id: Some("newer-candidate".into()),
-    }
-    .write(&mut w, true);
-    quorum::encode_request(&pre_vote, &mut w);
-    let mut frame = w.into_inner().to_vec();
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
-    let mut newer = BlockingClient::connect(cluster.addr(follower), TIMEOUT).unwrap();
+    };
+    let frame = request_frame(&header, &pre_vote);
+    let mut newer = cluster.connect(follower, TIMEOUT);
     newer.write_raw(&frame).unwrap();
     let mut r = WireReader::new(newer.read_raw_frame().unwrap());
     assert_eq!(

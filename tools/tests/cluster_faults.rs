@@ -20,9 +20,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[test]
 fn restart_with_a_wrong_broker_id_names_both_ids() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    let (mut cluster, _) = Cluster::started(3);
     cluster.stop_all();
     // Node 1's directory, started as node 2: the quorum-state file says node 1.
     let config = cluster.node(1).config.clone();
@@ -38,9 +36,7 @@ fn restart_with_a_wrong_broker_id_names_both_ids() {
 
 #[test]
 fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    let (mut cluster, _) = Cluster::started(3);
     let stop = Arc::new(AtomicBool::new(false));
     let (acked, producer) = start_load((1..=3).map(|id| cluster.addr(id)).collect(), stop.clone());
     let deadline = Instant::now() + WAIT;
@@ -61,9 +57,8 @@ fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
     acked.sort();
     eprintln!("{} records acknowledged before the kill", acked.len());
 
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let after = produce_one(&mut client, "after the crash").unwrap();
     assert!(
         after > acked.last().unwrap().0,
@@ -129,20 +124,9 @@ fn noise(len: usize, mut state: u64) -> Vec<u8> {
         .collect()
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn bad_input_and_a_connection_flood_leave_the_node_committing() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let addr = cluster.addr(leader);
 
     // ApiVersions v3 header cut inside the correlation id.
@@ -211,12 +195,8 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     add_observer(&mut cluster, 4);
     cluster.start_all();
     let leader = cluster.wait_for_leader(Some(4));
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut acked = Vec::new();
-    for i in 0..20 {
-        let value = format!("observed-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let acked = produce_numbered(&mut client, "observed-", 20);
     let end = acked.last().unwrap().0 + 1;
     // The leader lists node 4 as an observer once it fetches, and sees it reach the end.
     let deadline = Instant::now() + WAIT;
@@ -237,10 +217,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     assert!(observer.log_end_offset >= end, "observer at {observer:?}");
     drop(client);
     cluster.wait_for_voters_at(leader, end);
-    for (id, status) in cluster.stop_all() {
-        let status = status.unwrap_or_else(|| panic!("node {id} ignored SIGTERM"));
-        assert!(status.success(), "node {id} exited with {status}");
-    }
+    cluster.stop_all_cleanly();
     let observer_log = read_log(&cluster.node(4).dir);
     assert!(
         log_holds_once_in_order(&observer_log, &acked),

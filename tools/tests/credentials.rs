@@ -74,6 +74,12 @@ fn ok<S: AsRef<str> + std::fmt::Debug>(args: &[S], stdin: &str) -> String {
     run.stdout
 }
 
+/// [`ok`], and what it printed says `says`.
+fn ok_saying<S: AsRef<str> + std::fmt::Debug>(args: &[S], stdin: &str, says: &str) {
+    let out = ok(args, stdin);
+    assert!(out.contains(says), "{out}");
+}
+
 /// `VERB --file FILE --user USER --mechanism MECHANISM EXTRA...`.
 fn user_args(verb: &str, file: &str, user: &str, mechanism: &str, extra: &[&str]) -> Vec<String> {
     let mut args = vec![
@@ -135,13 +141,10 @@ fn add_list_delete_and_log_in() {
     let path = dir.path().join("credentials.json");
     let file = path.to_str().unwrap();
 
-    let out = ok(
+    ok_saying(
         &user_args("add", file, "alice", "SCRAM-SHA-512", &[]),
         "s3cret password\n",
-    );
-    assert!(
-        out.contains("added a SCRAM-SHA-512 credential of user \"alice\" (8192 iterations)"),
-        "{out}"
+        "added a SCRAM-SHA-512 credential of user \"alice\" (8192 iterations)",
     );
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -215,13 +218,10 @@ fn add_list_delete_and_log_in() {
     );
 
     // Replacing changes the password.
-    let out = ok(
+    ok_saying(
         &user_args("add", file, "alice", "SCRAM-SHA-512", &[]),
         "new password\n",
-    );
-    assert!(
-        out.contains("replaced the SCRAM-SHA-512 credential"),
-        "{out}"
+        "replaced the SCRAM-SHA-512 credential",
     );
     assert_eq!(
         login(&path, Mechanism::ScramSha512, "alice", "new password"),
@@ -232,13 +232,10 @@ fn add_list_delete_and_log_in() {
         Err(SaslError::AuthenticationFailed)
     );
 
-    let out = ok(
+    ok_saying(
         &user_args("delete", file, "alice", "SCRAM-SHA-256", &[]),
         "",
-    );
-    assert!(
-        out.contains("deleted the SCRAM-SHA-256 credential of user \"alice\""),
-        "{out}"
+        "deleted the SCRAM-SHA-256 credential of user \"alice\"",
     );
     ok(&["delete", "--file", file, "--user", "bob"], "");
     assert_eq!(ok(&["list", "--file", file], ""), "alice\tSCRAM-SHA-512\n");

@@ -10,7 +10,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,21 +152,7 @@ fn read_all(client: &mut BlockingClient) -> Vec<(i64, String)> {
 
 /// The value of a sample with no labels in the node's /metrics.
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let mut stream = TcpStream::connect(addr).expect("connect to /metrics");
-    stream.set_read_timeout(Some(WAIT)).unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    let prefix = format!("{name} ");
-    let line = body
-        .lines()
-        .find(|line| line.starts_with(&prefix))
-        .unwrap_or_else(|| panic!("no sample {name} in /metrics"));
-    line[prefix.len()..].trim().parse().unwrap()
+    metric_sample(&get_metrics(addr, WAIT), name)
 }
 
 /// Deletes `file` inside the node's mount namespace (the mount is the node's alone).
@@ -202,7 +187,7 @@ fn a_full_disk_refuses_writes_serves_reads_and_resumes_when_space_returns() {
         &format!("2>{}", stderr_file.display()),
         &format!("metrics.listener=http://{metrics_addr}\n"),
     );
-    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let mut client = cluster.connect(1, WAIT);
     let mut acked = fill(&mut client, &mut node);
     assert!(
         acked.len() >= 16,
@@ -286,7 +271,7 @@ fn a_full_disk_refuses_writes_serves_reads_and_resumes_when_space_returns() {
 fn a_full_disk_with_stderr_unwritable_neither_stops_nor_hangs_the_node() {
     let cluster = Cluster::new(1);
     let (mut node, _mount) = start_small_node(&cluster, 6, "2>/dev/full", "");
-    let mut client = BlockingClient::connect(cluster.addr(1), WAIT).expect("connect");
+    let mut client = cluster.connect(1, WAIT);
     let acked = fill(&mut client, &mut node);
     assert!(acked.len() >= 8, "{} batches acknowledged", acked.len());
     // The warning's write failed: the node still answers, refusing appends and serving reads.

@@ -46,9 +46,7 @@ struct UnderLoad {
 
 impl UnderLoad {
     fn start() -> UnderLoad {
-        let mut cluster = Cluster::new(3);
-        cluster.start_all();
-        let leader = cluster.wait_for_leader(None);
+        let (cluster, leader) = Cluster::started(3);
         let stop = Arc::new(AtomicBool::new(false));
         let addrs = (1..=3).map(|id| cluster.addr(id)).collect();
         let (acked, producer) = start_load(addrs, Arc::clone(&stop));
@@ -484,27 +482,13 @@ fn find_quorum_for_the_leader_one_second_ahead_to_a_dead_port_is_not_adopted() {
     find_quorum_for_the_leader_is_not_adopted(|| now_ms() + 1000);
 }
 
-/// Resident memory of process `pid`, in KiB (VmRSS of /proc/PID/status).
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[test]
 fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
     use std::io::{Read, Write};
     const IDS: i32 = 10_000;
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let d = describe(&cluster, leader).expect("the leader answers DescribeQuorum");
-    let end = d
-        .current_voters
-        .iter()
-        .find(|v| v.replica_id == leader)
-        .map(|v| v.log_end_offset)
-        .unwrap();
+    let end = voter_log_end(&d, leader).unwrap();
     let pid = cluster.node(leader).process.as_ref().unwrap().child.id();
     let before = rss_kib(pid);
     // Pipelined on one connection, 500 at a time: each an observer's fetch at the log end, so
@@ -554,6 +538,6 @@ fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
         after < before + 32 * 1024,
         "the leader grew from {before} KiB to {after} KiB"
     );
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     produce_one(&mut client, "after the flood").expect("the leader still commits");
 }

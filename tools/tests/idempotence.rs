@@ -133,13 +133,11 @@ fn assert_exactly_once_in_order(node: i32, log: &[(i64, String)], count: i32) {
 
 #[test]
 fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let first = cluster.wait_for_leader(None);
+    let (mut cluster, first) = Cluster::started(3);
     let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
 
     // 40 batches acknowledged, then five more sent and the leader killed under them.
-    let mut client = BlockingClient::connect(cluster.addr(first), TIMEOUT).unwrap();
+    let mut client = cluster.connect(first, TIMEOUT);
     let early: Vec<i32> = (0..40).collect();
     for (sequence, (error, base_offset)) in send_window(&mut client, &early) {
         assert_eq!(error, ErrorCode::NONE, "sequence {sequence}");
@@ -169,7 +167,7 @@ fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
         "acknowledged offsets not in sequence order: {offsets:?}"
     );
 
-    let mut client = BlockingClient::connect(cluster.addr(second), TIMEOUT).unwrap();
+    let mut client = cluster.connect(second, TIMEOUT);
     // A committed batch sent again: answered with its original offset, not appended.
     assert_eq!(
         produce(&mut client, idempotent_batch(0, 59, false)),
@@ -197,9 +195,8 @@ fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
     let end = acked[&59] + 1;
     cluster.wait_for_voters_at(second, end);
     cluster.stop_all();
-    cluster.start_all();
-    let third = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(third), TIMEOUT).unwrap();
+    let third = cluster.start_all_and_elect();
+    let mut client = cluster.connect(third, TIMEOUT);
     let deadline = Instant::now() + WAIT;
     let replay = loop {
         let answer = produce(&mut client, idempotent_batch(0, 58, false));
@@ -303,9 +300,7 @@ fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::Pro
 /// overlapping another.
 #[test]
 fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (mut cluster, leader) = Cluster::started(3);
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     let mut handed: Vec<(i32, i64)> = Vec::new();
     for id in 1..=3 {
@@ -331,9 +326,7 @@ fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
         "an id handed out twice: {handed:?}"
     );
 
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}");
-    }
+    cluster.stop_all_cleanly();
     let logs: Vec<_> = cluster
         .nodes
         .iter()

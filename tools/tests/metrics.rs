@@ -12,7 +12,6 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use net::client::BlockingClient;
 use serde_json::Value;
 use support::clients::{run_bounded, script, venv_python};
 use support::*;
@@ -227,11 +226,11 @@ fn metrics_are_scraped_parsed_and_move_under_load() {
 
     // A burst of acks=all records at the leader.
     const RECORDS: usize = 200;
-    let mut client = BlockingClient::connect(cluster.addr(leader), WAIT).unwrap();
-    let mut last = 0;
-    for i in 0..RECORDS {
-        last = produce_one(&mut client, &format!("metrics-{i}")).unwrap();
-    }
+    let mut client = cluster.connect(leader, WAIT);
+    let last = produce_numbered(&mut client, "metrics-", RECORDS)
+        .last()
+        .unwrap()
+        .0;
     cluster.wait_for_voters_at(leader, last + 1);
     // The followers learn the high watermark with their next fetch, and the raft thread
     // publishes its figures once per loop turn: wait (bounded) for both.

@@ -83,12 +83,7 @@ fn partition_one_follower(overrides: &[&str]) -> Outcome {
     // view of the cut-off one stopped short of what it acknowledged meanwhile.
     let during = acked.lock().unwrap().clone();
     let seen = describe(&cluster, leader).unwrap();
-    let cut_end = seen
-        .current_voters
-        .iter()
-        .find(|v| v.replica_id == follower)
-        .map(|v| v.log_end_offset)
-        .unwrap();
+    let cut_end = voter_log_end(&seen, follower).unwrap();
     eprintln!(
         "partition of node {follower}: {} records acknowledged during it, the leader's view of \
          it ends at {cut_end}, its own leader {}/epoch {}",
@@ -131,13 +126,7 @@ fn partition_one_follower(overrides: &[&str]) -> Outcome {
         })
         .collect();
     eprintln!("after the heal, (leader, epoch) per node: {after:?}");
-    for (id, status) in cluster.stop_all() {
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "node {id} exited with {status:?}\n{}",
-            cluster.stderr_tail(id)
-        );
-    }
+    cluster.stop_all_cleanly();
     let failures: Vec<String> = cluster
         .nodes
         .iter()

@@ -37,6 +37,23 @@ impl Drop for Resume {
     }
 }
 
+/// Stops (SIGSTOP) the two followers of `leader` in a 3-node cluster; they go on when the
+/// returned guard drops.
+fn pause_followers(cluster: &mut Cluster, leader: i32) -> Resume {
+    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    let resume = Resume(
+        followers
+            .iter()
+            .map(|&id| cluster.node(id).process.as_ref().unwrap().child.id() as i32)
+            .collect(),
+    );
+    for &id in &followers {
+        let follower = cluster.node(id).process.as_ref().unwrap();
+        follower.signal(libc::SIGSTOP);
+    }
+    resume
+}
+
 /// A raw Kafka connection that pipelines Produce requests (several in flight, answered in
 /// order), which the blocking client does not do.
 struct PipelinedProducer {
@@ -112,28 +129,12 @@ impl PipelinedProducer {
 
 #[test]
 fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_in_order() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), Duration::from_secs(5)).unwrap();
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, Duration::from_secs(5));
     let first = produce_one(&mut client, "before-the-pause").expect("a healthy cluster commits");
     cluster.wait_for_voters_at(leader, first + 1);
 
-    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
-    let resume = Resume(
-        followers
-            .iter()
-            .map(|&id| cluster.node(id).process.as_ref().unwrap().child.id() as i32)
-            .collect(),
-    );
-    for &id in &followers {
-        cluster
-            .node(id)
-            .process
-            .as_ref()
-            .unwrap()
-            .signal(libc::SIGSTOP);
-    }
+    let resume = pause_followers(&mut cluster, leader);
 
     // Three requests in flight on one connection. The first and the third give up after
     // 500 ms; the second would wait a minute, but the leader resigns first (check-quorum after
@@ -201,9 +202,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
 #[test]
 fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
     // The deadline machinery must not answer early: a healthy cluster commits within 10 s.
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let (cluster, leader) = Cluster::started(3);
     let mut producer = PipelinedProducer::connect(cluster.addr(leader));
     let sent: Vec<i32> = (0..20)
         .map(|i| producer.send(&format!("pipelined-{i}"), 10_000))
@@ -225,20 +224,8 @@ fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
 /// will not come are answered NOT_LEADER_OR_FOLLOWER at once, in order, before it exits.
 #[test]
 fn a_leader_stopped_by_sigterm_answers_its_waiting_produce() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
-    let _resume = Resume(
-        followers
-            .iter()
-            .map(|&id| cluster.node(id).process.as_ref().unwrap().child.id() as i32)
-            .collect(),
-    );
-    for &id in &followers {
-        let follower = cluster.node(id).process.as_ref().unwrap();
-        follower.signal(libc::SIGSTOP);
-    }
+    let (mut cluster, leader) = Cluster::started(3);
+    let _resume = pause_followers(&mut cluster, leader);
     let mut producer = PipelinedProducer::connect(cluster.addr(leader));
     let waiting = producer.send("waits-for-a-quorum", 60_000);
     let behind = producer.send("behind-it", 60_000);

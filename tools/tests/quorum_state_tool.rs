@@ -80,20 +80,12 @@ fn assert_refused(dir: &Path, id: i32, reset: &str, reason: &str) {
 
 #[test]
 fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut acked = Vec::new();
-    for i in 0..10 {
-        let value = format!("before-{i}");
-        acked.push((produce_one(&mut client, &value).unwrap(), value));
-    }
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let mut acked = produce_numbered(&mut client, "before-", 10);
     drop(client);
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
 
     // What the tool prints of a healthy stopped node, and the highest last batch epoch.
     let mut highest_last_epoch = 0;
@@ -201,9 +193,8 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
         assert_eq!(state.current_voters, vec![1, 2, 3]);
     }
 
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let after = produce_one(&mut client, "after the reset").unwrap();
     assert!(after > acked.last().unwrap().0, "new record at {after}");
     let epoch = client.describe_quorum().unwrap().leader_epoch;
@@ -214,9 +205,7 @@ fn quorum_state_reset_brings_back_a_cluster_stuck_at_epoch_i32_max() {
     acked.push((after, "after the reset".into()));
     drop(client);
     cluster.wait_for_voters_at(leader, after + 1);
-    for (id, status) in cluster.stop_all() {
-        assert!(status.is_some_and(|s| s.success()), "node {id}: {status:?}");
-    }
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
         assert!(
             log_holds_once_in_order(&read_log(&node.dir), &acked),

@@ -9,7 +9,6 @@ mod support;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use net::client::BlockingClient;
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,14 +73,12 @@ fn value<'a>(lines: &'a [(String, String)], label: &str) -> &'a str {
 
 #[test]
 fn describe_through_a_follower_prints_kafkas_labels_with_the_leaders_values() {
-    let mut cluster = Cluster::new(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
-    let mut last = 0;
-    for i in 0..20 {
-        last = produce_one(&mut client, &format!("described-{i}")).unwrap();
-    }
+    let (mut cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let last = produce_numbered(&mut client, "described-", 20)
+        .last()
+        .unwrap()
+        .0;
     cluster.wait_for_voters_at(leader, last + 1);
     let epoch = client.describe_quorum().unwrap().leader_epoch;
     let follower = (1..=3).find(|id| *id != leader).unwrap();

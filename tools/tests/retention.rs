@@ -114,15 +114,21 @@ fn from_start(acked: &[(i64, String)], start: i64) -> Vec<(i64, String)> {
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-#[test]
-fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_leaders() {
-    let mut cluster = Cluster::new_with(3, |s| {
+/// Three voters (not started) with [`SEGMENT`]-byte segments and [`RETENTION`] bytes of
+/// retention, checked every `check_interval_ms`.
+fn retention_cluster(check_interval_ms: u64) -> Cluster {
+    Cluster::new_with(3, |s| {
         s.segment_bytes = Some(SEGMENT);
         s.overrides = vec![
             format!("retention.bytes={RETENTION}"),
-            "log.retention.check.interval.ms=200".into(),
+            format!("log.retention.check.interval.ms={check_interval_ms}"),
         ];
-    });
+    })
+}
+
+#[test]
+fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_leaders() {
+    let mut cluster = retention_cluster(200);
     cluster.start_all();
     let mut acked = produce(&mut cluster, "first", 60);
     let leader = cluster.wait_for_leader(None);
@@ -168,8 +174,7 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
 
     // A consumer at 0 is out of range, told the log start; ListOffsets earliest says the same.
     let leader = cluster.wait_for_leader(None);
-    let mut client =
-        BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect to the leader");
+    let mut client = cluster.connect(leader, TIMEOUT);
     let (error, start) = consumer_fetch(&mut client, 0);
     assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE);
     assert!(start > stopped_end, "log start {start} in the answer");
@@ -229,21 +234,12 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
 /// with a plain GET (the exposition format itself is checked with a real parser in
 /// metrics.rs).
 fn segment_counts(port: u16) -> (u64, u64, u64) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
+    let text = get_metrics(([127, 0, 0, 1], port).into(), TIMEOUT);
     let count = |how: &str| -> u64 {
-        let name = format!("ringraft_log_segments_total{{how=\"{how}\"}} ");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&name))
-            .unwrap_or_else(|| panic!("no {name} in {text}"));
-        line[name.len()..].trim().parse().unwrap()
+        metric_sample(
+            &text,
+            &format!("ringraft_log_segments_total{{how=\"{how}\"}}"),
+        )
     };
     (count("allocated"), count("recycled"), count("deleted"))
 }
@@ -256,13 +252,7 @@ fn segment_counts(port: u16) -> (u64, u64, u64) {
 /// carries it forward: no retention run does that in this test.
 #[test]
 fn between_retention_runs_every_roll_reuses_the_oldest_segment() {
-    let mut cluster = Cluster::new_with(3, |s| {
-        s.segment_bytes = Some(SEGMENT);
-        s.overrides = vec![
-            format!("retention.bytes={RETENTION}"),
-            "log.retention.check.interval.ms=600000".into(),
-        ];
-    });
+    let mut cluster = retention_cluster(600000);
     let ports: Vec<u16> = (1..=3).map(|_| free_port()).collect();
     for id in 1..=3 {
         let setting = format!(

@@ -14,10 +14,8 @@
 
 mod support;
 
-use std::fs::{File, OpenOptions};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +29,7 @@ use net::wire::kafka::{
     UNSUPPORTED_SASL_MECHANISM,
 };
 use support::*;
-use testkit::certs::{Authority, Validity, CN_MAPPING_RULE};
+use testkit::certs::{Validity, CN_MAPPING_RULE};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// The fewest iterations a credential may have: quick logins for the tests.
@@ -96,11 +94,7 @@ struct SaslCluster {
 impl SaslCluster {
     /// Writes the configs, the certificates and the credentials file, and starts every node.
     fn start(options: &Options) -> SaslCluster {
-        let root = tempfile::Builder::new()
-            .prefix(".tmp-sasl")
-            .tempdir_in(std::env::temp_dir())
-            .unwrap();
-        let pki = Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+        let (root, pki) = root_with_ca(".tmp-sasl");
         let credentials = root.path().join("credentials.json");
         add_users(&credentials, &USERS);
         let acl_line = options.acls.map(|acls| {
@@ -209,6 +203,19 @@ impl SaslCluster {
         client.describe_quorum().ok().filter(|d| d.error.is_none())
     }
 
+    /// One voter with `protocol` and `mechanisms` and no ACL file, started, and its client
+    /// address once it leads (asked as alice).
+    fn start_one(protocol: &'static str, mechanisms: &'static str) -> (SaslCluster, SocketAddr) {
+        let cluster = SaslCluster::start(&Options {
+            voters: 1,
+            protocol,
+            mechanisms,
+            acls: None,
+        });
+        let (_, addr) = cluster.wait_for_leader(USERS[0]);
+        (cluster, addr)
+    }
+
     /// The leader's id and client address, asked of every node as `user` (bounded).
     fn wait_for_leader(&self, user: (&str, &str)) -> (i32, SocketAddr) {
         let deadline = Instant::now() + WAIT;
@@ -228,18 +235,6 @@ impl SaslCluster {
 
     fn tails(&self) -> String {
         testkit::stderr_tails(self.nodes.iter().map(|n| (n.id, n.stderr.as_path())))
-    }
-}
-
-/// `ringraft serve` with its stderr appended to `stderr`.
-fn spawn_logged(config: &Path, overrides: &[&str], stderr: &Path) -> ProcessGuard {
-    let file: File = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(stderr)
-        .unwrap();
-    ProcessGuard {
-        child: spawn(config, overrides, Stdio::from(file)),
     }
 }
 
@@ -399,14 +394,8 @@ fn three_voters_with_acls_serve_scram_and_plain_users_over_sasl_ssl() {
 
 #[test]
 fn failed_logins_and_early_requests_are_closed_and_others_still_served() {
-    let cluster = SaslCluster::start(&Options {
-        voters: 1,
-        protocol: "SASL_SSL",
-        mechanisms: "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
-        acls: None,
-    });
+    let (cluster, addr) = SaslCluster::start_one("SASL_SSL", "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN");
     let alice = USERS[0];
-    let (_, addr) = cluster.wait_for_leader(alice);
 
     // Wrong passwords and unknown users: one answer for all, then the close after the delay,
     // and the request sent meanwhile is never answered.
@@ -501,14 +490,8 @@ fn failed_logins_and_early_requests_are_closed_and_others_still_served() {
 
 #[test]
 fn sasl_plaintext_legacy_framing_credential_reload_and_a_missing_file() {
-    let cluster = SaslCluster::start(&Options {
-        voters: 1,
-        protocol: "SASL_PLAINTEXT",
-        mechanisms: "SCRAM-SHA-256,PLAIN",
-        acls: None,
-    });
+    let (cluster, addr) = SaslCluster::start_one("SASL_PLAINTEXT", "SCRAM-SHA-256,PLAIN");
     let alice = USERS[0];
-    let (_, addr) = cluster.wait_for_leader(alice);
 
     // The legacy framing after a v0 handshake: raw tokens both ways, then Kafka requests.
     for mechanism in [Mechanism::ScramSha256, Mechanism::Plain] {

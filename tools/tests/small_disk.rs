@@ -199,7 +199,7 @@ fn small_disks_stay_below_full_with_retention_and_fill_and_recover_without_it() 
         );
     }
     // A consumer asking for offset 0 is told the leader's log start.
-    let mut c = BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect");
+    let mut c = cluster.connect(leader, TIMEOUT);
     let response = c
         .fetch(&consumer_fetch_request(0, 1 << 20))
         .expect("a consumer Fetch is answered");
@@ -292,10 +292,10 @@ fn small_disks_stay_below_full_with_retention_and_fill_and_recover_without_it() 
         "a node with a full disk leads among several voters"
     );
     // The full node refuses appends itself and answers DescribeQuorum; the leader serves reads.
-    let mut c = BlockingClient::connect(cluster.addr(full), TIMEOUT).expect("connect");
+    let mut c = cluster.connect(full, TIMEOUT);
     c.describe_quorum()
         .expect("DescribeQuorum is answered on a full disk");
-    let mut c = BlockingClient::connect(cluster.addr(leader), TIMEOUT).expect("connect");
+    let mut c = cluster.connect(leader, TIMEOUT);
     let start = log_start(&log_dir(&cluster, leader));
     let response = c
         .fetch(&consumer_fetch_request(start, 1 << 20))

@@ -7,16 +7,12 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bytes::Bytes;
 use engine::raft::{FindQuorumRequest, FindQuorumResponse, Request, Response};
-use net::client::BlockingClient;
-use net::wire::{api, quorum, RequestHeader, ResponseHeader, WireReader, WireWriter};
 use support::*;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,17 +29,6 @@ fn stderr_lines(node: &mut ProcessGuard) -> Vec<String> {
 /// Asks `addr` for its view of the quorum, as a node that is not a voter (replica id -1, no
 /// endpoint of its own, so the answer is all it changes).
 fn find_quorum(addr: SocketAddr) -> FindQuorumResponse {
-    let mut stream = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
-    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
-    let mut w = WireWriter::with_capacity(128);
-    w.i32(0);
-    RequestHeader {
-        api_key: api::FIND_QUORUM,
-        api_version: 0,
-        correlation_id: 7,
-        client_id: Some("listeners-test".into()),
-    }
-    .write(&mut w, true);
     let request = Request::FindQuorum(FindQuorumRequest {
         cluster_id: CLUSTER_ID.into(),
         replica_id: -1,
@@ -51,21 +36,7 @@ fn find_quorum(addr: SocketAddr) -> FindQuorumResponse {
         host: String::new(),
         port: -1,
     });
-    quorum::encode_request(&request, &mut w);
-    let mut frame = w.into_inner();
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
-    stream.write_all(&frame).unwrap();
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).unwrap();
-    let mut r = WireReader::new(Bytes::from(body));
-    assert_eq!(
-        ResponseHeader::read(&mut r, true).unwrap().correlation_id,
-        7
-    );
-    match quorum::decode_response(api::FIND_QUORUM, &mut r).unwrap() {
+    match send_raw_request(addr, &request, TIMEOUT).unwrap() {
         Response::FindQuorum(response) => response,
         other => panic!("FindQuorum answered with {other:?}"),
     }
@@ -82,7 +53,7 @@ fn a_node_on_a_wildcard_address_advertises_its_advertised_listener_and_replicate
     cluster.start(3, &[&listeners, &advertised]);
 
     let leader = cluster.wait_for_leader(None);
-    let mut client = BlockingClient::connect(cluster.addr(leader), TIMEOUT).unwrap();
+    let mut client = cluster.connect(leader, TIMEOUT);
     let offset = produce_one(&mut client, "through-a-wildcard").expect("committed");
     cluster.wait_for_voters_at(leader, offset + 1);
     // Node 3 took part: its own log holds the record once the cluster has stopped.

@@ -156,8 +156,7 @@ fn signal(pid: u32, signal: i32) {
 #[test]
 fn processes_posing_as_voter_2_while_the_followers_are_paused_get_nothing_acknowledged() {
     let mut cluster = Cluster::new_mutual_tls(3);
-    cluster.start_all();
-    let leader = cluster.wait_for_leader(None);
+    let leader = cluster.start_all_and_elect();
     let stop = Arc::new(AtomicBool::new(false));
     let (acked, producer) = start_load(
         (1..=3).map(|id| cluster.addr(id)).collect(),
@@ -225,12 +224,7 @@ fn processes_posing_as_voter_2_while_the_followers_are_paused_get_nothing_acknow
     let end = Instant::now() + ATTACK;
     while Instant::now() < end {
         let log_end = describe(cluster.addr(leader))
-            .and_then(|d| {
-                d.current_voters
-                    .iter()
-                    .find(|v| v.replica_id == leader)
-                    .map(|v| v.log_end_offset)
-            })
+            .and_then(|d| voter_log_end(&d, leader))
             .unwrap_or(before.high_watermark);
         for (i, (_, poser)) in posers.iter().enumerate() {
             let fetch = spoofed_fetch(before.leader_epoch, log_end);
@@ -351,8 +345,7 @@ fn find_quorum_on(
 #[test]
 fn a_reloaded_truststore_closes_the_connections_it_no_longer_trusts_and_keeps_the_others() {
     let mut cluster = Cluster::new_mutual_tls(1);
-    cluster.start_all();
-    cluster.wait_for_leader(None);
+    cluster.start_all_and_elect();
     let controller = cluster.nodes[0].controller_addr;
     let pid = cluster.node(1).process.as_ref().unwrap().pid();
     let root = cluster.root.path().to_owned();

@@ -31,6 +31,26 @@ pub fn kcat() -> PathBuf {
     found.unwrap_or_else(|| panic!("kcat is not on the PATH: {INSTALL_HINT}"))
 }
 
+/// kcat's arguments (after any security settings) for partition 0 of `__cluster_metadata` at
+/// `servers` in `mode` (-P or -C), then `more`.
+fn kcat_partition_args<'a>(mode: &'a str, servers: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![mode, "-b", servers, "-t", "__cluster_metadata", "-p", "0"];
+    args.extend_from_slice(more);
+    args
+}
+
+/// kcat's arguments that produce to the partition with acks=all, a record per line of its
+/// standard input.
+pub fn kcat_produce_args(servers: &str) -> Vec<&str> {
+    kcat_partition_args("-P", servers, &["-X", "acks=all"])
+}
+
+/// kcat's arguments that read the partition from its start to its end (`-e`), a line
+/// `offset value` per record.
+pub fn kcat_consume_args(servers: &str) -> Vec<&str> {
+    kcat_partition_args("-C", servers, &["-o", "beginning", "-e", "-f", "%o %s\\n"])
+}
+
 /// A script beside the client tests (`tools/tests/clients/NAME`).
 pub fn script(name: &str) -> PathBuf {
     workspace().join("tools/tests/clients").join(name)
@@ -66,16 +86,5 @@ pub fn assert_read_once_where_acked(acked: &[(i64, String)], consumed: &[(i64, S
         consumed.windows(2).all(|w| w[0].0 < w[1].0),
         "consumed out of offset order or twice: {consumed:?}"
     );
-    for (offset, value) in acked {
-        let at: Vec<i64> = consumed
-            .iter()
-            .filter(|(_, v)| v == value)
-            .map(|(o, _)| *o)
-            .collect();
-        assert_eq!(
-            at,
-            [*offset],
-            "{value}: acknowledged at {offset}, read at {at:?}"
-        );
-    }
+    super::assert_each_once_at_its_offset(consumed, acked);
 }

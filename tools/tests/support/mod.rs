@@ -115,6 +115,28 @@ impl Cluster {
         ok(self.0.start_all(Stderr::File));
     }
 
+    /// [`Cluster::start_all`], then [`Cluster::wait_for_leader`] with no node excluded: the
+    /// start most tests make. Returns the leader.
+    pub fn start_all_and_elect(&mut self) -> i32 {
+        self.start_all();
+        self.wait_for_leader(None)
+    }
+
+    /// `count` voters ([`Cluster::new`]) started, and the leader they elected.
+    pub fn started(count: i32) -> (Cluster, i32) {
+        let mut cluster = Cluster::new(count);
+        let leader = cluster.start_all_and_elect();
+        (cluster, leader)
+    }
+
+    /// A PLAINTEXT client connection to node `id` (bounded by `timeout`); panics naming the node
+    /// when it does not connect.
+    pub fn connect(&self, id: i32, timeout: Duration) -> BlockingClient {
+        let addr = self.addr(id);
+        BlockingClient::connect(addr, timeout)
+            .unwrap_or_else(|e| panic!("node {id} ({addr}): connect: {e}"))
+    }
+
     /// Starts node `id` with `overrides`, its stderr kept as [`Cluster::start_all`] keeps it.
     pub fn start(&mut self, id: i32, overrides: &[&str]) {
         ok(self.0.start(id, overrides, Stderr::File));
@@ -124,6 +146,20 @@ impl Cluster {
     /// time. Returns (id, exit status) per node that was running; None = had to be killed.
     pub fn stop_all(&mut self) -> Vec<(i32, Option<std::process::ExitStatus>)> {
         self.0.stop_all(STOP_WAIT)
+    }
+
+    /// [`Cluster::stop_all`], asserting that every node that was running exited on SIGTERM, and
+    /// successfully; a failure shows the node's stderr tail.
+    pub fn stop_all_cleanly(&mut self) {
+        for (id, status) in self.stop_all() {
+            let status = status
+                .unwrap_or_else(|| panic!("node {id} ignored SIGTERM\n{}", self.stderr_tail(id)));
+            assert!(
+                status.success(),
+                "node {id} exited with {status}\n{}",
+                self.stderr_tail(id)
+            );
+        }
     }
 
     /// Waits (bounded) until the leader reports every voter's log end offset at `offset` or
@@ -228,6 +264,29 @@ pub fn spawn(config: &Path, overrides: &[&str], stderr: Stdio) -> Child {
         .unwrap()
 }
 
+/// A new temporary directory (its name starting with `prefix`) for a cluster the test builds by
+/// hand, with a CA named ringraft-ca in its `pki/`.
+pub fn root_with_ca(prefix: &str) -> (tempfile::TempDir, testkit::certs::Authority) {
+    let root = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    let pki = testkit::certs::Authority::create(&root.path().join("pki"), "ringraft-ca").unwrap();
+    (root, pki)
+}
+
+/// [`spawn`] with the node's stderr appended to the file `stderr`.
+pub fn spawn_logged(config: &Path, overrides: &[&str], stderr: &Path) -> ProcessGuard {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr)
+        .unwrap();
+    ProcessGuard {
+        child: spawn(config, overrides, Stdio::from(file)),
+    }
+}
+
 /// One batch of one record whose value is `value`.
 pub fn batch(value: &str) -> Bytes {
     let mut builder = RecordBatchBuilder::new(0, 0);
@@ -308,6 +367,22 @@ pub fn read_log(dir: &Path) -> Vec<(i64, String)> {
     out
 }
 
+/// Every acknowledged (offset, value) is in `log` exactly once, at that offset.
+pub fn assert_each_once_at_its_offset(log: &[(i64, String)], acked: &[(i64, String)]) {
+    for (offset, value) in acked {
+        let at: Vec<i64> = log
+            .iter()
+            .filter(|(_, v)| v == value)
+            .map(|(o, _)| *o)
+            .collect();
+        assert_eq!(
+            at,
+            [*offset],
+            "{value}: acknowledged at {offset}, found at {at:?}"
+        );
+    }
+}
+
 /// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
 /// in the acknowledged order.
 pub fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
@@ -335,15 +410,20 @@ pub const RAW_CORRELATION_ID: i32 = 77;
 
 /// `request` as one frame (size prefix, request header v2, body), the way a peer sends it.
 pub fn raw_request_frame(request: &Request) -> Vec<u8> {
-    let mut w = WireWriter::with_capacity(128);
-    w.i32(0);
-    RequestHeader {
+    let header = RequestHeader {
         api_key: request.api_key(),
         api_version: quorum::request_version(request),
         correlation_id: RAW_CORRELATION_ID,
         client_id: Some("hostile-test".into()),
-    }
-    .write(&mut w, true);
+    };
+    request_frame(&header, request)
+}
+
+/// `request` as one frame under `header` (v2), whatever version the header claims.
+pub fn request_frame(header: &RequestHeader, request: &Request) -> Vec<u8> {
+    let mut w = WireWriter::with_capacity(128);
+    w.i32(0);
+    header.write(&mut w, true);
     quorum::encode_request(request, &mut w);
     let mut frame = w.into_inner().to_vec();
     let size = (frame.len() - 4) as i32;
@@ -399,6 +479,21 @@ pub fn produce_one(client: &mut BlockingClient, value: &str) -> Result<i64, Stri
     } else {
         Err(format!("error {}", partition.error))
     }
+}
+
+/// Produces `{prefix}0` to `{prefix}{count - 1}` one at a time ([`produce_one`]) and returns
+/// each acknowledged (offset, value); panics at the first that is not acknowledged.
+pub fn produce_numbered(
+    client: &mut BlockingClient,
+    prefix: &str,
+    count: usize,
+) -> Vec<(i64, String)> {
+    (0..count)
+        .map(|i| {
+            let value = format!("{prefix}{i}");
+            (produce_one(client, &value).unwrap(), value)
+        })
+        .collect()
 }
 
 /// Acknowledged (offset, value) pairs, shared with the producing thread.
@@ -510,6 +605,56 @@ pub fn run_quorum_tool(server: &str, args: &[&str]) -> std::process::Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// A node's /metrics at `addr` by a plain HTTP/1.1 GET (reads bounded by `timeout`): the whole
+/// response, headers included. metrics.rs checks the exposition format with a real parser;
+/// this is for tests that want a sample or two.
+pub fn get_metrics(addr: SocketAddr, timeout: Duration) -> String {
+    use std::io::Write;
+    let mut stream = TcpStream::connect(addr).expect("connect to /metrics");
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of the sample `series` (its name and labels as exposed) in /metrics `text`.
+pub fn metric_sample<T>(text: &str, series: &str) -> T
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Debug,
+{
+    let prefix = format!("{series} ");
+    let line = text
+        .lines()
+        .find(|line| line.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no sample {series} in /metrics:\n{text}"));
+    line[prefix.len()..].trim().parse().unwrap()
+}
+
+/// The log end offset a leader's DescribeQuorum answer gives voter `id`, if it lists it.
+pub fn voter_log_end(described: &engine::raft::DescribeQuorumResponse, id: i32) -> Option<i64> {
+    described
+        .current_voters
+        .iter()
+        .find(|v| v.replica_id == id)
+        .map(|v| v.log_end_offset)
+}
+
+/// The resident set size of process `pid` in KiB (VmRSS in /proc/PID/status).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 /// The log directory of node `id`.
