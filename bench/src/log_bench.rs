@@ -453,11 +453,10 @@ impl Wakeups {
             Wakeups::Direct(events) => loop {
                 let event = events.recv().map_err(|_| "the log writer stopped")?;
                 match progress(shared, event) {
-                    Some(Progress::Durable(done)) => {
-                        if !done.is_empty() {
-                            return Ok(done.into_values().map(|(_, writer)| writer).collect());
-                        }
+                    Some(Progress::Durable(done)) if !done.is_empty() => {
+                        return Ok(done.into_values().map(|(_, writer)| writer).collect());
                     }
+                    Some(Progress::Durable(_)) => {}
                     Some(Progress::Stopped) => return Err("the log writer stopped".into()),
                     Some(Progress::StorageFull(error)) => {
                         return Err(format!("the bench's disk is full: {error}"))
