@@ -76,6 +76,20 @@ pub fn run_disruption_planted(
     disruption_run(seed, voters, true, false, Some(plant))
 }
 
+/// The command that runs disruption seed `seed` again, printed with its violations.
+pub fn disruption_replay_command(
+    seed: u64,
+    voters: usize,
+    pre_vote: bool,
+    outcome_only: bool,
+) -> String {
+    format!(
+        "cargo run --release -p ringraft-tools --bin ringraft-sim -- --disruption --seeds 1 --first-seed {seed} --voters {voters}{}{}",
+        if pre_vote { "" } else { " --no-prevote" },
+        if outcome_only { " --outcome-only" } else { "" }
+    )
+}
+
 fn disruption_run(
     seed: u64,
     voters: usize,
@@ -93,11 +107,7 @@ fn disruption_run(
     cfg.plant = plant;
     cfg.latency_tail = false;
     cfg.tick_before_input = true;
-    let replay = format!(
-        "cargo run --release -p ringraft-tools --bin ringraft-sim -- --disruption --seeds 1 --first-seed {seed} --voters {voters}{}{}",
-        if pre_vote { "" } else { " --no-prevote" },
-        if outcome_only { " --outcome-only" } else { "" }
-    );
+    let replay = disruption_replay_command(seed, voters, pre_vote, outcome_only);
     let with_replay = |mut v: Box<Violation>| {
         v.replay.clone_from(&replay);
         v

@@ -19,7 +19,9 @@ mod script;
 mod trace;
 
 pub use cluster::Simulation;
-pub use disruption::{run_disruption, run_disruption_planted, Cut, DisruptionRun};
+pub use disruption::{
+    disruption_replay_command, run_disruption, run_disruption_planted, Cut, DisruptionRun,
+};
 pub use invariants::Invariant;
 pub use liar::{ByteDraw, Draw, Lie, TargetView, LIAR_ID};
 pub use rng::SimRng;

@@ -288,4 +288,25 @@ mod tests {
             );
         }
     }
+    /// A disruption seed's replay command runs the disruption scenario for that seed again,
+    /// with its voters and both of its flags.
+    #[test]
+    fn a_disruption_replay_command_gives_back_its_run() {
+        use engine::sim::disruption_replay_command;
+        for (pre_vote, outcome_only) in [(true, false), (false, true), (false, false), (true, true)]
+        {
+            let replay = disruption_replay_command(17, 5, pre_vote, outcome_only);
+            let cli = parsed(&replay);
+            assert!(cli.disruption, "{replay}");
+            assert_eq!(
+                (cli.seeds, cli.first_seed, cli.voters),
+                (1, 17, 5),
+                "{replay}"
+            );
+            assert_eq!(
+                (!cli.no_prevote, cli.outcome_only),
+                (pre_vote, outcome_only)
+            );
+        }
+    }
 }
