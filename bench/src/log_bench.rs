@@ -430,8 +430,6 @@ fn dispatch(shared: &Shared, events: &Receiver<WriterEvent>) {
     }
 }
 
-/// Runs `count` closed-loop writers on this thread: each sends one batch, and sends the next
-/// when the dispatcher reports the previous one durable.
 /// Where an appender thread learns that its writers' batches are durable.
 enum Wakeups {
     /// From the dispatcher thread: the writers (indexes in this thread) to wake.
@@ -468,6 +466,8 @@ impl Wakeups {
     }
 }
 
+/// Runs `count` closed-loop writers on this thread: each sends one batch, and sends the next
+/// when its wake-ups report the previous one durable.
 fn append_loop(
     thread: usize,
     count: usize,
