@@ -284,3 +284,78 @@ fn each_listener_counts_only_its_own_connections() {
     );
     assert_eq!(ring.stats().refused, 2);
 }
+
+/// The receive budget counts apart too: a client listener whose connections hold nearly all of
+/// `max_buffered_bytes` in half-sent frames closes its own connection that crosses it, while an
+/// outbound connection of the same loop (a voter's fetch answer, on a follower) still receives
+/// a frame larger than what is left of the listener's budget.
+#[test]
+fn a_full_listener_budget_spares_the_outbound_connections() {
+    use net::transport::{Event, EventLoop};
+    use std::io::Write;
+    use std::time::Instant;
+    use transport_support::loopback;
+    const BUDGET: usize = 1 << 20;
+    let mut ring = EventLoop::new(Config {
+        max_buffered_bytes: BUDGET,
+        ..Config::default()
+    })
+    .unwrap();
+    let listener = ring.listen(loopback()).unwrap();
+    let listener_addr = ring.local_addr(listener).unwrap();
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let poll = |ring: &mut EventLoop, events: &mut Vec<Event>| {
+        assert!(Instant::now() < deadline, "gave up; got {events:?}");
+        ring.poll(Some(Duration::from_millis(50)), events).unwrap();
+    };
+    // A client declares 64 MiB and sends 900 KiB of it: held, under the budget.
+    let mut hog = std_client(listener_addr);
+    hog.write_all(&(64u32 << 20).to_be_bytes()).unwrap();
+    hog.write_all(&vec![1u8; 900 << 10]).unwrap();
+    while ring.buffered_bytes() < 900 << 10 {
+        poll(&mut ring, &mut events);
+    }
+    // An outbound connection receives a 600 KiB frame: more than the listener has left.
+    let server = std::net::TcpListener::bind(loopback()).unwrap();
+    let server_addr = server.local_addr().unwrap();
+    let answer = std::thread::spawn(move || {
+        let (mut peer, _) = server.accept().unwrap();
+        peer.write_all(&net::wire::frame::size_prefix(600 << 10))
+            .unwrap();
+        peer.write_all(&vec![2u8; 600 << 10]).unwrap();
+        peer
+    });
+    let outbound = ring.connect(server_addr).unwrap();
+    let received = |events: &[Event]| {
+        events.iter().any(
+            |e| matches!(e, Event::Frame { conn, bytes } if *conn == outbound && bytes.len() == 600 << 10),
+        )
+    };
+    while !received(&events) {
+        poll(&mut ring, &mut events);
+    }
+    let _peer = answer.join().unwrap();
+    // Another client of the listener crosses the listener's budget: it is the one closed.
+    let mut crosser = std_client(listener_addr);
+    crosser.write_all(&(1u32 << 20).to_be_bytes()).unwrap();
+    crosser.write_all(&vec![3u8; 200 << 10]).unwrap();
+    let over_budget = |events: &[Event]| {
+        events.iter().any(|e| {
+            matches!(
+                e,
+                Event::Closed {
+                    reason: CloseReason::BufferLimit { .. },
+                    ..
+                }
+            )
+        })
+    };
+    while !over_budget(&events) {
+        poll(&mut ring, &mut events);
+    }
+    assert!(!events.iter().any(
+        |e| matches!(e, Event::Closed { conn, .. } | Event::ConnectFailed { conn, .. } if *conn == outbound)
+    ));
+    assert!(closed_by_peer(&mut crosser));
+}

@@ -129,9 +129,10 @@ pub struct Config {
     pub recv_buffer_size: u32,
     /// Largest frame accepted from a peer (Kafka's `socket.request.max.bytes`).
     pub max_frame_bytes: usize,
-    /// Cap on received bytes not yet handed out as frames, summed over all connections. The
-    /// connection whose receive crosses it is closed, so a flood of half-sent huge frames cannot
-    /// exhaust memory.
+    /// Cap on received bytes not yet handed out as frames, summed over each listener's
+    /// connections and, apart, over the connections the loop opened. The connection whose
+    /// receive crosses its cap is closed, so a flood of half-sent huge frames cannot exhaust
+    /// memory, nor make another listener's connection or an outbound one the one closed.
     pub max_buffered_bytes: usize,
     /// Connections each listener keeps open at once, unless set for one listener
     /// (`EventLoop::set_listener_max_connections`): one more is closed as soon as it is

@@ -107,9 +107,45 @@ impl Conn {
     fn held(&self) -> usize {
         self.decoder.buffered() + self.tls.as_ref().map_or(0, |t| t.buffered())
     }
+
+    fn budget(&self) -> Budget {
+        match self.listener {
+            _ if self.outbound => Budget::Outbound,
+            Some(key) => Budget::Listener(key),
+            None => Budget::Unbudgeted,
+        }
+    }
+}
+
+/// Which receive budget (`Config::max_buffered_bytes`) a connection's received-but-undelivered
+/// bytes count against: its listener's, or the one of the connections this loop opened. Like
+/// the connection limits, each counts apart, so clients that fill a client listener's budget
+/// cannot make a voter's connection the one that crosses it.
+#[derive(Clone, Copy)]
+enum Budget {
+    Listener(u64),
+    Outbound,
+    /// Accepted by a listener that has closed since: counted in the loop's total only.
+    Unbudgeted,
 }
 
 impl EventLoop {
+    fn budget_mut(&mut self, budget: Budget) -> Option<&mut usize> {
+        match budget {
+            Budget::Listener(key) => self.listeners.get_mut(key).map(|l| &mut l.buffered),
+            Budget::Outbound => Some(&mut self.outbound_buffered),
+            Budget::Unbudgeted => None,
+        }
+    }
+
+    /// A connection of `budget` went from holding `before` received bytes to `after`.
+    fn rebudget(&mut self, budget: Budget, before: usize, after: usize) {
+        self.buffered_bytes = self.buffered_bytes + after - before;
+        if let Some(used) = self.budget_mut(budget) {
+            *used = *used + after - before;
+        }
+    }
+
     /// Socket options are best effort: a failure costs latency or a test's partial sends, not
     /// correctness.
     pub(super) fn configure(&self, fd: RawFd) {
@@ -236,7 +272,7 @@ impl EventLoop {
         let mut tls_outcome = None;
         if res > 0 && !conn.is_closing() {
             let n = res as usize;
-            let before = conn.held();
+            let (before, budget) = (conn.held(), conn.budget());
             let data = match (bid, &self.provided) {
                 (Some(bid), Some(provided)) => provided.filled(bid, n),
                 (None, None) => &conn.recv_buf.as_ref().expect("recv buffer")[..n],
@@ -249,7 +285,8 @@ impl EventLoop {
                     tls_outcome = Some(tls.feed(data, &mut |plain| decoder.extend(plain)));
                 }
             }
-            self.buffered_bytes = self.buffered_bytes + conn.held() - before;
+            let after = conn.held();
+            self.rebudget(budget, before, after);
             self.stats.bytes_received += n as u64;
         }
         if let Some(bid) = bid {
@@ -299,7 +336,7 @@ impl EventLoop {
         if conn.is_closing() {
             return Ok(());
         }
-        let before = conn.decoder.buffered();
+        let (before, budget) = (conn.decoder.buffered(), conn.budget());
         let mut failure = None;
         loop {
             match conn.decoder.next_frame() {
@@ -318,11 +355,10 @@ impl EventLoop {
             }
         }
         let after = conn.decoder.buffered();
-        self.buffered_bytes -= before - after;
-        if failure.is_none() && self.buffered_bytes > self.config.max_buffered_bytes {
-            failure = Some(CloseReason::BufferLimit {
-                limit: self.config.max_buffered_bytes,
-            });
+        self.rebudget(budget, before, after);
+        let limit = self.config.max_buffered_bytes;
+        if failure.is_none() && self.budget_mut(budget).is_some_and(|used| *used > limit) {
+            failure = Some(CloseReason::BufferLimit { limit });
         }
         match failure {
             Some(reason) => {
@@ -525,7 +561,9 @@ impl EventLoop {
         conn.queued_bytes = 0;
         // Received bytes of a closing connection are never delivered: free them now, so the
         // budget is back before the cancellations complete.
-        self.buffered_bytes -= conn.held();
+        let (held, budget) = (conn.held(), conn.budget());
+        self.rebudget(budget, held, 0);
+        let conn = self.conns.get_mut(key).expect("connection present");
         conn.decoder = FrameDecoder::for_responses(self.config.max_frame_bytes);
         conn.tls = None;
         if let Some(timer) = conn.tls_timer.take() {

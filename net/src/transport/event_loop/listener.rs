@@ -33,6 +33,9 @@ pub(super) struct Listener {
     /// Its accepted connections not yet closed. Each listener counts its own, so clients that
     /// fill one listener never shut the voters out of another.
     pub(super) open: usize,
+    /// Received bytes of its connections not yet handed out as frames, against
+    /// `Config::max_buffered_bytes`.
+    pub(super) buffered: usize,
 }
 
 impl EventLoop {
@@ -53,6 +56,7 @@ impl EventLoop {
             tls: None,
             max_connections: self.config.max_connections,
             open: 0,
+            buffered: 0,
         });
         self.arm_accept(key)?;
         Ok(ListenerId(key))

@@ -94,6 +94,8 @@ pub struct EventLoop {
     features: Features,
     stats: Stats,
     buffered_bytes: usize,
+    /// The part of `buffered_bytes` held by connections this loop opened (their own budget).
+    outbound_buffered: usize,
     /// Events produced since the last `poll` returned.
     ready: Vec<Event>,
     /// Completions copied out of the ring, not yet handled.

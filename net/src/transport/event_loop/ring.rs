@@ -99,6 +99,7 @@ impl EventLoop {
             features,
             stats: Stats::default(),
             buffered_bytes: 0,
+            outbound_buffered: 0,
             ready: Vec::new(),
             backlog: Vec::new(),
             unflushed: Vec::new(),
