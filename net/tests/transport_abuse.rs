@@ -359,3 +359,56 @@ fn a_full_listener_budget_spares_the_outbound_connections() {
     ));
     assert!(closed_by_peer(&mut crosser));
 }
+
+/// A closed listener's socket is closed: once its accept is cancelled, connecting to its
+/// address is refused, and the connections it accepted before stay served.
+#[test]
+fn a_closed_listener_refuses_new_connections_and_keeps_its_own() {
+    use net::transport::{Event, EventLoop};
+    use std::time::Instant;
+    use transport_support::{frame_chain, loopback};
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let listener = ring.listen(loopback()).unwrap();
+    let addr = ring.local_addr(listener).unwrap();
+    let mut kept = std_client(addr);
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !events.iter().any(|e| matches!(e, Event::Accepted { .. })) {
+        assert!(Instant::now() < deadline, "{events:?}");
+        ring.poll(Some(Duration::from_millis(50)), &mut events)
+            .unwrap();
+    }
+    ring.close_listener(listener).unwrap();
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the closed listener still takes connections"
+        );
+        ring.poll(Some(Duration::from_millis(50)), &mut events)
+            .unwrap();
+        if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
+            break;
+        }
+    }
+    let body = pattern(32, 9);
+    kept.write_all(&net::wire::frame::size_prefix(body.len()))
+        .unwrap();
+    kept.write_all(&body).unwrap();
+    events.clear();
+    let frame = loop {
+        assert!(Instant::now() < deadline, "{events:?}");
+        ring.poll(Some(Duration::from_millis(50)), &mut events)
+            .unwrap();
+        if let Some((conn, bytes)) = events.iter().find_map(|e| match e {
+            Event::Frame { conn, bytes } => Some((*conn, bytes.clone())),
+            _ => None,
+        }) {
+            break (conn, bytes);
+        }
+    };
+    assert_eq!(frame.1, body);
+    ring.send(frame.0, frame_chain(frame.1)).unwrap();
+    ring.poll(Some(Duration::from_millis(50)), &mut events)
+        .unwrap();
+    assert_eq!(transport_support::read_frame(&mut kept).unwrap(), &body[..]);
+}
