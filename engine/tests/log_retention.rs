@@ -316,14 +316,7 @@ fn retired_segments_are_deleted_when_recycling_is_off() {
         ms: None,
     };
     let end = log.end_offset();
-    assert_eq!(
-        log.spare_at_roll(everything, 0, end, end).unwrap(),
-        SpareAtRoll::Allocated
-    );
-    assert_eq!(
-        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
-        None
-    );
+    assert_nothing_recycled(&mut log, everything, 0, end);
     assert_eq!(log.segment_bases(), bases[2..]);
 }
 
@@ -446,14 +439,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
         matches!(at_roll, SpareAtRoll::HeldBack { wanted } if wanted >= bases[1]),
         "held back by the limit alone: {at_roll:?}"
     );
-    assert_eq!(
-        log.spare_at_roll(now_policy, now, held, held).unwrap(),
-        SpareAtRoll::Allocated
-    );
-    assert_eq!(
-        log.recycle_oldest_as_spare(now_policy, now, held).unwrap(),
-        None
-    );
+    assert_nothing_recycled(&mut log, now_policy, now, held);
     assert_eq!(log.segment_bases(), bases);
 
     let oldest = inode(&dir.path().join(engine::log::segment_file_name(bases[0])));
@@ -482,14 +468,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
         bytes: Some(1),
         ms: None,
     };
-    assert_eq!(
-        log.spare_at_roll(everything, now, end, end).unwrap(),
-        SpareAtRoll::Allocated
-    );
-    assert_eq!(
-        log.recycle_oldest_as_spare(everything, now, end).unwrap(),
-        None
-    );
+    assert_nothing_recycled(&mut log, everything, now, end);
     assert_eq!(log.segment_bases(), bases[1..]);
 }
 
@@ -506,14 +485,7 @@ fn one_sealed_segment_is_recycled_and_an_active_one_alone_is_not() {
     append_batches(&mut log, 1, 1, 10, 100);
     let end = log.end_offset();
     assert_eq!(log.segment_bases().len(), 1);
-    assert_eq!(
-        log.spare_at_roll(everything, 0, end, end).unwrap(),
-        SpareAtRoll::Allocated
-    );
-    assert_eq!(
-        log.recycle_oldest_as_spare(everything, 0, end).unwrap(),
-        None
-    );
+    assert_nothing_recycled(&mut log, everything, 0, end);
     while log.segment_bases().len() < 2 {
         append_batches(&mut log, 1, 1, 10, 100);
     }
@@ -561,8 +533,23 @@ fn a_roll_over_the_retention_size_recycles_the_oldest_and_deletes_the_rest() {
 }
 
 /// `log` holds nothing and starts at `start` in `epoch`.
+#[track_caller]
 fn assert_empty_at(log: &Log, start: i64, epoch: i32) {
     assert_eq!((log.start_offset(), log.end_offset()), (start, start));
     assert_eq!(log.epoch_cache().entries(), &[(epoch, start)]);
     assert!(read_all(log).is_empty());
+}
+
+/// Under `policy` within `limit` the next roll allocates its segment, and a roll now recycles
+/// nothing (the log stays as it is).
+#[track_caller]
+fn assert_nothing_recycled(log: &mut Log, policy: RetentionPolicy, now: i64, limit: i64) {
+    assert_eq!(
+        log.spare_at_roll(policy, now, limit, limit).unwrap(),
+        SpareAtRoll::Allocated
+    );
+    assert_eq!(
+        log.recycle_oldest_as_spare(policy, now, limit).unwrap(),
+        None
+    );
 }

@@ -736,6 +736,15 @@ impl Log {
         self.segment_counts
     }
 
+    /// Where the oldest sealed segment ends, when a roll could take its file as the next
+    /// segment: recycling is on, no spare is allocated, and a sealed segment is there.
+    fn recyclable_oldest_end(&self) -> Option<Offset> {
+        if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
+            return None;
+        }
+        Some(self.segments.values().next().expect("a segment").end_offset)
+    }
+
     /// What the next roll does for its segment when retention under `policy` is applied at it
     /// (docs/storage.md, "Recycling"), reading the segments once: [`SpareAtRoll::Recycled`]
     /// when, never past `limit`, retention lets the oldest sealed segment go by the time the
@@ -752,10 +761,9 @@ impl Log {
         limit: Offset,
         unpinned: Offset,
     ) -> Result<SpareAtRoll, LogError> {
-        if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
+        let Some(oldest_end) = self.recyclable_oldest_end() else {
             return Ok(SpareAtRoll::Allocated);
-        }
-        let oldest_end = self.segments.values().next().expect("a segment").end_offset;
+        };
         let mut summaries = self.segment_summaries()?;
         let active = summaries.last_mut().expect("a log has a segment");
         active.bytes = active.bytes.max(self.config.segment_bytes);
@@ -789,10 +797,9 @@ impl Log {
         wall_clock_ms: i64,
         limit: Offset,
     ) -> Result<Option<Offset>, LogError> {
-        if !self.config.recycle_segments || self.spare.is_some() || self.segments.len() < 2 {
+        let Some(oldest_end) = self.recyclable_oldest_end() else {
             return Ok(None);
-        }
-        let oldest_end = self.segments.values().next().expect("a segment").end_offset;
+        };
         let wanted = self.retention_wants(policy, wall_clock_ms, limit)?;
         if wanted < oldest_end {
             return Ok(None);

@@ -51,8 +51,8 @@ impl FrameDecoder {
     /// keeps the batches of its fetch answers (up to a mebibyte each) in its tail cache, and
     /// a frame cut from the buffer would keep the whole buffer alive with them: grown by
     /// doubling, up to twice the frame, and holding the start of the next one. Measured
-    /// before this copy (docs/operations.md, "Memory"): followers at 99-135 MB of resident
-    /// memory beside a leader at 79 MB, all three with the same 64 MiB of cached batches.
+    /// before this copy (docs/operations.md, "Memory"): followers at 99-121 MB of resident
+    /// memory beside a leader at 80 MB, all three with the same 64 MiB of cached batches.
     pub fn for_responses(max_frame: usize) -> Self {
         Self::new(4, max_frame, OWN_ALLOCATION_BYTES)
     }
