@@ -194,7 +194,7 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     let mut cluster = Cluster::new(3);
     add_observer(&mut cluster, 4);
     cluster.start_all();
-    let leader = cluster.wait_for_leader(Some(4));
+    let leader = cluster.wait_for_settled_leader(Some(4));
     let mut client = cluster.connect(leader, TIMEOUT);
     let acked = produce_numbered(&mut client, "observed-", 20);
     let end = acked.last().unwrap().0 + 1;

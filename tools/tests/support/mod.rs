@@ -184,6 +184,34 @@ impl Cluster {
             panic!("{e}\n{tails}")
         })
     }
+
+    /// [`Cluster::wait_for_leader`], and then until every voter has fetched the leader's epoch
+    /// start (its log end when found): a voter that has not heard of the new leader yet may
+    /// still start an election that deposes it, and a test whose first produce must be
+    /// acknowledged cannot take that NOT_LEADER_OR_FOLLOWER as a retry without risking a
+    /// duplicate. Bounded: at most [`WAIT`] per leader found, and three leaders.
+    pub fn wait_for_settled_leader(&mut self, exclude: Option<i32>) -> i32 {
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            let leader = self.wait_for_leader(exclude);
+            let end = self
+                .0
+                .client(self.addr(leader), Duration::from_secs(1))
+                .and_then(|mut client| client.describe_quorum().map_err(|e| e.to_string()))
+                .and_then(|d| {
+                    d.current_voters
+                        .iter()
+                        .find(|v| v.replica_id == leader)
+                        .map(|v| v.log_end_offset)
+                        .ok_or_else(|| format!("node {leader} no longer lists itself"))
+                });
+            match end.and_then(|end| self.0.wait_for_voters_at(leader, end, WAIT)) {
+                Ok(()) => return leader,
+                Err(e) => last_error = format!("leader {leader}: {e}"),
+            }
+        }
+        panic!("no leader settled: {last_error}")
+    }
 }
 
 /// A consumer's Fetch (replica id -1) of `__cluster_metadata`-0 from `offset`, answered at once,
