@@ -15,7 +15,7 @@ use io_uring::{cqueue, opcode, squeue};
 use tracing::debug;
 
 use super::ring::timespec;
-use super::send_state::SendState;
+use super::send_state::{SendState, SEND_STATE_POOL};
 use super::{EventLoop, Op, IGNORED, IOV_MAX};
 use crate::transport::error::{CloseReason, ConnectError, Errno, TransportError};
 use crate::transport::socket::{self, RawAddr};
@@ -439,17 +439,26 @@ impl EventLoop {
         if conn.send_queue.is_empty() {
             return Ok(());
         }
-        let mut pieces = Vec::new();
+        let mut state = self.send_pool.pop().unwrap_or_else(SendState::empty);
         while let Some(frame) = conn.send_queue.front() {
             let count = frame.iter().filter(|p| !p.is_empty()).count();
-            if !pieces.is_empty() && pieces.len() + count > IOV_MAX {
+            if state.piece_count() > 0 && state.piece_count() + count > IOV_MAX {
                 break;
             }
             let frame = conn.send_queue.pop_front().expect("front exists");
             conn.queued_bytes -= frame.iter().map(Bytes::len).sum::<usize>();
-            pieces.extend(frame.into_iter().filter(|p| !p.is_empty()));
+            for piece in frame.into_iter().filter(|p| !p.is_empty()) {
+                state.push_piece(piece);
+            }
         }
-        self.submit_send(key, SendState::new(pieces))
+        self.submit_send(key, state)
+    }
+
+    /// Keeps a finished sendmsg's state for the next one (bounded: see `SEND_STATE_POOL`).
+    pub(super) fn keep_send_state(&mut self, state: Box<SendState>) {
+        if self.send_pool.len() < SEND_STATE_POOL {
+            self.send_pool.extend(state.recycle());
+        }
     }
 
     /// Hand one sendmsg to the ring; the connection has none in flight.
@@ -503,10 +512,11 @@ impl EventLoop {
                     .user_data(op),
             );
         }
-        let sent = conn.sending.take().expect("checked above");
+        let mut sent = conn.sending.take().expect("checked above");
         if conn.tls.is_some() {
-            self.reclaim_tls_buffer(*sent);
+            self.reclaim_tls_buffer(sent.take_pieces());
         }
+        self.keep_send_state(sent);
         self.drop_conn_op(key, op)?;
         // Frames queued while this sendmsg was in flight (and, over TLS, records rustls wants
         // sent) go at the next flush, with whatever this round of events adds.

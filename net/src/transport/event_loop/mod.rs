@@ -106,6 +106,11 @@ pub struct EventLoop {
     unflushed: Vec<u64>,
     /// Encryption buffers of finished TLS sendmsgs, kept for the next ones (tls.rs).
     tls_out_pool: Vec<Vec<u8>>,
+    /// States of finished sendmsgs, kept for the next ones (send_state.rs). Boxed because that
+    /// is how a sendmsg in flight holds its state (the kernel reads it at a fixed address):
+    /// keeping the box is what saves the allocation.
+    #[allow(clippy::vec_box)]
+    send_pool: Vec<Box<send_state::SendState>>,
 }
 
 impl EventLoop {

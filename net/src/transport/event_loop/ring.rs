@@ -104,6 +104,7 @@ impl EventLoop {
             backlog: Vec::new(),
             unflushed: Vec::new(),
             tls_out_pool: Vec::new(),
+            send_pool: Vec::new(),
         })
     }
 

@@ -15,13 +15,17 @@ pub(super) struct SendState {
     msg: libc::msghdr,
 }
 
+/// Spent states kept by a loop for its next sendmsgs, so a send allocates nothing: at most this
+/// many, each with room for at most [`KEPT_PIECES`] pieces.
+pub(super) const SEND_STATE_POOL: usize = 64;
+const KEPT_PIECES: usize = 256;
+
 impl SendState {
-    pub(super) fn new(pieces: Vec<Bytes>) -> Box<Self> {
-        assert!(!pieces.is_empty());
-        assert!(pieces.iter().all(|p| !p.is_empty()));
+    /// A state with no pieces yet ([`SendState::push_piece`] them before `prepare`).
+    pub(super) fn empty() -> Box<Self> {
         Box::new(Self {
-            iovecs: Vec::with_capacity(pieces.len().min(IOV_MAX)),
-            pieces,
+            iovecs: Vec::new(),
+            pieces: Vec::new(),
             piece: 0,
             offset: 0,
             // SAFETY: msghdr is plain old data; zeroed means no name, no control data.
@@ -29,9 +33,34 @@ impl SendState {
         })
     }
 
-    /// The pieces, for their owner to take back once the kernel is done with them.
-    pub(super) fn into_pieces(self) -> Vec<Bytes> {
-        self.pieces
+    pub(super) fn push_piece(&mut self, piece: Bytes) {
+        assert!(!piece.is_empty());
+        self.pieces.push(piece);
+    }
+
+    pub(super) fn piece_count(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// The pieces, for their owner to take back once the kernel is done with them; the state is
+    /// left empty for [`SendState::recycle`].
+    pub(super) fn take_pieces(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.pieces)
+    }
+
+    /// Empties a spent state for another sendmsg, keeping its vectors' room; None when that
+    /// room grew past what a pool keeps.
+    pub(super) fn recycle(mut self: Box<Self>) -> Option<Box<Self>> {
+        if self.pieces.capacity() > KEPT_PIECES || self.iovecs.capacity() > KEPT_PIECES {
+            return None;
+        }
+        self.pieces.clear();
+        self.iovecs.clear();
+        self.piece = 0;
+        self.offset = 0;
+        // SAFETY: as in `empty`.
+        self.msg = unsafe { std::mem::zeroed() };
+        Some(self)
     }
 
     pub(super) fn remaining(&self) -> usize {
@@ -45,6 +74,7 @@ impl SendState {
     /// Point the msghdr at the unsent rest (at most IOV_MAX pieces of it).
     pub(super) fn prepare(&mut self) -> *const libc::msghdr {
         assert!(self.piece < self.pieces.len());
+        debug_assert!(self.pieces.iter().all(|p| !p.is_empty()));
         self.iovecs.clear();
         for (i, piece) in self.pieces[self.piece..].iter().take(IOV_MAX).enumerate() {
             let skip = if i == 0 { self.offset } else { 0 };
@@ -103,7 +133,8 @@ mod tests {
             .map(|i| Bytes::from(vec![i as u8; 3]))
             .collect();
         let all: Vec<u8> = pieces.iter().flat_map(|p| p.to_vec()).collect();
-        let mut state = SendState::new(pieces);
+        let mut state = SendState::empty();
+        pieces.into_iter().for_each(|p| state.push_piece(p));
         state.prepare();
         assert_eq!(state.iovecs.len(), IOV_MAX);
         assert_eq!(state.msg.msg_iovlen, IOV_MAX);
@@ -116,5 +147,27 @@ mod tests {
         state.prepare();
         assert_eq!(iov_bytes(&state)[..], all[4 + 3 * IOV_MAX..]);
         assert!(state.advance(state.remaining()));
+    }
+
+    /// A recycled state starts its next sendmsg at the first new piece, whatever the last one
+    /// left behind; one whose vectors grew past the pool's bound is not kept.
+    #[test]
+    fn a_recycled_state_starts_afresh_and_a_grown_one_is_dropped() {
+        let mut state = SendState::empty();
+        state.push_piece(Bytes::from_static(b"abc"));
+        state.push_piece(Bytes::from_static(b"de"));
+        state.prepare();
+        assert!(!state.advance(4));
+        let mut state = state.recycle().expect("small states are kept");
+        assert_eq!(state.piece_count(), 0);
+        state.push_piece(Bytes::from_static(b"xyz"));
+        state.prepare();
+        assert_eq!(iov_bytes(&state), b"xyz");
+        assert_eq!(state.remaining(), 3);
+        assert!(state.advance(3));
+
+        let mut grown = SendState::empty();
+        (0..KEPT_PIECES + 1).for_each(|_| grown.push_piece(Bytes::from_static(b"p")));
+        assert!(grown.recycle().is_none());
     }
 }

@@ -264,12 +264,14 @@ impl EventLoop {
             self.keep_tls_buffer(out);
             return Ok(());
         }
-        self.submit_send(key, SendState::new(vec![Bytes::from(out)]))
+        let mut state = self.send_pool.pop().unwrap_or_else(SendState::empty);
+        state.push_piece(Bytes::from(out));
+        self.submit_send(key, state)
     }
 
     /// Take back a TLS connection's encryption buffer once its sendmsg is over, for the next.
-    pub(super) fn reclaim_tls_buffer(&mut self, sent: SendState) {
-        if let [piece] = &mut sent.into_pieces()[..] {
+    pub(super) fn reclaim_tls_buffer(&mut self, mut sent: Vec<Bytes>) {
+        if let [piece] = &mut sent[..] {
             // Unique unless something else still holds the bytes; then it is simply dropped.
             if let Ok(buffer) = std::mem::take(piece).try_into_mut() {
                 self.keep_tls_buffer(Vec::from(buffer));
