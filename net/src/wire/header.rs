@@ -5,14 +5,16 @@
 //! string so any server can read an ApiVersions header. Response header v0: CorrelationId;
 //! v1 adds tagged fields; ApiVersions responses always use v0.
 
-use super::primitives::{WireError, WireReader, WireWriter};
+use super::primitives::{WireError, WireReader, WireStr, WireWriter};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHeader {
     pub api_key: i16,
     pub api_version: i16,
     pub correlation_id: i32,
-    pub client_id: Option<String>,
+    /// A slice of the request's frame: read on every request, used by none of this server's
+    /// handlers, so it is not copied.
+    pub client_id: Option<WireStr>,
 }
 
 /// The fixed part every request header starts with, readable before the API is known.
@@ -49,7 +51,7 @@ impl RequestHeader {
         prefix: RequestPrefix,
         flexible: bool,
     ) -> Result<Self, WireError> {
-        let client_id = r.nullable_string("client id")?;
+        let client_id = r.nullable_wire_str("client id")?;
         if flexible {
             r.skip_tagged_fields()?;
         }

@@ -11,4 +11,4 @@ pub mod quorum;
 
 pub use frame::{FrameDecoder, FrameError};
 pub use header::{RequestHeader, RequestPrefix, ResponseHeader};
-pub use primitives::{WireError, WireReader, WireWriter};
+pub use primitives::{WireError, WireReader, WireStr, WireWriter};

@@ -219,6 +219,15 @@ impl WireReader {
         self.sized(field, Self::classic_string_len, Self::utf8)
     }
 
+    /// [`WireReader::nullable_string`] kept as a slice of the frame: no copy, no allocation.
+    pub fn nullable_wire_str(&mut self, field: &'static str) -> Result<Option<WireStr>, WireError> {
+        self.sized(field, Self::classic_string_len, |r, field, len| {
+            let at = r.pos;
+            let bytes = r.take(field, len)?;
+            WireStr::new(bytes).ok_or(WireError::BadUtf8 { field, at })
+        })
+    }
+
     pub fn string(&mut self, field: &'static str) -> Result<String, WireError> {
         self.required(field, Self::nullable_string)
     }
@@ -359,6 +368,47 @@ fn classic_len(field: &'static str, at: usize, len: i32) -> Result<Option<usize>
     }
 }
 
+/// A string as a frame carried it: a slice of the frame's bytes, checked to be UTF-8 once.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct WireStr(Bytes);
+
+impl WireStr {
+    /// None unless `bytes` are UTF-8.
+    pub fn new(bytes: Bytes) -> Option<Self> {
+        std::str::from_utf8(&bytes).is_ok().then_some(Self(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // SAFETY: `new` (and the conversions from strings) admit UTF-8 only.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+}
+
+impl std::ops::Deref for WireStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for WireStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_str().fmt(f)
+    }
+}
+
+impl From<String> for WireStr {
+    fn from(s: String) -> Self {
+        Self(Bytes::from(s))
+    }
+}
+
+impl From<&str> for WireStr {
+    fn from(s: &str) -> Self {
+        Self(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
 /// Writes a frame body. Wraps a [`BytesMut`] so encoders can hand out the result without a copy.
 #[derive(Default)]
 pub struct WireWriter {
@@ -393,6 +443,22 @@ impl WireWriter {
 
     pub fn into_inner(self) -> BytesMut {
         self.buf
+    }
+
+    /// Bytes that can be written before the buffer must grow.
+    pub fn room(&self) -> usize {
+        self.buf.capacity() - self.buf.len()
+    }
+
+    /// Room for at least `additional` more bytes: the same allocation when it is unshared and
+    /// large enough, else a new one.
+    pub fn reserve(&mut self, additional: usize) {
+        self.buf.reserve(additional)
+    }
+
+    /// Overwrites bytes already written, from `at` (a length known only after what it measures).
+    pub fn overwrite(&mut self, at: usize, bytes: &[u8]) {
+        self.buf[at..at + bytes.len()].copy_from_slice(bytes);
     }
 
     /// Hands out what was written so far as one piece of a response chain and keeps writing

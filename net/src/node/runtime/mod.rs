@@ -62,7 +62,7 @@ use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LeaderIdAndEpoch,
     LegacyProduceRequest, NodeEndpoint, ProducePartitionResponse, ProduceRequest, ProduceResponse,
-    ProduceTopicResponse, FETCH_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    FETCH_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};
@@ -163,6 +163,8 @@ pub struct Node {
     inbound: BTreeMap<ConnId, ResponseQueue>,
     next_produce_id: u64,
     produces: BTreeMap<u64, PendingProduce>,
+    /// Where Produce answers are written (inbound.rs).
+    frames: inbound::FrameArena,
     /// Kafka Fetches waiting for the core's `ClientFetchDone`, by fetch id (consume.rs).
     fetches: BTreeMap<u64, consume::PendingFetch>,
     /// ListOffsets waiting for timestamp lookups on the reader thread (consume.rs).
@@ -360,6 +362,7 @@ impl Node {
             inbound: BTreeMap::new(),
             next_produce_id: 1,
             produces: BTreeMap::new(),
+            frames: inbound::FrameArena::default(),
             fetches: BTreeMap::new(),
             lookups: consume::Lookups::default(),
             next_fetch_id: 1,

@@ -99,7 +99,7 @@ impl Node {
             // Vote v1 for a pre-vote, v0 otherwise (wire/quorum.rs).
             api_version: quorum::request_version(request),
             correlation_id: wire_correlation,
-            client_id: Some(format!("ringraft-{}", self.config.broker_id)),
+            client_id: Some(format!("ringraft-{}", self.config.broker_id).into()),
         }
         .write(&mut w, true);
         // A fetch carries this node's client endpoints and the broker list version it holds

@@ -2,6 +2,7 @@
 //! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
 
 use super::idempotence::Admission;
+use super::inbound::FrameArena;
 use super::*;
 use engine::record::RecordError;
 
@@ -186,9 +187,10 @@ impl Node {
         let hint = self.leader_hint_if_redirected(conn, &partitions);
         self.count_produce_answers(&partitions);
         let frame = produce_response_frame(
+            &mut self.frames,
             header.correlation_id,
             header.api_version,
-            partitions,
+            &partitions,
             self.core.log_start_offset(),
             &hint,
         );
@@ -254,9 +256,10 @@ impl Node {
             self.metrics.observe_commit(micros);
         }
         let frame = produce_response_frame(
+            &mut self.frames,
             produce.correlation_id,
             produce.version,
-            produce.partitions,
+            &produce.partitions,
             self.core.log_start_offset(),
             &hint,
         );
@@ -364,26 +367,19 @@ fn refusal(error: &RecordError) -> ErrorCode {
     }
 }
 
-/// The Produce response frame (4 placeholder bytes for the size first) for answered slots.
+/// The Produce response frame for answered slots, written in `frames` and stamped with its size.
 pub(super) fn produce_response_frame(
+    frames: &mut FrameArena,
     correlation_id: i32,
     version: i16,
-    partitions: Vec<ProduceSlot>,
+    partitions: &[ProduceSlot],
     log_start_offset: i64,
     hint: &LeaderHint,
 ) -> Vec<Bytes> {
-    let mut topics: Vec<ProduceTopicResponse> = Vec::new();
-    let mut redirected = false;
-    for (name, index, outcome) in partitions {
+    let answer = |(_, index, outcome): &ProduceSlot| {
         let (error, base_offset) = outcome.expect("every partition answered");
-        let current_leader = if error == ErrorCode::NOT_LEADER_OR_FOLLOWER {
-            hint.leader
-        } else {
-            None
-        };
-        redirected |= current_leader.is_some();
-        let partition = ProducePartitionResponse {
-            index,
+        ProducePartitionResponse {
+            index: *index,
             error,
             base_offset,
             log_append_time_ms: -1,
@@ -394,25 +390,24 @@ pub(super) fn produce_response_frame(
                 -1
             },
             error_message: None,
-            current_leader,
-        };
-        match topics.last_mut() {
-            Some(topic) if topic.name == name => topic.partitions.push(partition),
-            _ => topics.push(ProduceTopicResponse {
-                name,
-                partitions: vec![partition],
-            }),
+            current_leader: hint
+                .leader
+                .filter(|_| error == ErrorCode::NOT_LEADER_OR_FOLLOWER),
         }
-    }
-    let response = ProduceResponse {
-        topics,
-        throttle_time_ms: 0,
-        node_endpoints: match &hint.endpoint {
-            Some(endpoint) if redirected => vec![endpoint.clone()],
-            _ => Vec::new(),
-        },
     };
-    encode_produce_response(correlation_id, version, &response)
+    let redirected = hint.leader.is_some()
+        && partitions.iter().any(|(_, _, outcome)| {
+            matches!(outcome, Some((error, _)) if *error == ErrorCode::NOT_LEADER_OR_FOLLOWER)
+        });
+    let endpoints = match &hint.endpoint {
+        Some(endpoint) if redirected => std::slice::from_ref(endpoint),
+        _ => &[],
+    };
+    let flexible = PRODUCE_SPEC.response_header_flexible(version);
+    let frame = frames.frame(correlation_id, flexible, |w| {
+        ProduceResponse::encode_flat(w, version, partitions, |slot| &slot.0, answer, endpoints)
+    });
+    vec![frame]
 }
 
 /// A Produce response frame at `version` (4 placeholder bytes for the size first).
@@ -442,7 +437,8 @@ mod tests {
                 Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1)),
             ),
         ];
-        let frame = produce_response_frame(42, 9, slots, 3, &LeaderHint::default());
+        let mut frames = FrameArena::default();
+        let frame = produce_response_frame(&mut frames, 42, 9, &slots, 3, &LeaderHint::default());
         let mut r = WireReader::new(frame[0].slice(4..));
         let header = ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(9));
         assert_eq!(header.unwrap().correlation_id, 42);

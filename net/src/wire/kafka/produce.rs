@@ -12,7 +12,7 @@ use super::fetch::{
 };
 use super::flex::{since, Flex};
 use super::limits::Budget;
-use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
+use super::topics::{read_topics, write_flat_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
@@ -137,21 +137,31 @@ impl ProduceResponse {
         write_topics(&flex, w, &RESPONSE_TOPICS, &self.topics, |w, p| {
             encode_partition_response(&flex, w, p, version)
         });
-        if version >= 1 {
-            w.i32(self.throttle_time_ms);
-        }
-        if version >= 10 && !self.node_endpoints.is_empty() {
-            let mut t = WireWriter::new();
-            Flex(true).write_structs(&mut t, &self.node_endpoints, |t, node| {
-                t.i32(node.node_id);
-                t.compact_string(&node.host);
-                t.i32(node.port);
-                t.compact_nullable_string(node.rack.as_deref());
-            });
-            w.tagged_fields(&[(TAG_NODE_ENDPOINTS, &t.into_inner())]);
-        } else {
-            flex.write_tags(w);
-        }
+        encode_response_end(
+            &flex,
+            w,
+            version,
+            self.throttle_time_ms,
+            &self.node_endpoints,
+        );
+    }
+
+    /// The bytes of [`ProduceResponse::encode`] for the response whose topics group `partitions`
+    /// (consecutive partitions of one topic under one entry), throttle time 0, without building
+    /// it: a server answers every Produce this way.
+    pub fn encode_flat<P>(
+        w: &mut WireWriter,
+        version: i16,
+        partitions: &[P],
+        topic_of: impl Fn(&P) -> &str,
+        answer_of: impl Fn(&P) -> ProducePartitionResponse,
+        node_endpoints: &[NodeEndpoint],
+    ) {
+        let flex = Flex::of(&PRODUCE_SPEC, version);
+        write_flat_topics(&flex, w, &RESPONSE_TOPICS, partitions, topic_of, |w, p| {
+            encode_partition_response(&flex, w, &answer_of(p), version)
+        });
+        encode_response_end(&flex, w, version, 0, node_endpoints);
     }
 
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
@@ -176,6 +186,31 @@ impl ProduceResponse {
             throttle_time_ms,
             node_endpoints,
         })
+    }
+}
+
+/// What follows the topics: the throttle time (v1+) and the tagged fields (v10's endpoints).
+fn encode_response_end(
+    flex: &Flex,
+    w: &mut WireWriter,
+    version: i16,
+    throttle_time_ms: i32,
+    node_endpoints: &[NodeEndpoint],
+) {
+    if version >= 1 {
+        w.i32(throttle_time_ms);
+    }
+    if version >= 10 && !node_endpoints.is_empty() {
+        let mut t = WireWriter::new();
+        Flex(true).write_structs(&mut t, node_endpoints, |t, node| {
+            t.i32(node.node_id);
+            t.compact_string(&node.host);
+            t.i32(node.port);
+            t.compact_nullable_string(node.rack.as_deref());
+        });
+        w.tagged_fields(&[(TAG_NODE_ENDPOINTS, &t.into_inner())]);
+    } else {
+        flex.write_tags(w);
     }
 }
 
@@ -302,6 +337,77 @@ mod tests {
         assert!(v9.node_endpoints.is_empty());
         assert_eq!(v9.topics[0].partitions[0].current_leader, None);
         assert_eq!(v9.throttle_time_ms, 3);
+    }
+
+    /// A server's flat answer is byte for byte the built response it stands for, in every
+    /// version: partitions grouped under their topics, a leader and its endpoint on v10.
+    #[test]
+    fn a_flat_answer_encodes_as_the_response_it_groups() {
+        fn topic_of<'a>(p: &'a (&str, ProducePartitionResponse)) -> &'a str {
+            p.0
+        }
+        let answer = |index, error: ErrorCode| ProducePartitionResponse {
+            index,
+            error,
+            base_offset: if error == ErrorCode::NONE {
+                40 + i64::from(index)
+            } else {
+                -1
+            },
+            log_append_time_ms: -1,
+            log_start_offset: if error == ErrorCode::NONE { 3 } else { -1 },
+            error_message: None,
+            current_leader: (error == ErrorCode::NOT_LEADER_OR_FOLLOWER).then_some(
+                LeaderIdAndEpoch {
+                    leader_id: 2,
+                    leader_epoch: 7,
+                },
+            ),
+        };
+        let flat = vec![
+            ("m", answer(0, ErrorCode::NONE)),
+            ("m", answer(1, ErrorCode::NOT_LEADER_OR_FOLLOWER)),
+            ("x", answer(0, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)),
+            ("m", answer(2, ErrorCode::NONE)),
+        ];
+        let endpoints = vec![NodeEndpoint {
+            node_id: 2,
+            host: "node-2".into(),
+            port: 9092,
+            rack: Some("r".into()),
+        }];
+        let grouped = ProduceResponse {
+            topics: vec![
+                Topic {
+                    name: "m".into(),
+                    partitions: vec![flat[0].1.clone(), flat[1].1.clone()],
+                },
+                Topic {
+                    name: "x".into(),
+                    partitions: vec![flat[2].1.clone()],
+                },
+                Topic {
+                    name: "m".into(),
+                    partitions: vec![flat[3].1.clone()],
+                },
+            ],
+            throttle_time_ms: 0,
+            node_endpoints: endpoints.clone(),
+        };
+        for version in 0..=PRODUCE_SPEC.max_version {
+            let built = WireWriter::bytes_of(|w| grouped.encode(w, version));
+            let flat_bytes = WireWriter::bytes_of(|w| {
+                ProduceResponse::encode_flat(
+                    w,
+                    version,
+                    &flat,
+                    topic_of,
+                    |p| p.1.clone(),
+                    &endpoints,
+                )
+            });
+            assert_eq!(flat_bytes, built, "version {version}");
+        }
     }
 
     #[test]

@@ -120,16 +120,61 @@ pub(super) fn write_topics<P>(
 ) {
     flex.write_array_len(w, topics.len());
     for topic in topics {
-        flex.write_string(w, &topic.name);
-        flex.write_array_len(w, topic.partitions.len());
-        for p in &topic.partitions {
-            write_partition(w, p);
-            if layout.partition_tags {
-                flex.write_tags(w);
-            }
-        }
-        flex.write_tags(w);
+        write_topic(
+            flex,
+            w,
+            layout,
+            &topic.name,
+            &topic.partitions,
+            &mut write_partition,
+        );
     }
+}
+
+/// Writes a topic array from partitions kept flat, each naming its topic: consecutive partitions
+/// of one topic make one entry, as a client's request listed them. The bytes are those of
+/// [`write_topics`] for the grouped topics, without building them (a server's answer to every
+/// request: the vectors of a built response were allocations of each one).
+pub(super) fn write_flat_topics<P>(
+    flex: &Flex,
+    w: &mut WireWriter,
+    layout: &TopicsLayout,
+    partitions: &[P],
+    topic_of: impl Fn(&P) -> &str,
+    mut write_partition: impl FnMut(&mut WireWriter, &P),
+) {
+    let topics = || partitions.chunk_by(|a, b| topic_of(a) == topic_of(b));
+    flex.write_array_len(w, topics().count());
+    for topic in topics() {
+        write_topic(
+            flex,
+            w,
+            layout,
+            topic_of(&topic[0]),
+            topic,
+            &mut write_partition,
+        );
+    }
+}
+
+/// One entry of a topic array: its name, its partitions, its tagged fields.
+fn write_topic<P>(
+    flex: &Flex,
+    w: &mut WireWriter,
+    layout: &TopicsLayout,
+    name: &str,
+    partitions: &[P],
+    write_partition: &mut impl FnMut(&mut WireWriter, &P),
+) {
+    flex.write_string(w, name);
+    flex.write_array_len(w, partitions.len());
+    for p in partitions {
+        write_partition(w, p);
+        if layout.partition_tags {
+            flex.write_tags(w);
+        }
+    }
+    flex.write_tags(w);
 }
 
 #[cfg(test)]
@@ -142,6 +187,57 @@ mod tests {
         let mut w = WireWriter::new();
         write_topics(&Flex(flexible), &mut w, &LAYOUT, topics, |w, p| w.i32(*p));
         WireReader::new(w.into_inner().freeze())
+    }
+
+    /// Flat partitions write what their grouping into topics writes: consecutive partitions of
+    /// a topic share an entry, a topic named again later gets a second one, and none is empty.
+    #[test]
+    fn flat_partitions_write_the_bytes_of_their_topics() {
+        fn topic_of<'a>(p: &'a (&str, i32)) -> &'a str {
+            p.0
+        }
+        let flat: Vec<(&str, i32)> = vec![("a", 0), ("a", 7), ("b", 1), ("a", 2)];
+        let grouped = vec![
+            Topic {
+                name: "a".to_string(),
+                partitions: vec![0, 7],
+            },
+            Topic {
+                name: "b".to_string(),
+                partitions: vec![1],
+            },
+            Topic {
+                name: "a".to_string(),
+                partitions: vec![2],
+            },
+        ];
+        for flexible in [false, true] {
+            for cut in 0..=flat.len() {
+                let flex = Flex(flexible);
+                let mut w = WireWriter::new();
+                write_flat_topics(&flex, &mut w, &LAYOUT, &flat[..cut], topic_of, |w, p| {
+                    w.i32(p.1)
+                });
+                let expected: Vec<Topic<i32>> = match cut {
+                    0 => vec![],
+                    1 => vec![Topic {
+                        name: "a".into(),
+                        partitions: vec![0],
+                    }],
+                    2 => grouped[..1].to_vec(),
+                    3 => grouped[..2].to_vec(),
+                    _ => grouped.clone(),
+                };
+                let reference = WireWriter::bytes_of(|w| {
+                    write_topics(&flex, w, &LAYOUT, &expected, |w, p| w.i32(*p))
+                });
+                assert_eq!(
+                    w.into_inner().freeze(),
+                    reference,
+                    "flexible {flexible}, {cut} partitions"
+                );
+            }
+        }
     }
 
     #[test]
