@@ -85,7 +85,7 @@ impl BrokerDirectory {
     pub(crate) fn learn(
         &mut self,
         replica: NodeId,
-        endpoints: Vec<ClientEndpoint>,
+        endpoints: &[ClientEndpoint],
         voters: &[NodeId],
         view: &ReplicaView,
     ) {
@@ -93,7 +93,12 @@ impl BrokerDirectory {
         if replica == self.own_id || !(voter || view.observers.contains(&replica)) {
             return;
         }
-        if self.others.get(&replica) == Some(&endpoints) {
+        // Every fetch carries them: copied only when they changed.
+        if self
+            .others
+            .get(&replica)
+            .is_some_and(|known| known[..] == *endpoints)
+        {
             return;
         }
         if !self.others.contains_key(&replica) && self.others.len() >= MAX_OTHERS {
@@ -102,7 +107,7 @@ impl BrokerDirectory {
                 return;
             }
         }
-        self.others.insert(replica, endpoints);
+        self.others.insert(replica, endpoints.to_vec());
         self.built = None;
     }
 
@@ -268,7 +273,7 @@ mod tests {
         assert_eq!(extras.known_brokers, Some(0));
 
         let v = view(&[1, 2], &[]);
-        leader.learn(2, extras.endpoints.unwrap(), VOTERS, &v);
+        leader.learn(2, &extras.endpoints.unwrap(), VOTERS, &v);
         let (version, bytes) = leader.leader_list(VOTERS, &v);
         assert_ne!(
             Some(version),
@@ -302,11 +307,11 @@ mod tests {
         let v = view(&[1], &[9]);
         let (first, _) = leader.leader_list(VOTERS, &v);
         assert_eq!(leader.leader_list(VOTERS, &v).0, first);
-        leader.learn(9, endpoints(9009), VOTERS, &v);
+        leader.learn(9, &endpoints(9009), VOTERS, &v);
         let (second, _) = leader.leader_list(VOTERS, &v);
         assert_ne!(second, first);
         // The same endpoints again change nothing; a new in-sync set does.
-        leader.learn(9, endpoints(9009), VOTERS, &v);
+        leader.learn(9, &endpoints(9009), VOTERS, &v);
         assert_eq!(leader.leader_list(VOTERS, &v).0, second);
         assert_ne!(leader.leader_list(VOTERS, &view(&[1, 2], &[9])).0, second);
         // Observer 9 expires from the core's view: it leaves the list.
@@ -317,19 +322,19 @@ mod tests {
     #[test]
     fn unknown_replicas_are_not_kept_and_the_entries_are_bounded() {
         let mut leader = BrokerDirectory::new(1, endpoints(9001));
-        leader.learn(42, endpoints(1), VOTERS, &view(&[1], &[]));
-        leader.learn(1, endpoints(1), VOTERS, &view(&[1], &[]));
+        leader.learn(42, &endpoints(1), VOTERS, &view(&[1], &[]));
+        leader.learn(1, &endpoints(1), VOTERS, &view(&[1], &[]));
         assert_eq!(leader.brokers_on("CLIENT").len(), 1, "only itself");
 
         let observers: Vec<NodeId> = (100..100 + MAX_OTHERS as NodeId + 10).collect();
         let v = view(&[1], &observers);
         for id in &observers {
-            leader.learn(*id, endpoints(1), VOTERS, &v);
+            leader.learn(*id, &endpoints(1), VOTERS, &v);
         }
         assert_eq!(leader.others.len(), MAX_OTHERS);
         // A voter still gets in once an observer the core forgot makes room.
         let fewer = view(&[1], &observers[1..]);
-        leader.learn(2, endpoints(9002), VOTERS, &fewer);
+        leader.learn(2, &endpoints(9002), VOTERS, &fewer);
         assert!(leader.others.contains_key(&2));
         assert!(leader.others.len() <= MAX_OTHERS);
     }

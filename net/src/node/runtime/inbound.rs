@@ -399,13 +399,12 @@ impl Node {
     /// the broker list if the fetcher holds another version of it.
     fn broker_list_for(&mut self, fetch: &InboundFetch) -> Option<Bytes> {
         let view = self.core.replica_view()?;
-        let voters = self.core.voters().to_vec();
+        let voters = self.core.voters();
         if let (true, Some(endpoints)) = (fetch.trusted, &fetch.extras.endpoints) {
-            self.brokers
-                .learn(fetch.replica, endpoints.clone(), &voters, &view);
+            self.brokers.learn(fetch.replica, endpoints, voters, &view);
         }
         let held = fetch.extras.known_brokers?;
-        let (version, bytes) = self.brokers.leader_list(&voters, &view);
+        let (version, bytes) = self.brokers.leader_list(voters, &view);
         (held != version).then_some(bytes)
     }
 

@@ -165,6 +165,11 @@ pub struct Node {
     produces: BTreeMap<u64, PendingProduce>,
     /// Where Produce answers are written (inbound.rs).
     frames: inbound::FrameArena,
+    /// Where clients' batches are copied for the core to stamp (produce.rs).
+    batch_copies: produce::BatchCopies,
+    /// Vectors of the Produce path kept for the next request (produce.rs).
+    slot_vecs: Vec<Vec<produce::ProduceSlot>>,
+    append_scratch: Vec<(usize, BatchView)>,
     /// Kafka Fetches waiting for the core's `ClientFetchDone`, by fetch id (consume.rs).
     fetches: BTreeMap<u64, consume::PendingFetch>,
     /// ListOffsets waiting for timestamp lookups on the reader thread (consume.rs).
@@ -363,6 +368,9 @@ impl Node {
             next_produce_id: 1,
             produces: BTreeMap::new(),
             frames: inbound::FrameArena::default(),
+            batch_copies: produce::BatchCopies::default(),
+            slot_vecs: Vec::new(),
+            append_scratch: Vec::new(),
             fetches: BTreeMap::new(),
             lookups: consume::Lookups::default(),
             next_fetch_id: 1,

@@ -10,6 +10,11 @@ use engine::record::RecordError;
 /// tick shares one wake-up, and no timer is armed per request.
 pub(super) const PRODUCE_TIMEOUT_TICK_MS: u64 = 10;
 
+/// Slot vectors of answered requests kept for the next ones: at most this many, of at most
+/// [`KEPT_SLOTS`] slots each.
+const KEPT_SLOT_VECS: usize = 256;
+const KEPT_SLOTS: usize = 16;
+
 /// One partition of a Produce request: topic, partition index, and its outcome (error, base
 /// offset) once known.
 pub(super) type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
@@ -68,7 +73,9 @@ impl Node {
                 return;
             }
         };
-        let (partitions, appends) = split_produce(&mut request);
+        let mut partitions = self.slot_vecs.pop().unwrap_or_default();
+        let mut appends = std::mem::take(&mut self.append_scratch);
+        split_produce(&mut request, &mut partitions, &mut appends);
         let outstanding = appends.len();
         let produce_id = self.next_produce_id;
         self.next_produce_id += 1;
@@ -98,7 +105,7 @@ impl Node {
                 self.produce_deadlines.insert((deadline_ms, produce_id));
             }
         }
-        for (slot, view) in appends {
+        for (slot, view) in appends.drain(..) {
             let id = self.next_append_id;
             self.next_append_id += 1;
             if acks != Acks::None {
@@ -107,9 +114,10 @@ impl Node {
             match self.admit(conn, &view) {
                 Admission::Append => {
                     let record_count = view.record_count();
+                    let batch = self.batch_copies.copy(view.bytes());
                     self.step(Input::ClientAppend {
                         id,
-                        batch: BytesMut::from(&view.bytes()[..]),
+                        batch,
                         record_count,
                         acks,
                     });
@@ -132,6 +140,7 @@ impl Node {
                 }
             }
         }
+        self.append_scratch = appends;
         if outstanding == 0 {
             self.finish_produce(produce_id);
         }
@@ -263,7 +272,17 @@ impl Node {
             self.core.log_start_offset(),
             &hint,
         );
+        self.keep_slots(produce.partitions);
         self.deliver(produce.conn, produce.seq, frame);
+    }
+
+    /// Keeps an answered request's slot vector for the next request (bounded in number and
+    /// size): one allocation fewer per Produce.
+    fn keep_slots(&mut self, mut slots: Vec<ProduceSlot>) {
+        if self.slot_vecs.len() < KEPT_SLOT_VECS && slots.capacity() <= KEPT_SLOTS {
+            slots.clear();
+            self.slot_vecs.push(slots);
+        }
     }
 
     /// The leader hint when some partition is answered NOT_LEADER_OR_FOLLOWER, the only answer
@@ -307,6 +326,36 @@ impl Node {
     }
 }
 
+/// Where a client's batch is copied before the core stamps it (the request's bytes are shared
+/// with the receive buffer, so they are not stamped in place). Small batches are copied one after
+/// another into a shared chunk: the copy, and the shared header of the first clone (the log's
+/// writer and the tail cache each hold one), cost no allocation of their own. A chunk is freed
+/// once every batch in it has left the tail cache and the writer (docs/architecture.md, "Node
+/// runtime").
+#[derive(Default)]
+pub(super) struct BatchCopies {
+    chunk: BytesMut,
+}
+
+impl BatchCopies {
+    /// A fresh chunk's size.
+    const CHUNK_BYTES: usize = 64 << 10;
+    /// Larger batches get an allocation of their own: they would leave a chunk mostly unused.
+    const MAX_SHARED_BYTES: usize = 4 << 10;
+
+    pub(super) fn copy(&mut self, bytes: &[u8]) -> BytesMut {
+        if bytes.len() > Self::MAX_SHARED_BYTES {
+            return BytesMut::from(bytes);
+        }
+        debug_assert!(self.chunk.is_empty());
+        if self.chunk.capacity() < bytes.len() {
+            self.chunk.reserve(Self::CHUNK_BYTES);
+        }
+        self.chunk.extend_from_slice(bytes);
+        self.chunk.split()
+    }
+}
+
 /// What a Produce v10 answer carries on NOT_LEADER_OR_FOLLOWER (none known: nothing).
 #[derive(Default)]
 pub(super) struct LeaderHint {
@@ -315,15 +364,15 @@ pub(super) struct LeaderHint {
 }
 
 /// A Produce request's partitions in request order, each with its outcome when known at once
-/// (wrong topic or partition, corrupt batch), and the batches to append with their slot. The
-/// topic names move into the slots (the request's are left empty): a copy per request was one of
-/// the allocations of every one-record Produce.
+/// (wrong topic or partition, corrupt batch), and the batches to append with their slot, into
+/// the (empty) vectors given. The topic names move into the slots (the request's are left
+/// empty): a copy per request was one of the allocations of every one-record Produce.
 pub(super) fn split_produce(
     request: &mut ProduceRequest,
-) -> (Vec<ProduceSlot>, Vec<(usize, BatchView)>) {
-    let count = request.topics.iter().map(|t| t.partitions.len()).sum();
-    let mut partitions = Vec::with_capacity(count);
-    let mut appends = Vec::with_capacity(count);
+    partitions: &mut Vec<ProduceSlot>,
+    appends: &mut Vec<(usize, BatchView)>,
+) {
+    assert!(partitions.is_empty() && appends.is_empty());
     for topic in &mut request.topics {
         let last = topic.partitions.len().saturating_sub(1);
         for (i, partition) in topic.partitions.iter().enumerate() {
@@ -351,7 +400,6 @@ pub(super) fn split_produce(
             partitions.push((name, partition.index, outcome));
         }
     }
-    (partitions, appends)
 }
 
 /// The error a Produce partition gets for a batch that fails validation: bytes that are damaged
@@ -425,6 +473,34 @@ fn encode_produce_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Copies are exact and independent (stamping one leaves its neighbours alone), small ones
+    /// share a chunk, and a large one is a copy of its own.
+    #[test]
+    fn batch_copies_are_exact_and_independent() {
+        let mut copies = BatchCopies::default();
+        let mut a = copies.copy(b"first batch");
+        let b = copies.copy(b"second");
+        a[..5].copy_from_slice(b"FIRST");
+        assert_eq!(&a[..], b"FIRST batch");
+        assert_eq!(&b[..], b"second");
+        let (a, b) = (a.freeze(), b.freeze());
+        assert_eq!(
+            b.as_ptr(),
+            a.as_ptr().wrapping_add(a.len()),
+            "small copies share a chunk"
+        );
+        let large = vec![7u8; BatchCopies::MAX_SHARED_BYTES + 1];
+        let c = copies.copy(&large);
+        assert_eq!(&c[..], &large[..]);
+        assert_eq!(
+            c.capacity(),
+            large.len(),
+            "a large batch is copied on its own"
+        );
+        let d = copies.copy(b"after");
+        assert_eq!(&d[..], b"after");
+    }
 
     #[test]
     fn a_produce_answer_lists_partitions_under_their_topics_in_request_order() {
