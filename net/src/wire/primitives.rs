@@ -221,11 +221,14 @@ impl WireReader {
 
     /// [`WireReader::nullable_string`] kept as a slice of the frame: no copy, no allocation.
     pub fn nullable_wire_str(&mut self, field: &'static str) -> Result<Option<WireStr>, WireError> {
-        self.sized(field, Self::classic_string_len, |r, field, len| {
-            let at = r.pos;
-            let bytes = r.take(field, len)?;
-            WireStr::new(bytes).ok_or(WireError::BadUtf8 { field, at })
-        })
+        self.sized(field, Self::classic_string_len, Self::wire_str)
+    }
+
+    /// `len` bytes of UTF-8, as a slice of the frame.
+    fn wire_str(&mut self, field: &'static str, len: usize) -> Result<WireStr, WireError> {
+        let at = self.pos;
+        let bytes = self.take(field, len)?;
+        WireStr::new(bytes).ok_or(WireError::BadUtf8 { field, at })
     }
 
     pub fn string(&mut self, field: &'static str) -> Result<String, WireError> {
@@ -240,6 +243,17 @@ impl WireReader {
         field: &'static str,
         limit: usize,
     ) -> Result<String, WireError> {
+        self.wire_str_at_most(compact, field, limit)
+            .map(|s| s.as_str().to_owned())
+    }
+
+    /// [`WireReader::string_at_most`] kept as a slice of the frame: no copy, no allocation.
+    pub fn wire_str_at_most(
+        &mut self,
+        compact: bool,
+        field: &'static str,
+        limit: usize,
+    ) -> Result<WireStr, WireError> {
         let at = self.pos;
         let len = if compact {
             self.compact_len(field)?
@@ -255,7 +269,7 @@ impl WireReader {
                 limit,
             });
         }
-        self.utf8(field, len)
+        self.wire_str(field, len)
     }
 
     /// COMPACT_NULLABLE_STRING.

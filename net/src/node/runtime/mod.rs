@@ -61,8 +61,8 @@ use crate::wire::broker_list::ClientEndpoint;
 use crate::wire::frame::size_prefix;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, LeaderIdAndEpoch,
-    LegacyProduceRequest, NodeEndpoint, ProducePartitionResponse, ProduceRequest, ProduceResponse,
-    FETCH_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    LegacyProduceRequest, NodeEndpoint, ProducePartitionResponse, ProduceResponse, FETCH_SPEC,
+    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::{RequestHeader, RequestPrefix, ResponseHeader, WireReader, WireWriter};

@@ -4,6 +4,8 @@
 use super::idempotence::Admission;
 use super::inbound::FrameArena;
 use super::*;
+use crate::wire::kafka::{visit_produce_partitions, ProduceHead};
+use crate::wire::{WireError, WireStr};
 use engine::record::RecordError;
 
 /// Produce deadlines are checked on this coarse tick (node time, ms): every deadline inside one
@@ -17,7 +19,8 @@ const KEPT_SLOTS: usize = 16;
 
 /// One partition of a Produce request: topic, partition index, and its outcome (error, base
 /// offset) once known.
-pub(super) type ProduceSlot = (String, i32, Option<(ErrorCode, i64)>);
+/// The topic is a slice of the request's frame.
+pub(super) type ProduceSlot = (WireStr, i32, Option<(ErrorCode, i64)>);
 
 /// A Produce request waiting for the outcome of its appends.
 pub(super) struct PendingProduce {
@@ -37,45 +40,53 @@ pub(super) struct PendingProduce {
 }
 
 impl Node {
-    pub(in crate::node) fn handle_produce(&mut self, asked: Asked, r: WireReader) {
-        if asked.header.api_version < PRODUCE_MIN_ACCEPTED {
-            return self.refuse_legacy_produce(asked.conn, asked.header, r);
-        }
-        self.decoded(asked, r, ProduceRequest::decode, Node::admit_produce);
-    }
-
-    /// A Produce of a version this node takes, if its principal may write.
-    fn admit_produce(&mut self, asked: Asked, request: ProduceRequest) {
+    /// The head of a Produce is read first; its partitions are read where they are used, into
+    /// vectors kept from earlier requests (no request is built).
+    pub(in crate::node) fn handle_produce(&mut self, asked: Asked, mut r: WireReader) {
         let Asked { conn, header, .. } = asked;
+        if header.api_version < PRODUCE_MIN_ACCEPTED {
+            return self.refuse_legacy_produce(conn, header, r);
+        }
+        let head = match ProduceHead::decode(&mut r, header.api_version) {
+            Ok(head) => head,
+            Err(_) => return self.close(conn, "bad Produce body"),
+        };
         if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
-            if request.acks == 0 {
+            if head.acks == 0 {
                 // No response is read for acks=0: closing is how Kafka tells such a client.
                 return self.close(conn, "Produce not authorized");
             }
-            return self.reject_produce(conn, header, &request, error);
+            return self.reject_produce(conn, header, r, error);
         }
-        self.on_produce(conn, header, request)
+        self.on_produce(conn, header, &head, r)
     }
 
-    pub(super) fn on_produce(
+    fn on_produce(
         &mut self,
         conn: ConnId,
         header: &RequestHeader,
-        mut request: ProduceRequest,
+        head: &ProduceHead,
+        mut r: WireReader,
     ) {
-        let acks = match request.acks {
+        let acks = match head.acks {
             -1 => Acks::Quorum,
             1 => Acks::Leader,
             0 => Acks::None,
             _ => {
                 // INVALID_REQUIRED_ACKS (21) for every partition.
-                self.reject_produce(conn, header, &request, ErrorCode(21));
+                self.reject_produce(conn, header, r, ErrorCode(21));
                 return;
             }
         };
         let mut partitions = self.slot_vecs.pop().unwrap_or_default();
         let mut appends = std::mem::take(&mut self.append_scratch);
-        split_produce(&mut request, &mut partitions, &mut appends);
+        let read = split_produce(&mut r, header.api_version, &mut partitions, &mut appends);
+        if read.is_err() {
+            appends.clear();
+            self.append_scratch = appends;
+            self.keep_slots(partitions);
+            return self.close(conn, "bad Produce body");
+        }
         let outstanding = appends.len();
         let produce_id = self.next_produce_id;
         self.next_produce_id += 1;
@@ -85,7 +96,7 @@ impl Node {
             let seq = self.reserve_response(conn);
             // Kafka's timeout_ms bounds the wait for the acknowledgement; a negative one is
             // treated as 0 (answered at the next tick unless already done).
-            let timeout_ms = u64::try_from(request.timeout_ms).unwrap_or(0);
+            let timeout_ms = u64::try_from(head.timeout_ms).unwrap_or(0);
             let deadline_ms = self.now_ms().saturating_add(timeout_ms);
             self.produces.insert(
                 produce_id,
@@ -176,22 +187,21 @@ impl Node {
         }
     }
 
-    pub(super) fn reject_produce(
+    /// Answers every partition of the request that `r` reads on with `error`.
+    fn reject_produce(
         &mut self,
         conn: ConnId,
         header: &RequestHeader,
-        request: &ProduceRequest,
+        mut r: WireReader,
         error: ErrorCode,
     ) {
-        let partitions: Vec<ProduceSlot> = request
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| (t.name.clone(), p.index, Some((error, -1))))
-            })
-            .collect();
+        let mut partitions: Vec<ProduceSlot> = Vec::new();
+        let read = visit_produce_partitions(&mut r, header.api_version, |topic, p| {
+            partitions.push((topic.clone(), p.index, Some((error, -1))))
+        });
+        if read.is_err() {
+            return self.close(conn, "bad Produce body");
+        }
         let seq = self.reserve_response(conn);
         let hint = self.leader_hint_if_redirected(conn, &partitions);
         self.count_produce_answers(&partitions);
@@ -363,43 +373,36 @@ pub(super) struct LeaderHint {
     endpoint: Option<NodeEndpoint>,
 }
 
-/// A Produce request's partitions in request order, each with its outcome when known at once
-/// (wrong topic or partition, corrupt batch), and the batches to append with their slot, into
-/// the (empty) vectors given. The topic names move into the slots (the request's are left
-/// empty): a copy per request was one of the allocations of every one-record Produce.
+/// A Produce request's partitions in request order (read on from its head), each with its
+/// outcome when known at once (wrong topic or partition, corrupt batch), and the batches to
+/// append with their slot, into the (empty) vectors given. Nothing is copied: the topic names
+/// and the batches are slices of the request's frame.
 pub(super) fn split_produce(
-    request: &mut ProduceRequest,
+    r: &mut WireReader,
+    version: i16,
     partitions: &mut Vec<ProduceSlot>,
     appends: &mut Vec<(usize, BatchView)>,
-) {
+) -> Result<(), WireError> {
     assert!(partitions.is_empty() && appends.is_empty());
-    for topic in &mut request.topics {
-        let last = topic.partitions.len().saturating_sub(1);
-        for (i, partition) in topic.partitions.iter().enumerate() {
-            let slot = partitions.len();
-            let outcome = if topic.name != METADATA_TOPIC || partition.index != METADATA_PARTITION {
-                Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
-            } else {
-                match partition.records.clone().map(BatchView::parse) {
-                    Some(Ok(view)) if !view.is_control() => {
-                        appends.push((slot, view));
-                        None
-                    }
-                    Some(Err(error)) => {
-                        debug!(%error, "a Produce batch refused");
-                        Some((refusal(&error), -1))
-                    }
-                    _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
+    visit_produce_partitions(r, version, |topic, partition| {
+        let slot = partitions.len();
+        let outcome = if topic.as_str() != METADATA_TOPIC || partition.index != METADATA_PARTITION {
+            Some((ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, -1))
+        } else {
+            match partition.records.map(BatchView::parse) {
+                Some(Ok(view)) if !view.is_control() => {
+                    appends.push((slot, view));
+                    None
                 }
-            };
-            let name = if i == last {
-                std::mem::take(&mut topic.name)
-            } else {
-                topic.name.clone()
-            };
-            partitions.push((name, partition.index, outcome));
-        }
-    }
+                Some(Err(error)) => {
+                    debug!(%error, "a Produce batch refused");
+                    Some((refusal(&error), -1))
+                }
+                _ => Some((ErrorCode::CORRUPT_MESSAGE, -1)),
+            }
+        };
+        partitions.push((topic.clone(), partition.index, outcome));
+    })
 }
 
 /// The error a Produce partition gets for a batch that fails validation: bytes that are damaged

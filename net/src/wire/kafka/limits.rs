@@ -4,7 +4,7 @@
 //! length fields lie.
 
 use super::flex::Flex;
-use crate::wire::primitives::{WireError, WireReader};
+use crate::wire::primitives::{WireError, WireReader, WireStr};
 
 /// Kafka's longest legal topic name (`Topic.MAX_NAME_LENGTH`).
 pub const MAX_TOPIC_NAME_BYTES: usize = 249;
@@ -62,10 +62,10 @@ impl Budget {
     }
 }
 
-/// A topic name (STRING or COMPACT_STRING) of at most [`MAX_TOPIC_NAME_BYTES`]. The length is
-/// checked before the name is copied out of the frame.
-pub(super) fn read_topic_name(flex: &Flex, r: &mut WireReader) -> Result<String, WireError> {
-    r.string_at_most(flex.0, "topic name", MAX_TOPIC_NAME_BYTES)
+/// A topic name (STRING or COMPACT_STRING) of at most [`MAX_TOPIC_NAME_BYTES`], its length
+/// checked first. It stays a slice of the frame: a server reads one in every request.
+pub(super) fn read_topic_name(flex: &Flex, r: &mut WireReader) -> Result<WireStr, WireError> {
+    r.wire_str_at_most(flex.0, "topic name", MAX_TOPIC_NAME_BYTES)
 }
 
 #[cfg(test)]

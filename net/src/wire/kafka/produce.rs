@@ -12,9 +12,11 @@ use super::fetch::{
 };
 use super::flex::{since, Flex};
 use super::limits::Budget;
-use super::topics::{read_topics, write_flat_topics, write_topics, Topic, TopicsLayout};
+use super::topics::{
+    read_topics, visit_topics, write_flat_topics, write_topics, Topic, TopicEntry, TopicsLayout,
+};
 use crate::wire::api::ApiSpec;
-use crate::wire::primitives::{WireError, WireReader, WireWriter};
+use crate::wire::primitives::{WireError, WireReader, WireStr, WireWriter};
 
 pub const PRODUCE: i16 = 0;
 
@@ -86,8 +88,18 @@ pub struct ProduceResponse {
     pub node_endpoints: Vec<NodeEndpoint>,
 }
 
-impl ProduceRequest {
-    /// Decodes an accepted version (v3-v10); earlier ones are `produce_legacy`'s.
+/// What a Produce request says before its topics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProduceHead {
+    pub transactional_id: Option<String>,
+    /// -1 (all), 1 (leader) or 0 (none).
+    pub acks: i16,
+    pub timeout_ms: i32,
+}
+
+impl ProduceHead {
+    /// Decodes an accepted version's fields before the topics (v3-v10; earlier ones are
+    /// `produce_legacy`'s); [`visit_produce_partitions`] reads the rest.
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         if version < PRODUCE_MIN_ACCEPTED {
             return Err(WireError::UnsupportedVersion {
@@ -96,20 +108,61 @@ impl ProduceRequest {
             });
         }
         let flex = Flex::of(&PRODUCE_SPEC, version);
-        let transactional_id = flex.read_nullable_string(r, "transactional id")?;
-        let acks = r.i16("acks")?;
-        let timeout_ms = r.i32("timeout ms")?;
+        Ok(Self {
+            transactional_id: flex.read_nullable_string(r, "transactional id")?,
+            acks: r.i16("acks")?,
+            timeout_ms: r.i32("timeout ms")?,
+        })
+    }
+}
+
+/// Reads what follows a [`ProduceHead`] to the end of the request, handing `visit` each
+/// partition with its topic's name (a slice of the frame): what a server reads on every
+/// Produce, with the bounds of [`ProduceRequest::decode`] and no allocation per partition.
+pub fn visit_produce_partitions(
+    r: &mut WireReader,
+    version: i16,
+    mut visit: impl FnMut(&WireStr, ProducePartition),
+) -> Result<(), WireError> {
+    let flex = Flex::of(&PRODUCE_SPEC, version);
+    let mut topic = None;
+    visit_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r, entry| {
+        match entry {
+            TopicEntry::Topics(_) => {}
+            TopicEntry::Topic { name, .. } => topic = Some(name),
+            TopicEntry::Partition => {
+                let partition = read_partition(&flex, r)?;
+                visit(
+                    topic.as_ref().expect("a partition follows its topic"),
+                    partition,
+                );
+            }
+        }
+        Ok(())
+    })?;
+    flex.read_end(r)
+}
+
+fn read_partition(flex: &Flex, r: &mut WireReader) -> Result<ProducePartition, WireError> {
+    Ok(ProducePartition {
+        index: r.i32("partition index")?,
+        records: flex.read_nullable_bytes(r, "records")?,
+    })
+}
+
+impl ProduceRequest {
+    /// Decodes an accepted version (v3-v10); earlier ones are `produce_legacy`'s.
+    pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
+        let head = ProduceHead::decode(r, version)?;
+        let flex = Flex::of(&PRODUCE_SPEC, version);
         let topics = read_topics(&flex, r, &mut Budget::new(), &REQUEST_TOPICS, |r| {
-            Ok(ProducePartition {
-                index: r.i32("partition index")?,
-                records: flex.read_nullable_bytes(r, "records")?,
-            })
+            read_partition(&flex, r)
         })?;
         flex.read_end(r)?;
         Ok(Self {
-            transactional_id,
-            acks,
-            timeout_ms,
+            transactional_id: head.transactional_id,
+            acks: head.acks,
+            timeout_ms: head.timeout_ms,
             topics,
         })
     }
@@ -407,6 +460,68 @@ mod tests {
                 )
             });
             assert_eq!(flat_bytes, built, "version {version}");
+        }
+    }
+
+    /// A server's visit reads what `decode` reads, partition by partition under its topic, and
+    /// refuses every truncation of the request that `decode` refuses.
+    #[test]
+    fn visiting_partitions_reads_what_decode_reads() {
+        let partition = |index, records: &'static [u8]| ProducePartition {
+            index,
+            records: Some(Bytes::from_static(records)),
+        };
+        let request = ProduceRequest {
+            transactional_id: Some("tx".into()),
+            acks: -1,
+            timeout_ms: 500,
+            topics: vec![
+                Topic {
+                    name: "a".into(),
+                    partitions: vec![partition(0, b"one"), partition(3, b"two")],
+                },
+                Topic {
+                    name: "empty".into(),
+                    partitions: vec![],
+                },
+                Topic {
+                    name: "b".into(),
+                    partitions: vec![partition(1, b"three")],
+                },
+            ],
+        };
+        for version in PRODUCE_MIN_ACCEPTED..=PRODUCE_SPEC.max_version {
+            let bytes = WireWriter::bytes_of(|w| request.encode(w, version));
+            let visit = |bytes: Bytes| {
+                let mut r = WireReader::new(bytes);
+                let head = ProduceHead::decode(&mut r, version)?;
+                let mut seen = Vec::new();
+                visit_produce_partitions(&mut r, version, |topic, p| {
+                    seen.push((topic.to_string(), p))
+                })?;
+                Ok::<_, WireError>((head, seen))
+            };
+            let (head, seen) = visit(bytes.clone()).unwrap();
+            assert_eq!(
+                (head.transactional_id.as_deref(), head.acks),
+                (Some("tx"), -1)
+            );
+            assert_eq!(head.timeout_ms, 500);
+            let expected: Vec<(String, ProducePartition)> = request
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), p.clone())))
+                .collect();
+            assert_eq!(seen, expected, "version {version}");
+            for cut in 0..bytes.len() {
+                let decoded =
+                    ProduceRequest::decode(&mut WireReader::new(bytes.slice(..cut)), version);
+                assert!(decoded.is_err());
+                assert!(
+                    visit(bytes.slice(..cut)).is_err(),
+                    "version {version}, {cut} bytes"
+                );
+            }
         }
     }
 

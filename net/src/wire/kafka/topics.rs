@@ -6,7 +6,7 @@
 
 use super::flex::Flex;
 use super::limits::{read_topic_name, Budget, Entries};
-use crate::wire::primitives::{WireError, WireReader, WireWriter};
+use crate::wire::primitives::{WireError, WireReader, WireStr, WireWriter};
 
 /// The smallest topic in a flexible version: a 1-byte name length, a 1-byte partition count
 /// and an empty tagged-field section (the classic encoding needs more: 2 + 4 bytes).
@@ -84,30 +84,71 @@ pub(super) fn read_topics<P>(
     layout: &TopicsLayout,
     mut read_partition: impl FnMut(&mut WireReader) -> Result<P, WireError>,
 ) -> Result<Vec<Topic<P>>, WireError> {
+    let mut topics = Vec::new();
+    visit_topics(flex, r, budget, layout, |r, entry| {
+        match entry {
+            TopicEntry::Topics(count) => topics.reserve_exact(count),
+            TopicEntry::Topic { name, partitions } => topics.push(Topic {
+                name: name.as_str().to_owned(),
+                partitions: Vec::with_capacity(partitions),
+            }),
+            TopicEntry::Partition => {
+                let partition = read_partition(r)?;
+                topics
+                    .last_mut()
+                    .expect("a partition follows its topic")
+                    .partitions
+                    .push(partition);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(topics)
+}
+
+/// What [`visit_topics`] has just read.
+pub(super) enum TopicEntry {
+    /// The array's count, first.
+    Topics(usize),
+    /// A topic's name (a slice of the frame) and how many partitions follow.
+    Topic { name: WireStr, partitions: usize },
+    /// A partition of the last topic: the visitor reads its fields.
+    Partition,
+}
+
+/// Reads a topic array as [`read_topics`] does, with the same bounds, handing each entry to
+/// `visit` instead of building the topics: what a server reads on every request without
+/// allocating.
+pub(super) fn visit_topics(
+    flex: &Flex,
+    r: &mut WireReader,
+    budget: &mut Budget,
+    layout: &TopicsLayout,
+    mut visit: impl FnMut(&mut WireReader, TopicEntry) -> Result<(), WireError>,
+) -> Result<(), WireError> {
     let mut read_len = |r: &mut WireReader, entries, field, min_element_bytes| {
         budget.read_len(entries, flex, r, field, min_element_bytes)
     };
     let count = read_len(r, Entries::Topics, layout.topics, layout.min_topic_bytes)?;
-    let mut topics = Vec::with_capacity(count);
+    visit(r, TopicEntry::Topics(count))?;
     for _ in 0..count {
         let name = read_topic_name(flex, r)?;
-        let n = read_len(
+        let partitions = read_len(
             r,
             Entries::Partitions,
             layout.partitions,
             layout.min_partition_bytes,
         )?;
-        let mut partitions = Vec::with_capacity(n);
-        for _ in 0..n {
-            partitions.push(read_partition(r)?);
+        visit(r, TopicEntry::Topic { name, partitions })?;
+        for _ in 0..partitions {
+            visit(r, TopicEntry::Partition)?;
             if layout.partition_tags {
                 flex.read_tags(r)?;
             }
         }
         flex.read_tags(r)?;
-        topics.push(Topic { name, partitions });
     }
-    Ok(topics)
+    Ok(())
 }
 
 /// Writes a topic array; `write_partition` writes one partition's fields.
