@@ -100,6 +100,8 @@ pub struct EventLoop {
     ready: Vec<Event>,
     /// Completions copied out of the ring, not yet handled.
     backlog: Vec<(u64, i32, u32)>,
+    /// The completions being handled by `reap`, kept empty between polls.
+    reaping: Vec<(u64, i32, u32)>,
     /// Connections with frames queued since the last `poll` and no sendmsg started for them:
     /// their sendmsgs start just before the next submission, so every frame queued in one round
     /// of events goes out in one sendmsg per connection (docs/architecture.md, "Transport").
@@ -166,13 +168,15 @@ impl EventLoop {
 
     fn reap(&mut self) -> Result<(), TransportError> {
         self.collect_completions();
-        let mut batch = Vec::new();
+        // The two vectors swap roles and both keep their room: a poll allocates nothing here.
+        let mut batch = std::mem::take(&mut self.reaping);
         while !self.backlog.is_empty() {
             std::mem::swap(&mut batch, &mut self.backlog);
             for (user_data, res, flags) in batch.drain(..) {
                 self.complete(user_data, res, flags)?;
             }
         }
+        self.reaping = batch;
         Ok(())
     }
 

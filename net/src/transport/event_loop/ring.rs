@@ -105,6 +105,7 @@ impl EventLoop {
             unflushed: Vec::new(),
             tls_out_pool: Vec::new(),
             send_pool: Vec::new(),
+            reaping: Vec::new(),
         })
     }
 
