@@ -209,6 +209,24 @@ impl Harness {
         })
     }
 
+    /// Answers the FindQuorum `correlation` sent to `to` with `leader` leading `epoch` (and no
+    /// endpoints), and checks that this node follows it then.
+    pub(crate) fn follow_found_leader(
+        &mut self,
+        to: NodeId,
+        correlation: Correlation,
+        leader: NodeId,
+        epoch: Epoch,
+    ) -> Vec<Output> {
+        let response = Self::find_quorum_response(CLUSTER, leader, epoch, Vec::new());
+        let out = self.respond(to, correlation, response);
+        assert_eq!(
+            (self.core.role(), self.core.leader_id()),
+            (Role::Follower, Some(leader))
+        );
+        out
+    }
+
     /// A client append of `count` records (a `client_batch`) with `acks`.
     pub(crate) fn append(&mut self, id: u64, count: u32, acks: Acks) -> Vec<Output> {
         self.step(Input::ClientAppend {
