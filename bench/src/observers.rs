@@ -85,31 +85,42 @@ impl ObserversReport {
         }
     }
 
+    /// Asks the leader for its high watermark and the observers' log end offsets, and records
+    /// each observer's offset and lag in the two fields `window` picks. The high watermark; None
+    /// with no observers, or when the leader did not answer (then nothing is recorded).
+    fn sample(
+        &mut self,
+        leader: SocketAddr,
+        tls: Option<&ClientTls>,
+        window: fn(&mut ObserverLag) -> (&mut Option<i64>, &mut Option<i64>),
+    ) -> Option<i64> {
+        if self.ids.is_empty() {
+            return None;
+        }
+        let (hw, offsets) = catch_up::sample_observers(leader, tls, &self.ids)?;
+        for (observer, offset) in self.per_observer.iter_mut().zip(offsets) {
+            let (log_end_offset, observer_lag) = window(observer);
+            *log_end_offset = offset;
+            *observer_lag = lag(hw, offset);
+        }
+        Some(hw)
+    }
+
     /// At the measured window's start.
     pub fn window_started(&mut self, leader: SocketAddr, tls: Option<&ClientTls>) {
-        if self.ids.is_empty() {
-            return;
-        }
-        if let Some((hw, offsets)) = catch_up::sample_observers(leader, tls, &self.ids) {
-            self.high_watermark_start = Some(hw);
-            for (observer, offset) in self.per_observer.iter_mut().zip(offsets) {
-                observer.log_end_offset_start = offset;
-                observer.lag_start = lag(hw, offset);
-            }
+        let hw = self.sample(leader, tls, |o| {
+            (&mut o.log_end_offset_start, &mut o.lag_start)
+        });
+        if hw.is_some() {
+            self.high_watermark_start = hw;
         }
     }
 
     /// At the measured window's end (the load still running).
     pub fn window_ended(&mut self, leader: SocketAddr, tls: Option<&ClientTls>) {
-        if self.ids.is_empty() {
-            return;
-        }
-        if let Some((hw, offsets)) = catch_up::sample_observers(leader, tls, &self.ids) {
-            self.high_watermark_end = Some(hw);
-            for (observer, offset) in self.per_observer.iter_mut().zip(offsets) {
-                observer.log_end_offset_end = offset;
-                observer.lag_end = lag(hw, offset);
-            }
+        let hw = self.sample(leader, tls, |o| (&mut o.log_end_offset_end, &mut o.lag_end));
+        if hw.is_some() {
+            self.high_watermark_end = hw;
             self.all_within_max_lag_at_end = Some(self.within_bound());
         }
     }

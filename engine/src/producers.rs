@@ -416,11 +416,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_of_the_last_five_batches_is_a_duplicate_with_its_offsets_and_older_ones_are_not() {
+    /// Fresh default states and log after [`write_in_order`].
+    fn written_in_order(count: i32, records: i32) -> (ProducerStates, Log) {
         let mut states = ProducerStates::default();
         let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 8, 3);
+        write_in_order(&mut states, &mut log, count, records);
+        (states, log)
+    }
+
+    #[test]
+    fn each_of_the_last_five_batches_is_a_duplicate_with_its_offsets_and_older_ones_are_not() {
+        let (states, log) = written_in_order(8, 3);
         for i in 3..8 {
             let (batch, base) = log.batches[i as usize];
             assert_eq!(
@@ -441,9 +447,7 @@ mod tests {
 
     #[test]
     fn a_gap_or_a_repeat_of_the_next_sequence_minus_one_is_out_of_order() {
-        let mut states = ProducerStates::default();
-        let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 2, 1);
+        let (states, _) = written_in_order(2, 1);
         assert_eq!(states.check(&seq(P, 0, 3, 1)), SequenceCheck::OutOfOrder);
         assert_eq!(states.check(&seq(P, 0, 2, 1)), SequenceCheck::Append);
         assert_eq!(states.check(&seq(P, 0, 1, 2)), SequenceCheck::OutOfOrder);
@@ -473,9 +477,7 @@ mod tests {
 
     #[test]
     fn a_new_epoch_starts_at_zero_and_fences_the_old_one() {
-        let mut states = ProducerStates::default();
-        let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 3, 1);
+        let (mut states, mut log) = written_in_order(3, 1);
         assert_eq!(states.check(&seq(P, 1, 3, 1)), SequenceCheck::OutOfOrder);
         assert_eq!(states.check(&seq(P, 1, 0, 1)), SequenceCheck::Append);
         log.append(&mut states, seq(P, 1, 0, 1));
@@ -517,9 +519,7 @@ mod tests {
 
     #[test]
     fn truncation_in_the_middle_of_a_producers_batches_leaves_what_the_log_implies() {
-        let mut states = ProducerStates::default();
-        let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 12, 2);
+        let (mut states, mut log) = written_in_order(12, 2);
         let other = seq(P + 1, 0, 0, 1);
         log.append(&mut states, other);
         states.set_committed(10);
@@ -551,9 +551,7 @@ mod tests {
 
     #[test]
     fn truncating_an_epoch_bump_brings_the_old_epoch_back() {
-        let mut states = ProducerStates::default();
-        let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 3, 1);
+        let (mut states, mut log) = written_in_order(3, 1);
         log.append(&mut states, seq(P, 1, 0, 1));
         log.truncate(&mut states, 3);
         assert_eq!(states.view(P).unwrap().producer_epoch, 0);
@@ -563,9 +561,7 @@ mod tests {
 
     #[test]
     fn committed_batches_beyond_the_last_five_are_dropped() {
-        let mut states = ProducerStates::default();
-        let mut log = Log::default();
-        write_in_order(&mut states, &mut log, 20, 1);
+        let (mut states, mut log) = written_in_order(20, 1);
         assert_eq!(states.producers[&P].batches.len(), 20);
         states.set_committed(18);
         // Five below 18 (13..=17) and the two at or above it.

@@ -13,8 +13,17 @@ use engine::io::{
 use engine::log::{Log, LogConfig};
 use log_support::{
     append_request, batch, header, read_all, small_config, start_writer as start, wait_durable,
-    Appended, WAIT,
+    Appended, TestWriter, WAIT,
 };
+
+/// A writer on a log in `dir` (default configs) once request `seq`, one batch of `records`
+/// records at offset 0, is durable.
+fn started_with_one_append(dir: &std::path::Path, seq: u64, records: u32) -> TestWriter {
+    let writer = start(dir, LogConfig::default(), WriterConfig::default());
+    writer.submit(append_request(seq, batch(0, 1, records, 10)));
+    assert_eq!(wait_durable(&writer, seq), i64::from(records));
+    writer
+}
 
 fn drain_eventfd(fd: i32) -> u64 {
     let mut value = 0u64;
@@ -184,9 +193,7 @@ fn rwf_dsync_mode_and_unregistered_buffers_work() {
 #[test]
 fn a_bad_append_is_fatal_and_nothing_later_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(append_request(1, batch(0, 1, 1, 10)));
-    assert_eq!(wait_durable(&writer, 1), 1);
+    let writer = started_with_one_append(dir.path(), 1, 1);
     // A gap in offsets is a driver bug: fail-stop.
     writer.submit(append_request(2, batch(5, 1, 1, 10)));
     writer.submit(append_request(3, batch(1, 1, 1, 10)));
@@ -238,9 +245,7 @@ fn an_idle_writer_takes_a_request_it_has_room_for() {
 #[test]
 fn dropping_the_writer_shuts_it_down() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(append_request(1, batch(0, 1, 3, 10)));
-    assert_eq!(wait_durable(&writer, 1), 3);
+    let writer = started_with_one_append(dir.path(), 1, 3);
     drop(writer);
     let log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert_eq!(log.recovery_start(), 3, "the end was checkpointed on drop");
@@ -403,9 +408,7 @@ fn the_next_segment_is_allocated_when_idle_past_half_the_active_one() {
 #[test]
 fn a_seq_that_does_not_follow_on_is_fatal() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = start(dir.path(), LogConfig::default(), WriterConfig::default());
-    writer.submit(append_request(2, batch(0, 1, 1, 10)));
-    assert_eq!(wait_durable(&writer, 2), 1);
+    let writer = started_with_one_append(dir.path(), 2, 1);
     writer.submit(append_request(2, batch(1, 1, 1, 10)));
     match writer.events().recv_timeout(WAIT) {
         Ok(WriterEvent::Fatal(error)) => assert!(error.to_string().contains("seq"), "{error}"),

@@ -14,6 +14,24 @@ use proptest::prelude::*;
 mod record_support;
 use record_support::TestRecord;
 
+/// Asserts (in a proptest) that control message `message` of type `$kind` decodes from its
+/// value, and from a control batch written at `base_offset`, `epoch` and `timestamp` both as
+/// itself and as the batch's one ControlRecord; gives that batch's view.
+macro_rules! prop_assert_round_trips {
+    ($kind:ident, $message:expr, $base_offset:expr, $epoch:expr, $timestamp:expr) => {{
+        let message = $message;
+        prop_assert_eq!($kind::decode(&message.encode()), Ok(message.clone()));
+        let batch = message.to_batch($base_offset, $epoch, $timestamp);
+        let view = BatchView::parse(batch.freeze()).unwrap();
+        prop_assert_eq!($kind::from_batch(&view), Ok(message.clone()));
+        prop_assert_eq!(
+            ControlRecord::decode_batch(&view),
+            Ok(vec![ControlRecord::$kind(message)])
+        );
+        view
+    }};
+}
+
 fn payload() -> impl Strategy<Value = Option<Vec<u8>>> {
     prop_oneof![
         3 => proptest::option::of(proptest::collection::vec(any::<u8>(), 0..48)),
@@ -171,17 +189,11 @@ proptest! {
         timestamp in timestamp(),
     ) {
         let message = LeaderChange { version, leader_id, voters, granting_voters };
-        prop_assert_eq!(LeaderChange::decode(&message.encode()), Ok(message.clone()));
-        let view = BatchView::parse(message.to_batch(base_offset, epoch, timestamp).freeze()).unwrap();
+        let view = prop_assert_round_trips!(LeaderChange, message, base_offset, epoch, timestamp);
         prop_assert!(view.is_control());
         prop_assert_eq!(view.base_offset(), base_offset);
         prop_assert_eq!(view.partition_leader_epoch(), epoch);
         prop_assert_eq!(view.base_timestamp(), timestamp);
-        prop_assert_eq!(LeaderChange::from_batch(&view), Ok(message.clone()));
-        prop_assert_eq!(
-            ControlRecord::decode_batch(&view),
-            Ok(vec![ControlRecord::LeaderChange(message)])
-        );
     }
 
     #[test]
@@ -211,13 +223,7 @@ proptest! {
             current_directories,
             target_directories,
         };
-        prop_assert_eq!(QuorumReassignment::decode(&message.encode()), Ok(message.clone()));
-        let view = BatchView::parse(message.to_batch(base_offset, epoch, 1).freeze()).unwrap();
-        prop_assert_eq!(QuorumReassignment::from_batch(&view), Ok(message.clone()));
-        prop_assert_eq!(
-            ControlRecord::decode_batch(&view),
-            Ok(vec![ControlRecord::QuorumReassignment(message)])
-        );
+        prop_assert_round_trips!(QuorumReassignment, message, base_offset, epoch, 1);
     }
 
     #[test]
@@ -230,18 +236,12 @@ proptest! {
         epoch in 0i32..i32::MAX,
     ) {
         let block = ProducerIdBlock { node_id, incarnation, first_id, count };
+        let view = prop_assert_round_trips!(ProducerIdBlock, block, base_offset, epoch, 1);
+        prop_assert!(view.is_control());
         let value = block.encode();
-        prop_assert_eq!(ProducerIdBlock::decode(&value), Ok(block));
         for len in 0..value.len() {
             prop_assert!(ProducerIdBlock::decode(&value[..len]).is_err());
         }
-        let view = BatchView::parse(block.to_batch(base_offset, epoch, 1).freeze()).unwrap();
-        prop_assert!(view.is_control());
-        prop_assert_eq!(ProducerIdBlock::from_batch(&view), Ok(block));
-        prop_assert_eq!(
-            ControlRecord::decode_batch(&view),
-            Ok(vec![ControlRecord::ProducerIdBlock(block)])
-        );
         // Blocks that are not ranges of non-negative ids are refused.
         for (first_id, count) in [(-1, count), (first_id, 0), (first_id, -count), (i64::MAX - 1, 2)] {
             let bad = ProducerIdBlock { node_id, incarnation, first_id, count };

@@ -37,6 +37,20 @@ fn wait_acks(sim: &mut Simulation, n: usize, ms: u64) {
     assert!(done, "only {} of {target} acks within {ms} ms", sim.acked());
 }
 
+/// A scripted cluster once it has a leader with an exposed HW and the client `acks`
+/// acknowledged appends: the simulation, that leader and its epoch.
+fn led_with_acks(
+    seed: u64,
+    voters: usize,
+    observers: usize,
+    acks: usize,
+) -> (Simulation, NodeId, i32) {
+    let mut sim = scripted(seed, voters, observers);
+    let (leader, epoch) = wait_leader(&mut sim, 10_000);
+    wait_acks(&mut sim, acks, 10_000);
+    (sim, leader, epoch)
+}
+
 /// Waits (10 s at most) until `node`'s high watermark reaches what is committed now; `who` names
 /// it in the failure.
 fn wait_caught_up(sim: &mut Simulation, node: NodeId, who: &str) {
@@ -76,9 +90,7 @@ fn initial_election_with_1_to_5_voters_and_observers() {
 
 #[test]
 fn new_leader_after_leader_kill_and_old_leader_catches_up() {
-    let mut sim = scripted(7, 3, 1);
-    let (old, epoch) = wait_leader(&mut sim, 10_000);
-    wait_acks(&mut sim, 10, 10_000);
+    let (mut sim, old, epoch) = led_with_acks(7, 3, 1, 10);
     sim.kill(old as usize);
     let found = ok(sim.run_until(10_000, |s| {
         s.current_leader()
@@ -94,9 +106,7 @@ fn new_leader_after_leader_kill_and_old_leader_catches_up() {
 #[test]
 fn new_leader_after_graceful_shutdown() {
     for (voters, observers) in [(3, 0), (3, 2), (5, 1)] {
-        let mut sim = scripted(11 + voters as u64, voters, observers);
-        let (old, epoch) = wait_leader(&mut sim, 10_000);
-        wait_acks(&mut sim, 5, 10_000);
+        let (mut sim, old, epoch) = led_with_acks(11 + voters as u64, voters, observers, 5);
         ok(sim.shutdown(old as usize));
         let found = ok(sim.run_until(10_000, |s| {
             !s.is_running(old)
@@ -111,9 +121,7 @@ fn new_leader_after_graceful_shutdown() {
 
 #[test]
 fn all_killed_then_only_a_majority_restarted() {
-    let mut sim = scripted(21, 5, 1);
-    wait_leader(&mut sim, 10_000);
-    wait_acks(&mut sim, 20, 10_000);
+    let (mut sim, _, _) = led_with_acks(21, 5, 1, 20);
     for i in 0..6 {
         sim.kill(i);
     }
@@ -130,9 +138,7 @@ fn all_killed_then_only_a_majority_restarted() {
 
 #[test]
 fn five_voters_split_two_three_then_heal() {
-    let mut sim = scripted(31, 5, 0);
-    wait_leader(&mut sim, 10_000);
-    wait_acks(&mut sim, 5, 10_000);
+    let (mut sim, _, _) = led_with_acks(31, 5, 0, 5);
     sim.partition(&[&[0, 1], &[2, 3, 4]]);
     let majority_leads = ok(sim.run_until(15_000, |s| {
         s.current_leader()
@@ -157,9 +163,7 @@ fn five_voters_split_two_three_then_heal() {
 
 #[test]
 fn old_leader_partitioned_away_steps_down_and_catches_up() {
-    let mut sim = scripted(61, 3, 1);
-    let (old, epoch) = wait_leader(&mut sim, 10_000);
-    wait_acks(&mut sim, 5, 10_000);
+    let (mut sim, old, epoch) = led_with_acks(61, 3, 1, 5);
     let old_hw = sim.high_watermark(old).expect("a leader with a HW");
     sim.partition(&[
         &[old],
@@ -213,9 +217,7 @@ fn back_to_back_leader_failures() {
 
 #[test]
 fn single_node_losing_its_state_keeps_committed_data() {
-    let mut sim = scripted(51, 3, 1);
-    let (leader, _) = wait_leader(&mut sim, 10_000);
-    wait_acks(&mut sim, 10, 10_000);
+    let (mut sim, leader, _) = led_with_acks(51, 3, 1, 10);
     let follower = (0..3).find(|&n| n != leader).expect("three voters");
     sim.kill_and_delete_state(follower as usize);
     ok(sim.run_for(200));

@@ -125,6 +125,14 @@ impl PipelinedProducer {
             partition.base_offset,
         )
     }
+
+    /// [`Self::receive`] for the answer to request `correlation_id`, which responses in
+    /// request order make the next one: (the partition's error, base offset).
+    fn receive_answer_to(&mut self, correlation_id: i32) -> (ErrorCode, i64) {
+        let (corr, error, offset) = self.receive();
+        assert_eq!(corr, correlation_id, "responses in request order");
+        (error, offset)
+    }
 }
 
 #[test]
@@ -146,9 +154,8 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
     let long = producer.send("outlives-the-leadership", 60_000);
     let short_again = producer.send("times-out-behind-the-long-one", 500);
 
-    let (corr, error, offset) = producer.receive();
+    let (error, offset) = producer.receive_answer_to(short);
     let first_answer = started.elapsed();
-    assert_eq!(corr, short, "responses in request order");
     assert_eq!(
         error,
         ErrorCode::REQUEST_TIMED_OUT,
@@ -157,9 +164,8 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
     );
     assert_eq!(offset, -1);
 
-    let (corr, error, _) = producer.receive();
+    let (error, _) = producer.receive_answer_to(long);
     let second_answer = started.elapsed();
-    assert_eq!(corr, long, "responses in request order");
     assert_eq!(
         error,
         ErrorCode::NOT_LEADER_OR_FOLLOWER,
@@ -167,8 +173,7 @@ fn a_produce_without_quorum_times_out_and_the_lost_leadership_answers_the_rest_i
         error
     );
 
-    let (corr, error, _) = producer.receive();
-    assert_eq!(corr, short_again, "responses in request order");
+    let (error, _) = producer.receive_answer_to(short_again);
     assert!(
         error == ErrorCode::REQUEST_TIMED_OUT || error == ErrorCode::NOT_LEADER_OR_FOLLOWER,
         "the third produce is answered with a timeout (or the resignation if the leader \
@@ -209,8 +214,7 @@ fn a_produce_with_acks_all_and_time_to_spare_is_acknowledged() {
         .collect();
     let mut offsets = Vec::new();
     for corr in sent {
-        let (got, error, offset) = producer.receive();
-        assert_eq!(got, corr, "responses in request order");
+        let (error, offset) = producer.receive_answer_to(corr);
         assert_eq!(error, ErrorCode::NONE, "got {}", error);
         offsets.push(offset);
     }
@@ -238,8 +242,7 @@ fn a_leader_stopped_by_sigterm_answers_its_waiting_produce() {
     let node = cluster.node(leader).process.as_ref().unwrap();
     node.signal(libc::SIGTERM);
     for expected in [waiting, behind] {
-        let (corr, error, _) = producer.receive();
-        assert_eq!(corr, expected, "responses in request order");
+        let (error, _) = producer.receive_answer_to(expected);
         assert_eq!(
             error,
             ErrorCode::NOT_LEADER_OR_FOLLOWER,

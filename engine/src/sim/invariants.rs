@@ -656,6 +656,15 @@ mod tests {
         }
     }
 
+    /// A checker that knows two client batches of epoch 1, at offsets 0 and 1 (values 1 and 2):
+    /// the checker and the two batches.
+    fn two_batches() -> (Checker, Batch, Batch) {
+        let mut c = Checker::default();
+        let a = batch(&mut c, 0, 1, 1);
+        let b = batch(&mut c, 1, 1, 2);
+        (c, a, b)
+    }
+
     fn broken(r: Checked) -> Invariant {
         r.expect_err("the rule must break").invariant
     }
@@ -687,9 +696,7 @@ mod tests {
 
     #[test]
     fn a_consumer_is_handed_the_committed_prefix_only() {
-        let mut c = Checker::default();
-        let a = batch(&mut c, 0, 1, 1);
-        let b = batch(&mut c, 1, 1, 2);
+        let (mut c, a, b) = two_batches();
         let log = vec![a.clone(), b.clone()];
         let voters: Vec<&[Batch]> = vec![&log, &log, &log];
         c.on_leader_hw(0, 1, 1, &log, &voters).unwrap();
@@ -728,9 +735,7 @@ mod tests {
 
     #[test]
     fn log_matching_compares_batch_and_predecessor() {
-        let mut c = Checker::default();
-        let a = batch(&mut c, 0, 1, 1);
-        let b = batch(&mut c, 1, 1, 2);
+        let (mut c, a, b) = two_batches();
         let other = batch(&mut c, 1, 1, 3);
         c.on_append(0, None, &[a.clone(), b.clone()]).unwrap();
         c.on_append(1, Some(&a), std::slice::from_ref(&b)).unwrap();
@@ -747,9 +752,7 @@ mod tests {
 
     #[test]
     fn hw_needs_a_durable_majority_and_commits_stay_put() {
-        let mut c = Checker::default();
-        let a = batch(&mut c, 0, 1, 1);
-        let b = batch(&mut c, 1, 1, 2);
+        let (mut c, a, b) = two_batches();
         let log = vec![a.clone(), b.clone()];
         let empty: Vec<Batch> = Vec::new();
         let only_a = vec![a.clone()];

@@ -209,6 +209,24 @@ impl Harness {
         })
     }
 
+    /// Answers the FindQuorum `correlation` sent to `to` with `leader` leading `epoch` (and no
+    /// endpoints), and checks that this node follows it then.
+    pub(crate) fn follow_found_leader(
+        &mut self,
+        to: NodeId,
+        correlation: Correlation,
+        leader: NodeId,
+        epoch: Epoch,
+    ) -> Vec<Output> {
+        let response = Self::find_quorum_response(CLUSTER, leader, epoch, Vec::new());
+        let out = self.respond(to, correlation, response);
+        assert_eq!(
+            (self.core.role(), self.core.leader_id()),
+            (Role::Follower, Some(leader))
+        );
+        out
+    }
+
     /// A client append of `count` records (a `client_batch`) with `acks`.
     pub(crate) fn append(&mut self, id: u64, count: u32, acks: Acks) -> Vec<Output> {
         self.step(Input::ClientAppend {
@@ -428,17 +446,23 @@ impl Harness {
 
 // ----- output inspection -----
 
+/// The outputs in `out` that `pattern` matches, each as `value` of the pattern's bindings.
+macro_rules! outputs_matching {
+    ($out:expr, $pattern:pat => $value:expr) => {
+        $out.iter()
+            .filter_map(|o| match o {
+                $pattern => Some($value),
+                _ => None,
+            })
+            .collect()
+    };
+}
+
 pub(crate) fn sends(out: &[Output]) -> Vec<(NodeId, Correlation, Request)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Send {
-                to,
-                correlation,
-                request,
-            } => Some((*to, *correlation, request.clone())),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(
+        out,
+        Output::Send { to, correlation, request } => (*to, *correlation, request.clone())
+    )
 }
 
 /// The FetchQuorumRecords requests among the sends of `out`.
@@ -476,80 +500,43 @@ pub(crate) fn find_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
 
 /// The endpoint probes in `out`: (correlation, the advertised endpoint).
 pub(crate) fn probes(out: &[Output]) -> Vec<(Correlation, VoterEndpoint)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::ProbeEndpoint {
-                correlation,
-                endpoint,
-                request: Request::FindQuorum(_),
-            } => Some((*correlation, endpoint.clone())),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(
+        out,
+        Output::ProbeEndpoint {
+            correlation,
+            endpoint,
+            request: Request::FindQuorum(_),
+        } => (*correlation, endpoint.clone())
+    )
 }
 
 pub(crate) fn responses(out: &[Output]) -> Vec<(RequestId, Response)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Respond { id, response } => Some((*id, response.clone())),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::Respond { id, response } => (*id, response.clone()))
 }
 
 pub(crate) fn persisted(out: &[Output]) -> Vec<ElectionState> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::PersistElectionState(s) => Some(s.clone()),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::PersistElectionState(s) => s.clone())
 }
 
 pub(crate) fn log_ops(out: &[Output]) -> Vec<LogOpKind> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Log(op) => Some(op.kind.clone()),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::Log(op) => op.kind.clone())
 }
 
 pub(crate) fn appends_done(out: &[Output]) -> Vec<(u64, AppendResult)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::AppendDone { id, result } => Some((*id, result.clone())),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::AppendDone { id, result } => (*id, result.clone()))
 }
 
 pub(crate) fn hw_outputs(out: &[Output]) -> Vec<Offset> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::HighWatermark(h) => Some(*h),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::HighWatermark(h) => *h)
 }
 
 /// The endpoints the driver is told changed, in order.
 pub(crate) fn endpoint_changes(out: &[Output]) -> Vec<VoterEndpoint> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::EndpointChanged(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::EndpointChanged(e) => e.clone())
 }
 
 pub(crate) fn alerts(out: &[Output]) -> Vec<String> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Alert(a) => Some(a.clone()),
-            _ => None,
-        })
-        .collect()
+    outputs_matching!(out, Output::Alert(a) => a.clone())
 }
 
 pub(crate) fn has_fatal(out: &[Output]) -> bool {

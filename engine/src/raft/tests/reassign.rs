@@ -184,15 +184,7 @@ fn a_node_its_log_removed_after_it_led_comes_back_resigned_and_never_stands() {
     let out = h.run_until(due);
     let finds = find_sends(&out);
     let (to, correlation) = *finds.last().expect("a FindQuorum when due");
-    h.respond(
-        to,
-        correlation,
-        Harness::find_quorum_response(CLUSTER, 2, 5, Vec::new()),
-    );
-    assert_eq!(
-        (h.core.role(), h.core.leader_id()),
-        (Role::Follower, Some(2))
-    );
+    h.follow_found_leader(to, correlation, 2, 5);
 }
 
 #[test]

@@ -188,15 +188,7 @@ fn a_reset_log_neither_votes_nor_stands_until_it_fetches_its_voter_record() {
     }
     let (to, find) = asked.expect("it keeps asking");
     // Voter 3 answers that it leads epoch 4 now: the node follows it there.
-    let out = h.respond(
-        to,
-        find,
-        Harness::find_quorum_response(CLUSTER, 3, 4, Vec::new()),
-    );
-    assert_eq!(
-        (h.core.role(), h.core.leader_id()),
-        (Role::Follower, Some(3))
-    );
+    let out = h.follow_found_leader(to, find, 3, 4);
     let next = fetch_sends(&out)
         .last()
         .expect("it fetches from the new leader")
