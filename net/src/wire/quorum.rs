@@ -545,29 +545,73 @@ fn encode_fetch_response(
     broker_list: Option<&Bytes>,
     mut w: WireWriter,
 ) -> Vec<Bytes> {
-    write_leader(&mut w, r.error, r.leader_id, r.leader_epoch);
+    write_fetch_head(r, &mut w);
+    let mut tail = WireWriter::with_capacity(32);
+    write_fetch_tail(r, broker_list, &mut tail);
+    fetch_chain(r, w.into_inner().freeze(), tail.into_inner().freeze())
+}
+
+/// A whole FetchQuorumRecords response frame written into `w`, an empty buffer that pieces are
+/// split off: the size (4 bytes), what `header` writes (the response header), then the body as
+/// [`encode_response_with`] writes it. The tail is written first, so the size is known and
+/// stamped before the first piece is split: no piece is copied or allocated to stamp it, and
+/// the records stay the log's buffers.
+pub fn encode_fetch_response_frame(
+    r: &FetchQuorumRecordsResponse,
+    broker_list: Option<&Bytes>,
+    w: &mut WireWriter,
+    header: impl FnOnce(&mut WireWriter),
+) -> Vec<Bytes> {
+    assert!(w.is_empty(), "a frame starts in an empty buffer");
+    write_fetch_tail(r, broker_list, w);
+    let tail = w.split_piece();
+    w.i32(0);
+    header(w);
+    write_fetch_head(r, w);
+    let size = w.len() + records_len(r) + tail.len() - 4;
+    w.overwrite(0, &super::frame::size_prefix(size));
+    fetch_chain(r, w.split_piece(), tail)
+}
+
+fn records_len(r: &FetchQuorumRecordsResponse) -> usize {
+    r.batches.iter().map(|b| b.bytes.len()).sum()
+}
+
+/// Everything before the records, their length last.
+fn write_fetch_head(r: &FetchQuorumRecordsResponse, w: &mut WireWriter) {
+    write_leader(w, r.error, r.leader_id, r.leader_epoch);
     w.i64(r.next_fetch_offset);
     w.i32(r.next_fetch_offset_epoch);
-    let records_len: usize = r.batches.iter().map(|b| b.bytes.len()).sum();
-    w.compact_bytes_len(Some(records_len));
-    let mut chain = Vec::with_capacity(r.batches.len() + 2);
-    chain.push(w.into_inner().freeze());
-    chain.extend(r.batches.iter().map(|b| b.bytes.clone()));
-    let mut tail = WireWriter::with_capacity(32);
-    tail.i64(r.high_watermark);
-    tail.i64(r.first_dirty_offset);
-    tail.i64(r.last_caught_up_time_ms);
+    w.compact_bytes_len(Some(records_len(r)));
+}
+
+/// Everything after the records.
+fn write_fetch_tail(
+    r: &FetchQuorumRecordsResponse,
+    broker_list: Option<&Bytes>,
+    w: &mut WireWriter,
+) {
+    w.i64(r.high_watermark);
+    w.i64(r.first_dirty_offset);
+    w.i64(r.last_caught_up_time_ms);
     let log_start = r.log_start.map(|start| {
-        WireWriter::bytes_of(|t| {
-            t.i64(start.offset);
-            t.i32(start.epoch);
-        })
+        let mut payload = [0u8; 12];
+        payload[..8].copy_from_slice(&start.offset.to_be_bytes());
+        payload[8..].copy_from_slice(&start.epoch.to_be_bytes());
+        payload
     });
-    tail.present_tagged_fields(&[
+    w.present_tagged_fields(&[
         (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
-        (TAG_LOG_START, log_start.as_deref()),
+        (TAG_LOG_START, log_start.as_ref().map(|p| &p[..])),
     ]);
-    chain.push(tail.into_inner().freeze());
+}
+
+/// The head, each batch as its own piece (the log's buffer), the tail.
+fn fetch_chain(r: &FetchQuorumRecordsResponse, head: Bytes, tail: Bytes) -> Vec<Bytes> {
+    let mut chain = Vec::with_capacity(r.batches.len() + 2);
+    chain.push(head);
+    chain.extend(r.batches.iter().map(|b| b.bytes.clone()));
+    chain.push(tail);
     chain
 }
 
@@ -1143,6 +1187,52 @@ mod tests {
             all.extend_from_slice(piece);
         }
         all.freeze()
+    }
+
+    /// A whole fetch frame is its size, the header, and the body `encode_response_with` writes,
+    /// with or without the broker list and log start, in a buffer that already held other
+    /// frames; the records are the batches' own buffers.
+    #[test]
+    fn a_fetch_frame_is_its_size_header_and_body() {
+        let list = Bytes::from_static(b"broker list bytes");
+        let mut arena = WireWriter::new();
+        arena.i32(7);
+        let earlier = arena.split_piece();
+        for (log_start, broker_list) in [
+            (None, None),
+            (
+                Some(OffsetAndEpoch {
+                    offset: 5,
+                    epoch: 2,
+                }),
+                Some(&list),
+            ),
+        ] {
+            let answer = FetchQuorumRecordsResponse {
+                log_start,
+                ..fetch_records_response()
+            };
+            let chain =
+                encode_fetch_response_frame(&answer, broker_list, &mut arena, |w| w.i32(42));
+            assert!(arena.is_empty());
+            assert!(chain[1..chain.len() - 1]
+                .iter()
+                .zip(&answer.batches)
+                .all(|(piece, batch)| piece.as_ptr() == batch.bytes.as_ptr()));
+            let frame = joined(chain);
+            let body = joined(encode_response_with(
+                &Response::FetchQuorumRecords(answer),
+                broker_list,
+                WireWriter::new(),
+            ));
+            assert_eq!(
+                frame[..4],
+                super::super::frame::size_prefix(frame.len() - 4)
+            );
+            assert_eq!(frame[4..8], 42i32.to_be_bytes());
+            assert_eq!(frame[8..], body[..]);
+        }
+        assert_eq!(earlier[..], 7i32.to_be_bytes());
     }
 
     #[test]

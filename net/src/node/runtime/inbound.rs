@@ -96,16 +96,36 @@ impl FrameArena {
         flexible: bool,
         body: impl FnOnce(&mut WireWriter),
     ) -> Bytes {
+        let w = self.writer();
+        w.i32(0);
+        ResponseHeader { correlation_id }.write(w, flexible);
+        body(w);
+        let size = size_prefix(w.len() - 4);
+        w.overwrite(0, &size);
+        w.split_piece()
+    }
+
+    /// A FetchQuorumRecords answer's frame: its head and tail cut from the arena, its records
+    /// the log's buffers, its size stamped (every fetcher gets one per fetch).
+    pub(super) fn fetch_frame(
+        &mut self,
+        correlation_id: i32,
+        flexible: bool,
+        answer: &engine::raft::FetchQuorumRecordsResponse,
+        broker_list: Option<&Bytes>,
+    ) -> Vec<Bytes> {
+        quorum::encode_fetch_response_frame(answer, broker_list, self.writer(), |w| {
+            ResponseHeader { correlation_id }.write(w, flexible)
+        })
+    }
+
+    /// The arena's writer, empty, with room for a small frame.
+    fn writer(&mut self) -> &mut WireWriter {
         assert!(self.w.is_empty(), "a frame left unfinished in the arena");
         if self.w.room() < Self::MIN_ROOM_BYTES {
             self.w.reserve(Self::CHUNK_BYTES);
         }
-        self.w.i32(0);
-        ResponseHeader { correlation_id }.write(&mut self.w, flexible);
-        body(&mut self.w);
-        let size = size_prefix(self.w.len() - 4);
-        self.w.overwrite(0, &size);
-        self.w.split_piece()
+        &mut self.w
     }
 }
 
@@ -373,7 +393,6 @@ impl Node {
             }
         }
         let flexible = pending.spec.response_header_flexible(pending.version);
-        let w = response_start(pending.correlation_id, flexible);
         let list = match (&pending.fetch, response) {
             (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
                 if let (true, Some(wanted)) = (fetch.trusted, fetch.extras.producer_ids) {
@@ -383,7 +402,16 @@ impl Node {
             }
             _ => None,
         };
-        let chain = quorum::encode_response_with(response, list.as_ref(), w);
+        let chain = match response {
+            Response::FetchQuorumRecords(answer) => {
+                let id = pending.correlation_id;
+                self.frames.fetch_frame(id, flexible, answer, list.as_ref())
+            }
+            _ => {
+                let w = response_start(pending.correlation_id, flexible);
+                quorum::encode_response_with(response, list.as_ref(), w)
+            }
+        };
         self.deliver(pending.conn, pending.seq, chain);
     }
 
