@@ -15,9 +15,10 @@ use libfuzzer_sys::fuzz_target;
 use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
-    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
-    LegacyProduceRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, ProduceResponse, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    visit_produce_partitions, ApiVersionsRequest, DescribeClusterRequest, FetchRequest,
+    InitProducerIdRequest, LegacyProduceRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceHead, ProduceRequest, ProduceResponse,
+    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
@@ -88,7 +89,30 @@ fuzz_target!(|data: &[u8]| {
                     let _ = request.refusal();
                 }
             }
-            let _ = ProduceRequest::decode(&mut reader(&input), version);
+            let decoded = ProduceRequest::decode(&mut reader(&input), version);
+            // The node's path (head, then each partition visited) reads what decode reads.
+            let mut r = reader(&input);
+            let mut visited = Vec::new();
+            let read = ProduceHead::decode(&mut r, version).and_then(|_| {
+                visit_produce_partitions(&mut r, version, |topic, p| {
+                    visited.push((topic.to_string(), p))
+                })
+            });
+            match decoded {
+                Ok(request) => {
+                    assert!(read.is_ok(), "decode read what the visit refused");
+                    let flat: Vec<_> = request
+                        .topics
+                        .into_iter()
+                        .flat_map(|t| {
+                            let name = t.name;
+                            t.partitions.into_iter().map(move |p| (name.clone(), p))
+                        })
+                        .collect();
+                    assert_eq!(visited, flat);
+                }
+                Err(_) => assert!(read.is_err(), "the visit read what decode refused"),
+            }
             let _ = ProduceResponse::decode(&mut reader(&input), version);
         }
         4 => request_and_response(pick, &input, ApiVersionsRequest::decode),
