@@ -478,7 +478,17 @@ impl WireWriter {
     /// Hands out what was written so far as one piece of a response chain and keeps writing
     /// into the same allocation (`BytesMut::split`: no copy).
     pub fn split_piece(&mut self) -> Bytes {
-        self.buf.split().freeze()
+        self.split_mut().freeze()
+    }
+
+    /// [`WireWriter::split_piece`], still writable (its owner may patch it; no one else sees it).
+    pub fn split_mut(&mut self) -> BytesMut {
+        self.buf.split()
+    }
+
+    /// Bytes as they are, with no length before them.
+    pub fn raw(&mut self, v: &[u8]) {
+        self.buf.put_slice(v);
     }
 
     pub fn i8(&mut self, v: i8) {

@@ -73,62 +73,6 @@ pub(super) fn response_start(correlation_id: i32, flexible: bool) -> WireWriter 
     w
 }
 
-/// Where the hottest responses are written (every Produce's answer): one after another into one
-/// buffer, each split off it whole with its size stamped, so a frame costs no allocation of its
-/// own. A chunk is freed, or written again, once every frame cut from it has been sent
-/// (docs/architecture.md, "Node runtime").
-#[derive(Default)]
-pub(super) struct FrameArena {
-    w: WireWriter,
-}
-
-impl FrameArena {
-    /// A fresh chunk's size: a few hundred Produce answers.
-    const CHUNK_BYTES: usize = 16 << 10;
-    /// Below this much room a frame starts in a fresh chunk rather than growing into one (a
-    /// growth would copy what the frame has written so far).
-    const MIN_ROOM_BYTES: usize = 1 << 10;
-
-    /// One response frame whose body `body` writes: the size and header first, stamped.
-    pub(super) fn frame(
-        &mut self,
-        correlation_id: i32,
-        flexible: bool,
-        body: impl FnOnce(&mut WireWriter),
-    ) -> Bytes {
-        let w = self.writer();
-        w.i32(0);
-        ResponseHeader { correlation_id }.write(w, flexible);
-        body(w);
-        let size = size_prefix(w.len() - 4);
-        w.overwrite(0, &size);
-        w.split_piece()
-    }
-
-    /// A FetchQuorumRecords answer's frame: its head and tail cut from the arena, its records
-    /// the log's buffers, its size stamped (every fetcher gets one per fetch).
-    pub(super) fn fetch_frame(
-        &mut self,
-        correlation_id: i32,
-        flexible: bool,
-        answer: &engine::raft::FetchQuorumRecordsResponse,
-        broker_list: Option<&Bytes>,
-    ) -> Vec<Bytes> {
-        quorum::encode_fetch_response_frame(answer, broker_list, self.writer(), |w| {
-            ResponseHeader { correlation_id }.write(w, flexible)
-        })
-    }
-
-    /// The arena's writer, empty, with room for a small frame.
-    fn writer(&mut self) -> &mut WireWriter {
-        assert!(self.w.is_empty(), "a frame left unfinished in the arena");
-        if self.w.room() < Self::MIN_ROOM_BYTES {
-            self.w.reserve(Self::CHUNK_BYTES);
-        }
-        &mut self.w
-    }
-}
-
 impl Node {
     /// An inbound connection closed: its pending requests can no longer be answered.
     pub(super) fn inbound_gone(&mut self, conn: ConnId) {

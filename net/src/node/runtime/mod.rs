@@ -28,6 +28,7 @@ use engine::record::BatchView;
 use tracing::{debug, info, warn};
 
 mod access;
+mod arena;
 mod consume;
 mod idempotence;
 mod inbound;
@@ -163,10 +164,10 @@ pub struct Node {
     inbound: BTreeMap<ConnId, ResponseQueue>,
     next_produce_id: u64,
     produces: BTreeMap<u64, PendingProduce>,
-    /// Where Produce answers are written (inbound.rs).
-    frames: inbound::FrameArena,
-    /// Where clients' batches are copied for the core to stamp (produce.rs).
-    batch_copies: produce::BatchCopies,
+    /// Where Produce and fetch answers are written (arena.rs).
+    frames: arena::FrameArena,
+    /// Where clients' batches are copied for the core to stamp (arena.rs).
+    batch_copies: arena::BatchCopies,
     /// Vectors of the Produce path kept for the next request (produce.rs).
     slot_vecs: Vec<Vec<produce::ProduceSlot>>,
     append_scratch: Vec<(usize, BatchView)>,
@@ -367,8 +368,8 @@ impl Node {
             inbound: BTreeMap::new(),
             next_produce_id: 1,
             produces: BTreeMap::new(),
-            frames: inbound::FrameArena::default(),
-            batch_copies: produce::BatchCopies::default(),
+            frames: arena::FrameArena::default(),
+            batch_copies: arena::BatchCopies::default(),
             slot_vecs: Vec::new(),
             append_scratch: Vec::new(),
             fetches: BTreeMap::new(),

@@ -1,8 +1,8 @@
 //! Produce: a client's record batches appended through the core, answered when its acks say
 //! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
 
+use super::arena::FrameArena;
 use super::idempotence::Admission;
-use super::inbound::FrameArena;
 use super::*;
 use crate::wire::kafka::{visit_produce_partitions, ProduceHead};
 use crate::wire::{WireError, WireStr};
@@ -336,36 +336,6 @@ impl Node {
     }
 }
 
-/// Where a client's batch is copied before the core stamps it (the request's bytes are shared
-/// with the receive buffer, so they are not stamped in place). Small batches are copied one after
-/// another into a shared chunk: the copy, and the shared header of the first clone (the log's
-/// writer and the tail cache each hold one), cost no allocation of their own. A chunk is freed
-/// once every batch in it has left the tail cache and the writer (docs/architecture.md, "Node
-/// runtime").
-#[derive(Default)]
-pub(super) struct BatchCopies {
-    chunk: BytesMut,
-}
-
-impl BatchCopies {
-    /// A fresh chunk's size.
-    const CHUNK_BYTES: usize = 64 << 10;
-    /// Larger batches get an allocation of their own: they would leave a chunk mostly unused.
-    const MAX_SHARED_BYTES: usize = 4 << 10;
-
-    pub(super) fn copy(&mut self, bytes: &[u8]) -> BytesMut {
-        if bytes.len() > Self::MAX_SHARED_BYTES {
-            return BytesMut::from(bytes);
-        }
-        debug_assert!(self.chunk.is_empty());
-        if self.chunk.capacity() < bytes.len() {
-            self.chunk.reserve(Self::CHUNK_BYTES);
-        }
-        self.chunk.extend_from_slice(bytes);
-        self.chunk.split()
-    }
-}
-
 /// What a Produce v10 answer carries on NOT_LEADER_OR_FOLLOWER (none known: nothing).
 #[derive(Default)]
 pub(super) struct LeaderHint {
@@ -476,34 +446,6 @@ fn encode_produce_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Copies are exact and independent (stamping one leaves its neighbours alone), small ones
-    /// share a chunk, and a large one is a copy of its own.
-    #[test]
-    fn batch_copies_are_exact_and_independent() {
-        let mut copies = BatchCopies::default();
-        let mut a = copies.copy(b"first batch");
-        let b = copies.copy(b"second");
-        a[..5].copy_from_slice(b"FIRST");
-        assert_eq!(&a[..], b"FIRST batch");
-        assert_eq!(&b[..], b"second");
-        let (a, b) = (a.freeze(), b.freeze());
-        assert_eq!(
-            b.as_ptr(),
-            a.as_ptr().wrapping_add(a.len()),
-            "small copies share a chunk"
-        );
-        let large = vec![7u8; BatchCopies::MAX_SHARED_BYTES + 1];
-        let c = copies.copy(&large);
-        assert_eq!(&c[..], &large[..]);
-        assert_eq!(
-            c.capacity(),
-            large.len(),
-            "a large batch is copied on its own"
-        );
-        let d = copies.copy(b"after");
-        assert_eq!(&d[..], b"after");
-    }
 
     #[test]
     fn a_produce_answer_lists_partitions_under_their_topics_in_request_order() {
