@@ -123,16 +123,52 @@ mod tests {
             a.as_ptr().wrapping_add(a.len()),
             "small copies share a chunk"
         );
+        let largest_shared = vec![6u8; BatchCopies::MAX_SHARED_BYTES];
+        let c = copies.copy(&largest_shared);
+        assert_eq!(&c[..], &largest_shared[..]);
+        assert_eq!(c.as_ptr(), b.as_ptr().wrapping_add(b.len()), "still shared");
+        let c = c.freeze();
         let large = vec![7u8; BatchCopies::MAX_SHARED_BYTES + 1];
-        let c = copies.copy(&large);
-        assert_eq!(&c[..], &large[..]);
+        let d = copies.copy(&large);
+        assert_eq!(&d[..], &large[..]);
+        let e = copies.copy(b"after");
+        assert_eq!(&e[..], b"after");
         assert_eq!(
-            c.capacity(),
-            large.len(),
-            "a large batch is copied on its own"
+            e.as_ptr(),
+            c.as_ptr().wrapping_add(c.len()),
+            "a large batch is copied on its own, outside the chunk"
         );
-        let d = copies.copy(b"after");
-        assert_eq!(&d[..], b"after");
+    }
+
+    /// A fetch answer's frame is its size, the header, and the body the quorum codec writes.
+    #[test]
+    fn a_fetch_frame_is_stamped_and_whole() {
+        let answer = engine::raft::FetchQuorumRecordsResponse {
+            error: ErrorCode::NONE,
+            leader_id: 1,
+            leader_epoch: 3,
+            next_fetch_offset: -1,
+            next_fetch_offset_epoch: -1,
+            batches: Vec::new(),
+            high_watermark: 9,
+            first_dirty_offset: -1,
+            last_caught_up_time_ms: -1,
+            log_start: None,
+        };
+        let chain = FrameArena::default().fetch_frame(5, true, &answer, None);
+        let frame: Vec<u8> = chain.iter().flat_map(|piece| piece.to_vec()).collect();
+        let body: Vec<u8> =
+            quorum::encode_response(&Response::FetchQuorumRecords(answer), WireWriter::new())
+                .iter()
+                .flat_map(|piece| piece.to_vec())
+                .collect();
+        assert_eq!(frame[..4], size_prefix(frame.len() - 4));
+        assert_eq!(frame[4..8], 5i32.to_be_bytes());
+        assert_eq!(
+            frame[9..],
+            body[..],
+            "after the flexible header's empty tags"
+        );
     }
 
     /// Each frame carries its own size and correlation id; small ones share a chunk, and one

@@ -447,6 +447,52 @@ fn encode_produce_response(
 mod tests {
     use super::*;
 
+    /// Only NOT_LEADER_OR_FOLLOWER partitions name the leader, and the leader's endpoint comes
+    /// only with them; no partition has a log append time, and an error has no log start.
+    #[test]
+    fn a_redirected_answer_names_the_leader_on_those_partitions_only() {
+        let hint = LeaderHint {
+            leader: Some(LeaderIdAndEpoch {
+                leader_id: 2,
+                leader_epoch: 7,
+            }),
+            endpoint: Some(NodeEndpoint {
+                node_id: 2,
+                host: "node-2".into(),
+                port: 9092,
+                rack: None,
+            }),
+        };
+        let answer = |slots: &[ProduceSlot]| {
+            let mut frames = FrameArena::default();
+            let frame = produce_response_frame(&mut frames, 1, 10, slots, 3, &hint);
+            let mut r = WireReader::new(frame[0].slice(4..));
+            ResponseHeader::read(&mut r, PRODUCE_SPEC.response_header_flexible(10)).unwrap();
+            ProduceResponse::decode(&mut r, 10).unwrap()
+        };
+        let redirected = answer(&[
+            ("m".into(), 0, Some((ErrorCode::NONE, 5))),
+            ("m".into(), 1, Some((ErrorCode::NOT_LEADER_OR_FOLLOWER, -1))),
+        ]);
+        let [ok, moved] = &redirected.topics[0].partitions[..] else {
+            panic!("two partitions: {redirected:?}");
+        };
+        assert_eq!((ok.current_leader, ok.log_start_offset), (None, 3));
+        assert_eq!(
+            (moved.current_leader, moved.log_start_offset),
+            (hint.leader, -1)
+        );
+        assert_eq!((ok.log_append_time_ms, moved.log_append_time_ms), (-1, -1));
+        assert_eq!(
+            redirected.node_endpoints,
+            vec![hint.endpoint.clone().unwrap()]
+        );
+
+        let committed = answer(&[("m".into(), 0, Some((ErrorCode::NONE, 5)))]);
+        assert_eq!(committed.topics[0].partitions[0].current_leader, None);
+        assert!(committed.node_endpoints.is_empty(), "{committed:?}");
+    }
+
     #[test]
     fn a_produce_answer_lists_partitions_under_their_topics_in_request_order() {
         let slots: Vec<ProduceSlot> = vec![

@@ -166,6 +166,15 @@ mod tests {
         assert_eq!(state.remaining(), 3);
         assert!(state.advance(3));
 
+        // Exactly the bound, pieces and iovecs alike, is kept; one more is not.
+        let mut full = SendState::empty();
+        (0..KEPT_PIECES).for_each(|_| full.push_piece(Bytes::from_static(b"p")));
+        full.prepare();
+        assert_eq!(
+            (full.pieces.capacity(), full.iovecs.capacity()),
+            (KEPT_PIECES, KEPT_PIECES)
+        );
+        assert!(full.recycle().is_some());
         let mut grown = SendState::empty();
         (0..KEPT_PIECES + 1).for_each(|_| grown.push_piece(Bytes::from_static(b"p")));
         assert!(grown.recycle().is_none());
