@@ -198,24 +198,34 @@ fn an_observer_replicates_committed_records_and_never_votes() {
     let mut client = cluster.connect(leader, TIMEOUT);
     let acked = produce_numbered(&mut client, "observed-", 20);
     let end = acked.last().unwrap().0 + 1;
-    // The leader lists node 4 as an observer once it fetches, and sees it reach the end.
+    drop(client);
+    // The leader lists node 4 as an observer once it fetches, and sees it reach the end. Asked
+    // of whichever voter leads at each poll: on a loaded machine leadership may move meanwhile,
+    // and a former leader lists no observers.
     let deadline = Instant::now() + WAIT;
     let mut observer_seen = None;
     while Instant::now() < deadline {
-        let d = client.describe_quorum().unwrap();
-        assert!(d.current_voters.iter().all(|v| v.replica_id != 4));
-        observer_seen = d.observers.iter().find(|o| o.replica_id == 4).cloned();
-        if observer_seen
-            .as_ref()
-            .is_some_and(|o| o.log_end_offset >= end)
-        {
-            break;
+        let described = cluster.leader_now(Some(4)).and_then(|leading| {
+            let client = cluster.client(cluster.addr(leading), TIMEOUT);
+            client
+                .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()))
+                .ok()
+        });
+        if let Some(d) = described {
+            assert!(d.current_voters.iter().all(|v| v.replica_id != 4));
+            observer_seen = d.observers.iter().find(|o| o.replica_id == 4).cloned();
+            if observer_seen
+                .as_ref()
+                .is_some_and(|o| o.log_end_offset >= end)
+            {
+                break;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let observer = observer_seen.expect("DescribeQuorum never listed node 4 as an observer");
     assert!(observer.log_end_offset >= end, "observer at {observer:?}");
-    drop(client);
+    let leader = cluster.wait_for_leader(Some(4));
     cluster.wait_for_voters_at(leader, end);
     cluster.stop_all_cleanly();
     let observer_log = read_log(&cluster.node(4).dir);
