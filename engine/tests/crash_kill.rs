@@ -17,6 +17,7 @@ use bytes::Bytes;
 use engine::io::{GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
 use engine::log::{Log, LogConfig};
 use engine::record::{BatchView, RecordBatchBuilder};
+use engine::sim::XorShift64;
 
 const CHILD_ENV: &str = "RINGRAFT_CRASH_CHILD_DIR";
 const EPOCH_ENV: &str = "RINGRAFT_CRASH_CHILD_EPOCH";
@@ -47,17 +48,6 @@ fn expected_batch(base: i64, epoch: i32) -> Bytes {
     builder.build().freeze()
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// The child's body: runs only when re-executed by `kill_and_recover_many_times`.
 #[test]
 fn crash_child() {
@@ -70,15 +60,15 @@ fn crash_child() {
 }
 
 fn run_child(dir: &Path, epoch: i32, seed: u64) {
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift64(seed | 1);
     let log = Log::open(dir, config()).unwrap();
     let mut next_offset = log.end_offset();
     let writer = GroupCommitWriter::start(log, WriterConfig::default()).unwrap();
     let mut out = std::io::stdout().lock();
     let mut seq = 0;
     // Sometimes start like a follower that was told to drop a divergent suffix.
-    if next_offset > 0 && rng.next().is_multiple_of(3) {
-        let to = next_offset - (rng.next() % 50) as i64;
+    if next_offset > 0 && rng.next_u64().is_multiple_of(3) {
+        let to = next_offset - (rng.next_u64() % 50) as i64;
         let to = to.max(0);
         writeln!(out, "truncate {to}").unwrap();
         out.flush().unwrap();
@@ -89,7 +79,7 @@ fn run_child(dir: &Path, epoch: i32, seed: u64) {
     let mut in_flight = 0;
     loop {
         while in_flight < 32 {
-            let batches: Vec<Bytes> = (0..rng.next() % 4 + 1)
+            let batches: Vec<Bytes> = (0..rng.next_u64() % 4 + 1)
                 .map(|_| {
                     let batch = expected_batch(next_offset, epoch);
                     next_offset += next_offset % 5 + 1;
@@ -184,7 +174,7 @@ fn kill_and_recover_many_times() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = XorShift64(0x9E37_79B9_7F4A_7C15);
     let mut floor = 0;
     let mut iterations = 0;
     let mut total_reports = 0;
@@ -196,14 +186,14 @@ fn kill_and_recover_many_times() {
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, dir.path())
             .env(EPOCH_ENV, (iteration + 1).to_string())
-            .env(SEED_ENV, rng.next().to_string())
+            .env(SEED_ENV, rng.next_u64().to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || read_reports(stdout, floor));
-        std::thread::sleep(Duration::from_millis(100 + rng.next() % 400));
+        std::thread::sleep(Duration::from_millis(100 + rng.next_u64() % 400));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let reported = reader.join().unwrap();

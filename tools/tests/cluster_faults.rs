@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::raft::{ErrorCode, Request, Response, VoteRequest};
+use engine::sim::XorShift64;
 use net::client::BlockingClient;
 use support::*;
 
@@ -112,18 +113,6 @@ fn vote_request(cluster_id: &str) -> Request {
     })
 }
 
-/// Deterministic pseudo-random bytes (xorshift), so a failure can be replayed.
-fn noise(len: usize, mut state: u64) -> Vec<u8> {
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 #[test]
 fn bad_input_and_a_connection_flood_leave_the_node_committing() {
     let (mut cluster, leader) = Cluster::started(3);
@@ -133,7 +122,9 @@ fn bad_input_and_a_connection_flood_leave_the_node_committing() {
     let truncated = send_frame(addr, &[0, 18, 0, 3, 0, 0]);
     assert!(closed_by_peer(truncated), "truncated header: no close");
     for seed in 1..=5u64 {
-        let random = send_frame(addr, &noise(64, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+        // Deterministic noise, so a failure can be replayed.
+        let noise = XorShift64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)).bytes(64);
+        let random = send_frame(addr, &noise);
         assert!(
             closed_by_peer(random),
             "random bytes (seed {seed}): no close"

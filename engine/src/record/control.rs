@@ -134,6 +134,31 @@ pub enum ControlRecord {
     },
 }
 
+/// `to_batch` and `from_batch` of a control message type: one record of `$control_type`, its
+/// value the message's `encode`, in a control batch of its own.
+macro_rules! control_batch_codec {
+    ($message:ident, $control_type:expr) => {
+        impl $message {
+            /// A control batch holding this one record.
+            pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
+                control_batch(
+                    $control_type,
+                    &self.encode(),
+                    base_offset,
+                    epoch,
+                    timestamp_ms,
+                )
+            }
+
+            /// Decodes a control batch holding exactly one record of this type.
+            pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
+                let value = single_control_value(batch, $control_type)?;
+                Self::decode(&value)
+            }
+        }
+    };
+}
+
 impl LeaderChange {
     pub fn encode(&self) -> BytesMut {
         let mut out =
@@ -170,24 +195,9 @@ impl LeaderChange {
             granting_voters,
         })
     }
-
-    /// A control batch holding this one record.
-    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
-        control_batch(
-            ControlRecordType::LEADER_CHANGE,
-            &self.encode(),
-            base_offset,
-            epoch,
-            timestamp_ms,
-        )
-    }
-
-    /// Decodes a control batch holding exactly one LeaderChange record.
-    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
-        let value = single_control_value(batch, ControlRecordType::LEADER_CHANGE)?;
-        Self::decode(&value)
-    }
 }
+
+control_batch_codec!(LeaderChange, ControlRecordType::LEADER_CHANGE);
 
 impl QuorumReassignment {
     pub fn encode(&self) -> BytesMut {
@@ -242,24 +252,9 @@ impl QuorumReassignment {
             target_directories,
         })
     }
-
-    /// A control batch holding this one record.
-    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
-        control_batch(
-            ControlRecordType::QUORUM_REASSIGNMENT,
-            &self.encode(),
-            base_offset,
-            epoch,
-            timestamp_ms,
-        )
-    }
-
-    /// Decodes a control batch holding exactly one QuorumReassignment record.
-    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
-        let value = single_control_value(batch, ControlRecordType::QUORUM_REASSIGNMENT)?;
-        Self::decode(&value)
-    }
 }
+
+control_batch_codec!(QuorumReassignment, ControlRecordType::QUORUM_REASSIGNMENT);
 
 impl ProducerIdBlock {
     /// The first id past the block.
@@ -297,24 +292,9 @@ impl ProducerIdBlock {
             count,
         })
     }
-
-    /// A control batch holding this one record.
-    pub fn to_batch(&self, base_offset: i64, epoch: i32, timestamp_ms: i64) -> BytesMut {
-        control_batch(
-            ControlRecordType::PRODUCER_ID_BLOCK,
-            &self.encode(),
-            base_offset,
-            epoch,
-            timestamp_ms,
-        )
-    }
-
-    /// Decodes a control batch holding exactly one ProducerIdBlock record.
-    pub fn from_batch(batch: &BatchView) -> Result<Self, RecordError> {
-        let value = single_control_value(batch, ControlRecordType::PRODUCER_ID_BLOCK)?;
-        Self::decode(&value)
-    }
 }
+
+control_batch_codec!(ProducerIdBlock, ControlRecordType::PRODUCER_ID_BLOCK);
 
 impl ControlRecord {
     /// Decodes every record of a control batch, in order.

@@ -17,6 +17,7 @@ pub mod liar;
 mod rng;
 mod script;
 mod trace;
+mod xorshift;
 
 pub use cluster::Simulation;
 pub use disruption::{
@@ -26,6 +27,7 @@ pub use invariants::Invariant;
 pub use liar::{ByteDraw, Draw, Lie, TargetView, LIAR_ID};
 pub use rng::SimRng;
 pub use script::run_script;
+pub use xorshift::XorShift64;
 
 /// What one simulation runs.
 #[derive(Clone, Debug)]

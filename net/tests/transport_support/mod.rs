@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use engine::sim::XorShift64;
 use net::transport::{CloseReason, Config, ConnId, Event, EventLoop, Features, Stats, TlsPeerInfo};
 use net::wire::frame::size_prefix;
 use rustls::ServerConfig;
@@ -89,15 +90,8 @@ pub fn frame_chain(body: Bytes) -> Vec<Bytes> {
 
 /// A body of `len` bytes whose content depends on `seed` and the position.
 pub fn pattern(len: usize, seed: u64) -> Bytes {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect::<Vec<u8>>()
+    XorShift64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+        .bytes(len)
         .into()
 }
 
