@@ -23,16 +23,71 @@ pub use net::client::resolve;
 pub use process::{read_stderr, ProcessGuard};
 
 /// `count` ports on 127.0.0.1 free at the time of asking (all held together so they differ).
+///
+/// They are drawn below the kernel's ephemeral range (`ip_local_port_range`), from a start
+/// that differs per process and then in turn: a port the kernel picked for `bind(:0)` could be
+/// handed out again, between our check and the node's bind, as the source port of some
+/// outgoing connection (a load generator's, say), and the node would fail to start with
+/// "Address already in use". Below that range only another explicit bind can take it. When the
+/// range leaves no room below it, the kernel's own pick is used.
 pub fn free_ports(count: usize) -> Result<Vec<u16>, String> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())
+    let (low, _) = ephemeral_range();
+    let mut ports = Vec::with_capacity(count);
+    let mut held = Vec::with_capacity(count);
+    let mut tries = 0;
+    while ports.len() < count {
+        let port = match next_fixed_port(low) {
+            Some(port) if tries < 64 * count + 64 => port,
+            _ => 0,
+        };
+        tries += 1;
+        match TcpListener::bind(("127.0.0.1", port)) {
+            Ok(listener) => {
+                let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+                if !ports.contains(&port) {
+                    ports.push(port);
+                    held.push(listener);
+                }
+            }
+            Err(_) if port != 0 => {} // taken: the next one
+            Err(e) => return Err(format!("no free port on 127.0.0.1: {e}")),
+        }
+    }
+    Ok(ports)
+}
+
+/// Ports from here up to the ephemeral range are ours to draw.
+const FIXED_PORTS_FROM: u16 = 10_000;
+
+/// The kernel's range of source ports for outgoing connections (Linux's default when unread).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut parts = text.split_whitespace().map(str::parse::<u16>);
+            Some((parts.next()?.ok()?, parts.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// The next port in this process's turn through `[FIXED_PORTS_FROM, low)`, starting at an offset
+/// drawn from the process id and the clock; None when there is no room below `low`.
+fn next_fixed_port(low: u16) -> Option<u16> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(u64::MAX);
+    let span = u64::from(low.checked_sub(FIXED_PORTS_FROM)?);
+    if span < 1_024 {
+        return None;
+    }
+    let start = || {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        (u64::from(std::process::id()) * 7_919 + u64::from(nanos)) % span
+    };
+    let _ = NEXT.compare_exchange(u64::MAX, start(), Ordering::Relaxed, Ordering::Relaxed);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Some(FIXED_PORTS_FROM + (n % span) as u16)
 }
 
 /// The leader among `servers` (`host:port,...`; the first whose DescribeQuorum answer is its
@@ -93,6 +148,31 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 8, "{ports:?}");
+    }
+
+    /// The ports come from below the ephemeral range, so no outgoing connection's source port
+    /// can take one before a node binds it; one held elsewhere is passed over.
+    #[test]
+    fn free_ports_lie_below_the_ephemeral_range_and_skip_taken_ones() {
+        let (low, high) = ephemeral_range();
+        assert!(low <= high);
+        let taken = TcpListener::bind(("127.0.0.1", next_fixed_port(low).unwrap() + 1)).ok();
+        let ports = free_ports(16).unwrap();
+        assert_eq!(ports.len(), 16);
+        for port in &ports {
+            assert!(
+                (FIXED_PORTS_FROM..low).contains(port),
+                "{port} of {ports:?}"
+            );
+            assert!(
+                TcpListener::bind(("127.0.0.1", *port)).is_ok(),
+                "{port} is free"
+            );
+        }
+        if let Some(taken) = taken {
+            let port = taken.local_addr().unwrap().port();
+            assert!(!ports.contains(&port), "{port} was held");
+        }
     }
 
     #[test]
