@@ -187,9 +187,7 @@ impl WireReader {
     }
 
     fn utf8(&mut self, field: &'static str, len: usize) -> Result<String, WireError> {
-        let at = self.pos;
-        let bytes = self.take(field, len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| WireError::BadUtf8 { field, at })
+        self.wire_str(field, len).map(|s| s.as_str().to_owned())
     }
 
     /// A length-prefixed value: the length `read_len` reads (None: null), then that many bytes
@@ -688,6 +686,21 @@ mod tests {
         assert!(matches!(
             r.nullable_string("s"),
             Err(WireError::NegativeLength { .. })
+        ));
+        // Bytes that are not UTF-8: the same error, at the string's first byte, whether the
+        // string is copied out or kept as a slice of the frame.
+        let bad: &'static [u8] = &[0xaa, 0, 2, 0xc3, 0x28];
+        let mut r = WireReader::new(Bytes::from_static(bad));
+        r.i8("pad").unwrap();
+        assert!(matches!(
+            r.string("s"),
+            Err(WireError::BadUtf8 { field: "s", at: 3 })
+        ));
+        let mut r = WireReader::new(Bytes::from_static(bad));
+        r.i8("pad").unwrap();
+        assert!(matches!(
+            r.wire_str_at_most(false, "s", 8),
+            Err(WireError::BadUtf8 { field: "s", at: 3 })
         ));
         let mut r = WireReader::new(Bytes::from_static(&[2]));
         assert!(matches!(
