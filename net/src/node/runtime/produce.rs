@@ -195,11 +195,12 @@ impl Node {
         mut r: WireReader,
         error: ErrorCode,
     ) {
-        let mut partitions: Vec<ProduceSlot> = Vec::new();
+        let mut partitions = self.slot_vecs.pop().unwrap_or_default();
         let read = visit_produce_partitions(&mut r, header.api_version, |topic, p| {
             partitions.push((topic.clone(), p.index, Some((error, -1))))
         });
         if read.is_err() {
+            self.keep_slots(partitions);
             return self.close(conn, "bad Produce body");
         }
         let seq = self.reserve_response(conn);
@@ -213,6 +214,7 @@ impl Node {
             self.core.log_start_offset(),
             &hint,
         );
+        self.keep_slots(partitions);
         self.deliver(conn, seq, frame);
     }
 
