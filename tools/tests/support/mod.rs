@@ -185,6 +185,35 @@ impl Cluster {
         })
     }
 
+    /// What each node says of the quorum (its DescribeQuorum, or why none) and the end of its
+    /// stderr: what a test prints when the cluster stopped making progress.
+    pub fn quorum_report(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let described = self
+                    .0
+                    .client(self.addr(n.id), Duration::from_secs(1))
+                    .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()))
+                    .map_or_else(
+                        |e| e,
+                        |d| {
+                            let voters: Vec<_> = d
+                                .current_voters
+                                .iter()
+                                .map(|v| (v.replica_id, v.log_end_offset))
+                                .collect();
+                            format!(
+                                "{:?}, leader {} epoch {}, high watermark {}, voters at {voters:?}",
+                                d.error, d.leader_id, d.leader_epoch, d.high_watermark
+                            )
+                        },
+                    );
+                format!("node {}: {described}\n{}\n", n.id, self.stderr_tail(n.id))
+            })
+            .collect()
+    }
+
     /// [`Cluster::wait_for_leader`], and then until every voter has fetched the leader's epoch
     /// start (its log end when found): a voter that has not heard of the new leader yet may
     /// still start an election that deposes it, and a test whose first produce must be
