@@ -376,7 +376,7 @@ fn start_script_on(
         .arg(prefix)
         .stdout(std::process::Stdio::piped())
         .envs(env.iter().copied())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(script_stderr(cluster, prefix)).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -394,6 +394,11 @@ fn start_script_on(
         }
     });
     (ProcessGuard { child }, rx)
+}
+
+/// Where the script run for `prefix` writes its stderr (a client's traceback, when it fails).
+fn script_stderr(cluster: &Cluster, prefix: &str) -> std::path::PathBuf {
+    cluster.root.path().join(format!("script-{prefix}.stderr"))
 }
 
 /// Collects events until `stop` says so or the script is done; bounded by `limit`.
@@ -523,12 +528,17 @@ fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str,
     assert!(
         run.done,
         "the script did not finish: {} acknowledged (last {:?}), {} consumed, {} failed; \
-         node {leader} was killed\n{}",
+         node {leader} was killed\n{}the script's stderr:\n{}",
         run.acked.len(),
         run.acked.last(),
         run.consumed.len(),
         run.failed.len(),
-        cluster.quorum_report()
+        cluster.quorum_report(),
+        testkit::tail(
+            &std::fs::read_to_string(script_stderr(&cluster, prefix)).unwrap_or_default(),
+            30,
+            false
+        )
     );
     assert_exactly_once(&run, count, prefix, false, &mut cluster);
     let producers = producer_ids_in(&cluster.nodes[0].dir);
