@@ -20,7 +20,7 @@ pub use cluster::{
     Settings, Stderr,
 };
 pub use net::client::resolve;
-pub use process::{read_stderr, ProcessGuard};
+pub use process::{kill_with_parent, read_stderr, ProcessGuard};
 
 /// `count` ports on 127.0.0.1 free at the time of asking (all held together so they differ).
 ///

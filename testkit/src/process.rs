@@ -61,7 +61,7 @@ pub fn read_stderr(guard: &mut ProcessGuard) -> String {
 
 /// The child gets SIGKILL when the thread that spawns it ends, even when this process is
 /// SIGKILLed.
-pub(crate) fn kill_with_parent(command: &mut Command) {
+pub fn kill_with_parent(command: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {

@@ -367,18 +367,20 @@ fn start_script_on(
     use std::io::BufRead;
     let servers: Vec<String> = ids.iter().map(|&id| cluster.addr(id).to_string()).collect();
     let path = workspace().join("tools/tests/clients").join(script);
-    let mut child = Command::new("timeout")
-        .arg("150")
-        .arg(venv_python())
+    // The guard kills the script itself (not a `timeout` wrapper, whose SIGKILL would leave it
+    // running: a stalled kafka-python once spun a vCPU for 25 minutes after its test ended),
+    // and so does this thread's end.
+    let mut command = Command::new(venv_python());
+    command
         .arg(path)
         .arg(servers.join(","))
         .arg(count.to_string())
         .arg(prefix)
         .stdout(std::process::Stdio::piped())
         .envs(env.iter().copied())
-        .stderr(std::fs::File::create(script_stderr(cluster, prefix)).unwrap())
-        .spawn()
-        .unwrap();
+        .stderr(std::fs::File::create(script_stderr(cluster, prefix)).unwrap());
+    testkit::kill_with_parent(&mut command);
+    let mut child = command.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

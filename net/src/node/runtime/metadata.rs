@@ -63,9 +63,11 @@ impl Node {
     fn metadata(&self, conn: ConnId, request: &MetadataRequest) -> MetadataResponse {
         let allowed = self.access(conn, METADATA).is_ok();
         let topic_ops = request.include_topic_authorized_operations;
+        let brokers = self.brokers_here(conn);
+        let leader = listed_leader(self.core.leader_id(), &brokers);
         let ours = || {
             if allowed {
-                self.metadata_topic(conn, topic_ops)
+                self.metadata_topic(conn, leader, topic_ops)
             } else {
                 refused_topic(ErrorCode::TOPIC_AUTHORIZATION_FAILED, METADATA_TOPIC)
             }
@@ -90,9 +92,9 @@ impl Node {
         MetadataResponse {
             throttle_time_ms: 0,
             // Listed even when the topic is refused, as Kafka does.
-            brokers: self.brokers_here(conn),
+            brokers,
             cluster_id: Some(self.config.cluster_id.clone()),
-            controller_id: self.core.leader_id().unwrap_or(-1),
+            controller_id: leader.unwrap_or(-1),
             topics,
             cluster_authorized_operations: if request.include_cluster_authorized_operations {
                 self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS)
@@ -102,9 +104,14 @@ impl Node {
         }
     }
 
-    /// `__cluster_metadata` with its one partition as this node sees it.
-    fn metadata_topic(&self, conn: ConnId, include_operations: bool) -> MetadataTopic {
-        let leader = self.core.leader_id();
+    /// `__cluster_metadata` with its one partition as this node sees it, `leader` being the
+    /// leader as [`listed_leader`] names it.
+    fn metadata_topic(
+        &self,
+        conn: ConnId,
+        leader: Option<NodeId>,
+        include_operations: bool,
+    ) -> MetadataTopic {
         let epoch = self.core.epoch();
         let voters = self.core.voters().to_vec();
         let view = self.core.replica_view();
@@ -120,7 +127,8 @@ impl Node {
             topic_id: [0; 16],
             is_internal: false,
             partitions: vec![MetadataPartition {
-                // During an election there is no leader to send to.
+                // During an election, or while the leader's endpoint is unknown here, there is
+                // no leader to send to: the client asks again.
                 error: if leader.is_some() {
                     ErrorCode::NONE
                 } else {
@@ -166,6 +174,8 @@ impl Node {
             return response;
         }
         response.brokers = self.brokers_here(conn);
+        response.controller_id =
+            listed_leader(self.core.leader_id(), &response.brokers).unwrap_or(-1);
         if request.include_cluster_authorized_operations {
             response.cluster_authorized_operations =
                 self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS);
@@ -204,6 +214,15 @@ impl Node {
     }
 }
 
+/// The leader a Metadata answer may name: the core's, when the same answer lists its endpoint.
+/// A node that knows who leads before it has learned where (just restarted, or before the
+/// leader's broker list reached it) answers LEADER_NOT_AVAILABLE instead, as Kafka never names
+/// a leader its brokers do not include: kafka-python 3.0's producer, given such a leader, fails
+/// every send loop with UnknownBrokerIdError and never recovers (docs/clients.md).
+fn listed_leader(leader: Option<NodeId>, brokers: &[ClusterBroker]) -> Option<NodeId> {
+    leader.filter(|id| brokers.iter().any(|b| b.node_id == *id))
+}
+
 /// A topic answered with an error and nothing else.
 fn refused_topic(error: ErrorCode, name: &str) -> MetadataTopic {
     MetadataTopic {
@@ -213,5 +232,33 @@ fn refused_topic(error: ErrorCode, name: &str) -> MetadataTopic {
         is_internal: false,
         partitions: Vec::new(),
         topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker(node_id: i32) -> ClusterBroker {
+        ClusterBroker {
+            node_id,
+            host: "127.0.0.1".into(),
+            port: 9092 + node_id,
+            rack: None,
+        }
+    }
+
+    /// The leader is named only when the same answer lists its endpoint.
+    #[test]
+    fn a_leader_is_named_only_with_its_endpoint() {
+        let brokers = [broker(1), broker(3)];
+        assert_eq!(listed_leader(Some(3), &brokers), Some(3));
+        assert_eq!(
+            listed_leader(Some(2), &brokers),
+            None,
+            "endpoint not known here"
+        );
+        assert_eq!(listed_leader(None, &brokers), None);
+        assert_eq!(listed_leader(Some(1), &[]), None);
     }
 }
