@@ -185,30 +185,33 @@ impl Cluster {
         })
     }
 
+    /// Node `id`'s DescribeQuorum answer, asked with a 1 s bound.
+    fn describe(&self, id: i32) -> Result<engine::raft::DescribeQuorumResponse, String> {
+        self.0
+            .client(self.addr(id), Duration::from_secs(1))
+            .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()))
+    }
+
     /// What each node says of the quorum (its DescribeQuorum, or why none) and the end of its
     /// stderr: what a test prints when the cluster stopped making progress.
     pub fn quorum_report(&self) -> String {
         self.nodes
             .iter()
             .map(|n| {
-                let described = self
-                    .0
-                    .client(self.addr(n.id), Duration::from_secs(1))
-                    .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()))
-                    .map_or_else(
-                        |e| e,
-                        |d| {
-                            let voters: Vec<_> = d
-                                .current_voters
-                                .iter()
-                                .map(|v| (v.replica_id, v.log_end_offset))
-                                .collect();
-                            format!(
-                                "{:?}, leader {} epoch {}, high watermark {}, voters at {voters:?}",
-                                d.error, d.leader_id, d.leader_epoch, d.high_watermark
-                            )
-                        },
-                    );
+                let described = self.describe(n.id).map_or_else(
+                    |e| e,
+                    |d| {
+                        let voters: Vec<_> = d
+                            .current_voters
+                            .iter()
+                            .map(|v| (v.replica_id, v.log_end_offset))
+                            .collect();
+                        format!(
+                            "{:?}, leader {} epoch {}, high watermark {}, voters at {voters:?}",
+                            d.error, d.leader_id, d.leader_epoch, d.high_watermark
+                        )
+                    },
+                );
                 format!("node {}: {described}\n{}\n", n.id, self.stderr_tail(n.id))
             })
             .collect()
@@ -223,17 +226,13 @@ impl Cluster {
         let mut last_error = String::new();
         for _ in 0..3 {
             let leader = self.wait_for_leader(exclude);
-            let end = self
-                .0
-                .client(self.addr(leader), Duration::from_secs(1))
-                .and_then(|mut client| client.describe_quorum().map_err(|e| e.to_string()))
-                .and_then(|d| {
-                    d.current_voters
-                        .iter()
-                        .find(|v| v.replica_id == leader)
-                        .map(|v| v.log_end_offset)
-                        .ok_or_else(|| format!("node {leader} no longer lists itself"))
-                });
+            let end = self.describe(leader).and_then(|d| {
+                d.current_voters
+                    .iter()
+                    .find(|v| v.replica_id == leader)
+                    .map(|v| v.log_end_offset)
+                    .ok_or_else(|| format!("node {leader} no longer lists itself"))
+            });
             match end.and_then(|end| self.0.wait_for_voters_at(leader, end, WAIT)) {
                 Ok(()) => return leader,
                 Err(e) => last_error = format!("leader {leader}: {e}"),
