@@ -6,11 +6,12 @@
 //! leader serves them; the others answer NOT_LEADER_OR_FOLLOWER with the leader they know, which
 //! a Kafka client follows after refreshing its Metadata. InitProducerId is in producer_ids.rs.
 
+use super::metadata::listed_leader;
 use super::*;
 use crate::wire::kafka::{
-    EpochEndOffset, EpochEndOffsetResponse, FetchPartitionData, FetchRequest, FetchResponse,
-    FetchableTopic, LeaderIdAndEpoch, ListOffsetsPartitionResponse, ListOffsetsRequest,
-    ListOffsetsResponse, ListOffsetsTopicResponse, OffsetForLeaderEpochRequest,
+    ClusterBroker, EpochEndOffset, EpochEndOffsetResponse, FetchPartitionData, FetchRequest,
+    FetchResponse, FetchableTopic, LeaderIdAndEpoch, ListOffsetsPartitionResponse,
+    ListOffsetsRequest, ListOffsetsResponse, ListOffsetsTopicResponse, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult, EARLIEST_TIMESTAMP, FETCH,
     LATEST_TIMESTAMP, LIST_OFFSETS, MAX_TIMESTAMP, OFFSET_FOR_LEADER_EPOCH,
 };
@@ -200,7 +201,8 @@ impl Node {
             .flat_map(|(_, partitions)| partitions.iter_mut())
             .find(|p| p.is_none())
             .expect("a pending fetch has its partition of ours unanswered");
-        *slot = Some(fetch_answer(result));
+        let conn = pending.conn;
+        *slot = Some(fetch_answer(result, || self.brokers_here(conn)));
         pending.outstanding -= 1;
         assert_eq!(pending.outstanding, 0, "one partition of ours per fetch");
         self.counters.consumer_fetches += 1;
@@ -486,9 +488,21 @@ impl Node {
 
 /// One partition of a Fetch response from the core's answer: committed batches as the log's
 /// own bytes, the last stable offset = the high watermark (no transactions), no aborted
-/// transactions, and on a refusal the leader the node knows (v12's CurrentLeader).
-fn fetch_answer(result: ClientFetchResult) -> FetchPartitionData {
-    let refused = !result.error.is_none() && result.error != ErrorCode::OFFSET_OUT_OF_RANGE;
+/// transactions, and on a refusal the leader the node knows (v12's CurrentLeader) when it is
+/// among the `brokers` the node lists on the request's listener; else -1 (unknown).
+/// kafka-python 3.0 takes a hinted leader as the partition's at once, and a leader id its
+/// brokers lack raises UnknownBrokerIdError out of the consumer's poll (docs/clients.md), as
+/// with Metadata. `brokers` is called on a refusal only: it builds a list.
+fn fetch_answer(
+    result: ClientFetchResult,
+    brokers: impl FnOnce() -> Vec<ClusterBroker>,
+) -> FetchPartitionData {
+    let refused = is_refusal(&result);
+    let hinted = if refused {
+        listed_leader(Some(result.leader_id), &brokers())
+    } else {
+        None
+    };
     FetchPartitionData {
         index: METADATA_PARTITION,
         error: result.error,
@@ -502,12 +516,24 @@ fn fetch_answer(result: ClientFetchResult) -> FetchPartitionData {
             epoch: d.epoch,
             end_offset: d.offset,
         }),
-        current_leader: refused.then_some(LeaderIdAndEpoch {
-            leader_id: result.leader_id,
-            leader_epoch: result.leader_epoch,
+        current_leader: refused.then_some(match hinted {
+            Some(leader_id) => LeaderIdAndEpoch {
+                leader_id,
+                leader_epoch: result.leader_epoch,
+            },
+            None => LeaderIdAndEpoch {
+                leader_id: -1,
+                leader_epoch: -1,
+            },
         }),
         snapshot_id: None,
     }
+}
+
+/// An error that sends the consumer elsewhere (not the leader, a fenced epoch), which Fetch v12
+/// answers with the current leader; an offset out of range is the consumer's to reset.
+fn is_refusal(result: &ClientFetchResult) -> bool {
+    !result.error.is_none() && result.error != ErrorCode::OFFSET_OUT_OF_RANGE
 }
 
 /// A Fetch answered without reading: every partition with `error` when the refusal is the
@@ -542,5 +568,53 @@ fn fetch_refusal(request: &FetchRequest, error: ErrorCode, per_partition: bool) 
         } else {
             Vec::new()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(error: ErrorCode) -> ClientFetchResult {
+        ClientFetchResult {
+            error,
+            high_watermark: 10,
+            log_start_offset: 0,
+            leader_id: 2,
+            leader_epoch: 7,
+            diverging_epoch: None,
+            batches: Vec::new(),
+        }
+    }
+
+    fn brokers(ids: &[i32]) -> Vec<ClusterBroker> {
+        ids.iter()
+            .map(|&node_id| ClusterBroker {
+                node_id,
+                host: "127.0.0.1".into(),
+                port: 9092 + node_id,
+                rack: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_refusal_names_the_leader_only_when_it_is_listed() {
+        let hint = |error, listed: &[i32]| {
+            let leader = fetch_answer(result(error), || brokers(listed)).current_leader;
+            leader.map(|l| (l.leader_id, l.leader_epoch))
+        };
+        for refusal in [
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            ErrorCode::FENCED_LEADER_EPOCH,
+        ] {
+            assert_eq!(hint(refusal, &[1, 2, 3]), Some((2, 7)));
+            // Knows who leads, not where (just restarted): no leader named.
+            assert_eq!(hint(refusal, &[1]), Some((-1, -1)));
+        }
+        for error in [ErrorCode::NONE, ErrorCode::OFFSET_OUT_OF_RANGE] {
+            let answer = fetch_answer(result(error), || panic!("no list for an answer"));
+            assert_eq!(answer.current_leader, None);
+        }
     }
 }

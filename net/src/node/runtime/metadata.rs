@@ -214,12 +214,13 @@ impl Node {
     }
 }
 
-/// The leader a Metadata answer may name: the core's, when the same answer lists its endpoint.
+/// The leader a Metadata answer (or a Fetch refusal's hint) may name: the core's, when the same
+/// answer lists its endpoint.
 /// A node that knows who leads before it has learned where (just restarted, or before the
 /// leader's broker list reached it) answers LEADER_NOT_AVAILABLE instead, as Kafka never names
 /// a leader its brokers do not include: kafka-python 3.0's producer, given such a leader, fails
 /// every send loop with UnknownBrokerIdError and never recovers (docs/clients.md).
-fn listed_leader(leader: Option<NodeId>, brokers: &[ClusterBroker]) -> Option<NodeId> {
+pub(super) fn listed_leader(leader: Option<NodeId>, brokers: &[ClusterBroker]) -> Option<NodeId> {
     leader.filter(|id| brokers.iter().any(|b| b.node_id == *id))
 }
 

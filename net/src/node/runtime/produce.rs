@@ -313,36 +313,38 @@ impl Node {
 
     /// Who leads as this node knows it, and where the leader listens on `conn`'s listener:
     /// Produce v10's answer to NOT_LEADER_OR_FOLLOWER (KIP-951), so a client can go there
-    /// without a Metadata round trip.
+    /// without a Metadata round trip. A leader whose endpoint this node does not know yet is
+    /// not named, as in Metadata: a client cannot go to it, and may not recover from trying.
     fn leader_hint(&self, conn: ConnId) -> LeaderHint {
         let Some(leader_id) = self.core.leader_id() else {
             return LeaderHint::default();
         };
-        let endpoint = self
+        let leader = self
             .brokers_here(conn)
             .into_iter()
             .find(|broker| broker.node_id == leader_id)
-            .map(|broker| NodeEndpoint {
-                node_id: broker.node_id,
-                host: broker.host,
-                port: broker.port,
-                rack: broker.rack,
+            .map(|broker| {
+                let named = LeaderIdAndEpoch {
+                    leader_id,
+                    leader_epoch: self.core.epoch(),
+                };
+                let endpoint = NodeEndpoint {
+                    node_id: broker.node_id,
+                    host: broker.host,
+                    port: broker.port,
+                    rack: broker.rack,
+                };
+                (named, endpoint)
             });
-        LeaderHint {
-            leader: Some(LeaderIdAndEpoch {
-                leader_id,
-                leader_epoch: self.core.epoch(),
-            }),
-            endpoint,
-        }
+        LeaderHint { leader }
     }
 }
 
-/// What a Produce v10 answer carries on NOT_LEADER_OR_FOLLOWER (none known: nothing).
+/// What a Produce v10 answer carries on NOT_LEADER_OR_FOLLOWER: the leader with its endpoint,
+/// or nothing (none known, or not where).
 #[derive(Default)]
 pub(super) struct LeaderHint {
-    leader: Option<LeaderIdAndEpoch>,
-    endpoint: Option<NodeEndpoint>,
+    leader: Option<(LeaderIdAndEpoch, NodeEndpoint)>,
 }
 
 /// A Produce request's partitions in request order (read on from its head), each with its
@@ -415,6 +417,8 @@ pub(super) fn produce_response_frame(
             error_message: None,
             current_leader: hint
                 .leader
+                .as_ref()
+                .map(|(named, _)| *named)
                 .filter(|_| error == ErrorCode::NOT_LEADER_OR_FOLLOWER),
         }
     };
@@ -422,8 +426,8 @@ pub(super) fn produce_response_frame(
         && partitions.iter().any(|(_, _, outcome)| {
             matches!(outcome, Some((error, _)) if *error == ErrorCode::NOT_LEADER_OR_FOLLOWER)
         });
-    let endpoints = match &hint.endpoint {
-        Some(endpoint) if redirected => std::slice::from_ref(endpoint),
+    let endpoints = match &hint.leader {
+        Some((_, endpoint)) if redirected => std::slice::from_ref(endpoint),
         _ => &[],
     };
     let flexible = PRODUCE_SPEC.response_header_flexible(version);
@@ -453,17 +457,18 @@ mod tests {
     /// only with them; no partition has a log append time, and an error has no log start.
     #[test]
     fn a_redirected_answer_names_the_leader_on_those_partitions_only() {
+        let named = LeaderIdAndEpoch {
+            leader_id: 2,
+            leader_epoch: 7,
+        };
+        let endpoint = NodeEndpoint {
+            node_id: 2,
+            host: "node-2".into(),
+            port: 9092,
+            rack: None,
+        };
         let hint = LeaderHint {
-            leader: Some(LeaderIdAndEpoch {
-                leader_id: 2,
-                leader_epoch: 7,
-            }),
-            endpoint: Some(NodeEndpoint {
-                node_id: 2,
-                host: "node-2".into(),
-                port: 9092,
-                rack: None,
-            }),
+            leader: Some((named, endpoint.clone())),
         };
         let answer = |slots: &[ProduceSlot]| {
             let mut frames = FrameArena::default();
@@ -482,13 +487,10 @@ mod tests {
         assert_eq!((ok.current_leader, ok.log_start_offset), (None, 3));
         assert_eq!(
             (moved.current_leader, moved.log_start_offset),
-            (hint.leader, -1)
+            (Some(named), -1)
         );
         assert_eq!((ok.log_append_time_ms, moved.log_append_time_ms), (-1, -1));
-        assert_eq!(
-            redirected.node_endpoints,
-            vec![hint.endpoint.clone().unwrap()]
-        );
+        assert_eq!(redirected.node_endpoints, vec![endpoint]);
 
         let committed = answer(&[("m".into(), 0, Some((ErrorCode::NONE, 5)))]);
         assert_eq!(committed.topics[0].partitions[0].current_leader, None);
