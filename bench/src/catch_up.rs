@@ -55,6 +55,7 @@ pub fn prefill(
         leader,
         connections: PREFILL_CONNECTIONS,
         inflight: 1,
+        load_threads: PREFILL_CONNECTIONS,
         rate: None,
         record_bytes,
         batch_records: PREFILL_BATCH_RECORDS,

@@ -43,9 +43,13 @@ pub struct ClusterArgs {
     /// The `ringraft` binary (default: next to this executable).
     #[arg(long)]
     pub(crate) ringraft_bin: Option<PathBuf>,
-    /// Connections to the leader, one load thread each.
+    /// Connections to the leader.
     #[arg(long, default_value_t = 16)]
     pub(crate) connections: usize,
+    /// Threads that drive the connections, each waiting on its share of the sockets at once
+    /// (connection i on thread i mod N); default: one per connection.
+    #[arg(long)]
+    pub(crate) load_threads: Option<usize>,
     /// Produce requests in flight per connection (pipelined; answers matched by correlation id).
     #[arg(long, default_value_t = 1)]
     pub(crate) inflight: usize,
@@ -170,6 +174,8 @@ struct Report {
     batch_records: usize,
     connections: usize,
     inflight_per_connection: usize,
+    /// Threads that drove the connections.
+    load_threads: usize,
     /// "closed loop" or "open loop".
     load_mode: &'static str,
     /// Open loop's target, records/s across all connections; null in closed loop.
@@ -409,6 +415,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         leader,
         connections: args.connections,
         inflight: args.inflight,
+        load_threads: args.load_threads.unwrap_or(args.connections),
         rate: args.rate,
         record_bytes: args.record_bytes,
         batch_records: args.batch_records,
@@ -569,6 +576,14 @@ pub(crate) fn validate(args: &ClusterArgs) -> Result<(), String> {
             "--connections, --inflight, --batch-records and --nodes must be at least 1".into(),
         );
     }
+    if let Some(threads) = args.load_threads {
+        if !(1..=args.connections).contains(&threads) {
+            return Err(format!(
+                "--load-threads {threads}: from 1 to --connections ({})",
+                args.connections
+            ));
+        }
+    }
     if let Some(rate) = args.rate {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(format!("--rate {rate}: records/s must be positive"));
@@ -642,6 +657,7 @@ impl Report {
             batch_records: args.batch_records,
             connections: args.connections,
             inflight_per_connection: args.inflight,
+            load_threads: args.load_threads.unwrap_or(args.connections),
             load_mode: if args.rate.is_some() {
                 "open loop"
             } else {
@@ -780,11 +796,12 @@ fn render_svg(r: &Report, load: &LoadReport) -> String {
             r.replication_factor
         ),
         format!(
-            "{} B records x {} per batch, {} connections x {} in flight, {}",
+            "{} B records x {} per batch, {} connections x {} in flight on {} load threads, {}",
             r.record_bytes,
             r.batch_records,
             r.connections,
             r.inflight_per_connection,
+            r.load_threads,
             mode_text(r)
         ),
         format!("pinning: {}", pinning_text(r)),
@@ -869,11 +886,12 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         )?;
     }
     outln!(
-        "  load: {} B records, {} per batch, {} connections, {} in flight each, {}",
+        "  load: {} B records, {} per batch, {} connections, {} in flight each, {} load threads, {}",
         r.record_bytes,
         r.batch_records,
         r.connections,
         r.inflight_per_connection,
+        r.load_threads,
         mode_text(r)
     )?;
     outln!(

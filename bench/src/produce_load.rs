@@ -1,5 +1,7 @@
-//! Produce load against one leader: C threads, each with one blocking connection and up to D
-//! requests pipelined on it. Closed loop (the default): a new request goes out as soon as one
+//! Produce load against one leader: C connections with up to D requests pipelined on each,
+//! driven by T load threads (connection i by thread i mod T; one thread waits on all of its
+//! sockets at once with ppoll, so a few threads can carry many connections without taking the
+//! nodes' CPUs from them). Closed loop (the default): a new request goes out as soon as one
 //! is answered. Open loop (`rate`): each connection sends its share of the rate at scheduled
 //! times, and latency counts from the intended send time, so a stall that fills the window is
 //! charged to every request it delays (open_loop.rs). Latency ends at the response (with
@@ -13,7 +15,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use engine::record::RecordBatchBuilder;
 use hdrhistogram::Histogram;
-use net::client::BlockingClient;
+use std::os::fd::AsRawFd;
+
+use net::client::{ppoll_readable, BlockingClient};
 use net::wire::kafka::ProduceResponse;
 use serde::Serialize;
 
@@ -39,6 +43,8 @@ pub struct LoadConfig {
     pub acks: i16,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Threads that drive the connections (1 ..= connections).
+    pub load_threads: usize,
     /// Load thread i runs on `bench_cpus[i % len]`; empty: unpinned.
     pub bench_cpus: Vec<usize>,
     /// Connect over TLS (a cluster whose client listener is SSL).
@@ -164,9 +170,19 @@ struct ThreadPlan {
     leader: SocketAddr,
     acks: i16,
     depth: usize,
-    schedule: Schedule,
+    /// Its connections: each one's index among all and its send schedule.
+    lanes: Vec<(usize, Schedule)>,
     cpu: Option<usize>,
     tls: Option<testkit::ClientTls>,
+}
+
+/// One connection of a load thread: its client, in-flight window and send schedule.
+struct Lane {
+    /// Among all the load's connections, for errors.
+    index: usize,
+    client: BlockingClient,
+    window: Window,
+    schedule: Schedule,
 }
 
 /// Runs the load: connects every connection, then warm-up, then the measured window, calling
@@ -179,11 +195,12 @@ pub fn run(
     mut on_interval: impl FnMut(&Interval),
 ) -> Result<LoadReport, String> {
     assert!(config.connections > 0 && config.batch_records > 0 && config.inflight > 0);
+    assert!((1..=config.connections).contains(&config.load_threads));
     let batch = build_batch(config.record_bytes, config.batch_records);
     let stop = Arc::new(AtomicBool::new(false));
-    let all_connected = Arc::new(Barrier::new(config.connections + 1));
+    let all_connected = Arc::new(Barrier::new(config.load_threads + 1));
     let start = Arc::new(OnceLock::new());
-    let workers: Vec<Arc<Worker>> = (0..config.connections)
+    let workers: Vec<Arc<Worker>> = (0..config.load_threads)
         .map(|_| {
             Arc::new(Worker {
                 share: Mutex::new(WorkerShare {
@@ -213,7 +230,7 @@ pub fn run(
                     stop: &stop,
                     start,
                 };
-                let result = connected.and_then(|client| produce_loop(&thread, client));
+                let result = connected.and_then(|lanes| produce_loop(&thread, lanes));
                 if let Err(error) = result {
                     *worker.error.lock().unwrap() = Some(error);
                 }
@@ -232,11 +249,11 @@ pub fn run(
 }
 
 fn plan_thread(config: &LoadConfig, index: usize) -> ThreadPlan {
-    let schedule = match config.rate {
+    let schedule = |connection: usize| match config.rate {
         Some(records_per_sec) => Schedule::share_of_rate(
             records_per_sec / config.batch_records as f64,
             config.connections,
-            index,
+            connection,
         ),
         None => Schedule::closed(),
     };
@@ -245,22 +262,38 @@ fn plan_thread(config: &LoadConfig, index: usize) -> ThreadPlan {
         leader: config.leader,
         acks: config.acks,
         depth: config.inflight,
-        schedule,
+        lanes: (index..config.connections)
+            .step_by(config.load_threads)
+            .map(|connection| (connection, schedule(connection)))
+            .collect(),
         cpu: (!config.bench_cpus.is_empty())
             .then(|| config.bench_cpus[index % config.bench_cpus.len()]),
         tls: config.tls.clone(),
     }
 }
 
-fn connect(plan: &ThreadPlan) -> Result<BlockingClient, String> {
+fn connect(plan: &ThreadPlan) -> Result<Vec<Lane>, String> {
     if let Some(cpu) = plan.cpu {
         proc_sample::pin_current_thread(cpu)
             .map_err(|e| format!("pinning load thread {}: {e}", plan.index))?;
     }
-    match &plan.tls {
-        Some(tls) => tls.connect(plan.leader, CONNECT_TIMEOUT),
-        None => BlockingClient::connect(plan.leader, CONNECT_TIMEOUT).map_err(|e| e.to_string()),
+    let mut lanes = Vec::with_capacity(plan.lanes.len());
+    for (index, schedule) in &plan.lanes {
+        let client = match &plan.tls {
+            Some(tls) => tls.connect(plan.leader, CONNECT_TIMEOUT),
+            None => {
+                BlockingClient::connect(plan.leader, CONNECT_TIMEOUT).map_err(|e| e.to_string())
+            }
+        }
+        .map_err(|e| format!("connection {index}: {e}"))?;
+        lanes.push(Lane {
+            index: *index,
+            client,
+            window: Window::new(plan.depth),
+            schedule: schedule.clone(),
+        });
     }
+    Ok(lanes)
 }
 
 fn measure(
@@ -409,81 +442,138 @@ struct ProducerThread<'a> {
     start: Instant,
 }
 
-fn produce_loop(thread: &ProducerThread, mut client: BlockingClient) -> Result<(), String> {
+fn produce_loop(thread: &ProducerThread, mut lanes: Vec<Lane>) -> Result<(), String> {
     if thread.plan.acks == 0 {
-        return produce_without_answers(thread, client);
+        return produce_without_answers(thread, &mut lanes);
     }
-    let ProducerThread {
-        plan,
-        batch,
-        worker,
-        stop,
-        start,
-    } = *thread;
-    let mut schedule = plan.schedule.clone();
-    let mut window = Window::new(plan.depth);
-    while !stop.load(Ordering::Relaxed) {
-        let now = nanos_since(start);
-        if window.has_room() {
-            if let Some(intended) = schedule.due(now) {
-                let correlation_id = client
-                    .send_produce(PRODUCE_VERSION, plan.acks, batch.clone())
-                    .map_err(|e| e.to_string())?;
-                window.sent(correlation_id, intended, now);
-                schedule.advance();
-                continue;
+    let mut polls: Vec<(libc::pollfd, usize)> = Vec::with_capacity(lanes.len());
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(lanes.len());
+    while !thread.stop.load(Ordering::Relaxed) {
+        let mut wait = STOP_CHECK;
+        for lane in &mut lanes {
+            if let Some(next_due) = send_due(thread, lane)? {
+                let now = nanos_since(thread.start);
+                wait = wait.min(Duration::from_nanos(next_due.saturating_sub(now)));
             }
         }
-        // Nothing to send now: wait for an answer, or until the next request is due.
-        let wait = match schedule.next_due() {
-            Some(due) if window.has_room() => Duration::from_nanos(due.saturating_sub(now)),
-            _ => STOP_CHECK,
+        // Answers already read with an earlier one are taken before waiting on any socket.
+        let mut answered = false;
+        for lane in &mut lanes {
+            while lane.client.holds_frame() {
+                answer(thread, lane)?;
+                answered = true;
+            }
         }
-        .min(STOP_CHECK);
-        if window.is_empty() {
-            std::thread::sleep(wait);
+        if answered {
             continue;
         }
-        // A full window can only wait for an answer: read at once (the node answers within the
-        // socket's read timeout or the run fails), saving a ppoll per answer.
-        if window.has_room() && !client.wait_readable(wait).map_err(|e| e.to_string())? {
+        polls.clear();
+        polls.extend(
+            lanes
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| !l.window.is_empty())
+                .map(|(at, lane)| {
+                    let fd = libc::pollfd {
+                        fd: lane.client.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    (fd, at)
+                }),
+        );
+        match polls.as_slice() {
+            [] => {
+                std::thread::sleep(wait);
+                continue;
+            }
+            // A thread's only connection with a full window can only wait for its answer: read
+            // at once (the node answers within the socket's read timeout or the run fails),
+            // saving a ppoll per answer.
+            [(_, at)] if lanes.len() == 1 && !lanes[*at].window.has_room() => {
+                answer(thread, &mut lanes[*at])?;
+                continue;
+            }
+            _ => {}
+        }
+        fds.clear();
+        fds.extend(polls.iter().map(|(fd, _)| *fd));
+        if !ppoll_readable(&mut fds, wait)
+            .map_err(|e| format!("{}: ppoll: {e}", thread.plan.leader))?
+        {
             continue;
         }
-        let (correlation_id, response) = client
-            .recv_produce(PRODUCE_VERSION)
-            .map_err(|e| e.to_string())?;
-        let answered = window
-            .answered(correlation_id, nanos_since(start))
-            .map_err(|e| format!("{}: answer to unknown correlation id {}", plan.leader, e.0))?;
-        check_accepted(plan.leader, &response)?;
-        worker.record(answered.latency_ns, answered.service_ns);
+        for (fd, (_, at)) in fds.iter().zip(&polls) {
+            if fd.revents != 0 {
+                answer(thread, &mut lanes[*at])?;
+            }
+        }
     }
+    Ok(())
+}
+
+/// Sends every request of `lane` that is due while its window has room; returns when its next
+/// one falls due if it has room then (open loop), None otherwise.
+fn send_due(thread: &ProducerThread, lane: &mut Lane) -> Result<Option<u64>, String> {
+    while lane.window.has_room() {
+        let now = nanos_since(thread.start);
+        let Some(intended) = lane.schedule.due(now) else {
+            return Ok(lane.schedule.next_due());
+        };
+        let correlation_id = lane
+            .client
+            .send_produce(PRODUCE_VERSION, thread.plan.acks, thread.batch.clone())
+            .map_err(|e| format!("connection {}: {e}", lane.index))?;
+        lane.window.sent(correlation_id, intended, now);
+        lane.schedule.advance();
+    }
+    Ok(None)
+}
+
+/// Reads one answer on `lane` (from the bytes held or the socket) and records it.
+fn answer(thread: &ProducerThread, lane: &mut Lane) -> Result<(), String> {
+    let leader = thread.plan.leader;
+    let (correlation_id, response) = lane
+        .client
+        .recv_produce(PRODUCE_VERSION)
+        .map_err(|e| format!("connection {}: {e}", lane.index))?;
+    let answered = lane
+        .window
+        .answered(correlation_id, nanos_since(thread.start))
+        .map_err(|e| format!("{leader}: answer to unknown correlation id {}", e.0))?;
+    check_accepted(leader, &response)?;
+    thread
+        .worker
+        .record(answered.latency_ns, answered.service_ns);
     Ok(())
 }
 
 /// acks=0: nothing is answered, so every send counts and its latency is the send itself (from
 /// its intended time in open loop).
-fn produce_without_answers(
-    thread: &ProducerThread,
-    mut client: BlockingClient,
-) -> Result<(), String> {
-    let mut schedule = thread.plan.schedule.clone();
+fn produce_without_answers(thread: &ProducerThread, lanes: &mut [Lane]) -> Result<(), String> {
     let (batch, worker, stop, start) = (thread.batch, thread.worker, thread.stop, thread.start);
     while !stop.load(Ordering::Relaxed) {
-        let now = nanos_since(start);
-        match schedule.due(now) {
-            Some(intended) => {
-                client
-                    .send_produce(PRODUCE_VERSION, 0, batch.clone())
-                    .map_err(|e| e.to_string())?;
-                let done = nanos_since(start);
-                schedule.advance();
-                worker.record(done - intended, done - now);
+        let mut wait = STOP_CHECK;
+        for lane in lanes.iter_mut() {
+            let now = nanos_since(start);
+            match lane.schedule.due(now) {
+                Some(intended) => {
+                    lane.client
+                        .send_produce(PRODUCE_VERSION, 0, batch.clone())
+                        .map_err(|e| format!("connection {}: {e}", lane.index))?;
+                    let done = nanos_since(start);
+                    lane.schedule.advance();
+                    worker.record(done - intended, done - now);
+                    wait = Duration::ZERO;
+                }
+                None => {
+                    let due = lane.schedule.next_due().expect("open loop when not due");
+                    wait = wait.min(Duration::from_nanos(due - now));
+                }
             }
-            None => {
-                let due = schedule.next_due().expect("open loop when not due");
-                std::thread::sleep(Duration::from_nanos(due - now).min(STOP_CHECK));
-            }
+        }
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
         }
     }
     Ok(())

@@ -279,22 +279,34 @@ fn default_benchmark_runs_a_three_node_cluster_and_cleans_up() {
 fn pipelined_requests_and_the_svg_charts() {
     let out = tempfile::tempdir().unwrap();
     let svg = out.path().join("charts.svg");
+    // 3 connections on 2 load threads: one thread waits on two sockets at once.
     let (stdout, report) = run_bench(&no_warmup_run(
         "2",
-        "2",
-        &["--inflight", "4", "--svg", svg.to_str().unwrap()],
+        "3",
+        &[
+            "--inflight",
+            "4",
+            "--load-threads",
+            "2",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
     ));
     assert_complete(&report, &stdout);
-    assert_eq!(report["connections"], 2);
+    assert_eq!(report["connections"], 3);
     assert_eq!(report["inflight_per_connection"], 4);
-    assert!(stdout.contains("4 in flight each"), "{stdout}");
+    assert_eq!(report["load_threads"], 2);
+    assert!(
+        stdout.contains("4 in flight each, 2 load threads"),
+        "{stdout}"
+    );
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
     assert!(svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("Commit latency by percentile"));
     assert!(svg.contains("Throughput per interval"));
     assert!(
-        svg.contains("2 connections x 4 in flight"),
+        svg.contains("3 connections x 4 in flight"),
         "the title states the settings"
     );
     assert_eq!(svg.matches("<polyline").count(), 2, "one curve per chart");
@@ -317,6 +329,9 @@ fn open_loop_delivers_about_the_rate_asked_for() {
         "8",
         "--rate",
         "2000",
+        // Both connections of a thread keep their own schedule.
+        "--load-threads",
+        "2",
     ]);
     assert_complete(&report, &stdout);
     assert_eq!(report["load_mode"], "open loop");

@@ -216,6 +216,42 @@ pub struct BlockingClient {
     server_versions: Option<Vec<ApiVersionRange>>,
 }
 
+impl AsRawFd for BlockingClient {
+    /// The TCP socket's descriptor (under TLS too), for waiting on many clients at once; bytes
+    /// read through it directly would be lost to the client.
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.stream.tcp().as_raw_fd()
+    }
+}
+
+/// Waits up to `timeout` for any of `fds` to become readable (POLLIN, or an error or hang-up
+/// the next read reports); true when one did, false on timeout or a signal. ppoll, not poll:
+/// the load generator waits for sub-millisecond send times.
+pub fn ppoll_readable(fds: &mut [libc::pollfd], timeout: Duration) -> std::io::Result<bool> {
+    let wait = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid slice of pollfds, its length given with it; a valid timespec;
+    // no sigmask.
+    let ready = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &wait,
+            std::ptr::null(),
+        )
+    };
+    if ready < 0 {
+        let error = std::io::Error::last_os_error();
+        if error.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(error);
+    }
+    Ok(ready > 0)
+}
+
 impl BlockingClient {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
         let io = |source| ClientError::Io { addr, source };
@@ -379,40 +415,32 @@ impl BlockingClient {
         Ok(())
     }
 
+    /// True when a whole response frame is already held: reading it takes no socket read.
+    pub fn holds_frame(&self) -> bool {
+        let held = &self.received[self.consumed..];
+        if held.len() < 4 {
+            return false;
+        }
+        let size = i32::from_be_bytes(held[..4].try_into().expect("4 bytes")).max(0);
+        held.len() >= 4 + size as usize
+    }
+
     /// True when a response can be read without blocking long: a whole frame is already held,
     /// or the socket becomes readable within `timeout` (then the rest of a frame may still be
     /// on its way).
     pub fn wait_readable(&mut self, timeout: Duration) -> Result<bool, ClientError> {
-        let held = &self.received[self.consumed..];
-        if held.len() >= 4 {
-            let size = i32::from_be_bytes(held[..4].try_into().expect("4 bytes")).max(0);
-            if held.len() >= 4 + size as usize {
-                return Ok(true);
-            }
+        if self.holds_frame() {
+            return Ok(true);
         }
-        let mut poll = libc::pollfd {
-            fd: self.stream.tcp().as_raw_fd(),
+        let mut poll = [libc::pollfd {
+            fd: self.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        };
-        // ppoll, not poll: the load generator waits for sub-millisecond send times.
-        let wait = libc::timespec {
-            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: timeout.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: one valid pollfd for a socket this client owns; a valid timespec; no sigmask.
-        let ready = unsafe { libc::ppoll(&mut poll, 1, &wait, std::ptr::null()) };
-        if ready < 0 {
-            let source = std::io::Error::last_os_error();
-            if source.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(ClientError::Io {
-                addr: self.addr,
-                source,
-            });
-        }
-        Ok(ready > 0)
+        }];
+        ppoll_readable(&mut poll, timeout).map_err(|source| ClientError::Io {
+            addr: self.addr,
+            source,
+        })
     }
 
     pub fn api_versions(&mut self, version: i16) -> Result<ApiVersionsResponse, ClientError> {
