@@ -7,8 +7,8 @@
 //! (`authenticate`) before them on a SASL listener.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -216,6 +216,54 @@ pub struct BlockingClient {
     server_versions: Option<Vec<ApiVersionRange>>,
 }
 
+/// A TCP connection to `addr` from the local address `local` (bound before connecting): a
+/// test reaches a node from several addresses of this machine's loopback (any 127.x.y.z on
+/// Linux), as from several hosts. IPv4 only; blocks until connected.
+pub fn tcp_connect_from(local: Ipv4Addr, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let SocketAddr::V4(remote) = addr else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr}: IPv4 only"),
+        ));
+    };
+    let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let check = |result: libc::c_int| match result {
+        0.. => Ok(result),
+        _ => Err(std::io::Error::last_os_error()),
+    };
+    // SAFETY: a new socket, owned by the TcpStream at once (closed on every error below); the
+    // addresses are valid sockaddr_in values of the length given.
+    unsafe {
+        let fd = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+        ))?;
+        let stream = TcpStream::from_raw_fd(fd);
+        let here = sockaddr(local, 0);
+        check(libc::bind(
+            fd,
+            (&here as *const libc::sockaddr_in).cast(),
+            len,
+        ))?;
+        let there = sockaddr(*remote.ip(), remote.port());
+        check(libc::connect(
+            fd,
+            (&there as *const libc::sockaddr_in).cast(),
+            len,
+        ))?;
+        Ok(stream)
+    }
+}
+
 impl AsRawFd for BlockingClient {
     /// The TCP socket's descriptor (under TLS too), for waiting on many clients at once; bytes
     /// read through it directly would be lost to the client.
@@ -254,8 +302,24 @@ pub fn ppoll_readable(fds: &mut [libc::pollfd], timeout: Duration) -> std::io::R
 
 impl BlockingClient {
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|source| ClientError::Io { addr, source })?;
+        Self::over(stream, addr, timeout)
+    }
+
+    /// A connection from the local address `local` ([`tcp_connect_from`]).
+    pub fn connect_from(
+        local: Ipv4Addr,
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let stream =
+            tcp_connect_from(local, addr).map_err(|source| ClientError::Io { addr, source })?;
+        Self::over(stream, addr, timeout)
+    }
+
+    fn over(stream: TcpStream, addr: SocketAddr, timeout: Duration) -> Result<Self, ClientError> {
         let io = |source| ClientError::Io { addr, source };
-        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
         stream.set_read_timeout(Some(timeout)).map_err(io)?;
         stream.set_write_timeout(Some(timeout)).map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;

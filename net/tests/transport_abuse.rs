@@ -285,6 +285,72 @@ fn each_listener_counts_only_its_own_connections() {
     assert_eq!(ring.stats().refused, 2);
 }
 
+/// A listener keeps at most its per-address limit open from one peer address, an override's
+/// own for the addresses it names (0: none), while other addresses are still served; a
+/// connection closed makes room for one more from its address.
+#[test]
+fn connections_beyond_an_address_limit_are_refused_and_other_addresses_served() {
+    use net::transport::{Event, EventLoop, PerIpLimit};
+    use std::net::Ipv4Addr;
+    use transport_support::{loopback, poll_until, std_client_from};
+    let (one, two, blocked) = (
+        Ipv4Addr::new(127, 0, 0, 1),
+        Ipv4Addr::new(127, 0, 0, 2),
+        Ipv4Addr::new(127, 0, 0, 3),
+    );
+    let mut ring = EventLoop::new(Config::default()).unwrap();
+    let listener = ring.listen(loopback()).unwrap();
+    ring.set_listener_per_ip_limit(
+        listener,
+        PerIpLimit {
+            default: 2,
+            overrides: vec![(two.into(), 3), (blocked.into(), 0)],
+        },
+    )
+    .unwrap();
+    let addr = ring.local_addr(listener).unwrap();
+    let mut events = Vec::new();
+    let accepted = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Accepted { .. }))
+            .count()
+    };
+    let mut from_one: Vec<TcpStream> = (0..3).map(|_| std_client_from(one, addr)).collect();
+    let mut from_two: Vec<TcpStream> = (0..4).map(|_| std_client_from(two, addr)).collect();
+    let mut from_blocked = std_client_from(blocked, addr);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let poll_for = |ring: &mut EventLoop, events: &mut Vec<Event>, accepts, refusals| {
+        while accepted(events) < accepts || ring.stats().refused_per_ip < refusals {
+            assert!(std::time::Instant::now() < deadline, "{events:?}");
+            ring.poll(Some(Duration::from_millis(100)), events).unwrap();
+        }
+    };
+    poll_for(&mut ring, &mut events, 5, 3);
+    assert!(closed_by_peer(&mut from_one[2]), "the third from {one}");
+    assert!(closed_by_peer(&mut from_two[3]), "the fourth from {two}");
+    assert!(closed_by_peer(&mut from_blocked), "any from {blocked}");
+    assert_eq!(ring.stats().refused_per_ip, 3);
+    assert_eq!(ring.stats().refused, 0, "not the listener's own limit");
+    let peers = |events: &[Event], ip: Ipv4Addr| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Accepted { peer, .. } if peer.ip() == ip))
+            .count()
+    };
+    assert_eq!((peers(&events, one), peers(&events, two)), (2, 3));
+    // One from `one` closes: room for one more from it, and only one.
+    drop(from_one.swap_remove(0));
+    poll_until(&mut ring, &mut events, |e| {
+        e.iter().any(|e| matches!(e, Event::Closed { .. }))
+    });
+    let mut late = [std_client_from(one, addr), std_client_from(one, addr)];
+    poll_for(&mut ring, &mut events, 6, 4);
+    assert!(closed_by_peer(&mut late[1]), "the third again");
+    assert_eq!(ring.stats().refused_per_ip, 4);
+    assert_eq!(peers(&events, one), 3);
+}
+
 /// The receive budget counts apart too: a client listener whose connections hold nearly all of
 /// `max_buffered_bytes` in half-sent frames closes its own connection that crosses it, while an
 /// outbound connection of the same loop (a voter's fetch answer, on a follower) still receives

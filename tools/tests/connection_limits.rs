@@ -101,3 +101,55 @@ fn clients_that_fill_a_listener_do_not_shut_the_voters_out() {
             .unwrap_or_else(|e| panic!("client {i} after the restart: {e}"));
     }
 }
+
+/// `max.connections.per.ip` and its overrides reach every listener of a running node: from
+/// 127.0.0.2 (override 2) a third connection is refused, from 127.0.0.3 (override 0) any, while
+/// 127.0.0.1 (default 16, the voters' own address on this single listener) is still served and
+/// the cluster still commits; a connection closed makes room for one more.
+#[test]
+fn a_node_keeps_at_most_its_per_address_limit_from_one_address() {
+    use std::net::Ipv4Addr;
+    let per_ip = [
+        "max.connections.per.ip=16",
+        "max.connections.per.ip.overrides=127.0.0.2:2,127.0.0.3:0",
+    ];
+    let mut cluster = Cluster::new(3);
+    for id in 1..=3 {
+        cluster.start(id, &per_ip);
+    }
+    let leader = cluster.wait_for_leader(None);
+    let addr = cluster.addr(leader);
+    let served_from = |ip: Ipv4Addr| {
+        let mut client =
+            BlockingClient::connect_from(ip, addr, TIMEOUT).map_err(|e| e.to_string())?;
+        client.api_versions(3).map_err(|e| e.to_string())?;
+        Ok::<_, String>(client)
+    };
+    let two = Ipv4Addr::new(127, 0, 0, 2);
+    let mut kept: Vec<BlockingClient> = (0..2)
+        .map(|i| served_from(two).unwrap_or_else(|e| panic!("client {i} from {two}: {e}")))
+        .collect();
+    assert!(served_from(two).is_err(), "a third from {two} is refused");
+    let blocked = Ipv4Addr::new(127, 0, 0, 3);
+    assert!(served_from(blocked).is_err(), "none from {blocked}");
+    // The voters' address keeps its own room: a client from it commits a write.
+    let mut local = served_client(addr).expect("a client from 127.0.0.1");
+    produce_one(&mut local, "per-ip").expect("an acks=-1 write commits");
+    // One from 127.0.0.2 closes: one more may come, not two.
+    drop(kept.pop());
+    let deadline = Instant::now() + TIMEOUT;
+    let again = loop {
+        match served_from(two) {
+            Ok(client) => break client,
+            Err(e) => assert!(Instant::now() < deadline, "no room after a close: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(served_from(two).is_err(), "still two at most");
+    kept.push(again);
+    for (i, client) in kept.iter_mut().enumerate() {
+        client
+            .api_versions(3)
+            .unwrap_or_else(|e| panic!("client {i} from {two}: {e}"));
+    }
+}

@@ -39,7 +39,7 @@ mod slab;
 mod socket;
 mod tls;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -170,6 +170,37 @@ impl Default for Config {
     }
 }
 
+/// How many connections one listener keeps open at once from one IP address (Kafka's
+/// `max.connections.per.ip` and `max.connections.per.ip.overrides`, counted per listener as
+/// `max_connections` is): one more from that address is closed as soon as it is accepted.
+/// IPv4-mapped IPv6 addresses count as their IPv4 address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerIpLimit {
+    /// For every address without an override.
+    pub default: usize,
+    /// Addresses with their own limit (0: none of theirs is kept).
+    pub overrides: Vec<(IpAddr, usize)>,
+}
+
+impl PerIpLimit {
+    /// No limit per address (the listener's `max_connections` still holds).
+    pub fn unlimited() -> Self {
+        Self {
+            default: usize::MAX,
+            overrides: Vec::new(),
+        }
+    }
+
+    /// The limit for connections from `ip`.
+    pub fn for_ip(&self, ip: IpAddr) -> usize {
+        let ip = ip.to_canonical();
+        self.overrides
+            .iter()
+            .find(|(address, _)| address.to_canonical() == ip)
+            .map_or(self.default, |(_, limit)| *limit)
+    }
+}
+
 /// Which io_uring features the loop ended up with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Features {
@@ -188,6 +219,9 @@ pub struct Stats {
     /// Accepted connections closed at once because their listener had its `max_connections`
     /// open.
     pub refused: u64,
+    /// Accepted connections closed at once because their listener had as many open from the
+    /// same address as its `PerIpLimit` allows (not counted in `refused`).
+    pub refused_per_ip: u64,
     pub frames_received: u64,
     pub bytes_received: u64,
     pub bytes_sent: u64,
@@ -198,4 +232,35 @@ pub struct Stats {
     /// Encryption buffers allocated for TLS sendmsgs; a sendmsg reuses a finished one's when
     /// one is free.
     pub tls_buffers_allocated: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_gets_its_override_else_the_default_mapped_or_not() {
+        let limit = PerIpLimit {
+            default: 5,
+            overrides: vec![
+                ("10.0.0.1".parse().unwrap(), 0),
+                ("::ffff:10.0.0.2".parse().unwrap(), 7),
+                ("fd00::1".parse().unwrap(), 2),
+            ],
+        };
+        let of = |ip: &str| limit.for_ip(ip.parse().unwrap());
+        assert_eq!(of("10.0.0.1"), 0);
+        assert_eq!(
+            of("::ffff:10.0.0.1"),
+            0,
+            "an IPv4-mapped peer is its IPv4 address"
+        );
+        assert_eq!(of("10.0.0.2"), 7, "and so is an override written mapped");
+        assert_eq!(of("fd00::1"), 2);
+        assert_eq!(of("10.0.0.3"), 5);
+        assert_eq!(
+            PerIpLimit::unlimited().for_ip("10.0.0.1".parse().unwrap()),
+            usize::MAX
+        );
+    }
 }

@@ -300,3 +300,11 @@ pub fn settle(ring: &mut EventLoop, events: &mut Vec<Event>) {
             .expect("poll");
     }
 }
+
+/// A blocking client to `addr` from the loopback address `local`.
+pub fn std_client_from(local: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    let stream = net::client::tcp_connect_from(local, addr).expect("connect");
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream.set_write_timeout(Some(PATIENCE)).unwrap();
+    stream
+}

@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::{bad, host_port, is_wildcard, list_entries, parse_host_port, ConfigError, Props};
 use crate::security::principal::SslPrincipalMapper;
 use crate::security::tls::{ClientAuth, TlsSettings, TlsVersion};
+use crate::transport::PerIpLimit;
 
 /// Kafka's security protocols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +82,9 @@ pub struct Listener {
     /// `max.connections`: connections it keeps open at once, counted apart from every other
     /// listener's.
     pub max_connections: usize,
+    /// `max.connections.per.ip` and `max.connections.per.ip.overrides`: connections it keeps
+    /// open at once from one address, counted apart from every other listener's.
+    pub per_ip_limit: PerIpLimit,
 }
 
 /// Every listener and which one the voters use for each other.
@@ -124,6 +129,8 @@ pub(super) const PER_LISTENER_KEYS: &[&str] = &[
     "ssl.cipher.suites",
     "sasl.enabled.mechanisms",
     "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
 ];
 
 /// The SASL mechanisms a node can serve.
@@ -375,6 +382,7 @@ pub(super) fn parse(props: &Props<'_>) -> Result<Listeners, ConfigError> {
         let (key, value) = setting(props, &name, "max.connections");
         let max_connections = super::parse_positive(value.trim())
             .map_err(|reason| bad(&key, &value, reason))? as usize;
+        let per_ip_limit = per_ip_limit(props, &name)?;
         all.push(Listener {
             name,
             protocol,
@@ -384,11 +392,53 @@ pub(super) fn parse(props: &Props<'_>) -> Result<Listeners, ConfigError> {
             ssl,
             sasl_mechanisms,
             max_connections,
+            per_ip_limit,
         });
     }
     let listeners = Listeners { all, controller };
     check_controller(&listeners)?;
     Ok(listeners)
+}
+
+/// `max.connections.per.ip` (Kafka's default: 2^31 - 1) and its overrides, `ADDRESS:N,...`
+/// with IP addresses (IPv6 in brackets or not); the default may be 0 only when overrides
+/// name the addresses that may connect, as in Kafka.
+fn per_ip_limit(props: &Props<'_>, listener: &str) -> Result<PerIpLimit, ConfigError> {
+    let (overrides_key, overrides_value) =
+        setting(props, listener, "max.connections.per.ip.overrides");
+    let overrides = list_entries(&overrides_value)
+        .map(parse_ip_limit)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|reason| bad(&overrides_key, &overrides_value, reason))?;
+    let (key, value) = setting(props, listener, "max.connections.per.ip");
+    let default = super::parse_u64(&value).map_err(|reason| bad(&key, &value, reason))?;
+    if default == 0 && overrides.is_empty() {
+        return Err(bad(
+            &key,
+            &value,
+            "0 refuses every connection: allowed only with max.connections.per.ip.overrides".into(),
+        ));
+    }
+    Ok(PerIpLimit {
+        default: usize::try_from(default).unwrap_or(usize::MAX),
+        overrides,
+    })
+}
+
+/// One `ADDRESS:N` of `max.connections.per.ip.overrides`.
+fn parse_ip_limit(entry: &str) -> Result<(IpAddr, usize), String> {
+    let (address, limit) = entry
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{entry}: not ADDRESS:N"))?;
+    let address = address.trim_start_matches('[').trim_end_matches(']');
+    let ip: IpAddr = address.parse().map_err(|_| {
+        format!("{entry}: {address} is not an IP address (host names are not resolved here)")
+    })?;
+    let limit = super::parse_u64(limit).map_err(|reason| format!("{entry}: {reason}"))?;
+    Ok((
+        ip.to_canonical(),
+        usize::try_from(limit).unwrap_or(usize::MAX),
+    ))
 }
 
 fn controller_index(props: &Props<'_>, names: &[String]) -> Result<usize, ConfigError> {

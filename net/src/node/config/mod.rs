@@ -336,6 +336,16 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "connections each listener keeps open at once; one more is closed as soon as it is accepted. Each listener counts only its own (per listener, unlike Kafka's broker-wide limit), so clients that fill a client listener cannot shut the voters out of the controller listener; listener.name.NAME.max.connections sets one listener's",
     ),
     (
+        "max.connections.per.ip",
+        Some("2147483647"),
+        "connections each listener keeps open at once from one IP address; one more from it is closed as soon as it is accepted. Counted per listener, as max.connections (Kafka counts broker-wide); on a single listener the voters' own connections count too. 0 only with overrides; listener.name.NAME.max.connections.per.ip sets one listener's",
+    ),
+    (
+        "max.connections.per.ip.overrides",
+        Some(""),
+        "ADDRESS:N,...: the limit of max.connections.per.ip for those IP addresses (0: none of theirs is kept); IP addresses only, IPv6 with or without brackets (Kafka also takes host names)",
+    ),
+    (
         "raft.cpu",
         Some(""),
         "pin the raft thread (sockets, Raft core) to this CPU",
@@ -852,6 +862,61 @@ mod tests {
             &changed(one, "max.connections", Some("-1")),
             "max.connections",
         );
+    }
+
+    /// `max.connections.per.ip`: Kafka's default, set for all or one listener, with overrides
+    /// by IP address; 0 only with overrides; an entry that is not ADDRESS:N is refused.
+    #[test]
+    fn max_connections_per_ip_and_its_overrides() {
+        use crate::transport::PerIpLimit;
+        let limit = |map: &BTreeMap<String, String>| {
+            let config = NodeConfig::from_map(map).unwrap();
+            config.listeners.all[0].per_ip_limit.clone()
+        };
+        assert_eq!(
+            limit(&base()),
+            PerIpLimit {
+                default: 2_147_483_647,
+                overrides: Vec::new()
+            }
+        );
+        let set = changed(base(), "max.connections.per.ip", Some("3"));
+        let set = changed(
+            set,
+            "max.connections.per.ip.overrides",
+            Some("10.0.0.1:0, [fd00::1]:5,::ffff:10.0.0.2:9"),
+        );
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(
+            limit(&set),
+            PerIpLimit {
+                default: 3,
+                overrides: vec![(ip("10.0.0.1"), 0), (ip("fd00::1"), 5), (ip("10.0.0.2"), 9)]
+            }
+        );
+        let name = config_listener_name(&set);
+        let one = changed(
+            set.clone(),
+            &format!("listener.name.{name}.max.connections.per.ip"),
+            Some("0"),
+        );
+        assert_eq!(limit(&one).default, 0, "0 with overrides");
+        assert_refused(
+            &changed(base(), "max.connections.per.ip", Some("0")),
+            "max.connections.per.ip",
+        );
+        for bad in ["10.0.0.1", "broker-1:4", "10.0.0.1:-1", "10.0.0.1:x"] {
+            assert_refused(
+                &changed(set.clone(), "max.connections.per.ip.overrides", Some(bad)),
+                "max.connections.per.ip.overrides",
+            );
+        }
+    }
+
+    /// The lower-case name of the first listener of `map`.
+    fn config_listener_name(map: &BTreeMap<String, String>) -> String {
+        let config = NodeConfig::from_map(map).unwrap();
+        config.listeners.all[0].name.to_ascii_lowercase()
     }
 
     #[test]

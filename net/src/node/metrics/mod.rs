@@ -136,6 +136,7 @@ pub struct PublishedCounters {
     pub consumer_fetches: LocalCounter,
     pub accepted: LocalCounter,
     pub refused_connections: LocalCounter,
+    pub refused_connections_per_ip: LocalCounter,
     pub frames_received: LocalCounter,
     pub bytes_received: LocalCounter,
     pub bytes_sent: LocalCounter,
@@ -152,6 +153,8 @@ impl PublishedCounters {
         self.consumer_fetches.publish(node.consumer_fetches);
         self.accepted.publish(transport.accepted);
         self.refused_connections.publish(transport.refused);
+        self.refused_connections_per_ip
+            .publish(transport.refused_per_ip);
         self.frames_received.publish(transport.frames_received);
         self.bytes_received.publish(transport.bytes_received);
         self.bytes_sent.publish(transport.bytes_sent);

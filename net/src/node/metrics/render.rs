@@ -366,6 +366,12 @@ fn network(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         n.refused_connections.get(),
     )?;
     out.counter(
+        "ringraft_connections_refused_per_ip",
+        "inbound connections closed at once because as many from the same address were open as max.connections.per.ip allows",
+        None,
+        n.refused_connections_per_ip.get(),
+    )?;
+    out.counter(
         "ringraft_network_received",
         "bytes received on every socket",
         unit_bytes(),

@@ -306,6 +306,7 @@ impl Node {
             }
             let (id, tls) = tls::listen(&mut ring, listener, listen_addr)?;
             ring.set_listener_max_connections(id, listener.max_connections)?;
+            ring.set_listener_per_ip_limit(id, listener.per_ip_limit.clone())?;
             listener_tls.push(tls);
             let bound = ring.local_addr(id)?;
             info!(node = config.broker_id, listener = %listener.name, protocol = %listener.protocol, %bound, "listening");

@@ -6,7 +6,7 @@
 //! when a closing connection may be closed.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 
 use bytes::Bytes;
@@ -57,6 +57,8 @@ pub(super) struct Conn {
     pub(super) outbound: bool,
     /// The listener that accepted it, which counts it against its limit while it is open.
     pub(super) listener: Option<u64>,
+    /// Its peer's address as the listener counts it against its per-address limit.
+    pub(super) peer_ip: Option<IpAddr>,
     /// `Connected` was reported (outbound only).
     pub(super) connected_reported: bool,
     /// The TLS session, if the connection is TLS; dropped when the connection starts closing.
@@ -86,6 +88,7 @@ impl Conn {
             connect_timeout: None,
             outbound: false,
             listener: None,
+            peer_ip: None,
             connected_reported: false,
             tls: None,
             tls_established: false,
@@ -600,6 +603,10 @@ impl EventLoop {
         assert_eq!(conn.ops_in_flight, 0);
         if let Some(l) = conn.listener.and_then(|key| self.listeners.get_mut(key)) {
             l.open = l.open.checked_sub(1).expect("counted when accepted");
+            l.forget_peer(
+                conn.peer_ip
+                    .expect("an accepted connection has its peer's address"),
+            );
         }
         assert!(conn.sending.is_none());
         socket::close(conn.fd);

@@ -3,7 +3,8 @@
 //! while descriptors or memory run out and resuming them when a connection closes, and
 //! closing a listener once its accept is cancelled.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use super::{EventLoop, Op, IGNORED};
 use crate::transport::error::{Errno, TransportError};
 use crate::transport::socket;
 use crate::transport::tls::TlsSession;
-use crate::transport::{ConnId, Event, ListenerId};
+use crate::transport::{ConnId, Event, ListenerId, PerIpLimit};
 use crate::wire::FrameDecoder;
 
 pub(super) struct Listener {
@@ -33,9 +34,28 @@ pub(super) struct Listener {
     /// Its accepted connections not yet closed. Each listener counts its own, so clients that
     /// fill one listener never shut the voters out of another.
     pub(super) open: usize,
+    /// Connections it keeps open at once from one address.
+    per_ip_limit: PerIpLimit,
+    /// Its open connections by peer address; an address with none has no entry, so the map
+    /// holds at most `open` entries.
+    per_ip: HashMap<IpAddr, usize>,
     /// Received bytes of its connections not yet handed out as frames, against
     /// `Config::max_buffered_bytes`.
     pub(super) buffered: usize,
+}
+
+impl Listener {
+    /// One of its connections from `ip` closed.
+    pub(super) fn forget_peer(&mut self, ip: IpAddr) {
+        let open = self
+            .per_ip
+            .get_mut(&ip)
+            .expect("an open connection is counted under its address");
+        *open -= 1;
+        if *open == 0 {
+            self.per_ip.remove(&ip);
+        }
+    }
 }
 
 impl EventLoop {
@@ -56,6 +76,8 @@ impl EventLoop {
             tls: None,
             max_connections: self.config.max_connections,
             open: 0,
+            per_ip_limit: PerIpLimit::unlimited(),
+            per_ip: HashMap::new(),
             buffered: 0,
         });
         self.arm_accept(key)?;
@@ -74,6 +96,21 @@ impl EventLoop {
             .get_mut(listener.0)
             .ok_or(TransportError::UnknownListener(listener.0))?;
         l.max_connections = max_connections;
+        Ok(())
+    }
+
+    /// How many connections `listener` keeps open at once from one address (no limit until
+    /// set); lowering it closes none of those already open.
+    pub fn set_listener_per_ip_limit(
+        &mut self,
+        listener: ListenerId,
+        limit: PerIpLimit,
+    ) -> Result<(), TransportError> {
+        let l = self
+            .listeners
+            .get_mut(listener.0)
+            .ok_or(TransportError::UnknownListener(listener.0))?;
+        l.per_ip_limit = limit;
         Ok(())
     }
 
@@ -214,6 +251,15 @@ impl EventLoop {
                 return Ok(());
             }
         };
+        let ip = peer.ip().to_canonical();
+        let l = self.listeners.get_mut(listener).expect("listener present");
+        let limit = l.per_ip_limit.for_ip(ip);
+        if l.per_ip.get(&ip).copied().unwrap_or(0) >= limit {
+            socket::close(fd);
+            self.stats.refused_per_ip += 1;
+            debug!(%ip, max = limit, "connection refused: as many open from its address as allowed");
+            return Ok(());
+        }
         let tls = match &self.listeners.get(listener).expect("listener present").tls {
             Some(config) => match TlsSession::server(config.clone(), Some(ListenerId(listener))) {
                 Ok(session) => Some(Box::new(session)),
@@ -232,11 +278,11 @@ impl EventLoop {
         let is_tls = tls.is_some();
         conn.tls = tls;
         conn.listener = Some(listener);
+        conn.peer_ip = Some(ip);
         let key = self.conns.insert(conn);
-        self.listeners
-            .get_mut(listener)
-            .expect("listener present")
-            .open += 1;
+        let l = self.listeners.get_mut(listener).expect("listener present");
+        l.open += 1;
+        *l.per_ip.entry(ip).or_insert(0) += 1;
         if is_tls {
             self.start_tls_handshake_timer(key)?;
         }
