@@ -84,7 +84,11 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         session.take_output(&mut out);
         assert!(out.len() <= MAX_OUTPUT, "wants to send {} bytes", out.len());
-        assert!(session.buffered() <= MAX_HELD, "holds {}", session.buffered());
+        assert!(
+            session.buffered() <= MAX_HELD,
+            "holds {}",
+            session.buffered()
+        );
         match fed {
             Ok(fed) if !fed.peer_closed => {}
             // The loop would close the connection here.

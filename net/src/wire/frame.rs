@@ -57,6 +57,13 @@ impl FrameDecoder {
         Self::new(4, max_frame, OWN_ALLOCATION_BYTES)
     }
 
+    /// [`Self::for_responses`] copying frames from `own_allocation_from` bytes instead: the
+    /// fuzz target reaches the copy with inputs of a few hundred bytes.
+    #[doc(hidden)]
+    pub fn for_responses_copying_from(max_frame: usize, own_allocation_from: usize) -> Self {
+        Self::new(4, max_frame, own_allocation_from)
+    }
+
     fn new(min_frame: usize, max_frame: usize, own_allocation_from: usize) -> Self {
         assert!(min_frame <= max_frame);
         Self {
