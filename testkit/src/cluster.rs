@@ -477,6 +477,15 @@ impl Cluster {
         &mut self.nodes[index]
     }
 
+    /// The ids of every node but `id`, in the cluster's order: a leader's followers.
+    pub fn others(&self, id: i32) -> Vec<i32> {
+        self.nodes
+            .iter()
+            .map(|n| n.id)
+            .filter(|&n| n != id)
+            .collect()
+    }
+
     /// The address of node `id`; panics if there is none.
     pub fn addr(&self, id: i32) -> SocketAddr {
         let index = self.index(id).unwrap_or_else(|| panic!("no node {id}"));

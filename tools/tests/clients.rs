@@ -174,7 +174,7 @@ fn kcat_kafka_python_and_confluent_kafka_see_every_broker_and_the_leader_from_ev
     assert_eq!(cluster.leader_now(None), Some(leader), "the leader held");
 
     // Every version, on a follower: the fields each version carries.
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     for version in 0..=12 {
         let m = metadata(cluster.addr(follower), version).unwrap();
         assert_eq!(m.brokers.len(), 4, "v{version}: {m:?}");
@@ -234,7 +234,7 @@ fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() 
     }
     cluster.node(old).process = None; // SIGKILL
     let new = cluster.wait_for_leader(Some(old));
-    let survivors: Vec<i32> = (1..=3).filter(|id| *id != old).collect();
+    let survivors: Vec<i32> = cluster.others(old);
     for id in &survivors {
         let deadline = Instant::now() + WAIT;
         loop {
@@ -832,7 +832,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
         list_offset(&mut client, 7, -7).0,
         ErrorCode::INVALID_REQUEST
     );
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let mut to_follower = cluster.connect(follower, TIMEOUT);
     for target in [t0, MAX] {
         let (error, ..) = list_offset(&mut to_follower, 7, target);
@@ -880,7 +880,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
 
     // Above the high watermark nothing counts: with the followers paused, a record durable on
     // the leader (acks=1) is neither found by its time nor the largest, until it is committed.
-    let followers: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let followers: Vec<i32> = cluster.others(leader);
     let pids = cluster.pids();
     let paused = Resume(
         pids.iter()

@@ -58,7 +58,7 @@ fn three_voters_elect_a_leader_and_replicate_acknowledged_produces() {
         "offsets must increase"
     );
     // A follower refuses produces with NOT_LEADER_OR_FOLLOWER.
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let mut to_follower = cluster.connect(follower, TIMEOUT);
     let refused = to_follower
         .produce(9, -1, batch("to-a-follower"))
@@ -126,7 +126,7 @@ fn api_versions_and_bad_produce_batches_get_kafka_errors() {
 
     // Produce v10 to a follower: NOT_LEADER_OR_FOLLOWER with the leader, its epoch and where it
     // listens (the follower learns the endpoint from its fetches: bounded wait).
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let mut to_follower = cluster.connect(follower, TIMEOUT);
     let leader_addr = cluster.addr(leader);
     let deadline = Instant::now() + WAIT;
@@ -328,7 +328,7 @@ fn garbage_and_a_huge_frame_close_the_connection_and_the_node_keeps_committing()
 #[test]
 fn a_lagging_follower_catches_up_from_the_leaders_log_after_a_full_restart() {
     let (mut cluster, leader) = Cluster::started(3);
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let stopped = cluster.node(follower).process.take().unwrap();
     stopped.signal(libc::SIGTERM);
     drop(stopped);
@@ -395,7 +395,7 @@ fn pre_votes_move_no_epoch_and_a_newer_vote_gets_unsupported_version() {
     // voter fetching past the record means each had a fetch answered.
     cluster.wait_for_voters_at(leader, offset + 1);
     let epoch = client.describe_quorum().unwrap().leader_epoch;
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let candidate = (1..=3).find(|id| *id != leader && *id != follower).unwrap();
     let pre_vote = Request::Vote(VoteRequest {
         cluster_id: CLUSTER_ID.into(),

@@ -82,7 +82,7 @@ impl UnderLoad {
     }
 
     fn followers(&self) -> Vec<i32> {
-        (1..=3).filter(|&id| id != self.leader).collect()
+        self.cluster.others(self.leader)
     }
 
     /// Panics, naming the node and its last stderr lines, if a node process has exited.

@@ -301,7 +301,7 @@ fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::Pro
 #[test]
 fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
     let (mut cluster, leader) = Cluster::started(3);
-    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let mut handed: Vec<(i32, i64)> = Vec::new();
     for id in 1..=3 {
         handed.extend(

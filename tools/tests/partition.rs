@@ -64,7 +64,7 @@ fn partition_one_follower(overrides: &[&str]) -> Outcome {
     }
     let leader = cluster.wait_for_leader(None);
     let epoch = describe(&cluster, leader).unwrap().leader_epoch;
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let stop = Arc::new(AtomicBool::new(false));
     let client_host = cluster.lab.as_ref().unwrap().client().clone();
     // The leader first; the others only if it stops answering (without pre-vote, it does).

@@ -40,7 +40,7 @@ impl Drop for Resume {
 /// Stops (SIGSTOP) the two followers of `leader` in a 3-node cluster; they go on when the
 /// returned guard drops.
 fn pause_followers(cluster: &mut Cluster, leader: i32) -> Resume {
-    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    let followers: Vec<i32> = cluster.others(leader);
     let resume = Resume(
         followers
             .iter()

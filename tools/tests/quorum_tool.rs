@@ -81,7 +81,7 @@ fn describe_through_a_follower_prints_kafkas_labels_with_the_leaders_values() {
         .0;
     cluster.wait_for_voters_at(leader, last + 1);
     let epoch = client.describe_quorum().unwrap().leader_epoch;
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let follower = cluster.others(leader)[0];
     let server = cluster.addr(follower).to_string();
 
     let status = label_lines(&stdout(&quorum(&server, &["describe", "--status"])));

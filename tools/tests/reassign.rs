@@ -354,7 +354,7 @@ fn three_voters_grow_to_five_and_shrink_back_under_load() {
 fn the_leader_removes_itself_by_handing_over() {
     let (mut cluster, leader, load) = started_under_load(&[]);
 
-    let rest: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    let rest: Vec<i32> = cluster.others(leader);
     let target = format!("{},{}", rest[0], rest[1]);
     let out = quorum_ok(&cluster, &["reassign", "--voters", &target, "--wait"]);
     assert!(

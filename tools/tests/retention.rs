@@ -132,8 +132,8 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
     cluster.start_all();
     let mut acked = produce(&mut cluster, "first", 60);
     let leader = cluster.wait_for_leader(None);
-    let follower = (1..=3).find(|id| *id != leader).unwrap();
-    let others: Vec<i32> = (1..=3).filter(|id| *id != follower).collect();
+    let follower = cluster.others(leader)[0];
+    let others: Vec<i32> = cluster.others(follower);
     cluster.wait_for_voters_at(leader, acked.last().unwrap().0 + 1);
 
     // The follower stops; the others go on until the leader's log start passes its log end.

@@ -208,7 +208,7 @@ fn processes_posing_as_voter_2_while_the_followers_are_paused_get_nothing_acknow
         ("the user alice", tls_poser(&truststore, Some(&alice))),
     ];
 
-    let followers: Vec<i32> = (1..=3).filter(|&id| id != leader).collect();
+    let followers: Vec<i32> = cluster.others(leader);
     for &id in &followers {
         signal(
             cluster.node(id).process.as_ref().unwrap().pid(),
