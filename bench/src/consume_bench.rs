@@ -264,19 +264,10 @@ pub fn run(args: ConsumeArgs) -> Result<(), String> {
                 // A consumer or the load failed with every node up: what the nodes logged
                 // (an election, a slow disk) is the likely reason.
                 (Ok(()), Some(cluster)) => {
-                    let tails = cluster
-                        .nodes
-                        .iter()
-                        .map(|n| {
-                            format!(
-                                "node {}'s last stderr lines:\n{}",
-                                n.id,
-                                cluster.stderr_tail(n.id)
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    format!("{error}\n{tails}")
+                    format!(
+                        "{error}\nthe nodes' last stderr lines:\n{}",
+                        cluster.stderr_tails()
+                    )
                 }
                 (Ok(()), None) => error,
             });

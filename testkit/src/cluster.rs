@@ -507,6 +507,15 @@ impl Cluster {
         )
     }
 
+    /// Every node's [`Self::stderr_tail`], each under its id: what a test prints when the
+    /// cluster did not do what it waited for.
+    pub fn stderr_tails(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("node {}:\n{}\n", n.id, self.stderr_tail(n.id)))
+            .collect()
+    }
+
     /// Starts node `id` (a running one is killed first) with `overrides` after the settings'.
     pub fn start(&mut self, id: i32, overrides: &[&str], stderr: Stderr) -> Result<(), String> {
         let index = self.index(id).ok_or_else(|| format!("no node {id}"))?;

@@ -175,14 +175,7 @@ impl Cluster {
             exclude,
             ..LeaderWait::within(WAIT)
         });
-        waited.unwrap_or_else(|e| {
-            let tails: String = self
-                .nodes
-                .iter()
-                .map(|n| format!("node {}:\n{}\n", n.id, self.stderr_tail(n.id)))
-                .collect();
-            panic!("{e}\n{tails}")
-        })
+        waited.unwrap_or_else(|e| panic!("{e}\n{}", self.stderr_tails()))
     }
 
     /// Node `id`'s DescribeQuorum answer, asked with a 1 s bound.
