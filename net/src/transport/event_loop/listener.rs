@@ -84,6 +84,16 @@ impl EventLoop {
         Ok(ListenerId(key))
     }
 
+    /// The listener `listener`, or the error naming it.
+    pub(super) fn listener_mut(
+        &mut self,
+        listener: ListenerId,
+    ) -> Result<&mut Listener, TransportError> {
+        self.listeners
+            .get_mut(listener.0)
+            .ok_or(TransportError::UnknownListener(listener.0))
+    }
+
     /// How many connections `listener` keeps open at once (`Config::max_connections` until
     /// set); lowering it closes none of those already open.
     pub fn set_listener_max_connections(
@@ -91,10 +101,7 @@ impl EventLoop {
         listener: ListenerId,
         max_connections: usize,
     ) -> Result<(), TransportError> {
-        let l = self
-            .listeners
-            .get_mut(listener.0)
-            .ok_or(TransportError::UnknownListener(listener.0))?;
+        let l = self.listener_mut(listener)?;
         l.max_connections = max_connections;
         Ok(())
     }
@@ -106,10 +113,7 @@ impl EventLoop {
         listener: ListenerId,
         limit: PerIpLimit,
     ) -> Result<(), TransportError> {
-        let l = self
-            .listeners
-            .get_mut(listener.0)
-            .ok_or(TransportError::UnknownListener(listener.0))?;
+        let l = self.listener_mut(listener)?;
         l.per_ip_limit = limit;
         Ok(())
     }
@@ -128,10 +132,7 @@ impl EventLoop {
 
     /// Stop accepting; the socket closes once its accept is cancelled.
     pub fn close_listener(&mut self, listener: ListenerId) -> Result<(), TransportError> {
-        let l = self
-            .listeners
-            .get_mut(listener.0)
-            .ok_or(TransportError::UnknownListener(listener.0))?;
+        let l = self.listener_mut(listener)?;
         if l.closing {
             return Ok(());
         }

@@ -56,10 +56,7 @@ impl EventLoop {
         listener: ListenerId,
         config: Arc<ServerConfig>,
     ) -> Result<(), TransportError> {
-        let l = self
-            .listeners
-            .get_mut(listener.0)
-            .ok_or(TransportError::UnknownListener(listener.0))?;
+        let l = self.listener_mut(listener)?;
         l.tls = Some(config);
         Ok(())
     }
