@@ -498,7 +498,13 @@ fn append_loop(
                 sent_at[writer] = Instant::now();
                 let request = WriterRequest::Append {
                     seq,
-                    batches: vec![batch.freeze()],
+                    batches: vec![engine::record::Batch {
+                        base_offset: offset,
+                        epoch: 1,
+                        record_count: batch_records,
+                        is_control: false,
+                        bytes: batch.freeze(),
+                    }],
                 };
                 sequencer
                     .requests

@@ -79,11 +79,11 @@ fn run_child(dir: &Path, epoch: i32, seed: u64) {
     let mut in_flight = 0;
     loop {
         while in_flight < 32 {
-            let batches: Vec<Bytes> = (0..rng.next_u64() % 4 + 1)
+            let batches: Vec<_> = (0..rng.next_u64() % 4 + 1)
                 .map(|_| {
                     let batch = expected_batch(next_offset, epoch);
                     next_offset += next_offset % 5 + 1;
-                    batch
+                    log_support::stored(batch)
                 })
                 .collect();
             seq += 1;

@@ -12,8 +12,8 @@ use engine::io::{
 };
 use engine::log::{Log, LogConfig};
 use log_support::{
-    append_request, batch, header, read_all, small_config, start_writer as start, wait_durable,
-    Appended, TestWriter, WAIT,
+    append_request, batch, header, read_all, small_config, start_writer as start, stored,
+    wait_durable, Appended, TestWriter, WAIT,
 };
 
 /// A writer on a log in `dir` (default configs) once request `seq`, one batch of `records`
@@ -307,6 +307,7 @@ fn large_groups_split_into_parallel_writes_land_whole() {
             })
             .collect();
         written.extend(batches.iter().cloned());
+        let batches = batches.into_iter().map(stored).collect();
         writer.submit(WriterRequest::Append { seq, batches });
     }
     assert_eq!(wait_durable(&writer, 40), next);

@@ -33,6 +33,7 @@ use crate::log::{
 };
 use crate::os::aligned::align_up;
 use crate::os::file::{self, PinError};
+use crate::record::Batch;
 use crate::stats::{LocalHistogram, GROUP_BATCHES_BOUNDS, GROUP_BYTES_BOUNDS, LATENCY_US_BOUNDS};
 
 /// How a group is made durable.
@@ -111,7 +112,7 @@ impl Default for WriterConfig {
 #[derive(Debug)]
 pub enum WriterRequest {
     /// Append whole batches whose base offsets continue the log.
-    Append { seq: u64, batches: Vec<Bytes> },
+    Append { seq: u64, batches: Vec<Batch> },
     /// Drop everything at or beyond `offset`, durably.
     TruncateTo { seq: u64, offset: Offset },
     /// Finish what is queued, checkpoint, and stop (answered with [`WriterEvent::Stopped`]).
@@ -513,7 +514,7 @@ impl Drop for GroupCommitWriter {
 enum Queued {
     Append {
         seq: u64,
-        batches: Vec<Bytes>,
+        batches: Vec<Batch>,
         next: usize,
     },
     TruncateTo {
@@ -938,7 +939,7 @@ impl WriterThread {
         match request {
             WriterRequest::Append { seq, batches } => {
                 self.check_seq(seq);
-                self.queued_bytes += batches.iter().map(Bytes::len).sum::<usize>();
+                self.queued_bytes += batches.iter().map(|b| b.bytes.len()).sum::<usize>();
                 self.queue.push_back(Queued::Append {
                     seq,
                     batches,
@@ -1070,7 +1071,10 @@ impl WriterThread {
         let mut staged_batches = 0;
         while let Some(Queued::Append { seq, batches, next }) = self.queue.front_mut() {
             let (staged, stop) = self.log.stage(&batches[*next..])?;
-            let bytes: usize = batches[*next..*next + staged].iter().map(Bytes::len).sum();
+            let bytes: usize = batches[*next..*next + staged]
+                .iter()
+                .map(|b| b.bytes.len())
+                .sum();
             self.queued_bytes -= bytes;
             *next += staged;
             staged_batches += staged;
@@ -1456,11 +1460,12 @@ mod tests {
         };
         let log = Log::open(dir.path(), config).unwrap();
         // More than half the segment: the next one is due once it is written.
-        let batches = vec![crate::record::batch_for_tests(
+        let batches = vec![Batch::from_stored(crate::record::batch_for_tests(
             0,
             &[1_000],
             &[1u8; 40 << 10],
-        )];
+        ))
+        .unwrap()];
         let requests = vec![
             WriterRequest::Append { seq: 1, batches },
             WriterRequest::Shutdown,
@@ -1489,11 +1494,12 @@ mod tests {
         let mut requests: Vec<WriterRequest> = (1..=3)
             .map(|seq| WriterRequest::Append {
                 seq,
-                batches: vec![crate::record::batch_for_tests(
+                batches: vec![Batch::from_stored(crate::record::batch_for_tests(
                     seq as i64 - 1,
                     &[1_000],
                     &[7u8; 100],
-                )],
+                ))
+                .unwrap()],
             })
             .collect();
         requests.push(WriterRequest::Shutdown);

@@ -421,8 +421,9 @@ impl Log {
 
     /// Copies as many of `batches` as fit into the staging buffer (without writing them), checking
     /// that each continues the log. Returns how many were staged and why it stopped.
-    pub fn stage(&mut self, batches: &[Bytes]) -> Result<(usize, StageStop), LogError> {
+    pub fn stage<B: AsRef<[u8]>>(&mut self, batches: &[B]) -> Result<(usize, StageStop), LogError> {
         for (i, batch) in batches.iter().enumerate() {
+            let batch = batch.as_ref();
             let meta = self.check_appended(batch)?;
             let segment_size = self.active_segment().size;
             if segment_size > 0 && segment_size + batch.len() as u64 > self.config.segment_bytes {
@@ -453,7 +454,7 @@ impl Log {
         Ok((batches.len(), StageStop::Done))
     }
 
-    fn check_appended(&self, batch: &Bytes) -> Result<BatchMeta, LogError> {
+    fn check_appended(&self, batch: &[u8]) -> Result<BatchMeta, LogError> {
         let meta = match batch_meta::peek(batch) {
             batch_meta::Peek::Header(meta) => meta,
             other => {

@@ -20,6 +20,13 @@ pub struct Batch {
     pub bytes: Bytes,
 }
 
+/// The encoded batch, as the log stages it.
+impl AsRef<[u8]> for Batch {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
 impl Batch {
     /// One past the last offset of the batch.
     pub fn end_offset(&self) -> Offset {

@@ -29,8 +29,13 @@ impl Appended {
 pub fn append_request(seq: u64, b: Bytes) -> WriterRequest {
     WriterRequest::Append {
         seq,
-        batches: vec![b],
+        batches: vec![stored(b)],
     }
+}
+
+/// `b` as the writer takes it.
+pub fn stored(b: Bytes) -> engine::record::Batch {
+    engine::record::Batch::from_stored(b).expect("a whole batch")
 }
 
 /// A RecordBatch v2 with `records` records of `value_len`-byte values, built by engine::record.

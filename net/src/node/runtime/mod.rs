@@ -954,7 +954,7 @@ fn writer_request(op: LogOp) -> WriterRequest {
     match op.kind {
         LogOpKind::Append(batches) => WriterRequest::Append {
             seq: op.seq,
-            batches: batches.into_iter().map(|batch| batch.bytes).collect(),
+            batches,
         },
         LogOpKind::TruncateTo(offset) => WriterRequest::TruncateTo {
             seq: op.seq,
