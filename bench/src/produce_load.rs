@@ -1,13 +1,13 @@
 //! Produce load against one leader: C connections with up to D requests pipelined on each,
-//! driven by T load threads (connection i by thread i mod T; one thread waits on all of its
-//! sockets at once with ppoll, so a few threads can carry many connections without taking the
-//! nodes' CPUs from them). Closed loop (the default): a new request goes out as soon as one
+//! driven by T load threads (connection i by thread i mod T; a thread waits on all of its
+//! sockets at once with ppoll, so a few threads can carry many connections). Closed loop (the default): a new request goes out as soon as one
 //! is answered. Open loop (`rate`): each connection sends its share of the rate at scheduled
 //! times, and latency counts from the intended send time, so a stall that fills the window is
 //! charged to every request it delays (open_loop.rs). Latency ends at the response (with
 //! acks=-1: the batch is committed, i.e. fsync'd on a majority). One hdrhistogram per interval.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use engine::record::RecordBatchBuilder;
 use hdrhistogram::Histogram;
-use std::os::fd::AsRawFd;
-
 use net::client::{ppoll_readable, BlockingClient};
 use net::wire::kafka::ProduceResponse;
 use serde::Serialize;
@@ -503,6 +501,9 @@ fn produce_loop(thread: &ProducerThread, mut lanes: Vec<Lane>) -> Result<(), Str
         {
             continue;
         }
+        // A readable socket may hold only part of an answer (or of a TLS record): its read then
+        // waits for the rest, which the node sends whole, holding this thread's other
+        // connections for that long.
         for (fd, (_, at)) in fds.iter().zip(&polls) {
             if fd.revents != 0 {
                 answer(thread, &mut lanes[*at])?;
