@@ -55,6 +55,12 @@ impl Listener {
         if *open == 0 {
             self.per_ip.remove(&ip);
         }
+        self.check_counts();
+    }
+
+    /// Every open connection is counted under exactly one address.
+    fn check_counts(&self) {
+        debug_assert_eq!(self.per_ip.values().sum::<usize>(), self.open);
     }
 }
 
@@ -284,6 +290,7 @@ impl EventLoop {
         let l = self.listeners.get_mut(listener).expect("listener present");
         l.open += 1;
         *l.per_ip.entry(ip).or_insert(0) += 1;
+        l.check_counts();
         if is_tls {
             self.start_tls_handshake_timer(key)?;
         }
