@@ -47,7 +47,8 @@ pub struct ClusterArgs {
     #[arg(long, default_value_t = 16)]
     pub(crate) connections: usize,
     /// Threads that drive the connections, each waiting on its share of the sockets at once
-    /// (connection i on thread i mod N); default: one per connection.
+    /// (connection i on thread i mod N); default: one per CPU this process may run on, at
+    /// most one per connection.
     #[arg(long)]
     pub(crate) load_threads: Option<usize>,
     /// Produce requests in flight per connection (pipelined; answers matched by correlation id).
@@ -415,7 +416,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         leader,
         connections: args.connections,
         inflight: args.inflight,
-        load_threads: args.load_threads.unwrap_or(args.connections),
+        load_threads: args.load_threads(),
         rate: args.rate,
         record_bytes: args.record_bytes,
         batch_records: args.batch_records,
@@ -570,6 +571,19 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     Ok(())
 }
 
+impl ClusterArgs {
+    /// `--load-threads`, or one per CPU this process may run on (at most one per connection):
+    /// a thread per connection measured no faster in closed loop and, in open loop, added
+    /// about a millisecond to the median as its threads woke for their sends
+    /// (docs/benchmarks.md, "A fourth lever: fewer load threads").
+    pub(crate) fn load_threads(&self) -> usize {
+        self.load_threads.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cpus.min(self.connections)
+        })
+    }
+}
+
 pub(crate) fn validate(args: &ClusterArgs) -> Result<(), String> {
     if args.connections == 0 || args.batch_records == 0 || args.nodes == 0 || args.inflight == 0 {
         return Err(
@@ -657,7 +671,7 @@ impl Report {
             batch_records: args.batch_records,
             connections: args.connections,
             inflight_per_connection: args.inflight,
-            load_threads: args.load_threads.unwrap_or(args.connections),
+            load_threads: args.load_threads(),
             load_mode: if args.rate.is_some() {
                 "open loop"
             } else {

@@ -608,7 +608,7 @@ impl PhaseContext<'_> {
             leader: self.leader,
             connections: c.connections,
             inflight: c.inflight,
-            load_threads: c.load_threads.unwrap_or(c.connections),
+            load_threads: c.load_threads(),
             rate: c.rate,
             record_bytes: c.record_bytes,
             batch_records: c.batch_records,
