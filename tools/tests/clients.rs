@@ -136,6 +136,17 @@ fn expected(cluster: &Cluster, ids: &[i32], leader: i32) -> Seen {
     }
 }
 
+/// The leader a consumer's Fetch v12 refused by the node at `addr` names (None: no answer, or
+/// not refused).
+fn fetch_hint(addr: SocketAddr) -> Option<i32> {
+    let mut client = BlockingClient::connect(addr, TIMEOUT).ok()?;
+    let response = client
+        .fetch_at(12, &consumer_fetch_request(0, 1 << 20))
+        .ok()?;
+    let partition = response.topics.first()?.partitions.first()?;
+    partition.current_leader.map(|leader| leader.leader_id)
+}
+
 fn metadata(addr: SocketAddr, version: i16) -> Result<MetadataResponse, String> {
     BlockingClient::connect(addr, TIMEOUT)
         .and_then(|mut c| c.metadata(version, None))
@@ -289,6 +300,55 @@ fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() 
         assert!(Instant::now() < deadline, "node {old} never named {new}");
         std::thread::sleep(Duration::from_millis(2));
     }
+    cluster.stop_all_cleanly();
+}
+
+/// A follower restarted while its leader is paused knows that leader from its quorum-state file
+/// but not where it listens (the leader's broker list has not reached it). Its Fetch refusals
+/// must not name the leader then (v12's CurrentLeader, which kafka-python's consumer follows at
+/// once, to an id missing from its brokers: docs/clients.md). The node's broker list only grows
+/// here, so a leader its Fetch names must be listed by the Metadata answer that follows.
+#[test]
+fn a_restarted_follower_names_no_leader_it_cannot_list_in_fetch_refusals() {
+    let (mut cluster, leader) = Cluster::started(3);
+    let follower = cluster.others(leader)[0];
+    cluster.node(follower).process = None; // SIGKILL
+    let pid = cluster
+        .pids()
+        .into_iter()
+        .find(|(id, _)| *id == leader)
+        .expect("the leader runs")
+        .1;
+    let paused = Resume(vec![pid]);
+    // SAFETY: plain syscall on our own child's pid.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    cluster.start(follower, &[]);
+    let addr = cluster.addr(follower);
+    // Answers in which the restarted node did not list the paused leader: the window this test
+    // is about, until an election among the other two gives a leader it can reach.
+    let mut unlisted = 0;
+    let deadline = Instant::now() + WAIT;
+    while unlisted < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "node {follower} listed node {leader} from the start ({unlisted} answers without it)"
+        );
+        let hinted = fetch_hint(addr);
+        if let Ok(m) = metadata(addr, 12) {
+            let listed = |id: i32| m.brokers.iter().any(|b| b.node_id == id);
+            if let Some(hinted) = hinted.filter(|id| *id != -1) {
+                assert!(
+                    listed(hinted),
+                    "a Fetch refusal named {hinted}, not among the brokers: {m:?}"
+                );
+            }
+            if !listed(leader) {
+                unlisted += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(paused); // SIGCONT
     cluster.stop_all_cleanly();
 }
 
