@@ -147,6 +147,14 @@ fn fetch_hint(addr: SocketAddr) -> Option<i32> {
     partition.current_leader.map(|leader| leader.leader_id)
 }
 
+/// A Produce v10 (acks=-1) to the node at `addr` when it refuses it (None: no answer, or taken).
+fn produce_v10_refusal(addr: SocketAddr) -> Option<net::wire::kafka::ProduceResponse> {
+    let mut client = BlockingClient::connect(addr, TIMEOUT).ok()?;
+    let response = client.produce(10, -1, batch("hint")).ok()??;
+    let error = response.topics.first()?.partitions.first()?.error;
+    (!error.is_none()).then_some(response)
+}
+
 fn metadata(addr: SocketAddr, version: i16) -> Result<MetadataResponse, String> {
     BlockingClient::connect(addr, TIMEOUT)
         .and_then(|mut c| c.metadata(version, None))
@@ -304,8 +312,8 @@ fn after_the_leader_is_killed_metadata_never_names_it_once_another_is_elected() 
 }
 
 /// A follower restarted while its leader is paused knows that leader from its quorum-state file
-/// but not where it listens (the leader's broker list has not reached it). Its Fetch refusals
-/// must not name the leader then (v12's CurrentLeader, which kafka-python's consumer follows at
+/// but not where it listens (the leader's broker list has not reached it). Its Produce v10
+/// refusals must not name the leader without its endpoint then, nor its Fetch refusals at all (v12's CurrentLeader, which kafka-python's consumer follows at
 /// once, to an id missing from its brokers: docs/clients.md). The node's broker list only grows
 /// here, so a leader its Fetch names must be listed by the Metadata answer that follows.
 #[test]
@@ -333,6 +341,20 @@ fn a_restarted_follower_names_no_leader_it_cannot_list_in_fetch_refusals() {
             Instant::now() < deadline,
             "node {follower} listed node {leader} from the start ({unlisted} answers without it)"
         );
+        // A Produce v10 refusal names a leader only with its endpoint, in the same answer.
+        if let Some(refusal) = produce_v10_refusal(addr) {
+            let partition = &refusal.topics[0].partitions[0];
+            if let Some(named) = partition.current_leader.filter(|l| l.leader_id != -1) {
+                assert!(
+                    refusal
+                        .node_endpoints
+                        .iter()
+                        .any(|e| e.node_id == named.leader_id),
+                    "a Produce refusal named {} without its endpoint: {refusal:?}",
+                    named.leader_id
+                );
+            }
+        }
         let hinted = fetch_hint(addr);
         if let Ok(m) = metadata(addr, 12) {
             let listed = |id: i32| m.brokers.iter().any(|b| b.node_id == id);
