@@ -484,6 +484,23 @@ impl NodeConfig {
     }
 
     /// The Raft core's configuration.
+    /// A warning when the listener the voters use keeps fewer connections from one address
+    /// than the voters may open to it from one host: each voter has about two connections to
+    /// a peer it talks to (its own requests, a reconnect overlapping the old one), so a lower
+    /// `max.connections.per.ip` there can shut voters that share an address out of the quorum.
+    pub fn per_ip_limit_warning(&self) -> Option<String> {
+        let listener = self.listeners.controller();
+        let wanted = 2 * self.voters.len();
+        (listener.per_ip_limit.default < wanted).then(|| {
+            format!(
+                "max.connections.per.ip {} on listener {}, which the voters use: voters that \
+                 share an address may need {wanted} connections to this node, so some may be \
+                 refused (docs/operations.md, \"Connection limits\")",
+                listener.per_ip_limit.default, listener.name
+            )
+        })
+    }
+
     pub fn raft_config(&self, seed: u64) -> RaftConfig {
         let mut raft = RaftConfig::new(
             self.broker_id,
@@ -911,6 +928,27 @@ mod tests {
                 "max.connections.per.ip.overrides",
             );
         }
+    }
+
+    #[test]
+    fn a_per_address_limit_below_the_voters_needs_is_warned_of() {
+        let config = |value: &str| {
+            let map = changed(base(), "max.connections.per.ip", Some(value));
+            NodeConfig::from_map(&map).unwrap()
+        };
+        let voters = NodeConfig::from_map(&base()).unwrap().voters.len();
+        assert!(config(&(2 * voters).to_string())
+            .per_ip_limit_warning()
+            .is_none());
+        let warning = config(&(2 * voters - 1).to_string()).per_ip_limit_warning();
+        assert!(
+            warning.is_some_and(|w| w.contains("max.connections.per.ip")),
+            "one below two per voter"
+        );
+        assert!(NodeConfig::from_map(&base())
+            .unwrap()
+            .per_ip_limit_warning()
+            .is_none());
     }
 
     /// The lower-case name of the first listener of `map`.

@@ -285,6 +285,9 @@ impl Node {
             tls_handshake_timeout: Duration::from_millis(config.security.handshake_timeout_ms),
             ..crate::transport::Config::default()
         })?;
+        if let Some(warning) = config.per_ip_limit_warning() {
+            warn!(node = config.broker_id, "{warning}");
+        }
         let mut listener_addrs = Vec::new();
         let mut listener_index = BTreeMap::new();
         let mut listener_tls = Vec::new();
