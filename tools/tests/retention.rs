@@ -207,10 +207,24 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
     let end = acked.last().unwrap().0 + 1;
     let leader = cluster.wait_for_leader(None);
     cluster.wait_for_voters_at(leader, end);
+    // The leader counts a follower's log end from its fetches, which run ahead of its disk: the
+    // follower's writer may still be starting the log again (its old segments gone, the new one
+    // not yet made) when the leader reports it caught up. A CI run under load read the directory
+    // in that window and found no segment; so wait (bounded) for the new segment itself.
+    wait_until(
+        &cluster,
+        &[follower],
+        "started its log again above its old end",
+        |d| {
+            segment_bases(d)
+                .first()
+                .is_some_and(|&s| s > stopped_end && s > follower_start)
+        },
+    );
     let restarted_start = log_start(&follower_dir);
-    assert!(
-        restarted_start > stopped_end && restarted_start > follower_start,
-        "node {follower}: log start {restarted_start}, was {follower_start}, its log ended at {stopped_end}"
+    eprintln!(
+        "node {follower}: log start {restarted_start}, was {follower_start}, its log ended at \
+         {stopped_end}"
     );
 
     cluster.stop_all();
