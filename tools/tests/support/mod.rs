@@ -433,17 +433,20 @@ pub fn assert_each_once_at_its_offset(log: &[(i64, String)], acked: &[(i64, Stri
 }
 
 /// True if every acknowledged record is in `log` exactly once, at its acknowledged offset, and
-/// in the acknowledged order.
+/// in the acknowledged order. Linear in both lengths: the nemesis checks 10^5 records and more.
 pub fn log_holds_once_in_order(log: &[(i64, String)], acked: &[(i64, String)]) -> bool {
+    // Each value's position in the log, or None once it is seen twice.
+    let mut positions: std::collections::HashMap<&str, Option<usize>> =
+        std::collections::HashMap::with_capacity(log.len());
+    for (position, (_, value)) in log.iter().enumerate() {
+        positions
+            .entry(value.as_str())
+            .and_modify(|p| *p = None)
+            .or_insert(Some(position));
+    }
     let mut previous_position = None;
     for (offset, value) in acked {
-        let positions: Vec<usize> = log
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, v))| v == value)
-            .map(|(p, _)| p)
-            .collect();
-        let [position] = positions[..] else {
+        let Some(&Some(position)) = positions.get(value.as_str()) else {
             return false;
         };
         if log[position].0 != *offset || previous_position.is_some_and(|p| p >= position) {

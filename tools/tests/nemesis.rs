@@ -1,0 +1,319 @@
+//! A seeded nemesis: 3 voters, each in a network namespace of its own (testkit's netns lab, made
+//! as root, as CI runs), written to by 3 acks=-1 writers while a random schedule of faults hits
+//! them: SIGKILL and restart, SIGSTOP and SIGCONT, and cutting a node off the network, on the
+//! leader or any node, one at a time or two at once (no majority then). At the end every fault is
+//! undone and the history is checked against every voter's log:
+//! - every acknowledged record is in every log exactly once, at its acknowledged offset;
+//! - one writer's records, each acknowledged before the next was sent, stand in that order;
+//! - the voters' logs are the same, and no value stands twice in any of them;
+//! - the cluster commits again once the faults are undone, and every node exits cleanly.
+//!
+//! `RINGRAFT_NEMESIS_SEED` replays a schedule (the seed is printed first) and
+//! `RINGRAFT_NEMESIS_SECONDS` lengthens it (default 40) for soak runs, e.g.
+//! `RINGRAFT_NEMESIS_SECONDS=600 cargo test --release -p ringraft-tools --test nemesis`.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::sim::XorShift64;
+use net::client::BlockingClient;
+use support::*;
+
+const WRITERS: usize = 3;
+const DEFAULT_SECONDS: u64 = 40;
+/// A writer's bound on connecting and on each answer: a paused node holds it no longer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// What the cluster must commit within [`WAIT`] once every fault is undone.
+const RECORDS_AFTER_HEALING: usize = 50;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// SIGKILL, restarted when undone.
+    Kill,
+    /// SIGSTOP, SIGCONT when undone.
+    Pause,
+    /// Its namespace's interface down, up when undone.
+    Cut,
+}
+
+/// A fault in force on one node.
+#[derive(Debug)]
+struct Applied {
+    node: i32,
+    fault: Fault,
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|e| panic!("{name}={v:?}: not a number: {e}"))
+    })
+}
+
+fn seed() -> u64 {
+    env_u64("RINGRAFT_NEMESIS_SEED").unwrap_or_else(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        nanos | 1
+    })
+}
+
+/// A uniform pick in `0..n` (n > 0).
+fn below(rng: &mut XorShift64, n: u64) -> u64 {
+    assert!(n > 0);
+    rng.next_u64() % n
+}
+
+fn millis_between(rng: &mut XorShift64, low: u64, high: u64) -> Duration {
+    Duration::from_millis(low + below(rng, high - low + 1))
+}
+
+fn apply(cluster: &mut Cluster, applied: &Applied) {
+    match applied.fault {
+        Fault::Kill => {
+            let process = cluster.node(applied.node).process.as_mut().unwrap();
+            process.signal(libc::SIGKILL);
+            assert!(
+                process.wait_exit(STOP_WAIT).is_some(),
+                "node {} outlived SIGKILL",
+                applied.node
+            );
+        }
+        Fault::Pause => {
+            let process = cluster.node(applied.node).process.as_ref().unwrap();
+            process.signal(libc::SIGSTOP);
+        }
+        Fault::Cut => cluster.cut(applied.node).unwrap(),
+    }
+}
+
+fn undo(cluster: &mut Cluster, applied: &Applied) {
+    match applied.fault {
+        Fault::Kill => cluster.start(applied.node, &[]),
+        Fault::Pause => {
+            let process = cluster.node(applied.node).process.as_ref().unwrap();
+            process.signal(libc::SIGCONT);
+        }
+        Fault::Cut => cluster.heal(applied.node).unwrap(),
+    }
+}
+
+/// Each writer's acknowledged (offset, value), in the order they were acknowledged.
+type History = Vec<Arc<Mutex<Vec<(i64, String)>>>>;
+
+/// Starts [`WRITERS`] threads in the lab's client namespace, each producing `w{n}-{i}` one at a
+/// time with acks=-1, moving to the next node on any error, until `stop`. A value is never sent
+/// twice: one that failed may still be in the log, but only once.
+fn start_writers(
+    cluster: &Cluster,
+    stop: &Arc<AtomicBool>,
+) -> (History, Vec<std::thread::JoinHandle<()>>) {
+    let host = cluster.lab.as_ref().unwrap().client().clone();
+    let addrs: Vec<_> = (1..=3).map(|id| cluster.addr(id)).collect();
+    let history: History = (0..WRITERS).map(|_| Arc::default()).collect();
+    let handles = (0..WRITERS)
+        .map(|writer| {
+            let (host, addrs, stop) = (host.clone(), addrs.clone(), Arc::clone(stop));
+            let acked = Arc::clone(&history[writer]);
+            std::thread::spawn(move || {
+                let _entered = host.enter().unwrap_or_else(|e| panic!("{e}"));
+                let mut target = writer % addrs.len();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut client) = BlockingClient::connect(addrs[target], CLIENT_TIMEOUT)
+                    else {
+                        target = (target + 1) % addrs.len();
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        let value = format!("w{writer}-{i}");
+                        i += 1;
+                        match produce_one(&mut client, &value) {
+                            Ok(offset) => acked.lock().unwrap().push((offset, value)),
+                            Err(_) => break,
+                        }
+                    }
+                    target = (target + 1) % addrs.len();
+                }
+            })
+        })
+        .collect();
+    (history, handles)
+}
+
+fn acked_total(history: &History) -> usize {
+    history.iter().map(|h| h.lock().unwrap().len()).sum()
+}
+
+/// Runs the seeded schedule for `run`: each round puts one fault (or, one round in four, two on
+/// different nodes) on the leader or a random node, holds it 0.3-4 s, undoes it and lets the
+/// cluster be for 0.3-2 s. Returns the schedule as text, for the report.
+fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> Vec<String> {
+    let faults = [Fault::Kill, Fault::Pause, Fault::Cut];
+    let started = Instant::now();
+    let mut schedule = Vec::new();
+    while started.elapsed() < run {
+        let first = match (below(rng, 2), cluster.leader_now(None)) {
+            (0, Some(leader)) => leader,
+            _ => 1 + below(rng, 3) as i32,
+        };
+        let mut applied = vec![Applied {
+            node: first,
+            fault: faults[below(rng, 3) as usize],
+        }];
+        if below(rng, 4) == 0 {
+            let others = cluster.others(first);
+            applied.push(Applied {
+                node: others[below(rng, 2) as usize],
+                fault: faults[below(rng, 3) as usize],
+            });
+        }
+        let hold = millis_between(rng, 300, 4_000);
+        let calm = millis_between(rng, 300, 2_000);
+        schedule.push(format!(
+            "{:>6} ms: {applied:?} for {hold:?}, then {calm:?} calm",
+            started.elapsed().as_millis()
+        ));
+        for fault in &applied {
+            apply(cluster, fault);
+        }
+        std::thread::sleep(hold);
+        for fault in &applied {
+            undo(cluster, fault);
+        }
+        std::thread::sleep(calm);
+    }
+    schedule
+}
+
+/// The value that stands more than once in `log`, if one does.
+fn repeated_value(log: &[(i64, String)]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::new();
+    log.iter()
+        .map(|(_, v)| v.as_str())
+        .find(|v| !seen.insert(*v))
+}
+
+#[test]
+fn under_a_seeded_nemesis_nothing_acknowledged_is_lost_and_the_voters_agree() {
+    let seed = seed();
+    let run = Duration::from_secs(env_u64("RINGRAFT_NEMESIS_SECONDS").unwrap_or(DEFAULT_SECONDS));
+    eprintln!("nemesis: RINGRAFT_NEMESIS_SEED={seed} for {run:?}");
+    let mut rng = XorShift64(seed);
+
+    let mut cluster = Cluster::new_in_lab(3, 3);
+    cluster.start_all();
+    cluster.wait_for_settled_leader(None);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (history, writers) = start_writers(&cluster, &stop);
+    let schedule = run_schedule(&mut cluster, &mut rng, run);
+    let report = |cluster: &Cluster, what: &str| {
+        format!(
+            "{what} (RINGRAFT_NEMESIS_SEED={seed})\nschedule:\n{}\n{}",
+            schedule.join("\n"),
+            cluster.quorum_report()
+        )
+    };
+
+    // Every fault is undone: the cluster commits again, and no node stopped on its own.
+    let before = acked_total(&history);
+    let deadline = Instant::now() + WAIT;
+    while acked_total(&history) < before + RECORDS_AFTER_HEALING && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let healed = acked_total(&history) - before;
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert!(
+        healed >= RECORDS_AFTER_HEALING,
+        "{}",
+        report(
+            &cluster,
+            &format!("{healed} records acknowledged in {WAIT:?} after every fault was undone")
+        )
+    );
+    if let Err(e) = cluster.check_running() {
+        panic!("{}", report(&cluster, &e));
+    }
+
+    let history: Vec<Vec<(i64, String)>> =
+        history.iter().map(|h| h.lock().unwrap().clone()).collect();
+    for (writer, acked) in history.iter().enumerate() {
+        let out_of_order = acked.windows(2).find(|pair| pair[0].0 >= pair[1].0);
+        assert!(
+            out_of_order.is_none(),
+            "{}",
+            report(
+                &cluster,
+                &format!("writer {writer}: acknowledged one after the other, yet {out_of_order:?}")
+            )
+        );
+    }
+    let end = history
+        .iter()
+        .filter_map(|acked| acked.last().map(|(offset, _)| offset + 1))
+        .max()
+        .unwrap();
+    let leader = cluster.wait_for_settled_leader(None);
+    cluster.wait_for_voters_at(leader, end);
+    cluster.stop_all_cleanly();
+
+    let logs: Vec<(i32, Vec<(i64, String)>)> = cluster
+        .nodes
+        .iter()
+        .map(|node| (node.id, read_log(&node.dir)))
+        .collect();
+    for (id, log) in &logs {
+        if let Some(value) = repeated_value(log) {
+            panic!(
+                "{}",
+                report(&cluster, &format!("node {id}: {value:?} stands twice"))
+            );
+        }
+        for (writer, acked) in history.iter().enumerate() {
+            assert!(
+                log_holds_once_in_order(log, acked),
+                "{}",
+                report(
+                    &cluster,
+                    &format!(
+                        "node {id}: writer {writer}'s acknowledged records are not each once at \
+                     their offsets, in order"
+                    )
+                )
+            );
+        }
+    }
+    let (first_id, first_log) = &logs[0];
+    for (id, log) in &logs[1..] {
+        let differs = first_log.iter().zip(log).position(|(a, b)| a != b);
+        assert!(
+            differs.is_none() && first_log.len() == log.len(),
+            "{}",
+            report(
+                &cluster,
+                &format!(
+                    "node {first_id} holds {} records and node {id} {}; the first that differs is \
+                 record {differs:?}",
+                    first_log.len(),
+                    log.len()
+                )
+            )
+        );
+    }
+    eprintln!(
+        "nemesis: {} rounds of faults; {} records acknowledged ({healed} after the last), \
+         {} in each log",
+        schedule.len(),
+        history.iter().map(Vec::len).sum::<usize>(),
+        first_log.len()
+    );
+}
