@@ -15,6 +15,8 @@ use crate::process::{kill_with_parent, ProcessGuard};
 
 /// The port of every node in a [`NetLab`]: each host has a network of its own.
 const LAB_PORT: u16 = 9092;
+/// The controller listener's port in a [`NetLab`] with [`Security::MutualTls`].
+const LAB_CONTROLLER_PORT: u16 = 9093;
 
 /// How the nodes of a [`Cluster`] listen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,10 +279,15 @@ fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-/// Client and controller address of the node on lab host `i`: one PLAINTEXT listener.
-fn lab_addrs(lab: &NetLab, i: usize) -> (SocketAddr, SocketAddr) {
-    let addr = SocketAddr::from((lab.host(i).ip, LAB_PORT));
-    (addr, addr)
+/// Client and controller address of the node on lab host `i`: one PLAINTEXT listener, or with
+/// [`Security::MutualTls`] a controller listener of its own.
+fn lab_addrs(lab: &NetLab, i: usize, security: Security) -> (SocketAddr, SocketAddr) {
+    let ip = lab.host(i).ip;
+    let addr = SocketAddr::from((ip, LAB_PORT));
+    match security {
+        Security::Plaintext => (addr, addr),
+        Security::MutualTls | Security::Tls => (addr, SocketAddr::from((ip, LAB_CONTROLLER_PORT))),
+    }
 }
 
 impl Cluster {
@@ -299,20 +306,23 @@ impl Cluster {
     }
 
     /// Writes the configs of `count` voters, ids 1 to `count`, each to run in a namespace of a
-    /// new [`NetLab`] of `hosts` hosts (node i on host i - 1, PLAINTEXT on port 9092; the hosts
-    /// beyond `count` are for [`Cluster::add_node`]). Clients of the cluster's methods connect
-    /// from the lab's client namespace.
+    /// new [`NetLab`] of `hosts` hosts (node i on host i - 1, PLAINTEXT on port 9092, and with
+    /// [`Security::MutualTls`] the controller listener on 9093, its certificate naming the
+    /// host's address; the hosts beyond `count` are for [`Cluster::add_node`]). Clients of the
+    /// cluster's methods connect from the lab's client namespace.
     pub fn create_in_lab(
         settings: Settings,
         count: usize,
         hosts: usize,
     ) -> Result<Cluster, String> {
-        if settings.security != Security::Plaintext {
-            return Err("a lab cluster is PLAINTEXT only".into());
+        if settings.security == Security::Tls {
+            return Err("a lab cluster's client listener is PLAINTEXT".into());
         }
         assert!(count <= hosts, "{count} voters on {hosts} hosts");
         let lab = NetLab::create(hosts)?;
-        let addrs = (0..count).map(|i| lab_addrs(&lab, i)).collect();
+        let addrs = (0..count)
+            .map(|i| lab_addrs(&lab, i, settings.security))
+            .collect();
         Self::create_at(settings, addrs, Some(lab))
     }
 
@@ -386,7 +396,7 @@ impl Cluster {
             Some(lab) if self.nodes.len() >= lab.hosts() => {
                 return Err(format!("no free host in the lab for node {id}"))
             }
-            Some(lab) => lab_addrs(lab, self.nodes.len()),
+            Some(lab) => lab_addrs(lab, self.nodes.len(), self.settings.security),
             None => {
                 let ports = crate::free_ports(2)?;
                 match self.settings.security {
@@ -414,10 +424,17 @@ impl Cluster {
         let mut properties = match &self.pki {
             None => node_properties(id, cluster_id, addr, &dir, membership),
             Some(pki) => {
+                // The peers dial the controller address, which a lab host's certificate must
+                // name too.
+                let controller_ip = controller_addr.ip().to_string();
+                let mut hosts = vec!["127.0.0.1", "localhost"];
+                if !controller_addr.ip().is_loopback() {
+                    hosts.push(&controller_ip);
+                }
                 let keystore = pki.issue(
                     &format!("node-{id}"),
                     &format!("ringraft-{id}"),
-                    &["127.0.0.1", "localhost"],
+                    &hosts,
                     Validity::Current,
                 )?;
                 let client = if self.client_tls.is_some() {

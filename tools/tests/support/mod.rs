@@ -99,6 +99,19 @@ impl Cluster {
         )))
     }
 
+    /// [`Cluster::new_in_lab`] with the voters on mutual TLS, as [`Cluster::new_mutual_tls`].
+    pub fn new_mutual_tls_in_lab(count: i32, hosts: usize) -> Cluster {
+        let settings = Settings {
+            security: testkit::Security::MutualTls,
+            ..settings()
+        };
+        Cluster(ok(testkit::Cluster::create_in_lab(
+            settings,
+            count as usize,
+            hosts,
+        )))
+    }
+
     /// [`Cluster::new`] with a mutual-TLS controller listener per node and a PLAINTEXT client
     /// listener (testkit's `Security::MutualTls`).
     pub fn new_mutual_tls(count: i32) -> Cluster {
