@@ -3,13 +3,14 @@
 //! while a random schedule of faults hits them: SIGKILL and restart, SIGSTOP and SIGCONT, and
 //! cutting a node off the network, on the leader or any node, one at a time or two at once (no
 //! majority then). At the end every fault is undone and the history is checked against every
-//! voter's log:
+//! voter's log (and, in the run with voter changes, every observer's):
 //! - every acknowledged record is in every log exactly once, at its acknowledged offset;
 //! - one writer's records, each acknowledged before the next was sent, stand in that order;
 //! - the voters' logs are the same, and no value stands twice in any of them;
 //! - the cluster commits again once the faults are undone, and every node exits cleanly.
 //!
-//! `RINGRAFT_NEMESIS_SEED` replays a schedule (the seed is printed first) and
+//! `RINGRAFT_NEMESIS_SEED` replays a schedule's draws (the seed is printed first; real processes
+//! keep their own timing, so "the leader" may be another node in the replay) and
 //! `RINGRAFT_NEMESIS_SECONDS` lengthens it (default 40) for soak runs, e.g.
 //! `RINGRAFT_NEMESIS_SECONDS=600 cargo test --release -p ringraft-tools --test nemesis`.
 
@@ -115,7 +116,7 @@ fn start_writers(
     stop: &Arc<AtomicBool>,
 ) -> (History, Vec<std::thread::JoinHandle<()>>) {
     let host = cluster.lab.as_ref().unwrap().client().clone();
-    let addrs: Vec<_> = (1..=3).map(|id| cluster.addr(id)).collect();
+    let addrs: Vec<_> = cluster.nodes.iter().map(|n| n.addr).collect();
     let history: History = (0..WRITERS).map(|_| Arc::default()).collect();
     let handles = (0..WRITERS)
         .map(|writer| {
@@ -162,7 +163,7 @@ fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> V
     while started.elapsed() < run {
         let first = match (below(rng, 2), cluster.leader_now(None)) {
             (0, Some(leader)) => leader,
-            _ => 1 + below(rng, 3) as i32,
+            _ => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
         };
         let mut applied = vec![Applied {
             node: first,
@@ -171,7 +172,7 @@ fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> V
         if below(rng, 4) == 0 {
             let others = cluster.others(first);
             applied.push(Applied {
-                node: others[below(rng, 2) as usize],
+                node: others[below(rng, others.len() as u64) as usize],
                 fault: faults[below(rng, 3) as usize],
             });
         }
@@ -193,6 +194,130 @@ fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> V
     schedule
 }
 
+/// `ringraft quorum --bootstrap-server <every node> --timeout-ms 5000 <args>` run in the lab's
+/// client namespace, where the nodes' addresses are.
+fn quorum_tool(host: &testkit::netns::Host, servers: &str, args: &[&str]) -> std::process::Output {
+    host.command(std::path::Path::new(binary()))
+        .args([
+            "quorum",
+            "--bootstrap-server",
+            servers,
+            "--timeout-ms",
+            "5000",
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Sleeps for `pause`, or less once `stop` is set.
+fn sleep_unless(stop: &AtomicBool, pause: Duration) {
+    let until = Instant::now() + pause;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Until `stop`, asks every 1-3 s for a random voter set, three of the four nodes or (one time
+/// in four) all of them, with `ringraft quorum reassign` ([`quorum_tool`]); each request
+/// overwrites the last target, finished or not. Returns what each request answered, for the
+/// report (under the faults many time out or find no leader, which is allowed), and how many
+/// targets were recorded.
+fn start_reassigner(
+    cluster: &Cluster,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<String>, usize)> {
+    let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
+    let servers = servers.join(",");
+    let ids: Vec<i32> = cluster.nodes.iter().map(|n| n.id).collect();
+    let host = cluster.lab.as_ref().unwrap().client().clone();
+    let stop = Arc::clone(stop);
+    std::thread::spawn(move || {
+        // Its own stream, so the fault schedule stays the one the seed gives without it.
+        let mut rng = XorShift64(seed.rotate_left(17) | 1);
+        let started = Instant::now();
+        let mut said = Vec::new();
+        let mut recorded = 0;
+        loop {
+            let pause = millis_between(&mut rng, 1_000, 3_000);
+            sleep_unless(&stop, pause);
+            if stop.load(Ordering::Relaxed) {
+                return (said, recorded);
+            }
+            let mut target = ids.clone();
+            if below(&mut rng, 4) != 0 {
+                target.remove(below(&mut rng, target.len() as u64) as usize);
+            }
+            let list: Vec<String> = target.iter().map(i32::to_string).collect();
+            let list = list.join(",");
+            let output = quorum_tool(&host, &servers, &["reassign", "--voters", &list]);
+            recorded += usize::from(output.status.success());
+            let answer = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            said.push(format!(
+                "{:>6} ms: reassign --voters {list}: {}, {:?}",
+                started.elapsed().as_millis(),
+                output.status,
+                answer.lines().next().unwrap_or("")
+            ));
+        }
+    })
+}
+
+/// Waits (bounded: [`WAIT`] three times) until `ringraft quorum reassign --verify` says no
+/// reassignment is in progress; its last output otherwise.
+fn wait_for_no_reassignment(cluster: &Cluster) -> Result<(), String> {
+    let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
+    let deadline = Instant::now() + 3 * WAIT;
+    loop {
+        let host = cluster.lab.as_ref().unwrap().client();
+        let output = quorum_tool(host, &servers.join(","), &["reassign", "--verify"]);
+        if output.status.success() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "a reassignment still in progress after {:?}: {}",
+                3 * WAIT,
+                String::from_utf8_lossy(&output.stdout)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits (bounded) until the leader reports every node, voter or observer, at `end` or beyond.
+fn wait_for_every_node_at(cluster: &Cluster, end: i64) -> Result<(), String> {
+    let deadline = Instant::now() + WAIT;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Some(leader) = cluster.leader_now(None) {
+            let described = cluster
+                .client(cluster.addr(leader), CLIENT_TIMEOUT)
+                .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()));
+            if let Ok(d) = described {
+                let ends: Vec<(i32, i64)> = d
+                    .current_voters
+                    .iter()
+                    .chain(&d.observers)
+                    .map(|r| (r.replica_id, r.log_end_offset))
+                    .collect();
+                let at_end = |id: i32| ends.iter().any(|&(r, e)| r == id && e >= end);
+                if cluster.nodes.iter().all(|n| at_end(n.id)) {
+                    return Ok(());
+                }
+                last = format!("leader {leader}: (node, log end) {ends:?}");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "not every node reached {end} within {WAIT:?}; {last}"
+    ))
+}
+
 /// The value that stands more than once in `log`, if one does.
 fn repeated_value(log: &[(i64, String)]) -> Option<&str> {
     let mut seen = std::collections::HashSet::new();
@@ -203,19 +328,31 @@ fn repeated_value(log: &[(i64, String)]) -> Option<&str> {
 
 #[test]
 fn under_a_seeded_nemesis_nothing_acknowledged_is_lost_and_the_voters_agree() {
-    nemesis(Cluster::new_in_lab(3, 3), "PLAINTEXT");
+    nemesis(Cluster::new_in_lab(3, 3), "PLAINTEXT", false);
 }
 
 /// The same with the voters on mutual TLS, as a production cluster runs: every reconnection
 /// after a kill, a pause or a cut is a handshake.
 #[test]
 fn under_a_seeded_nemesis_voters_on_mutual_tls_lose_nothing_acknowledged() {
-    nemesis(Cluster::new_mutual_tls_in_lab(3, 3), "mutual TLS");
+    nemesis(Cluster::new_mutual_tls_in_lab(3, 3), "mutual TLS", false);
 }
 
-/// Runs the schedule against `cluster` (3 voters in a lab, not started) and checks the history,
-/// as the file's head says.
-fn nemesis(mut cluster: Cluster, voters: &str) {
+/// The same with a fourth node, an observer at first, and the voter set changed at random
+/// meanwhile (each new target overwriting the last): the faults land on changes half done.
+#[test]
+fn under_a_seeded_nemesis_with_voter_changes_nothing_acknowledged_is_lost() {
+    let mut cluster = Cluster::new_in_lab(3, 4);
+    let voters_line = format!("quorum.voters={}", cluster.voters_value());
+    cluster
+        .add_node(4, "node-4", CLUSTER_ID, &voters_line)
+        .unwrap();
+    nemesis(cluster, "PLAINTEXT, with voter changes", true);
+}
+
+/// Runs the schedule against `cluster` (voters in a lab, and with `reassign` an observer, none
+/// started) and checks the history, as the file's head says.
+fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
     let seed = seed();
     let run = Duration::from_secs(env_u64("RINGRAFT_NEMESIS_SECONDS").unwrap_or(DEFAULT_SECONDS));
     eprintln!("nemesis, voters on {voters}: RINGRAFT_NEMESIS_SEED={seed} for {run:?}");
@@ -225,7 +362,21 @@ fn nemesis(mut cluster: Cluster, voters: &str) {
     cluster.wait_for_settled_leader(None);
     let stop = Arc::new(AtomicBool::new(false));
     let (history, writers) = start_writers(&cluster, &stop);
-    let schedule = run_schedule(&mut cluster, &mut rng, run);
+    let stop_reassigner = Arc::new(AtomicBool::new(false));
+    let reassigner = reassign.then(|| start_reassigner(&cluster, seed, &stop_reassigner));
+    let mut schedule = run_schedule(&mut cluster, &mut rng, run);
+    let rounds = schedule.len();
+    stop_reassigner.store(true, Ordering::Relaxed);
+    let mut changes = String::new();
+    if let Some(reassigner) = reassigner {
+        let (said, recorded) = reassigner.join().unwrap();
+        changes = format!(
+            ", {recorded} of {} voter sets asked for recorded",
+            said.len()
+        );
+        schedule.push("voter changes asked for:".into());
+        schedule.extend(said);
+    }
     let report = |cluster: &Cluster, what: &str| {
         format!(
             "{what} (voters on {voters}, RINGRAFT_NEMESIS_SEED={seed})\nschedule:\n{}\n{}",
@@ -234,7 +385,13 @@ fn nemesis(mut cluster: Cluster, voters: &str) {
         )
     };
 
-    // Every fault is undone: the cluster commits again, and no node stopped on its own.
+    // Every fault is undone: the last target is reached under the load, the cluster commits
+    // again, and no node stopped on its own.
+    if reassign {
+        if let Err(e) = wait_for_no_reassignment(&cluster) {
+            panic!("{}", report(&cluster, &e));
+        }
+    }
     let before = acked_total(&history);
     let deadline = Instant::now() + WAIT;
     while acked_total(&history) < before + RECORDS_AFTER_HEALING && Instant::now() < deadline {
@@ -275,8 +432,9 @@ fn nemesis(mut cluster: Cluster, voters: &str) {
         .filter_map(|acked| acked.last().map(|(offset, _)| offset + 1))
         .max()
         .unwrap();
-    let leader = cluster.wait_for_settled_leader(None);
-    cluster.wait_for_voters_at(leader, end);
+    if let Err(e) = wait_for_every_node_at(&cluster, end) {
+        panic!("{}", report(&cluster, &e));
+    }
     cluster.stop_all_cleanly();
 
     let logs: Vec<(i32, Vec<(i64, String)>)> = cluster
@@ -323,9 +481,8 @@ fn nemesis(mut cluster: Cluster, voters: &str) {
         );
     }
     eprintln!(
-        "nemesis, voters on {voters}: {} rounds of faults; {} records acknowledged ({healed} \
-         after the last), {} in each log",
-        schedule.len(),
+        "nemesis, voters on {voters}: {rounds} rounds of faults{changes}; {} records acknowledged \
+         ({healed} after the last), {} in each log",
         history.iter().map(Vec::len).sum::<usize>(),
         first_log.len()
     );
