@@ -661,6 +661,20 @@ impl Cluster {
         self.lab_host_index(id).and_then(|(lab, i)| lab.heal(i))
     }
 
+    /// Severs nodes `a` and `b` from each other only ([`NetLab::sever`]).
+    pub fn sever(&self, a: i32, b: i32) -> Result<(), String> {
+        let (lab, i) = self.lab_host_index(a)?;
+        let (_, j) = self.lab_host_index(b)?;
+        lab.sever(i, j)
+    }
+
+    /// Undoes [`Cluster::sever`].
+    pub fn mend(&self, a: i32, b: i32) -> Result<(), String> {
+        let (lab, i) = self.lab_host_index(a)?;
+        let (_, j) = self.lab_host_index(b)?;
+        lab.mend(i, j)
+    }
+
     fn lab_host_index(&self, id: i32) -> Result<(&NetLab, usize), String> {
         let lab = self.lab.as_ref().ok_or("not a lab cluster")?;
         let index = self.index(id).ok_or_else(|| format!("no node {id}"))?;

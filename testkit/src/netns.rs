@@ -4,7 +4,8 @@
 //! inside those namespaces, so labs of tests running at once never meet, and nothing of the
 //! machine's own network changes. Nodes run in their host's namespace (`ip netns exec`); the
 //! test's clients enter the lab's client namespace ([`Host::enter`]). A host is cut off by
-//! taking its interface down inside its namespace, and healed by bringing it up.
+//! taking its interface down inside its namespace, and healed by bringing it up; two hosts are
+//! severed from each other alone by a blackhole route to each other's address.
 //!
 //! Everything is deleted when the lab drops, also when the test fails; labs left behind by a
 //! test process that was killed are deleted by the next lab created on the machine.
@@ -154,6 +155,34 @@ impl NetLab {
     pub fn heal(&self, i: usize) -> Result<(), String> {
         ip(&["-n", &self.hosts[i].netns, "link", "set", HOST_IF, "up"])
     }
+
+    /// Severs hosts `i` and `j` from each other only: inside each namespace a blackhole route
+    /// to the other's address drops what it would send there (its sender gets an error), while
+    /// both still reach every other host and the client. A partial partition, which a cut
+    /// cannot make.
+    pub fn sever(&self, i: usize, j: usize) -> Result<(), String> {
+        self.blackhole("add", i, j)?;
+        self.blackhole("add", j, i)
+    }
+
+    /// Undoes [`NetLab::sever`]; both routes go even if one was not there.
+    pub fn mend(&self, i: usize, j: usize) -> Result<(), String> {
+        let one = self.blackhole("del", i, j);
+        let other = self.blackhole("del", j, i);
+        one.and(other)
+    }
+
+    fn blackhole(&self, verb: &str, from: usize, to: usize) -> Result<(), String> {
+        let destination = format!("{}/32", self.hosts[to].ip);
+        ip(&[
+            "-n",
+            &self.hosts[from].netns,
+            "route",
+            verb,
+            "blackhole",
+            &destination,
+        ])
+    }
 }
 
 impl Drop for NetLab {
@@ -232,5 +261,73 @@ impl Drop for Entered {
                 panic!("returning to this thread's network namespace: {error}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::time::Duration;
+
+    /// Whether a TCP connection from `from` to port `port` on `to` succeeds. Tried for up to 3 s
+    /// while it fails (a new lab's first connections wait for neighbour discovery, longer on a
+    /// loaded machine): a "no" is one that never succeeded in that time.
+    fn reaches(from: &Host, to: &Host, port: u16) -> bool {
+        let _entered = from.enter().unwrap();
+        let addr = SocketAddr::from((to.ip, port));
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A sever stops two hosts reaching each other, both ways, and nothing else; a mend undoes
+    /// it; a cut stops everything. Needs root, as the lab does.
+    #[test]
+    fn a_sever_parts_two_hosts_alone_and_a_mend_joins_them() {
+        let lab = NetLab::create(3).unwrap();
+        let listeners: Vec<(TcpListener, u16)> = (0..3)
+            .map(|i| {
+                let _entered = lab.host(i).enter().unwrap();
+                let listener = TcpListener::bind((lab.host(i).ip, 0)).unwrap();
+                let port = listener.local_addr().unwrap().port();
+                (listener, port)
+            })
+            .collect();
+        let port = |i: usize| listeners[i].1;
+        let all = |lab: &NetLab| {
+            let mut pairs = Vec::new();
+            for from in 0..3 {
+                for to in (0..3).filter(|&to| to != from) {
+                    pairs.push(((from, to), reaches(lab.host(from), lab.host(to), port(to))));
+                }
+            }
+            pairs
+        };
+        assert!(all(&lab).iter().all(|(_, ok)| *ok), "{:?}", all(&lab));
+
+        lab.sever(0, 1).unwrap();
+        for ((from, to), ok) in all(&lab) {
+            let severed = (from, to) == (0, 1) || (from, to) == (1, 0);
+            assert_eq!(ok, !severed, "{from} -> {to} with 0 and 1 severed");
+        }
+        assert!(reaches(lab.client(), lab.host(0), port(0)));
+        assert!(reaches(lab.client(), lab.host(1), port(1)));
+
+        lab.mend(0, 1).unwrap();
+        assert!(all(&lab).iter().all(|(_, ok)| *ok), "{:?}", all(&lab));
+
+        lab.cut(2).unwrap();
+        assert!(!reaches(lab.host(0), lab.host(2), port(2)));
+        assert!(!reaches(lab.client(), lab.host(2), port(2)));
+        lab.heal(2).unwrap();
+        assert!(reaches(lab.host(0), lab.host(2), port(2)));
     }
 }

@@ -1,8 +1,8 @@
 //! A seeded nemesis: 3 voters, each in a network namespace of its own (testkit's netns lab, made
 //! as root, as CI runs), on PLAINTEXT and again on mutual TLS, written to by 3 acks=-1 writers
-//! while a random schedule of faults hits them: SIGKILL and restart, SIGSTOP and SIGCONT, and
-//! cutting a node off the network, on the leader or any node, one at a time or two at once (no
-//! majority then). At the end every fault is undone and the history is checked against every
+//! while a random schedule of faults hits them: SIGKILL and restart, SIGSTOP and SIGCONT,
+//! cutting a node off the network, and severing two nodes from each other alone (a partial
+//! partition), on the leader or any node, one at a time or two at once (no majority then). At the end every fault is undone and the history is checked against every
 //! voter's log (and, in the run with voter changes, every observer's):
 //! - every acknowledged record is in every log exactly once, at its acknowledged offset;
 //! - one writer's records, each acknowledged before the next was sent, stand in that order;
@@ -39,6 +39,8 @@ enum Fault {
     Pause,
     /// Its namespace's interface down, up when undone.
     Cut,
+    /// Severed from this other node only, the rest of the network kept; mended when undone.
+    Sever(i32),
 }
 
 /// A fault in force on one node.
@@ -91,6 +93,7 @@ fn apply(cluster: &mut Cluster, applied: &Applied) {
             process.signal(libc::SIGSTOP);
         }
         Fault::Cut => cluster.cut(applied.node).unwrap(),
+        Fault::Sever(other) => cluster.sever(applied.node, other).unwrap(),
     }
 }
 
@@ -102,6 +105,7 @@ fn undo(cluster: &mut Cluster, applied: &Applied) {
             process.signal(libc::SIGCONT);
         }
         Fault::Cut => cluster.heal(applied.node).unwrap(),
+        Fault::Sever(other) => cluster.mend(applied.node, other).unwrap(),
     }
 }
 
@@ -154,8 +158,8 @@ fn acked_total(history: &History) -> usize {
 }
 
 /// Runs the seeded schedule for `run`: each round puts one fault (or, one round in four, two on
-/// different nodes) on the leader or a random node, holds it 0.3-4 s, undoes it and lets the
-/// cluster be for 0.3-2 s. Returns the schedule as text, for the report.
+/// different nodes, the second never a sever) on the leader or a random node, holds it 0.3-4 s,
+/// undoes it and lets the cluster be for 0.3-2 s. Returns the schedule as text, for the report.
 fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> Vec<String> {
     let faults = [Fault::Kill, Fault::Pause, Fault::Cut];
     let started = Instant::now();
@@ -165,12 +169,13 @@ fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> V
             (0, Some(leader)) => leader,
             _ => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
         };
-        let mut applied = vec![Applied {
-            node: first,
-            fault: faults[below(rng, 3) as usize],
-        }];
+        let others = cluster.others(first);
+        let fault = match below(rng, 4) {
+            3 => Fault::Sever(others[below(rng, others.len() as u64) as usize]),
+            n => faults[n as usize],
+        };
+        let mut applied = vec![Applied { node: first, fault }];
         if below(rng, 4) == 0 {
-            let others = cluster.others(first);
             applied.push(Applied {
                 node: others[below(rng, others.len() as u64) as usize],
                 fault: faults[below(rng, 3) as usize],
