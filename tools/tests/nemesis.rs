@@ -165,6 +165,12 @@ fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> V
     let started = Instant::now();
     let mut schedule = Vec::new();
     while started.elapsed() < run {
+        // A node that stopped on its own must not be hidden by a kill and restart: the round
+        // ends the schedule, and the check after it names the node.
+        if let Err(e) = cluster.check_running() {
+            schedule.push(format!("stopped on its own: {e}"));
+            break;
+        }
         let first = match (below(rng, 2), cluster.leader_now(None)) {
             (0, Some(leader)) => leader,
             _ => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
