@@ -472,8 +472,12 @@ fn start_script_on(
     let path = workspace().join("tools/tests/clients").join(script);
     // The guard kills the script itself (not a `timeout` wrapper, whose SIGKILL would leave it
     // running: a stalled kafka-python once spun a vCPU for 25 minutes after its test ended),
-    // and so does this thread's end.
-    let mut command = Command::new(venv_python());
+    // and so does this thread's end. In a lab it runs in the client namespace (`ip netns exec`
+    // execs it in the same process, which the guard and the parent-death signal reach).
+    let mut command = match &cluster.lab {
+        Some(lab) => lab.client().command(&venv_python()),
+        None => Command::new(venv_python()),
+    };
     command
         .arg(path)
         .arg(servers.join(","))
@@ -650,6 +654,39 @@ fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str,
         !producers.is_empty() && producers.iter().all(|&id| id >= 0),
         "every data batch comes from an idempotent producer: {producers:?}"
     );
+}
+
+/// kafka-python's idempotent producer (retrying without limit) and its consumer, in a lab's
+/// client namespace, while the nemesis's seeded faults (tools/tests/support/nemesis.rs: kills
+/// and restarts, pauses, cut-offs, severed pairs, on the leader or any node) hit the three
+/// voters for its whole run: every record acknowledged and read exactly once, in order, and
+/// stored once in every log.
+#[test]
+fn idempotent_kafka_python_under_a_nemesis_writes_every_record_once() {
+    use support::nemesis::{run_schedule, schedule_length, seed};
+    let mut cluster = Cluster::new_in_lab(3, 3);
+    cluster.start_all();
+    cluster.wait_for_settled_leader(None);
+    let seed = seed();
+    eprintln!("kafka-python under the nemesis: RINGRAFT_NEMESIS_SEED={seed}");
+    let mut rng = engine::sim::XorShift64(seed);
+    // One send every 5 ms or more: the sends span most of the schedule.
+    let (count, prefix) = (6000, "kpnemesis");
+    let (_script, rx) = start_script(
+        "produce_consume_kafka_python.py",
+        &cluster,
+        count,
+        prefix,
+        &[],
+    );
+    let schedule = run_schedule(&mut cluster, &mut rng, schedule_length());
+    eprintln!(
+        "schedule (RINGRAFT_NEMESIS_SEED={seed}):\n{}",
+        schedule.join("\n")
+    );
+    let mut run = Run::default();
+    collect(&rx, &mut run, Duration::from_secs(180), |_| false);
+    assert_exactly_once(&run, count, prefix, false, &mut cluster);
 }
 
 /// The producer ids of the data batches in a stopped node's log (-1: not idempotent).

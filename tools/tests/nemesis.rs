@@ -11,7 +11,7 @@
 //!
 //! `RINGRAFT_NEMESIS_SEED` replays a schedule's draws (the seed is printed first; real processes
 //! keep their own timing, so "the leader" may be another node in the replay) and
-//! `RINGRAFT_NEMESIS_SECONDS` lengthens it (default 40) for soak runs, e.g.
+//! `RINGRAFT_NEMESIS_SECONDS` lengthens it (default 30) for soak runs, e.g.
 //! `RINGRAFT_NEMESIS_SECONDS=600 cargo test --release -p ringraft-tools --test nemesis`.
 
 mod support;
@@ -22,92 +22,14 @@ use std::time::{Duration, Instant};
 
 use engine::sim::XorShift64;
 use net::client::BlockingClient;
+use support::nemesis::*;
 use support::*;
 
 const WRITERS: usize = 3;
-const DEFAULT_SECONDS: u64 = 40;
 /// A writer's bound on connecting and on each answer: a paused node holds it no longer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the cluster must commit within [`WAIT`] once every fault is undone.
 const RECORDS_AFTER_HEALING: usize = 50;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Fault {
-    /// SIGKILL, restarted when undone.
-    Kill,
-    /// SIGSTOP, SIGCONT when undone.
-    Pause,
-    /// Its namespace's interface down, up when undone.
-    Cut,
-    /// Severed from this other node only, the rest of the network kept; mended when undone.
-    Sever(i32),
-}
-
-/// A fault in force on one node.
-#[derive(Debug)]
-struct Applied {
-    node: i32,
-    fault: Fault,
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|e| panic!("{name}={v:?}: not a number: {e}"))
-    })
-}
-
-fn seed() -> u64 {
-    env_u64("RINGRAFT_NEMESIS_SEED").unwrap_or_else(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        nanos | 1
-    })
-}
-
-/// A uniform pick in `0..n` (n > 0).
-fn below(rng: &mut XorShift64, n: u64) -> u64 {
-    assert!(n > 0);
-    rng.next_u64() % n
-}
-
-fn millis_between(rng: &mut XorShift64, low: u64, high: u64) -> Duration {
-    Duration::from_millis(low + below(rng, high - low + 1))
-}
-
-fn apply(cluster: &mut Cluster, applied: &Applied) {
-    match applied.fault {
-        Fault::Kill => {
-            let process = cluster.node(applied.node).process.as_mut().unwrap();
-            process.signal(libc::SIGKILL);
-            assert!(
-                process.wait_exit(STOP_WAIT).is_some(),
-                "node {} outlived SIGKILL",
-                applied.node
-            );
-        }
-        Fault::Pause => {
-            let process = cluster.node(applied.node).process.as_ref().unwrap();
-            process.signal(libc::SIGSTOP);
-        }
-        Fault::Cut => cluster.cut(applied.node).unwrap(),
-        Fault::Sever(other) => cluster.sever(applied.node, other).unwrap(),
-    }
-}
-
-fn undo(cluster: &mut Cluster, applied: &Applied) {
-    match applied.fault {
-        Fault::Kill => cluster.start(applied.node, &[]),
-        Fault::Pause => {
-            let process = cluster.node(applied.node).process.as_ref().unwrap();
-            process.signal(libc::SIGCONT);
-        }
-        Fault::Cut => cluster.heal(applied.node).unwrap(),
-        Fault::Sever(other) => cluster.mend(applied.node, other).unwrap(),
-    }
-}
 
 /// Each writer's acknowledged (offset, value), in the order they were acknowledged.
 type History = Vec<Arc<Mutex<Vec<(i64, String)>>>>;
@@ -155,54 +77,6 @@ fn start_writers(
 
 fn acked_total(history: &History) -> usize {
     history.iter().map(|h| h.lock().unwrap().len()).sum()
-}
-
-/// Runs the seeded schedule for `run`: each round puts one fault (or, one round in four, two on
-/// different nodes, the second never a sever) on the leader or a random node, holds it 0.3-4 s,
-/// undoes it and lets the cluster be for 0.3-2 s. Returns the schedule as text, for the report.
-fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) -> Vec<String> {
-    let faults = [Fault::Kill, Fault::Pause, Fault::Cut];
-    let started = Instant::now();
-    let mut schedule = Vec::new();
-    while started.elapsed() < run {
-        // A node that stopped on its own must not be hidden by a kill and restart: the round
-        // ends the schedule, and the check after it names the node.
-        if let Err(e) = cluster.check_running() {
-            schedule.push(format!("stopped on its own: {e}"));
-            break;
-        }
-        let first = match (below(rng, 2), cluster.leader_now(None)) {
-            (0, Some(leader)) => leader,
-            _ => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
-        };
-        let others = cluster.others(first);
-        let fault = match below(rng, 4) {
-            3 => Fault::Sever(others[below(rng, others.len() as u64) as usize]),
-            n => faults[n as usize],
-        };
-        let mut applied = vec![Applied { node: first, fault }];
-        if below(rng, 4) == 0 {
-            applied.push(Applied {
-                node: others[below(rng, others.len() as u64) as usize],
-                fault: faults[below(rng, 3) as usize],
-            });
-        }
-        let hold = millis_between(rng, 300, 4_000);
-        let calm = millis_between(rng, 300, 2_000);
-        schedule.push(format!(
-            "{:>6} ms: {applied:?} for {hold:?}, then {calm:?} calm",
-            started.elapsed().as_millis()
-        ));
-        for fault in &applied {
-            apply(cluster, fault);
-        }
-        std::thread::sleep(hold);
-        for fault in &applied {
-            undo(cluster, fault);
-        }
-        std::thread::sleep(calm);
-    }
-    schedule
 }
 
 /// `ringraft quorum --bootstrap-server <every node> --timeout-ms 5000 <args>` run in the lab's
@@ -365,7 +239,7 @@ fn under_a_seeded_nemesis_with_voter_changes_nothing_acknowledged_is_lost() {
 /// started) and checks the history, as the file's head says.
 fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
     let seed = seed();
-    let run = Duration::from_secs(env_u64("RINGRAFT_NEMESIS_SECONDS").unwrap_or(DEFAULT_SECONDS));
+    let run = schedule_length();
     eprintln!("nemesis, voters on {voters}: RINGRAFT_NEMESIS_SEED={seed} for {run:?}");
     let mut rng = XorShift64(seed);
 

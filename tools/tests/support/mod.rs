@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod clients;
+pub mod nemesis;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
