@@ -657,28 +657,32 @@ fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str,
 }
 
 /// kafka-python's idempotent producer (retrying without limit) and its consumer, in a lab's
-/// client namespace, while the nemesis's seeded faults (tools/tests/support/nemesis.rs: kills
+/// client namespace (6,000 records), while the nemesis's seeded faults (tools/tests/support/nemesis.rs: kills
 /// and restarts, pauses, cut-offs, severed pairs, on the leader or any node) hit the three
 /// voters for its whole run: every record acknowledged and read exactly once, in order, and
 /// stored once in every log.
 #[test]
 fn idempotent_kafka_python_under_a_nemesis_writes_every_record_once() {
+    under_a_nemesis_writes_every_record_once("produce_consume_kafka_python.py", "kpnemesis");
+}
+
+/// The same with confluent-kafka (librdkafka).
+#[test]
+fn idempotent_confluent_kafka_under_a_nemesis_writes_every_record_once() {
+    under_a_nemesis_writes_every_record_once("produce_consume_confluent.py", "cknemesis");
+}
+
+fn under_a_nemesis_writes_every_record_once(script: &str, prefix: &str) {
     use support::nemesis::{run_schedule, schedule_length, seed};
     let mut cluster = Cluster::new_in_lab(3, 3);
     cluster.start_all();
     cluster.wait_for_settled_leader(None);
     let seed = seed();
-    eprintln!("kafka-python under the nemesis: RINGRAFT_NEMESIS_SEED={seed}");
+    eprintln!("{script} under the nemesis: RINGRAFT_NEMESIS_SEED={seed}");
     let mut rng = engine::sim::XorShift64(seed);
     // One send every 5 ms or more: the sends span most of the schedule.
-    let (count, prefix) = (6000, "kpnemesis");
-    let (_script, rx) = start_script(
-        "produce_consume_kafka_python.py",
-        &cluster,
-        count,
-        prefix,
-        &[],
-    );
+    let count = 6000;
+    let (_script, rx) = start_script(script, &cluster, count, prefix, &[]);
     let schedule = run_schedule(&mut cluster, &mut rng, schedule_length());
     eprintln!(
         "schedule (RINGRAFT_NEMESIS_SEED={seed}):\n{}",
