@@ -17,62 +17,42 @@
 mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::sim::XorShift64;
-use net::client::BlockingClient;
 use support::nemesis::*;
 use support::*;
 
 const WRITERS: usize = 3;
-/// A writer's bound on connecting and on each answer: a paused node holds it no longer.
+/// The bound on a DescribeQuorum the test asks (a paused node holds it no longer).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the cluster must commit within [`WAIT`] once every fault is undone.
 const RECORDS_AFTER_HEALING: usize = 50;
 
 /// Each writer's acknowledged (offset, value), in the order they were acknowledged.
-type History = Vec<Arc<Mutex<Vec<(i64, String)>>>>;
+type History = Vec<Acked>;
 
-/// Starts [`WRITERS`] threads in the lab's client namespace, each producing `w{n}-{i}` one at a
-/// time with acks=-1, moving to the next node on any error, until `stop`. A value is never sent
-/// twice: one that failed may still be in the log, but only once.
+/// Starts [`WRITERS`] writers ([`start_writer`]) in the lab's client namespace, writer n
+/// producing `w{n}-{i}` and starting at node n's address.
 fn start_writers(
     cluster: &Cluster,
     stop: &Arc<AtomicBool>,
 ) -> (History, Vec<std::thread::JoinHandle<()>>) {
     let host = cluster.lab.as_ref().unwrap().client().clone();
     let addrs: Vec<_> = cluster.nodes.iter().map(|n| n.addr).collect();
-    let history: History = (0..WRITERS).map(|_| Arc::default()).collect();
-    let handles = (0..WRITERS)
+    (0..WRITERS)
         .map(|writer| {
-            let (host, addrs, stop) = (host.clone(), addrs.clone(), Arc::clone(stop));
-            let acked = Arc::clone(&history[writer]);
-            std::thread::spawn(move || {
-                let _entered = host.enter().unwrap_or_else(|e| panic!("{e}"));
-                let mut target = writer % addrs.len();
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok(mut client) = BlockingClient::connect(addrs[target], CLIENT_TIMEOUT)
-                    else {
-                        target = (target + 1) % addrs.len();
-                        std::thread::sleep(Duration::from_millis(20));
-                        continue;
-                    };
-                    while !stop.load(Ordering::Relaxed) {
-                        let value = format!("w{writer}-{i}");
-                        i += 1;
-                        match produce_one(&mut client, &value) {
-                            Ok(offset) => acked.lock().unwrap().push((offset, value)),
-                            Err(_) => break,
-                        }
-                    }
-                    target = (target + 1) % addrs.len();
-                }
-            })
+            let prefix = format!("w{writer}-");
+            start_writer(
+                Some(host.clone()),
+                addrs.clone(),
+                writer,
+                &prefix,
+                Arc::clone(stop),
+            )
         })
-        .collect();
-    (history, handles)
+        .unzip()
 }
 
 fn acked_total(history: &History) -> usize {

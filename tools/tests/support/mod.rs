@@ -581,14 +581,29 @@ pub fn start_load_from(
     addrs: Vec<SocketAddr>,
     stop: Arc<AtomicBool>,
 ) -> (Acked, std::thread::JoinHandle<()>) {
+    start_writer(host, addrs, 0, "load-", stop)
+}
+
+/// A thread (in `host`'s network namespace when given) that produces `{prefix}0`, `{prefix}1`,
+/// ... one at a time with acks=-1 ([`produce_one`]) to `addrs[first]`, moving to the next node on
+/// any error, until `stop`. A value is never sent twice: one that failed may still be in the
+/// log, but only once. Every acknowledged (offset, value) goes into the returned list.
+pub fn start_writer(
+    host: Option<testkit::netns::Host>,
+    addrs: Vec<SocketAddr>,
+    first: usize,
+    prefix: &str,
+    stop: Arc<AtomicBool>,
+) -> (Acked, std::thread::JoinHandle<()>) {
     let acked: Acked = Arc::new(Mutex::new(Vec::new()));
+    let prefix = prefix.to_owned();
     let handle = {
         let acked = Arc::clone(&acked);
         std::thread::spawn(move || {
             // The thread stays in the namespace until it ends: every connection is made there.
             let _entered = host.map(|h| h.enter().unwrap_or_else(|e| panic!("{e}")));
             let mut i = 0u64;
-            let mut target = 0usize;
+            let mut target = first % addrs.len();
             while !stop.load(Ordering::Relaxed) {
                 let Ok(mut client) = BlockingClient::connect(addrs[target], Duration::from_secs(2))
                 else {
@@ -597,7 +612,7 @@ pub fn start_load_from(
                     continue;
                 };
                 while !stop.load(Ordering::Relaxed) {
-                    let value = format!("load-{i}");
+                    let value = format!("{prefix}{i}");
                     i += 1;
                     match produce_one(&mut client, &value) {
                         Ok(offset) => acked.lock().unwrap().push((offset, value)),
