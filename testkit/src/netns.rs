@@ -165,7 +165,8 @@ impl NetLab {
         self.blackhole("add", j, i)
     }
 
-    /// Undoes [`NetLab::sever`]; both routes go even if one was not there.
+    /// Undoes [`NetLab::sever`]: both routes are deleted (the second also when the first was
+    /// not there, which is then the error).
     pub fn mend(&self, i: usize, j: usize) -> Result<(), String> {
         let one = self.blackhole("del", i, j);
         let other = self.blackhole("del", j, i);

@@ -657,10 +657,10 @@ fn loses_and_duplicates_nothing_across_a_leader_kill(script: &str, prefix: &str,
 }
 
 /// kafka-python's idempotent producer (retrying without limit) and its consumer, in a lab's
-/// client namespace (6,000 records), while the nemesis's seeded faults (tools/tests/support/nemesis.rs: kills
-/// and restarts, pauses, cut-offs, severed pairs, on the leader or any node) hit the three
-/// voters for its whole run: every record acknowledged and read exactly once, in order, and
-/// stored once in every log.
+/// client namespace (6,000 records), while the nemesis's seeded faults
+/// (tools/tests/support/nemesis.rs: kills and restarts, pauses, cut-offs, severed pairs, on the
+/// leader or any node) hit the three voters for its whole run: every record acknowledged and
+/// read exactly once, in order, and stored once in every log.
 #[test]
 fn idempotent_kafka_python_under_a_nemesis_writes_every_record_once() {
     under_a_nemesis_writes_every_record_once("produce_consume_kafka_python.py", "kpnemesis");

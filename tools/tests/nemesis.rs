@@ -2,8 +2,9 @@
 //! as root, as CI runs), on PLAINTEXT and again on mutual TLS, written to by 3 acks=-1 writers
 //! while a random schedule of faults hits them: SIGKILL and restart, SIGSTOP and SIGCONT,
 //! cutting a node off the network, and severing two nodes from each other alone (a partial
-//! partition), on the leader or any node, one at a time or two at once (no majority then). At the end every fault is undone and the history is checked against every
-//! voter's log (and, in the run with voter changes, every observer's):
+//! partition), on the leader or any node, one at a time or two at once (no majority then). At
+//! the end every fault is undone and the history is checked against every voter's log (and, in
+//! the run with voter changes, every observer's):
 //! - every acknowledged record is in every log exactly once, at its acknowledged offset;
 //! - one writer's records, each acknowledged before the next was sent, stand in that order;
 //! - the voters' logs are the same, and no value stands twice in any of them;

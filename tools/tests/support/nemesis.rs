@@ -36,6 +36,7 @@ pub struct Applied {
     pub fault: Fault,
 }
 
+/// The number in environment variable `name`, if set (a panic naming it if it is no number).
 pub fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
         v.parse()
@@ -43,8 +44,15 @@ pub fn env_u64(name: &str) -> Option<u64> {
     })
 }
 
+/// `RINGRAFT_NEMESIS_SEED`, else one from the clock; never 0, which xorshift would keep.
 pub fn seed() -> u64 {
-    env_u64("RINGRAFT_NEMESIS_SEED").unwrap_or_else(|| {
+    let given = env_u64("RINGRAFT_NEMESIS_SEED");
+    assert_ne!(
+        given,
+        Some(0),
+        "RINGRAFT_NEMESIS_SEED=0: xorshift needs a state other than 0"
+    );
+    given.unwrap_or_else(|| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -59,10 +67,12 @@ pub fn below(rng: &mut XorShift64, n: u64) -> u64 {
     rng.next_u64() % n
 }
 
+/// A uniform pick between `low` and `high` milliseconds, both included.
 pub fn millis_between(rng: &mut XorShift64, low: u64, high: u64) -> Duration {
     Duration::from_millis(low + below(rng, high - low + 1))
 }
 
+/// Puts `applied` in force (a kill waits, bounded, for the process to be gone).
 pub fn apply(cluster: &mut Cluster, applied: &Applied) {
     match applied.fault {
         Fault::Kill => {
@@ -83,6 +93,7 @@ pub fn apply(cluster: &mut Cluster, applied: &Applied) {
     }
 }
 
+/// Ends `applied`: a restart, SIGCONT, the interface up, or the pair mended.
 pub fn undo(cluster: &mut Cluster, applied: &Applied) {
     match applied.fault {
         Fault::Kill => cluster.start(applied.node, &[]),
