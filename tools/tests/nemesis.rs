@@ -35,16 +35,17 @@ const RECORDS_AFTER_HEALING: usize = 50;
 type History = Vec<Acked>;
 
 /// Starts [`WRITERS`] writers ([`start_writer`]) in the lab's client namespace, writer n
-/// producing `w{n}-{i}` and starting at node n's address.
+/// producing `w{n}-{padding}{i}` and starting at node n's address.
 fn start_writers(
     cluster: &Cluster,
+    padding: &str,
     stop: &Arc<AtomicBool>,
 ) -> (History, Vec<std::thread::JoinHandle<()>>) {
     let host = cluster.lab.as_ref().unwrap().client().clone();
     let addrs: Vec<_> = cluster.nodes.iter().map(|n| n.addr).collect();
     (0..WRITERS)
         .map(|writer| {
-            let prefix = format!("w{writer}-");
+            let prefix = format!("w{writer}-{padding}");
             start_writer(
                 Some(host.clone()),
                 addrs.clone(),
@@ -192,16 +193,30 @@ fn repeated_value(log: &[(i64, String)]) -> Option<&str> {
         .find(|v| !seen.insert(*v))
 }
 
+/// What a nemesis run adds to the plain one.
+#[derive(Default)]
+struct Variant {
+    /// Voter changes asked for meanwhile ([`start_reassigner`]).
+    reassign: bool,
+    /// The writers' values padded to this many bytes more, so that retention has segments to
+    /// delete.
+    padding: usize,
+}
+
 #[test]
 fn under_a_seeded_nemesis_nothing_acknowledged_is_lost_and_the_voters_agree() {
-    nemesis(Cluster::new_in_lab(3, 3), "PLAINTEXT", false);
+    nemesis(Cluster::new_in_lab(3, 3), "PLAINTEXT", Variant::default());
 }
 
 /// The same with the voters on mutual TLS, as a production cluster runs: every reconnection
 /// after a kill, a pause or a cut is a handshake.
 #[test]
 fn under_a_seeded_nemesis_voters_on_mutual_tls_lose_nothing_acknowledged() {
-    nemesis(Cluster::new_mutual_tls_in_lab(3, 3), "mutual TLS", false);
+    nemesis(
+        Cluster::new_mutual_tls_in_lab(3, 3),
+        "mutual TLS",
+        Variant::default(),
+    );
 }
 
 /// The same with a fourth node, an observer at first, and the voter set changed at random
@@ -213,12 +228,37 @@ fn under_a_seeded_nemesis_with_voter_changes_nothing_acknowledged_is_lost() {
     cluster
         .add_node(4, "node-4", CLUSTER_ID, &voters_line)
         .unwrap();
-    nemesis(cluster, "PLAINTEXT, with voter changes", true);
+    let variant = Variant {
+        reassign: true,
+        ..Variant::default()
+    };
+    nemesis(cluster, "PLAINTEXT, with voter changes", variant);
 }
 
-/// Runs the schedule against `cluster` (voters in a lab, and with `reassign` an observer, none
-/// started) and checks the history, as the file's head says.
-fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
+/// The same with retention deleting segments all along (1 MiB segments, 2 MiB kept, checked
+/// every 200 ms): a node restarted or cut off for a while comes back behind the leader's log
+/// start and starts its log again there, under the faults. Each log then holds what is at or
+/// above its start, and the logs agree from the latest start on.
+#[test]
+fn under_a_seeded_nemesis_with_retention_nothing_kept_is_lost() {
+    let cluster = Cluster::new_in_lab_with(3, 3, |s| {
+        s.segment_bytes = Some(1 << 20);
+        s.overrides = vec![
+            "retention.bytes=2097152".into(),
+            "log.retention.check.interval.ms=200".into(),
+        ];
+    });
+    let variant = Variant {
+        padding: 300,
+        ..Variant::default()
+    };
+    nemesis(cluster, "PLAINTEXT, with retention", variant);
+}
+
+/// Runs the schedule against `cluster` (voters in a lab, and with voter changes an observer,
+/// none started) and checks the history, as the file's head says.
+fn nemesis(mut cluster: Cluster, voters: &str, variant: Variant) {
+    let reassign = variant.reassign;
     let seed = seed();
     let run = schedule_length();
     eprintln!("nemesis, voters on {voters}: RINGRAFT_NEMESIS_SEED={seed} for {run:?}");
@@ -227,7 +267,7 @@ fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
     cluster.start_all();
     cluster.wait_for_settled_leader(None);
     let stop = Arc::new(AtomicBool::new(false));
-    let (history, writers) = start_writers(&cluster, &stop);
+    let (history, writers) = start_writers(&cluster, &"x".repeat(variant.padding), &stop);
     let stop_reassigner = Arc::new(AtomicBool::new(false));
     let reassigner = reassign.then(|| start_reassigner(&cluster, seed, &stop_reassigner));
     let mut schedule = run_schedule(&mut cluster, &mut rng, run);
@@ -303,12 +343,13 @@ fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
     }
     cluster.stop_all_cleanly();
 
-    let logs: Vec<(i32, Vec<(i64, String)>)> = cluster
+    // (node, log start, log): retention may have deleted what is below a log's start.
+    let logs: Vec<_> = cluster
         .nodes
         .iter()
-        .map(|node| (node.id, read_log(&node.dir)))
+        .map(|node| (node.id, log_start(&node.dir), read_log(&node.dir)))
         .collect();
-    for (id, log) in &logs {
+    for (id, start, log) in &logs {
         if let Some(value) = repeated_value(log) {
             panic!(
                 "{}",
@@ -316,30 +357,50 @@ fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
             );
         }
         for (writer, acked) in history.iter().enumerate() {
+            let kept: Vec<(i64, String)> =
+                acked.iter().filter(|(o, _)| o >= start).cloned().collect();
             assert!(
-                log_holds_once_in_order(log, acked),
+                log_holds_once_in_order(log, &kept),
                 "{}",
                 report(
                     &cluster,
                     &format!(
-                        "node {id}: writer {writer}'s acknowledged records are not each once at \
-                     their offsets, in order"
+                        "node {id} (log start {start}): writer {writer}'s acknowledged records \
+                         are not each once at their offsets, in order"
                     )
                 )
             );
         }
     }
-    let (first_id, first_log) = &logs[0];
-    for (id, log) in &logs[1..] {
-        let differs = first_log.iter().zip(log).position(|(a, b)| a != b);
+    let starts: Vec<i64> = logs.iter().map(|(_, start, _)| *start).collect();
+    if variant.padding > 0 {
+        assert!(
+            starts.iter().all(|&start| start > 0),
+            "{}",
+            report(
+                &cluster,
+                &format!("retention moved no log start: {starts:?}")
+            )
+        );
+    }
+    // From the latest start on, every log holds the same records.
+    let common = *starts.iter().max().unwrap();
+    let from_common = |log: &[(i64, String)]| -> Vec<(i64, String)> {
+        log.iter().filter(|(o, _)| *o >= common).cloned().collect()
+    };
+    let (first_id, _, first_log) = &logs[0];
+    let first_log = from_common(first_log);
+    for (id, _, log) in &logs[1..] {
+        let log = from_common(log);
+        let differs = first_log.iter().zip(&log).position(|(a, b)| a != b);
         assert!(
             differs.is_none() && first_log.len() == log.len(),
             "{}",
             report(
                 &cluster,
                 &format!(
-                    "node {first_id} holds {} records and node {id} {}; the first that differs is \
-                 record {differs:?}",
+                    "from offset {common} on, node {first_id} holds {} records and node {id} {}; \
+                     the first that differs is record {differs:?}",
                     first_log.len(),
                     log.len()
                 )
@@ -348,7 +409,7 @@ fn nemesis(mut cluster: Cluster, voters: &str, reassign: bool) {
     }
     eprintln!(
         "nemesis, voters on {voters}: {rounds} rounds of faults{changes}; {} records acknowledged \
-         ({healed} after the last), {} in each log",
+         ({healed} after the last), {} in each log from offset {common} (log starts {starts:?})",
         history.iter().map(Vec::len).sum::<usize>(),
         first_log.len()
     );

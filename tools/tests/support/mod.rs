@@ -102,10 +102,17 @@ impl Cluster {
 
     /// [`Cluster::new_in_lab`] with the voters on mutual TLS, as [`Cluster::new_mutual_tls`].
     pub fn new_mutual_tls_in_lab(count: i32, hosts: usize) -> Cluster {
-        let settings = Settings {
-            security: testkit::Security::MutualTls,
-            ..settings()
-        };
+        Self::new_in_lab_with(count, hosts, |s| s.security = testkit::Security::MutualTls)
+    }
+
+    /// [`Cluster::new_in_lab`] with the tests' [`settings`] changed by `change`.
+    pub fn new_in_lab_with(
+        count: i32,
+        hosts: usize,
+        change: impl FnOnce(&mut Settings),
+    ) -> Cluster {
+        let mut settings = settings();
+        change(&mut settings);
         Cluster(ok(testkit::Cluster::create_in_lab(
             settings,
             count as usize,
