@@ -373,6 +373,7 @@ fn nemesis(mut cluster: Cluster, voters: &str, variant: Variant) {
         }
     }
     let starts: Vec<i64> = logs.iter().map(|(_, start, _)| *start).collect();
+    let mut resets = String::new();
     if variant.padding > 0 {
         assert!(
             starts.iter().all(|&start| start > 0),
@@ -382,6 +383,14 @@ fn nemesis(mut cluster: Cluster, voters: &str, variant: Variant) {
                 &format!("retention moved no log start: {starts:?}")
             )
         );
+        // How often a node came back behind the leader's log start (the node's warning).
+        let count: usize = cluster
+            .nodes
+            .iter()
+            .map(|n| std::fs::read_to_string(cluster.stderr_path(n.id)).unwrap_or_default())
+            .map(|text| text.matches("dropping it and starting it again").count())
+            .sum();
+        resets = format!(", {count} logs started again at the leader's start");
     }
     // From the latest start on, every log holds the same records.
     let common = *starts.iter().max().unwrap();
@@ -409,7 +418,8 @@ fn nemesis(mut cluster: Cluster, voters: &str, variant: Variant) {
     }
     eprintln!(
         "nemesis, voters on {voters}: {rounds} rounds of faults{changes}; {} records acknowledged \
-         ({healed} after the last), {} in each log from offset {common} (log starts {starts:?})",
+         ({healed} after the last), {} in each log from offset {common} (log starts \
+         {starts:?}){resets}",
         history.iter().map(Vec::len).sum::<usize>(),
         first_log.len()
     );

@@ -880,6 +880,18 @@ impl CoreDriver for Node {
             } => self.send_to_peer(to, correlation, request),
             Output::Respond { id, response } => self.respond(id, &response),
             Output::Log(op) => {
+                if let LogOpKind::ResetTo { start, epoch } = op.kind {
+                    // The whole log goes: the operator should know, and that retention is
+                    // shorter than this replica's outage was (docs/operations.md).
+                    tracing::warn!(
+                        node = self.config.broker_id,
+                        start,
+                        epoch,
+                        "this replica's log ends below the leader's log start: dropping it and \
+                         starting it again there (nothing committed is lost; a longer retention \
+                         keeps a replica's log across an outage this long)"
+                    );
+                }
                 self.count_records(&op);
                 self.track_log_op(&op);
                 self.track_producer_id_blocks(&op);
