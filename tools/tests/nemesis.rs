@@ -61,6 +61,12 @@ fn acked_total(history: &History) -> usize {
     history.iter().map(|h| h.lock().unwrap().len()).sum()
 }
 
+/// Every node's client address, as `--bootstrap-server` takes them.
+fn servers(cluster: &Cluster) -> String {
+    let addrs: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
+    addrs.join(",")
+}
+
 /// `ringraft quorum --bootstrap-server <every node> --timeout-ms 5000 <args>` run in the lab's
 /// client namespace, where the nodes' addresses are.
 fn quorum_tool(host: &testkit::netns::Host, servers: &str, args: &[&str]) -> std::process::Output {
@@ -96,8 +102,7 @@ fn start_reassigner(
     seed: u64,
     stop: &Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<(Vec<String>, usize)> {
-    let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
-    let servers = servers.join(",");
+    let servers = servers(cluster);
     let ids: Vec<i32> = cluster.nodes.iter().map(|n| n.id).collect();
     let host = cluster.lab.as_ref().unwrap().client().clone();
     let stop = Arc::clone(stop);
@@ -136,11 +141,11 @@ fn start_reassigner(
 /// Waits (bounded: [`WAIT`] three times) until `ringraft quorum reassign --verify` says no
 /// reassignment is in progress; its last output otherwise.
 fn wait_for_no_reassignment(cluster: &Cluster) -> Result<(), String> {
-    let servers: Vec<String> = cluster.nodes.iter().map(|n| n.addr.to_string()).collect();
+    let servers = servers(cluster);
     let deadline = Instant::now() + 3 * WAIT;
     loop {
         let host = cluster.lab.as_ref().unwrap().client();
-        let output = quorum_tool(host, &servers.join(","), &["reassign", "--verify"]);
+        let output = quorum_tool(host, &servers, &["reassign", "--verify"]);
         if output.status.success() {
             return Ok(());
         }

@@ -120,9 +120,13 @@ pub fn run_schedule(cluster: &mut Cluster, rng: &mut XorShift64, run: Duration) 
             schedule.push(format!("stopped on its own: {e}"));
             break;
         }
-        let first = match (below(rng, 2), cluster.leader_now(None)) {
-            (0, Some(leader)) => leader,
-            _ => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
+        // The leader is asked for only when the draw wants it (a DescribeQuorum per node).
+        let leader = (below(rng, 2) == 0)
+            .then(|| cluster.leader_now(None))
+            .flatten();
+        let first = match leader {
+            Some(leader) => leader,
+            None => cluster.nodes[below(rng, cluster.nodes.len() as u64) as usize].id,
         };
         let others = cluster.others(first);
         let fault = match below(rng, 4) {
