@@ -538,7 +538,7 @@ fn planted_bugs_are_caught() {
             ],
         ),
         (ApplyOnCommit, 20, &[Invariant::VoterSetFromLog]),
-        (NoRevertOnTruncation, 400, &[Invariant::VoterSetFromLog]),
+        (NoRevertOnTruncation, 600, &[Invariant::VoterSetFromLog]),
     ];
     for (bug, within, caught_by) in cases {
         caught_within(bug, 20_000_000, within, caught_by, |cfg| {

@@ -252,7 +252,7 @@ impl RaftCore {
         consider(self.outbound.next_deadline());
         consider(self.shutdown_deadline);
         if let Some(l) = self.qs.leader() {
-            consider(l.parked.iter().map(|p| p.deadline).min());
+            consider(l.parked.iter().map(|p| p.due()).min());
             consider(l.alter_waits.iter().map(|w| w.deadline).min());
         }
         best

@@ -9,7 +9,7 @@ use super::discovery::Common;
 use super::epoch_state::EpochState;
 use super::leader::{Fetcher, ParkedFetch};
 use super::requests::{InFlight, RequestKind, Retry};
-use super::types::{Batch, Offset, OffsetAndEpoch, Output, RequestId};
+use super::types::{Batch, NodeId, Offset, OffsetAndEpoch, Output, RequestId, TimeMs};
 use super::{
     ErrorCode, FetchQuorumRecordsRequest, FetchQuorumRecordsResponse, Request, Response, Role,
 };
@@ -153,18 +153,21 @@ impl RaftCore {
             }
         }
         let hw_advanced = self.update_leader_hw(out);
+        if let Some(hold_until) = self.pacing_hold(&req, as_voter) {
+            let deadline = self.park_deadline(req.max_wait_ms);
+            return self.leading().parked.push(ParkedFetch {
+                fetcher,
+                fetch_offset: req.fetch_offset,
+                deadline,
+                hold_until: Some(hold_until.min(deadline)),
+            });
+        }
         // Past what may be served (rule 9 withholds an undurable voter record) is the end:
         // the fetch waits there, and the record's durability completes it.
         if req.fetch_offset >= self.servable_end() {
             if req.max_wait_ms > 0 && !hw_advanced {
-                // A wait longer than the fetch timeout helps nobody: the fetcher would have
-                // given up on this leader by then.
-                let wait = (req.max_wait_ms as u64).min(
-                    self.config
-                        .fetch_timeout_ms
-                        .max(self.config.fetch_max_wait_ms),
-                );
-                self.park(fetcher, req.fetch_offset, now + wait);
+                let deadline = self.park_deadline(req.max_wait_ms);
+                self.park(fetcher, req.fetch_offset, deadline);
                 return;
             }
             return self.respond_fetch(id, ErrorCode::NONE, Vec::new(), None, out);
@@ -172,11 +175,60 @@ impl RaftCore {
         self.respond_with_records(fetcher, req.fetch_offset, out);
     }
 
+    /// A wait longer than the fetch timeout helps nobody: the fetcher would have given up on
+    /// this leader by then.
+    fn park_deadline(&self, max_wait_ms: i32) -> TimeMs {
+        let cap = self
+            .config
+            .fetch_timeout_ms
+            .max(self.config.fetch_max_wait_ms);
+        self.now + u64::try_from(max_wait_ms).unwrap_or(0).min(cap)
+    }
+
+    /// Observer fetch pacing (docs/protocol.md, "Observer fetch pacing"): an observer whose
+    /// last answer, less than the interval ago, gave it everything there was waits until the
+    /// interval is over, so that one answer carries what many would. Never a voter, nor an
+    /// observer the reassignment wants (its catch-up decides a step), nor one catching up (its
+    /// last answer was cut short), nor a fetch that asked not to wait.
+    fn pacing_hold(&mut self, req: &FetchQuorumRecordsRequest, as_voter: bool) -> Option<TimeMs> {
+        let interval = self.config.observer_fetch_interval_ms;
+        if interval == 0 || as_voter || req.max_wait_ms <= 0 {
+            return None;
+        }
+        if self.reassignment_wants(req.replica_id) {
+            return None;
+        }
+        let last = self
+            .leading()
+            .observers
+            .get(&req.replica_id)?
+            .last_records_ms?;
+        let until = last.saturating_add(interval);
+        (until > self.now).then_some(until)
+    }
+
+    /// Whether `id` is in the target of a reassignment asked for or in progress.
+    fn reassignment_wants(&self, id: NodeId) -> bool {
+        let requested = self
+            .qs
+            .leader()
+            .and_then(|l| l.requested_target.as_ref())
+            .is_some_and(|t| t.voters.contains(&id));
+        let in_progress = self
+            .qs
+            .voter_config()
+            .target
+            .as_ref()
+            .is_some_and(|t| t.contains(&id));
+        requested || in_progress
+    }
+
     pub(crate) fn park(&mut self, fetcher: Fetcher, fetch_offset: Offset, deadline: u64) {
         self.leading().parked.push(ParkedFetch {
             fetcher,
             fetch_offset,
             deadline,
+            hold_until: None,
         });
     }
 
@@ -212,11 +264,32 @@ impl RaftCore {
     /// The answer with data (perhaps none) to whoever waits.
     fn answer_records(&mut self, fetcher: Fetcher, batches: Vec<Batch>, out: &mut Vec<Output>) {
         match fetcher {
-            Fetcher::Replica { request_id, .. } => {
+            Fetcher::Replica {
+                request_id,
+                replica_id,
+            } => {
                 let batches = self.withhold_undurable_voter_record(batches);
+                if let Some(last) = batches.last() {
+                    let whole = last.end_offset() >= self.servable_end();
+                    self.note_records_to_observer(replica_id, whole);
+                }
                 self.respond_fetch(request_id, ErrorCode::NONE, batches, None, out)
             }
             Fetcher::Consumer { id, .. } => self.consumer_records(id, batches, out),
+        }
+    }
+
+    /// Starts an observer's pacing interval when an answer gave it everything there was; one
+    /// cut short by the byte budget leaves it catching up, and unpaced (a voter's progress has
+    /// no such time).
+    fn note_records_to_observer(&mut self, replica_id: NodeId, whole: bool) {
+        let now = self.now;
+        if let Some(p) = self
+            .qs
+            .leader_mut()
+            .and_then(|l| l.observers.get_mut(&replica_id))
+        {
+            p.last_records_ms = whole.then_some(now);
         }
     }
 
@@ -292,12 +365,13 @@ impl RaftCore {
     /// wait for the high watermark.
     pub(crate) fn complete_parked_with_records(&mut self, out: &mut Vec<Output>) {
         let parked = std::mem::take(&mut self.leading().parked);
+        let now = self.now;
         for p in parked {
             match p.fetcher {
-                Fetcher::Replica { .. } => {
+                Fetcher::Replica { .. } if !p.held(now) => {
                     self.respond_with_records(p.fetcher, p.fetch_offset, out)
                 }
-                Fetcher::Consumer { .. } => self.leading().parked.push(p),
+                Fetcher::Replica { .. } | Fetcher::Consumer { .. } => self.leading().parked.push(p),
             }
         }
     }
@@ -305,10 +379,10 @@ impl RaftCore {
     pub(crate) fn expire_parked_fetches(&mut self, out: &mut Vec<Output>) {
         let now = self.now;
         let expired: Vec<ParkedFetch> = match self.qs.leader_mut() {
-            Some(l) if l.parked.iter().any(|p| p.deadline <= now) => {
+            Some(l) if l.parked.iter().any(|p| p.due() <= now) => {
                 let (done, keep) = std::mem::take(&mut l.parked)
                     .into_iter()
-                    .partition(|p| p.deadline <= now);
+                    .partition(|p| p.due() <= now);
                 l.parked = keep;
                 done
             }
@@ -316,6 +390,15 @@ impl RaftCore {
         };
         for p in expired {
             match p.fetcher {
+                // A paced fetch's hold is over: records if there are any, else an ordinary
+                // long poll for the rest of its wait.
+                Fetcher::Replica { .. } if p.deadline > now => {
+                    if p.fetch_offset < self.servable_end() {
+                        self.respond_with_records(p.fetcher, p.fetch_offset, out);
+                    } else {
+                        self.park(p.fetcher, p.fetch_offset, p.deadline);
+                    }
+                }
                 Fetcher::Replica { .. } => self.answer_records(p.fetcher, Vec::new(), out),
                 // Waited long enough: what there is.
                 Fetcher::Consumer { .. } => self.serve_consumer(p.fetcher, p.fetch_offset, out),
@@ -345,8 +428,10 @@ impl RaftCore {
         self.complete_appends(out);
         // Replicas fetch again and learn the HW; a consumer is answered once enough is committed.
         let parked = std::mem::take(&mut self.leading().parked);
+        let now = self.now;
         for p in parked {
             match p.fetcher {
+                Fetcher::Replica { .. } if p.held(now) => self.leading().parked.push(p),
                 Fetcher::Replica { .. } => self.answer_records(p.fetcher, Vec::new(), out),
                 Fetcher::Consumer { min_bytes, .. }
                     if self.committed_bytes_from(p.fetch_offset) >= min_bytes =>
@@ -551,6 +636,17 @@ impl RaftCore {
                 self.stopped = true;
                 return;
             }
+        }
+        let start = self.log.start_offset();
+        if point < start {
+            // Everything below the log start was committed before retention removed it; a
+            // node that has not learned the high watermark since it started still knows that.
+            out.push(Output::Fatal(format!(
+                "node {}: leader asks to truncate to {point}, below the log start {start}",
+                self.qs.local_id()
+            )));
+            self.stopped = true;
+            return;
         }
         self.log.truncate_to(point, out);
         self.revert_truncated_voter_records(point, out);

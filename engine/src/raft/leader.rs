@@ -20,6 +20,12 @@ pub(crate) struct ReplicaProgress {
     pub(crate) durable_offset: Offset,
     pub(crate) last_fetch_ms: Option<TimeMs>,
     pub(crate) last_caught_up_ms: Option<TimeMs>,
+    /// The leader's log end when this replica last fetched (-1: never): a fetch that reaches it
+    /// shows the replica was caught up at that fetch (Kafka's rule, docs/protocol.md section 6).
+    pub(crate) leader_end_at_last_fetch: Offset,
+    /// When an answer last gave this observer every record there was (pacing, docs/protocol.md,
+    /// "Observer fetch pacing"); None after one cut short, and for voters.
+    pub(crate) last_records_ms: Option<TimeMs>,
     /// The log directory id its last fetch named (ZERO: none yet).
     pub(crate) directory_id: DirectoryId,
 }
@@ -31,6 +37,8 @@ impl ReplicaProgress {
             durable_offset: -1,
             last_fetch_ms: None,
             last_caught_up_ms: None,
+            leader_end_at_last_fetch: -1,
+            last_records_ms: None,
             directory_id: DirectoryId::ZERO,
         }
     }
@@ -66,7 +74,22 @@ pub(crate) enum Fetcher {
 pub(crate) struct ParkedFetch {
     pub(crate) fetcher: Fetcher,
     pub(crate) fetch_offset: Offset,
+    /// When it is answered with whatever there is (its MaxWait).
     pub(crate) deadline: TimeMs,
+    /// A paced observer's fetch is held until then even if records arrive (docs/protocol.md,
+    /// "Observer fetch pacing"); never past `deadline`.
+    pub(crate) hold_until: Option<TimeMs>,
+}
+
+impl ParkedFetch {
+    /// When the core must look at it again.
+    pub(crate) fn due(&self) -> TimeMs {
+        self.hold_until.unwrap_or(self.deadline)
+    }
+
+    pub(crate) fn held(&self, now: TimeMs) -> bool {
+        self.hold_until.is_some_and(|t| t > now)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -227,13 +250,20 @@ impl LeaderState {
             .or_insert_with(ReplicaProgress::unknown);
         debug_assert!(fetch_offset <= leader_end, "a fetch past our end diverges");
         p.end_offset = fetch_offset;
+        debug_assert!(p.last_fetch_ms.is_none_or(|t| t <= now));
+        // Caught up now, or at its last fetch if it now holds what the leader had then: a
+        // replica that fetches again only after writing what it got (or that is paced) is
+        // still caught up when the leader's end has moved meanwhile.
+        if fetch_offset >= leader_end {
+            p.last_caught_up_ms = Some(now);
+        } else if p.leader_end_at_last_fetch >= 0 && fetch_offset >= p.leader_end_at_last_fetch {
+            p.last_caught_up_ms = p.last_fetch_ms.max(p.last_caught_up_ms);
+        }
+        p.leader_end_at_last_fetch = leader_end;
         // Only what the follower made durable, and never beyond what it asks from (its log
         // matches ours only up to the fetch offset). A regression (lost disk) is tolerated.
         p.durable_offset = durable_offset.min(fetch_offset);
         p.last_fetch_ms = Some(now);
-        if fetch_offset >= leader_end {
-            p.last_caught_up_ms = Some(now);
-        }
         p
     }
 
@@ -365,6 +395,37 @@ mod tests {
         l.voters.get_mut(&2).unwrap().durable_offset = 2;
         assert_eq!(l.maybe_advance_hw(5), None);
         assert_eq!(l.high_watermark, Some(5));
+    }
+
+    /// Kafka's rule: a fetch that reaches the end the leader had at the replica's previous
+    /// fetch shows the replica caught up as of that previous fetch; one at the end, as of now.
+    /// The time never goes back.
+    #[test]
+    fn a_fetch_reaching_the_previous_end_dates_caught_up_to_the_previous_fetch() {
+        let mut l = LeaderState::new(1, 0, 1, &[1, 2, 3], 0);
+        let caught_up = |l: &LeaderState| l.voters[&2].last_caught_up_ms;
+        l.record_fetch(2, true, 0, 0, 10, 100);
+        assert_eq!(caught_up(&l), None, "behind, no previous fetch");
+        l.record_fetch(2, true, 5, 5, 12, 200);
+        assert_eq!(
+            caught_up(&l),
+            None,
+            "short of 10, the end at its previous fetch"
+        );
+        l.record_fetch(2, true, 12, 12, 20, 300);
+        assert_eq!(
+            caught_up(&l),
+            Some(200),
+            "holds the end it was shown at 200"
+        );
+        l.record_fetch(2, true, 20, 20, 20, 400);
+        assert_eq!(caught_up(&l), Some(400), "at the end");
+        l.record_fetch(2, true, 20, 20, 30, 500);
+        assert_eq!(
+            caught_up(&l),
+            Some(400),
+            "as of its previous fetch: no earlier"
+        );
     }
 
     /// A leader of {1, 2, 3} at time `now` tracking observers 100.. (MAX_OBSERVERS of them),

@@ -389,6 +389,11 @@ pub struct RaftConfig {
     pub retry_backoff_max_ms: u64,
     /// MaxWaitTimeMs this node puts in its fetches (long poll).
     pub fetch_max_wait_ms: u64,
+    /// As leader, answer an observer whose last answer gave it everything there was with
+    /// records at most once per this many ms (docs/protocol.md, "Observer fetch pacing"); 0:
+    /// at once, as voters are and as Kafka does ([`RaftConfig::new`]'s value; the node's
+    /// default is 10).
+    pub observer_fetch_interval_ms: u64,
     /// Byte budget of one fetch response.
     pub fetch_max_bytes: usize,
     /// Bytes of recent batches the leader keeps in memory to answer fetches without a log read.
@@ -485,6 +490,7 @@ impl RaftConfig {
             retry_backoff_ms: 20,
             retry_backoff_max_ms: 1000,
             fetch_max_wait_ms: 500,
+            observer_fetch_interval_ms: 0,
             fetch_max_bytes: 1 << 20,
             tail_cache_bytes: 64 << 20,
             max_unflushed_bytes: 128 << 20,

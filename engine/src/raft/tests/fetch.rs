@@ -329,6 +329,20 @@ fn follower_never_truncates_below_high_watermark() {
     assert!(log_ops(&out).is_empty(), "nothing truncated");
 }
 
+/// Below the log start everything was committed, so a node that has not learned the high
+/// watermark since it started still refuses to truncate there: it stops, with a message, and
+/// its log is untouched.
+#[test]
+fn follower_never_truncates_below_its_log_start() {
+    let mut start_at_5 = log(8, &[(1, 5)]);
+    start_at_5.start_offset = 5;
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, start_at_5);
+    assert_eq!(h.core.high_watermark(), None);
+    let out = respond_fetch(&mut h, c, diverging(2, 2, 2, 1, -1));
+    assert!(has_fatal(&out), "{out:?}");
+    assert!(log_ops(&out).is_empty(), "nothing truncated");
+}
+
 #[test]
 fn truncation_applied_before_high_watermark_update() {
     let (mut h, c) = Harness::follower(1, VOTERS, 4, 2, log(3, &[(1, 0), (3, 1)]));

@@ -94,6 +94,10 @@ pub struct NodeConfig {
     pub retry_backoff_max_ms: u64,
     /// `quorum.prevote.enable`: stand for election through a pre-vote round first.
     pub pre_vote: bool,
+    /// `quorum.observer.fetch.interval.ms`: a leader answers an observer that holds everything
+    /// committed at most once per this many ms with records (docs/protocol.md, "Observer fetch
+    /// pacing").
+    pub observer_fetch_interval_ms: u64,
     pub segment_bytes: u64,
     /// `retention.bytes` and `retention.ms` (docs/operations.md, "Retention").
     pub retention: engine::log::RetentionPolicy,
@@ -306,6 +310,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "ask the other voters for pre-votes (no epoch raised, nothing persisted) before standing for election; false: stand at once",
     ),
     (
+        "quorum.observer.fetch.interval.ms",
+        Some("10"),
+        "as leader, answer an observer that holds everything committed with records at most once per this many ms, so that one answer carries what many would (0: at once)",
+    ),
+    (
         "log.segment.bytes",
         Some("1073741824"),
         "size at which a log segment is rolled",
@@ -438,6 +447,8 @@ impl NodeConfig {
             retry_backoff_max_ms: props
                 .parse_or_default("quorum.retry.backoff.max.ms", parse_positive)?,
             pre_vote: props.parse_or_default("quorum.prevote.enable", parse_bool)?,
+            observer_fetch_interval_ms: props
+                .parse_or_default("quorum.observer.fetch.interval.ms", parse_u64)?,
             segment_bytes: props.parse_or_default("log.segment.bytes", parse_segment_bytes)?,
             retention: engine::log::RetentionPolicy {
                 bytes: props.parse_or_default("retention.bytes", parse_retention_limit)?,
@@ -515,6 +526,7 @@ impl NodeConfig {
         raft.retry_backoff_ms = self.retry_backoff_ms;
         raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
         raft.pre_vote = self.pre_vote;
+        raft.observer_fetch_interval_ms = self.observer_fetch_interval_ms;
         raft.seed = seed;
         // FindQuorum advertises `advertised.listeners`; the configured voters' endpoints are
         // known from the start (boot timestamp 0, so any advertisement by a running voter
@@ -965,6 +977,24 @@ mod tests {
         assert!(!config.pre_vote && !config.raft_config(1).pre_vote);
         map.insert("quorum.prevote.enable".into(), "TRUE".into());
         assert!(NodeConfig::from_map(&map).unwrap().raft_config(1).pre_vote);
+    }
+
+    #[test]
+    fn observer_pacing_reaches_the_core_at_10_ms_by_default() {
+        let mut map = base();
+        assert_eq!(
+            NodeConfig::from_map(&map)
+                .unwrap()
+                .raft_config(1)
+                .observer_fetch_interval_ms,
+            10
+        );
+        map.insert("quorum.observer.fetch.interval.ms".into(), "0".into());
+        let raft = NodeConfig::from_map(&map).unwrap().raft_config(1);
+        assert_eq!(raft.observer_fetch_interval_ms, 0);
+        map.insert("quorum.observer.fetch.interval.ms".into(), "-1".into());
+        let err = NodeConfig::from_map(&map).unwrap_err().to_string();
+        assert!(err.contains("quorum.observer.fetch.interval.ms"), "{err}");
     }
 
     #[test]
