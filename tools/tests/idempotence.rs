@@ -254,7 +254,8 @@ fn producer_ids_from(cluster: &Cluster, id: i32, count: usize) -> Vec<i64> {
     while ids.len() < count {
         assert!(
             Instant::now() < deadline,
-            "node {id} handed out only {ids:?}"
+            "node {id} handed out only {ids:?}; the nodes' stderr:\n{}",
+            cluster.stderr_tails()
         );
         let Ok(mut client) = BlockingClient::connect(cluster.addr(id), TIMEOUT) else {
             std::thread::sleep(Duration::from_millis(100));

@@ -627,22 +627,18 @@ impl RaftCore {
     fn truncate_diverged(&mut self, leader_point: OffsetAndEpoch, out: &mut Vec<Output>) {
         let leo = self.log.end_offset();
         let point = self.log.epochs.truncation_point(leader_point, leo);
-        if let Some(hw) = self.local_hw {
-            if point < hw {
-                out.push(Output::Fatal(format!(
-                    "node {}: leader asks to truncate to {point}, below the high watermark {hw}",
-                    self.qs.local_id()
-                )));
-                self.stopped = true;
-                return;
-            }
-        }
+        // Everything below the log start was committed before retention removed it: a node
+        // that has not learned the high watermark since it started still knows that much.
+        let hw = self.local_hw.unwrap_or(0);
         let start = self.log.start_offset();
-        if point < start {
-            // Everything below the log start was committed before retention removed it; a
-            // node that has not learned the high watermark since it started still knows that.
+        let floor = if point < hw {
+            Some(("the high watermark", hw))
+        } else {
+            (point < start).then_some(("the log start", start))
+        };
+        if let Some((what, at)) = floor {
             out.push(Output::Fatal(format!(
-                "node {}: leader asks to truncate to {point}, below the log start {start}",
+                "node {}: leader asks to truncate to {point}, below {what} {at}",
                 self.qs.local_id()
             )));
             self.stopped = true;

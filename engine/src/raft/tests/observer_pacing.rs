@@ -41,6 +41,16 @@ fn answered(out: &[Output], id: RequestId) -> Option<Vec<Offset>> {
         })
 }
 
+/// [`pacing_leader`] whose observer, parked at 1, just got the record at 1: everything there
+/// was, so its interval runs from now.
+fn paced_after_a_whole_answer() -> Harness {
+    let mut h = pacing_leader();
+    let (first, _) = fetch(&mut h, OBSERVER, 1);
+    let out = commit_one(&mut h, 1);
+    assert_eq!(answered(&out, first), Some(vec![1]));
+    h
+}
+
 /// Appends one committed record (a lone leader commits on its own durability).
 fn commit_one(h: &mut Harness, id: u64) -> Vec<Output> {
     let mut out = h.append(id, 1, Acks::Quorum);
@@ -80,10 +90,7 @@ fn a_caught_up_observer_gets_records_at_most_once_per_interval() {
 /// of the interval carries everything appended meanwhile.
 #[test]
 fn one_answer_carries_what_the_interval_appended() {
-    let mut h = pacing_leader();
-    let (first, _) = fetch(&mut h, OBSERVER, 1);
-    let out = commit_one(&mut h, 1);
-    assert!(answered(&out, first).is_some());
+    let mut h = paced_after_a_whole_answer();
     let start = h.now;
     for id in 2..5 {
         commit_one(&mut h, id);
@@ -147,10 +154,7 @@ fn an_observer_catching_up_is_not_held() {
 /// A fetch that asked not to wait is answered at once, held or not.
 #[test]
 fn a_fetch_without_a_wait_is_never_held() {
-    let mut h = pacing_leader();
-    let (first, _) = fetch(&mut h, OBSERVER, 1);
-    let out = commit_one(&mut h, 1);
-    assert!(answered(&out, first).is_some());
+    let mut h = paced_after_a_whole_answer();
     commit_one(&mut h, 2);
     let mut no_wait = Harness::fetch_request(OBSERVER, 2, 2, 2, 2);
     if let Request::FetchQuorumRecords(r) = &mut no_wait {
@@ -165,10 +169,7 @@ fn a_fetch_without_a_wait_is_never_held() {
 /// wait: the next append answers it at once, and no empty answer goes out in between.
 #[test]
 fn a_hold_with_nothing_new_becomes_a_long_poll() {
-    let mut h = pacing_leader();
-    let (first, _) = fetch(&mut h, OBSERVER, 1);
-    let out = commit_one(&mut h, 1);
-    assert!(answered(&out, first).is_some());
+    let mut h = paced_after_a_whole_answer();
     let start = h.now;
     let (second, _) = fetch(&mut h, OBSERVER, 2);
     let out = h.run_until(start + 3 * INTERVAL);
@@ -180,10 +181,7 @@ fn a_hold_with_nothing_new_becomes_a_long_poll() {
 /// An observer the reassignment wants is not held: its catch-up decides the next step.
 #[test]
 fn an_observer_of_the_target_is_not_held() {
-    let mut h = pacing_leader();
-    let (first, _) = fetch(&mut h, OBSERVER, 1);
-    let out = commit_one(&mut h, 1);
-    assert!(answered(&out, first).is_some());
+    let mut h = paced_after_a_whole_answer();
     let voters = [(1, DirectoryId::ZERO), (OBSERVER, DirectoryId::ZERO)];
     let alter = AlterQuorumRequest::new(CLUSTER, voters, 60_000);
     h.request(-1, Request::AlterQuorum(alter));
