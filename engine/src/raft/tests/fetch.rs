@@ -341,6 +341,16 @@ fn follower_never_truncates_below_its_log_start() {
     let out = respond_fetch(&mut h, c, diverging(2, 2, 2, 1, -1));
     assert!(has_fatal(&out), "{out:?}");
     assert!(log_ops(&out).is_empty(), "nothing truncated");
+    // To the log start itself is allowed: what is at and above it need not be committed.
+    let mut start_at_5 = log(8, &[(1, 5)]);
+    start_at_5.start_offset = 5;
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, start_at_5);
+    let out = respond_fetch(&mut h, c, diverging(2, 2, 5, 1, -1));
+    assert!(!has_fatal(&out), "{out:?}");
+    assert!(
+        matches!(log_ops(&out)[..], [LogOpKind::TruncateTo(5)]),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -165,6 +165,18 @@ fn a_fetch_without_a_wait_is_never_held() {
     assert_eq!(answered(&out, id), Some(vec![2]));
 }
 
+/// The interval ends exactly `INTERVAL` after the whole answer: a fetch arriving then takes
+/// the records waiting in the same step.
+#[test]
+fn a_fetch_at_the_end_of_the_interval_is_answered_at_once() {
+    let mut h = paced_after_a_whole_answer();
+    commit_one(&mut h, 2);
+    let end = h.now + INTERVAL;
+    h.run_until(end);
+    let (id, out) = fetch(&mut h, OBSERVER, 2);
+    assert_eq!(answered(&out, id), Some(vec![2]));
+}
+
 /// A hold that ends with nothing new is an ordinary long poll for the rest of the fetch's
 /// wait: the next append answers it at once, and no empty answer goes out in between.
 #[test]
