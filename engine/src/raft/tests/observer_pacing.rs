@@ -1,5 +1,6 @@
 //! Observer fetch pacing (docs/protocol.md, "Observer fetch pacing"): a leader answers an
-//! observer that holds everything committed with records at most once per interval.
+//! observer whose last answer gave it everything there was with records at most once per
+//! interval.
 
 use super::harness::*;
 use crate::raft::*;

@@ -89,8 +89,8 @@ fn core_config(id: NodeId, voters: &[NodeId], seed: u64) -> RaftConfig {
     c.fetch_max_bytes = 16 << 10;
     c.tail_cache_bytes = 8 << 10;
     c.shutdown_timeout_ms = 1_500;
-    // Leaders pace their observers in two runs of three (docs/protocol.md, "Observer fetch
-    // pacing"); the third answers them at once, as it does voters.
+    // Two nodes in three pace their observers when they lead (docs/protocol.md, "Observer
+    // fetch pacing"); the third answers them at once, as it does voters.
     c.observer_fetch_interval_ms = [0, 5, 20][(seed % 3) as usize];
     c.seed = seed;
     c

@@ -94,9 +94,9 @@ pub struct NodeConfig {
     pub retry_backoff_max_ms: u64,
     /// `quorum.prevote.enable`: stand for election through a pre-vote round first.
     pub pre_vote: bool,
-    /// `quorum.observer.fetch.interval.ms`: a leader answers an observer that holds everything
-    /// committed at most once per this many ms with records (docs/protocol.md, "Observer fetch
-    /// pacing").
+    /// `quorum.observer.fetch.interval.ms`: as leader, answer an observer whose last answer
+    /// gave it everything there was with records at most once per this many ms
+    /// (docs/protocol.md, "Observer fetch pacing").
     pub observer_fetch_interval_ms: u64,
     pub segment_bytes: u64,
     /// `retention.bytes` and `retention.ms` (docs/operations.md, "Retention").
@@ -311,8 +311,8 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "quorum.observer.fetch.interval.ms",
-        Some("10"),
-        "as leader, answer an observer that holds everything committed with records at most once per this many ms, so that one answer carries what many would (0: at once)",
+        Some("0"),
+        "as leader, answer an observer whose last answer gave it everything there was with records at most once per this many ms, so that one answer carries what many would (0: at once)",
     ),
     (
         "log.segment.bytes",
@@ -980,18 +980,18 @@ mod tests {
     }
 
     #[test]
-    fn observer_pacing_reaches_the_core_at_10_ms_by_default() {
+    fn observer_pacing_reaches_the_core_and_is_off_by_default() {
         let mut map = base();
         assert_eq!(
             NodeConfig::from_map(&map)
                 .unwrap()
                 .raft_config(1)
                 .observer_fetch_interval_ms,
-            10
+            0
         );
-        map.insert("quorum.observer.fetch.interval.ms".into(), "0".into());
+        map.insert("quorum.observer.fetch.interval.ms".into(), "10".into());
         let raft = NodeConfig::from_map(&map).unwrap().raft_config(1);
-        assert_eq!(raft.observer_fetch_interval_ms, 0);
+        assert_eq!(raft.observer_fetch_interval_ms, 10);
         map.insert("quorum.observer.fetch.interval.ms".into(), "-1".into());
         let err = NodeConfig::from_map(&map).unwrap_err().to_string();
         assert!(err.contains("quorum.observer.fetch.interval.ms"), "{err}");
