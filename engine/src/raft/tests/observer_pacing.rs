@@ -230,6 +230,7 @@ fn a_paced_observer_under_steady_appends_is_reported_caught_up() {
     let (mut id, _) = fetch(&mut h, OBSERVER, 1);
     let mut next_append = 1;
     let mut offset = 1;
+    let mut fetched_at = vec![h.now];
     for _ in 0..5 {
         // Appends keep coming while the observer's answer is held and while it writes.
         let out = h.run_until(h.now + INTERVAL);
@@ -244,6 +245,7 @@ fn a_paced_observer_under_steady_appends_is_reported_caught_up() {
         next_append += 1;
         assert!(offset < h.core.log_end_offset(), "the end moved on");
         id = fetch(&mut h, OBSERVER, offset).0;
+        fetched_at.push(h.now);
     }
     let d = super::reassign::describe(&mut h);
     let observer = d
@@ -251,8 +253,11 @@ fn a_paced_observer_under_steady_appends_is_reported_caught_up() {
         .iter()
         .find(|o| o.replica_id == OBSERVER)
         .unwrap();
+    // Never at the end when it fetched, yet caught up as of its previous fetch (not only at
+    // its first, which found nothing new).
+    let previous = fetched_at[fetched_at.len() - 2];
     assert!(
-        observer.last_caught_up_timestamp >= 0,
-        "caught up at its previous fetch: {observer:?}"
+        observer.last_caught_up_timestamp >= previous as i64,
+        "caught up at its previous fetch ({previous}): {observer:?}"
     );
 }
