@@ -651,6 +651,46 @@ impl Cluster {
         ))
     }
 
+    /// Waits (at most `timeout`) until the leader, whichever node it is, reports each of
+    /// `ids`, voter or observer, at `offset` or beyond. A leader may answer an observer's
+    /// fetches at most once per its observer fetch interval (docs/protocol.md, "Observer fetch
+    /// pacing"), so an observer can trail the voters: a test that reads an observer's log waits
+    /// for it here, not with [`Cluster::wait_for_voters_at`].
+    pub fn wait_for_replicas_at(
+        &self,
+        ids: &[i32],
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = String::from("no leader answered");
+        while Instant::now() < deadline {
+            let described = self.leader_now(None).and_then(|leader| {
+                let mut client = self
+                    .client(self.addr(leader), Duration::from_secs(1))
+                    .ok()?;
+                Some((leader, client.describe_quorum().ok()?))
+            });
+            if let Some((leader, d)) = described.filter(|(_, d)| d.error.is_none()) {
+                let ends: Vec<(i32, i64)> = d
+                    .current_voters
+                    .iter()
+                    .chain(&d.observers)
+                    .map(|r| (r.replica_id, r.log_end_offset))
+                    .collect();
+                let at = |id: &i32| ends.iter().any(|&(r, end)| r == *id && end >= offset);
+                if ids.iter().all(at) {
+                    return Ok(());
+                }
+                seen = format!("leader {leader}: (replica, log end) {ends:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "replicas {ids:?} did not reach offset {offset} within {timeout:?}; {seen}"
+        ))
+    }
+
     /// Cuts node `id`'s host off from every other ([`NetLab::cut`]).
     pub fn cut(&self, id: i32) -> Result<(), String> {
         self.lab_host_index(id).and_then(|(lab, i)| lab.cut(i))

@@ -27,7 +27,6 @@ use support::*;
 
 const WRITERS: usize = 3;
 /// The bound on a DescribeQuorum the test asks (a paused node holds it no longer).
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// What the cluster must commit within [`WAIT`] once every fault is undone.
 const RECORDS_AFTER_HEALING: usize = 50;
 
@@ -158,36 +157,6 @@ fn wait_for_no_reassignment(cluster: &Cluster) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// Waits (bounded) until the leader reports every node, voter or observer, at `end` or beyond.
-fn wait_for_every_node_at(cluster: &Cluster, end: i64) -> Result<(), String> {
-    let deadline = Instant::now() + WAIT;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        if let Some(leader) = cluster.leader_now(None) {
-            let described = cluster
-                .client(cluster.addr(leader), CLIENT_TIMEOUT)
-                .and_then(|mut c| c.describe_quorum().map_err(|e| e.to_string()));
-            if let Ok(d) = described {
-                let ends: Vec<(i32, i64)> = d
-                    .current_voters
-                    .iter()
-                    .chain(&d.observers)
-                    .map(|r| (r.replica_id, r.log_end_offset))
-                    .collect();
-                let at_end = |id: i32| ends.iter().any(|&(r, e)| r == id && e >= end);
-                if cluster.nodes.iter().all(|n| at_end(n.id)) {
-                    return Ok(());
-                }
-                last = format!("leader {leader}: (node, log end) {ends:?}");
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!(
-        "not every node reached {end} within {WAIT:?}; {last}"
-    ))
 }
 
 /// The value that stands more than once in `log`, if one does.
@@ -343,7 +312,8 @@ fn nemesis(mut cluster: Cluster, voters: &str, variant: Variant) {
         .filter_map(|acked| acked.last().map(|(offset, _)| offset + 1))
         .max()
         .unwrap();
-    if let Err(e) = wait_for_every_node_at(&cluster, end) {
+    let every_node: Vec<i32> = cluster.nodes.iter().map(|n| n.id).collect();
+    if let Err(e) = (*cluster).wait_for_replicas_at(&every_node, end, WAIT) {
         panic!("{}", report(&cluster, &e));
     }
     cluster.stop_all_cleanly();

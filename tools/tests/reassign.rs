@@ -148,16 +148,16 @@ fn started_under_load(observers: &[i32]) -> (Cluster, i32, Load) {
     (cluster, leader, load)
 }
 
-/// Stops every node, then checks that each of `voters` holds every acknowledged record once,
-/// in order.
-fn stop_and_check_logs(cluster: &mut Cluster, voters: &[i32], acked: &[(i64, String)]) {
+/// Waits for each of `replicas` (voters, and observers that were voters) to reach the last
+/// acknowledged record, stops every node, then checks that each of them holds every
+/// acknowledged record once, in order.
+fn stop_and_check_logs(cluster: &mut Cluster, replicas: &[i32], acked: &[(i64, String)]) {
     let end = acked.iter().map(|(o, _)| o + 1).max().unwrap();
-    let leader = leader_view(cluster).leader_id;
-    cluster.wait_for_voters_at(leader, end);
+    cluster.wait_for_replicas_at(replicas, end);
     for (id, status) in cluster.stop_all() {
         assert!(status.is_some(), "node {id} ignored SIGTERM");
     }
-    for &id in voters {
+    for &id in replicas {
         let log = read_log(&cluster.node(id).dir);
         assert!(
             log_holds_once_in_order(&log, acked),
@@ -166,7 +166,10 @@ fn stop_and_check_logs(cluster: &mut Cluster, voters: &[i32], acked: &[(i64, Str
             log.len()
         );
     }
-    eprintln!("{} acknowledged records in every voter's log", acked.len());
+    eprintln!(
+        "{} acknowledged records in the logs of {replicas:?}",
+        acked.len()
+    );
 }
 
 #[test]

@@ -391,8 +391,8 @@ pub struct RaftConfig {
     pub fetch_max_wait_ms: u64,
     /// As leader, answer an observer whose last answer gave it everything there was with
     /// records at most once per this many ms (docs/protocol.md, "Observer fetch pacing"); 0:
-    /// at once, as voters are and as Kafka does (the default here and in the node's
-    /// configuration).
+    /// at once, as voters are and as Kafka does ([`RaftConfig::new`]'s value; the node's
+    /// default is 10).
     pub observer_fetch_interval_ms: u64,
     /// Byte budget of one fetch response.
     pub fetch_max_bytes: usize,

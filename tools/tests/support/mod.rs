@@ -189,6 +189,15 @@ impl Cluster {
         ok(self.0.wait_for_voters_at(leader, offset, WAIT));
     }
 
+    /// Waits (bounded) until the leader reports each of `ids`, voter or observer, at `offset`
+    /// or beyond ([`testkit::Cluster::wait_for_replicas_at`]); on failure the panic shows each
+    /// node's last stderr lines.
+    pub fn wait_for_replicas_at(&self, ids: &[i32], offset: i64) {
+        if let Err(e) = self.0.wait_for_replicas_at(ids, offset, WAIT) {
+            panic!("{e}\n{}", self.stderr_tails());
+        }
+    }
+
     /// Polls DescribeQuorum on every running node until one answers as leader (bounded).
     /// On failure the panic shows each node's last stderr lines.
     pub fn wait_for_leader(&mut self, exclude: Option<i32>) -> i32 {

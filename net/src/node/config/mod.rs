@@ -311,7 +311,7 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "quorum.observer.fetch.interval.ms",
-        Some("0"),
+        Some("10"),
         "as leader, answer an observer whose last answer gave it everything there was with records at most once per this many ms, so that one answer carries what many would (0: at once)",
     ),
     (
@@ -980,18 +980,18 @@ mod tests {
     }
 
     #[test]
-    fn observer_pacing_reaches_the_core_and_is_off_by_default() {
+    fn observer_pacing_reaches_the_core_at_10_ms_by_default() {
         let mut map = base();
         assert_eq!(
             NodeConfig::from_map(&map)
                 .unwrap()
                 .raft_config(1)
                 .observer_fetch_interval_ms,
-            0
+            10
         );
-        map.insert("quorum.observer.fetch.interval.ms".into(), "10".into());
+        map.insert("quorum.observer.fetch.interval.ms".into(), "0".into());
         let raft = NodeConfig::from_map(&map).unwrap().raft_config(1);
-        assert_eq!(raft.observer_fetch_interval_ms, 10);
+        assert_eq!(raft.observer_fetch_interval_ms, 0);
         map.insert("quorum.observer.fetch.interval.ms".into(), "-1".into());
         let err = NodeConfig::from_map(&map).unwrap_err().to_string();
         assert!(err.contains("quorum.observer.fetch.interval.ms"), "{err}");
