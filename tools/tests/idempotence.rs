@@ -301,7 +301,12 @@ fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::Pro
 /// overlapping another.
 #[test]
 fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
-    let (mut cluster, leader) = Cluster::started(3);
+    // The producer-id path at debug: a CI run once saw a restarted follower hand out no id for
+    // 40 s, and warn-level stderr would not say where its block stopped.
+    let mut cluster = Cluster::new_with(3, |s| {
+        s.rust_log = "warn,net::node::runtime::producer_ids=debug".into();
+    });
+    let leader = cluster.start_all_and_elect();
     let follower = cluster.others(leader)[0];
     let mut handed: Vec<(i32, i64)> = Vec::new();
     for id in 1..=3 {

@@ -198,7 +198,14 @@ impl Node {
         }
         let block = match ids.ledger.grant(node, wanted) {
             Ok(block) => block,
-            Err(NoGrant::Pending) => return,
+            Err(NoGrant::Pending) => {
+                debug!(
+                    node,
+                    have = wanted.have,
+                    "a block of producer ids is on its way already"
+                );
+                return;
+            }
             Err(NoGrant::Exhausted) => {
                 warn!(
                     node,
@@ -249,6 +256,11 @@ impl Node {
     /// The high watermark moved: blocks below it are committed.
     pub(super) fn commit_producer_id_blocks(&mut self, hw: Offset) {
         if self.producer_ids.ledger.on_committed(hw) {
+            debug!(
+                hw,
+                available = self.producer_ids.ledger.available(),
+                "a block of producer ids for this node committed"
+            );
             self.tend_producer_ids(self.now_ms());
         }
     }
@@ -263,6 +275,13 @@ impl Node {
                 .is_some_and(|view| view.observers.contains(&replica));
         if known && self.core.role() == Role::Leader {
             self.grant_producer_ids(replica, wanted);
+        } else {
+            debug!(
+                replica,
+                known,
+                role = ?self.core.role(),
+                "producer ids asked for and not granted here"
+            );
         }
     }
 }
