@@ -158,6 +158,12 @@ impl RaftCore {
             Input::StorageFull { full } => self.storage_full = full,
             Input::LogStartMoved { start } => self.on_log_start_moved(start),
             Input::CarryVoterRecord { below } => self.carry_voter_record(below, out),
+            Input::RefreshFetch => {
+                // A full log sends no fetch (docs/storage.md, "A full disk").
+                if self.qs.fetching_from().is_some() && !self.storage_full {
+                    self.refresh_fetch(out);
+                }
+            }
         }
         if !self.stopped {
             self.drive(out);

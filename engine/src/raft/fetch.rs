@@ -489,9 +489,15 @@ impl RaftCore {
         let Some(sent_durable) = self.qs.sent_durable() else {
             unreachable!("called for a node that fetches");
         };
-        if durable <= sent_durable {
-            return;
+        if durable > sent_durable {
+            self.refresh_fetch(out);
         }
+    }
+
+    /// Sends a fresh fetch when the one at the current position is outstanding (it may be
+    /// parked at the leader), so that what the new one carries arrives now; else the next fetch
+    /// (sent by drive) carries it.
+    pub(crate) fn refresh_fetch(&mut self, out: &mut Vec<Output>) {
         let current = RequestKind::Fetch {
             fetch_offset: self.log.end_offset(),
             last_fetched_epoch: self.log.last_epoch(),

@@ -117,6 +117,11 @@ pub enum Input {
     /// from it): a leader appends the voter set again, above it. Ignored elsewhere, and while a
     /// voter record is uncommitted or a reassignment is in progress.
     CarryVoterRecord { below: Offset },
+    /// The node has something new to say in its fetches (a wish for producer ids,
+    /// docs/protocol.md "Producer ids"): a follower or observer whose fetch at its log end is
+    /// outstanding (parked at the leader for up to its MaxWait) sends a fresh one now, as for a
+    /// newer durable offset (at most two in flight). Ignored elsewhere.
+    RefreshFetch,
 }
 
 /// What a consumer asks for: the fields of one partition of a Kafka Fetch request, with Kafka's

@@ -496,3 +496,42 @@ fn a_leader_appends_the_nodes_control_batches_and_nobody_else_does() {
         )]
     ));
 }
+
+/// `Input::RefreshFetch` (the node has a new wish for its fetches): a fresh fetch at the same
+/// position while one is outstanding, at most two in flight, and nothing otherwise.
+#[test]
+fn a_refresh_sends_a_fresh_fetch_only_while_one_is_outstanding() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let out = h.step(Input::RefreshFetch);
+    let fresh = fetch_sends(&out);
+    assert_eq!(fresh.len(), 1, "{out:?}");
+    assert_eq!((fresh[0].2.fetch_offset, fresh[0].2.leader_epoch), (0, 2));
+    // Again: one more, and the first is forgotten (never more than two in flight).
+    let again = fetch_sends(&h.step(Input::RefreshFetch));
+    assert_eq!(again.len(), 1);
+    let out = respond_fetch(
+        &mut h,
+        c,
+        Harness::fetch_response(2, 2, vec![batch(0, 2, 3)], -1),
+    );
+    assert!(log_ops(&out).is_empty(), "the first fetch was superseded");
+    let out = respond_fetch(
+        &mut h,
+        fresh[0].1,
+        Harness::fetch_response(2, 2, vec![batch(0, 2, 3)], -1),
+    );
+    assert!(
+        matches!(&log_ops(&out)[..], [LogOpKind::Append(b)] if b.len() == 1),
+        "the one kept is answered: {out:?}"
+    );
+
+    // With nothing outstanding at the log end, the next fetch carries it: nothing now.
+    let (mut h, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    h.step(Input::StorageFull { full: true });
+    assert!(
+        fetch_sends(&h.step(Input::RefreshFetch)).is_empty(),
+        "a full log sends none"
+    );
+    let mut leader = Harness::leader(1, VOTERS, 2, log(0, &[]));
+    assert!(fetch_sends(&leader.step(Input::RefreshFetch)).is_empty());
+}

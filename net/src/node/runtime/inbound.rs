@@ -291,6 +291,17 @@ impl Node {
             }),
             _ => None,
         };
+        // A wish for producer ids is granted when the fetch arrives, not when it is answered:
+        // a follower's fetch at the log end is parked up to its MaxWait, and so would be the
+        // first InitProducerId it holds (docs/protocol.md, "Producer ids").
+        let ids_wanted = match (&request, &fetch) {
+            (Request::FetchQuorumRecords(f), Some(inbound)) if inbound.trusted => inbound
+                .extras
+                .producer_ids
+                .filter(|_| f.cluster_id == self.config.cluster_id)
+                .map(|wanted| (f.replica_id, f.leader_epoch, wanted)),
+            _ => None,
+        };
         let id = self.next_request_id;
         self.next_request_id += 1;
         let seq = self.reserve_response(conn);
@@ -306,6 +317,12 @@ impl Node {
             },
         );
         self.step(Input::Request { id, from, request });
+        if let Some((replica, epoch, wanted)) = ids_wanted {
+            // After the step: a first fetch makes its observer one the leader tracks.
+            if epoch == self.core.epoch() {
+                self.producer_ids_asked(replica, wanted);
+            }
+        }
     }
 
     /// UNSUPPORTED_VERSION for a Vote of a version above ours, in the body every Vote version
@@ -339,9 +356,6 @@ impl Node {
         let flexible = pending.spec.response_header_flexible(pending.version);
         let list = match (&pending.fetch, response) {
             (Some(fetch), Response::FetchQuorumRecords(answer)) if answer.error.is_none() => {
-                if let (true, Some(wanted)) = (fetch.trusted, fetch.extras.producer_ids) {
-                    self.producer_ids_asked(fetch.replica, wanted);
-                }
                 self.broker_list_for(fetch)
             }
             _ => None,

@@ -41,6 +41,9 @@ pub(super) struct ProducerIds {
     waiting: VecDeque<WaitingInit>,
     /// On the leader: when each replica was last granted a block (node clock, ms).
     granted_at: HashMap<NodeId, u64>,
+    /// Not leading: the wish a fresh fetch was last sent for ([`Input::RefreshFetch`]), so
+    /// that a wish costs one extra fetch at most.
+    refreshed_for: Option<BlockWanted>,
 }
 
 impl ProducerIds {
@@ -54,6 +57,7 @@ impl ProducerIds {
             ledger: ProducerIdLedger::new(own_id, u64::from_le_bytes(bytes)),
             waiting: VecDeque::new(),
             granted_at: HashMap::new(),
+            refreshed_for: None,
         }
     }
 
@@ -173,13 +177,18 @@ impl Node {
         self.grant_producer_ids(self.config.broker_id, wanted);
     }
 
-    /// On the leader, reserves a block for itself when it needs one; a follower's need rides
-    /// its next fetch (peers.rs).
+    /// On the leader, reserves a block for itself when it needs one. Elsewhere the need rides
+    /// the node's fetches (peers.rs): a new one is sent at once rather than after the one
+    /// parked at the leader (up to its MaxWait), once per wish.
     fn reserve_producer_ids(&mut self) {
-        if let Some(wanted) = self.producer_ids.ledger.wanted() {
-            if self.core.role() == Role::Leader {
-                self.grant_producer_ids(self.config.broker_id, wanted);
-            }
+        let Some(wanted) = self.producer_ids.ledger.wanted() else {
+            return;
+        };
+        if self.core.role() == Role::Leader {
+            self.grant_producer_ids(self.config.broker_id, wanted);
+        } else if self.producer_ids.refreshed_for != Some(wanted) {
+            self.producer_ids.refreshed_for = Some(wanted);
+            self.step(Input::RefreshFetch);
         }
     }
 
