@@ -26,7 +26,6 @@ use support::nemesis::*;
 use support::*;
 
 const WRITERS: usize = 3;
-/// The bound on a DescribeQuorum the test asks (a paused node holds it no longer).
 /// What the cluster must commit within [`WAIT`] once every fault is undone.
 const RECORDS_AFTER_HEALING: usize = 50;
 
