@@ -492,6 +492,30 @@ fn fixed_batch_of_retention_seeds() {
     eprintln!("{n} retention seeds: {starts_moved} log starts moved, {resets} logs reset, {changes} voter changes committed: no violation");
 }
 
+/// A node that wants producer ids asks its core for a fresh fetch (`Input::RefreshFetch`,
+/// docs/protocol.md "Producer ids"): here one node in turn does so after every fourth event,
+/// under every fault, with reassignments and retention on every other seed.
+#[test]
+fn fixed_batch_of_refresh_seeds() {
+    let (first, n, events) = (40_000_000u64, 300u64, 1_500);
+    let mut refreshes = 0;
+    for seed in first..first + n {
+        let mut cfg = SimConfig::random(seed, events, 3, 2);
+        cfg.refresh_fetches = true;
+        cfg.reassign = seed % 2 == 1;
+        cfg.retention = seed % 2 == 1;
+        let s = ok(run_seed(cfg));
+        assert!(s.fault_events >= events, "seed {seed} ran out of events");
+        refreshes += s.refreshes;
+    }
+    // Guards against a flag that stopped reaching the cores.
+    assert!(
+        refreshes >= 100 * n,
+        "{refreshes} refreshes to followers in {n} seeds"
+    );
+    eprintln!("{n} refresh seeds: {refreshes} refreshes to followers: no violation");
+}
+
 /// Runs seeds from `first` (3 voters + 2 observers, 1,500 events, as `shape` sets them up) with
 /// `bug` planted until one fails; panics unless that comes within `within` seeds and from one
 /// of `caught_by`.

@@ -79,6 +79,10 @@ pub struct SimConfig {
     /// leader's log start reset (docs/simulation.md, "Retention"). Off: no draw and no trace
     /// entry of its own, so runs replay as before.
     pub retention: bool,
+    /// After every fourth event, one node in turn steps `Input::RefreshFetch` (the node's wish
+    /// for producer ids, docs/protocol.md "Producer ids"): a follower or observer with a fetch
+    /// outstanding sends a fresh one. Off: runs replay as before.
+    pub refresh_fetches: bool,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.
     pub plant: Option<crate::raft::PlantedBug>,
@@ -107,6 +111,7 @@ impl SimConfig {
             tick_before_input: false,
             reassign: false,
             retention: false,
+            refresh_fetches: false,
             plant: None,
             trace_len: 40,
         }
@@ -135,6 +140,7 @@ impl SimConfig {
             (self.tick_before_input, " --tick-before-input"),
             (self.retention, " --retention"),
             (self.reassign, " --reassign"),
+            (self.refresh_fetches, " --refresh-fetches"),
         ];
         for (on, flag) in flags {
             if on {
@@ -211,6 +217,8 @@ pub struct Summary {
     /// `retention`).
     pub retentions: u64,
     pub resets: u64,
+    /// RefreshFetch steps to a following node (0 without `refresh_fetches`).
+    pub refreshes: u64,
     pub trace_hash: u64,
 }
 

@@ -75,6 +75,10 @@ struct Cli {
     /// "Retention").
     #[arg(long)]
     retention: bool,
+    /// After every fourth event one node in turn asks its core for a fresh fetch
+    /// (`Input::RefreshFetch`, as a node that wants producer ids does).
+    #[arg(long)]
+    refresh_fetches: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -136,6 +140,7 @@ fn seed_config(cli: &Cli, seed: u64) -> SimConfig {
     cfg.tick_before_input = cli.tick_before_input;
     cfg.reassign = cli.reassign;
     cfg.retention = cli.retention;
+    cfg.refresh_fetches = cli.refresh_fetches;
     cfg
 }
 
@@ -262,10 +267,10 @@ mod tests {
     }
 
     /// Every replay command a failing seed prints runs that seed again under the same flags:
-    /// parsed back, it gives the same configuration, for all 256 settings of its eight flags.
+    /// parsed back, it gives the same configuration, for all 512 settings of its nine flags.
     #[test]
     fn a_replay_command_gives_back_its_configuration() {
-        for bits in 0u32..256 {
+        for bits in 0u32..512 {
             let on = |i: u32| bits & (1 << i) != 0;
             let mut cfg = SimConfig::random(41, 300, 5, 2);
             cfg.bootstrap_observers = on(0);
@@ -276,14 +281,21 @@ mod tests {
             cfg.tick_before_input = on(5);
             cfg.retention = on(6);
             cfg.reassign = on(7);
+            cfg.refresh_fetches = on(8);
             let replay = cfg.replay_command();
             let cli = parsed(&replay);
             assert_eq!((cli.seeds, cli.first_seed), (1, 41), "{replay}");
             let again = seed_config(&cli, cli.first_seed);
             assert_eq!(again.replay_command(), replay);
             assert_eq!(
-                (again.liar, again.pre_vote, again.retention, again.reassign),
-                (on(3), on(4), on(6), on(7)),
+                (
+                    again.liar,
+                    again.pre_vote,
+                    again.retention,
+                    again.reassign,
+                    again.refresh_fetches
+                ),
+                (on(3), on(4), on(6), on(7), on(8)),
                 "{replay}"
             );
         }

@@ -54,6 +54,9 @@ pub struct Simulation {
     /// Log starts moved by retention, and logs reset to a leader's log start.
     retentions: u64,
     resets: u64,
+    /// `refresh_fetches`: events handled, and RefreshFetch steps to a node that was following.
+    handled: u64,
+    refreshes: u64,
     trace: Trace,
     out: Vec<Output>,
     /// Probability that a step is cut short by a crash between two of its outputs.
@@ -121,6 +124,8 @@ impl Simulation {
             voter_disks_lost: 0,
             retentions: 0,
             resets: 0,
+            handled: 0,
+            refreshes: 0,
             trace: Trace::new(cfg.trace_len),
             out: Vec::new(),
             mid_step_crash: 0.0,
@@ -240,10 +245,35 @@ impl Simulation {
         };
         assert!(next.time >= self.now, "time never goes back");
         self.now = next.time;
-        match self.handle(next.event) {
+        match self
+            .handle(next.event)
+            .and_then(|()| self.refresh_some_fetch())
+        {
             Ok(()) => Ok(true),
             Err(b) => Err(self.violation(b)),
         }
+    }
+
+    /// With `refresh_fetches`: after every fourth event, one node in turn steps
+    /// `Input::RefreshFetch`, as a node that wants producer ids does (no draw: the faults'
+    /// random stream is the same as without).
+    fn refresh_some_fetch(&mut self) -> Checked {
+        if !self.cfg.refresh_fetches {
+            return Ok(());
+        }
+        self.handled += 1;
+        if !self.handled.is_multiple_of(4) {
+            return Ok(());
+        }
+        let node = (self.handled / 4) as usize % self.nodes.len();
+        let Some(core) = self.nodes[node].core.as_ref() else {
+            return Ok(()); // not running
+        };
+        if core.role() == Role::Follower {
+            self.refreshes += 1;
+        }
+        self.step_node(node, Input::RefreshFetch)?;
+        self.sweep(node)
     }
 
     fn handle(&mut self, event: Event) -> Checked {
@@ -569,6 +599,7 @@ impl Simulation {
             voter_disks_lost: self.voter_disks_lost,
             retentions: self.retentions,
             resets: self.resets,
+            refreshes: self.refreshes,
             trace_hash: self.trace.hash(),
         }
     }
