@@ -260,6 +260,7 @@ impl RaftCore {
         if let Some(l) = self.qs.leader() {
             consider(l.parked.iter().map(|p| p.due()).min());
             consider(l.alter_waits.iter().map(|w| w.deadline).min());
+            consider(l.next_silence(self.config.fetch_timeout_ms));
         }
         best
     }
@@ -362,12 +363,41 @@ impl RaftCore {
             self.run_retry(retry, out);
         }
         self.expire_parked_fetches(out);
+        self.announce_to_silent_voters(out);
         if self.role_deadline.is_some_and(|d| d <= self.now) {
             self.role_deadline = None;
             self.on_role_timer(out);
         }
         if self.shutdown_deadline.is_some_and(|d| d <= self.now) {
             self.complete_shutdown(out);
+        }
+    }
+
+    /// A leader announces itself again (BeginQuorumEpoch, re-sent until endorsed) to a voter
+    /// that endorsed it and has not fetched for a fetch timeout: a voter that stood in a later
+    /// epoch and lost answers with that epoch, and this leader steps down to it, so the next
+    /// election takes the voter along (docs/protocol.md section 4; Kafka's KAFKA-16536). A voter
+    /// that is only cut off gets it when it is back.
+    fn announce_to_silent_voters(&mut self, out: &mut Vec<Output>) {
+        let timeout = self.config.fetch_timeout_ms;
+        let Some(silent) = self
+            .qs
+            .leader()
+            .map(|l| l.silent_endorsers(self.now, timeout))
+        else {
+            return;
+        };
+        for to in silent {
+            self.leading().endorsed.remove(&to);
+            let pending = self
+                .outbound
+                .any_in_flight(|f| f.to == to && f.kind == RequestKind::BeginQuorumEpoch)
+                || self
+                    .outbound
+                    .any_retry(|r| r == Retry::BeginQuorumEpoch(to));
+            if !pending {
+                self.send_begin_quorum_epoch(to, out);
+            }
         }
     }
 

@@ -339,6 +339,29 @@ impl LeaderState {
 
     /// True while a majority of voters (the leader included) fetched within `window_ms`.
     /// Returns the time at which that stops being true if nothing else arrives.
+    /// Voters that endorsed this leadership and have not fetched for `timeout_ms` (their last
+    /// fetch, or the leadership's start, that long ago or more).
+    pub(crate) fn silent_endorsers(&self, now: TimeMs, timeout_ms: u64) -> Vec<NodeId> {
+        self.endorsed
+            .iter()
+            .copied()
+            .filter(|id| self.silent_from(*id, timeout_ms).is_some_and(|t| t <= now))
+            .collect()
+    }
+
+    /// When the first endorser falls silent for `timeout_ms`, if it keeps not fetching.
+    pub(crate) fn next_silence(&self, timeout_ms: u64) -> Option<TimeMs> {
+        self.endorsed
+            .iter()
+            .filter_map(|id| self.silent_from(*id, timeout_ms))
+            .min()
+    }
+
+    fn silent_from(&self, id: NodeId, timeout_ms: u64) -> Option<TimeMs> {
+        let p = self.voters.get(&id)?;
+        Some(p.last_fetch_ms.unwrap_or(self.since_ms).max(self.since_ms) + timeout_ms)
+    }
+
     pub(crate) fn quorum_alive_until(&self, majority: usize, window_ms: u64) -> Option<TimeMs> {
         let needed_others = majority - 1;
         if needed_others == 0 {

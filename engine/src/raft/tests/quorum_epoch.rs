@@ -93,8 +93,11 @@ fn handle_begin_quorum_response() {
             leader_epoch: 2,
         }),
     );
-    // Voter 3 never answers: only it gets BeginQuorumEpoch again.
-    let out = h.run_until(2_200);
+    // Voter 3 never answers: only it gets BeginQuorumEpoch again (voter 2 fetches within the
+    // fetch timeout, so it is not silent: see the test of a silent voter below).
+    let mut out = h.run_until(1_000);
+    h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    out.extend(h.run_until(2_200));
     let again = begin_sends(&out);
     assert_eq!(again.iter().map(|b| b.0).collect::<Vec<_>>(), vec![3]);
 }
@@ -104,7 +107,9 @@ fn fetch_should_be_treated_as_leader_endorsement() {
     let (mut h, _) = elect(2);
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
     assert_eq!(fetch_of(&responses(&out)[0].1).error, ErrorCode::NONE);
-    let out = h.run_until(2_200);
+    let mut out = h.run_until(1_000);
+    h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    out.extend(h.run_until(2_200));
     let again = begin_sends(&out);
     assert_eq!(
         again.iter().map(|b| b.0).collect::<Vec<_>>(),
@@ -476,4 +481,39 @@ fn an_end_quorum_epoch_answered_with_a_retriable_error_is_sent_again() {
     let is_end = |r: &Request| matches!(r, Request::EndQuorumEpoch(_));
     let again = announced_again_after_a_retriable_error(&mut h, &out, is_end);
     assert_eq!(again, vec![2]);
+}
+
+/// A voter that endorsed this leader and then stood in a later epoch that nobody else learned
+/// (its Votes lost) is told of this leader again once it has been silent for a fetch timeout;
+/// its answer names the later epoch, and the leader steps down to it, so the next election
+/// takes the voter along (docs/protocol.md section 4, "A silent voter").
+#[test]
+fn a_voter_silent_for_a_fetch_timeout_is_announced_to_again_and_a_later_epoch_ends_this_one() {
+    let (mut h, _) = elect(2);
+    // Both endorse it by fetching; voter 2 goes on fetching, voter 3 falls silent.
+    h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    h.request(3, Harness::fetch_request(3, 2, 0, 0, 0));
+    let timeout = config(1, VOTERS).fetch_timeout_ms;
+    let mut again = Vec::new();
+    for t in (100..=timeout + 100).step_by(100) {
+        again.extend(begin_sends(&h.run_until(t)));
+        h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    }
+    assert_eq!(
+        again.iter().map(|b| b.0).collect::<Vec<_>>(),
+        vec![3],
+        "only the silent voter, once"
+    );
+    assert_eq!(h.core.role(), Role::Leader);
+    // Voter 3 answers from epoch 3: this leadership is over.
+    h.respond(
+        3,
+        again[0].1,
+        Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+            error: ErrorCode::FENCED_LEADER_EPOCH,
+            leader_id: -1,
+            leader_epoch: 3,
+        }),
+    );
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
 }
