@@ -517,3 +517,34 @@ fn a_voter_silent_for_a_fetch_timeout_is_announced_to_again_and_a_later_epoch_en
     );
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
 }
+
+/// The leader wakes when an endorsing voter falls silent, not only at its other deadlines
+/// (check-quorum's is a progress timeout away): caught, the mutant of `next_silence` that
+/// returns None.
+#[test]
+fn the_leader_asks_for_a_tick_when_a_voter_falls_silent() {
+    let (mut h, out) = elect(2);
+    for (to, correlation) in begin_sends(&out) {
+        h.respond(
+            to,
+            correlation,
+            Response::BeginQuorumEpoch(BeginQuorumEpochResponse {
+                error: ErrorCode::NONE,
+                leader_id: 1,
+                leader_epoch: 2,
+            }),
+        );
+    }
+    h.run_until(1_500);
+    h.request(2, Harness::fetch_request(2, 2, 0, 0, 0));
+    h.request(3, Harness::fetch_request(3, 2, 0, 0, 0));
+    let c = config(1, VOTERS);
+    // Past the first check-quorum deadline (a progress timeout after the election), which
+    // re-arms a progress timeout after the fetches: the silence comes first.
+    h.run_until(c.progress_timeout_ms + 100);
+    assert!(
+        c.fetch_timeout_ms < c.progress_timeout_ms,
+        "the deadlines differ"
+    );
+    assert_eq!(h.core.next_deadline(), Some(1_500 + c.fetch_timeout_ms));
+}
