@@ -90,6 +90,43 @@ fn a_node_on_a_wildcard_address_advertises_its_advertised_listener_and_replicate
     );
 }
 
+/// A node restarted at once after it exited finds its address still LISTENing for some
+/// milliseconds, while the kernel tears down the old run's io_uring (docs/operations.md,
+/// "Start-up errors"): it waits for the address instead of failing. Here the test holds the
+/// address for 600 ms; the node is still running then, said why once, and serves once the
+/// address is let go.
+#[test]
+fn a_node_whose_address_is_still_held_waits_for_it_and_then_serves() {
+    let mut cluster = Cluster::new(1);
+    let addr = cluster.addr(1);
+    let holder = std::net::TcpListener::bind(addr).expect("the test holds the node's address");
+    cluster.start(1, &[]);
+    std::thread::sleep(Duration::from_millis(600));
+    if let Err(exited) = cluster.check_running() {
+        panic!("the node gave up while its address was held: {exited}");
+    }
+    drop(holder);
+    let deadline = std::time::Instant::now() + WAIT;
+    let response = loop {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+            Ok(_) => break find_quorum(addr),
+            Err(error) if std::time::Instant::now() > deadline => {
+                panic!("node 1 does not listen within {WAIT:?}: {error}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    assert_eq!(response.error, engine::raft::ErrorCode::NONE);
+    let stderr = std::fs::read_to_string(cluster.stderr_path(1)).unwrap();
+    let waits: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("Address already in use") && line.contains("retrying"))
+        .collect();
+    assert_eq!(waits.len(), 1, "one warning for the wait:\n{stderr}");
+    assert!(waits[0].contains(&addr.to_string()), "{}", waits[0]);
+    cluster.stop_all_cleanly();
+}
+
 #[test]
 fn a_wildcard_listener_without_advertised_listeners_refuses_to_start() {
     let mut cluster = Cluster::new(1);

@@ -32,6 +32,7 @@ mod arena;
 mod consume;
 mod idempotence;
 mod inbound;
+mod listening;
 mod metadata;
 mod peers;
 mod produce;
@@ -307,7 +308,19 @@ impl Node {
                      any voter (docs/security.md, \"Voters trust only voters\")"
                 );
             }
-            let (id, tls) = tls::listen(&mut ring, listener, listen_addr)?;
+            let (id, tls) = listening::bind_when_free(
+                listening::BIND_PATIENCE,
+                || tls::listen(&mut ring, listener, listen_addr),
+                |error| {
+                    warn!(
+                        node = config.broker_id,
+                        listener = %listener.name,
+                        patience_ms = listening::BIND_PATIENCE.as_millis() as u64,
+                        "{error}: retrying (a run of this node that just exited may still hold \
+                         the address while the kernel tears down its io_uring)"
+                    )
+                },
+            )?;
             ring.set_listener_max_connections(id, listener.max_connections)?;
             ring.set_listener_per_ip_limit(id, listener.per_ip_limit.clone())?;
             listener_tls.push(tls);
