@@ -1,6 +1,7 @@
 //! Process tests of hostile but well-formed quorum requests against a healthy 3-voter cluster
 //! under acks=-1 load: epochs at or near i32::MAX (BeginQuorumEpoch, Vote), epochs raised by
-//! 10^6 again and again, and FindQuorum claiming the leader's id with another address. After
+//! 10^6 again and again, FindQuorum claiming the leader's id with another address, and one
+//! Vote that lifts a follower alone to a later epoch. After
 //! each attack every node process must still run, a leader must exist, the load must be
 //! acknowledged again, every acknowledged record must be in every voter's log once and in order,
 //! and after a restart of all three the cluster must elect and commit (docs/operations.md).
@@ -411,6 +412,74 @@ fn a_different_leader_claimed_to_each_voter_for_one_new_epoch_stops_no_node() {
         true,
     );
     under.assert_the_cluster_lives_on();
+    under.finish();
+}
+
+/// Bound on a voter stranded in a later epoch being brought back: the leader notices its silence
+/// after a fetch timeout (2 s), announces itself again, steps down on the answer, and an
+/// election follows (a few election timeouts).
+const REJOIN_BOUND: Duration = Duration::from_secs(20);
+/// Long enough for every voter to have announced its endpoint to the others.
+const ANNOUNCEMENTS_SETTLE: Duration = Duration::from_secs(2);
+
+/// One forged Vote (a real one, not a pre-vote) from a candidate with an empty log lifts one
+/// follower alone to the next epoch: it refuses the vote but adopts the epoch. Nobody stands in
+/// that epoch, the follower can no longer follow the leader of the epoch below, and its
+/// pre-votes are refused because the other two hear from their leader. Before the leader
+/// announced itself again to a voter silent for a fetch timeout (docs/protocol.md, "A silent
+/// voter"), it stayed out until the leader changed. Now the leader's announcement draws the
+/// later epoch from it, the leader steps down to it, and the next election takes all three
+/// along: within a bound every voter names one leader in one epoch past the forged one, the
+/// load is acknowledged again, and every voter's log holds every acknowledged record.
+#[test]
+fn a_follower_lifted_alone_to_a_later_epoch_is_brought_back_by_the_leader() {
+    let mut under = UnderLoad::start();
+    let followers = under.followers();
+    let (stranded, named) = (followers[0], followers[1]);
+    let forged = under.epoch + 1;
+    // Voters tell each other their endpoints with FindQuorum for a while after they start, and
+    // an answer carries its sender's epoch: one sent to the lifted follower would carry the
+    // forged epoch to a second voter, and those two could elect without the leader's help.
+    std::thread::sleep(ANNOUNCEMENTS_SETTLE);
+    let (label, answer) = attack(
+        &under.cluster,
+        stranded,
+        vote(&under.cluster, named, forged, 0, 0),
+    );
+    match answer {
+        Ok(Response::Vote(vote)) => {
+            assert_eq!(vote.error, ErrorCode::NONE, "{label}: {vote:?}");
+            assert_eq!(
+                vote.leader_epoch, forged,
+                "{label}: the epoch is adopted: {vote:?}"
+            );
+            assert!(
+                !vote.vote_granted,
+                "{label}: an empty log gets no vote: {vote:?}"
+            );
+        }
+        other => panic!("{label}: answered {other:?}"),
+    }
+    let deadline = Instant::now() + REJOIN_BOUND;
+    let (leader, epoch) = loop {
+        let views: Vec<Option<(i32, i32)>> = (1..=3)
+            .map(|id| describe(&under.cluster, id).map(|d| (d.leader_id, d.leader_epoch)))
+            .collect();
+        if let Some(Some((leader, epoch))) = views.first() {
+            if *leader > 0 && *epoch > forged && views.iter().all(|v| *v == views[0]) {
+                break (*leader, *epoch);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the voters do not agree on a leader past epoch {forged} within {REJOIN_BOUND:?}: \
+             (leader, epoch) of nodes 1-3: {views:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("node {stranded} lifted to epoch {forged}; then leader {leader} in epoch {epoch}");
+    under.wait_for_acks(ACKS_AFTER, ACKS_BOUND, "after the stranded voter came back");
+    under.assert_all_running("after the stranded voter came back");
     under.finish();
 }
 
