@@ -246,8 +246,9 @@ fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
 }
 
 /// Asks node `id` for producer ids until `count` are handed out (a node without a committed
-/// block yet answers COORDINATOR_LOAD_IN_PROGRESS, retried here as clients do), bounded.
-fn producer_ids_from(cluster: &Cluster, id: i32, count: usize) -> Vec<i64> {
+/// block yet answers COORDINATOR_LOAD_IN_PROGRESS, retried here as clients do), bounded. A node
+/// that has exited fails the test at once, with its stderr.
+fn producer_ids_from(cluster: &mut Cluster, id: i32, count: usize) -> Vec<i64> {
     use net::wire::kafka::InitProducerIdRequest;
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut ids = Vec::new();
@@ -257,6 +258,9 @@ fn producer_ids_from(cluster: &Cluster, id: i32, count: usize) -> Vec<i64> {
             "node {id} handed out only {ids:?}; the nodes' stderr:\n{}",
             cluster.stderr_tails()
         );
+        if let Err(exited) = cluster.check_running() {
+            panic!("asking node {id} for producer ids: {exited}");
+        }
         let Ok(mut client) = BlockingClient::connect(cluster.addr(id), TIMEOUT) else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
@@ -301,8 +305,10 @@ fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::Pro
 /// overlapping another.
 #[test]
 fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
-    // The producer-id path at debug: a CI run once saw a restarted follower hand out no id for
-    // 40 s, and warn-level stderr would not say where its block stopped.
+    // The producer-id path at debug, so a failure's stderr says where a block stopped. (The
+    // two CI runs that saw a restarted follower hand out no id had one cause, found this way:
+    // the restart failed to bind its address, held by the killed run's io_uring for a few ms;
+    // docs/operations.md, "Start-up errors".)
     let mut cluster = Cluster::new_with(3, |s| {
         s.rust_log = "warn,net::node::runtime::producer_ids=debug".into();
     });
@@ -311,7 +317,7 @@ fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
     let mut handed: Vec<(i32, i64)> = Vec::new();
     for id in 1..=3 {
         handed.extend(
-            producer_ids_from(&cluster, id, 3)
+            producer_ids_from(&mut cluster, id, 3)
                 .into_iter()
                 .map(|p| (id, p)),
         );
@@ -320,7 +326,7 @@ fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
     cluster.start(follower, &[]);
     for id in [follower, leader] {
         handed.extend(
-            producer_ids_from(&cluster, id, 2)
+            producer_ids_from(&mut cluster, id, 2)
                 .into_iter()
                 .map(|p| (id, p)),
         );
