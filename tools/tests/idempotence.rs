@@ -305,9 +305,9 @@ fn producer_id_blocks(dir: &std::path::Path) -> Vec<engine::record::control::Pro
 /// overlapping another.
 #[test]
 fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
-    // The producer-id path at debug, so a failure's stderr says where a block stopped. (The
-    // two CI runs that saw a restarted follower hand out no id had one cause, found this way:
-    // the restart failed to bind its address, held by the killed run's io_uring for a few ms;
+    // The producer-id path at debug, so a failure's stderr says where a block stopped. (A CI
+    // run that saw a restarted follower hand out no id showed the cause this way: the restart
+    // failed to bind its address, which the killed run's io_uring held for a few ms more;
     // docs/operations.md, "Start-up errors".)
     let mut cluster = Cluster::new_with(3, |s| {
         s.rust_log = "warn,net::node::runtime::producer_ids=debug".into();
