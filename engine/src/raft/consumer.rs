@@ -138,7 +138,7 @@ impl RaftCore {
         // HW can trail what its predecessor exposed, and a consumer there must wait, not reset.
         let leo = self.log.end_offset();
         if fetch.fetch_offset < offsets.log_start_offset || fetch.fetch_offset > leo {
-            return self.consumer_answer(id, ErrorCode::OFFSET_OUT_OF_RANGE, None, Vec::new(), out);
+            return self.consumer_out_of_range(id, out);
         }
         match self.check_last_fetched_epoch(&fetch) {
             EpochCheck::Consistent => {}
@@ -230,6 +230,11 @@ impl RaftCore {
     }
 
     /// A leader's answer: its bounds and itself as the leader.
+    /// OFFSET_OUT_OF_RANGE, with the log start in the answer: the consumer resets its offset.
+    pub(crate) fn consumer_out_of_range(&self, id: u64, out: &mut Vec<Output>) {
+        self.consumer_answer(id, ErrorCode::OFFSET_OUT_OF_RANGE, None, Vec::new(), out);
+    }
+
     fn consumer_answer(
         &self,
         id: u64,

@@ -239,6 +239,12 @@ impl RaftCore {
         from: Offset,
         out: &mut Vec<Output>,
     ) {
+        // A fetch checked on arrival but parked (held by pacing, or waiting for data) while
+        // retention moved the log start past it: answered as one that arrives behind the
+        // start, never with what retention deleted (retention.rs).
+        if from < self.log.start_offset() {
+            return self.answer_behind_log_start(fetcher, out);
+        }
         let max_bytes = match fetcher {
             Fetcher::Replica { .. } => self.config.fetch_max_bytes,
             Fetcher::Consumer { max_bytes, .. } => max_bytes,

@@ -9,6 +9,7 @@
 //! same set again) when it is all that holds retention back.
 
 use super::core::RaftCore;
+use super::leader::Fetcher;
 use super::types::{Epoch, Offset, OffsetAndEpoch, Output, PlantedBug, RequestId};
 
 impl RaftCore {
@@ -120,6 +121,16 @@ impl RaftCore {
             epoch: epoch.unwrap_or(0),
         };
         self.respond_fetch_with_log_start(id, start, out);
+    }
+
+    /// A parked fetch from below the log start (retention passed it while it waited): the
+    /// answer it would get on arrival. A replica starts its log again at the start; a consumer
+    /// applies its offset reset (docs/protocol.md, "Retention and the log start").
+    pub(crate) fn answer_behind_log_start(&mut self, fetcher: Fetcher, out: &mut Vec<Output>) {
+        match fetcher {
+            Fetcher::Replica { request_id, .. } => self.respond_behind_log_start(request_id, out),
+            Fetcher::Consumer { id, .. } => self.consumer_out_of_range(id, out),
+        }
     }
 
     /// Follower side: the leader's log starts at `start`, above where this log ends or in an

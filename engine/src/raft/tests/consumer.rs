@@ -376,6 +376,24 @@ fn an_expired_poll_below_the_high_watermark_gets_the_data() {
     assert_eq!(spans(&r.batches), vec![(1, 3), (3, 5)]);
 }
 
+/// The same poll, with retention moving the log start past it while it waits: at expiry it is
+/// told OFFSET_OUT_OF_RANGE with the new start (the consumer applies its offset reset), and
+/// nothing below the start is read or served (docs/protocol.md, "Retention and the log start").
+#[test]
+fn an_expired_poll_that_retention_passed_is_out_of_range() {
+    let mut h = lone_leader(2);
+    let size = only(&fetch(&mut h, 1, at(1)), 1).batches[0].bytes.len();
+    let out = fetch(&mut h, 2, polling(1, 10 * size, 100));
+    assert!(done(&out).is_empty());
+    h.step(Input::LogStartMoved { start: 3 });
+    let out = h.run_until(100);
+    assert!(reads(&out).is_empty(), "no read below the log start");
+    let r = only(&out, 2);
+    assert_eq!(r.error, ErrorCode::OFFSET_OUT_OF_RANGE);
+    assert!(r.batches.is_empty());
+    assert_eq!(r.log_start_offset, 3);
+}
+
 #[test]
 fn no_wait_or_no_min_bytes_answers_at_once() {
     let mut h = lone_leader(1);

@@ -261,3 +261,37 @@ fn a_paced_observer_under_steady_appends_is_reported_caught_up() {
         "caught up at its previous fetch ({previous}): {observer:?}"
     );
 }
+
+/// Retention moves the log start past a held fetch while it waits: at the end of the hold the
+/// fetch is answered as one that arrives behind the start (OFFSET_OUT_OF_RANGE with the log
+/// start), with no read of what retention deleted. The simulator found the read (seed
+/// 64007096 with `--bootstrap-observers --delete-state --refresh-fetches --retention`).
+#[test]
+fn a_held_fetch_that_retention_passed_is_told_the_log_start() {
+    let mut h = paced_after_a_whole_answer();
+    let start = h.now;
+    for id in 2..6 {
+        commit_one(&mut h, id);
+    }
+    let (held, out) = fetch(&mut h, OBSERVER, 2);
+    assert_eq!(answered(&out, held), None, "held");
+    h.step(Input::LogStartMoved { start: 4 });
+    assert_eq!(h.core.log_start_offset(), 4);
+    let out = h.run_until(start + INTERVAL);
+    assert!(
+        !out.iter().any(|o| matches!(o, Output::ReadLog { .. })),
+        "no read below the log start: {out:?}"
+    );
+    let (_, response) = responses(&out)
+        .into_iter()
+        .find(|(id, _)| *id == held)
+        .expect("answered at the end of the hold");
+    let answer = fetch_of(&response);
+    assert_eq!(answer.error, ErrorCode::OFFSET_OUT_OF_RANGE);
+    assert!(answer.batches.is_empty());
+    assert_eq!(
+        answer.log_start.map(|s| (s.offset, s.epoch)),
+        Some((4, 2)),
+        "the log start, in the epoch it is in"
+    );
+}
