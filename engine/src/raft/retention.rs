@@ -33,8 +33,10 @@ impl RaftCore {
     /// (the file and the log's records say it). A log that starts above 0 holds the newest
     /// committed voter record of every log it came from (retention never passes it); a log
     /// reset to a leader's log start does not until it fetches that record, which is at or
-    /// above the start. Until then the node neither votes nor stands for election: its set
-    /// may be one the cluster left behind.
+    /// above the start. Until then the node does not stand for election: its set may be one
+    /// the cluster left behind. It votes (docs/protocol.md, "Retention and the log start", rule
+    /// 5): a candidate counts by its own set, and the log check holds against a log that
+    /// stands for everything below its start.
     pub fn voter_set_known(&self) -> bool {
         let start = self.log.start_offset();
         start == 0

@@ -116,11 +116,6 @@ impl RaftCore {
         {
             return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
         }
-        // A log reset to a leader's log start lacks the voter record that set it up until it
-        // fetches it: its set may be stale (retention.rs).
-        if !self.voter_set_known() {
-            return self.respond_vote(id, ErrorCode::INCONSISTENT_VOTER_SET, false, out);
-        }
         if self.wrong_voter_key(&req) {
             return self.respond_vote(id, ErrorCode::INVALID_VOTER_KEY, false, out);
         }
