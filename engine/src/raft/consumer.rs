@@ -229,12 +229,12 @@ impl RaftCore {
         self.consumer_answer(id, ErrorCode::NONE, None, batches, out);
     }
 
-    /// A leader's answer: its bounds and itself as the leader.
     /// OFFSET_OUT_OF_RANGE, with the log start in the answer: the consumer resets its offset.
     pub(crate) fn consumer_out_of_range(&self, id: u64, out: &mut Vec<Output>) {
         self.consumer_answer(id, ErrorCode::OFFSET_OUT_OF_RANGE, None, Vec::new(), out);
     }
 
+    /// A leader's answer: its bounds and itself as the leader.
     fn consumer_answer(
         &self,
         id: u64,
