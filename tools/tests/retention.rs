@@ -173,11 +173,25 @@ fn retention_moves_every_log_start_and_a_follower_behind_it_starts_again_at_the_
     }
 
     // A consumer at 0 is out of range, told the log start; ListOffsets earliest says the same.
+    // The files go first and the raft thread hears of it after (docs/protocol.md, "Retention
+    // and the log start", rule 2): on a loaded machine an answer just after the deletion can
+    // still name the start before, so the start in the answers must pass the stopped
+    // follower's end within a bound (a CI run saw 36 in the answer with 71 on disk).
     let leader = cluster.wait_for_leader(None);
     let mut client = cluster.connect(leader, TIMEOUT);
-    let (error, start) = consumer_fetch(&mut client, 0);
-    assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE);
-    assert!(start > stopped_end, "log start {start} in the answer");
+    let deadline = Instant::now() + WAIT;
+    let start = loop {
+        let (error, start) = consumer_fetch(&mut client, 0);
+        assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE);
+        if start > stopped_end {
+            break start;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "log start {start} in the answer after {WAIT:?}, the follower stopped at {stopped_end}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let (error, earliest_offset) = earliest(&mut client);
     assert_eq!((error, earliest_offset >= start), (ErrorCode::NONE, true));
     // At the log start it reads.
