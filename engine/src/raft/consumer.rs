@@ -145,10 +145,7 @@ impl RaftCore {
             EpochCheck::Diverging(d) => {
                 return self.consumer_answer(id, ErrorCode::NONE, Some(d), Vec::new(), out)
             }
-            EpochCheck::Unknown => {
-                let error = ErrorCode::OFFSET_OUT_OF_RANGE;
-                return self.consumer_answer(id, error, None, Vec::new(), out);
-            }
+            EpochCheck::Unknown => return self.consumer_out_of_range(id, out),
         }
         let fetcher = Fetcher::Consumer {
             id,

@@ -337,8 +337,6 @@ impl LeaderState {
         Some(candidate)
     }
 
-    /// True while a majority of voters (the leader included) fetched within `window_ms`.
-    /// Returns the time at which that stops being true if nothing else arrives.
     /// Voters that endorsed this leadership and have not fetched for `timeout_ms` (their last
     /// fetch, or the leadership's start, that long ago or more).
     pub(crate) fn silent_endorsers(&self, now: TimeMs, timeout_ms: u64) -> Vec<NodeId> {
@@ -362,6 +360,8 @@ impl LeaderState {
         Some(p.last_fetch_ms.unwrap_or(self.since_ms).max(self.since_ms) + timeout_ms)
     }
 
+    /// True while a majority of voters (the leader included) fetched within `window_ms`.
+    /// Returns the time at which that stops being true if nothing else arrives.
     pub(crate) fn quorum_alive_until(&self, majority: usize, window_ms: u64) -> Option<TimeMs> {
         let needed_others = majority - 1;
         if needed_others == 0 {

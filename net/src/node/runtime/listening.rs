@@ -74,14 +74,14 @@ mod tests {
     fn a_bind_waits_until_the_holder_lets_the_address_go() {
         let holder = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = holder.local_addr().unwrap();
-        let release = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(150));
-            drop(holder);
-        });
         let mut ring = EventLoop::new(Config::default()).unwrap();
         let mut warnings = 0;
         let mut attempts = 0;
         let started = Instant::now();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(holder);
+        });
         bind_when_free(
             Duration::from_secs(20),
             || {
