@@ -55,13 +55,15 @@ impl RaftCore {
         request: Request,
         out: &mut Vec<Output>,
     ) {
-        // A node of another cluster is told so by the handler (INCONSISTENT_CLUSTER_ID), whatever
-        // else is wrong with its request: that is the error its operator needs to see.
-        let same_cluster = cluster_id_of(&request).is_none_or(|c| c == self.config.cluster_id);
-        if same_cluster {
-            if let Err(refusal) = admit_request(&request, from, self.receiver()) {
-                return self.refuse_request(id, from, &request, refusal, out);
-            }
+        // A node of another cluster is told so (INCONSISTENT_CLUSTER_ID), whatever else is wrong
+        // with its request: that is the error its operator needs to see. Nothing is learned
+        // from it or told to it: not our voters, their endpoints or our cluster id.
+        if let Some(theirs) = cluster_id_of(&request).filter(|c| *c != self.config.cluster_id) {
+            let why = format!("cluster id {theirs:?} is not this cluster's");
+            return self.answer_refused(id, &request, ErrorCode::INCONSISTENT_CLUSTER_ID, why, out);
+        }
+        if let Err(refusal) = admit_request(&request, from, self.receiver()) {
+            return self.refuse_request(id, from, &request, refusal, out);
         }
         if let Some((kind, error)) = self.announcement_refusal(&request) {
             return self.respond_announcement(kind, id, error, out);
@@ -126,7 +128,19 @@ impl RaftCore {
             peer: from.replica(),
             reason: format!("{}: {}", request_name(request), refusal.reason),
         });
-        let error = refusal.error;
+        self.answer_refused(id, request, refusal.error, refusal.reason, out);
+    }
+
+    /// The answer to a request refused before its handler: `error` in the request's own
+    /// response, with `reason` where the response has room for a message.
+    fn answer_refused(
+        &mut self,
+        id: RequestId,
+        request: &Request,
+        error: ErrorCode,
+        reason: String,
+        out: &mut Vec<Output>,
+    ) {
         match request {
             Request::Vote(_) => self.respond_vote(id, error, false, out),
             Request::BeginQuorumEpoch(_) => {
@@ -139,7 +153,7 @@ impl RaftCore {
             Request::FindQuorum(_) => respond_find_quorum_error(id, error, out),
             Request::DescribeQuorum(_) => unreachable!("DescribeQuorum has no field to refuse"),
             Request::AlterQuorum(_) => {
-                self.respond_alter_quorum_error(id, error, Some(refusal.reason), out)
+                self.respond_alter_quorum_error(id, error, Some(reason), out)
             }
         }
     }
@@ -433,11 +447,6 @@ impl RaftCore {
         req: FindQuorumRequest,
         out: &mut Vec<Output>,
     ) {
-        if req.cluster_id != self.config.cluster_id {
-            // Nothing is learned from, or told to, a node of another cluster: not our voters,
-            // their endpoints or our cluster id.
-            return respond_find_quorum_error(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
-        }
         self.learn_endpoint(
             VoterEndpoint {
                 voter_id: req.replica_id,

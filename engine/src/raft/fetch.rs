@@ -87,9 +87,6 @@ impl RaftCore {
         req: FetchQuorumRecordsRequest,
         out: &mut Vec<Output>,
     ) {
-        if req.cluster_id != self.config.cluster_id {
-            return self.respond_fetch_error(id, ErrorCode::INCONSISTENT_CLUSTER_ID, out);
-        }
         // The fields' ranges were checked on admission (admission.rs).
         if req.leader_epoch < self.qs.epoch() {
             return self.respond_fetch_error(id, ErrorCode::FENCED_LEADER_EPOCH, out);

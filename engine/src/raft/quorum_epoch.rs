@@ -82,31 +82,19 @@ impl RaftCore {
         out.push(Output::Respond { id, response });
     }
 
-    /// Why a Begin- or EndQuorumEpoch is refused before it is looked at, if it is one and it is:
-    /// another cluster, an older epoch, or a sender (or this node) outside the voter set. The
+    /// Why a Begin- or EndQuorumEpoch of this cluster is refused before it is looked at, if it is
+    /// one and it is: an older epoch, or a sender (or this node) outside the voter set. The
     /// fields' ranges were checked on admission (admission.rs).
     pub(crate) fn announcement_refusal(
         &self,
         request: &Request,
     ) -> Option<(Announcement, ErrorCode)> {
-        let (kind, cluster_id, epoch, sender) = match request {
-            Request::BeginQuorumEpoch(r) => (
-                Announcement::Begin,
-                &r.cluster_id,
-                r.leader_epoch,
-                r.leader_id,
-            ),
-            Request::EndQuorumEpoch(r) => (
-                Announcement::End,
-                &r.cluster_id,
-                r.leader_epoch,
-                r.replica_id,
-            ),
+        let (kind, epoch, sender) = match request {
+            Request::BeginQuorumEpoch(r) => (Announcement::Begin, r.leader_epoch, r.leader_id),
+            Request::EndQuorumEpoch(r) => (Announcement::End, r.leader_epoch, r.replica_id),
             _ => return None,
         };
-        let error = if *cluster_id != self.config.cluster_id {
-            Some(ErrorCode::INCONSISTENT_CLUSTER_ID)
-        } else if epoch < self.qs.epoch() {
+        let error = if epoch < self.qs.epoch() {
             Some(ErrorCode::FENCED_LEADER_EPOCH)
         } else if self.qs.is_observer() || !self.qs.named_by_set(sender) {
             // A sender of the reassignment's target is heard too: this node's log may lag the

@@ -97,15 +97,6 @@ impl RaftCore {
         request: AlterQuorumRequest,
         out: &mut Vec<Output>,
     ) {
-        if request.cluster_id != self.config.cluster_id {
-            let why = format!("cluster id {:?} is not this cluster's", request.cluster_id);
-            return self.respond_alter_quorum_error(
-                id,
-                ErrorCode::INCONSISTENT_CLUSTER_ID,
-                Some(why),
-                out,
-            );
-        }
         if self.qs.leader().is_none() || self.is_shutting_down() {
             return self.respond_alter_quorum_error(id, ErrorCode::NOT_QUORUM_LEADER, None, out);
         }

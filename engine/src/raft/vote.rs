@@ -99,9 +99,6 @@ impl RaftCore {
     }
 
     pub(crate) fn handle_vote(&mut self, id: RequestId, req: VoteRequest, out: &mut Vec<Output>) {
-        if req.cluster_id != self.config.cluster_id {
-            return self.respond_vote(id, ErrorCode::INCONSISTENT_CLUSTER_ID, false, out);
-        }
         // The fields' ranges were checked on admission (admission.rs).
         if req.candidate_epoch < self.qs.epoch() {
             return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
