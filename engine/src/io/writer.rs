@@ -521,11 +521,7 @@ enum Queued {
         seq: u64,
         offset: Offset,
     },
-    Retain {
-        policy: RetentionPolicy,
-        limit: Offset,
-        unpinned: Offset,
-    },
+    Retain(RetentionHeard),
     ResetTo {
         seq: u64,
         start: Offset,
@@ -581,7 +577,8 @@ struct WriterThread {
     held_back_reported: Offset,
 }
 
-/// What the writer last heard of retention: see [`WriterThread::retention`].
+/// What the writer last heard of retention ([`WriterThread::retention`]), or what a queued
+/// [`WriterRequest::Retain`] carries.
 #[derive(Clone, Copy, Debug)]
 struct RetentionHeard {
     policy: RetentionPolicy,
@@ -778,15 +775,14 @@ impl WriterThread {
 
     /// Keeps `policy` and the larger of each limit and the one already heard (a queued Retain
     /// may carry older limits than a RetentionLimit taken since).
-    fn hear_retention(&mut self, policy: RetentionPolicy, limit: Offset, unpinned: Offset) {
-        let (limit, unpinned) = match self.retention {
-            Some(heard) => (heard.limit.max(limit), heard.unpinned.max(unpinned)),
-            None => (limit, unpinned),
-        };
-        self.retention = Some(RetentionHeard {
-            policy,
-            limit,
-            unpinned,
+    fn hear_retention(&mut self, new: RetentionHeard) {
+        self.retention = Some(match self.retention {
+            Some(heard) => RetentionHeard {
+                policy: new.policy,
+                limit: heard.limit.max(new.limit),
+                unpinned: heard.unpinned.max(new.unpinned),
+            },
+            None => new,
         });
         self.spare_recycled = None;
     }
@@ -955,18 +951,22 @@ impl WriterThread {
                 policy,
                 limit,
                 unpinned,
-            } => self.queue.push_back(Queued::Retain {
+            } => self.queue.push_back(Queued::Retain(RetentionHeard {
                 policy,
                 limit,
                 unpinned,
-            }),
+            })),
             // Taken at once, not queued: a limit only grows while the log lives, and a reset
             // queued before it forgets it when it runs (the next one comes soon).
             WriterRequest::RetentionLimit {
                 policy,
                 limit,
                 unpinned,
-            } => self.hear_retention(policy, limit, unpinned),
+            } => self.hear_retention(RetentionHeard {
+                policy,
+                limit,
+                unpinned,
+            }),
             WriterRequest::ResetTo { seq, start, epoch } => {
                 self.check_seq(seq);
                 self.queue.push_back(Queued::ResetTo { seq, start, epoch })
@@ -1017,14 +1017,15 @@ impl WriterThread {
                         self.report_durable(seq);
                         continue;
                     }
-                    Some(&Queued::Retain {
-                        policy,
-                        limit,
-                        unpinned,
-                    }) => {
+                    Some(&Queued::Retain(asked)) => {
+                        let RetentionHeard {
+                            policy,
+                            limit,
+                            unpinned,
+                        } = asked;
                         let now = wall_clock_ms();
                         let start = self.log.apply_retention(policy, now, limit)?;
-                        self.hear_retention(policy, limit, unpinned);
+                        self.hear_retention(asked);
                         self.publish_segment_counts();
                         let wanted = if unpinned > limit {
                             self.log.retention_wants(policy, now, unpinned)?
