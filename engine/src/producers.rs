@@ -416,6 +416,11 @@ mod tests {
         }
     }
 
+    /// No producers yet, under `limits`: the start of each test of a bound.
+    fn empty_with(limits: ProducerLimits) -> (ProducerStates, Log) {
+        (ProducerStates::new(limits), Log::default())
+    }
+
     /// Fresh default states and log after [`write_in_order`].
     fn written_in_order(count: i32, records: i32) -> (ProducerStates, Log) {
         let mut states = ProducerStates::default();
@@ -583,12 +588,10 @@ mod tests {
 
     #[test]
     fn the_least_recently_written_producer_is_evicted_and_then_unknown() {
-        let limits = ProducerLimits {
+        let (mut states, mut log) = empty_with(ProducerLimits {
             max_producers: 2,
             ..ProducerLimits::default()
-        };
-        let mut states = ProducerStates::new(limits);
-        let mut log = Log::default();
+        });
         log.append(&mut states, seq(1, 0, 0, 1));
         log.append(&mut states, seq(2, 0, 0, 1));
         log.append(&mut states, seq(1, 0, 1, 1)); // producer 1 written most recently
@@ -607,12 +610,10 @@ mod tests {
 
     #[test]
     fn the_per_producer_bound_drops_the_oldest_and_says_so_until_commits_catch_up() {
-        let limits = ProducerLimits {
+        let (mut states, mut log) = empty_with(ProducerLimits {
             max_uncommitted_per_producer: 3,
             ..ProducerLimits::default()
-        };
-        let mut states = ProducerStates::new(limits);
-        let mut log = Log::default();
+        });
         write_in_order(&mut states, &mut log, 8, 1);
         assert_eq!(states.producers[&P].batches.len(), 8);
         assert!(!states.lost_history(P));

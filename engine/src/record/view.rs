@@ -523,16 +523,22 @@ impl Cursor<'_> {
 
     #[inline(always)]
     fn varint(&mut self) -> Result<i32, RecordError> {
-        let (value, used) = varint::get_varint(self.remaining())
-            .map_err(|e| RecordError::varint_at(e, self.position))?;
-        self.position += used;
-        Ok(value)
+        self.variable_length(varint::get_varint)
     }
 
     #[inline(always)]
     fn varlong(&mut self) -> Result<i64, RecordError> {
-        let (value, used) = varint::get_varlong(self.remaining())
-            .map_err(|e| RecordError::varint_at(e, self.position))?;
+        self.variable_length(varint::get_varlong)
+    }
+
+    /// One zigzag varint or varlong, decoded by `get`; an error names where it starts.
+    #[inline(always)]
+    fn variable_length<T>(
+        &mut self,
+        get: impl FnOnce(&[u8]) -> Result<(T, usize), varint::VarintError>,
+    ) -> Result<T, RecordError> {
+        let (value, used) =
+            get(self.remaining()).map_err(|e| RecordError::varint_at(e, self.position))?;
         self.position += used;
         Ok(value)
     }
