@@ -87,7 +87,7 @@ impl RaftCore {
         req: FetchQuorumRecordsRequest,
         out: &mut Vec<Output>,
     ) {
-        // The fields' ranges were checked on admission (admission.rs).
+        // The cluster id and the fields' ranges were checked before (on_request, admission.rs).
         if req.leader_epoch < self.qs.epoch() {
             return self.respond_fetch_error(id, ErrorCode::FENCED_LEADER_EPOCH, out);
         }

@@ -99,7 +99,7 @@ impl RaftCore {
     }
 
     pub(crate) fn handle_vote(&mut self, id: RequestId, req: VoteRequest, out: &mut Vec<Output>) {
-        // The fields' ranges were checked on admission (admission.rs).
+        // The cluster id and the fields' ranges were checked before (on_request, admission.rs).
         if req.candidate_epoch < self.qs.epoch() {
             return self.respond_vote(id, ErrorCode::FENCED_LEADER_EPOCH, false, out);
         }
