@@ -7,6 +7,7 @@ use bytes::Bytes;
 use engine::raft::NodeId;
 use thiserror::Error;
 
+use super::kafka::flex::Flex;
 use super::primitives::{WireError, WireReader, WireWriter};
 
 /// Client endpoints a node may advertise (one per client listener).
@@ -79,13 +80,11 @@ fn name(r: &mut WireReader, what: &'static str) -> Result<String, BrokerListErro
 
 /// A node's own endpoints (request tag 1).
 pub fn encode_endpoints(w: &mut WireWriter, endpoints: &[ClientEndpoint]) {
-    w.compact_array_len(Some(endpoints.len()));
-    for e in endpoints {
+    Flex(true).write_structs(w, endpoints, |w, e| {
         w.compact_string(&e.listener);
         w.compact_string(&e.host);
         w.i32(i32::from(e.port));
-        w.no_tagged_fields();
-    }
+    });
 }
 
 pub fn decode_endpoints(r: &mut WireReader) -> Result<Vec<ClientEndpoint>, BrokerListError> {
@@ -125,12 +124,10 @@ impl BrokerList {
     /// The list with its version, and its bytes for the response's tagged field.
     pub fn build(brokers: Vec<BrokerInfo>, in_sync: Vec<NodeId>) -> (BrokerList, Bytes) {
         let mut body = WireWriter::new();
-        body.compact_array_len(Some(brokers.len()));
-        for b in &brokers {
-            body.i32(b.id);
-            encode_endpoints(&mut body, &b.endpoints);
-            body.no_tagged_fields();
-        }
+        Flex(true).write_structs(&mut body, &brokers, |w, b| {
+            w.i32(b.id);
+            encode_endpoints(w, &b.endpoints);
+        });
         body.compact_array_len(Some(in_sync.len()));
         for id in &in_sync {
             body.i32(*id);

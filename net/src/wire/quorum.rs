@@ -23,6 +23,7 @@ use thiserror::Error;
 use super::api;
 use super::broker_list::ClientEndpoint;
 use super::broker_list::{decode_endpoints, encode_endpoints, BrokerList, BrokerListError};
+use super::kafka::flex::Flex;
 use super::primitives::{WireError, WireReader, WireWriter};
 
 /// The one topic-partition the quorum serves.
@@ -189,12 +190,10 @@ pub fn encode_request_with(request: &Request, extras: &FetchRequestExtras, w: &m
 
 fn encode_alter_quorum(r: &AlterQuorumRequest, w: &mut WireWriter) {
     w.compact_string(&r.cluster_id);
-    w.compact_array_len(Some(r.target_voters.len()));
-    for v in &r.target_voters {
+    Flex(true).write_structs(w, &r.target_voters, |w, v| {
         w.i32(v.voter_id);
         w.uuid(&v.directory_id.0);
-        w.no_tagged_fields();
-    }
+    });
     w.i32(r.timeout_ms);
     w.bool(r.validate_only);
     // Force rides a tagged field, written only when set: a request without it is the plain v0
@@ -272,12 +271,10 @@ fn encode_alter_quorum_response(r: &AlterQuorumResponse, w: &mut WireWriter) {
     w.compact_nullable_string(r.error_message.as_deref());
     w.i32(r.leader_id);
     w.i32(r.leader_epoch);
-    w.compact_array_len(Some(r.target_voters.len()));
-    for v in &r.target_voters {
+    Flex(true).write_structs(w, &r.target_voters, |w, v| {
         w.i32(v.voter_id);
         w.i16(v.error.0);
-        w.no_tagged_fields();
-    }
+    });
 }
 
 fn decode_alter_quorum_response(r: &mut WireReader) -> Result<AlterQuorumResponse, DecodeError> {
@@ -616,31 +613,23 @@ fn fetch_chain(r: &FetchQuorumRecordsResponse, head: Bytes, tail: Bytes) -> Vec<
 }
 
 fn write_endpoints(w: &mut WireWriter, voters: Option<&[VoterEndpoint]>) {
-    w.compact_array_len(voters.map(<[VoterEndpoint]>::len));
-    for v in voters.unwrap_or_default() {
+    Flex(true).write_nullable_structs(w, voters, |w, v| {
         w.i32(v.voter_id);
         w.i64(v.boot_timestamp);
         w.compact_string(&v.host);
         w.i32(v.port);
-        w.no_tagged_fields();
-    }
+    });
 }
 
 fn read_endpoints(r: &mut WireReader) -> Result<Option<Vec<VoterEndpoint>>, WireError> {
-    let Some(count) = r.compact_array_len("voters", 18)? else {
-        return Ok(None);
-    };
-    let mut voters = Vec::with_capacity(count);
-    for _ in 0..count {
-        voters.push(VoterEndpoint {
+    Flex(true).read_nullable_structs(r, "voters", 18, |r| {
+        Ok(VoterEndpoint {
             voter_id: r.i32("voter id")?,
             boot_timestamp: r.i64("boot timestamp")?,
             host: r.compact_string("host")?,
             port: r.i32("port")?,
-        });
-        r.skip_tagged_fields()?;
-    }
-    Ok(Some(voters))
+        })
+    })
 }
 
 fn encode_describe_response(r: &DescribeQuorumResponse, w: &mut WireWriter) {

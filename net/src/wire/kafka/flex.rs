@@ -1,5 +1,7 @@
 //! Kafka's two encodings of one schema: before a message's first flexible version, int16-length
 //! strings and int32-length arrays; from it on, compact (varint) lengths and tagged fields.
+//! The quorum RPCs and the broker list (`wire::quorum`, `wire::broker_list`), flexible in every
+//! version, use it as `Flex(true)` for their arrays of structs.
 
 use bytes::Bytes;
 
@@ -8,7 +10,7 @@ use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 /// A field that versions from `first` on carry: read by `read` there, `absent` (what stands
 /// for it) in the versions before.
-pub(super) fn since<T>(
+pub(in crate::wire) fn since<T>(
     version: i16,
     first: i16,
     absent: T,
@@ -22,15 +24,15 @@ pub(super) fn since<T>(
 }
 
 /// Reads and writes the field types whose encoding depends on whether the version is flexible.
-pub(super) struct Flex(pub(super) bool);
+pub(in crate::wire) struct Flex(pub(in crate::wire) bool);
 
 impl Flex {
     /// The encoding of `spec`'s messages at `version`.
-    pub(super) fn of(spec: &ApiSpec, version: i16) -> Flex {
+    pub(in crate::wire) fn of(spec: &ApiSpec, version: i16) -> Flex {
         Flex(spec.is_flexible(version))
     }
 
-    pub(super) fn read_string(
+    pub(in crate::wire) fn read_string(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -42,7 +44,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn read_nullable_string(
+    pub(in crate::wire) fn read_nullable_string(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -54,7 +56,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn read_array_len(
+    pub(in crate::wire) fn read_array_len(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -65,7 +67,7 @@ impl Flex {
     }
 
     /// An array length where null is allowed: None for null.
-    pub(super) fn read_nullable_array_len(
+    pub(in crate::wire) fn read_nullable_array_len(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -78,7 +80,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn read_nullable_bytes(
+    pub(in crate::wire) fn read_nullable_bytes(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -90,7 +92,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn read_tags(&self, r: &mut WireReader) -> Result<(), WireError> {
+    pub(in crate::wire) fn read_tags(&self, r: &mut WireReader) -> Result<(), WireError> {
         if self.0 {
             r.skip_tagged_fields()?;
         }
@@ -99,7 +101,7 @@ impl Flex {
 
     /// An array of structs, each read by `read` and followed by its tagged fields (in flexible
     /// versions); null reads as empty. `min_element_bytes` as for any array.
-    pub(super) fn read_structs<T>(
+    pub(in crate::wire) fn read_structs<T>(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -111,7 +113,7 @@ impl Flex {
     }
 
     /// [`Flex::read_structs`] where null is its own value: None.
-    pub(super) fn read_nullable_structs<T>(
+    pub(in crate::wire) fn read_nullable_structs<T>(
         &self,
         r: &mut WireReader,
         field: &'static str,
@@ -131,7 +133,7 @@ impl Flex {
 
     /// An array of structs, each written by `write` and followed by an empty tagged-field
     /// section (in flexible versions).
-    pub(super) fn write_structs<T>(
+    pub(in crate::wire) fn write_structs<T>(
         &self,
         w: &mut WireWriter,
         items: &[T],
@@ -141,7 +143,7 @@ impl Flex {
     }
 
     /// [`Flex::write_structs`] of an array that may be null (None).
-    pub(super) fn write_nullable_structs<T>(
+    pub(in crate::wire) fn write_nullable_structs<T>(
         &self,
         w: &mut WireWriter,
         items: Option<&[T]>,
@@ -155,12 +157,12 @@ impl Flex {
     }
 
     /// The end of a message body: its tagged fields (in flexible versions), then nothing.
-    pub(super) fn read_end(&self, r: &mut WireReader) -> Result<(), WireError> {
+    pub(in crate::wire) fn read_end(&self, r: &mut WireReader) -> Result<(), WireError> {
         self.read_tags(r)?;
         r.finish()
     }
 
-    pub(super) fn write_string(&self, w: &mut WireWriter, v: &str) {
+    pub(in crate::wire) fn write_string(&self, w: &mut WireWriter, v: &str) {
         if self.0 {
             w.compact_string(v)
         } else {
@@ -168,7 +170,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn write_nullable_string(&self, w: &mut WireWriter, v: Option<&str>) {
+    pub(in crate::wire) fn write_nullable_string(&self, w: &mut WireWriter, v: Option<&str>) {
         if self.0 {
             w.compact_nullable_string(v)
         } else {
@@ -176,11 +178,11 @@ impl Flex {
         }
     }
 
-    pub(super) fn write_array_len(&self, w: &mut WireWriter, len: usize) {
+    pub(in crate::wire) fn write_array_len(&self, w: &mut WireWriter, len: usize) {
         self.write_nullable_array_len(w, Some(len))
     }
 
-    pub(super) fn write_nullable_array_len(&self, w: &mut WireWriter, len: Option<usize>) {
+    pub(in crate::wire) fn write_nullable_array_len(&self, w: &mut WireWriter, len: Option<usize>) {
         if self.0 {
             w.compact_array_len(len)
         } else {
@@ -190,7 +192,7 @@ impl Flex {
 
     /// The length prefix of a BYTES or RECORDS field whose bytes the caller sends separately
     /// (a response chain's pieces); None for null.
-    pub(super) fn write_bytes_len(&self, w: &mut WireWriter, len: Option<usize>) {
+    pub(in crate::wire) fn write_bytes_len(&self, w: &mut WireWriter, len: Option<usize>) {
         match (self.0, len) {
             (true, len) => w.compact_bytes_len(len),
             (false, None) => w.i32(-1),
@@ -198,7 +200,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn write_nullable_bytes(&self, w: &mut WireWriter, v: Option<&[u8]>) {
+    pub(in crate::wire) fn write_nullable_bytes(&self, w: &mut WireWriter, v: Option<&[u8]>) {
         if self.0 {
             w.compact_nullable_bytes(v)
         } else {
@@ -206,7 +208,7 @@ impl Flex {
         }
     }
 
-    pub(super) fn write_tags(&self, w: &mut WireWriter) {
+    pub(in crate::wire) fn write_tags(&self, w: &mut WireWriter) {
         if self.0 {
             w.no_tagged_fields();
         }

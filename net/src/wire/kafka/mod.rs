@@ -5,7 +5,7 @@
 mod api_versions;
 mod describe_cluster;
 mod fetch;
-mod flex;
+pub(super) mod flex;
 mod init_producer_id;
 mod limits;
 mod list_offsets;
