@@ -120,36 +120,40 @@ fn write_ids(flex: &Flex, w: &mut WireWriter, ids: &[i32]) {
     }
 }
 
+/// A topic's name: nullable in the versions where a topic may go by its id alone (`nullable`:
+/// a request from v10, a response from v12), a plain string before them, where a missing name
+/// is written empty. One pair for both messages, so their names are read and written alike.
+fn read_name(flex: &Flex, r: &mut WireReader, nullable: bool) -> Result<Option<String>, WireError> {
+    if nullable {
+        flex.read_nullable_string(r, "topic name")
+    } else {
+        flex.read_string(r, "topic name").map(Some)
+    }
+}
+
+/// Writes a name as [`read_name`] reads it.
+fn write_name(flex: &Flex, w: &mut WireWriter, name: Option<&str>, nullable: bool) {
+    if nullable {
+        flex.write_nullable_string(w, name)
+    } else {
+        flex.write_string(w, name.unwrap_or(""))
+    }
+}
+
 impl MetadataRequest {
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let flex = Flex::of(&METADATA_SPEC, version);
-        let count = if flex.0 {
-            r.compact_array_len("topics", 2)?
-        } else {
-            r.array_len("topics", 2)?
-        };
-        let mut topics = match count {
-            // v0 has no null array: an empty one asks for every topic.
-            Some(0) if version == 0 => None,
-            Some(count) => Some(Vec::with_capacity(count)),
-            None => None,
-        };
-        for _ in 0..count.unwrap_or(0) {
+        let topics = flex.read_nullable_structs(r, "topics", 2, |r| {
             let topic_id = if version >= 10 {
                 read_uuid(r, "topic id")?
             } else {
                 [0; 16]
             };
-            let name = if version >= 10 {
-                flex.read_nullable_string(r, "topic name")?
-            } else {
-                Some(flex.read_string(r, "topic name")?)
-            };
-            flex.read_tags(r)?;
-            if let Some(topics) = &mut topics {
-                topics.push(MetadataRequestTopic { topic_id, name });
-            }
-        }
+            let name = read_name(&flex, r, version >= 10)?;
+            Ok(MetadataRequestTopic { topic_id, name })
+        })?;
+        // v0 has no null array: an empty one asks for every topic.
+        let topics = topics.filter(|topics| version > 0 || !topics.is_empty());
         let mut request = Self {
             topics,
             ..Self::default()
@@ -171,21 +175,17 @@ impl MetadataRequest {
 
     pub fn encode(&self, w: &mut WireWriter, version: i16) {
         let flex = Flex::of(&METADATA_SPEC, version);
-        match (&self.topics, flex.0) {
-            (None, _) if version == 0 => w.array_len(Some(0)),
-            (None, true) => w.compact_array_len(None),
-            (None, false) => w.array_len(None),
-            (Some(topics), _) => flex.write_array_len(w, topics.len()),
-        }
-        for topic in self.topics.iter().flatten() {
+        let topics = match &self.topics {
+            // v0 has no null array: every topic is asked for with an empty one.
+            None if version == 0 => Some(&[][..]),
+            topics => topics.as_deref(),
+        };
+        flex.write_nullable_structs(w, topics, |w, topic| {
             if version >= 10 {
                 write_uuid(w, &topic.topic_id);
-                flex.write_nullable_string(w, topic.name.as_deref());
-            } else {
-                flex.write_string(w, topic.name.as_deref().unwrap_or(""));
             }
-            flex.write_tags(w);
-        }
+            write_name(&flex, w, topic.name.as_deref(), version >= 10);
+        });
         if version >= 4 {
             w.bool(self.allow_auto_topic_creation);
         }
@@ -279,11 +279,7 @@ pub(super) fn read_broker(
 
 fn encode_topic(flex: &Flex, w: &mut WireWriter, topic: &MetadataTopic, version: i16) {
     w.i16(topic.error.0);
-    if version >= 12 {
-        flex.write_nullable_string(w, topic.name.as_deref());
-    } else {
-        flex.write_string(w, topic.name.as_deref().unwrap_or(""));
-    }
+    write_name(flex, w, topic.name.as_deref(), version >= 12);
     if version >= 10 {
         write_uuid(w, &topic.topic_id);
     }
@@ -310,11 +306,7 @@ fn encode_topic(flex: &Flex, w: &mut WireWriter, topic: &MetadataTopic, version:
 
 fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<MetadataTopic, WireError> {
     let error = ErrorCode(r.i16("topic error code")?);
-    let name = if version >= 12 {
-        flex.read_nullable_string(r, "topic name")?
-    } else {
-        Some(flex.read_string(r, "topic name")?)
-    };
+    let name = read_name(flex, r, version >= 12)?;
     let topic_id = if version >= 10 {
         read_uuid(r, "topic id")?
     } else {
