@@ -16,7 +16,7 @@ use net::wire::kafka::{
     API_VERSIONS_SPEC, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{RequestHeader, WireReader, WireWriter};
-use wire_support::{assert_same_as_kafka_in, ours, theirs, versions};
+use wire_support::{assert_same_as_kafka_in, joined, ours, theirs, versions};
 
 #[test]
 fn request_headers_match_kafka_in_v1_and_v2() {
@@ -187,11 +187,8 @@ fn describe_quorum_matches_kafkas_v0_layout() {
         target_voters: Some(vec![]),
         observers: vec![],
     });
-    let mut joined = BytesMut::new();
-    for piece in encode_response(&response, WireWriter::new()) {
-        joined.extend_from_slice(&piece);
-    }
-    let decoded = kp::DescribeQuorumResponse::decode(&mut joined.clone().freeze(), 0).unwrap();
+    let mut bytes = joined(&encode_response(&response, WireWriter::new()));
+    let decoded = kp::DescribeQuorumResponse::decode(&mut bytes, 0).unwrap();
     let partition = &decoded.topics[0].partitions[0];
     assert_eq!(partition.leader_id.0, 1);
     assert_eq!(partition.high_watermark, 99);

@@ -164,6 +164,24 @@ impl FrameDecoder {
     }
 }
 
+/// A chain of pieces (an encoded response, a records field of several batches) as one buffer,
+/// as the peer receives it: the piece itself when there is one, else a copy of the pieces
+/// joined. For clients and tests, which read what a chain holds; a send path hands the chain
+/// to the transport as it is.
+pub fn joined(chain: &[Bytes]) -> Bytes {
+    match chain {
+        [] => Bytes::new(),
+        [one] => one.clone(),
+        many => {
+            let mut joined = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+            for piece in many {
+                joined.extend_from_slice(piece);
+            }
+            joined.freeze()
+        }
+    }
+}
+
 /// The 4-byte size prefix of a frame of `body_len` bytes.
 pub fn size_prefix(body_len: usize) -> [u8; 4] {
     let size = i32::try_from(body_len).expect("frame below 2 GiB");

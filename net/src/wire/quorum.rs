@@ -854,6 +854,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::frame::joined;
     use bytes::BytesMut;
     use engine::record::{BatchView, RecordBatchBuilder};
 
@@ -867,11 +868,7 @@ mod tests {
 
     fn response_round_trip(api_key: i16, response: Response) {
         let chain = encode_response(&response, WireWriter::new());
-        let mut joined = BytesMut::new();
-        for piece in &chain {
-            joined.extend_from_slice(piece);
-        }
-        let mut r = WireReader::new(joined.freeze());
+        let mut r = WireReader::new(joined(&chain));
         assert_eq!(decode_response(api_key, &mut r).unwrap(), response);
     }
 
@@ -1170,14 +1167,6 @@ mod tests {
         }
     }
 
-    fn joined(chain: Vec<Bytes>) -> Bytes {
-        let mut all = BytesMut::new();
-        for piece in &chain {
-            all.extend_from_slice(piece);
-        }
-        all.freeze()
-    }
-
     /// A whole fetch frame is its size, the header, and the body `encode_response_with` writes,
     /// with or without the broker list and log start, in a buffer that already held other
     /// frames; the records are the batches' own buffers.
@@ -1208,8 +1197,8 @@ mod tests {
                 .iter()
                 .zip(&answer.batches)
                 .all(|(piece, batch)| piece.as_ptr() == batch.bytes.as_ptr()));
-            let frame = joined(chain);
-            let body = joined(encode_response_with(
+            let frame = joined(&chain);
+            let body = joined(&encode_response_with(
                 &Response::FetchQuorumRecords(answer),
                 broker_list,
                 WireWriter::new(),
@@ -1273,7 +1262,7 @@ mod tests {
             vec![1, 2],
         );
         let chain = encode_response_with(&fetch_response(), Some(&bytes), WireWriter::new());
-        let all = joined(chain);
+        let all = joined(&chain);
         let mut r = WireReader::new(all.clone());
         let (response, decoded) = decode_response_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
         assert_eq!((response, decoded), (fetch_response(), Some(list)));
@@ -1282,7 +1271,7 @@ mod tests {
             decode_response(api::FETCH_QUORUM_RECORDS, &mut r).unwrap(),
             fetch_response()
         );
-        let plain = joined(encode_response(&fetch_response(), WireWriter::new()));
+        let plain = joined(&encode_response(&fetch_response(), WireWriter::new()));
         let mut r = WireReader::new(plain);
         let (_, decoded) = decode_response_with(api::FETCH_QUORUM_RECORDS, &mut r).unwrap();
         assert_eq!(decoded, None);

@@ -18,14 +18,7 @@ pub fn ours(f: impl FnOnce(&mut WireWriter)) -> Bytes {
     WireWriter::bytes_of(f)
 }
 
-/// A response chain joined into one buffer, as the peer receives it.
-pub fn joined(chain: &[Bytes]) -> Bytes {
-    let mut out = BytesMut::new();
-    for piece in chain {
-        out.extend_from_slice(piece);
-    }
-    out.freeze()
-}
+pub use net::wire::frame::joined;
 
 pub fn theirs<T: Encodable>(msg: &T, version: i16) -> Bytes {
     let mut buf = BytesMut::new();

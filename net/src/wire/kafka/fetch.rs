@@ -11,6 +11,7 @@ use super::flex::{since, Flex};
 use super::limits::Budget;
 use super::topics::{read_topics, write_topics, Topic, TopicsLayout};
 use crate::wire::api::ApiSpec;
+use crate::wire::frame::joined;
 use crate::wire::primitives::{WireError, WireReader, WireWriter};
 
 pub const FETCH: i16 = 1;
@@ -172,18 +173,7 @@ impl FetchPartitionData {
     /// The records field as one buffer: the piece itself when there is one, else a copy of
     /// the pieces joined (for clients and tests, never the server's send path).
     pub fn records_bytes(&self) -> Option<Bytes> {
-        let pieces = self.records.as_ref()?;
-        Some(match pieces.as_slice() {
-            [] => Bytes::new(),
-            [one] => one.clone(),
-            many => {
-                let mut joined = BytesMut::with_capacity(self.records_len());
-                for piece in many {
-                    joined.extend_from_slice(piece);
-                }
-                joined.freeze()
-            }
-        })
+        self.records.as_deref().map(joined)
     }
 }
 
@@ -530,14 +520,6 @@ mod tests {
         assert_eq!(offsets, (-1, -1, -1));
         assert_eq!(p.preferred_read_replica, -1);
         assert_eq!(p.records, Some(vec![]));
-    }
-
-    fn joined(chain: &[Bytes]) -> Bytes {
-        let mut out = BytesMut::new();
-        for piece in chain {
-            out.extend_from_slice(piece);
-        }
-        out.freeze()
     }
 
     fn response(records: Option<Vec<Bytes>>) -> FetchResponse {
