@@ -993,8 +993,7 @@ mod tests {
         let raft = NodeConfig::from_map(&map).unwrap().raft_config(1);
         assert_eq!(raft.observer_fetch_interval_ms, 0);
         map.insert("quorum.observer.fetch.interval.ms".into(), "-1".into());
-        let err = NodeConfig::from_map(&map).unwrap_err().to_string();
-        assert!(err.contains("quorum.observer.fetch.interval.ms"), "{err}");
+        assert_refused(&map, "quorum.observer.fetch.interval.ms");
     }
 
     #[test]
