@@ -20,24 +20,18 @@ use net::transport::{CloseReason, Config, ConnId, ConnectError, Event, EventLoop
 use net::wire::frame::size_prefix;
 use rustls::{ClientConfig, ProtocolVersion};
 use transport_support::{
-    closed_by_peer, frames, pattern, poll_until, std_client, EchoServer, Seen, PATIENCE,
+    closed_by_peer, frame_chain, frames, pattern, poll_until, std_client, EchoServer, Seen,
+    PATIENCE,
 };
 use transport_tls_support::{server_name, Pki, StdTlsClient};
 
 const BOTH: &[TlsVersion] = &[];
 
-fn framed(body: &Bytes) -> Vec<Bytes> {
-    vec![
-        Bytes::copy_from_slice(&size_prefix(body.len())),
-        body.clone(),
-    ]
-}
-
 /// Connect a TLS client loop, queue every body before the handshake is over, and check the
 /// echoes: Connected first, then every frame whole and in order.
 fn echo_through(ring: &mut EventLoop, conn: ConnId, bodies: &[Bytes]) {
     for body in bodies {
-        ring.send(conn, framed(body)).unwrap();
+        ring.send(conn, frame_chain(body.clone())).unwrap();
     }
     let mut events = Vec::new();
     poll_until(ring, &mut events, |e| frames(e).len() == bodies.len());
@@ -86,6 +80,18 @@ fn server_and_good_client(pki: &Pki, config: Config, body: &[u8]) -> (EchoServer
     (server, good)
 }
 
+/// A TLS echo server without client authentication and a client loop, both on `config`, with
+/// one TLS connection to it that trusts the test CA and presents no certificate: the set-up of
+/// the tests that push frames through TLS.
+fn echo_server_and_tls_client(pki: &Pki, config: Config) -> (EchoServer, EventLoop, ConnId) {
+    let server = EchoServer::start_tls(config.clone(), pki.server(ClientAuth::None, BOTH));
+    let mut ring = EventLoop::new(config).unwrap();
+    let conn = ring
+        .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
+        .unwrap();
+    (server, ring, conn)
+}
+
 /// The server's report after every connection is gone: nothing left buffered.
 fn stop_clean(server: EchoServer) -> transport_support::ServerReport {
     let report = server.stop();
@@ -114,11 +120,7 @@ fn every_fallback_forced_still_round_trips_over_tls() {
 
 fn sizes_round(config: Config) {
     let pki = Pki::new();
-    let server = EchoServer::start_tls(config.clone(), pki.server(ClientAuth::None, BOTH));
-    let mut ring = EventLoop::new(config).unwrap();
-    let conn = ring
-        .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
-        .unwrap();
+    let (server, mut ring, conn) = echo_server_and_tls_client(&pki, config);
     let bodies: Vec<Bytes> = [8, 9, 100, 16_384, 16_385, 65_536, (1 << 20) + 3, 4 << 20]
         .iter()
         .enumerate()
@@ -150,11 +152,7 @@ fn many_pipelined_frames_and_partial_sends_through_a_tiny_send_buffer() {
         send_buffer_bytes: Some(4096),
         ..Config::default()
     };
-    let server = EchoServer::start_tls(config.clone(), pki.server(ClientAuth::None, BOTH));
-    let mut ring = EventLoop::new(config).unwrap();
-    let conn = ring
-        .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
-        .unwrap();
+    let (server, mut ring, conn) = echo_server_and_tls_client(&pki, config);
     let mut bodies: Vec<Bytes> = (0..2000).map(|i| pattern(8 + i % 200, i as u64)).collect();
     bodies.insert(1000, pattern(1 << 20, 7));
     echo_through(&mut ring, conn, &bodies);
@@ -169,17 +167,13 @@ fn many_pipelined_frames_and_partial_sends_through_a_tiny_send_buffer() {
 #[test]
 fn tls_sendmsgs_reuse_their_encryption_buffers() {
     let pki = Pki::new();
-    let server = EchoServer::start_tls(Config::default(), pki.server(ClientAuth::None, BOTH));
-    let mut ring = EventLoop::new(Config::default()).unwrap();
-    let conn = ring
-        .connect_tls(server.addr, pki.client(&pki.ca, None, BOTH), server_name())
-        .unwrap();
+    let (server, mut ring, conn) = echo_server_and_tls_client(&pki, Config::default());
     echo_through(&mut ring, conn, &[pattern(100, 0)]);
     // One frame per round trip: every frame is a sendmsg of its own, each after the last is
     // done, so one buffer (and one more in the handshake) serves them all.
     for i in 1..=30u64 {
         let body = pattern(1000 + i as usize * 1000, i);
-        ring.send(conn, framed(&body)).unwrap();
+        ring.send(conn, frame_chain(body.clone())).unwrap();
         let mut events = Vec::new();
         poll_until(&mut ring, &mut events, |e| frames(e).len() == 1);
         assert!(frames(&events)[0] == body);
@@ -246,7 +240,7 @@ fn assert_tls_connect_fails(ring: &mut EventLoop, conn: ConnId) {
 /// closes with a TLS reason naming the certificate problem.
 fn refused(pki: &Pki, server: &EchoServer, keystore: Option<&std::path::Path>) -> String {
     let (mut ring, conn) = tls_client(server.addr, pki.client(&pki.ca, keystore, BOTH));
-    ring.send(conn, framed(&pattern(16, 1))).unwrap();
+    ring.send(conn, frame_chain(pattern(16, 1))).unwrap();
     let mut events = Vec::new();
     poll_until(&mut ring, &mut events, |e| {
         e.iter().any(|e| {
@@ -545,7 +539,7 @@ fn a_plain_loop_client_against_a_tls_port_and_back() {
     echo_through(&mut ring, conn, &[pattern(10, 1)]);
     // A plain connection on the same loop alongside.
     let plain_conn = ring.connect(plain.addr).unwrap();
-    ring.send(plain_conn, framed(&pattern(10, 2))).unwrap();
+    ring.send(plain_conn, frame_chain(pattern(10, 2))).unwrap();
     let mut events = Vec::new();
     poll_until(&mut ring, &mut events, |e| frames(e).len() == 1);
     assert!(ring.tls_peer(plain_conn).is_none());
@@ -588,11 +582,7 @@ fn a_huge_frame_sent_slowly_over_tls_hits_the_buffer_budget() {
     drop((good, slow));
     server.wait_for(1, |s| matches!(s, Seen::Closed(_, CloseReason::PeerClosed)));
     let report = stop_clean(server);
-    assert!(
-        report.max_buffered_bytes <= BUDGET,
-        "buffered {} bytes, budget {BUDGET}",
-        report.max_buffered_bytes
-    );
+    report.assert_within_budget(BUDGET);
 }
 
 #[test]

@@ -41,6 +41,19 @@ pub struct ServerReport {
     pub buffered_at_stop: usize,
 }
 
+impl ServerReport {
+    /// Asserts that the server never held more than `budget` received-but-undelivered bytes
+    /// (`Config::max_buffered_bytes`): how the buffer-budget tests end.
+    #[track_caller]
+    pub fn assert_within_budget(&self, budget: usize) {
+        assert!(
+            self.max_buffered_bytes <= budget,
+            "buffered {} bytes, budget {budget}",
+            self.max_buffered_bytes
+        );
+    }
+}
+
 /// What a test asks of a running echo server.
 enum Command {
     Reload(Arc<ServerConfig>),
@@ -72,7 +85,6 @@ pub fn write_eventfd(fd: &OwnedFd, value: u64) {
     assert_eq!(n, 8, "eventfd write: {}", std::io::Error::last_os_error());
 }
 
-/// A frame as a chain: size prefix, then the body.
 /// The frames among `events`, in order.
 pub fn frames(events: &[Event]) -> Vec<Bytes> {
     events
@@ -84,6 +96,7 @@ pub fn frames(events: &[Event]) -> Vec<Bytes> {
         .collect()
 }
 
+/// A frame as a chain: size prefix, then the body.
 pub fn frame_chain(body: Bytes) -> Vec<Bytes> {
     vec![Bytes::copy_from_slice(&size_prefix(body.len())), body]
 }
