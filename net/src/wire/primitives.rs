@@ -618,6 +618,26 @@ impl WireWriter {
     }
 }
 
+/// Asserts that `decode` refuses every proper prefix of `full`, a valid encoding: a message cut
+/// short is an error, never a panic or a success. The check each codec's tests make of its
+/// messages; `what` names the case in a failure.
+#[cfg(test)]
+#[track_caller]
+pub(crate) fn assert_every_prefix_refused<T, E>(
+    what: impl std::fmt::Display,
+    full: &Bytes,
+    mut decode: impl FnMut(&mut WireReader) -> Result<T, E>,
+) {
+    for cut in 0..full.len() {
+        let mut r = WireReader::new(full.slice(..cut));
+        assert!(
+            decode(&mut r).is_err(),
+            "{what}: the first {cut} of {} bytes decoded",
+            full.len()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -778,15 +798,11 @@ mod tests {
         w.i64(99);
         w.tagged_fields(&[(0, &[0, 0, 0, 0, 0, 0, 0, 7])]);
         let full = w.into_inner().freeze();
-        for cut in 0..full.len() {
-            let mut r = WireReader::new(full.slice(..cut));
-            let result = (|| {
-                r.compact_string("s")?;
-                r.i32("i")?;
-                r.i64("l")?;
-                r.skip_tagged_fields()
-            })();
-            assert!(result.is_err(), "prefix of {cut} bytes decoded");
-        }
+        assert_every_prefix_refused("fields", &full, |r| {
+            r.compact_string("s")?;
+            r.i32("i")?;
+            r.i64("l")?;
+            r.skip_tagged_fields()
+        });
     }
 }

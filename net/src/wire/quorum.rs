@@ -855,6 +855,7 @@ fn decode_describe_response(r: &mut WireReader) -> Result<DescribeQuorumResponse
 mod tests {
     use super::*;
     use crate::wire::frame::joined;
+    use crate::wire::primitives::assert_every_prefix_refused;
     use bytes::BytesMut;
     use engine::record::{BatchView, RecordBatchBuilder};
 
@@ -966,13 +967,9 @@ mod tests {
         assert_eq!(&encoded(&alter_quorum(&[4], true, false))[..], &plain[..]);
         expected.extend_from_slice(&[1, 0, 1, 1]); // one tag: 0, length 1, Force = true
         assert_eq!(&encoded(&alter_quorum(&[4], true, true))[..], &expected[..]);
-        for cut in 0..expected.len() {
-            let mut r = WireReader::new(Bytes::from(expected[..cut].to_vec()));
-            assert!(
-                decode_request(api::ALTER_QUORUM, 0, &mut r).is_err(),
-                "cut at {cut}"
-            );
-        }
+        assert_every_prefix_refused("AlterQuorum", &Bytes::from(expected), |r| {
+            decode_request(api::ALTER_QUORUM, 0, r)
+        });
     }
 
     #[test]
@@ -1408,13 +1405,7 @@ mod tests {
     #[test]
     fn every_prefix_of_a_pre_vote_is_an_error() {
         let full = encoded(&vote(true));
-        for cut in 0..full.len() {
-            let mut r = WireReader::new(full.slice(..cut));
-            assert!(
-                decode_request(api::VOTE, 1, &mut r).is_err(),
-                "cut at {cut}"
-            );
-        }
+        assert_every_prefix_refused("pre-vote", &full, |r| decode_request(api::VOTE, 1, r));
     }
 
     #[test]
@@ -1431,9 +1422,8 @@ mod tests {
             &mut w,
         );
         let full = w.into_inner().freeze();
-        for cut in 0..full.len() {
-            let mut r = WireReader::new(full.slice(..cut));
-            assert!(decode_request(api::END_QUORUM_EPOCH, 0, &mut r).is_err());
-        }
+        assert_every_prefix_refused("EndQuorumEpoch", &full, |r| {
+            decode_request(api::END_QUORUM_EPOCH, 0, r)
+        });
     }
 }

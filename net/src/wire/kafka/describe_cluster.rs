@@ -119,6 +119,7 @@ impl Default for DescribeClusterResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::primitives::assert_every_prefix_refused;
 
     #[test]
     fn describe_cluster_round_trips_in_both_versions() {
@@ -154,10 +155,9 @@ mod tests {
                 DescribeClusterResponse::decode(&mut r, version).unwrap(),
                 response
             );
-            for cut in 0..full.len() {
-                let mut r = WireReader::new(full.slice(..cut));
-                assert!(DescribeClusterResponse::decode(&mut r, version).is_err());
-            }
+            assert_every_prefix_refused(format_args!("v{version}"), &full, |r| {
+                DescribeClusterResponse::decode(r, version)
+            });
         }
     }
 }

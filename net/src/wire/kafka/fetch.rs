@@ -508,6 +508,7 @@ pub(super) fn read_leader_id_and_epoch(t: &mut WireReader) -> Result<LeaderIdAnd
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::primitives::assert_every_prefix_refused;
 
     /// An answer without records says no offsets, as Kafka's broker does for a partition it
     /// answers with an error: -1 for each, not 0 (a client would take 0 as real).
@@ -604,9 +605,7 @@ mod tests {
             FetchRequest::decode(&mut WireReader::new(full.clone()), 12).unwrap(),
             request
         );
-        for cut in 0..full.len() {
-            assert!(FetchRequest::decode(&mut WireReader::new(full.slice(..cut)), 12).is_err());
-        }
+        assert_every_prefix_refused("v12", &full, |r| FetchRequest::decode(r, 12));
     }
 
     #[test]

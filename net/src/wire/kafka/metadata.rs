@@ -344,6 +344,7 @@ fn decode_topic(flex: &Flex, r: &mut WireReader, version: i16) -> Result<Metadat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::primitives::assert_every_prefix_refused;
 
     fn response() -> MetadataResponse {
         MetadataResponse {
@@ -446,13 +447,9 @@ mod tests {
             let mut w = WireWriter::new();
             request.encode(&mut w, version);
             let full = w.into_inner().freeze();
-            for cut in 0..full.len() {
-                let mut r = WireReader::new(full.slice(..cut));
-                assert!(
-                    MetadataRequest::decode(&mut r, version).is_err(),
-                    "v{version} cut {cut}"
-                );
-            }
+            assert_every_prefix_refused(format_args!("v{version}"), &full, |r| {
+                MetadataRequest::decode(r, version)
+            });
         }
     }
 

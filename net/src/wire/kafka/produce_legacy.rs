@@ -95,6 +95,7 @@ mod tests {
 
     use super::*;
     use crate::wire::kafka::{ProducePartition, ProduceRequest, ProduceTopic};
+    use crate::wire::primitives::assert_every_prefix_refused;
     use crate::wire::primitives::WireWriter;
 
     fn request() -> ProduceRequest {
@@ -144,12 +145,9 @@ mod tests {
                 ProduceRequest::decode(&mut WireReader::new(body.clone()), version),
                 Err(WireError::UnsupportedVersion { .. })
             ));
-            for cut in 0..body.len() {
-                let prefix = body.slice(..cut);
-                assert!(
-                    LegacyProduceRequest::decode(&mut WireReader::new(prefix), version).is_err()
-                );
-            }
+            assert_every_prefix_refused(format_args!("v{version}"), &body, |r| {
+                LegacyProduceRequest::decode(r, version)
+            });
 
             let refusal = legacy.refusal();
             let mut w = WireWriter::new();

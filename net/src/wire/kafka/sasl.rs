@@ -169,6 +169,7 @@ impl SaslAuthenticateResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::primitives::assert_every_prefix_refused;
 
     #[test]
     fn sasl_messages_round_trip_in_every_version() {
@@ -264,10 +265,9 @@ mod tests {
         };
         for version in 0..=2 {
             let full = WireWriter::bytes_of(|w| response.encode(w, version));
-            for cut in 0..full.len() {
-                let mut r = WireReader::new(full.slice(..cut));
-                assert!(SaslAuthenticateResponse::decode(&mut r, version).is_err());
-            }
+            assert_every_prefix_refused(format_args!("v{version}"), &full, |r| {
+                SaslAuthenticateResponse::decode(r, version)
+            });
             let mut trailing = full.to_vec();
             trailing.push(0);
             let mut r = WireReader::new(Bytes::from(trailing));
