@@ -485,16 +485,10 @@ fn a_leader_appends_the_nodes_control_batches_and_nobody_else_does() {
         acks: Acks::Quorum,
     });
     assert!(log_ops(&out).is_empty());
-    assert!(matches!(
-        &appends_done(&out)[..],
-        [(
-            9,
-            AppendResult::Failed {
-                error: ErrorCode::INVALID_REQUEST,
-                ..
-            }
-        )]
-    ));
+    assert_eq!(
+        append_refusal(&appends_done(&out)),
+        Some((9, ErrorCode::INVALID_REQUEST))
+    );
 }
 
 /// `Input::RefreshFetch` (the node has a new wish for its fetches): a fresh fetch at the same

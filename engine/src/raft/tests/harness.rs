@@ -526,6 +526,16 @@ pub(crate) fn appends_done(out: &[Output]) -> Vec<(u64, AppendResult)> {
     outputs_matching!(out, Output::AppendDone { id, result } => (*id, result.clone()))
 }
 
+/// The append `done` answers and its error, when `done` is exactly one refusal (None for
+/// anything else): the refusal tests check which append failed and why, whatever leader hint it
+/// carries.
+pub(crate) fn append_refusal(done: &[(u64, AppendResult)]) -> Option<(u64, ErrorCode)> {
+    match done {
+        [(id, AppendResult::Failed { error, .. })] => Some((*id, *error)),
+        _ => None,
+    }
+}
+
 pub(crate) fn hw_outputs(out: &[Output]) -> Vec<Offset> {
     outputs_matching!(out, Output::HighWatermark(h) => *h)
 }

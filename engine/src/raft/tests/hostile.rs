@@ -482,17 +482,9 @@ fn appends_beyond_the_unflushed_limit_are_refused_until_the_disk_catches_up() {
     assert!(append(&mut h, 1).is_empty(), "pending");
     assert!(append(&mut h, 2).is_empty(), "still within the limit");
     let refused = append(&mut h, 3);
-    assert!(
-        matches!(
-            refused[..],
-            [(
-                3,
-                AppendResult::Failed {
-                    error: ErrorCode::REQUEST_TIMED_OUT,
-                    ..
-                }
-            )]
-        ),
+    assert_eq!(
+        append_refusal(&refused),
+        Some((3, ErrorCode::REQUEST_TIMED_OUT)),
         "{refused:?}"
     );
     let out = h.durable_all();
@@ -515,17 +507,9 @@ fn a_batch_larger_than_the_unflushed_limit_goes_through_alone() {
     h.durable_all();
     let mut append = |id| appends_done(&h.append(id, 4, Acks::Quorum));
     assert!(append(1).is_empty(), "taken: nothing was pending");
-    assert!(
-        matches!(
-            append(2)[..],
-            [(
-                2,
-                AppendResult::Failed {
-                    error: ErrorCode::REQUEST_TIMED_OUT,
-                    ..
-                }
-            )]
-        ),
+    assert_eq!(
+        append_refusal(&append(2)),
+        Some((2, ErrorCode::REQUEST_TIMED_OUT)),
         "the next one waits for the disk"
     );
 }
@@ -624,17 +608,9 @@ fn an_append_that_is_not_exactly_one_batch_is_corrupt() {
             record_count: 2,
             acks: Acks::Quorum,
         });
-        assert!(
-            matches!(
-                appends_done(&out)[..],
-                [(
-                    _,
-                    AppendResult::Failed {
-                        error: ErrorCode::CORRUPT_MESSAGE,
-                        ..
-                    }
-                )]
-            ),
+        assert_eq!(
+            append_refusal(&appends_done(&out)).map(|(_, error)| error),
+            Some(ErrorCode::CORRUPT_MESSAGE),
             "{out:?}"
         );
         assert!(log_ops(&out).is_empty());
