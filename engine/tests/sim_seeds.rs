@@ -4,7 +4,7 @@
 //! A failure prints the violated invariant, the last events and the command that replays it.
 
 use engine::raft::{NodeId, Role};
-use engine::sim::{run_disruption, run_seed, SimConfig, Simulation, Violation};
+use engine::sim::{run_disruption, run_seed, SimConfig, Simulation, Summary, Violation};
 
 fn ok<T>(r: Result<T, Box<Violation>>) -> T {
     r.unwrap_or_else(|v| panic!("{v}"))
@@ -64,6 +64,25 @@ fn wait_caught_up(sim: &mut Simulation, node: NodeId, who: &str) {
 fn finish(sim: &mut Simulation) {
     ok(sim.check_liveness());
     ok(sim.check_acknowledged());
+}
+
+/// The summaries of the random seeds `seeds` (`events` fault events among `voters` voters and
+/// `observers` observers, each set up further by `shape`), run one by one as they are taken:
+/// every batch of seeds below fails on the first violation, and on a seed that ran out of
+/// events, before it counts anything.
+fn random_seeds(
+    seeds: std::ops::Range<u64>,
+    events: u64,
+    (voters, observers): (usize, usize),
+    shape: impl Fn(u64, &mut SimConfig),
+) -> impl Iterator<Item = Summary> {
+    seeds.map(move |seed| {
+        let mut cfg = SimConfig::random(seed, events, voters, observers);
+        shape(seed, &mut cfg);
+        let s = ok(run_seed(cfg));
+        assert!(s.fault_events >= events, "seed {seed} ran out of events");
+        s
+    })
 }
 
 #[test]
@@ -273,13 +292,12 @@ fn observers_with_bootstrap_servers_only_learn_the_quorum_and_replicate() {
 /// Bootstrap-only observers under the random faults, some losing their disks.
 #[test]
 fn random_seeds_with_bootstrap_observers() {
-    for seed in 7_000_000..7_000_150 {
-        let mut cfg = SimConfig::random(seed, 2_000, 3, 2);
+    // Nothing to count: each seed passes or fails on its own.
+    random_seeds(7_000_000..7_000_150, 2_000, (3, 2), |seed, cfg| {
         cfg.bootstrap_observers = true;
         cfg.delete_state = seed % 2 == 0;
-        let s = ok(run_seed(cfg));
-        assert!(s.fault_events >= 2_000, "seed {seed} ran out of events");
-    }
+    })
+    .for_each(drop);
 }
 
 /// Pre-vote's point (docs/simulation.md, "Disruption"): a follower cut off from a healthy
@@ -359,13 +377,12 @@ fn fixed_batch_of_random_seeds() {
         shapes.iter().enumerate()
     {
         let first = 1_000_000 * (shape as u64 + 1);
-        for seed in first..first + seeds {
-            let mut cfg = SimConfig::random(seed, events, voters, observers);
+        let set_up = |_: u64, cfg: &mut SimConfig| {
             cfg.delete_state = delete_state;
             cfg.pre_vote = pre_vote;
             cfg.tick_before_input = tick;
-            let s = ok(run_seed(cfg));
-            assert!(s.fault_events >= events, "seed {seed} ran out of events");
+        };
+        for s in random_seeds(first..first + seeds, events, (voters, observers), set_up) {
             total_events += s.events;
             total_seeds += 1;
             elections += s.elections;
@@ -423,14 +440,13 @@ fn fixed_batch_of_reassignment_seeds() {
     let (mut changed_seeds, mut disks_lost) = (0, 0);
     for (shape, &(voters, observers, n)) in shapes.iter().enumerate() {
         let first = 20_000_000 + 1_000_000 * shape as u64;
-        for seed in first..first + n {
-            let mut cfg = SimConfig::random(seed, events, voters, observers);
+        let set_up = |seed: u64, cfg: &mut SimConfig| {
             cfg.reassign = true;
             // Every other seed loses disks, voters' included (docs/simulation.md, "Faults").
             cfg.delete_state = seed % 2 == 1;
-            let s = ok(run_seed(cfg));
+        };
+        for s in random_seeds(first..first + n, events, (voters, observers), set_up) {
             disks_lost += s.voter_disks_lost;
-            assert!(s.fault_events >= events, "seed {seed} ran out of events");
             seeds += 1;
             requests += s.alter_requests;
             accepted += s.alter_accepted;
@@ -471,13 +487,12 @@ fn fixed_batch_of_reassignment_seeds() {
 fn fixed_batch_of_retention_seeds() {
     let (first, n, events) = (30_000_000u64, 600u64, 1_500);
     let (mut starts_moved, mut resets, mut changes) = (0, 0, 0);
-    for seed in first..first + n {
-        let mut cfg = SimConfig::random(seed, events, 3, 2);
+    let set_up = |seed: u64, cfg: &mut SimConfig| {
         cfg.retention = true;
         cfg.reassign = seed % 2 == 1;
         cfg.delete_state = seed % 4 == 3;
-        let s = ok(run_seed(cfg));
-        assert!(s.fault_events >= events, "seed {seed} ran out of events");
+    };
+    for s in random_seeds(first..first + n, events, (3, 2), set_up) {
         starts_moved += s.retentions;
         resets += s.resets;
         changes += s.voter_changes;
@@ -499,13 +514,12 @@ fn fixed_batch_of_retention_seeds() {
 fn fixed_batch_of_refresh_seeds() {
     let (first, n, events) = (40_000_000u64, 300u64, 1_500);
     let mut refreshes = 0;
-    for seed in first..first + n {
-        let mut cfg = SimConfig::random(seed, events, 3, 2);
+    let set_up = |seed: u64, cfg: &mut SimConfig| {
         cfg.refresh_fetches = true;
         cfg.reassign = seed % 2 == 1;
         cfg.retention = seed % 2 == 1;
-        let s = ok(run_seed(cfg));
-        assert!(s.fault_events >= events, "seed {seed} ran out of events");
+    };
+    for s in random_seeds(first..first + n, events, (3, 2), set_up) {
         refreshes += s.refreshes;
     }
     // Guards against a flag that stopped reaching the cores.
