@@ -11,10 +11,24 @@ use log_support::{
     append_batches, batch, batches_from, header, read_all, small_config, stored_checkpoint,
 };
 
+/// The segment size of every log here: small enough that a few dozen batches fill several.
+const SEGMENT_BYTES: u64 = 8 << 10;
+
+/// The log in `dir`, opened as every test here opens it (first, or again after a crash).
+fn open(dir: &std::path::Path) -> Log {
+    Log::open(dir, small_config(SEGMENT_BYTES)).unwrap()
+}
+
+/// `log` closed and opened again, as a restarted node finds it.
+fn reopen(log: Log, dir: &std::path::Path) -> Log {
+    drop(log);
+    open(dir)
+}
+
 /// A log of 60 batches of 10 records (offsets 0..600) in epochs 1, 2 and 3 (20 batches each),
 /// in segments of about 8 KiB: several sealed segments and an active one.
 fn segmented_log(dir: &std::path::Path) -> (Log, Vec<bytes::Bytes>) {
-    let mut log = Log::open(dir, small_config(8 << 10)).unwrap();
+    let mut log = open(dir);
     let mut written = Vec::new();
     for epoch in 1..=3 {
         written.extend(append_batches(&mut log, 20, epoch, 10, 100));
@@ -62,8 +76,7 @@ fn deleting_the_front_moves_the_start_and_survives_a_reopen() {
     assert_eq!(log.end_offset_for_epoch(3), Some((3, 600)));
 
     // Reopened: the same start, end, epochs and batches; appends carry on.
-    drop(log);
-    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let mut log = reopen(log, dir.path());
     assert_eq!(log.start_offset(), new_start);
     assert_eq!(log.end_offset(), 600);
     assert_eq!(log.epoch_cache().entries(), &entries[..]);
@@ -98,7 +111,7 @@ fn a_crash_between_deletions_opens_at_the_next_segment() {
     drop(log);
     // As if the node died after deleting the first file of three: the rest is contiguous.
     std::fs::remove_file(dir.path().join(engine::log::segment_file_name(bases[0]))).unwrap();
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = open(dir.path());
     assert_eq!(log.start_offset(), bases[1]);
     assert_eq!(log.end_offset(), 600);
     let kept = batches_from(&written, bases[1]);
@@ -115,8 +128,7 @@ fn retention_down_to_an_empty_active_segment_keeps_the_last_epoch() {
     log.roll().unwrap();
     assert_eq!(log.delete_segments_before(600).unwrap(), 600);
     assert_eq!(log.last_epoch(), 3);
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     assert_empty_at(&log, 600, 3);
 }
 
@@ -130,14 +142,14 @@ fn deleting_the_checkpointed_segment_writes_a_checkpoint_at_the_new_start() {
     // its recovery point, and retention deletes that segment.
     let checkpoint = dir.path().join(engine::log::CHECKPOINT_FILE);
     std::fs::write(&checkpoint, b"not a checkpoint").unwrap();
-    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let mut log = open(dir.path());
     assert_eq!(log.recovery_start(), 0);
     assert_eq!(log.delete_segments_before(600).unwrap(), 600);
     drop(log);
     let stored = stored_checkpoint(dir.path());
     assert_eq!((stored.offset, stored.segment_base), (600, 600));
     assert_eq!(stored.epochs, vec![(3, 600)]);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = open(dir.path());
     assert_eq!(log.recovery_start(), 600);
     assert_eq!((log.start_offset(), log.end_offset()), (600, 600));
     assert_eq!(log.last_epoch(), 3);
@@ -180,8 +192,7 @@ fn the_policy_decides_on_the_log_as_it_is() {
     let start = retention_start(&summaries, policy, 1_790_000_000_000, hw);
     assert_eq!(start, hw);
     // A lazily opened sealed segment is indexed for its timestamp too.
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     assert_eq!(log.segment_summaries().unwrap(), summaries);
     let first = log.read(log.start_offset(), 1).unwrap();
     assert!(BatchView::parse(first[0].clone()).is_ok());
@@ -239,13 +250,12 @@ fn a_recycled_segment_is_written_over_and_its_old_batches_are_never_read_as_the_
     file.sync_all().unwrap();
     drop(file);
 
-    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let mut log = open(dir.path());
     assert_eq!(log.end_offset(), end, "the old batches are not the log");
     assert_eq!(read_all(&log), kept);
     written.extend(append_batches(&mut log, 3, 4, 10, 100));
     log.checkpoint_now().unwrap();
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     let kept = batches_from(&written, bases[2]);
     assert_eq!(
         read_all(&log),
@@ -262,18 +272,18 @@ fn a_recycled_spare_is_preallocated_only_when_segments_are() {
         let dir = tempfile::tempdir().unwrap();
         let config = engine::log::LogConfig {
             preallocate,
-            ..small_config(8 << 10)
+            ..small_config(SEGMENT_BYTES)
         };
         let mut log = Log::open(dir.path(), config).unwrap();
         append_batches(&mut log, 60, 1, 10, 100);
         let bases = log.segment_bases();
         let first = dir.path().join(engine::log::segment_file_name(bases[0]));
         let sealed = std::fs::metadata(&first).unwrap().len();
-        assert!(sealed < 8 << 10, "sealed segment of {sealed} bytes");
+        assert!(sealed < SEGMENT_BYTES, "sealed segment of {sealed} bytes");
         log.delete_segments_before(bases[2]).unwrap();
         assert!(log.has_spare());
         let spare = std::fs::metadata(dir.path().join(engine::log::SPARE_FILE)).unwrap();
-        let expected = if preallocate { 8 << 10 } else { sealed };
+        let expected = if preallocate { SEGMENT_BYTES } else { sealed };
         assert_eq!(spare.len(), expected, "preallocate {preallocate}");
     }
 }
@@ -288,8 +298,7 @@ fn retention_that_keeps_the_checkpointed_segment_keeps_its_checkpoint() {
     let active = *log.segment_bases().last().unwrap();
     assert!(active < 600, "the active segment holds batches");
     assert_eq!(log.delete_segments_before(active).unwrap(), active);
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     assert_eq!(log.recovery_start(), 600);
     assert_eq!(log.start_offset(), active);
     let kept = batches_from(&written, active);
@@ -303,7 +312,7 @@ fn retired_segments_are_deleted_when_recycling_is_off() {
     let dir = tempfile::tempdir().unwrap();
     let config = engine::log::LogConfig {
         recycle_segments: false,
-        ..small_config(8 << 10)
+        ..small_config(SEGMENT_BYTES)
     };
     let mut log = Log::open(dir.path(), config).unwrap();
     append_batches(&mut log, 60, 1, 10, 100);
@@ -333,14 +342,12 @@ fn a_reset_starts_an_empty_log_at_the_leaders_start_and_survives_a_reopen() {
     assert_eq!(log.durable_end_offset(), 5_000);
     assert_eq!(segment_files(dir.path()).len(), 1);
     assert!(view.read(0, 1 << 20).unwrap().0.is_empty());
-    drop(log);
-    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let mut log = reopen(log, dir.path());
     assert_empty_at(&log, 5_000, 7);
     log.append(&[batch(5_000, 7, 5, 100)]).unwrap();
     log.append(&[batch(5_005, 8, 5, 100)]).unwrap();
     assert_eq!(log.end_offset(), 5_010);
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     assert_eq!((log.start_offset(), log.end_offset()), (5_000, 5_010));
     assert_eq!(log.epoch_cache().entries(), &[(7, 5_000), (8, 5_005)]);
     assert_eq!(read_all(&log).len(), 2);
@@ -360,8 +367,7 @@ fn a_reset_below_the_log_end_drops_everything_and_leaves_no_spare() {
     assert!(!log.has_spare());
     assert!(!dir.path().join("next-segment.spare").exists());
     assert_eq!((log.start_offset(), log.end_offset()), (300, 300));
-    drop(log);
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = reopen(log, dir.path());
     assert_empty_at(&log, 300, 2);
 }
 
@@ -379,11 +385,11 @@ fn every_crash_point_of_a_reset_opens_as_a_valid_log() {
         if base == bases.last().unwrap() {
             break;
         }
-        let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+        let log = open(dir.path());
         let next = bases[bases.iter().position(|b| b == base).unwrap() + 1];
         assert_eq!((log.start_offset(), log.end_offset()), (next, 600));
     }
-    let log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let log = open(dir.path());
     assert_eq!((log.start_offset(), log.end_offset()), (0, 0));
 }
 
@@ -409,7 +415,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
         .collect();
     // Keep every sealed segment but the oldest, plus a full active segment: the oldest goes
     // once the active one is full, not before.
-    let keep: u64 = sealed[1..].iter().sum::<u64>() + (8 << 10);
+    let keep: u64 = sealed[1..].iter().sum::<u64>() + SEGMENT_BYTES;
     let policy = RetentionPolicy {
         bytes: Some(keep),
         ms: None,
@@ -429,7 +435,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     );
     // One block less to keep: the oldest goes now.
     let now_policy = RetentionPolicy {
-        bytes: Some(keep - (8 << 10)),
+        bytes: Some(keep - SEGMENT_BYTES),
         ms: None,
     };
     // The limit holds it back: nothing.
@@ -477,7 +483,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
 #[test]
 fn one_sealed_segment_is_recycled_and_an_active_one_alone_is_not() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), small_config(8 << 10)).unwrap();
+    let mut log = open(dir.path());
     let everything = RetentionPolicy {
         bytes: Some(1),
         ms: None,
