@@ -6,6 +6,7 @@ mod log_support;
 use engine::log::{Log, LogConfig, LogError};
 use log_support::{
     append_batches, batch, batch_of_len, header, log_of_batches, read_all, stored_checkpoint,
+    unallocated,
 };
 
 #[test]
@@ -387,8 +388,7 @@ fn a_group_fills_to_its_capacity_exactly_and_counts_its_batches() {
     let capacity = 3 * 4096;
     let config = LogConfig {
         max_group_bytes: capacity,
-        preallocate: false,
-        ..LogConfig::default()
+        ..unallocated()
     };
     let mut log = Log::open(dir.path(), config).unwrap();
     let mut batches: Vec<_> = (0..3).map(|i| batch(i, 1, 1, 3000)).collect();
@@ -419,8 +419,7 @@ fn the_registered_regions_are_the_staging_buffers_and_the_zeros() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         max_group_bytes: 64 << 10,
-        preallocate: false,
-        ..LogConfig::default()
+        ..unallocated()
     };
     let log = Log::open(dir.path(), config).unwrap();
     let regions = log.staging_regions();
@@ -442,11 +441,7 @@ fn the_registered_regions_are_the_staging_buffers_and_the_zeros() {
 #[test]
 fn opening_for_reading_does_not_preallocate() {
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        preallocate: false,
-        ..LogConfig::default()
-    };
-    let mut log = Log::open(dir.path(), config).unwrap();
+    let mut log = Log::open(dir.path(), unallocated()).unwrap();
     append_batches(&mut log, 2, 1, 1, 10);
     drop(log);
     let log = Log::open(dir.path(), LogConfig::for_reading()).unwrap();
@@ -462,11 +457,7 @@ fn opening_for_reading_does_not_preallocate() {
 fn voter_records_from_an_offset() {
     use engine::record::control::QuorumReassignment;
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        preallocate: false,
-        ..LogConfig::default()
-    };
-    let mut log = Log::open(dir.path(), config).unwrap();
+    let mut log = Log::open(dir.path(), unallocated()).unwrap();
     let voters = |log: &Log, ids: &[i32]| {
         QuorumReassignment {
             cluster_id: "c".into(),
@@ -512,11 +503,10 @@ fn group_writes_carry_zero_fills_from_half_a_chunk_left_up_to_the_segment_end() 
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes: 128 << 10,
-        preallocate: false,
         zero_ahead_bytes: 64 << 10,
         zero_ahead_max_group_bytes: 4096,
         zero_fill_when_idle: false,
-        ..LogConfig::default()
+        ..unallocated()
     };
     let mut log = Log::open(dir.path(), config.clone()).unwrap();
     let mut fills = Vec::new();
@@ -558,9 +548,8 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes: 640 * K,
-        preallocate: false,
         zero_ahead_bytes: 256 * K,
-        ..LogConfig::default()
+        ..unallocated()
     };
     let mut log = Log::open(dir.path(), config.clone()).unwrap();
     let fill_until_done = |log: &mut Log| {
@@ -639,8 +628,7 @@ fn the_next_segment_is_due_from_half_the_active_one() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes: 64 << 10,
-        preallocate: false,
-        ..LogConfig::default()
+        ..unallocated()
     };
     let mut log = Log::open(dir.path(), config).unwrap();
     assert!(!log.spare_due());
@@ -707,7 +695,6 @@ fn small_groups(segment_bytes: u64) -> LogConfig {
     LogConfig {
         segment_bytes,
         max_group_bytes: 8192,
-        preallocate: false,
-        ..LogConfig::default()
+        ..unallocated()
     }
 }

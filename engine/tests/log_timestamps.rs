@@ -16,8 +16,7 @@ fn config(segment_bytes: u64, index_interval_bytes: u64) -> LogConfig {
     LogConfig {
         segment_bytes,
         index_interval_bytes,
-        preallocate: false,
-        ..LogConfig::default()
+        ..log_support::unallocated()
     }
 }
 

@@ -100,6 +100,16 @@ pub fn small_config(segment_bytes: u64) -> LogConfig {
     }
 }
 
+/// The default configuration with segments left at their written length: what the tests use
+/// that do not want a 1 GiB (`segment_bytes` by default) file on the disk, or that check what a
+/// segment holds without preallocation.
+pub fn unallocated() -> LogConfig {
+    LogConfig {
+        preallocate: false,
+        ..LogConfig::default()
+    }
+}
+
 /// Appends `count` batches of `records` records each in `epoch`, one `append` call each.
 pub fn append_batches(
     log: &mut Log,
