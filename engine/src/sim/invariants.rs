@@ -119,6 +119,18 @@ pub(crate) fn answered_once(
     )
 }
 
+/// Records `value` under `key` the first time; afterwards returns what is recorded there when
+/// `value` differs from it. The leaders of epochs, the votes and the batch registry are each
+/// written once, and a second, different value is what breaks their invariant.
+fn record_once<K: Ord, V: Copy + PartialEq>(
+    records: &mut BTreeMap<K, V>,
+    key: K,
+    value: V,
+) -> Option<V> {
+    let known = *records.entry(key).or_insert(value);
+    (known != value).then_some(known)
+}
+
 /// Identity of a batch for comparison across nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BatchId {
@@ -139,7 +151,7 @@ impl BatchId {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Registered {
     id: BatchId,
     prev: Option<(Offset, Epoch)>,
@@ -211,18 +223,14 @@ impl Checker {
     }
 
     fn claim_leader(&mut self, epoch: Epoch, leader: NodeId, by: NodeId) -> Checked {
-        match self.leader_of_epoch.get(&epoch) {
-            Some(&known) if known != leader => breach(
+        match record_once(&mut self.leader_of_epoch, epoch, leader) {
+            Some(known) => breach(
                 Invariant::SingleLeader,
                 format!(
                     "node {by} names leader {leader} for epoch {epoch}, already led by {known}"
                 ),
             ),
-            Some(_) => Ok(()),
-            None => {
-                self.leader_of_epoch.insert(epoch, leader);
-                Ok(())
-            }
+            None => Ok(()),
         }
     }
 
@@ -246,20 +254,14 @@ impl Checker {
             }
         }
         if state.voted_id >= 0 {
-            match self.votes.get(&(node, state.epoch)) {
-                Some(&v) if v != state.voted_id => {
-                    return breach(
-                        Invariant::OneVotePerEpoch,
-                        format!(
-                            "node {node} voted for {} in epoch {} after voting for {v}",
-                            state.voted_id, state.epoch
-                        ),
-                    )
-                }
-                Some(_) => {}
-                None => {
-                    self.votes.insert((node, state.epoch), state.voted_id);
-                }
+            if let Some(v) = record_once(&mut self.votes, (node, state.epoch), state.voted_id) {
+                return breach(
+                    Invariant::OneVotePerEpoch,
+                    format!(
+                        "node {node} voted for {} in epoch {} after voting for {v}",
+                        state.voted_id, state.epoch
+                    ),
+                );
             }
         }
         if state.leader_id >= 0 {
@@ -290,20 +292,15 @@ impl Checker {
         for b in batches {
             let id = BatchId::of(b);
             let key = (b.base_offset, b.epoch);
-            match self.registry.get(&key) {
-                Some(reg) if reg.id != id || reg.prev != prev_key => {
-                    return breach(
-                        Invariant::LogMatching,
-                        format!(
-                            "node {node} appends {id:?} after {prev_key:?}; that position already holds {:?} after {:?}",
-                            reg.id, reg.prev
-                        ),
-                    )
-                }
-                Some(_) => {}
-                None => {
-                    self.registry.insert(key, Registered { id, prev: prev_key });
-                }
+            let registered = Registered { id, prev: prev_key };
+            if let Some(reg) = record_once(&mut self.registry, key, registered) {
+                return breach(
+                    Invariant::LogMatching,
+                    format!(
+                        "node {node} appends {id:?} after {prev_key:?}; that position already holds {:?} after {:?}",
+                        reg.id, reg.prev
+                    ),
+                );
             }
             prev_key = Some(key);
         }
