@@ -9,10 +9,17 @@ use log_support::{
     unallocated,
 };
 
+/// A log of the default configuration in a directory of its own, which the test keeps for as
+/// long as it uses the log (and to reopen it).
+fn fresh_log() -> (tempfile::TempDir, Log) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    (dir, log)
+}
+
 #[test]
 fn append_read_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (dir, mut log) = fresh_log();
     assert_eq!(log.end_offset(), 0);
     let written = append_batches(&mut log, 50, 1, 3, 100);
     assert_eq!(log.end_offset(), 150);
@@ -36,8 +43,7 @@ fn append_read_reopen() {
 
 #[test]
 fn read_honours_max_bytes() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (_dir, mut log) = fresh_log();
     let written = append_batches(&mut log, 10, 1, 1, 1000);
     let one = written[0].len();
     let got = log.read(0, 3 * one).unwrap();
@@ -48,8 +54,7 @@ fn read_honours_max_bytes() {
 
 #[test]
 fn one_append_of_many_batches() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (_dir, mut log) = fresh_log();
     let mut batches = Vec::new();
     let mut next = 0;
     for _ in 0..200 {
@@ -63,8 +68,7 @@ fn one_append_of_many_batches() {
 
 #[test]
 fn append_rejects_a_gap_or_overlap() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (_dir, mut log) = fresh_log();
     append_batches(&mut log, 2, 1, 2, 10);
     let gap = batch(5, 1, 1, 10);
     assert!(matches!(
@@ -124,8 +128,7 @@ fn segments_roll_and_are_named_by_base_offset() {
 
 #[test]
 fn truncate_within_the_active_segment_then_append_and_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (dir, mut log) = fresh_log();
     let mut written = append_batches(&mut log, 10, 1, 3, 50);
     written.extend(append_batches(&mut log, 10, 2, 3, 50));
     assert_eq!(log.epoch_cache().entries(), &[(1, 0), (2, 30)]);
@@ -180,8 +183,7 @@ fn truncate_across_segments_removes_files() {
 
 #[test]
 fn truncate_to_zero_empties_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (dir, mut log) = fresh_log();
     append_batches(&mut log, 10, 4, 2, 10);
     log.truncate_to(0).unwrap();
     assert_eq!(log.end_offset(), 0);
@@ -196,8 +198,7 @@ fn truncate_to_zero_empties_the_log() {
 /// The worked example of docs/protocol.md section 6: epochs 1@0, 3@3, 5@6 with LEO 9.
 #[test]
 fn epoch_cache_worked_example_through_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (dir, mut log) = fresh_log();
     for epoch in [1, 3, 5] {
         append_batches(&mut log, 1, epoch, 3, 20);
     }
@@ -217,8 +218,7 @@ fn epoch_cache_worked_example_through_the_log() {
 
 #[test]
 fn epoch_going_back_is_rejected() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (_dir, mut log) = fresh_log();
     append_batches(&mut log, 1, 5, 1, 10);
     let old = batch(1, 4, 1, 10);
     assert!(matches!(log.append(&[old]), Err(LogError::Epoch(_))));
@@ -262,8 +262,7 @@ fn checkpoint_limits_the_recovery_scan() {
 /// batches that are gone, and take the batches written over them for the old ones.
 #[test]
 fn truncating_below_the_checkpoint_moves_it_to_the_new_end() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let (dir, mut log) = fresh_log();
     let mut written = append_batches(&mut log, 10, 1, 1, 50);
     log.checkpoint_now().unwrap();
     assert_eq!(log.truncate_to(5).unwrap(), 5);
