@@ -16,7 +16,7 @@ use kafka_protocol::records::{
 use proptest::prelude::*;
 
 mod record_support;
-use record_support::TestRecord;
+use record_support::{leader_change, TestRecord};
 
 /// What both encoders are given. Header keys are unique per record: kafka-protocol keeps headers
 /// in a map.
@@ -229,19 +229,14 @@ proptest! {
     }
 
     #[test]
-    fn leader_change_value_is_kafkas(
-        version in 0i16..=1,
-        leader_id in any::<i32>(),
-        voters in proptest::collection::vec(any::<i32>(), 0..8),
-        granting_voters in proptest::collection::vec(any::<i32>(), 0..8),
-    ) {
-        let ours = LeaderChange { version, leader_id, voters: voters.clone(), granting_voters: granting_voters.clone() };
+    fn leader_change_value_is_kafkas(ours in leader_change(8)) {
+        let version = ours.version;
         let to_voters = |ids: &[i32]| ids.iter().map(|&id| Voter::default().with_voter_id(id)).collect::<Vec<_>>();
         let theirs = LeaderChangeMessage::default()
             .with_version(version)
-            .with_leader_id(BrokerId(leader_id))
-            .with_voters(to_voters(&voters))
-            .with_granting_voters(to_voters(&granting_voters));
+            .with_leader_id(BrokerId(ours.leader_id))
+            .with_voters(to_voters(&ours.voters))
+            .with_granting_voters(to_voters(&ours.granting_voters));
         let mut encoded = BytesMut::new();
         theirs.encode(&mut encoded, version).unwrap();
         prop_assert_eq!(&ours.encode()[..], &encoded[..]);

@@ -12,7 +12,7 @@ use engine::record::{
 use proptest::prelude::*;
 
 mod record_support;
-use record_support::TestRecord;
+use record_support::{leader_change, TestRecord};
 
 /// Asserts (in a proptest) that control message `message` of type `$kind` decodes from its
 /// value, and from a control batch written at `base_offset`, `epoch` and `timestamp` both as
@@ -180,15 +180,11 @@ proptest! {
 
     #[test]
     fn leader_change_round_trips(
-        version in 0i16..=1,
-        leader_id in any::<i32>(),
-        voters in proptest::collection::vec(any::<i32>(), 0..12),
-        granting_voters in proptest::collection::vec(any::<i32>(), 0..12),
+        message in leader_change(12),
         base_offset in 0i64..1 << 40,
         epoch in 0i32..i32::MAX,
         timestamp in timestamp(),
     ) {
-        let message = LeaderChange { version, leader_id, voters, granting_voters };
         let view = prop_assert_round_trips!(LeaderChange, message, base_offset, epoch, timestamp);
         prop_assert!(view.is_control());
         prop_assert_eq!(view.base_offset(), base_offset);
