@@ -134,6 +134,10 @@ pub struct Node {
     reload_watch: WatchId,
     _signals: ShutdownSignals,
     started: Instant,
+    /// When the raft thread last came back from waiting for events: the node's clock for
+    /// everything that wake-up handles (timers, deadlines, the commit latency), read once per
+    /// wake-up rather than once per request (docs/architecture.md, "Node runtime").
+    woke: Instant,
     /// Where each listener of `config.listeners` is bound, by index.
     listener_addrs: Vec<SocketAddr>,
     /// Transport listener → index in `config.listeners.all`.
@@ -366,6 +370,7 @@ impl Node {
             reload_watch,
             _signals: signals,
             started,
+            woke: started,
             listener_addrs,
             listener_index,
             listener_tls,
@@ -484,8 +489,9 @@ impl Node {
         Some(self.listener_addrs[index])
     }
 
+    /// Milliseconds since the node started, as of the current wake-up ([`Node::woke`]).
     fn now_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.woke.duration_since(self.started).as_millis() as u64
     }
 
     /// Runs until a graceful shutdown finishes (SIGTERM/SIGINT). Fatal conditions exit the
@@ -497,9 +503,11 @@ impl Node {
             let timeout = self.poll_timeout();
             let polled = Instant::now();
             self.ring.poll(Some(timeout), &mut events)?;
+            self.woke = Instant::now();
             // Includes the completions' processing inside io_uring_enter: an upper bound of
             // idleness, as Kafka's poll-idle-ratio is of its poll.
-            let idle = u64::try_from(polled.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let idle = self.woke.duration_since(polled).as_micros();
+            let idle = u64::try_from(idle).unwrap_or(u64::MAX);
             self.metrics.poll_idle_us.add(idle);
             self.counters.wakeups += 1;
             self.counters.events += events.len() as u64;

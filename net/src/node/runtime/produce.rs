@@ -35,7 +35,7 @@ pub(super) struct PendingProduce {
     /// Node time (ms) at which the outstanding partitions are answered REQUEST_TIMED_OUT: the
     /// request's `timeout_ms` after it arrived.
     pub(super) deadline_ms: u64,
-    /// When it reached the raft thread, for the commit latency of acks=all (metrics).
+    /// The wake-up that read it ([`Node::woke`]), for the commit latency of acks=all (metrics).
     pub(super) received: Option<std::time::Instant>,
 }
 
@@ -108,7 +108,7 @@ impl Node {
                     partitions,
                     outstanding,
                     deadline_ms,
-                    received: (acks == Acks::Quorum).then(std::time::Instant::now),
+                    received: (acks == Acks::Quorum).then_some(self.woke),
                 },
             );
             if outstanding > 0 {
@@ -273,7 +273,8 @@ impl Node {
             .iter()
             .all(|slot| matches!(slot.2, Some((ErrorCode::NONE, _))));
         if let (Some(received), true) = (produce.received, committed) {
-            let micros = u64::try_from(received.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let waited = self.woke.duration_since(received).as_micros();
+            let micros = u64::try_from(waited).unwrap_or(u64::MAX);
             self.metrics.observe_commit(micros);
         }
         let frame = produce_response_frame(
