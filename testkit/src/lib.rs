@@ -164,10 +164,14 @@ mod tests {
                 (FIXED_PORTS_FROM..low).contains(port),
                 "{port} of {ports:?}"
             );
-            assert!(
-                TcpListener::bind(("127.0.0.1", *port)).is_ok(),
-                "{port} is free"
-            );
+            // Free once free_ports let it go. Another test of this process may fork a child
+            // just then, and the child holds a copy of the listener until its exec closes it
+            // (CI saw "15256 is free" fail once): a bounded wait covers that window.
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while TcpListener::bind(("127.0.0.1", *port)).is_err() {
+                assert!(std::time::Instant::now() < deadline, "{port} is not free");
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
         if let Some(taken) = taken {
             let port = taken.local_addr().unwrap().port();
