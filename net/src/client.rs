@@ -1000,7 +1000,7 @@ mod negotiation_tests {
                         }],
                     };
                     let chain = response.encode_chain(WireWriter::new(), 11);
-                    Some((&FETCH_SPEC, Bytes::from(chain.concat())))
+                    Some((&FETCH_SPEC, crate::wire::frame::joined(&chain)))
                 }
                 2 => {
                     assert_eq!(header.api_version, 5);
