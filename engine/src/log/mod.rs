@@ -422,6 +422,19 @@ impl Log {
     /// Copies as many of `batches` as fit into the staging buffer (without writing them), checking
     /// that each continues the log. Returns how many were staged and why it stopped.
     pub fn stage<B: AsRef<[u8]>>(&mut self, batches: &[B]) -> Result<(usize, StageStop), LogError> {
+        // The active segment's index is locked once for the call, not once per batch: with
+        // batches of one record the per-batch lock was most of the writer's own time in
+        // profiles of followers (docs/benchmarks.md, "The index locked once per group").
+        let file = Arc::clone(&self.active_segment().file);
+        let mut index = file.index.lock();
+        self.stage_noting(batches, &mut index)
+    }
+
+    fn stage_noting<B: AsRef<[u8]>>(
+        &mut self,
+        batches: &[B],
+        index: &mut SparseIndex,
+    ) -> Result<(usize, StageStop), LogError> {
         for (i, batch) in batches.iter().enumerate() {
             let batch = batch.as_ref();
             let meta = self.check_appended(batch)?;
@@ -440,13 +453,8 @@ impl Log {
             self.active.staging.extend_from_slice(batch);
             self.active.staged_batches += 1;
             let interval = self.config.index_interval_bytes;
+            index.note(meta.base_offset, position, meta.max_timestamp, interval);
             let segment = self.active_segment_mut();
-            segment.file.index.lock().note(
-                meta.base_offset,
-                position,
-                meta.max_timestamp,
-                interval,
-            );
             segment.size += batch.len() as u64;
             segment.end_offset = meta.next_offset();
             self.end_offset = meta.next_offset();
