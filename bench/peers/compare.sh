@@ -4,6 +4,8 @@
 # on this machine, the disk settled before each run (settle.sh), then a side-by-side markdown table
 # with the ratios issue 5's targets need and ringraft's like-for-like ratios to each peer.
 # Usage: bench/peers/compare.sh [-d SECONDS=10] [-o RESULTS_DIR=bench/peers/results]
+#        [-n KEY=VALUE]... (each handed to every ringraft node as --node-override, e.g.
+#        -n log.sync.mode=dsync; named in the table's command line)
 # Writes RESULTS_DIR/compare-<UTC date-time>.md (also printed) and the raw JSON of every run in
 # RESULTS_DIR/compare-<UTC date-time>/. Builds the release binaries if they are missing.
 set -euo pipefail
@@ -14,11 +16,13 @@ source "$here/settle.sh"
 
 secs=10
 results="$root/bench/peers/results"
-while getopts "d:o:" opt; do
+node_overrides=()
+while getopts "d:o:n:" opt; do
     case $opt in
         d) secs=$OPTARG ;;
         o) results=$OPTARG ;;
-        *) echo "usage: compare.sh [-d SECONDS] [-o RESULTS_DIR]" >&2; exit 2 ;;
+        n) node_overrides+=(--node-override "$OPTARG") ;;
+        *) echo "usage: compare.sh [-d SECONDS] [-o RESULTS_DIR] [-n KEY=VALUE]..." >&2; exit 2 ;;
     esac
 done
 command_line="bench/peers/compare.sh $*"
@@ -107,7 +111,7 @@ for run in "${ringraft_runs[@]}"; do
     echo "== ringraft $name: ringraft-bench cluster $flags --duration $secs"
     step "ringraft-$name"
     # shellcheck disable=SC2086 # flags are words
-    "$bench_bin" cluster $flags --duration "$secs" --json "$raw/ringraft-$name.json" >"$raw/ringraft-$name.log" 2>&1 || {
+    "$bench_bin" cluster $flags "${node_overrides[@]}" --duration "$secs" --json "$raw/ringraft-$name.json" >"$raw/ringraft-$name.log" 2>&1 || {
         echo "ringraft-bench $name failed; its output:" >&2; tail -20 "$raw/ringraft-$name.log" >&2; exit 1; }
     tail -4 "$raw/ringraft-$name.log"
 done

@@ -37,7 +37,19 @@ fn restart_with_a_wrong_broker_id_names_both_ids() {
 
 #[test]
 fn all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
-    let (mut cluster, _) = Cluster::started(3);
+    sigkill_all_voters_under_load(Vec::new());
+}
+
+/// The same with every group made durable by one RWF_DSYNC write (`log.sync.mode=dsync`)
+/// instead of the write and its linked fdatasync.
+#[test]
+fn with_dsync_writes_all_voters_sigkilled_under_load_keep_every_acknowledged_record() {
+    sigkill_all_voters_under_load(vec!["log.sync.mode=dsync".into()]);
+}
+
+fn sigkill_all_voters_under_load(overrides: Vec<String>) {
+    let mut cluster = Cluster::new_with(3, |s| s.overrides = overrides);
+    cluster.start_all_and_elect();
     let stop = Arc::new(AtomicBool::new(false));
     let (acked, producer) = start_load((1..=3).map(|id| cluster.addr(id)).collect(), stop.clone());
     let deadline = Instant::now() + WAIT;

@@ -108,6 +108,8 @@ pub struct NodeConfig {
     pub log_cpu: Option<usize>,
     /// The log reader's budget for catch-up reads, bytes/s (None: unpaced).
     pub log_read_bytes_per_sec: Option<u64>,
+    /// `log.sync.mode`: how a group is made durable (docs/configuration.md).
+    pub log_sync_mode: engine::io::SyncMode,
     /// `metrics.listener=http://host:port`: where `/metrics` is served (None: no listener).
     pub metrics_listener: Option<(String, u16)>,
     /// `log.format`: how log lines are written.
@@ -370,6 +372,11 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "budget of the log reader thread for catch-up reads (0 = unpaced)",
     ),
     (
+        "log.sync.mode",
+        Some("fdatasync"),
+        "how a group of appends is made durable: `fdatasync` (an O_DIRECT write with an fdatasync linked behind it) or `dsync` (one O_DIRECT write with RWF_DSYNC)",
+    ),
+    (
         "metrics.listener",
         Some(""),
         "`http://host:port` where Prometheus metrics are served at /metrics; empty: none",
@@ -466,6 +473,7 @@ impl NodeConfig {
             log_read_bytes_per_sec: props
                 .parse_or_default("log.read.max.bytes.per.sec", parse_u64)
                 .map(|rate| (rate > 0).then_some(rate))?,
+            log_sync_mode: props.parse_or_default("log.sync.mode", parse_sync_mode)?,
             metrics_listener: props.parse_or_default("metrics.listener", parse_metrics_listener)?,
             log_format: props.parse_or_default("log.format", parse_log_format)?,
         };
@@ -604,6 +612,14 @@ fn parse_log_format(v: &str) -> Result<LogFormat, String> {
         "text" => Ok(LogFormat::Text),
         "json" => Ok(LogFormat::Json),
         _ => Err("expected text or json".into()),
+    }
+}
+
+fn parse_sync_mode(v: &str) -> Result<engine::io::SyncMode, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "fdatasync" => Ok(engine::io::SyncMode::LinkedFdatasync),
+        "dsync" => Ok(engine::io::SyncMode::RwfDsync),
+        _ => Err("expected fdatasync or dsync".into()),
     }
 }
 
@@ -824,6 +840,28 @@ mod tests {
         map.insert("metrics.listener".into(), "".into());
         map.insert("log.format".into(), "xml".into());
         assert_refused(&map, "expected text or json");
+    }
+
+    #[test]
+    fn the_log_sync_mode() {
+        use engine::io::SyncMode;
+        let config = NodeConfig::from_map(&base()).unwrap();
+        assert_eq!(
+            config.log_sync_mode,
+            SyncMode::LinkedFdatasync,
+            "the default"
+        );
+        let mut map = base();
+        for (value, mode) in [
+            ("dsync", SyncMode::RwfDsync),
+            (" DSYNC ", SyncMode::RwfDsync),
+            ("fdatasync", SyncMode::LinkedFdatasync),
+        ] {
+            map.insert("log.sync.mode".into(), value.into());
+            assert_eq!(NodeConfig::from_map(&map).unwrap().log_sync_mode, mode);
+        }
+        map.insert("log.sync.mode".into(), "none".into());
+        assert_refused(&map, "expected fdatasync or dsync");
     }
 
     #[test]

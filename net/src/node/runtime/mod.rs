@@ -274,10 +274,12 @@ impl Node {
             WriterConfig {
                 cpu: config.log_cpu,
                 read_bytes_per_sec: config.log_read_bytes_per_sec,
+                sync_mode: config.log_sync_mode,
                 ..WriterConfig::default()
             },
         )?;
         startup.registered_buffers = writer.ring_info().registered_buffers;
+        info!(node = config.broker_id, sync = %config.log_sync_mode, "log writer started");
         let metrics = Arc::new(RaftMetrics::default());
         // Before the pinning: the metrics and SASL threads must not share the raft thread's CPU.
         let metrics_server = start_metrics(&config, &metrics, &writer, startup)?;
