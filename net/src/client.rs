@@ -18,7 +18,7 @@ use engine::raft::{
 };
 
 use crate::security::sasl::{Mechanism, SaslClient, SaslError};
-use crate::wire::api::{self, ApiSpec};
+use crate::wire::api::ApiSpec;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -512,15 +512,9 @@ impl BlockingClient {
     }
 
     pub fn describe_quorum(&mut self) -> Result<DescribeQuorumResponse, ClientError> {
-        let request = Request::DescribeQuorum(DescribeQuorumRequest {});
-        let corr = self.request(api::DESCRIBE_QUORUM, 0, true, |w| {
-            quorum::encode_request(&request, w)
-        })?;
-        let mut r = self.response(corr, true)?;
-        match quorum::decode_response(api::DESCRIBE_QUORUM, &mut r) {
-            Ok(Response::DescribeQuorum(d)) => Ok(d),
-            Ok(other) => Err(self.decode_error(format!("unexpected {other:?}"))),
-            Err(e) => Err(self.decode_error(e)),
+        match self.quorum_call(Request::DescribeQuorum(DescribeQuorumRequest {}), None)? {
+            Response::DescribeQuorum(d) => Ok(d),
+            other => Err(self.decode_error(format!("unexpected {other:?}"))),
         }
     }
 
@@ -532,25 +526,38 @@ impl BlockingClient {
     ) -> Result<AlterQuorumResponse, ClientError> {
         let wait = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0))
             + Duration::from_secs(1);
-        let request = Request::AlterQuorum(request);
-        let corr = self.request(api::ALTER_QUORUM, 0, true, |w| {
-            quorum::encode_request(&request, w)
-        })?;
-        let addr = self.addr;
-        let io = |source| ClientError::Io { addr, source };
-        let before = self.stream.tcp().read_timeout().map_err(io)?;
-        self.stream
-            .tcp()
-            .set_read_timeout(Some(before.map_or(wait, |b| b.max(wait))))
-            .map_err(io)?;
-        let answer = self.response(corr, true);
-        self.stream.tcp().set_read_timeout(before).map_err(io)?;
-        let mut r = answer?;
-        match quorum::decode_response(api::ALTER_QUORUM, &mut r) {
-            Ok(Response::AlterQuorum(a)) => Ok(a),
-            Ok(other) => Err(self.decode_error(format!("unexpected {other:?}"))),
-            Err(e) => Err(self.decode_error(e)),
+        match self.quorum_call(Request::AlterQuorum(request), Some(wait))? {
+            Response::AlterQuorum(a) => Ok(a),
+            other => Err(self.decode_error(format!("unexpected {other:?}"))),
         }
+    }
+
+    /// One quorum RPC (flexible v0) and its decoded response; with `wait`, the read waits at
+    /// least that long for it (the connection's own read timeout is put back after).
+    fn quorum_call(
+        &mut self,
+        request: Request,
+        wait: Option<Duration>,
+    ) -> Result<Response, ClientError> {
+        let key = request.api_key();
+        let corr = self.request(key, 0, true, |w| quorum::encode_request(&request, w))?;
+        let answer = match wait {
+            None => self.response(corr, true),
+            Some(wait) => {
+                let addr = self.addr;
+                let io = |source| ClientError::Io { addr, source };
+                let before = self.stream.tcp().read_timeout().map_err(io)?;
+                self.stream
+                    .tcp()
+                    .set_read_timeout(Some(before.map_or(wait, |b| b.max(wait))))
+                    .map_err(io)?;
+                let answer = self.response(corr, true);
+                self.stream.tcp().set_read_timeout(before).map_err(io)?;
+                answer
+            }
+        };
+        let mut r = answer?;
+        quorum::decode_response(key, &mut r).map_err(|e| self.decode_error(e))
     }
 
     /// Metadata at `version` (0-12) for `topics` (None: every topic).
@@ -894,6 +901,7 @@ mod negotiation_tests {
     use std::net::TcpListener;
 
     use super::*;
+    use crate::wire::api;
     use crate::wire::kafka::{
         FetchPartitionData, FetchTopic, FetchableTopic, ListOffsetsPartition,
         ListOffsetsPartitionResponse, ListOffsetsTopic, ListOffsetsTopicResponse,
