@@ -7,9 +7,19 @@
 #   bench/profile/allocations.sh OUT_DIR RINGRAFT_BIN [RATE]
 # Writes OUT_DIR/counts.txt (per request) and OUT_DIR/sites.txt. Needs root (perf probe).
 # RINGRAFT_BENCH (default target/release/ringraft-bench) drives the cluster.
+# RINGRAFT_BIN must allocate through glibc: the default build uses mimalloc, whose allocations
+# these probes do not see; build one with `cargo build --release -p ringraft-tools
+# --no-default-features` (docs/architecture.md, "Memory and the allocator").
 set -euo pipefail
 out=${1:?usage: allocations.sh OUT_DIR RINGRAFT_BIN [RATE]}
 bin=$(realpath "${2:?ringraft binary}")
+# (symbols captured first: grep -q closing the pipe early would fail the pipeline under pipefail)
+symbols=$(nm "$bin" 2>/dev/null || true)
+if grep -qE ' T mi_(malloc_aligned|free)$' <<<"$symbols"; then
+    echo "allocations.sh: $bin allocates through mimalloc, which these probes on glibc's malloc do not see;" >&2
+    echo "  build one with: cargo build --release -p ringraft-tools --no-default-features" >&2
+    exit 2
+fi
 rate=${3:-3000}
 cd "$(git rev-parse --show-toplevel)"
 bench=${RINGRAFT_BENCH:-target/release/ringraft-bench}

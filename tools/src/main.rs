@@ -15,6 +15,12 @@ use net::node::NodeConfig;
 extern crate cli_out;
 use cli_out as out;
 
+/// mimalloc instead of glibc's malloc: 16% less of the leader's CPU per one-record request
+/// (docs/architecture.md, "Memory and the allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod admin;
 mod client_config;
 mod credentials;
