@@ -45,6 +45,7 @@ const FAMILIES: &[(&str, &str)] = &[
     ("ringraft_disk_group_duration_seconds", "histogram"),
     ("ringraft_disk_group_bytes", "histogram"),
     ("ringraft_disk_group_batches", "histogram"),
+    ("ringraft_disk_groups", "counter"),
     ("ringraft_disk_written_bytes", "counter"),
     ("ringraft_log_segments", "counter"),
     ("ringraft_tail_cache_bytes", "gauge"),

@@ -106,6 +106,12 @@ impl GroupPlan {
     pub fn device_bytes(&self) -> u64 {
         self.first.iter().map(|op| op.len as u64).sum()
     }
+
+    /// True when an fdatasync makes the group durable; false when its RWF_DSYNC write alone
+    /// does.
+    pub fn has_fdatasync(&self) -> bool {
+        self.then_sync.is_some() || self.first.iter().any(|op| op.step == Step::Sync)
+    }
 }
 
 fn op(step: Step, position: u64, len: usize, dsync: bool) -> PlannedOp {
@@ -160,6 +166,7 @@ mod tests {
         assert_eq!(plan.first, vec![data(4096, 8192, true, false)]);
         assert_eq!(plan.then_sync, None);
         assert_eq!(plan.device_bytes(), 8192);
+        assert!(!plan.has_fdatasync());
     }
 
     #[test]
@@ -170,6 +177,7 @@ mod tests {
             vec![data(4096, 8192, false, true), sync(4096, false)]
         );
         assert_eq!(plan.then_sync, None);
+        assert!(plan.has_fdatasync());
     }
 
     #[test]
@@ -187,6 +195,7 @@ mod tests {
             );
             assert_eq!(plan.then_sync, None);
             assert_eq!(plan.device_bytes(), 8192 + 65536);
+            assert!(plan.has_fdatasync(), "{mode}");
         }
     }
 
@@ -214,6 +223,7 @@ mod tests {
             );
             assert_eq!(plan.then_sync, Some(sync(8192, false)));
             assert_eq!(plan.device_bytes(), len as u64 + 4096);
+            assert!(plan.has_fdatasync(), "{mode}");
         }
     }
 

@@ -265,6 +265,11 @@ pub struct RingInfo {
 pub struct WriterStats {
     /// Groups written (each one write plus one sync).
     pub groups: AtomicU64,
+    /// Of those, the groups made durable by an fdatasync, and those made durable by their
+    /// RWF_DSYNC write alone ([`SyncMode`]; a zero-fill or a split group takes an fdatasync
+    /// in either mode).
+    pub groups_fdatasynced: AtomicU64,
+    pub groups_dsync_written: AtomicU64,
     /// Bytes of batches written (excluding rewritten partial blocks and padding).
     pub batch_bytes: AtomicU64,
     /// Bytes submitted to the device, rewrites, padding and zero-fill included.
@@ -302,6 +307,8 @@ impl Default for WriterStats {
     fn default() -> Self {
         Self {
             groups: AtomicU64::new(0),
+            groups_fdatasynced: AtomicU64::new(0),
+            groups_dsync_written: AtomicU64::new(0),
             batch_bytes: AtomicU64::new(0),
             device_bytes: AtomicU64::new(0),
             batches: AtomicU64::new(0),
@@ -1128,6 +1135,12 @@ impl WriterThread {
         self.push_and_submit(&ops)?;
         let stats = &self.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
+        let how = if plan.has_fdatasync() {
+            &stats.groups_fdatasynced
+        } else {
+            &stats.groups_dsync_written
+        };
+        how.fetch_add(1, Ordering::Relaxed);
         stats
             .batches
             .fetch_add(write.batches as u64, Ordering::Relaxed);

@@ -415,6 +415,24 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         &w.group_batches,
         1.0,
     )?;
+    {
+        // Which `log.sync.mode` is in force, seen in what the writer did: with dsync, every
+        // group but a zero-fill's or a split one's is durable by its write alone.
+        let mut e = out.0.encode_descriptor(
+            "ringraft_disk_groups",
+            "groups written, by what made them durable: an fdatasync, or their RWF_DSYNC \
+             write alone (log.sync.mode=dsync; docs/operations.md, \"Choosing the sync mode\")",
+            None,
+            MetricType::Counter,
+        )?;
+        for (by, n) in [
+            ("fdatasync", &w.groups_fdatasynced),
+            ("rwf_dsync", &w.groups_dsync_written),
+        ] {
+            let labels = [("durable_by", by)];
+            ConstCounter::new(n.load(Relaxed)).encode(e.encode_family(&labels)?)?;
+        }
+    }
     out.counter(
         "ringraft_disk_written",
         "bytes of batches written to the log",
