@@ -106,7 +106,12 @@ impl WireReader {
         Ok(value)
     }
 
-    fn take(&mut self, field: &'static str, len: usize) -> Result<Bytes, WireError> {
+    /// Consumes the next `len` bytes and says where they are in the frame.
+    fn advance(
+        &mut self,
+        field: &'static str,
+        len: usize,
+    ) -> Result<std::ops::Range<usize>, WireError> {
         if self.remaining() < len {
             return Err(WireError::Truncated {
                 field,
@@ -114,16 +119,24 @@ impl WireReader {
                 needed: len - self.remaining(),
             });
         }
-        let out = self.buf.slice(self.pos..self.pos + len);
+        let range = self.pos..self.pos + len;
         self.pos += len;
-        Ok(out)
+        Ok(range)
     }
 
+    /// The next `len` bytes as a slice of the frame that outlives the reader (one reference
+    /// count taken: for values kept, not for fields copied out at once).
+    fn take(&mut self, field: &'static str, len: usize) -> Result<Bytes, WireError> {
+        let range = self.advance(field, len)?;
+        Ok(self.buf.slice(range))
+    }
+
+    /// The next `N` bytes copied out, read in place: a fixed-size field takes no reference
+    /// count (a slice of the frame per integer cost two atomic operations, a few percent of a
+    /// one-record Produce's CPU: docs/architecture.md, "Costs per commit").
     fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
-        let bytes = self.take(field, N)?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(&bytes);
-        Ok(out)
+        let range = self.advance(field, N)?;
+        Ok(self.buf[range].try_into().expect("advance gave N bytes"))
     }
 
     pub fn i8(&mut self, field: &'static str) -> Result<i8, WireError> {
@@ -186,8 +199,13 @@ impl WireReader {
         classic_len(field, at, len)
     }
 
+    /// `len` bytes of UTF-8 copied into a String, read in place (no reference count taken).
     fn utf8(&mut self, field: &'static str, len: usize) -> Result<String, WireError> {
-        self.wire_str(field, len).map(|s| s.as_str().to_owned())
+        let at = self.pos;
+        let range = self.advance(field, len)?;
+        std::str::from_utf8(&self.buf[range])
+            .map(str::to_owned)
+            .map_err(|_| WireError::BadUtf8 { field, at })
     }
 
     /// A length-prefixed value: the length `read_len` reads (None: null), then that many bytes
@@ -241,8 +259,8 @@ impl WireReader {
         field: &'static str,
         limit: usize,
     ) -> Result<String, WireError> {
-        self.wire_str_at_most(compact, field, limit)
-            .map(|s| s.as_str().to_owned())
+        let len = self.string_len_at_most(compact, field, limit)?;
+        self.utf8(field, len)
     }
 
     /// [`WireReader::string_at_most`] kept as a slice of the frame: no copy, no allocation.
@@ -252,6 +270,17 @@ impl WireReader {
         field: &'static str,
         limit: usize,
     ) -> Result<WireStr, WireError> {
+        let len = self.string_len_at_most(compact, field, limit)?;
+        self.wire_str(field, len)
+    }
+
+    /// The length of a non-null STRING (COMPACT_STRING when `compact`), refused above `limit`.
+    fn string_len_at_most(
+        &mut self,
+        compact: bool,
+        field: &'static str,
+        limit: usize,
+    ) -> Result<usize, WireError> {
         let at = self.pos;
         let len = if compact {
             self.compact_len(field)?
@@ -267,7 +296,7 @@ impl WireReader {
                 limit,
             });
         }
-        self.wire_str(field, len)
+        Ok(len)
     }
 
     /// COMPACT_NULLABLE_STRING.
