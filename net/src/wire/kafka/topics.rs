@@ -224,6 +224,14 @@ mod tests {
 
     const LAYOUT: TopicsLayout = TopicsLayout::new(4);
 
+    /// A topic whose partitions are bare indexes.
+    fn topic(name: &str, partitions: &[i32]) -> Topic<i32> {
+        Topic {
+            name: name.into(),
+            partitions: partitions.to_vec(),
+        }
+    }
+
     fn encoded(flexible: bool, topics: &[Topic<i32>]) -> WireReader {
         let mut w = WireWriter::new();
         write_topics(&Flex(flexible), &mut w, &LAYOUT, topics, |w, p| w.i32(*p));
@@ -238,20 +246,7 @@ mod tests {
             p.0
         }
         let flat: Vec<(&str, i32)> = vec![("a", 0), ("a", 7), ("b", 1), ("a", 2)];
-        let grouped = vec![
-            Topic {
-                name: "a".to_string(),
-                partitions: vec![0, 7],
-            },
-            Topic {
-                name: "b".to_string(),
-                partitions: vec![1],
-            },
-            Topic {
-                name: "a".to_string(),
-                partitions: vec![2],
-            },
-        ];
+        let grouped = vec![topic("a", &[0, 7]), topic("b", &[1]), topic("a", &[2])];
         for flexible in [false, true] {
             for cut in 0..=flat.len() {
                 let flex = Flex(flexible);
@@ -261,10 +256,7 @@ mod tests {
                 });
                 let expected: Vec<Topic<i32>> = match cut {
                     0 => vec![],
-                    1 => vec![Topic {
-                        name: "a".into(),
-                        partitions: vec![0],
-                    }],
+                    1 => vec![topic("a", &[0])],
                     2 => grouped[..1].to_vec(),
                     3 => grouped[..2].to_vec(),
                     _ => grouped.clone(),
@@ -283,16 +275,7 @@ mod tests {
 
     #[test]
     fn topics_round_trip_in_both_encodings() {
-        let topics = vec![
-            Topic {
-                name: "a".into(),
-                partitions: vec![0, 7],
-            },
-            Topic {
-                name: "b".into(),
-                partitions: vec![],
-            },
-        ];
+        let topics = vec![topic("a", &[0, 7]), topic("b", &[])];
         for flexible in [false, true] {
             let mut r = encoded(flexible, &topics);
             let flex = Flex(flexible);
@@ -347,10 +330,7 @@ mod tests {
 
     #[test]
     fn the_budget_spans_every_array_read_with_it() {
-        let topics = vec![Topic {
-            name: "t".into(),
-            partitions: vec![1; 600],
-        }];
+        let topics = vec![topic("t", &[1; 600])];
         let mut budget = Budget::new();
         let read = |r: &mut WireReader, budget: &mut Budget| {
             read_topics(&Flex(true), r, budget, &LAYOUT, |r| r.i32("partition"))
