@@ -472,23 +472,13 @@ fn decode_partition(
         r.tagged_fields(|tag, payload| {
             match tag {
                 TAG_DIVERGING_EPOCH => {
-                    p.diverging_epoch = Some(read_tag_payload(payload, |t| {
-                        Ok(EpochEndOffset {
-                            epoch: t.i32("diverging epoch")?,
-                            end_offset: t.i64("diverging end offset")?,
-                        })
-                    })?)
+                    p.diverging_epoch = Some(read_tag_payload(payload, read_diverging_epoch)?)
                 }
                 TAG_CURRENT_LEADER => {
                     p.current_leader = Some(read_tag_payload(payload, read_leader_id_and_epoch)?)
                 }
                 TAG_SNAPSHOT_ID => {
-                    p.snapshot_id = Some(read_tag_payload(payload, |t| {
-                        Ok(SnapshotId {
-                            end_offset: t.i64("snapshot end offset")?,
-                            epoch: t.i32("snapshot epoch")?,
-                        })
-                    })?)
+                    p.snapshot_id = Some(read_tag_payload(payload, read_snapshot_id)?)
                 }
                 _ => return Ok(false),
             }
@@ -496,6 +486,20 @@ fn decode_partition(
         })?;
     }
     Ok(p)
+}
+
+fn read_diverging_epoch(t: &mut WireReader) -> Result<EpochEndOffset, WireError> {
+    Ok(EpochEndOffset {
+        epoch: t.i32("diverging epoch")?,
+        end_offset: t.i64("diverging end offset")?,
+    })
+}
+
+fn read_snapshot_id(t: &mut WireReader) -> Result<SnapshotId, WireError> {
+    Ok(SnapshotId {
+        end_offset: t.i64("snapshot end offset")?,
+        epoch: t.i32("snapshot epoch")?,
+    })
 }
 
 pub(super) fn read_leader_id_and_epoch(t: &mut WireReader) -> Result<LeaderIdAndEpoch, WireError> {
