@@ -814,6 +814,20 @@ fn produce_v10_tagged_fields_match_kafka() {
     }
 }
 
+/// Appends the classic (int32-count, int16-length name) topic array of the Produce v0-2 test:
+/// one topic, [`TOPIC`], with partitions 0 and 7, each its index and then what `partition_rest`
+/// appends.
+fn push_classic_topics(bytes: &mut Vec<u8>, mut partition_rest: impl FnMut(&mut Vec<u8>)) {
+    bytes.extend_from_slice(&1i32.to_be_bytes());
+    bytes.extend_from_slice(&(TOPIC.len() as i16).to_be_bytes());
+    bytes.extend_from_slice(TOPIC.as_bytes());
+    bytes.extend_from_slice(&2i32.to_be_bytes());
+    for index in [0i32, 7] {
+        bytes.extend_from_slice(&index.to_be_bytes());
+        partition_rest(bytes);
+    }
+}
+
 /// kafka-protocol starts at Produce v3, so v0-2 are checked against Kafka's schema written out
 /// by hand: request Acks int16, TimeoutMs int32, [Name string, [Index int32, Records bytes]];
 /// response [Name, [Index, ErrorCode int16, BaseOffset int64, LogAppendTimeMs int64 (v2+)]],
@@ -824,15 +838,10 @@ fn produce_v0_to_v2_follow_kafkas_schema() {
     let mut request = Vec::new();
     request.extend_from_slice(&(-1i16).to_be_bytes());
     request.extend_from_slice(&5000i32.to_be_bytes());
-    request.extend_from_slice(&1i32.to_be_bytes());
-    request.extend_from_slice(&(TOPIC.len() as i16).to_be_bytes());
-    request.extend_from_slice(TOPIC.as_bytes());
-    request.extend_from_slice(&2i32.to_be_bytes());
-    for index in [0i32, 7] {
-        request.extend_from_slice(&index.to_be_bytes());
-        request.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        request.extend_from_slice(records);
-    }
+    push_classic_topics(&mut request, |partition| {
+        partition.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        partition.extend_from_slice(records);
+    });
     let request = Bytes::from(request);
     for version in 0..PRODUCE_MIN_ACCEPTED {
         let legacy =
@@ -866,18 +875,13 @@ fn produce_v0_to_v2_follow_kafkas_schema() {
         assert_eq!(ours(|w| ours_request.encode(w, version)), request);
 
         let mut expected = Vec::new();
-        expected.extend_from_slice(&1i32.to_be_bytes());
-        expected.extend_from_slice(&(TOPIC.len() as i16).to_be_bytes());
-        expected.extend_from_slice(TOPIC.as_bytes());
-        expected.extend_from_slice(&2i32.to_be_bytes());
-        for index in [0i32, 7] {
-            expected.extend_from_slice(&index.to_be_bytes());
-            expected.extend_from_slice(&35i16.to_be_bytes());
-            expected.extend_from_slice(&(-1i64).to_be_bytes());
+        push_classic_topics(&mut expected, |partition| {
+            partition.extend_from_slice(&35i16.to_be_bytes());
+            partition.extend_from_slice(&(-1i64).to_be_bytes());
             if version >= 2 {
-                expected.extend_from_slice(&(-1i64).to_be_bytes());
+                partition.extend_from_slice(&(-1i64).to_be_bytes());
             }
-        }
+        });
         if version >= 1 {
             expected.extend_from_slice(&0i32.to_be_bytes());
         }
