@@ -290,8 +290,8 @@ fn a_node_without_a_voter_set_answers_find_quorum_with_none() {
 fn voter_requests_to_a_node_without_a_voter_set_are_refused() {
     let mut h = Harness::new(bootstrap_config(OBSERVER, 1), None, log(0, &[]));
     h.tick();
-    let (_, out) = h.request(1, Harness::vote_request(1, 1, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(1, 1, 0, 0);
+    assert!(!vote.vote_granted);
     let (_, out) = h.request(1, Harness::begin_request(1, 1));
     assert!(!has_fatal(&out));
     assert_eq!(h.core.role(), Role::Unattached);

@@ -27,8 +27,7 @@ fn handle_valid_vote_request_as_follower() {
 #[test]
 fn handle_vote_request_as_follower_with_elected_leader() {
     let (mut h, _) = Harness::follower(1, VOTERS, 1, 2, log(0, &[]));
-    let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    let v = vote_answer(&out);
+    let (v, out) = h.ask_vote(3, 1, 0, 0);
     assert!(!v.vote_granted);
     assert_eq!((v.error, v.leader_id), (ErrorCode::NONE, 2));
     assert!(persisted(&out).is_empty());
@@ -36,12 +35,11 @@ fn handle_vote_request_as_follower_with_elected_leader() {
 
 #[test]
 fn handle_vote_request_as_follower_with_voted_candidate() {
-    let mut h = Harness::restarted(1, -1, 2);
-    h.tick();
-    let (_, out) = h.request(3, Harness::vote_request(3, 1, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
-    let (_, out) = h.request(2, Harness::vote_request(2, 1, 0, 0));
-    assert!(vote_answer(&out).vote_granted, "idempotent re-grant");
+    let mut h = Harness::restarted_and_ticked(1, -1, 2);
+    let (vote, _) = h.ask_vote(3, 1, 0, 0);
+    assert!(!vote.vote_granted);
+    let (vote, out) = h.ask_vote(2, 1, 0, 0);
+    assert!(vote.vote_granted, "idempotent re-grant");
     assert!(persisted(&out).is_empty());
     assert_eq!(h.core.voted_id(), Some(2));
 }
@@ -49,8 +47,7 @@ fn handle_vote_request_as_follower_with_voted_candidate() {
 #[test]
 fn handle_invalid_vote_request_with_older_epoch() {
     let mut h = Harness::unattached(5, log(0, &[]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    let v = vote_answer(&out);
+    let (v, out) = h.ask_vote(2, 4, 0, 0);
     assert_eq!(
         (v.error, v.leader_epoch, v.vote_granted),
         (ErrorCode::FENCED_LEADER_EPOCH, 5, false)
@@ -69,8 +66,8 @@ fn handle_invalid_vote_request_as_observer() {
 #[test]
 fn voter_only_request_validation() {
     let mut h = Harness::unattached(1, log(0, &[]));
-    let (_, out) = h.request(9, Harness::vote_request(9, 2, 0, 0));
-    assert_eq!(vote_answer(&out).error, ErrorCode::INCONSISTENT_VOTER_SET);
+    let (vote, _) = h.ask_vote(9, 2, 0, 0);
+    assert_eq!(vote.error, ErrorCode::INCONSISTENT_VOTER_SET);
     let (_, out) = h.request(9, Harness::begin_request(9, 2));
     assert!(matches!(&responses(&out)[0].1,
         Response::BeginQuorumEpoch(r) if r.error == ErrorCode::INCONSISTENT_VOTER_SET));
@@ -124,8 +121,8 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
     c.fetch_timeout_ms = 10_000;
     let mut h = Harness::new(c, Some(stored(2, -1, -1, VOTERS)), log(5, &[(2, 0)]));
     h.tick();
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, out) = h.ask_vote(2, 3, 1, 10);
+    assert!(!vote.vote_granted);
     let s = persisted(&out);
     assert_eq!((s[0].epoch, s[0].voted_id, s[0].leader_id), (3, -1, -1));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
@@ -137,8 +134,7 @@ fn vote_with_higher_epoch_but_stale_log_adopts_epoch() {
 #[test]
 fn leader_ignore_vote_request_on_same_epoch() {
     let mut h = Harness::leader(1, VOTERS, 2, log(0, &[]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    let v = vote_answer(&out);
+    let (v, _) = h.ask_vote(2, 2, 0, 0);
     assert!(!v.vote_granted);
     assert_eq!(v.leader_id, 1);
     assert_eq!(h.core.role(), Role::Leader);
@@ -146,10 +142,9 @@ fn leader_ignore_vote_request_on_same_epoch() {
 
 #[test]
 fn candidate_ignore_vote_request_on_same_epoch() {
-    let mut h = Harness::restarted(2, -1, 1);
-    h.tick();
-    let (_, out) = h.request(2, Harness::vote_request(2, 2, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
+    let mut h = Harness::restarted_and_ticked(2, -1, 1);
+    let (vote, _) = h.ask_vote(2, 2, 0, 0);
+    assert!(!vote.vote_granted);
     assert_eq!(h.core.role(), Role::Candidate);
 }
 
@@ -319,18 +314,18 @@ fn unattached_as_observer_does_not_become_candidate() {
 fn log_comparison_edge_cases() {
     // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
     let mut h = Harness::unattached(2, log(10, &[(1, 0)]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 3, 2, 5);
+    assert!(vote.vote_granted);
     let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 1, 10));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 3, 1, 10);
+    assert!(!vote.vote_granted);
     // Equal epochs: end offset must be >=.
     let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 5));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 3, 2, 5);
+    assert!(vote.vote_granted);
     let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 2, 4));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 3, 2, 4);
+    assert!(!vote.vote_granted);
 }
 
 #[test]
@@ -372,8 +367,8 @@ fn refusing_a_stale_candidate_does_not_postpone_the_own_election() {
     let before = h.core.next_deadline().unwrap();
     // A candidate with a shorter log bumps the epoch again and again.
     for epoch in 3..6 {
-        let (_, out) = h.request(2, Harness::vote_request(2, epoch, 1, 1));
-        assert!(!vote_answer(&out).vote_granted);
+        let (vote, _) = h.ask_vote(2, epoch, 1, 1);
+        assert!(!vote.vote_granted);
         assert!(
             h.core.next_deadline().unwrap() <= before,
             "a refused vote re-armed the election timer"

@@ -102,6 +102,13 @@ impl Harness {
         Self::restarted_with(epoch, leader, voted, log(0, &[]))
     }
 
+    /// As [`Harness::restarted`], after its first tick.
+    pub(crate) fn restarted_and_ticked(epoch: Epoch, leader: NodeId, voted: NodeId) -> Self {
+        let mut h = Self::restarted(epoch, leader, voted);
+        h.tick();
+        h
+    }
+
     /// Node 1 of voters 1, 2 and 3 with `log`, restarted unattached in `epoch` (no leader, no
     /// vote) and ticked.
     pub(crate) fn unattached(epoch: Epoch, log: LogSnapshot) -> Self {
@@ -189,6 +196,20 @@ impl Harness {
             request,
         });
         (id, out)
+    }
+
+    /// `candidate` asks for this node's vote in `epoch`, its log ending at `leo` in
+    /// `last_epoch`: the answer, and the outputs.
+    pub(crate) fn ask_vote(
+        &mut self,
+        candidate: NodeId,
+        epoch: Epoch,
+        last_epoch: Epoch,
+        leo: Offset,
+    ) -> (VoteResponse, Vec<Output>) {
+        let request = Self::vote_request(candidate, epoch, last_epoch, leo);
+        let (_, out) = self.request(candidate, request);
+        (vote_answer(&out), out)
     }
 
     pub(crate) fn durable_all(&mut self) -> Vec<Output> {

@@ -2,7 +2,7 @@
 //! cover").
 
 use super::harness::*;
-use super::quorum_epoch::{elect, elect_among};
+use super::quorum_epoch::{durable_leader_of_epoch_2, elect, elect_among};
 use crate::raft::*;
 
 const VOTERS: &[NodeId] = &[1, 2, 3];
@@ -36,8 +36,7 @@ fn appended(id: u64, base_offset: Offset, last_offset: Offset) -> Vec<(u64, Appe
 
 #[test]
 fn high_watermark_unknown_until_start_of_leader_epoch() {
-    let (mut h, _) = elect_among(VOTERS, 2, log(3, &[(1, 0)]));
-    h.durable_all();
+    let mut h = durable_leader_of_epoch_2(VOTERS);
     assert_eq!(h.core.durable_end_offset(), 4);
     // Voter 2 has everything up to the epoch start offset (3) durable: not enough.
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 3, 1, 3));

@@ -399,8 +399,8 @@ fn a_node_whose_epoch_is_at_the_limit_starts_alerts_and_carries_on() {
         assert!(cannot.len() >= 2, "{cannot:?}");
         assert_eq!((h.core.epoch(), h.core.role()), (epoch, Role::Unattached));
         // It still answers: a vote in a lower epoch is fenced, not a crash.
-        let (_, out) = h.request(2, Harness::vote_request(2, 5, 1, 0));
-        assert_eq!(vote_answer(&out).error, ErrorCode::FENCED_LEADER_EPOCH);
+        let (vote, _) = h.ask_vote(2, 5, 1, 0);
+        assert_eq!(vote.error, ErrorCode::FENCED_LEADER_EPOCH);
     }
 }
 

@@ -390,10 +390,10 @@ fn a_voted_prospective_keeps_its_vote() {
     );
     assert!(persisted(&out).is_empty());
     // A real vote for another candidate of the epoch: refused; for the same one: granted again.
-    let (_, out) = h.request(3, Harness::vote_request(3, 3, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(3, 3, 0, 0);
+    assert!(!vote.vote_granted);
+    let (vote, out) = h.ask_vote(2, 3, 0, 0);
+    assert!(vote.vote_granted);
     assert!(persisted(&out).is_empty());
     // Its vote's candidate won: it follows it.
     h.request(2, Harness::begin_request(2, 3));
@@ -408,8 +408,8 @@ fn an_unattached_prospective_votes_like_an_unattached_voter() {
     let mut h = Harness::restarted(3, -1, -1);
     h.run_until(2_000);
     assert_eq!(h.core.role(), Role::Prospective);
-    let (_, out) = h.request(2, Harness::vote_request(2, 3, 0, 0));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, out) = h.ask_vote(2, 3, 0, 0);
+    assert!(vote.vote_granted);
     assert_eq!(persisted(&out)[0].voted_id, 2, "a real vote is persisted");
     assert_eq!((h.core.role(), h.core.voted_id()), (Role::Voted, Some(2)));
 }
@@ -441,8 +441,7 @@ fn a_candidate_that_lost_asks_for_pre_votes_before_raising_its_epoch_again() {
 
 #[test]
 fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
-    let mut h = Harness::restarted(4, 1, -1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(4, 1, -1);
     assert_eq!(h.core.role(), Role::Resigned);
     let out = h.run_until(2_000);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Prospective, 4));
@@ -464,8 +463,8 @@ fn a_resigned_leader_asks_for_pre_votes_and_serves_no_fetch() {
         ErrorCode::BROKER_NOT_AVAILABLE
     );
     // Never a vote in the epoch it led.
-    let (_, out) = h.request(2, Harness::vote_request(2, 4, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 4, 0, 0);
+    assert!(!vote.vote_granted);
 }
 
 #[test]
@@ -560,8 +559,7 @@ fn a_pre_vote_below_the_voters_epoch_is_fenced() {
 
 #[test]
 fn a_voted_voter_grants_pre_votes_for_the_next_epoch() {
-    let mut h = Harness::restarted(3, -1, 3);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(3, -1, 3);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
     assert_eq!(h.core.voted_id(), Some(3));
 }
@@ -668,12 +666,10 @@ fn a_follower_grants_from_the_millisecond_its_leader_is_a_fetch_timeout_old() {
 fn prospectives_candidates_and_resigned_nodes_grant_pre_votes() {
     let (mut h, _, _) = prospective_follower();
     assert!(ask(&mut h, Harness::pre_vote_request(3, 4, 3, 5)).vote_granted);
-    let mut h = Harness::restarted(3, -1, 1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(3, -1, 1);
     assert_eq!(h.core.role(), Role::Candidate);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
-    let mut h = Harness::restarted(3, 1, -1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(3, 1, -1);
     assert_eq!(h.core.role(), Role::Resigned);
     assert!(ask(&mut h, Harness::pre_vote_request(2, 4, 0, 0)).vote_granted);
 }

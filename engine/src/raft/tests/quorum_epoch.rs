@@ -29,6 +29,14 @@ pub(crate) fn elect_among(
     (h, out)
 }
 
+/// Node 1 elected by [`elect_among`] `voters` in epoch 2 over a log of epoch 1 ending at 3,
+/// everything durable on it (its LeaderChange record at 3 included).
+pub(crate) fn durable_leader_of_epoch_2(voters: &[NodeId]) -> Harness {
+    let (mut h, _) = elect_among(voters, 2, log(3, &[(1, 0)]));
+    h.durable_all();
+    h
+}
+
 fn begin_sends(out: &[Output]) -> Vec<(NodeId, Correlation)> {
     sends_of(out, |r| matches!(r, Request::BeginQuorumEpoch(_)))
 }
@@ -153,8 +161,7 @@ fn handle_end_quorum_request_with_lower_priority_to_become_leader() {
 
 #[test]
 fn end_quorum_ignored_if_already_candidate() {
-    let mut h = Harness::restarted(2, -1, 1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(2, -1, 1);
     let (_, out) = h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!(end_error(&out), ErrorCode::NONE);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 2));
@@ -180,8 +187,7 @@ fn end_quorum_starts_new_election_immediately_if_follower_unattached() {
 
 #[test]
 fn end_quorum_starts_new_election_immediately_if_received_from_voted_candidate() {
-    let mut h = Harness::restarted(2, -1, 2);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(2, -1, 2);
     h.request(2, Harness::end_request(2, 2, &[1, 3]));
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Candidate, 3));
 }
@@ -250,14 +256,13 @@ fn graceful_shutdown_single_member_quorum() {
 
 #[test]
 fn reject_votes_from_same_epoch_after_resigning_and_grant_higher() {
-    let mut h = Harness::restarted(5, 1, -1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(5, 1, -1);
     assert_eq!(h.core.role(), Role::Resigned);
-    let (_, out) = h.request(2, Harness::vote_request(2, 5, 0, 0));
-    assert!(!vote_answer(&out).vote_granted);
+    let (vote, out) = h.ask_vote(2, 5, 0, 0);
+    assert!(!vote.vote_granted);
     assert!(persisted(&out).is_empty());
-    let (_, out) = h.request(2, Harness::vote_request(2, 6, 0, 0));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 6, 0, 0);
+    assert!(vote.vote_granted);
     assert_eq!((h.core.role(), h.core.epoch()), (Role::Voted, 6));
 }
 
@@ -400,8 +405,7 @@ fn a_prospective_that_kept_its_leader_answers_only_that_leaders_end_quorum_epoch
 #[test]
 fn a_prospective_that_kept_its_vote_answers_only_its_candidates_end_quorum_epoch() {
     let prospective = || {
-        let mut h = Harness::restarted(2, -1, 3);
-        h.tick();
+        let mut h = Harness::restarted_and_ticked(2, -1, 3);
         assert_eq!(h.core.role(), Role::Voted);
         h.run_until(2_000);
         assert_eq!(h.core.role(), Role::Prospective);
@@ -447,8 +451,7 @@ fn a_leader_elected_late_checks_its_quorum_a_progress_timeout_later() {
 /// a leader that resigns then.
 #[test]
 fn a_resigned_node_asked_to_shut_down_waits_for_the_next_leader() {
-    let mut h = Harness::restarted(5, 1, -1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(5, 1, -1);
     assert_eq!(h.core.role(), Role::Resigned);
     let out = h.step(Input::Shutdown);
     assert!(!out.iter().any(|o| matches!(o, Output::ShutdownComplete)));

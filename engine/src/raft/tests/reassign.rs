@@ -500,8 +500,7 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     );
     h.tick();
     assert!(h.core.is_observer());
-    let (_, out) = h.request(5, Harness::vote_request(5, 5, 4, 1));
-    let r = vote_answer(&out);
+    let (r, out) = h.ask_vote(5, 5, 4, 1);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::NONE, true),
@@ -512,8 +511,8 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
     let mut h = Harness::new(config(4, VOTERS), Some(state), targeted());
     h.tick();
     assert_eq!(h.core.role(), Role::Voted);
-    let (_, out) = h.request(3, Harness::vote_request(3, 5, 4, 1));
-    assert!(!vote_answer(&out).vote_granted, "one vote per epoch");
+    let (vote, _) = h.ask_vote(3, 5, 4, 1);
+    assert!(!vote.vote_granted, "one vote per epoch");
     // It knows no leader: it looks for one.
     let out = h.run_until(h.now + 5_000);
     assert!(!find_sends(&out).is_empty(), "{out:?}");
@@ -524,8 +523,7 @@ fn a_node_of_the_target_votes_before_its_log_adds_it_and_keeps_its_vote() {
         targeted(),
     );
     h.tick();
-    let (_, out) = h.request(2, Harness::vote_request(2, 5, 4, 1));
-    let r = vote_answer(&out);
+    let (r, _) = h.ask_vote(2, 5, 4, 1);
     assert_eq!(
         (r.error, h.core.epoch()),
         (ErrorCode::INCONSISTENT_VOTER_SET, 4)
@@ -544,16 +542,14 @@ fn a_voter_votes_for_a_candidate_its_uncommitted_record_removed() {
     assert_eq!(h.core.voters(), &[1, 2]);
     h.durable_all();
     // Candidate 3, in a later epoch, with a longer log than this one.
-    let (_, out) = h.request(3, Harness::vote_request(3, 6, 5, 10));
-    let r = vote_answer(&out);
+    let (r, out) = h.ask_vote(3, 6, 5, 10);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::NONE, true),
         "{out:?}"
     );
     // Node 7 is named by no set, committed or not: still refused.
-    let (_, out) = h.request(7, Harness::vote_request(7, 7, 5, 10));
-    let r = vote_answer(&out);
+    let (r, _) = h.ask_vote(7, 7, 5, 10);
     assert_eq!(
         (r.error, r.vote_granted),
         (ErrorCode::INCONSISTENT_VOTER_SET, false)
@@ -992,15 +988,14 @@ fn an_observer_that_lost_its_leader_never_votes_again_in_that_epoch() {
         "the file keeps the epoch's leader"
     );
     // Candidate 3 in the same epoch, named by the target as node 2 is: no vote.
-    let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
-    let r = vote_answer(&out);
+    let (r, out) = h.ask_vote(3, 4, 4, 10);
     assert!(!r.vote_granted, "{out:?}");
     assert!(!has_fatal(&out) && persisted(&out).is_empty(), "{out:?}");
     // Nor after a restart from what the file holds.
     let mut h = Harness::new(config(2, VOTERS), Some(state), log(1, &[(4, 0)]));
     h.tick();
-    let (_, out) = h.request(3, Harness::vote_request(3, 4, 4, 10));
-    assert!(!vote_answer(&out).vote_granted, "{out:?}");
+    let (vote, out) = h.ask_vote(3, 4, 4, 10);
+    assert!(!vote.vote_granted, "{out:?}");
 }
 
 /// Caught: `role_deadline.is_none() && voters > 1` turned into `||` in

@@ -2,7 +2,7 @@
 //! again at its leader's start (docs/protocol.md, "Retention and the log start").
 
 use super::harness::*;
-use super::quorum_epoch::elect_among;
+use super::quorum_epoch::{durable_leader_of_epoch_2, elect_among};
 use super::reassign::voter_batch;
 use crate::raft::*;
 
@@ -80,8 +80,7 @@ fn a_fetch_the_log_no_longer_holds_the_start_of_is_out_of_range_with_the_log_sta
 
 #[test]
 fn a_log_that_starts_at_zero_answers_an_empty_fetcher_as_before() {
-    let (mut h, _) = elect_among(VOTERS, 2, log(3, &[(1, 0)]));
-    h.durable_all();
+    let mut h = durable_leader_of_epoch_2(VOTERS);
     let served = fetch_answer(&mut h, Harness::fetch_request(2, 2, 0, 0, 0));
     assert!(served.is_none(), "{served:?}");
 }
@@ -165,14 +164,12 @@ fn a_reset_log_votes_for_a_candidate_whose_log_reaches_its_start() {
     let (mut h, c) = Harness::follower(1, VOTERS, 3, 2, log(10, &[(1, 0)]));
     h.respond(2, c, behind_log_start(2, 3, 100, 2));
     assert!(!h.core.voter_set_known());
-    let (_, out) = h.request(3, Harness::vote_request(3, 4, 2, 50));
-    let refused = vote_answer(&out);
+    let (refused, _) = h.ask_vote(3, 4, 2, 50);
     assert_eq!(
         (refused.error, refused.vote_granted),
         (ErrorCode::NONE, false)
     );
-    let (_, out) = h.request(2, Harness::vote_request(2, 5, 2, 100));
-    let granted = vote_answer(&out);
+    let (granted, _) = h.ask_vote(2, 5, 2, 100);
     assert_eq!(
         (granted.error, granted.vote_granted),
         (ErrorCode::NONE, true)
@@ -220,14 +217,13 @@ fn a_reset_log_stands_for_nothing_until_it_fetches_its_voter_record() {
         Response::FetchQuorumRecords(Harness::fetch_response(3, 4, vec![record], 101)),
     );
     assert!(h.core.voter_set_known());
-    let (_, out) = h.request(2, Harness::vote_request(2, 5, 2, 101));
-    assert!(vote_answer(&out).vote_granted);
+    let (vote, _) = h.ask_vote(2, 5, 2, 101);
+    assert!(vote.vote_granted);
 }
 
 #[test]
 fn retention_stops_at_the_high_watermark_and_at_the_newest_committed_voter_record() {
-    let (mut h, _) = elect_among(VOTERS, 2, log(3, &[(1, 0)]));
-    h.durable_all();
+    let mut h = durable_leader_of_epoch_2(VOTERS);
     // Nothing committed yet: nothing may go.
     assert_eq!(h.core.retention_limit(), 0);
     let (_, out) = h.request(2, Harness::fetch_request(2, 2, 4, 2, 4));
