@@ -125,8 +125,7 @@ fn only_the_leader_serves_others_answer_at_once_with_the_leader_they_know() {
 #[test]
 fn a_resigned_leader_points_nowhere() {
     // Restarted as leader of epoch 4: Resigned, its stored leader id is itself.
-    let mut h = Harness::restarted(4, 1, -1);
-    h.tick();
+    let mut h = Harness::restarted_and_ticked(4, 1, -1);
     assert_eq!(h.core.role(), Role::Resigned);
     let r = only(&fetch(&mut h, 1, at(0)), 1);
     assert_eq!(r.error, ErrorCode::NOT_LEADER_OR_FOLLOWER);
@@ -365,13 +364,19 @@ fn a_long_poll_ends_at_the_capped_wait_with_what_there_is() {
     assert!(done(&h.run_until(2_000)).is_empty(), "answered once");
 }
 
-#[test]
-fn an_expired_poll_below_the_high_watermark_gets_the_data() {
+/// A lone leader with 1..3 and 3..5 committed, and consumer fetch 2 at 1 parked for up to
+/// 100 ms: what is committed is less than its min bytes (ten batches' worth).
+fn parked_poll_below_the_high_watermark() -> Harness {
     let mut h = lone_leader(2);
     let size = only(&fetch(&mut h, 1, at(1)), 1).batches[0].bytes.len();
-    // 1..3 and 3..5 are committed but less than min bytes: parked, then served at expiry.
     let out = fetch(&mut h, 2, polling(1, 10 * size, 100));
     assert!(done(&out).is_empty());
+    h
+}
+
+#[test]
+fn an_expired_poll_below_the_high_watermark_gets_the_data() {
+    let mut h = parked_poll_below_the_high_watermark();
     let r = only(&h.run_until(100), 2);
     assert_eq!(spans(&r.batches), vec![(1, 3), (3, 5)]);
 }
@@ -381,10 +386,7 @@ fn an_expired_poll_below_the_high_watermark_gets_the_data() {
 /// nothing below the start is read or served (docs/protocol.md, "Retention and the log start").
 #[test]
 fn an_expired_poll_that_retention_passed_is_out_of_range() {
-    let mut h = lone_leader(2);
-    let size = only(&fetch(&mut h, 1, at(1)), 1).batches[0].bytes.len();
-    let out = fetch(&mut h, 2, polling(1, 10 * size, 100));
-    assert!(done(&out).is_empty());
+    let mut h = parked_poll_below_the_high_watermark();
     h.step(Input::LogStartMoved { start: 3 });
     let out = h.run_until(100);
     assert!(reads(&out).is_empty(), "no read below the log start");
