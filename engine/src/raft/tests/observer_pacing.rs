@@ -52,6 +52,20 @@ fn paced_after_a_whole_answer() -> Harness {
     h
 }
 
+/// [`paced_after_a_whole_answer`], appends `ids` committed within its interval, then the
+/// observer's fetch at 2: the harness, when the interval started, and that fetch.
+fn fetch_after_commits_within_the_interval(
+    ids: std::ops::Range<u64>,
+) -> (Harness, TimeMs, (RequestId, Vec<Output>)) {
+    let mut h = paced_after_a_whole_answer();
+    let start = h.now;
+    for id in ids {
+        commit_one(&mut h, id);
+    }
+    let fetched = fetch(&mut h, OBSERVER, 2);
+    (h, start, fetched)
+}
+
 /// Appends one committed record (a lone leader commits on its own durability).
 fn commit_one(h: &mut Harness, id: u64) -> Vec<Output> {
     let mut out = h.append(id, 1, Acks::Quorum);
@@ -91,12 +105,7 @@ fn a_caught_up_observer_gets_records_at_most_once_per_interval() {
 /// of the interval carries everything appended meanwhile.
 #[test]
 fn one_answer_carries_what_the_interval_appended() {
-    let mut h = paced_after_a_whole_answer();
-    let start = h.now;
-    for id in 2..5 {
-        commit_one(&mut h, id);
-    }
-    let (second, out) = fetch(&mut h, OBSERVER, 2);
+    let (mut h, start, (second, out)) = fetch_after_commits_within_the_interval(2..5);
     assert_eq!(
         answered(&out, second),
         None,
@@ -268,12 +277,7 @@ fn a_paced_observer_under_steady_appends_is_reported_caught_up() {
 /// 64007096 with `--bootstrap-observers --delete-state --refresh-fetches --retention`).
 #[test]
 fn a_held_fetch_that_retention_passed_is_told_the_log_start() {
-    let mut h = paced_after_a_whole_answer();
-    let start = h.now;
-    for id in 2..6 {
-        commit_one(&mut h, id);
-    }
-    let (held, out) = fetch(&mut h, OBSERVER, 2);
+    let (mut h, start, (held, out)) = fetch_after_commits_within_the_interval(2..6);
     assert_eq!(answered(&out, held), None, "held");
     h.step(Input::LogStartMoved { start: 4 });
     assert_eq!(h.core.log_start_offset(), 4);
