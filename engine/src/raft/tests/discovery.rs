@@ -256,10 +256,16 @@ pub(super) fn advertising_config(id: NodeId) -> RaftConfig {
     c
 }
 
-#[test]
-fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
+/// Node 1 with [`advertising_config`], a fresh disk and an empty log, after its first tick.
+fn advertising_node_1() -> Harness {
     let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
     h.tick();
+    h
+}
+
+#[test]
+fn leader_handles_find_quorum_with_endpoints_and_boot_timestamps() {
+    let mut h = advertising_node_1();
     // A voter restarted on another port with a newer boot timestamp: probed there, then
     // adopted and the driver told.
     let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
@@ -391,8 +397,7 @@ fn a_vote_granted_in_an_older_epoch_or_unknown_leader_epoch_counts_for_nothing()
 /// Node 1 (advertising) with voter 2's advertisement of 127.0.0.1:7777 (boot 500) under
 /// probe: the harness and the probe's correlation.
 fn probing_2() -> (Harness, Correlation) {
-    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
-    h.tick();
+    let mut h = advertising_node_1();
     let (_, out) = h.request(2, Harness::find_quorum_request(2, 500, 7777));
     let probe = probes(&out);
     assert_eq!(probe.len(), 1, "{out:?}");
@@ -450,8 +455,7 @@ fn a_probe_confirms_only_the_voters_own_entry_at_the_probed_address_in_a_good_an
 /// names, is never probed.
 #[test]
 fn only_another_voters_advertisement_is_probed() {
-    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
-    h.tick();
+    let mut h = advertising_node_1();
     let (_, out) = h.request(2, Harness::find_quorum_request(1, 500, 7777));
     assert!(probes(&out).is_empty(), "own id: {out:?}");
     let (_, out) = h.request(9, Harness::find_quorum_request(9, 500, 7779));
@@ -465,8 +469,7 @@ fn only_another_voters_advertisement_is_probed() {
 /// endpoint in its voter list only: its answers carry no TargetVoters of its own.
 #[test]
 fn a_voter_lists_its_endpoint_among_the_voters_only() {
-    let mut h = Harness::new(advertising_config(1), None, log(0, &[]));
-    h.tick();
+    let mut h = advertising_node_1();
     let (_, out) = h.request(2, Harness::find_quorum_request(2, 0, 9092));
     let Response::FindQuorum(r) = &responses(&out)[0].1 else {
         panic!("{out:?}");
