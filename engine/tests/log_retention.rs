@@ -38,6 +38,17 @@ fn segmented_log(dir: &std::path::Path) -> (Log, Vec<bytes::Bytes>) {
     (log, written)
 }
 
+/// [`segmented_log`] closed, as a node that died left it: its segment bases and its batches.
+fn closed_segmented_log(dir: &std::path::Path) -> (Vec<i64>, Vec<bytes::Bytes>) {
+    let (log, written) = segmented_log(dir);
+    (log.segment_bases(), written)
+}
+
+/// The file of the segment at `base` in `dir`.
+fn segment_path(dir: &std::path::Path, base: i64) -> std::path::PathBuf {
+    dir.join(engine::log::segment_file_name(base))
+}
+
 fn segment_files(dir: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -106,11 +117,9 @@ fn the_active_segment_and_undurable_data_never_go() {
 #[test]
 fn a_crash_between_deletions_opens_at_the_next_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let (log, written) = segmented_log(dir.path());
-    let bases = log.segment_bases();
-    drop(log);
+    let (bases, written) = closed_segmented_log(dir.path());
     // As if the node died after deleting the first file of three: the rest is contiguous.
-    std::fs::remove_file(dir.path().join(engine::log::segment_file_name(bases[0]))).unwrap();
+    std::fs::remove_file(segment_path(dir.path(), bases[0])).unwrap();
     let log = open(dir.path());
     assert_eq!(log.start_offset(), bases[1]);
     assert_eq!(log.end_offset(), 600);
@@ -232,9 +241,7 @@ fn a_recycled_segment_is_written_over_and_its_old_batches_are_never_read_as_the_
 
     // Old batches right after the new ones (as when the new data ends on a block boundary):
     // whole, valid, at offsets below the segment's base.
-    let active = dir.path().join(engine::log::segment_file_name(
-        *log.segment_bases().last().unwrap(),
-    ));
+    let active = segment_path(dir.path(), *log.segment_bases().last().unwrap());
     let data_end: usize = read_all(&log)
         .iter()
         .filter(|b| header(b).0 >= *log.segment_bases().last().unwrap())
@@ -277,7 +284,7 @@ fn a_recycled_spare_is_preallocated_only_when_segments_are() {
         let mut log = Log::open(dir.path(), config).unwrap();
         append_batches(&mut log, 60, 1, 10, 100);
         let bases = log.segment_bases();
-        let first = dir.path().join(engine::log::segment_file_name(bases[0]));
+        let first = segment_path(dir.path(), bases[0]);
         let sealed = std::fs::metadata(&first).unwrap().len();
         assert!(sealed < SEGMENT_BYTES, "sealed segment of {sealed} bytes");
         log.delete_segments_before(bases[2]).unwrap();
@@ -377,11 +384,9 @@ fn a_reset_below_the_log_end_drops_everything_and_leaves_no_spare() {
 #[test]
 fn every_crash_point_of_a_reset_opens_as_a_valid_log() {
     let dir = tempfile::tempdir().unwrap();
-    let (log, _) = segmented_log(dir.path());
-    let bases = log.segment_bases();
-    drop(log);
+    let (bases, _) = closed_segmented_log(dir.path());
     for base in &bases {
-        std::fs::remove_file(dir.path().join(engine::log::segment_file_name(*base))).unwrap();
+        std::fs::remove_file(segment_path(dir.path(), *base)).unwrap();
         if base == bases.last().unwrap() {
             break;
         }
@@ -410,7 +415,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     let bases = log.segment_bases();
     let sealed: Vec<u64> = bases[..bases.len() - 1]
         .iter()
-        .map(|&b| std::fs::metadata(dir.path().join(engine::log::segment_file_name(b))).unwrap())
+        .map(|&b| std::fs::metadata(segment_path(dir.path(), b)).unwrap())
         .map(|m| m.len())
         .collect();
     // Keep every sealed segment but the oldest, plus a full active segment: the oldest goes
@@ -448,7 +453,7 @@ fn at_its_retention_size_the_log_rolls_into_its_oldest_segments_file() {
     assert_nothing_recycled(&mut log, now_policy, now, held);
     assert_eq!(log.segment_bases(), bases);
 
-    let oldest = inode(&dir.path().join(engine::log::segment_file_name(bases[0])));
+    let oldest = inode(&segment_path(dir.path(), bases[0]));
     let before = log.segment_counts();
     assert_eq!(
         log.recycle_oldest_as_spare(now_policy, now, end).unwrap(),
@@ -518,7 +523,7 @@ fn a_roll_over_the_retention_size_recycles_the_oldest_and_deletes_the_rest() {
     let (mut log, _) = segmented_log(dir.path());
     let bases = log.segment_bases();
     assert!(bases.len() >= 4, "{bases:?}");
-    let oldest = inode(&dir.path().join(engine::log::segment_file_name(bases[0])));
+    let oldest = inode(&segment_path(dir.path(), bases[0]));
     let before = log.segment_counts();
     // Everything sealed may go: all but the active segment.
     let everything = RetentionPolicy {
