@@ -683,6 +683,11 @@ fn refusal(result: Result<impl std::fmt::Debug, RecordError>) -> &'static str {
     }
 }
 
+/// Why decoding `value` as a QuorumReassignment is refused.
+fn reassignment_refusal(value: &[u8]) -> &'static str {
+    refusal(QuorumReassignment::decode(value))
+}
+
 fn reassignment(force: bool) -> QuorumReassignment {
     QuorumReassignment {
         cluster_id: "c".into(),
@@ -723,10 +728,7 @@ fn an_explicit_force_false_decodes() {
     value[last] = 0;
     assert_eq!(QuorumReassignment::decode(&value), Ok(reassignment(false)));
     value[last] = 2;
-    assert_eq!(
-        refusal(QuorumReassignment::decode(&value)),
-        "Force is not a bool"
-    );
+    assert_eq!(reassignment_refusal(&value), "Force is not a bool");
 }
 
 /// Caught: `finish` made to accept anything: a byte after the message is refused.
@@ -734,10 +736,7 @@ fn an_explicit_force_false_decodes() {
 fn a_byte_after_a_control_message_is_refused() {
     let mut value = reassignment(false).encode();
     value.extend_from_slice(&[0]);
-    assert_eq!(
-        refusal(QuorumReassignment::decode(&value)),
-        "bytes after the message"
-    );
+    assert_eq!(reassignment_refusal(&value), "bytes after the message");
 }
 
 /// Caught: `(len - position) / min` turned into `+` or `*` in the voter-count bounds of
@@ -750,7 +749,7 @@ fn a_voter_count_the_value_cannot_hold_is_refused_as_such() {
     assert_eq!(value[2], 3, "two voters");
     value[2] = 4;
     assert_eq!(
-        refusal(QuorumReassignment::decode(&value)),
+        reassignment_refusal(&value),
         "voter count exceeds the value"
     );
     // LeaderChange v0: Version (2 bytes), LeaderId (4), then Voters' compact length.
