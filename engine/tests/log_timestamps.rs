@@ -127,6 +127,17 @@ fn at(log: &Log, target: TimestampTarget, end: i64) -> Option<(i64, i64)> {
         .map(|f| (f.offset, f.timestamp))
 }
 
+/// One lookup and what it must find: the target, the committed end it looks below, the
+/// (offset, timestamp) found as [`at`] gives it, and why that is the answer.
+type Lookup<'a> = (TimestampTarget, i64, Option<(i64, i64)>, &'a str);
+
+/// Runs every lookup of the table on `log`.
+fn assert_lookups(log: &Log, lookups: &[Lookup]) {
+    for &(target, end, want, why) in lookups {
+        assert_eq!(at(log, target, end), want, "{target:?} below {end}: {why}");
+    }
+}
+
 #[test]
 fn lookups_find_the_first_record_at_or_after_the_target_below_the_end() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,39 +156,24 @@ fn lookups_find_the_first_record_at_or_after_the_target_below_the_end() {
     );
     let end = log.end_offset();
     assert_eq!(end, 8);
-    assert_eq!(
-        at(&log, AtOrAfter(0), end),
-        Some((0, 100)),
-        "before the first"
+    assert_lookups(
+        &log,
+        &[
+            (AtOrAfter(0), end, Some((0, 100)), "before the first"),
+            (AtOrAfter(100), end, Some((0, 100)), "exactly the first"),
+            (AtOrAfter(105), end, Some((1, 110)), "inside a batch"),
+            (AtOrAfter(150), end, Some((3, 200)), "between batches"),
+            (AtOrAfter(215), end, Some((4, 230)), "not the next in time"),
+            (AtOrAfter(240), end, Some((6, 300)), ""),
+            (AtOrAfter(301), end, None, "past the last record"),
+            (Max, end, Some((6, 300)), ""),
+            // A committed end below the log end: nothing at or above it counts.
+            (AtOrAfter(240), 6, None, "300 is not committed"),
+            (Max, 6, Some((4, 230)), ""),
+            (Max, 3, Some((2, 120)), ""),
+            (AtOrAfter(0), 0, None, "nothing committed"),
+        ],
     );
-    assert_eq!(
-        at(&log, AtOrAfter(100), end),
-        Some((0, 100)),
-        "exactly the first"
-    );
-    assert_eq!(
-        at(&log, AtOrAfter(105), end),
-        Some((1, 110)),
-        "inside a batch"
-    );
-    assert_eq!(
-        at(&log, AtOrAfter(150), end),
-        Some((3, 200)),
-        "between batches"
-    );
-    assert_eq!(
-        at(&log, AtOrAfter(215), end),
-        Some((4, 230)),
-        "not the next in time"
-    );
-    assert_eq!(at(&log, AtOrAfter(240), end), Some((6, 300)));
-    assert_eq!(at(&log, AtOrAfter(301), end), None, "past the last record");
-    assert_eq!(at(&log, Max, end), Some((6, 300)));
-    // A committed end below the log end: nothing at or above it counts.
-    assert_eq!(at(&log, AtOrAfter(240), 6), None, "300 is not committed");
-    assert_eq!(at(&log, Max, 6), Some((4, 230)));
-    assert_eq!(at(&log, Max, 3), Some((2, 120)));
-    assert_eq!(at(&log, AtOrAfter(0), 0), None, "nothing committed");
     let found = log.lookup_timestamp(AtOrAfter(105), end).unwrap().unwrap();
     assert_eq!(found.leader_epoch, 1, "the epoch of the record's batch");
 }
@@ -198,15 +194,16 @@ fn timestamps_going_back_in_time_are_found_in_offset_order() {
         ],
     );
     let end = log.end_offset();
-    assert_eq!(at(&log, AtOrAfter(450), end), Some((0, 500)));
-    assert_eq!(at(&log, AtOrAfter(501), end), Some((4, 700)));
-    assert_eq!(at(&log, AtOrAfter(850), end), Some((5, 900)));
-    assert_eq!(
-        at(&log, AtOrAfter(200), end),
-        Some((0, 500)),
-        "first in offsets"
+    assert_lookups(
+        &log,
+        &[
+            (AtOrAfter(450), end, Some((0, 500)), ""),
+            (AtOrAfter(501), end, Some((4, 700)), ""),
+            (AtOrAfter(850), end, Some((5, 900)), ""),
+            (AtOrAfter(200), end, Some((0, 500)), "first in offsets"),
+            (Max, end, Some((5, 900)), ""),
+        ],
     );
-    assert_eq!(at(&log, Max, end), Some((5, 900)));
     // Two records share the largest timestamp: the first.
     append(&mut log, 2, &[(&[900, 900], Kind::Plain)]);
     assert_eq!(at(&log, Max, log.end_offset()), Some((5, 900)));
@@ -231,17 +228,18 @@ fn compressed_and_log_append_time_batches_are_searched_record_by_record() {
     // LogAppendTime: the records' own times (1, 2) do not count, the batch's 4500 does.
     append(&mut log, 1, &[(&[1, 2], Kind::AppendTime(4500))]);
     let end = log.end_offset();
-    assert_eq!(at(&log, AtOrAfter(1001), end), Some((1, 1007)), "gzip");
-    assert_eq!(at(&log, AtOrAfter(2005), end), Some((4, 2007)), "snappy");
-    assert_eq!(at(&log, AtOrAfter(3004), end), Some((7, 3007)), "lz4");
-    assert_eq!(at(&log, AtOrAfter(4002), end), Some((10, 4007)), "zstd");
-    assert_eq!(
-        at(&log, AtOrAfter(4008), end),
-        Some((12, 4500)),
-        "append time"
+    assert_lookups(
+        &log,
+        &[
+            (AtOrAfter(1001), end, Some((1, 1007)), "gzip"),
+            (AtOrAfter(2005), end, Some((4, 2007)), "snappy"),
+            (AtOrAfter(3004), end, Some((7, 3007)), "lz4"),
+            (AtOrAfter(4002), end, Some((10, 4007)), "zstd"),
+            (AtOrAfter(4008), end, Some((12, 4500)), "append time"),
+            (Max, end, Some((12, 4500)), ""),
+            (Max, 12, Some((10, 4007)), ""),
+        ],
     );
-    assert_eq!(at(&log, Max, end), Some((12, 4500)));
-    assert_eq!(at(&log, Max, 12), Some((10, 4007)));
 }
 
 /// A batch whose header's MaxTimestamp overstates its records (stored as the producer sent it):
@@ -258,9 +256,19 @@ fn an_overstated_max_timestamp_sends_the_search_on_to_the_next_batch() {
     log.append(&[liar.freeze()]).unwrap();
     append(&mut log, 1, &[(&[50, 60], Kind::Plain)]);
     let end = log.end_offset();
-    assert_eq!(at(&log, AtOrAfter(40), end), Some((2, 50)));
-    assert_eq!(at(&log, AtOrAfter(15), end), Some((1, 20)));
-    assert_eq!(at(&log, AtOrAfter(61), end), None);
+    assert_lookups(
+        &log,
+        &[
+            (
+                AtOrAfter(40),
+                end,
+                Some((2, 50)),
+                "past the overstated batch",
+            ),
+            (AtOrAfter(15), end, Some((1, 20)), ""),
+            (AtOrAfter(61), end, None, ""),
+        ],
+    );
 }
 
 #[test]
