@@ -212,9 +212,7 @@ fn retry_election() {
     // Lost: backoff (<= jitter max) starts at once, not after the election timeout.
     assert!(h.core.next_deadline().unwrap() <= 1_000);
     let out = h.run_until(1_000);
-    assert_eq!(h.core.epoch(), 3);
-    assert_eq!(persisted(&out)[0].voted_id, 1);
-    assert_eq!(sends(&out).len(), 2);
+    assert_own_candidacy(&h, &out, 3);
 }
 
 #[test]
@@ -312,20 +310,23 @@ fn unattached_as_observer_does_not_become_candidate() {
 
 #[test]
 fn log_comparison_edge_cases() {
-    // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
-    let mut h = Harness::unattached(2, log(10, &[(1, 0)]));
-    let (vote, _) = h.ask_vote(2, 3, 2, 5);
-    assert!(vote.vote_granted);
-    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (vote, _) = h.ask_vote(2, 3, 1, 10);
-    assert!(!vote.vote_granted);
-    // Equal epochs: end offset must be >=.
-    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (vote, _) = h.ask_vote(2, 3, 2, 5);
-    assert!(vote.vote_granted);
-    let mut h = Harness::unattached(2, log(5, &[(2, 0)]));
-    let (vote, _) = h.ask_vote(2, 3, 2, 4);
-    assert!(!vote.vote_granted);
+    // (the voter's log, the candidate's last epoch and log end, granted)
+    let cases = [
+        // Higher last epoch with a shorter log wins over a lower epoch with a longer log.
+        (log(10, &[(1, 0)]), (2, 5), true),
+        (log(5, &[(2, 0)]), (1, 10), false),
+        // Equal epochs: end offset must be >=.
+        (log(5, &[(2, 0)]), (2, 5), true),
+        (log(5, &[(2, 0)]), (2, 4), false),
+    ];
+    for (voter_log, (last_epoch, leo), granted) in cases {
+        let mut h = Harness::unattached(2, voter_log);
+        let (vote, _) = h.ask_vote(2, 3, last_epoch, leo);
+        assert_eq!(
+            vote.vote_granted, granted,
+            "last epoch {last_epoch}, end {leo}"
+        );
+    }
 }
 
 #[test]

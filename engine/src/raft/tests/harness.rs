@@ -594,6 +594,15 @@ pub(crate) fn vote_of(r: &Response) -> &VoteResponse {
     }
 }
 
+/// Node 1 campaigns in `out`: it is in `epoch`, its vote for itself persisted, and it asks the
+/// two other voters.
+#[track_caller]
+pub(crate) fn assert_own_candidacy(h: &Harness, out: &[Output], epoch: Epoch) {
+    assert_eq!(h.core.epoch(), epoch);
+    assert_eq!(persisted(out)[0].voted_id, 1);
+    assert_eq!(sends(out).len(), 2);
+}
+
 /// The first answer in `out`, a Vote answer.
 pub(crate) fn vote_answer(out: &[Output]) -> VoteResponse {
     vote_of(&responses(out)[0].1).clone()

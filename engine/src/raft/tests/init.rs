@@ -46,9 +46,7 @@ fn initialize_as_leader_from_state_store() {
     // Never leader again in epoch 5: after the election timeout it campaigns in epoch 6.
     let out = h.run_until(2_001);
     assert_eq!(h.core.role(), Role::Candidate);
-    assert_eq!(h.core.epoch(), 6);
-    assert_eq!(persisted(&out)[0].voted_id, 1);
-    assert_eq!(sends(&out).len(), 2);
+    assert_own_candidacy(&h, &out, 6);
 }
 
 #[test]
