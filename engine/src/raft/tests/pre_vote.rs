@@ -50,6 +50,17 @@ fn prospective_follower() -> (
     (h, asked, out)
 }
 
+/// Node 1 of five voters following node 2 in epoch 3, its fetch timeout run out: prospective.
+/// Returns the pre-votes it sent, one to each other voter.
+fn prospective_among_five() -> (Harness, Vec<(NodeId, Correlation, VoteRequest)>) {
+    const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
+    let (mut h, _) = Harness::follower(1, FIVE, 3, 2, log(0, &[]));
+    let out = h.run_until(2_000);
+    let asked = pre_votes(&out);
+    assert_eq!(asked.len(), 4);
+    (h, asked)
+}
+
 /// A voter answering pre-votes: its view before and after must be the same.
 fn view(h: &Harness) -> (Role, Epoch, Option<NodeId>, Option<NodeId>, ElectionState) {
     (
@@ -160,11 +171,7 @@ fn rejected_by_a_majority_it_backs_off_and_asks_again_in_the_same_epoch() {
 /// after it are the next round's, to every other voter.
 #[test]
 fn a_lost_round_sends_no_pending_retry_while_it_backs_off() {
-    const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
-    let (mut h, _) = Harness::follower(1, FIVE, 3, 2, log(0, &[]));
-    let out = h.run_until(2_000);
-    let asked = pre_votes(&out);
-    assert_eq!(asked.len(), 4);
+    let (mut h, asked) = prospective_among_five();
     let busy = Harness::vote_response(ErrorCode::BROKER_NOT_AVAILABLE, 2, 3, false);
     h.respond(2, asked[0].1, busy);
     for (to, correlation, _) in &asked[1..] {
@@ -197,11 +204,7 @@ fn a_retriable_error_is_asked_again_after_the_retry_backoff() {
 
 #[test]
 fn with_five_voters_two_refusals_leave_the_round_open() {
-    const FIVE: &[NodeId] = &[1, 2, 3, 4, 5];
-    let (mut h, _) = Harness::follower(1, FIVE, 3, 2, log(0, &[]));
-    let out = h.run_until(2_000);
-    let asked = pre_votes(&out);
-    assert_eq!(asked.len(), 4);
+    let (mut h, asked) = prospective_among_five();
     h.respond(2, asked[0].1, refused(2, 3));
     h.respond(3, asked[1].1, refused(2, 3));
     assert_eq!(h.core.role(), Role::Prospective);
