@@ -70,6 +70,19 @@ enum Op {
     },
 }
 
+impl Op {
+    /// The `cancelled` flag of an op that is cancelled by removing it from the ring (a timer, an
+    /// eventfd watch, a handshake timer); None for the socket ops, which end with their socket.
+    fn cancelled_mut(&mut self) -> Option<&mut bool> {
+        match self {
+            Op::Timer { cancelled, .. }
+            | Op::EventFdPoll { cancelled, .. }
+            | Op::TlsHandshakeTimer { cancelled, .. } => Some(cancelled),
+            Op::Accept { .. } | Op::Connect { .. } | Op::Recv { .. } | Op::Send { .. } => None,
+        }
+    }
+}
+
 /// The part of an [`Op`] a completion handler needs, copied out so the handler can borrow the
 /// loop mutably.
 #[derive(Clone, Copy)]

@@ -142,6 +142,26 @@ impl EventLoop {
         }
     }
 
+    /// Cancels the op `key` if it is still pending and `is_kind` accepts it (an id cancels only
+    /// an op of its own kind): marks it cancelled, so its completion is not reported, and pushes
+    /// `removal` to take it out of the ring. False when there was nothing to cancel.
+    pub(super) fn cancel_pending(
+        &mut self,
+        key: u64,
+        is_kind: fn(&Op) -> bool,
+        removal: squeue::Entry,
+    ) -> Result<bool, TransportError> {
+        let pending = self.ops.get_mut(key).filter(|op| is_kind(op));
+        match pending.and_then(Op::cancelled_mut) {
+            Some(cancelled) if !*cancelled => {
+                *cancelled = true;
+                self.push(removal.user_data(IGNORED))?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     pub(super) fn push(&mut self, entry: squeue::Entry) -> Result<(), TransportError> {
         self.make_room(1)?;
         // SAFETY: every pointer in the entry (timespecs, addresses, msghdrs, iovecs, recv
@@ -195,11 +215,8 @@ impl EventLoop {
             self.begin_close(key, Report::Closed(CloseReason::Local))?;
         }
         for key in self.ops.keys() {
-            match self.ops.get_mut(key) {
-                Some(Op::Timer { cancelled, .. })
-                | Some(Op::EventFdPoll { cancelled, .. })
-                | Some(Op::TlsHandshakeTimer { cancelled, .. }) => *cancelled = true,
-                _ => {}
+            if let Some(cancelled) = self.ops.get_mut(key).and_then(Op::cancelled_mut) {
+                *cancelled = true;
             }
         }
         self.push(

@@ -9,7 +9,7 @@ use io_uring::types::{Fd, Timespec};
 use tracing::warn;
 
 use super::ring::timespec;
-use super::{EventLoop, Op, IGNORED};
+use super::{EventLoop, Op};
 use crate::transport::error::{Errno, TransportError};
 use crate::transport::{Event, TimerId, WatchId};
 
@@ -32,14 +32,8 @@ impl EventLoop {
 
     /// True if the timer was pending; it will not be reported after this.
     pub fn cancel_timer(&mut self, id: TimerId) -> Result<bool, TransportError> {
-        match self.ops.get_mut(id.0) {
-            Some(Op::Timer { cancelled, .. }) if !*cancelled => {
-                *cancelled = true;
-                self.push(opcode::TimeoutRemove::new(id.0).build().user_data(IGNORED))?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        let removal = opcode::TimeoutRemove::new(id.0).build();
+        self.cancel_pending(id.0, |op| matches!(op, Op::Timer { .. }), removal)
     }
 
     pub(super) fn on_timer(&mut self, op: u64, res: i32) {
@@ -86,14 +80,8 @@ impl EventLoop {
     }
 
     pub fn unwatch(&mut self, id: WatchId) -> Result<bool, TransportError> {
-        match self.ops.get_mut(id.0) {
-            Some(Op::EventFdPoll { cancelled, .. }) if !*cancelled => {
-                *cancelled = true;
-                self.push(opcode::PollRemove::new(id.0).build().user_data(IGNORED))?;
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        let removal = opcode::PollRemove::new(id.0).build();
+        self.cancel_pending(id.0, |op| matches!(op, Op::EventFdPoll { .. }), removal)
     }
 
     fn arm_eventfd(&mut self, op: u64, fd: RawFd) -> Result<(), TransportError> {

@@ -19,7 +19,7 @@ use tracing::debug;
 use super::connections::Report;
 use super::ring::timespec;
 use super::send_state::SendState;
-use super::{EventLoop, Op, IGNORED, IOV_MAX};
+use super::{EventLoop, Op, IOV_MAX};
 use crate::transport::error::{CloseReason, TransportError};
 use crate::transport::socket;
 use crate::transport::tls::{TlsPeerInfo, TlsSession};
@@ -113,13 +113,9 @@ impl EventLoop {
     }
 
     pub(super) fn cancel_tls_handshake_timer(&mut self, op: u64) -> Result<(), TransportError> {
-        match self.ops.get_mut(op) {
-            Some(Op::TlsHandshakeTimer { cancelled, .. }) if !*cancelled => {
-                *cancelled = true;
-                self.push(opcode::TimeoutRemove::new(op).build().user_data(IGNORED))
-            }
-            _ => Ok(()),
-        }
+        let removal = opcode::TimeoutRemove::new(op).build();
+        self.cancel_pending(op, |op| matches!(op, Op::TlsHandshakeTimer { .. }), removal)?;
+        Ok(())
     }
 
     pub(super) fn on_tls_handshake_timer(
