@@ -389,7 +389,7 @@ fn list_offset(client: &mut BlockingClient, timestamp: i64) -> Result<i64, Strin
             }],
         }],
     };
-    let response = client.list_offsets(&request).map_err(|e| e.to_string())?;
+    let response = client.call(&request).map_err(|e| e.to_string())?;
     let partition = response
         .topics
         .first()
@@ -443,7 +443,7 @@ fn consume_loop(
         }
         request.topics[0].partitions[0].fetch_offset = position.next;
         let response = client
-            .fetch_at(version, &request)
+            .call_at(version, &request)
             .map_err(|e| e.to_string())?;
         let (records, answered_hw) = our_partition(&response, position.next)?;
         let counts = position

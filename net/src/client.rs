@@ -703,41 +703,6 @@ impl BlockingClient {
         R::decode_answer(&mut r, version).map_err(|e| self.decode_error(e))
     }
 
-    /// Fetch at the negotiated version; the request's fields a version lacks are not sent.
-    pub fn fetch(&mut self, request: &FetchRequest) -> Result<FetchResponse, ClientError> {
-        self.call(request)
-    }
-
-    pub fn fetch_at(
-        &mut self,
-        version: i16,
-        request: &FetchRequest,
-    ) -> Result<FetchResponse, ClientError> {
-        self.call_at(version, request)
-    }
-
-    pub fn list_offsets(
-        &mut self,
-        request: &ListOffsetsRequest,
-    ) -> Result<ListOffsetsResponse, ClientError> {
-        self.call(request)
-    }
-
-    pub fn list_offsets_at(
-        &mut self,
-        version: i16,
-        request: &ListOffsetsRequest,
-    ) -> Result<ListOffsetsResponse, ClientError> {
-        self.call_at(version, request)
-    }
-
-    pub fn init_producer_id(
-        &mut self,
-        request: &InitProducerIdRequest,
-    ) -> Result<InitProducerIdResponse, ClientError> {
-        self.call(request)
-    }
-
     /// Produces `batch` at the negotiated Produce version; returns that version with the
     /// answer (None with acks 0). `produce` sends at a chosen one, v0-v2 included (their
     /// answer is the server's refusal).
@@ -1050,13 +1015,13 @@ mod negotiation_tests {
             }],
             ..FetchRequest::default()
         };
-        let fetched = client.fetch(&request).unwrap();
+        let fetched = client.call(&request).unwrap();
         let partition = &fetched.topics[0].partitions[0];
         assert_eq!(partition.high_watermark, 9);
         assert_eq!(&partition.records_bytes().unwrap()[..], b"batch");
 
         let offsets = client
-            .list_offsets(&ListOffsetsRequest {
+            .call(&ListOffsetsRequest {
                 replica_id: -1,
                 isolation_level: 1,
                 topics: vec![ListOffsetsTopic {
@@ -1072,7 +1037,7 @@ mod negotiation_tests {
         assert_eq!(offsets.topics[0].partitions[0].offset, 9);
         assert_eq!(offsets.topics[0].partitions[0].leader_epoch, 3);
 
-        let refused = client.init_producer_id(&InitProducerIdRequest {
+        let refused = client.call(&InitProducerIdRequest {
             transactional_id: None,
             transaction_timeout_ms: 60_000,
             producer_id: -1,

@@ -141,7 +141,7 @@ fn expected(cluster: &Cluster, ids: &[i32], leader: i32) -> Seen {
 fn fetch_hint(addr: SocketAddr) -> Option<i32> {
     let mut client = BlockingClient::connect(addr, TIMEOUT).ok()?;
     let response = client
-        .fetch_at(12, &consumer_fetch_request(0, 1 << 20))
+        .call_at(12, &consumer_fetch_request(0, 1 << 20))
         .ok()?;
     let partition = response.topics.first()?.partitions.first()?;
     partition.current_leader.map(|leader| leader.leader_id)
@@ -807,7 +807,7 @@ fn list_offset(
             }],
         }],
     };
-    let response = client.list_offsets_at(version, &request).unwrap();
+    let response = client.call_at(version, &request).unwrap();
     let p = &response.topics[0].partitions[0];
     (p.error, p.offset, p.timestamp, p.leader_epoch)
 }
@@ -939,7 +939,7 @@ fn list_offsets_by_timestamp_and_max_timestamp_answer_what_a_scan_of_the_records
                 partitions: vec![partition.clone(), partition],
             }],
         };
-        let response = client.list_offsets_at(7, &twice).unwrap();
+        let response = client.call_at(7, &twice).unwrap();
         let errors: Vec<ErrorCode> = response.topics[0]
             .partitions
             .iter()

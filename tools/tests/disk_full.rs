@@ -121,9 +121,7 @@ fn read_all(client: &mut BlockingClient) -> Vec<(i64, String)> {
     let mut offset = 0;
     for _ in 0..10_000 {
         let request = consumer_fetch_request(offset, 4 << 20);
-        let response = client
-            .fetch(&request)
-            .expect("a consumer Fetch is answered");
+        let response = client.call(&request).expect("a consumer Fetch is answered");
         let partition = &response.topics[0].partitions[0];
         assert_eq!(partition.error, ErrorCode::NONE, "Fetch at {offset}");
         let batches = partition.records.clone().unwrap_or_default();

@@ -271,7 +271,7 @@ fn producer_ids_from(cluster: &mut Cluster, id: i32, count: usize) -> Vec<i64> {
             producer_id: -1,
             producer_epoch: -1,
         };
-        match client.init_producer_id(&request) {
+        match client.call(&request) {
             Ok(answer) if answer.error == ErrorCode::NONE => {
                 assert_eq!(answer.producer_epoch, 0);
                 ids.push(answer.producer_id);

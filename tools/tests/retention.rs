@@ -80,9 +80,7 @@ fn wait_until(cluster: &Cluster, ids: &[i32], what: &str, holds: impl Fn(&Path) 
 
 fn consumer_fetch(client: &mut BlockingClient, offset: i64) -> (ErrorCode, i64) {
     let request = consumer_fetch_request(offset, 1 << 20);
-    let response = client
-        .fetch(&request)
-        .expect("a consumer Fetch is answered");
+    let response = client.call(&request).expect("a consumer Fetch is answered");
     let partition = &response.topics[0].partitions[0];
     (partition.error, partition.log_start_offset)
 }
@@ -100,9 +98,7 @@ fn earliest(client: &mut BlockingClient) -> (ErrorCode, i64) {
             }],
         }],
     };
-    let response = client
-        .list_offsets(&request)
-        .expect("ListOffsets is answered");
+    let response = client.call(&request).expect("ListOffsets is answered");
     let partition = &response.topics[0].partitions[0];
     (partition.error, partition.offset)
 }

@@ -206,7 +206,7 @@ fn small_disks_stay_below_full_with_retention_and_fill_and_recover_without_it() 
     let deadline = Instant::now() + WAIT;
     loop {
         let response = c
-            .fetch(&consumer_fetch_request(0, 1 << 20))
+            .call(&consumer_fetch_request(0, 1 << 20))
             .expect("a consumer Fetch is answered");
         let partition = &response.topics[0].partitions[0];
         let on_disk = log_start(&log_dir(&cluster, leader));
@@ -307,7 +307,7 @@ fn small_disks_stay_below_full_with_retention_and_fill_and_recover_without_it() 
     let mut c = cluster.connect(leader, TIMEOUT);
     let start = log_start(&log_dir(&cluster, leader));
     let response = c
-        .fetch(&consumer_fetch_request(start, 1 << 20))
+        .call(&consumer_fetch_request(start, 1 << 20))
         .expect("a consumer Fetch is answered");
     assert_eq!(response.topics[0].partitions[0].error, ErrorCode::NONE);
 
