@@ -5,8 +5,7 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use net::wire::kafka::{
-    visit_produce_partitions, ProduceHead, ProducePartition, ProduceRequest, ProduceTopic, PRODUCE,
-    PRODUCE_SPEC,
+    visit_produce_partitions, ProduceHead, ProduceRequest, PRODUCE, PRODUCE_SPEC,
 };
 use net::wire::{RequestHeader, WireReader, WireWriter};
 
@@ -14,18 +13,8 @@ const VERSION: i16 = 9;
 
 /// The request as a client sends it, without the size prefix (what the frame decoder yields).
 fn one_record_request() -> Bytes {
-    let request = ProduceRequest {
-        transactional_id: None,
-        acks: -1,
-        timeout_ms: 30_000,
-        topics: vec![ProduceTopic {
-            name: "__cluster_metadata".into(),
-            partitions: vec![ProducePartition {
-                index: 0,
-                records: Some(Bytes::from(vec![7u8; 1024 + 61])),
-            }],
-        }],
-    };
+    let records = Bytes::from(vec![7u8; 1024 + 61]);
+    let request = ProduceRequest::one_batch("__cluster_metadata", 0, -1, records);
     let mut w = WireWriter::with_capacity(2048);
     RequestHeader {
         api_key: PRODUCE,

@@ -22,11 +22,11 @@ use crate::wire::api::ApiSpec;
 use crate::wire::kafka::{
     ApiVersionRange, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducePartition, ProduceRequest,
-    ProduceResponse, ProduceTopic, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslCodecError, SaslHandshakeRequest, SaslHandshakeResponse, API_VERSIONS_SPEC, FETCH_SPEC,
-    INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC,
-    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslCodecError, SaslHandshakeRequest,
+    SaslHandshakeResponse, API_VERSIONS_SPEC, FETCH_SPEC, INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC,
+    OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE, PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC,
+    SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::kafka::{
     DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataRequestTopic,
@@ -627,18 +627,7 @@ impl BlockingClient {
         acks: i16,
         batch: Bytes,
     ) -> Result<i32, ClientError> {
-        let request = ProduceRequest {
-            transactional_id: None,
-            acks,
-            timeout_ms: 30_000,
-            topics: vec![ProduceTopic {
-                name: METADATA_TOPIC.into(),
-                partitions: vec![ProducePartition {
-                    index: METADATA_PARTITION,
-                    records: Some(batch),
-                }],
-            }],
-        };
+        let request = ProduceRequest::one_batch(METADATA_TOPIC, METADATA_PARTITION, acks, batch);
         let flexible = PRODUCE_SPEC.is_flexible(version);
         self.request(PRODUCE, version, flexible, |w| request.encode(w, version))
     }

@@ -151,6 +151,23 @@ fn read_partition(flex: &Flex, r: &mut WireReader) -> Result<ProducePartition, W
 }
 
 impl ProduceRequest {
+    /// One batch for one partition, not transactional, with Kafka's default 30 s timeout: what
+    /// this project's own client and load generator send.
+    pub fn one_batch(topic: &str, partition: i32, acks: i16, records: Bytes) -> Self {
+        ProduceRequest {
+            transactional_id: None,
+            acks,
+            timeout_ms: 30_000,
+            topics: vec![ProduceTopic {
+                name: topic.into(),
+                partitions: vec![ProducePartition {
+                    index: partition,
+                    records: Some(records),
+                }],
+            }],
+        }
+    }
+
     /// Decodes an accepted version (v3-v10); earlier ones are `produce_legacy`'s.
     pub fn decode(r: &mut WireReader, version: i16) -> Result<Self, WireError> {
         let head = ProduceHead::decode(r, version)?;
@@ -527,18 +544,12 @@ mod tests {
 
     #[test]
     fn produce_round_trips_in_every_version() {
-        let request = ProduceRequest {
-            transactional_id: None,
-            acks: -1,
-            timeout_ms: 30_000,
-            topics: vec![ProduceTopic {
-                name: "__cluster_metadata".into(),
-                partitions: vec![ProducePartition {
-                    index: 0,
-                    records: Some(Bytes::from_static(b"batch bytes")),
-                }],
-            }],
-        };
+        let request = ProduceRequest::one_batch(
+            "__cluster_metadata",
+            0,
+            -1,
+            Bytes::from_static(b"batch bytes"),
+        );
         let response = ProduceResponse {
             topics: vec![ProduceTopicResponse {
                 name: "__cluster_metadata".into(),
