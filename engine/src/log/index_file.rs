@@ -38,11 +38,7 @@ pub fn index_path(segment_path: &Path) -> PathBuf {
 
 /// The base offset an index file name stands for, if it is one.
 pub fn parse_index_file_name(name: &str) -> Option<Offset> {
-    let digits = name.strip_suffix(INDEX_SUFFIX)?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    super::segment::parse_offset_file_name(name, INDEX_SUFFIX)
 }
 
 /// What the header says besides the hints.

@@ -27,7 +27,13 @@ pub fn segment_file_name(base_offset: Offset) -> String {
 
 /// The base offset named by a segment file name, if it is one.
 pub fn parse_segment_file_name(name: &str) -> Option<Offset> {
-    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    parse_offset_file_name(name, SEGMENT_SUFFIX)
+}
+
+/// The offset named by `name` if it is Kafka's 20 zero-padded digits and then `suffix` (a
+/// segment's or its index's file).
+pub(super) fn parse_offset_file_name(name: &str, suffix: &str) -> Option<Offset> {
+    let digits = name.strip_suffix(suffix)?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
