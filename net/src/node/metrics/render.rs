@@ -3,7 +3,7 @@
 //! never call it). Names and meanings: docs/operations.md, "Metrics".
 
 use std::fmt::Error as FmtError;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use engine::raft::ErrorCode;
 use engine::stats::{HistogramSnapshot, LocalHistogram};
@@ -67,6 +67,25 @@ impl Out<'_> {
             .0
             .encode_descriptor(name, help, unit.as_ref(), MetricType::Counter)?;
         ConstCounter::new(v).encode(e)
+    }
+
+    /// A counter family with one sample per `(label value, counter)` of `samples`, all under
+    /// the one label name `label`.
+    fn labelled_counters(
+        &mut self,
+        name: &str,
+        help: &str,
+        label: &'static str,
+        samples: &[(&'static str, &AtomicU64)],
+    ) -> Result<(), FmtError> {
+        let mut e = self
+            .0
+            .encode_descriptor(name, help, None, MetricType::Counter)?;
+        for &(value, n) in samples {
+            let labels = [(label, value)];
+            ConstCounter::new(n.load(Relaxed)).encode(e.encode_family(&labels)?)?;
+        }
+        Ok(())
     }
 
     /// A histogram whose cells count in 1/`divisor` of the exported unit (1e6 for microseconds
@@ -415,24 +434,18 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         &w.group_batches,
         1.0,
     )?;
-    {
-        // Which `log.sync.mode` is in force, seen in what the writer did: with dsync, every
-        // group but a zero-fill's or a split one's is durable by its write alone.
-        let mut e = out.0.encode_descriptor(
-            "ringraft_disk_groups",
-            "groups written, by what made them durable: an fdatasync, or their RWF_DSYNC \
-             write alone (log.sync.mode=dsync; docs/operations.md, \"Choosing the sync mode\")",
-            None,
-            MetricType::Counter,
-        )?;
-        for (by, n) in [
+    // Which `log.sync.mode` is in force, seen in what the writer did: with dsync, every group
+    // but a zero-fill's or a split one's is durable by its write alone.
+    out.labelled_counters(
+        "ringraft_disk_groups",
+        "groups written, by what made them durable: an fdatasync, or their RWF_DSYNC write \
+         alone (log.sync.mode=dsync; docs/operations.md, \"Choosing the sync mode\")",
+        "durable_by",
+        &[
             ("fdatasync", &w.groups_fdatasynced),
             ("rwf_dsync", &w.groups_dsync_written),
-        ] {
-            let labels = [("durable_by", by)];
-            ConstCounter::new(n.load(Relaxed)).encode(e.encode_family(&labels)?)?;
-        }
-    }
+        ],
+    )?;
     out.counter(
         "ringraft_disk_written",
         "bytes of batches written to the log",
@@ -464,26 +477,20 @@ fn disk(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
         None,
         w.storage_full_episodes.load(Relaxed),
     )?;
-    {
-        // How the log came by its segment files and let them go: in a log at its retention
-        // size every file should be recycled; allocations and deletions are what recycling
-        // avoids (each deletion a discard on a filesystem mounted with `discard`).
-        let mut e = out.0.encode_descriptor(
-            "ringraft_log_segments",
-            "segment files allocated fresh, recycled (a retired segment reused as the next), \
-             or deleted (docs/storage.md, \"Recycling\")",
-            None,
-            MetricType::Counter,
-        )?;
-        for (how, n) in [
+    // How the log came by its segment files and let them go: in a log at its retention size
+    // every file should be recycled; allocations and deletions are what recycling avoids (each
+    // deletion a discard on a filesystem mounted with `discard`).
+    out.labelled_counters(
+        "ringraft_log_segments",
+        "segment files allocated fresh, recycled (a retired segment reused as the next), or \
+         deleted (docs/storage.md, \"Recycling\")",
+        "how",
+        &[
             ("allocated", &w.segments_allocated),
             ("recycled", &w.segments_recycled),
             ("deleted", &w.segments_deleted),
-        ] {
-            let labels = [("how", how)];
-            ConstCounter::new(n.load(Relaxed)).encode(e.encode_family(&labels)?)?;
-        }
-    }
+        ],
+    )?;
     out.counter(
         "ringraft_disk_batches_staged_during_write",
         "record batches copied for the next group while a group's write was in flight (the \
