@@ -528,7 +528,7 @@ enum Queued {
         seq: u64,
         offset: Offset,
     },
-    Retain(RetentionHeard),
+    Retain(RetentionLimits),
     ResetTo {
         seq: u64,
         start: Offset,
@@ -575,7 +575,7 @@ struct WriterThread {
     /// [`WriterRequest::Retain`]): a roll applies them to the oldest segment, to reuse its file
     /// ([`Log::recycle_oldest_as_spare`]). The limit never moves back while the log lives (it
     /// is at most the high watermark, which a truncation never goes below); a reset forgets it.
-    retention: Option<RetentionHeard>,
+    retention: Option<RetentionLimits>,
     /// Whether the active segment's successor will be a recycled file, so none is allocated
     /// ahead ([`Log::spare_at_roll`]); `None` until asked, again after each roll and
     /// each limit heard.
@@ -584,10 +584,10 @@ struct WriterThread {
     held_back_reported: Offset,
 }
 
-/// What the writer last heard of retention ([`WriterThread::retention`]), or what a queued
-/// [`WriterRequest::Retain`] carries.
+/// Retention's policy and limits: what a queued [`WriterRequest::Retain`] carries, and the
+/// newest the writer has heard ([`WriterThread::retention`]).
 #[derive(Clone, Copy, Debug)]
-struct RetentionHeard {
+struct RetentionLimits {
     policy: RetentionPolicy,
     limit: Offset,
     unpinned: Offset,
@@ -782,9 +782,9 @@ impl WriterThread {
 
     /// Keeps `policy` and the larger of each limit and the one already heard (a queued Retain
     /// may carry older limits than a RetentionLimit taken since).
-    fn hear_retention(&mut self, new: RetentionHeard) {
+    fn hear_retention(&mut self, new: RetentionLimits) {
         self.retention = Some(match self.retention {
-            Some(heard) => RetentionHeard {
+            Some(heard) => RetentionLimits {
                 policy: new.policy,
                 limit: heard.limit.max(new.limit),
                 unpinned: heard.unpinned.max(new.unpinned),
@@ -958,7 +958,7 @@ impl WriterThread {
                 policy,
                 limit,
                 unpinned,
-            } => self.queue.push_back(Queued::Retain(RetentionHeard {
+            } => self.queue.push_back(Queued::Retain(RetentionLimits {
                 policy,
                 limit,
                 unpinned,
@@ -969,7 +969,7 @@ impl WriterThread {
                 policy,
                 limit,
                 unpinned,
-            } => self.hear_retention(RetentionHeard {
+            } => self.hear_retention(RetentionLimits {
                 policy,
                 limit,
                 unpinned,
@@ -1025,17 +1025,13 @@ impl WriterThread {
                         continue;
                     }
                     Some(&Queued::Retain(asked)) => {
-                        let RetentionHeard {
-                            policy,
-                            limit,
-                            unpinned,
-                        } = asked;
                         let now = wall_clock_ms();
-                        let start = self.log.apply_retention(policy, now, limit)?;
+                        let start = self.log.apply_retention(asked.policy, now, asked.limit)?;
                         self.hear_retention(asked);
                         self.publish_segment_counts();
-                        let wanted = if unpinned > limit {
-                            self.log.retention_wants(policy, now, unpinned)?
+                        let wanted = if asked.unpinned > asked.limit {
+                            self.log
+                                .retention_wants(asked.policy, now, asked.unpinned)?
                         } else {
                             start
                         };
