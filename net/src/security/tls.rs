@@ -218,7 +218,8 @@ fn versions(settings: &TlsSettings) -> Vec<&'static SupportedProtocolVersion> {
     }
 }
 
-/// The ring provider, its suites cut down to `ssl.cipher.suites` when that is set.
+/// The ring provider, its suites cut down to `ssl.cipher.suites` when that is set (in that
+/// order, which is the order this side prefers them in).
 fn provider(settings: &TlsSettings) -> Result<Arc<CryptoProvider>, TlsConfigError> {
     let mut provider = rustls::crypto::ring::default_provider();
     if !settings.cipher_suites.is_empty() {
@@ -228,7 +229,7 @@ fn provider(settings: &TlsSettings) -> Result<Arc<CryptoProvider>, TlsConfigErro
             let suite = provider
                 .cipher_suites
                 .iter()
-                .find(|s| s.suite().as_str() == Some(name))
+                .find(|s| names_suite(name, s.suite()))
                 .ok_or_else(|| TlsConfigError::UnknownCipherSuite(name.to_string()))?;
             chosen.push(*suite);
         }
@@ -473,9 +474,83 @@ fn escape_into(value: &str, out: &mut String) {
     }
 }
 
+/// True if `name` is `suite`'s IANA name, as Kafka's `ssl.cipher.suites` (and Java) write it
+/// (`TLS_AES_128_GCM_SHA256`), or rustls's own (`TLS13_AES_128_GCM_SHA256`): for the TLS 1.3
+/// suites the two differ.
+fn names_suite(name: &str, suite: rustls::CipherSuite) -> bool {
+    let Some(ours) = suite.as_str() else {
+        return false;
+    };
+    name == ours
+        || ours
+            .strip_prefix("TLS13_")
+            .map(|rest| format!("TLS_{rest}"))
+            .as_deref()
+            == Some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_suites(names: &[&str], protocols: &[TlsVersion]) -> TlsSettings {
+        TlsSettings {
+            cipher_suites: names.iter().map(|n| n.to_string()).collect(),
+            enabled_protocols: protocols.to_vec(),
+            ..TlsSettings::default()
+        }
+    }
+
+    fn chosen(settings: &TlsSettings) -> Vec<rustls::CipherSuite> {
+        let provider = provider(settings).unwrap();
+        provider.cipher_suites.iter().map(|s| s.suite()).collect()
+    }
+
+    #[test]
+    fn cipher_suites_are_named_as_kafka_names_them_and_kept_in_order() {
+        use rustls::CipherSuite as S;
+        let settings = with_suites(
+            &[
+                "TLS_AES_128_GCM_SHA256",
+                " TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+                "TLS_CHACHA20_POLY1305_SHA256",
+            ],
+            &[],
+        );
+        assert_eq!(
+            chosen(&settings),
+            [
+                S::TLS13_AES_128_GCM_SHA256,
+                S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+                S::TLS13_CHACHA20_POLY1305_SHA256
+            ]
+        );
+        // rustls's own spelling of a TLS 1.3 suite is taken too.
+        let settings = with_suites(&["TLS13_AES_256_GCM_SHA384"], &[]);
+        assert_eq!(chosen(&settings), [S::TLS13_AES_256_GCM_SHA384]);
+        // Empty: the provider's defaults, all of them.
+        let defaults = rustls::crypto::ring::default_provider().cipher_suites.len();
+        assert_eq!(chosen(&with_suites(&[], &[])).len(), defaults);
+    }
+
+    #[test]
+    fn unknown_cipher_suites_and_suites_of_no_enabled_protocol_are_refused() {
+        for name in ["TLS_AES_128_GCM", "TLS_RSA_WITH_AES_128_CBC_SHA", ""] {
+            let settings = with_suites(&[name], &[]);
+            assert!(
+                matches!(provider(&settings), Err(TlsConfigError::UnknownCipherSuite(n)) if n == name),
+                "{name:?}"
+            );
+        }
+        let settings = with_suites(
+            &["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"],
+            &[TlsVersion::Tls13],
+        );
+        assert!(matches!(
+            provider(&settings),
+            Err(TlsConfigError::NoCipherSuites)
+        ));
+    }
 
     #[test]
     fn escaping_follows_java_rfc2253() {
