@@ -18,7 +18,7 @@ use bytes::Bytes;
 use net::security::tls::{not_after, subject_dn, ClientAuth, TlsVersion};
 use net::transport::{CloseReason, Config, ConnId, ConnectError, Event, EventLoop};
 use net::wire::frame::size_prefix;
-use rustls::{ClientConfig, ProtocolVersion};
+use rustls::{CipherSuite, ClientConfig, ProtocolVersion};
 use transport_support::{
     closed_by_peer, frame_chain, frames, pattern, poll_until, std_client, EchoServer, Seen,
     PATIENCE,
@@ -187,9 +187,17 @@ fn tls_sendmsgs_reuse_their_encryption_buffers() {
 #[test]
 fn tls_1_2_and_1_3_can_each_be_forced() {
     let pki = Pki::new();
-    for (version, expected) in [
-        (TlsVersion::Tls12, ProtocolVersion::TLSv1_2),
-        (TlsVersion::Tls13, ProtocolVersion::TLSv1_3),
+    for (version, expected, suite) in [
+        (
+            TlsVersion::Tls12,
+            ProtocolVersion::TLSv1_2,
+            CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        ),
+        (
+            TlsVersion::Tls13,
+            ProtocolVersion::TLSv1_3,
+            CipherSuite::TLS13_AES_128_GCM_SHA256,
+        ),
     ] {
         // The server offers both; the client allows one.
         let server =
@@ -198,6 +206,8 @@ fn tls_1_2_and_1_3_can_each_be_forced() {
         let (mut ring, conn) = tls_client(server.addr, client);
         echo_through(&mut ring, conn, &[pattern(100, 1), pattern(70_000, 2)]);
         assert_eq!(ring.tls_peer(conn).unwrap().protocol_version, expected);
+        // Both sides at their default suites agree on AES-128-GCM (security::tls's order).
+        assert_eq!(ring.tls_peer(conn).unwrap().cipher_suite, suite);
         let peers = server.peers();
         assert_eq!(peers.len(), 1);
         assert_eq!(peers[0].1.protocol_version, expected);

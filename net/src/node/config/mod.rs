@@ -214,7 +214,7 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     (
         "ssl.cipher.suites",
         Some(""),
-        "IANA names of the cipher suites allowed; empty: the provider's defaults",
+        "IANA names of the cipher suites allowed, preferred first; empty: all, AES-128-GCM first",
     ),
     (
         "ssl.handshake.timeout.ms",
