@@ -1131,12 +1131,12 @@ impl WriterThread {
         self.push_and_submit(&ops)?;
         let stats = &self.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
-        let how = if plan.has_fdatasync() {
+        let durable_by = if plan.has_fdatasync() {
             &stats.groups_fdatasynced
         } else {
             &stats.groups_dsync_written
         };
-        how.fetch_add(1, Ordering::Relaxed);
+        durable_by.fetch_add(1, Ordering::Relaxed);
         stats
             .batches
             .fetch_add(write.batches as u64, Ordering::Relaxed);

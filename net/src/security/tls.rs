@@ -86,7 +86,8 @@ pub struct TlsSettings {
     /// `ssl.enabled.protocols`; empty means TLS 1.2 and 1.3.
     pub enabled_protocols: Vec<TlsVersion>,
     /// `ssl.cipher.suites` by their IANA names (`TLS_AES_128_GCM_SHA256`,
-    /// `TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`, ...); empty means all of the provider's, AES-256 last.
+    /// `TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`, ...), preferred first; empty means all of the
+    /// provider's, the AES-256 ones last.
     pub cipher_suites: Vec<String>,
 }
 
@@ -487,12 +488,8 @@ fn names_suite(name: &str, suite: rustls::CipherSuite) -> bool {
     let Some(ours) = suite.as_str() else {
         return false;
     };
-    name == ours
-        || ours
-            .strip_prefix("TLS13_")
-            .map(|rest| format!("TLS_{rest}"))
-            .as_deref()
-            == Some(name)
+    let tls13_rest = ours.strip_prefix("TLS13_");
+    name == ours || tls13_rest.is_some_and(|rest| name.strip_prefix("TLS_") == Some(rest))
 }
 
 #[cfg(test)]
