@@ -740,3 +740,67 @@ impl SegmentCounts {
         }
     }
 }
+
+/// The sync probe (`log.sync.mode=auto`) times both ways on the real disk, within its bounds,
+/// leaves no scratch file, replaces one a crash left behind, and never touches the log's files:
+/// a log in the same directory opens with what it held.
+#[test]
+fn the_sync_probe_times_both_modes_and_leaves_the_log_alone() {
+    use engine::io::sync_probe::{SyncProbe, MAX_PAIRS, MIN_PAIRS, PROBE_FILE_NAME};
+    let dir = tempfile::tempdir().unwrap();
+    drop(started_with_one_append(dir.path(), 1, 3));
+    // A scratch file as a crash mid-probe would leave it: not block-sized, some other content.
+    std::fs::write(dir.path().join(PROBE_FILE_NAME), b"left by a crash").unwrap();
+    let probe = SyncProbe::run(dir.path()).unwrap();
+    for (mode, samples) in [
+        (SyncMode::LinkedFdatasync, &probe.fdatasync),
+        (SyncMode::RwfDsync, &probe.dsync),
+    ] {
+        assert!(
+            (MIN_PAIRS..=MAX_PAIRS).contains(&samples.len()),
+            "{mode}: {} samples",
+            samples.len()
+        );
+        assert!(
+            samples.iter().all(|d| *d > Duration::ZERO),
+            "{mode}: {samples:?}"
+        );
+        assert!(probe.median(mode).unwrap() <= probe.worst(mode).unwrap());
+    }
+    assert_eq!(probe.fdatasync.len(), probe.dsync.len(), "timed in pairs");
+    let expected = if probe.median(SyncMode::RwfDsync) <= probe.median(SyncMode::LinkedFdatasync) {
+        SyncMode::RwfDsync
+    } else {
+        SyncMode::LinkedFdatasync
+    };
+    assert_eq!(probe.choice(), expected);
+    assert!(
+        !dir.path().join(PROBE_FILE_NAME).exists(),
+        "the scratch file is removed"
+    );
+    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    assert_eq!(log.end_offset(), 3, "the log's records are intact");
+    println!(
+        "fdatasync p50 {:?}, dsync p50 {:?} over {} pairs: {}",
+        probe.median(SyncMode::LinkedFdatasync).unwrap(),
+        probe.median(SyncMode::RwfDsync).unwrap(),
+        probe.fdatasync.len(),
+        probe.choice()
+    );
+}
+
+/// A probe that cannot write (a directory that is not there) fails with the path and what it
+/// was doing, and creates nothing.
+#[test]
+fn a_sync_probe_that_cannot_write_names_the_path() {
+    use engine::io::sync_probe::SyncProbe;
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("not-there");
+    let error = SyncProbe::run(&missing).unwrap_err().to_string();
+    assert!(error.contains("not-there/.sync-probe"), "{error}");
+    assert!(
+        error.contains("start-up sync probe failed to create"),
+        "{error}"
+    );
+    assert!(!missing.exists());
+}

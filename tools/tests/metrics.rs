@@ -51,6 +51,8 @@ const FAMILIES: &[(&str, &str)] = &[
     ("ringraft_tail_cache_bytes", "gauge"),
     ("ringraft_sparse_index_bytes", "gauge"),
     ("ringraft_startup_fdatasync_probe_seconds", "gauge"),
+    ("ringraft_startup_dsync_probe_seconds", "gauge"),
+    ("ringraft_log_sync_dsync", "gauge"),
     ("ringraft_startup_memlock_sufficient", "gauge"),
     ("ringraft_startup_memlock_needed_bytes", "gauge"),
     ("ringraft_startup_registered_buffers", "gauge"),
@@ -176,6 +178,7 @@ fn check_families(scrape: &Scrape, node: i32) {
     assert_eq!(ones, 1, "node {node}: {states:?}");
     assert_eq!(scrape.value("ringraft_startup_o_direct"), 1.0);
     assert!(scrape.value("ringraft_startup_fdatasync_probe_seconds") > 0.0);
+    assert!(scrape.value("ringraft_startup_dsync_probe_seconds") > 0.0);
     assert!(scrape.value("ringraft_startup_memlock_needed_bytes") > 0.0);
 }
 
@@ -280,6 +283,30 @@ fn metrics_are_scraped_parsed_and_move_under_load() {
             Some(g1),
             "node {id}: +Inf bucket = count"
         );
+        // The groups were made durable the way the gauge says the writer runs (the node's
+        // default, log.sync.mode=auto: what its start-up probe chose on this disk).
+        let durable_by = |scrape: &Scrape, how| {
+            scrape
+                .value_with(
+                    "ringraft_disk_groups",
+                    "ringraft_disk_groups_total",
+                    &[("durable_by", how)],
+                )
+                .unwrap_or(0.0)
+        };
+        let alone = durable_by(a, "rwf_dsync") - durable_by(b, "rwf_dsync");
+        let synced = durable_by(a, "fdatasync") - durable_by(b, "fdatasync");
+        match a.value("ringraft_log_sync_dsync") {
+            1.0 => assert!(
+                alone > 0.0,
+                "node {id}: dsync, yet {alone} groups by RWF_DSYNC"
+            ),
+            0.0 => assert!(
+                alone == 0.0 && synced > 0.0,
+                "node {id}: fdatasync, yet groups by RWF_DSYNC {alone}, by fdatasync {synced}"
+            ),
+            other => panic!("node {id}: ringraft_log_sync_dsync is {other}"),
+        }
         let (w0, w1) = moved("ringraft_disk_written_bytes");
         assert!(w1 > w0, "node {id}: bytes written {w0} -> {w1}");
         let (n0, n1) = moved("ringraft_network_received_bytes");

@@ -1402,7 +1402,7 @@ impl Op {
 }
 
 /// SINGLE_ISSUER + DEFER_TASKRUN (+ COOP_TASKRUN) where the kernel has them, else less.
-fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
+pub(super) fn build_ring(info: &mut RingInfo) -> Result<IoUring, WriterError> {
     // Enough for a 4 MiB group split in 64 KiB writes, plus zero-fill and sync.
     const ENTRIES: u32 = 128;
     let full = IoUring::builder()

@@ -272,13 +272,7 @@ impl SparseIndex {
     }
 }
 
-/// Removes `path`; a file already gone is fine.
-pub(super) fn remove_if_present(path: &Path) -> io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
+pub(super) use crate::os::file::remove_if_present;
 
 #[cfg(test)]
 mod tests {

@@ -56,6 +56,14 @@ pub fn fdatasync(file: &File) -> io::Result<()> {
     file.sync_data()
 }
 
+/// Removes `path`; a file already gone is fine.
+pub fn remove_if_present(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// Makes a directory's entries (created, renamed, removed files) durable.
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -81,6 +81,8 @@ pub fn run(
     }
     Ok(super::metrics::StartupReport {
         fdatasync_probe: None,
+        dsync_probe: None,
+        sync_mode: None,
         memlock_limit: limit,
         memlock_needed: needed,
         o_direct: true,

@@ -108,8 +108,9 @@ pub struct NodeConfig {
     pub log_cpu: Option<usize>,
     /// The log reader's budget for catch-up reads, bytes/s (None: unpaced).
     pub log_read_bytes_per_sec: Option<u64>,
-    /// `log.sync.mode`: how a group is made durable (docs/configuration.md).
-    pub log_sync_mode: engine::io::SyncMode,
+    /// `log.sync.mode`: how a group is made durable, or `auto` to measure both at start
+    /// (docs/configuration.md).
+    pub log_sync_mode: engine::io::SyncModeSetting,
     /// `metrics.listener=http://host:port`: where `/metrics` is served (None: no listener).
     pub metrics_listener: Option<(String, u16)>,
     /// `log.format`: how log lines are written.
@@ -373,8 +374,8 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
     ),
     (
         "log.sync.mode",
-        Some("fdatasync"),
-        "how a group of appends is made durable: `fdatasync` (an O_DIRECT write with an fdatasync linked behind it) or `dsync` (one O_DIRECT write with RWF_DSYNC)",
+        Some("auto"),
+        "how a group of appends is made durable: `fdatasync` (an O_DIRECT write with an fdatasync linked behind it), `dsync` (one O_DIRECT write with RWF_DSYNC), or `auto` (whichever is faster on the log's disk, timed at each start)",
     ),
     (
         "metrics.listener",
@@ -615,11 +616,13 @@ fn parse_log_format(v: &str) -> Result<LogFormat, String> {
     }
 }
 
-fn parse_sync_mode(v: &str) -> Result<engine::io::SyncMode, String> {
+fn parse_sync_mode(v: &str) -> Result<engine::io::SyncModeSetting, String> {
+    use engine::io::{SyncMode, SyncModeSetting};
     match v.trim().to_ascii_lowercase().as_str() {
-        "fdatasync" => Ok(engine::io::SyncMode::LinkedFdatasync),
-        "dsync" => Ok(engine::io::SyncMode::RwfDsync),
-        _ => Err("expected fdatasync or dsync".into()),
+        "auto" => Ok(SyncModeSetting::Auto),
+        "fdatasync" => Ok(SyncModeSetting::Fixed(SyncMode::LinkedFdatasync)),
+        "dsync" => Ok(SyncModeSetting::Fixed(SyncMode::RwfDsync)),
+        _ => Err("expected auto, fdatasync or dsync".into()),
     }
 }
 
@@ -844,24 +847,24 @@ mod tests {
 
     #[test]
     fn the_log_sync_mode() {
-        use engine::io::SyncMode;
+        use engine::io::{SyncMode, SyncModeSetting};
         let config = NodeConfig::from_map(&base()).unwrap();
-        assert_eq!(
-            config.log_sync_mode,
-            SyncMode::LinkedFdatasync,
-            "the default"
-        );
+        assert_eq!(config.log_sync_mode, SyncModeSetting::Auto, "the default");
         let mut map = base();
         for (value, mode) in [
-            ("dsync", SyncMode::RwfDsync),
-            (" DSYNC ", SyncMode::RwfDsync),
-            ("fdatasync", SyncMode::LinkedFdatasync),
+            ("dsync", SyncModeSetting::Fixed(SyncMode::RwfDsync)),
+            (" DSYNC ", SyncModeSetting::Fixed(SyncMode::RwfDsync)),
+            (
+                "fdatasync",
+                SyncModeSetting::Fixed(SyncMode::LinkedFdatasync),
+            ),
+            ("Auto", SyncModeSetting::Auto),
         ] {
             map.insert("log.sync.mode".into(), value.into());
             assert_eq!(NodeConfig::from_map(&map).unwrap().log_sync_mode, mode);
         }
         map.insert("log.sync.mode".into(), "none".into());
-        assert_refused(&map, "expected fdatasync or dsync");
+        assert_refused(&map, "expected auto, fdatasync or dsync");
     }
 
     #[test]

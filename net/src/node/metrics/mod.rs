@@ -249,8 +249,12 @@ pub fn slot_error(code_slot: usize) -> i16 {
 /// The start-up checks' results (docs/operations.md, "Start-up checks").
 #[derive(Debug, Clone, Default)]
 pub struct StartupReport {
-    /// The worst of the fdatasync probe's rounds; None when the probe failed.
+    /// The slowest of the sync probe's 4 KiB write + fdatasync cycles, and of its RWF_DSYNC
+    /// writes; None when the probe failed.
     pub fdatasync_probe: Option<std::time::Duration>,
+    pub dsync_probe: Option<std::time::Duration>,
+    /// How the writer makes groups durable (`log.sync.mode`, or what `auto` chose).
+    pub sync_mode: Option<engine::io::SyncMode>,
     /// RLIMIT_MEMLOCK (None: unlimited) and what the writer registers.
     pub memlock_limit: Option<u64>,
     pub memlock_needed: u64,

@@ -538,9 +538,28 @@ fn startup(out: &mut Out, s: &Sources) -> Result<(), FmtError> {
     if let Some(worst) = st.fdatasync_probe {
         out.gauge(
             "ringraft_startup_fdatasync_probe",
-            "start-up check: the slowest of three 4 KiB write + fdatasync rounds in log.dirs",
+            "start-up check: the slowest of the sync probe's 4 KiB O_DIRECT write + fdatasync \
+             cycles in log.dirs",
             unit_seconds(),
             worst.as_secs_f64(),
+        )?;
+    }
+    if let Some(worst) = st.dsync_probe {
+        out.gauge(
+            "ringraft_startup_dsync_probe",
+            "start-up check: the slowest of the sync probe's 4 KiB O_DIRECT writes with RWF_DSYNC \
+             in log.dirs",
+            unit_seconds(),
+            worst.as_secs_f64(),
+        )?;
+    }
+    if let Some(mode) = st.sync_mode {
+        out.gauge(
+            "ringraft_log_sync_dsync",
+            "1 when the log writer makes groups durable with RWF_DSYNC writes, 0 with \
+             fdatasync (log.sync.mode, or what auto chose at start)",
+            None,
+            i64::from(mode == engine::io::SyncMode::RwfDsync),
         )?;
     }
     if let Some(limit) = st.memlock_limit {
@@ -606,6 +625,8 @@ mod tests {
             view: log.view(),
             startup: StartupReport {
                 fdatasync_probe: Some(std::time::Duration::from_micros(250)),
+                dsync_probe: Some(std::time::Duration::from_micros(120)),
+                sync_mode: Some(engine::io::SyncMode::RwfDsync),
                 memlock_limit: None,
                 memlock_needed: 3 << 20,
                 o_direct: true,

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use engine::fail_stop::{exit_on_any_panic, fail_stop, EXIT_CORE, EXIT_QUORUM_STATE};
-use engine::io::{exit_on_fatal, GroupCommitWriter, WriterConfig, WriterEvent, WriterRequest};
+use engine::io::{
+    exit_on_fatal, GroupCommitWriter, SyncMode, SyncProbe, WriterConfig, WriterEvent, WriterRequest,
+};
 use engine::log::{Log, LogConfig};
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{
@@ -236,7 +238,8 @@ impl Node {
         };
         // After the lock: the O_DIRECT probe writes a file in the directory.
         let mut startup = super::startup_checks::run(&config, &log_config)?;
-        startup.fdatasync_probe = probe_fdatasync(&config.log_dir);
+        let sync_mode = probe_sync_modes(&config, &mut startup);
+        startup.sync_mode = Some(sync_mode);
         let authorizer = access::load_authorizer(&config)?;
         let credentials = sasl::load_credentials(&config)?;
         let quorum_state =
@@ -274,12 +277,12 @@ impl Node {
             WriterConfig {
                 cpu: config.log_cpu,
                 read_bytes_per_sec: config.log_read_bytes_per_sec,
-                sync_mode: config.log_sync_mode,
+                sync_mode,
                 ..WriterConfig::default()
             },
         )?;
         startup.registered_buffers = writer.ring_info().registered_buffers;
-        info!(node = config.broker_id, sync = %config.log_sync_mode, "log writer started");
+        info!(node = config.broker_id, sync = %sync_mode, "log writer started");
         let metrics = Arc::new(RaftMetrics::default());
         // Before the pinning: the metrics and SASL threads must not share the raft thread's CPU.
         let metrics_server = start_metrics(&config, &metrics, &writer, startup)?;
@@ -816,61 +819,56 @@ fn start_metrics(
     Ok(Some(server))
 }
 
-/// fdatasync latency above this gets a start-up warning: every commit waits for one.
-const SLOW_FDATASYNC: Duration = Duration::from_millis(10);
+/// A durable 4 KiB write slower than this gets a start-up warning: every commit waits for one.
+const SLOW_DURABLE_WRITE: Duration = Duration::from_millis(10);
 
-/// Times a few 4 KiB write+fdatasync rounds in the log directory and warns when the device is slow
-/// (docs/operations.md, "Start-up errors"). A probe failure is only a warning: the log's own writes
-/// will report a real problem with its path.
-fn probe_fdatasync(dir: &std::path::Path) -> Option<Duration> {
-    use std::io::Write;
-    let path = dir.join(".fdatasync-probe");
-    let probe = || -> std::io::Result<Duration> {
-        let mut file = std::fs::File::create(&path)?;
-        let block = [0u8; 4096];
-        let mut worst = Duration::ZERO;
-        for _ in 0..3 {
-            let started = Instant::now();
-            file.write_all(&block)?;
-            file.sync_data()?;
-            worst = worst.max(started.elapsed());
-        }
-        Ok(worst)
-    };
-    let result = probe();
-    let _ = std::fs::remove_file(&path);
-    match result {
-        Ok(worst) if worst > SLOW_FDATASYNC => {
-            warn!(
-                dir = %dir.display(),
-                worst_us = worst.as_micros() as u64,
-                "start-up check: fdatasync is slow on the log directory's device ({} us, over \
-                 {} ms): every commit waits for one; put log.dirs on a local SSD or NVMe \
-                 device, not a network, throttled or shared volume",
-                worst.as_micros(),
-                SLOW_FDATASYNC.as_millis()
-            );
-            Some(worst)
-        }
-        Ok(worst) => {
-            info!(
-                dir = %dir.display(),
-                worst_us = worst.as_micros() as u64,
-                "start-up check: 4 KiB write + fdatasync takes {} us at worst of 3 rounds",
-                worst.as_micros()
-            );
-            Some(worst)
-        }
+/// Times both ways of making a 4 KiB write durable in the log directory ([`SyncProbe`]), warns
+/// when the one the writer will use is slow, and picks the mode (`log.sync.mode`; `auto` takes
+/// the faster): docs/operations.md, "Choosing the sync mode" and "Start-up errors". A probe
+/// failure is only a warning, with fdatasync for `auto`: the log's own writes will report a
+/// real problem with its path.
+fn probe_sync_modes(config: &NodeConfig, startup: &mut node_metrics::StartupReport) -> SyncMode {
+    let dir = &config.log_dir;
+    let probe = match SyncProbe::run(dir) {
+        Ok(probe) => Some(probe),
         Err(error) => {
             warn!(
                 %error,
-                dir = %dir.display(),
-                "start-up check: the fdatasync probe failed; check that log.dirs is writable and \
-                 its filesystem healthy (the log's own writes stop the node if they fail)"
+                "start-up check: the sync probe failed; check that log.dirs is writable and its \
+                 filesystem healthy (the log's own writes stop the node if they fail)"
             );
             None
         }
+    };
+    let mode = config.log_sync_mode.choose(probe.as_ref());
+    let Some(probe) = probe else { return mode };
+    let us = |d: Option<Duration>| d.map_or(0, |d| d.as_micros() as u64);
+    startup.fdatasync_probe = probe.worst(SyncMode::LinkedFdatasync);
+    startup.dsync_probe = probe.worst(SyncMode::RwfDsync);
+    info!(
+        dir = %dir.display(),
+        pairs = probe.fdatasync.len(),
+        fdatasync_p50_us = us(probe.median(SyncMode::LinkedFdatasync)),
+        fdatasync_worst_us = us(startup.fdatasync_probe),
+        dsync_p50_us = us(probe.median(SyncMode::RwfDsync)),
+        dsync_worst_us = us(startup.dsync_probe),
+        setting = %config.log_sync_mode,
+        chosen = %mode,
+        "start-up check: durable 4 KiB writes timed in log.dirs"
+    );
+    let worst = probe.worst(mode).unwrap_or_default();
+    if worst > SLOW_DURABLE_WRITE {
+        warn!(
+            dir = %dir.display(),
+            worst_us = worst.as_micros() as u64,
+            "start-up check: a durable 4 KiB write ({mode}) is slow on the log directory's device \
+             ({} us, over {} ms): every commit waits for one; put log.dirs on a local SSD or \
+             NVMe device, not a network, throttled or shared volume",
+            worst.as_micros(),
+            SLOW_DURABLE_WRITE.as_millis()
+        );
     }
+    mode
 }
 
 /// The core's driver: stepping never re-entrant (stepping.rs), outputs carried out in order.
