@@ -966,7 +966,7 @@ fn print_summary(r: &Report) -> std::io::Result<()> {
         let get = |key: &str| stats.get(key).copied().unwrap_or(f64::NAN);
         outln!(
             "  node {id} (whole run): {:.2} wake-ups per stored batch, {:.1} batches and {:.0} \
-             bytes per write group, tail-cache hit rate {:.4}, slowest write + fdatasync {:.1} \
+             bytes per write group, tail-cache hit rate {:.4}, slowest durable group write {:.1} \
              ms, {} over 100 ms",
             get("wakeups_per_batch"),
             get("batches_per_group"),

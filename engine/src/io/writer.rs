@@ -1194,7 +1194,8 @@ impl WriterThread {
             tracing::warn!(
                 elapsed_ms = elapsed.as_millis() as u64,
                 bytes,
-                "slow log write + fdatasync: the disk stalled; if it repeats, move log.dirs to a \
+                sync = %self.sync_mode,
+                "slow durable log write: the disk stalled; if it repeats, move log.dirs to a \
                  device of its own or replace the failing one (docs/operations.md, \"Warnings at \
                  run time\")"
             );
