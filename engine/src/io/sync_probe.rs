@@ -44,7 +44,7 @@ pub const TIME_BUDGET: Duration = Duration::from_millis(500);
 pub enum SyncModeSetting {
     /// Whichever [`SyncProbe`] finds faster at start.
     Auto,
-    /// This one, unmeasured.
+    /// This one, whatever the probe finds (it still runs, for the start-up check).
     Fixed(SyncMode),
 }
 
