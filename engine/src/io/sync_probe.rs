@@ -32,6 +32,7 @@ const PROBE_BLOCK: usize = 4096;
 /// that no timed write allocates or converts an extent: the log writes into blocks its
 /// zero-fill has already written.
 const PROBE_BLOCKS: usize = 16;
+const PREWRITTEN_BYTES: usize = PROBE_BLOCK * PROBE_BLOCKS;
 /// Pairs timed at most, and at least (however slow the disk).
 pub const MAX_PAIRS: usize = 16;
 pub const MIN_PAIRS: usize = 3;
@@ -107,37 +108,30 @@ impl SyncProbe {
     }
 
     fn time_pairs(scratch: &File) -> io::Result<SyncProbe> {
-        let mut ring = build_ring(&mut RingInfo::default()).map_err(|e| match e {
-            WriterError::Ring(e) => e,
-            other => io::Error::other(other.to_string()),
-        })?;
+        let mut ring = probe_ring()?;
         let mut block = AlignedBuf::zeroed(PROBE_BLOCK);
         block.set_len(PROBE_BLOCK);
         for (i, byte) in block.as_mut_slice().iter_mut().enumerate() {
             *byte = i as u8;
         }
-        let whole = AlignedBuf::zeroed(PROBE_BLOCK * PROBE_BLOCKS);
-        file::write_all_at(scratch, whole.as_full_slice(), 0)?;
+        let written_before = AlignedBuf::zeroed(PREWRITTEN_BYTES);
+        file::write_all_at(scratch, written_before.as_full_slice(), 0)?;
         file::fdatasync(scratch)?;
         let started = Instant::now();
         let mut probe = SyncProbe {
             fdatasync: Vec::with_capacity(MAX_PAIRS),
             dsync: Vec::with_capacity(MAX_PAIRS),
         };
-        for pair in 0..MAX_PAIRS {
-            if pair >= MIN_PAIRS && started.elapsed() >= TIME_BUDGET {
-                break;
-            }
-            // Alternate which goes first, so neither always follows the other's flush.
-            let order = if pair % 2 == 0 {
-                [SyncMode::LinkedFdatasync, SyncMode::RwfDsync]
-            } else {
-                [SyncMode::RwfDsync, SyncMode::LinkedFdatasync]
-            };
-            for (k, mode) in order.into_iter().enumerate() {
-                let at = ((2 * pair + k) % PROBE_BLOCKS * PROBE_BLOCK) as u64;
+        for pair in (0..MAX_PAIRS).take_while(|&pair| another_pair(pair, started.elapsed())) {
+            for (k, mode) in pair_order(pair).into_iter().enumerate() {
                 let t = Instant::now();
-                durable_write(&mut ring, scratch, block.filled(), at, mode)?;
+                durable_write(
+                    &mut ring,
+                    scratch,
+                    block.filled(),
+                    block_offset(pair, k),
+                    mode,
+                )?;
                 let took = t.elapsed();
                 match mode {
                     SyncMode::LinkedFdatasync => probe.fdatasync.push(took),
@@ -171,6 +165,35 @@ impl SyncProbe {
             SyncMode::RwfDsync => &self.dsync,
         }
     }
+}
+
+/// A ring set up as the log writer's ([`build_ring`]).
+fn probe_ring() -> io::Result<IoUring> {
+    build_ring(&mut RingInfo::default()).map_err(|e| match e {
+        WriterError::Ring(e) => e,
+        other => io::Error::other(other.to_string()),
+    })
+}
+
+/// Whether to time pair number `pair` (from 0), `elapsed` after the first began: always until
+/// [`MIN_PAIRS`] are done, then while within [`TIME_BUDGET`], up to [`MAX_PAIRS`].
+fn another_pair(pair: usize, elapsed: Duration) -> bool {
+    pair < MAX_PAIRS && (pair < MIN_PAIRS || elapsed < TIME_BUDGET)
+}
+
+/// Which goes first in pair `pair`: they alternate, so neither always follows the other's flush.
+fn pair_order(pair: usize) -> [SyncMode; 2] {
+    if pair.is_multiple_of(2) {
+        [SyncMode::LinkedFdatasync, SyncMode::RwfDsync]
+    } else {
+        [SyncMode::RwfDsync, SyncMode::LinkedFdatasync]
+    }
+}
+
+/// Where write `k` (0 or 1) of pair `pair` goes: the next block of the pre-written region, round
+/// and round, so two writes in a row never hit the same block.
+fn block_offset(pair: usize, k: usize) -> u64 {
+    ((2 * pair + k) % PROBE_BLOCKS * PROBE_BLOCK) as u64
 }
 
 /// One write of `block` at `at`, made durable through `ring` the way the writer does in `mode`
@@ -266,6 +289,90 @@ mod tests {
             SyncMode::LinkedFdatasync
         );
         assert_eq!(probe(&[], &[]).choice(), SyncMode::LinkedFdatasync);
+    }
+
+    #[test]
+    fn pairs_run_to_the_minimum_then_within_the_budget_up_to_the_maximum() {
+        let over = TIME_BUDGET + Duration::from_millis(1);
+        assert!(another_pair(0, Duration::ZERO));
+        assert!(
+            another_pair(MIN_PAIRS - 1, over),
+            "the minimum whatever the time"
+        );
+        assert!(another_pair(
+            MIN_PAIRS,
+            TIME_BUDGET - Duration::from_millis(1)
+        ));
+        assert!(!another_pair(MIN_PAIRS, TIME_BUDGET), "the budget is spent");
+        assert!(!another_pair(MIN_PAIRS, over));
+        assert!(another_pair(MAX_PAIRS - 1, Duration::ZERO));
+        assert!(
+            !another_pair(MAX_PAIRS, Duration::ZERO),
+            "never past the maximum"
+        );
+    }
+
+    #[test]
+    fn the_modes_alternate_and_every_write_is_on_a_block_of_its_own_written_before() {
+        for pair in 0..MAX_PAIRS {
+            let order = pair_order(pair);
+            assert_ne!(order[0], order[1], "pair {pair}: one of each");
+            assert_eq!(order, pair_order(pair + 2), "pair {pair}");
+            assert_ne!(
+                order,
+                pair_order(pair + 1),
+                "pair {pair}: the next goes the other way"
+            );
+        }
+        let offsets: Vec<u64> = (0..MAX_PAIRS)
+            .flat_map(|pair| [block_offset(pair, 0), block_offset(pair, 1)])
+            .collect();
+        for (i, at) in offsets.iter().enumerate() {
+            assert_eq!(at % PROBE_BLOCK as u64, 0, "write {i} at {at}: aligned");
+            assert!(
+                at + PROBE_BLOCK as u64 <= PREWRITTEN_BYTES as u64,
+                "write {i} at {at}: within the blocks written before the timing"
+            );
+        }
+        for window in offsets.windows(PROBE_BLOCKS) {
+            let distinct: std::collections::BTreeSet<_> = window.iter().collect();
+            assert_eq!(distinct.len(), PROBE_BLOCKS, "{window:?}");
+        }
+    }
+
+    /// Each way really writes the block where asked (read back), and an error comes back as
+    /// the errno the kernel gave.
+    #[test]
+    fn a_durable_write_lands_and_its_error_is_the_kernels() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(PROBE_FILE_NAME);
+        let scratch = file::open_direct(&path, true).unwrap();
+        let mut ring = probe_ring().unwrap();
+        let mut block = AlignedBuf::zeroed(PROBE_BLOCK);
+        block.set_len(PROBE_BLOCK);
+        for (at, mode, fill) in [
+            (0, SyncMode::LinkedFdatasync, 7u8),
+            (PROBE_BLOCK as u64, SyncMode::RwfDsync, 9u8),
+        ] {
+            block.as_mut_slice().fill(fill);
+            durable_write(&mut ring, &scratch, block.filled(), at, mode).unwrap();
+        }
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), 2 * PROBE_BLOCK);
+        assert!(back[..PROBE_BLOCK].iter().all(|&b| b == 7));
+        assert!(back[PROBE_BLOCK..].iter().all(|&b| b == 9));
+        let read_only = File::open(&path).unwrap();
+        for mode in [SyncMode::LinkedFdatasync, SyncMode::RwfDsync] {
+            let error = durable_write(&mut ring, &read_only, block.filled(), 0, mode).unwrap_err();
+            assert_eq!(error.raw_os_error(), Some(libc::EBADF), "{mode}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_setting_shows_as_configured() {
+        assert_eq!(SyncModeSetting::Auto.to_string(), "auto");
+        let fixed = SyncModeSetting::Fixed(SyncMode::RwfDsync);
+        assert_eq!(fixed.to_string(), SyncMode::RwfDsync.to_string());
     }
 
     #[test]
