@@ -4,26 +4,4 @@
 # At the defaults of 9264a28 and later (log.sync.mode=auto: RWF_DSYNC on this VM's disk).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
-source bench/peers/settle.sh
-out=bench/results/open-loop-half-peak-2026-12-06-auto
-B=target/release/ringraft-bench
-settle_disk /tmp > /dev/null
-echo "peak start $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
-$B cluster --connections 16 --inflight 8 --duration 10 --json $out/peak.json > $out/peak.log 2>&1
-peak=$(python3 -c "import json; print(int(json.load(open('$out/peak.json'))['records_per_sec']))")
-rate=$((peak / 2))
-settle_disk /tmp > /dev/null
-echo "half ($rate records/s) start $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
-$B cluster --connections 16 --inflight 8 --rate $rate --duration 60 --warmup 5 --json $out/half.json > $out/half.log 2>&1
-settle_disk /tmp > /dev/null
-echo "half, 16 load threads, start $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
-$B cluster --connections 16 --inflight 8 --rate $rate --duration 60 --warmup 5 --load-threads 16 \
-    --json $out/half-16-threads.json > $out/half-16-threads.log 2>&1
-python3 - "$out" <<'PY'
-import json, sys
-out = sys.argv[1]
-p = json.load(open(f"{out}/peak.json")); h = json.load(open(f"{out}/half.json"))
-l = h["commit_latency_us"]
-print(f"peak {p['records_per_sec']:,.0f} records/s; half: {h['records_per_sec']:,.0f} records/s held, "
-      f"p50 {l['p50']:,} us, p99 {l['p99']:,} us, p99/p50 {l['p99']/l['p50']:.2f}; load {h['loadavg']}")
-PY
+bench/open_loop_half_peak.sh bench/results/open-loop-half-peak-2026-12-06-auto

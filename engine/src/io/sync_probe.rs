@@ -268,27 +268,24 @@ mod tests {
     /// outlier of an otherwise faster way does not lose it.
     #[test]
     fn the_faster_median_is_chosen_and_a_tie_goes_to_dsync() {
-        let probe = |f: &[u64], d: &[u64]| SyncProbe {
-            fdatasync: us(f),
-            dsync: us(d),
-        };
-        assert_eq!(
-            probe(&[50, 55, 60], &[30, 31, 9000]).choice(),
-            SyncMode::RwfDsync
-        );
-        assert_eq!(
-            probe(&[50, 55, 60], &[40_000, 35_000, 30]).choice(),
-            SyncMode::LinkedFdatasync
-        );
-        assert_eq!(
-            probe(&[50, 50, 50], &[50, 50, 50]).choice(),
-            SyncMode::RwfDsync
-        );
-        assert_eq!(
-            probe(&[50, 50, 50], &[51, 51, 51]).choice(),
-            SyncMode::LinkedFdatasync
-        );
-        assert_eq!(probe(&[], &[]).choice(), SyncMode::LinkedFdatasync);
+        let cases: [(&[u64], &[u64], SyncMode); 5] = [
+            (&[50, 55, 60], &[30, 31, 9000], SyncMode::RwfDsync),
+            (
+                &[50, 55, 60],
+                &[40_000, 35_000, 30],
+                SyncMode::LinkedFdatasync,
+            ),
+            (&[50, 50, 50], &[50, 50, 50], SyncMode::RwfDsync),
+            (&[50, 50, 50], &[51, 51, 51], SyncMode::LinkedFdatasync),
+            (&[], &[], SyncMode::LinkedFdatasync),
+        ];
+        for (fdatasync, dsync, chosen) in cases {
+            let probe = SyncProbe {
+                fdatasync: us(fdatasync),
+                dsync: us(dsync),
+            };
+            assert_eq!(probe.choice(), chosen, "{probe:?}");
+        }
     }
 
     #[test]
