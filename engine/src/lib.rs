@@ -19,6 +19,8 @@ pub mod io;
 pub mod log;
 pub mod os;
 pub mod producer_ids;
+pub mod producer_snapshot;
+pub mod producer_snapshot_store;
 pub mod producers;
 pub mod quorum_state_store;
 pub mod raft;

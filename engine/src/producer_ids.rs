@@ -48,6 +48,24 @@ pub enum NoGrant {
     Exhausted,
 }
 
+/// What the committed blocks below an offset imply, all a node needs of them after a restart
+/// (its own blocks are never reused by a new run): kept in the producer-state snapshot
+/// (`crate::producer_snapshot`), so a start that replays the log from there misses no block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedBlocks {
+    /// The high watermark they are committed below.
+    pub committed_to: Offset,
+    /// One past the largest id of every committed block.
+    pub committed_end: i64,
+    /// The offset of the newest committed block record.
+    pub newest_record: Option<Offset>,
+    /// Per node, (node, incarnation, first id) of its latest committed block; by node id.
+    pub latest: Vec<(NodeId, u64, i64)>,
+}
+
+/// Nodes a [`CommittedBlocks`] may name at most (the ledger's own bound).
+pub const MAX_COMMITTED_NODES: usize = MAX_REMEMBERED_NODES;
+
 /// The producer-id blocks the log implies, as seen by one node.
 #[derive(Debug)]
 pub struct ProducerIdLedger {
@@ -86,6 +104,39 @@ impl ProducerIdLedger {
             newest_own_first: -1,
             in_use: false,
             newest_committed_record: None,
+        }
+    }
+
+    /// A ledger for a new run `incarnation` of node `own_id` that starts from `committed` (a
+    /// snapshot's) and is then fed the log from `committed.committed_to` on.
+    pub fn restored(own_id: NodeId, incarnation: u64, committed: CommittedBlocks) -> Self {
+        assert!(committed.latest.len() <= MAX_REMEMBERED_NODES);
+        assert!(committed.committed_end >= 0 && committed.committed_to >= 0);
+        let mut ledger = Self::new(own_id, incarnation);
+        ledger.committed_to = committed.committed_to;
+        ledger.committed_end = committed.committed_end;
+        ledger.newest_committed_record = committed.newest_record;
+        ledger.latest = committed
+            .latest
+            .into_iter()
+            .map(|(node, incarnation, first)| (node, (incarnation, first)))
+            .collect();
+        ledger
+    }
+
+    /// What the blocks committed so far imply (see [`CommittedBlocks`]).
+    pub fn committed_blocks(&self) -> CommittedBlocks {
+        let mut latest: Vec<(NodeId, u64, i64)> = self
+            .latest
+            .iter()
+            .map(|(&node, &(incarnation, first))| (node, incarnation, first))
+            .collect();
+        latest.sort_unstable();
+        CommittedBlocks {
+            committed_to: self.committed_to,
+            committed_end: self.committed_end,
+            newest_record: self.newest_committed_record,
+            latest,
         }
     }
 
@@ -241,6 +292,45 @@ mod tests {
             first_id,
             count: BLOCK_SIZE,
         }
+    }
+
+    /// A ledger restored from what another run had committed grants past every committed block
+    /// and knows each node's latest, as the ledger fed the whole log does.
+    #[test]
+    fn a_restored_ledger_continues_where_the_committed_blocks_end() {
+        let mut fed = ProducerIdLedger::new(2, 77);
+        fed.on_append(5, block(2, 76, 0));
+        fed.on_append(6, block(3, 70, 1000));
+        fed.on_append(9, block(4, 71, 2000));
+        fed.on_committed(7);
+        let committed = fed.committed_blocks();
+        assert_eq!(
+            committed,
+            CommittedBlocks {
+                committed_to: 7,
+                committed_end: 2000,
+                newest_record: Some(6),
+                latest: vec![(2, 76, 0), (3, 70, 1000)],
+            }
+        );
+        let mut restored = ProducerIdLedger::restored(2, 78, committed);
+        restored.on_append(9, block(4, 71, 2000));
+        for ledger in [&mut fed, &mut restored] {
+            ledger.on_committed(10);
+        }
+        assert_eq!(restored.committed_blocks(), fed.committed_blocks());
+        assert_eq!(restored.newest_committed_record(), Some(9));
+        let wanted = BlockWanted {
+            incarnation: 78,
+            have: -1,
+        };
+        assert_eq!(restored.grant(2, wanted).unwrap().first_id, 3000);
+        // Node 3's block is delivered already: a repeated request waits.
+        let old = BlockWanted {
+            incarnation: 70,
+            have: -1,
+        };
+        assert_eq!(restored.grant(3, old), Err(NoGrant::Pending));
     }
 
     #[test]

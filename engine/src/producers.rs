@@ -349,6 +349,73 @@ impl ProducerStates {
         })
     }
 
+    /// The offset below which the log is known to be committed.
+    pub fn committed(&self) -> Offset {
+        self.committed
+    }
+
+    /// What a snapshot at the committed offset keeps: per producer (by id), its batches below
+    /// that offset, oldest first (at most [`BATCHES_PER_PRODUCER`]: only the last five below
+    /// the committed offset are kept). Producers with none there are left out.
+    pub fn committed_part(&self) -> Vec<(i64, Vec<BatchMeta>)> {
+        let committed = self.committed;
+        let mut part: Vec<(i64, Vec<BatchMeta>)> = self
+            .producers
+            .iter()
+            .map(|(&id, producer)| {
+                let below: Vec<BatchMeta> = producer
+                    .batches
+                    .iter()
+                    .take_while(|b| b.base_offset < committed)
+                    .copied()
+                    .collect();
+                (id, below)
+            })
+            .filter(|(_, below)| !below.is_empty())
+            .collect();
+        part.sort_unstable_by_key(|(id, _)| *id);
+        debug_assert!(part.iter().all(|(_, b)| b.len() <= BATCHES_PER_PRODUCER));
+        part
+    }
+
+    /// The state a [`Self::committed_part`] implies, committed below `committed`: fed the log
+    /// from `committed` on, it is the state of a machine fed the whole log. Beyond
+    /// `limits.max_producers`, the least recently written are left out.
+    pub fn restored(
+        limits: ProducerLimits,
+        committed: Offset,
+        part: Vec<(i64, Vec<BatchMeta>)>,
+    ) -> Self {
+        let mut states = Self::new(limits);
+        states.committed = committed;
+        let mut by_last: Vec<(Offset, i64, Vec<BatchMeta>)> = part
+            .into_iter()
+            .filter_map(|(id, batches)| Some((batches.last()?.last_offset, id, batches)))
+            .collect();
+        by_last.sort_unstable_by_key(|(last, id, _)| (*last, *id));
+        let skip = by_last.len().saturating_sub(limits.max_producers);
+        states.evicted = skip as u64;
+        for (last, id, batches) in by_last.into_iter().skip(skip) {
+            assert!(
+                batches
+                    .windows(2)
+                    .all(|w| w[0].last_offset < w[1].base_offset)
+                    && batches.iter().all(|b| b.base_offset < committed),
+                "a snapshot's batches are in log order and committed"
+            );
+            states.by_recency.insert((last, id));
+            states.producers.insert(
+                id,
+                Producer {
+                    batches: batches.into(),
+                    lost_history: false,
+                },
+            );
+            states.trim(id);
+        }
+        states
+    }
+
     /// Every tracked producer's state, by producer id.
     pub fn views(&self) -> std::collections::BTreeMap<i64, ProducerView> {
         self.producers
@@ -704,6 +771,44 @@ mod tests {
     }
 
     proptest! {
+        /// A state restored from its committed part and fed the log from the committed offset
+        /// on equals the state fed the whole log (the producer-state snapshot's promise); with
+        /// evictions it only forgets, as the fed state does.
+        #[test]
+        fn restored_from_the_committed_part_and_fed_the_rest_equals_the_fed_state(
+            ops in proptest::collection::vec(op(), 0..120),
+            small in any::<bool>(),
+        ) {
+            let limits = if small {
+                ProducerLimits { max_producers: 2, max_uncommitted_per_producer: 4 }
+            } else {
+                ProducerLimits::default()
+            };
+            let (states, log) = run(&ops, limits);
+            let committed = states.committed();
+            let mut restored = ProducerStates::restored(limits, committed, states.committed_part());
+            for (batch, base) in log.batches.iter().filter(|(_, base)| *base >= committed) {
+                restored.append(batch, *base);
+            }
+            if small {
+                prop_assert!(restored.len() <= 2);
+                let complete = log.rebuilt(ProducerLimits::default()).views();
+                for (id, view) in restored.views() {
+                    let truth = &complete[&id];
+                    prop_assert_eq!(view.producer_epoch, truth.producer_epoch);
+                    prop_assert!(truth.batches.ends_with(&view.batches), "{:?} vs {:?}", view, truth);
+                }
+            } else {
+                prop_assert_eq!(restored.views(), states.views());
+                for id in 0..5i64 {
+                    for kind in 0..4u8 {
+                        let batch = next_batch(&states, id, kind, 2);
+                        prop_assert_eq!(restored.check(&batch), states.check(&batch));
+                    }
+                }
+            }
+        }
+
         #[test]
         fn fed_with_truncations_equals_rebuilt_from_the_surviving_log(
             ops in proptest::collection::vec(op(), 0..120)

@@ -373,3 +373,104 @@ fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
         assert!(log.len() >= 3, "{log:?}");
     }
 }
+
+/// A retry of a batch that retention has deleted from every log is still recognised after the
+/// whole cluster restarts: each node writes its producer-state snapshot at a graceful shutdown
+/// and starts from it (docs/storage.md, "The producer-state snapshot"). Rebuilt from the log
+/// alone, the producer would be unknown and the retry written a second time.
+#[test]
+fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
+    let mut cluster = Cluster::new_with(3, |s| {
+        s.segment_bytes = Some(1 << 20);
+        s.overrides = vec![
+            format!("retention.bytes={}", 2 << 20),
+            "log.retention.check.interval.ms=200".into(),
+        ];
+        s.rust_log = "warn,net::node::runtime::idempotence=info".into();
+    });
+    let leader = cluster.start_all_and_elect();
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
+    for (sequence, (error, base_offset)) in send_window(&mut client, &[0, 1, 2, 3, 4]) {
+        assert_eq!(error, ErrorCode::NONE, "sequence {sequence}");
+        acked.insert(sequence, base_offset);
+    }
+    assert_eq!(acked.len(), 5);
+    // About 4.5 MB more, so that retention (2 MiB) deletes the segments that held them.
+    let filler = "f".repeat(30_000);
+    let mut end = 0;
+    for _ in 0..150 {
+        end = produce_one(&mut client, &filler).expect("filler acknowledged") + 1;
+    }
+    drop(client);
+    cluster.wait_for_voters_at(leader, end);
+    let deadline = Instant::now() + WAIT;
+    for node in &cluster.nodes {
+        while segment_bases(&node.dir)[0] <= acked[&4] {
+            assert!(
+                Instant::now() < deadline,
+                "node {}: retention never passed offset {}",
+                node.id,
+                acked[&4]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    cluster.stop_all_cleanly();
+    for node in &cluster.nodes {
+        assert!(
+            node.dir
+                .join(engine::producer_snapshot_store::FILE_NAME)
+                .exists(),
+            "node {} wrote no producer-state snapshot",
+            node.id
+        );
+    }
+
+    let leader = cluster.start_all_and_elect();
+    for node in &cluster.nodes {
+        let stderr = cluster.stderr_tail(node.id);
+        assert!(
+            stderr.contains("from_snapshot=Some("),
+            "node {} did not start from its snapshot: {stderr}",
+            node.id
+        );
+    }
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let deadline = Instant::now() + WAIT;
+    let retry = loop {
+        let answer = produce(&mut client, idempotent_batch(0, 4, false));
+        if answer.0 != ErrorCode::NOT_LEADER_OR_FOLLOWER || Instant::now() > deadline {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        retry,
+        (ErrorCode::NONE, acked[&4]),
+        "the retry after the restart"
+    );
+    assert_eq!(
+        produce(&mut client, idempotent_batch(0, 6, false)).0,
+        ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "a gap after the restart"
+    );
+    let (error, fifth) = produce(&mut client, idempotent_batch(0, 5, false));
+    assert_eq!(error, ErrorCode::NONE);
+    drop(client);
+    cluster.wait_for_voters_at(leader, fifth + 1);
+    cluster.stop_all();
+    for node in &cluster.nodes {
+        let written: Vec<i64> = read_log(&node.dir)
+            .into_iter()
+            .filter(|(_, v)| v.starts_with("idem-"))
+            .map(|(offset, _)| offset)
+            .collect();
+        assert_eq!(
+            written,
+            vec![fifth],
+            "node {}: only idem-5 is left",
+            node.id
+        );
+    }
+}

@@ -215,6 +215,11 @@ impl RaftCore {
     pub fn last_epoch(&self) -> Epoch {
         self.log.last_epoch()
     }
+    /// The epoch of the batch holding `offset` (the log's epoch cache), None below its first
+    /// entry.
+    pub fn log_epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        self.log.epoch_at(offset)
+    }
     /// Bytes of batches the in-memory tail cache holds (what its memory costs, beside the
     /// `Bytes` it may share with frames still in flight).
     pub fn tail_cache_bytes(&self) -> usize {

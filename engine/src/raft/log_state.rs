@@ -67,6 +67,10 @@ impl LogState {
         self.epochs.last_epoch()
     }
 
+    pub(crate) fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        self.epochs.epoch_at(offset)
+    }
+
     pub(crate) fn unflushed_bytes(&self) -> usize {
         self.unflushed_bytes
     }

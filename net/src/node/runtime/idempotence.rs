@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use engine::log::{Log, LogError};
-use engine::producers::{ProducerStates, SequenceCheck, Sequenced};
+use engine::producer_snapshot_store::ProducerSnapshotStore;
+use engine::producers::{ProducerLimits, ProducerStates, SequenceCheck, Sequenced};
 use engine::raft::Offset;
 use engine::record::control::ProducerIdBlock;
 use engine::record::{BatchHeader, RecordError};
@@ -66,11 +67,11 @@ pub(super) struct Rebuilt {
     pub(super) stats: RebuildStats,
 }
 
-/// The producer state the log implies, read from its batch headers, oldest first.
-pub(super) fn rebuild(log: &Log) -> Result<Rebuilt, RebuildError> {
-    let mut rebuilt = Rebuilt::default();
+/// Feeds `rebuilt` the log's batch headers from `from` (a batch boundary) to its end, oldest
+/// first: the producer state and the block records they imply.
+fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildError> {
     let end = log.end_offset();
-    let mut offset = log.start_offset();
+    let mut offset = from;
     while offset < end {
         let pieces = log
             .read(offset, REBUILD_READ_BYTES)
@@ -93,27 +94,61 @@ pub(super) fn rebuild(log: &Log) -> Result<Rebuilt, RebuildError> {
             offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
         }
     }
-    Ok(rebuilt)
+    Ok(())
 }
 
 impl Node {
     /// Rebuilds the producer state and the producer-id blocks of node `own_id` from `log`
-    /// before the node serves anything (start-up).
+    /// before the node serves anything (start-up): from the producer-state snapshot in
+    /// `snapshots` when it fits the log, else from the log's start.
     pub(super) fn rebuild_idempotence(
         log: &Log,
+        snapshots: &ProducerSnapshotStore,
         own_id: NodeId,
     ) -> Result<(Idempotence, super::producer_ids::ProducerIds), NodeError> {
         let started = Instant::now();
-        let rebuilt = rebuild(log)?;
+        let snapshot = match producer_snapshots::load(snapshots, log) {
+            Ok(found) => found,
+            Err(why) => {
+                warn!(
+                    node = own_id,
+                    file = %snapshots.path().display(),
+                    "the producer-state snapshot is not used ({why}): reading the whole log \
+                     instead"
+                );
+                None
+            }
+        };
+        let (mut rebuilt, mut ids, from) = match snapshot {
+            Some(snapshot) => {
+                let from = snapshot.offset;
+                let rebuilt = Rebuilt {
+                    producers: ProducerStates::restored(
+                        ProducerLimits::default(),
+                        from,
+                        snapshot.producers,
+                    ),
+                    ..Rebuilt::default()
+                };
+                let ids = super::producer_ids::ProducerIds::restored(own_id, snapshot.blocks);
+                (rebuilt, ids, Some(from))
+            }
+            None => (
+                Rebuilt::default(),
+                super::producer_ids::ProducerIds::new(own_id),
+                None,
+            ),
+        };
+        replay(log, from.unwrap_or(log.start_offset()), &mut rebuilt)?;
         info!(
             batches = rebuilt.stats.batches,
             bytes = rebuilt.stats.bytes,
+            from_snapshot = ?from,
             producers = rebuilt.producers.len(),
             producer_id_blocks = rebuilt.blocks.len(),
             ms = started.elapsed().as_millis() as u64,
             "rebuilt the producer state from the log"
         );
-        let mut ids = super::producer_ids::ProducerIds::new(own_id);
         for (offset, block) in rebuilt.blocks {
             ids.recovered(offset, block);
         }
@@ -188,6 +223,8 @@ impl Node {
     pub(super) fn track_log_op(&mut self, op: &LogOp) {
         match &op.kind {
             LogOpKind::Append(batches) => {
+                self.snapshots
+                    .appended(batches.iter().map(|b| b.bytes.len() as u64).sum());
                 for batch in batches.iter().filter(|b| !b.is_control) {
                     // The core's batches were validated when they came in.
                     if let Some(sequenced) = BatchHeader::read(&batch.bytes)

@@ -21,6 +21,7 @@ use engine::io::{
     exit_on_fatal, GroupCommitWriter, SyncMode, SyncProbe, WriterConfig, WriterEvent, WriterRequest,
 };
 use engine::log::{Log, LogConfig};
+use engine::producer_snapshot_store::ProducerSnapshotStore;
 use engine::quorum_state_store::QuorumStateStore;
 use engine::raft::{
     bootstrap_server_id, Acks, AppendResult, Batch, Correlation, ErrorCode, Input, LogOp,
@@ -39,6 +40,7 @@ mod metadata;
 mod peers;
 mod produce;
 mod producer_ids;
+mod producer_snapshots;
 mod retention;
 mod sasl;
 mod tls;
@@ -114,6 +116,8 @@ pub enum NodeError {
     SaslWorker(std::io::Error),
     #[error("rebuilding the producer state from the log: {0}")]
     Producers(#[from] idempotence::RebuildError),
+    #[error("starting the producer-state snapshot thread: {0}")]
+    SnapshotThread(std::io::Error),
     #[error(
         "metrics.listener http://{0}: {1} (pick a free port, or leave metrics.listener empty to \
          serve no metrics)"
@@ -203,6 +207,8 @@ pub struct Node {
     idempotence: idempotence::Idempotence,
     /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
     producer_ids: producer_ids::ProducerIds,
+    /// The producer-state snapshots: when the next is due, and their writing thread.
+    snapshots: producer_snapshots::Snapshots,
     retention: retention::RetentionState,
     /// What the raft thread publishes for `/metrics` (node/metrics), and the listener, if any.
     metrics: Arc<RaftMetrics>,
@@ -252,7 +258,9 @@ impl Node {
         snapshot.voter_records =
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
-        let (idempotence, producer_ids) = Node::rebuild_idempotence(&log, config.broker_id)?;
+        let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
+        let (idempotence, producer_ids) =
+            Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,
@@ -287,6 +295,7 @@ impl Node {
         // Before the pinning: the metrics and SASL threads must not share the raft thread's CPU.
         let metrics_server = start_metrics(&config, &metrics, &writer, startup)?;
         let mut sasl = sasl::start(&config, credentials)?;
+        let snapshots = producer_snapshots::Snapshots::start(snapshot_store, config.broker_id)?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;
         }
@@ -414,6 +423,7 @@ impl Node {
             counters: NodeCounters::default(),
             idempotence,
             producer_ids,
+            snapshots,
             retention: retention::RetentionState::default(),
             metrics,
             metrics_server,
@@ -577,6 +587,7 @@ impl Node {
             }
             events.clear();
         }
+        self.finish_producer_snapshots();
         if let Some(writer) = self.writer.take() {
             let stats = NodeStatsLine {
                 node: &self.counters,
@@ -943,6 +954,7 @@ impl CoreDriver for Node {
                 debug!(hw, "high watermark");
                 self.on_high_watermark(hw);
                 self.commit_producer_id_blocks(hw);
+                self.maybe_snapshot_producers(hw);
             }
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::ClientFetchDone { id, result } => self.client_fetch_done(id, result),

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use super::*;
 use crate::wire::kafka::{InitProducerIdRequest, InitProducerIdResponse, INIT_PRODUCER_ID};
 use engine::base::Offset;
-use engine::producer_ids::{BlockWanted, NoGrant, ProducerIdLedger, FIRST_PRODUCER_EPOCH};
+use engine::producer_ids::{
+    BlockWanted, CommittedBlocks, NoGrant, ProducerIdLedger, FIRST_PRODUCER_EPOCH,
+};
 use engine::record::control::ProducerIdBlock;
 
 /// How long an InitProducerId waits for this node's block before it is answered
@@ -46,19 +48,41 @@ pub(super) struct ProducerIds {
     refreshed_for: Option<BlockWanted>,
 }
 
+fn new_incarnation() -> u64 {
+    let mut bytes = [0u8; 8];
+    // No randomness means no safe incarnation: a fixed value could repeat a former run's.
+    getrandom::fill(&mut bytes).expect("the OS random source is available");
+    u64::from_le_bytes(bytes)
+}
+
 impl ProducerIds {
     /// For node `own_id`, with an incarnation drawn at random: a restarted node never uses a
     /// block reserved for an earlier run of it.
     pub(super) fn new(own_id: NodeId) -> Self {
-        let mut bytes = [0u8; 8];
-        // No randomness means no safe incarnation: a fixed value could repeat a former run's.
-        getrandom::fill(&mut bytes).expect("the OS random source is available");
+        Self::with_ledger(ProducerIdLedger::new(own_id, new_incarnation()))
+    }
+
+    /// As [`Self::new`], starting from the blocks a producer-state snapshot says are committed.
+    pub(super) fn restored(own_id: NodeId, committed: CommittedBlocks) -> Self {
+        Self::with_ledger(ProducerIdLedger::restored(
+            own_id,
+            new_incarnation(),
+            committed,
+        ))
+    }
+
+    fn with_ledger(ledger: ProducerIdLedger) -> Self {
         Self {
-            ledger: ProducerIdLedger::new(own_id, u64::from_le_bytes(bytes)),
+            ledger,
             waiting: VecDeque::new(),
             granted_at: HashMap::new(),
             refreshed_for: None,
         }
+    }
+
+    /// What the committed blocks imply, for a producer-state snapshot.
+    pub(super) fn committed_blocks(&self) -> CommittedBlocks {
+        self.ledger.committed_blocks()
     }
 
     /// A block record found in the log at start-up (before serving).

@@ -1,0 +1,412 @@
+//! The producer-state snapshot's bytes (docs/storage.md, "The producer-state snapshot"): the
+//! idempotent-producer state and the committed producer-id blocks as of a committed offset, so a
+//! start reads the log from there instead of from its start, and keeps what retention deleted.
+//! Logic only: `crate::producer_snapshot_store` reads and writes the file.
+//!
+//! Layout, big-endian: magic `RRPS`, version (i16), offset (i64), the epoch of the batch that
+//! ends at offset - 1 (i32), the blocks (committed end i64, newest record offset i64 or -1, a
+//! count i32 and per node: node i32, incarnation i64, first id i64), the producers (a count i32
+//! and per producer: id i64, a batch count i8 and per batch: epoch i16, first sequence i32,
+//! last sequence i32, base offset i64, last offset i64), then the CRC-32C of all before it.
+
+use thiserror::Error;
+
+use crate::base::{Epoch, Offset};
+use crate::producer_ids::{CommittedBlocks, MAX_COMMITTED_NODES};
+use crate::producers::{BatchMeta, BATCHES_PER_PRODUCER, DEFAULT_MAX_PRODUCERS};
+
+const MAGIC: &[u8; 4] = b"RRPS";
+/// The version this build writes and reads.
+pub const VERSION: i16 = 1;
+/// Bytes of the fixed part before the blocks' entries, and per entry.
+const HEAD_BYTES: usize = 4 + 2 + 8 + 4;
+const BLOCKS_HEAD_BYTES: usize = 8 + 8 + 4;
+const NODE_BYTES: usize = 4 + 8 + 8;
+const PRODUCER_HEAD_BYTES: usize = 8 + 1;
+const BATCH_BYTES: usize = 2 + 4 + 4 + 8 + 8;
+/// The largest snapshot this build writes or reads: every bound at its limit.
+pub const MAX_BYTES: usize = HEAD_BYTES
+    + BLOCKS_HEAD_BYTES
+    + MAX_COMMITTED_NODES * NODE_BYTES
+    + 4
+    + DEFAULT_MAX_PRODUCERS * (PRODUCER_HEAD_BYTES + BATCHES_PER_PRODUCER * BATCH_BYTES)
+    + 4;
+
+/// The state below `offset`, as a start needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerSnapshot {
+    /// The committed offset the snapshot was taken at: the log is replayed from here.
+    pub offset: Offset,
+    /// The epoch of the batch that ends at `offset - 1`: a start checks it against its log.
+    pub epoch: Epoch,
+    /// `blocks.committed_to` is `offset`.
+    pub blocks: CommittedBlocks,
+    /// Per producer (by id), its batches below `offset`, oldest first.
+    pub producers: Vec<(i64, Vec<BatchMeta>)>,
+}
+
+/// Why the bytes are not a snapshot this build can use.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SnapshotError {
+    #[error("too short: {len} bytes")]
+    TooShort { len: usize },
+    #[error("too long: {len} bytes, at most {MAX_BYTES}")]
+    TooLong { len: usize },
+    #[error("not a producer-state snapshot (magic {found:?})")]
+    Magic { found: [u8; 4] },
+    #[error("version {found}; this build reads {VERSION}")]
+    Version { found: i16 },
+    #[error("checksum {stored:#010x}, computed {computed:#010x}")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("ends inside {what}")]
+    Truncated { what: &'static str },
+    #[error("{what} out of range: {value}")]
+    Range { what: &'static str, value: i64 },
+    #[error("{extra} bytes after the last producer")]
+    Trailing { extra: usize },
+}
+
+impl ProducerSnapshot {
+    pub fn encode(&self) -> Vec<u8> {
+        assert_eq!(self.blocks.committed_to, self.offset, "one offset for both");
+        assert!(self.blocks.latest.len() <= MAX_COMMITTED_NODES);
+        assert!(self.producers.len() <= DEFAULT_MAX_PRODUCERS);
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_be_bytes());
+        out.extend_from_slice(&self.offset.to_be_bytes());
+        out.extend_from_slice(&self.epoch.to_be_bytes());
+        out.extend_from_slice(&self.blocks.committed_end.to_be_bytes());
+        out.extend_from_slice(&self.blocks.newest_record.unwrap_or(-1).to_be_bytes());
+        out.extend_from_slice(&(self.blocks.latest.len() as i32).to_be_bytes());
+        for &(node, incarnation, first_id) in &self.blocks.latest {
+            out.extend_from_slice(&node.to_be_bytes());
+            out.extend_from_slice(&incarnation.to_be_bytes());
+            out.extend_from_slice(&first_id.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.producers.len() as i32).to_be_bytes());
+        for (id, batches) in &self.producers {
+            assert!((1..=BATCHES_PER_PRODUCER).contains(&batches.len()));
+            out.extend_from_slice(&id.to_be_bytes());
+            out.push(batches.len() as u8);
+            for b in batches {
+                out.extend_from_slice(&b.producer_epoch.to_be_bytes());
+                out.extend_from_slice(&b.first_sequence.to_be_bytes());
+                out.extend_from_slice(&b.last_sequence.to_be_bytes());
+                out.extend_from_slice(&b.base_offset.to_be_bytes());
+                out.extend_from_slice(&b.last_offset.to_be_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        debug_assert_eq!(out.len(), self.encoded_len());
+        out
+    }
+
+    fn encoded_len(&self) -> usize {
+        HEAD_BYTES
+            + BLOCKS_HEAD_BYTES
+            + self.blocks.latest.len() * NODE_BYTES
+            + 4
+            + self
+                .producers
+                .iter()
+                .map(|(_, b)| PRODUCER_HEAD_BYTES + b.len() * BATCH_BYTES)
+                .sum::<usize>()
+            + 4
+    }
+
+    /// Decodes and checks a snapshot: the checksum first, then every count and offset against
+    /// the bounds a writer keeps, so nothing it returns can break the state it restores.
+    pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        let len = bytes.len();
+        if len < HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4 {
+            return Err(SnapshotError::TooShort { len });
+        }
+        if len > MAX_BYTES {
+            return Err(SnapshotError::TooLong { len });
+        }
+        let (body, crc) = bytes.split_at(len - 4);
+        let stored = u32::from_be_bytes(crc.try_into().expect("4 bytes"));
+        let mut r = Reader { rest: body };
+        let magic: [u8; 4] = r.take(4, "the magic")?.try_into().expect("4 bytes");
+        if &magic != MAGIC {
+            return Err(SnapshotError::Magic { found: magic });
+        }
+        let version = r.i16("the version")?;
+        if version != VERSION {
+            return Err(SnapshotError::Version { found: version });
+        }
+        let computed = crc32c::crc32c(body);
+        if stored != computed {
+            return Err(SnapshotError::Checksum { stored, computed });
+        }
+        let offset = r.i64("the offset")?;
+        in_range("offset", offset, 1, i64::MAX)?;
+        let epoch = r.i32("the epoch")?;
+        in_range("epoch", epoch.into(), 0, i32::MAX.into())?;
+        let blocks = r.blocks(offset)?;
+        let count = r.count("the producer count", DEFAULT_MAX_PRODUCERS)?;
+        let mut producers = Vec::with_capacity(count.min(r.rest.len() / PRODUCER_HEAD_BYTES));
+        let mut last_id = None;
+        for _ in 0..count {
+            let id = r.i64("a producer id")?;
+            in_range(
+                "producer id",
+                id,
+                last_id.map_or(0, |l: i64| l + 1),
+                i64::MAX,
+            )?;
+            last_id = Some(id);
+            producers.push((id, r.batches(offset)?));
+        }
+        if !r.rest.is_empty() {
+            return Err(SnapshotError::Trailing {
+                extra: r.rest.len(),
+            });
+        }
+        Ok(Self {
+            offset,
+            epoch,
+            blocks,
+            producers,
+        })
+    }
+}
+
+fn in_range(what: &'static str, value: i64, min: i64, max: i64) -> Result<(), SnapshotError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(SnapshotError::Range { what, value })
+    }
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], SnapshotError> {
+        if self.rest.len() < n {
+            return Err(SnapshotError::Truncated { what });
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    fn i16(&mut self, what: &'static str) -> Result<i16, SnapshotError> {
+        Ok(i16::from_be_bytes(
+            self.take(2, what)?.try_into().expect("2"),
+        ))
+    }
+
+    fn i32(&mut self, what: &'static str) -> Result<i32, SnapshotError> {
+        Ok(i32::from_be_bytes(
+            self.take(4, what)?.try_into().expect("4"),
+        ))
+    }
+
+    fn i64(&mut self, what: &'static str) -> Result<i64, SnapshotError> {
+        Ok(i64::from_be_bytes(
+            self.take(8, what)?.try_into().expect("8"),
+        ))
+    }
+
+    fn count(&mut self, what: &'static str, max: usize) -> Result<usize, SnapshotError> {
+        let n = self.i32(what)?;
+        in_range(what, n.into(), 0, max as i64)?;
+        Ok(n as usize)
+    }
+
+    fn blocks(&mut self, offset: Offset) -> Result<CommittedBlocks, SnapshotError> {
+        let committed_end = self.i64("the blocks' end")?;
+        in_range("committed end", committed_end, 0, i64::MAX)?;
+        let newest = self.i64("the newest block record")?;
+        in_range("newest block record", newest, -1, offset - 1)?;
+        let count = self.count("the node count", MAX_COMMITTED_NODES)?;
+        let mut latest = Vec::with_capacity(count);
+        for _ in 0..count {
+            let node = self.i32("a node id")?;
+            in_range("node id", node.into(), 0, i32::MAX.into())?;
+            let incarnation = self.i64("an incarnation")? as u64;
+            let first_id = self.i64("a first id")?;
+            in_range("first id", first_id, 0, committed_end)?;
+            if latest.last().is_some_and(|&(last, _, _)| last >= node) {
+                return Err(SnapshotError::Range {
+                    what: "node id (not ascending)",
+                    value: node.into(),
+                });
+            }
+            latest.push((node, incarnation, first_id));
+        }
+        Ok(CommittedBlocks {
+            committed_to: offset,
+            committed_end,
+            newest_record: (newest >= 0).then_some(newest),
+            latest,
+        })
+    }
+
+    fn batches(&mut self, offset: Offset) -> Result<Vec<BatchMeta>, SnapshotError> {
+        let count = self.take(1, "a batch count")?[0];
+        in_range("batch count", count.into(), 1, BATCHES_PER_PRODUCER as i64)?;
+        let mut batches: Vec<BatchMeta> = Vec::with_capacity(count.into());
+        for _ in 0..count {
+            let b = BatchMeta {
+                producer_epoch: self.i16("an epoch")?,
+                first_sequence: self.i32("a first sequence")?,
+                last_sequence: self.i32("a last sequence")?,
+                base_offset: self.i64("a base offset")?,
+                last_offset: self.i64("a last offset")?,
+            };
+            in_range(
+                "producer epoch",
+                b.producer_epoch.into(),
+                0,
+                i16::MAX.into(),
+            )?;
+            in_range(
+                "first sequence",
+                b.first_sequence.into(),
+                0,
+                i32::MAX.into(),
+            )?;
+            in_range("last sequence", b.last_sequence.into(), 0, i32::MAX.into())?;
+            let after = batches.last().map_or(0, |p| p.last_offset + 1);
+            in_range("base offset", b.base_offset, after, offset - 1)?;
+            in_range("last offset", b.last_offset, b.base_offset, i64::MAX)?;
+            batches.push(b);
+        }
+        Ok(batches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(epoch: i16, sequence: i32, base_offset: Offset) -> BatchMeta {
+        BatchMeta {
+            producer_epoch: epoch,
+            first_sequence: sequence,
+            last_sequence: sequence + 1,
+            base_offset,
+            last_offset: base_offset + 1,
+        }
+    }
+
+    fn sample() -> ProducerSnapshot {
+        ProducerSnapshot {
+            offset: 40,
+            epoch: 3,
+            blocks: CommittedBlocks {
+                committed_to: 40,
+                committed_end: 3000,
+                newest_record: Some(12),
+                latest: vec![(1, 9, 0), (2, u64::MAX, 2000)],
+            },
+            producers: vec![
+                (5, vec![meta(0, 0, 0), meta(0, 2, 10)]),
+                (i64::MAX, vec![meta(2, i32::MAX - 1, 30)]),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_snapshot_round_trips_and_an_empty_one_too() {
+        let snapshot = sample();
+        assert_eq!(ProducerSnapshot::decode(&snapshot.encode()), Ok(snapshot));
+        let empty = ProducerSnapshot {
+            offset: 1,
+            epoch: 0,
+            blocks: CommittedBlocks {
+                committed_to: 1,
+                committed_end: 0,
+                newest_record: None,
+                latest: Vec::new(),
+            },
+            producers: Vec::new(),
+        };
+        assert_eq!(ProducerSnapshot::decode(&empty.encode()), Ok(empty));
+    }
+
+    /// Every byte flipped, every cut and every extra byte is refused with an error.
+    #[test]
+    fn any_damage_is_refused() {
+        let bytes = sample().encode();
+        for i in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= 0x40;
+            assert!(ProducerSnapshot::decode(&damaged).is_err(), "byte {i}");
+        }
+        for cut in 0..bytes.len() {
+            assert!(
+                ProducerSnapshot::decode(&bytes[..cut]).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(ProducerSnapshot::decode(&longer).is_err());
+    }
+
+    /// Values a writer never writes are refused even under a valid checksum.
+    #[test]
+    fn out_of_range_values_under_a_valid_checksum_are_refused() {
+        type Change = Box<dyn Fn(&mut ProducerSnapshot)>;
+        let cases: Vec<(Change, &str)> = vec![
+            (
+                Box::new(|s| s.producers[0].1[1].base_offset = 1),
+                "base offset",
+            ),
+            (
+                Box::new(|s| s.producers[0].1[1].base_offset = 40),
+                "base offset",
+            ),
+            (Box::new(|s| s.producers[1].0 = 4), "producer id"),
+            (
+                Box::new(|s| s.producers[0].1[0].first_sequence = -1),
+                "first sequence",
+            ),
+            (
+                Box::new(|s| s.producers[0].1[0].producer_epoch = -2),
+                "producer epoch",
+            ),
+            (
+                Box::new(|s| s.blocks.newest_record = Some(40)),
+                "newest block record",
+            ),
+            (Box::new(|s| s.blocks.latest[0].2 = 3001), "first id"),
+            (
+                Box::new(|s| s.blocks.latest.swap(0, 1)),
+                "node id (not ascending)",
+            ),
+            (Box::new(|s| s.epoch = -1), "epoch"),
+        ];
+        for (change, what) in cases {
+            let mut snapshot = sample();
+            change(&mut snapshot);
+            match ProducerSnapshot::decode(&snapshot.encode()) {
+                Err(SnapshotError::Range { what: found, .. }) => assert_eq!(found, what),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn another_version_or_file_is_named_as_such() {
+        let mut bytes = sample().encode();
+        bytes[5] = 2;
+        assert_eq!(
+            ProducerSnapshot::decode(&bytes),
+            Err(SnapshotError::Version { found: 2 })
+        );
+        bytes[0] = b'X';
+        assert!(matches!(
+            ProducerSnapshot::decode(&bytes),
+            Err(SnapshotError::Magic { .. })
+        ));
+    }
+}

@@ -1,0 +1,211 @@
+//! The producer-state snapshot on the node (docs/storage.md, "The producer-state snapshot"):
+//! taken at the high watermark once enough log has been appended since the last one, or enough
+//! time has passed, and at a graceful shutdown; written by a thread of its own so the raft
+//! thread never waits for the disk; read at start, where it must fit the log or is not used.
+
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::thread::JoinHandle;
+
+use engine::base::Offset;
+use engine::log::Log;
+use engine::producer_snapshot::ProducerSnapshot;
+use engine::producer_snapshot_store::ProducerSnapshotStore;
+
+use super::*;
+
+/// A snapshot is due once this many bytes were appended since the last one: a start then
+/// replays at most about this much log (docs/benchmarks.md, "Producer-state rebuild at start").
+pub(super) const SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
+/// ... or once this long has passed with anything appended.
+const SNAPSHOT_EVERY: Duration = Duration::from_secs(300);
+
+/// When the next snapshot is due, and the thread that writes them.
+pub(super) struct Snapshots {
+    /// The offset of the last snapshot taken (0: none this run).
+    last_offset: Offset,
+    last_at: Instant,
+    appended_since: u64,
+    /// Hands a snapshot's bytes to the writing thread; one waits at most (a newer one is not
+    /// taken while it does: the next high watermark tries again).
+    to_writer: Option<SyncSender<Vec<u8>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Snapshots {
+    /// Starts the writing thread (before the raft thread pins itself: it must not share that
+    /// CPU).
+    pub(super) fn start(store: ProducerSnapshotStore, node: NodeId) -> Result<Self, NodeError> {
+        let (to_writer, from_node) = sync_channel::<Vec<u8>>(1);
+        let thread = std::thread::Builder::new()
+            .name("producer-snapshot".into())
+            .spawn(move || {
+                for bytes in from_node {
+                    if let Err(error) = store.write(&bytes) {
+                        // Nothing acknowledged depends on the file: a start without it reads
+                        // the whole log, as it would with none.
+                        warn!(
+                            node,
+                            file = %store.path().display(),
+                            "writing the producer-state snapshot failed: {error}"
+                        );
+                    }
+                }
+            })
+            .map_err(NodeError::SnapshotThread)?;
+        Ok(Self {
+            last_offset: 0,
+            last_at: Instant::now(),
+            appended_since: 0,
+            to_writer: Some(to_writer),
+            thread: Some(thread),
+        })
+    }
+
+    pub(super) fn appended(&mut self, bytes: u64) {
+        self.appended_since = self.appended_since.saturating_add(bytes);
+    }
+
+    fn due(&self, hw: Offset, now: Instant) -> bool {
+        hw > self.last_offset
+            && (self.appended_since >= SNAPSHOT_EVERY_BYTES
+                || (self.appended_since > 0 && now.duration_since(self.last_at) >= SNAPSHOT_EVERY))
+    }
+
+    /// Hands `snapshot` to the writing thread; false when the one before is still waiting.
+    fn offer(&mut self, snapshot: &ProducerSnapshot, now: Instant) -> bool {
+        let Some(to_writer) = &self.to_writer else {
+            return false;
+        };
+        match to_writer.try_send(snapshot.encode()) {
+            Ok(()) => {
+                self.last_offset = snapshot.offset;
+                self.last_at = now;
+                self.appended_since = 0;
+                true
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    /// Waits for the writing thread to write what it was handed, then stops it.
+    pub(super) fn finish(&mut self) {
+        self.to_writer = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The snapshot in `store` if there is one and it fits `log`: its offset inside the log (above
+/// the start, at most the end) and the batch that ends just below it of the epoch it names.
+/// Ok(None): no file. Err: a file that is not used, and why.
+pub(super) fn load(
+    store: &ProducerSnapshotStore,
+    log: &Log,
+) -> Result<Option<ProducerSnapshot>, String> {
+    let Some(bytes) = store.read().map_err(|e| format!("reading it: {e}"))? else {
+        return Ok(None);
+    };
+    let snapshot = ProducerSnapshot::decode(&bytes).map_err(|e| e.to_string())?;
+    let (start, end) = (log.start_offset(), log.end_offset());
+    if snapshot.offset <= start || snapshot.offset > end {
+        return Err(format!(
+            "its offset {} is outside the log's {start}..={end} (retention went past it, or the \
+             log was reset or lost its tail)",
+            snapshot.offset
+        ));
+    }
+    let epoch = log.epoch_cache().epoch_at(snapshot.offset - 1);
+    if epoch != Some(snapshot.epoch) {
+        return Err(format!(
+            "it names epoch {} at offset {}, the log {epoch:?}",
+            snapshot.epoch,
+            snapshot.offset - 1
+        ));
+    }
+    Ok(Some(snapshot))
+}
+
+impl Node {
+    /// After the high watermark moved to `hw` (and the producer state and the blocks were told):
+    /// takes a snapshot there when one is due.
+    pub(super) fn maybe_snapshot_producers(&mut self, hw: Offset) {
+        let now = self.woke;
+        if self.snapshots.due(hw, now) {
+            self.snapshot_producers(hw, now);
+        }
+    }
+
+    fn snapshot_producers(&mut self, hw: Offset, now: Instant) {
+        let Some(snapshot) = self.producer_snapshot(hw) else {
+            return;
+        };
+        if !self.snapshots.offer(&snapshot, now) {
+            debug!(
+                hw,
+                "a producer-state snapshot is still being written: the next one waits"
+            );
+        }
+    }
+
+    /// The state at `hw`, when the producer state and the blocks are both committed exactly
+    /// there and the log holds the batch below it.
+    fn producer_snapshot(&self, hw: Offset) -> Option<ProducerSnapshot> {
+        let producers = &self.idempotence.producers;
+        let blocks = self.producer_ids.committed_blocks();
+        if hw <= self.core.log_start_offset()
+            || hw > self.core.log_end_offset()
+            || producers.committed() != hw
+            || blocks.committed_to != hw
+        {
+            return None;
+        }
+        Some(ProducerSnapshot {
+            offset: hw,
+            epoch: self.core.log_epoch_at(hw - 1)?,
+            blocks,
+            producers: producers.committed_part(),
+        })
+    }
+
+    /// At a graceful shutdown: a last snapshot at the high watermark (if it moved), written
+    /// before the node exits, so the next start replays nothing it need not.
+    pub(super) fn finish_producer_snapshots(&mut self) {
+        if let Some(hw) = self.core.high_watermark() {
+            if hw > self.snapshots.last_offset {
+                self.snapshot_producers(hw, Instant::now());
+            }
+        }
+        self.snapshots.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshots() -> Snapshots {
+        Snapshots {
+            last_offset: 10,
+            last_at: Instant::now(),
+            appended_since: 0,
+            to_writer: None,
+            thread: None,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_is_due_after_enough_bytes_or_time_and_only_past_the_last() {
+        let mut s = snapshots();
+        let now = s.last_at;
+        assert!(!s.due(11, now));
+        s.appended(SNAPSHOT_EVERY_BYTES - 1);
+        assert!(!s.due(11, now));
+        assert!(s.due(11, now + SNAPSHOT_EVERY));
+        s.appended(1);
+        assert!(s.due(11, now));
+        assert!(!s.due(10, now), "not again at the same offset");
+        let idle = snapshots();
+        assert!(!idle.due(11, now + SNAPSHOT_EVERY * 2), "nothing appended");
+    }
+}
