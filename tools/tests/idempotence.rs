@@ -375,9 +375,11 @@ fn every_node_hands_out_producer_ids_and_none_twice_across_a_restart() {
 }
 
 /// A retry of a batch that retention has deleted from every log is still recognised after the
-/// whole cluster restarts: each node writes its producer-state snapshot at a graceful shutdown
-/// and starts from it (docs/storage.md, "The producer-state snapshot"). Rebuilt from the log
-/// alone, the producer would be unknown and the retry written a second time.
+/// whole cluster is SIGKILLed and restarted: each node took producer-state snapshots as the log
+/// grew (one per segment's worth, here 1 MiB) and starts from its newest (docs/storage.md, "The
+/// producer-state snapshot"). Rebuilt from the log alone, the producer would be unknown and the
+/// retry written a second time. A graceful stop then writes one at the high watermark, and a
+/// damaged one is not used.
 #[test]
 fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
     let mut cluster = Cluster::new_with(3, |s| {
@@ -416,8 +418,8 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    cluster.stop_all_cleanly();
-    for node in &cluster.nodes {
+    for node in &mut cluster.nodes {
+        node.process.take(); // SIGKILL
         assert!(
             node.dir
                 .join(engine::producer_snapshot_store::FILE_NAME)
@@ -459,8 +461,18 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
     assert_eq!(error, ErrorCode::NONE);
     drop(client);
     cluster.wait_for_voters_at(leader, fifth + 1);
-    cluster.stop_all();
+    cluster.stop_all_cleanly();
     for node in &cluster.nodes {
+        let path = node.dir.join(engine::producer_snapshot_store::FILE_NAME);
+        let snapshot =
+            engine::producer_snapshot::ProducerSnapshot::decode(&std::fs::read(path).unwrap())
+                .unwrap();
+        assert!(
+            snapshot.offset > fifth,
+            "node {}: the snapshot of the graceful stop is at {}, idem-5 at {fifth}",
+            node.id,
+            snapshot.offset
+        );
         let written: Vec<i64> = read_log(&node.dir)
             .into_iter()
             .filter(|(_, v)| v.starts_with("idem-"))
@@ -473,4 +485,29 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
             node.id
         );
     }
+
+    // A damaged snapshot is not used: the node says why and reads its whole log instead.
+    let snapshot = log_dir(&cluster, 1).join(engine::producer_snapshot_store::FILE_NAME);
+    let mut bytes = std::fs::read(&snapshot).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&snapshot, &bytes).unwrap();
+    let path = cluster.stderr_path(1);
+    let before = std::fs::read_to_string(&path).unwrap().len();
+    cluster.start(1, &[]);
+    let deadline = Instant::now() + WAIT;
+    let this_run = loop {
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text[before..].contains("rebuilt the producer state") {
+            break text[before..].to_owned();
+        }
+        assert!(Instant::now() < deadline, "no rebuild line: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        this_run.contains("the producer-state snapshot is not used (checksum")
+            && this_run.contains("from_snapshot=None"),
+        "{this_run}"
+    );
+    cluster.stop_all_cleanly();
 }

@@ -82,6 +82,12 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
         for piece in pieces {
             let header = BatchHeader::read(&piece)
                 .map_err(|source| RebuildError::Batch { offset, source })?;
+            offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
+            if header.base_offset < from {
+                // A batch across `from` (a snapshot's offset is a high watermark, so a batch
+                // boundary, but the read would return it whole): the snapshot holds it.
+                continue;
+            }
             if header.is_control() {
                 if let Some(block) = super::producer_ids::producer_id_block(&piece) {
                     rebuilt.blocks.push((header.base_offset, block));
@@ -91,7 +97,6 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
             }
             rebuilt.stats.batches += 1;
             rebuilt.stats.bytes += piece.len() as u64;
-            offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
         }
     }
     Ok(())

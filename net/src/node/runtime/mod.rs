@@ -295,7 +295,11 @@ impl Node {
         // Before the pinning: the metrics and SASL threads must not share the raft thread's CPU.
         let metrics_server = start_metrics(&config, &metrics, &writer, startup)?;
         let mut sasl = sasl::start(&config, credentials)?;
-        let snapshots = producer_snapshots::Snapshots::start(snapshot_store, config.broker_id)?;
+        let snapshots = producer_snapshots::Snapshots::start(
+            snapshot_store,
+            config.broker_id,
+            config.segment_bytes,
+        )?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;
         }

@@ -13,9 +13,11 @@ use engine::producer_snapshot_store::ProducerSnapshotStore;
 
 use super::*;
 
-/// A snapshot is due once this many bytes were appended since the last one: a start then
-/// replays at most about this much log (docs/benchmarks.md, "Producer-state rebuild at start").
-pub(super) const SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
+/// A snapshot is due once a segment's worth of batches (`log.segment.bytes`), at most this
+/// many bytes, were appended since the last one: a start then replays at most about this much
+/// log (docs/benchmarks.md, "Producer-state rebuild at start"), and retention, which deletes
+/// whole segments, seldom passes the newest snapshot.
+pub(super) const MAX_SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
 /// ... or once this long has passed with anything appended.
 const SNAPSHOT_EVERY: Duration = Duration::from_secs(300);
 
@@ -25,6 +27,7 @@ pub(super) struct Snapshots {
     last_offset: Offset,
     last_at: Instant,
     appended_since: u64,
+    every_bytes: u64,
     /// Hands a snapshot's bytes to the writing thread; one waits at most (a newer one is not
     /// taken while it does: the next high watermark tries again).
     to_writer: Option<SyncSender<Vec<u8>>>,
@@ -34,7 +37,11 @@ pub(super) struct Snapshots {
 impl Snapshots {
     /// Starts the writing thread (before the raft thread pins itself: it must not share that
     /// CPU).
-    pub(super) fn start(store: ProducerSnapshotStore, node: NodeId) -> Result<Self, NodeError> {
+    pub(super) fn start(
+        store: ProducerSnapshotStore,
+        node: NodeId,
+        segment_bytes: u64,
+    ) -> Result<Self, NodeError> {
         let (to_writer, from_node) = sync_channel::<Vec<u8>>(1);
         let thread = std::thread::Builder::new()
             .name("producer-snapshot".into())
@@ -56,6 +63,7 @@ impl Snapshots {
             last_offset: 0,
             last_at: Instant::now(),
             appended_since: 0,
+            every_bytes: segment_bytes.clamp(1, MAX_SNAPSHOT_EVERY_BYTES),
             to_writer: Some(to_writer),
             thread: Some(thread),
         })
@@ -65,10 +73,14 @@ impl Snapshots {
         self.appended_since = self.appended_since.saturating_add(bytes);
     }
 
-    fn due(&self, hw: Offset, now: Instant) -> bool {
+    /// Whether a snapshot at `hw` is due, with the log starting at `log_start`: past the last
+    /// one, and after enough bytes or time, or once retention has moved the log start past
+    /// the last one (which a start could then no longer use).
+    fn due(&self, hw: Offset, log_start: Offset, now: Instant) -> bool {
         hw > self.last_offset
-            && (self.appended_since >= SNAPSHOT_EVERY_BYTES
-                || (self.appended_since > 0 && now.duration_since(self.last_at) >= SNAPSHOT_EVERY))
+            && (self.appended_since >= self.every_bytes
+                || (self.appended_since > 0 && now.duration_since(self.last_at) >= SNAPSHOT_EVERY)
+                || log_start >= self.last_offset)
     }
 
     /// Hands `snapshot` to the writing thread; false when the one before is still waiting.
@@ -131,7 +143,7 @@ impl Node {
     /// takes a snapshot there when one is due.
     pub(super) fn maybe_snapshot_producers(&mut self, hw: Offset) {
         let now = self.woke;
-        if self.snapshots.due(hw, now) {
+        if self.snapshots.due(hw, self.core.log_start_offset(), now) {
             self.snapshot_producers(hw, now);
         }
     }
@@ -189,6 +201,7 @@ mod tests {
             last_offset: 10,
             last_at: Instant::now(),
             appended_since: 0,
+            every_bytes: 1 << 20,
             to_writer: None,
             thread: None,
         }
@@ -198,14 +211,22 @@ mod tests {
     fn a_snapshot_is_due_after_enough_bytes_or_time_and_only_past_the_last() {
         let mut s = snapshots();
         let now = s.last_at;
-        assert!(!s.due(11, now));
-        s.appended(SNAPSHOT_EVERY_BYTES - 1);
-        assert!(!s.due(11, now));
-        assert!(s.due(11, now + SNAPSHOT_EVERY));
+        assert!(!s.due(11, 0, now));
+        s.appended((1 << 20) - 1);
+        assert!(!s.due(11, 0, now));
+        assert!(s.due(11, 0, now + SNAPSHOT_EVERY));
         s.appended(1);
-        assert!(s.due(11, now));
-        assert!(!s.due(10, now), "not again at the same offset");
+        assert!(s.due(11, 0, now));
+        assert!(!s.due(10, 0, now), "not again at the same offset");
         let idle = snapshots();
-        assert!(!idle.due(11, now + SNAPSHOT_EVERY * 2), "nothing appended");
+        assert!(
+            !idle.due(11, 0, now + SNAPSHOT_EVERY * 2),
+            "nothing appended"
+        );
+        assert!(!idle.due(11, 9, now));
+        assert!(
+            idle.due(11, 10, now),
+            "the log start reached the last snapshot"
+        );
     }
 }
