@@ -5,8 +5,8 @@
 //!
 //! Layout, big-endian: magic `RRPS`, version (i16), offset (i64), the epoch of the batch that
 //! ends at offset - 1 (i32), the blocks (committed end i64, newest record offset i64 or -1, a
-//! count i32 and per node: node i32, incarnation i64, first id i64), the producers (a count i32
-//! and per producer: id i64, a batch count i8 and per batch: epoch i16, first sequence i32,
+//! count i32 and per node: node i32, incarnation i64, first id i64, ascending), the producers
+//! (a count i32 and per producer, in any order, each id once: id i64, a batch count i8 and per batch: epoch i16, first sequence i32,
 //! last sequence i32, base offset i64, last offset i64), then the CRC-32C of all before it.
 
 use thiserror::Error;
@@ -68,52 +68,14 @@ pub enum SnapshotError {
 
 impl ProducerSnapshot {
     pub fn encode(&self) -> Vec<u8> {
-        assert_eq!(self.blocks.committed_to, self.offset, "one offset for both");
-        assert!(self.blocks.latest.len() <= MAX_COMMITTED_NODES);
-        assert!(self.producers.len() <= DEFAULT_MAX_PRODUCERS);
-        let mut out = Vec::with_capacity(self.encoded_len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
-        out.extend_from_slice(&self.offset.to_be_bytes());
-        out.extend_from_slice(&self.epoch.to_be_bytes());
-        out.extend_from_slice(&self.blocks.committed_end.to_be_bytes());
-        out.extend_from_slice(&self.blocks.newest_record.unwrap_or(-1).to_be_bytes());
-        out.extend_from_slice(&(self.blocks.latest.len() as i32).to_be_bytes());
-        for &(node, incarnation, first_id) in &self.blocks.latest {
-            out.extend_from_slice(&node.to_be_bytes());
-            out.extend_from_slice(&incarnation.to_be_bytes());
-            out.extend_from_slice(&first_id.to_be_bytes());
-        }
-        out.extend_from_slice(&(self.producers.len() as i32).to_be_bytes());
-        for (id, batches) in &self.producers {
-            assert!((1..=BATCHES_PER_PRODUCER).contains(&batches.len()));
-            out.extend_from_slice(&id.to_be_bytes());
-            out.push(batches.len() as u8);
-            for b in batches {
-                out.extend_from_slice(&b.producer_epoch.to_be_bytes());
-                out.extend_from_slice(&b.first_sequence.to_be_bytes());
-                out.extend_from_slice(&b.last_sequence.to_be_bytes());
-                out.extend_from_slice(&b.base_offset.to_be_bytes());
-                out.extend_from_slice(&b.last_offset.to_be_bytes());
-            }
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_be_bytes());
-        debug_assert_eq!(out.len(), self.encoded_len());
-        out
-    }
-
-    fn encoded_len(&self) -> usize {
-        HEAD_BYTES
-            + BLOCKS_HEAD_BYTES
-            + self.blocks.latest.len() * NODE_BYTES
-            + 4
-            + self
-                .producers
+        encode_parts(
+            self.offset,
+            self.epoch,
+            &self.blocks,
+            self.producers
                 .iter()
-                .map(|(_, b)| PRODUCER_HEAD_BYTES + b.len() * BATCH_BYTES)
-                .sum::<usize>()
-            + 4
+                .map(|(id, batches)| (*id, batches.iter())),
+        )
     }
 
     /// Decodes and checks a snapshot: the checksum first, then every count and offset against
@@ -148,21 +110,22 @@ impl ProducerSnapshot {
         let blocks = r.blocks(offset)?;
         let count = r.count("the producer count", DEFAULT_MAX_PRODUCERS)?;
         let mut producers = Vec::with_capacity(count.min(r.rest.len() / PRODUCER_HEAD_BYTES));
-        let mut last_id = None;
         for _ in 0..count {
             let id = r.i64("a producer id")?;
-            in_range(
-                "producer id",
-                id,
-                last_id.map_or(0, |l: i64| l + 1),
-                i64::MAX,
-            )?;
-            last_id = Some(id);
+            in_range("producer id", id, 0, i64::MAX)?;
             producers.push((id, r.batches(offset)?));
         }
         if !r.rest.is_empty() {
             return Err(SnapshotError::Trailing {
                 extra: r.rest.len(),
+            });
+        }
+        let mut ids: Vec<i64> = producers.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        if let Some(twice) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(SnapshotError::Range {
+                what: "producer id (twice)",
+                value: twice[0],
             });
         }
         Ok(Self {
@@ -172,6 +135,64 @@ impl ProducerSnapshot {
             producers,
         })
     }
+}
+
+/// A snapshot's bytes, its producers taken from `producers` in the order given (each id once;
+/// one with no batches is left out): the raft thread encodes straight from the live state
+/// ([`crate::producers::ProducerStates::committed_batches`]) without collecting it first.
+pub fn encode_parts<'a, B>(
+    offset: Offset,
+    epoch: Epoch,
+    blocks: &CommittedBlocks,
+    producers: impl Iterator<Item = (i64, B)>,
+) -> Vec<u8>
+where
+    B: Iterator<Item = &'a BatchMeta>,
+{
+    assert_eq!(blocks.committed_to, offset, "one offset for both");
+    assert!(blocks.latest.len() <= MAX_COMMITTED_NODES);
+    let mut out = Vec::with_capacity(HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&offset.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
+    out.extend_from_slice(&blocks.committed_end.to_be_bytes());
+    out.extend_from_slice(&blocks.newest_record.unwrap_or(-1).to_be_bytes());
+    out.extend_from_slice(&(blocks.latest.len() as i32).to_be_bytes());
+    for &(node, incarnation, first_id) in &blocks.latest {
+        out.extend_from_slice(&node.to_be_bytes());
+        out.extend_from_slice(&incarnation.to_be_bytes());
+        out.extend_from_slice(&first_id.to_be_bytes());
+    }
+    let count_at = out.len();
+    out.extend_from_slice(&0i32.to_be_bytes());
+    let mut count = 0usize;
+    for (id, batches) in producers {
+        let head_at = out.len();
+        out.extend_from_slice(&id.to_be_bytes());
+        out.push(0);
+        let mut in_producer = 0u8;
+        for b in batches {
+            out.extend_from_slice(&b.producer_epoch.to_be_bytes());
+            out.extend_from_slice(&b.first_sequence.to_be_bytes());
+            out.extend_from_slice(&b.last_sequence.to_be_bytes());
+            out.extend_from_slice(&b.base_offset.to_be_bytes());
+            out.extend_from_slice(&b.last_offset.to_be_bytes());
+            in_producer += 1;
+        }
+        assert!(usize::from(in_producer) <= BATCHES_PER_PRODUCER);
+        if in_producer == 0 {
+            out.truncate(head_at);
+        } else {
+            out[head_at + 8] = in_producer;
+            count += 1;
+        }
+    }
+    assert!(count <= DEFAULT_MAX_PRODUCERS);
+    out[count_at..count_at + 4].copy_from_slice(&(count as i32).to_be_bytes());
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
 }
 
 fn in_range(what: &'static str, value: i64, min: i64, max: i64) -> Result<(), SnapshotError> {
@@ -332,6 +353,43 @@ mod tests {
         assert_eq!(ProducerSnapshot::decode(&empty.encode()), Ok(empty));
     }
 
+    /// The bytes taken straight from a live state decode to its committed part: the batches
+    /// below the committed offset, a producer with none there left out.
+    #[test]
+    fn a_live_state_encodes_to_its_committed_part() {
+        use crate::producers::{ProducerStates, Sequenced};
+        let mut states = ProducerStates::default();
+        let mut offset = 0;
+        for (id, sequence) in [(9, 0), (3, 0), (9, 1), (3, 1), (7, 0), (9, 2)] {
+            let batch = Sequenced {
+                producer_id: id,
+                producer_epoch: 0,
+                base_sequence: sequence,
+                last_offset_delta: 1,
+            };
+            states.append(&batch, offset);
+            offset += 2;
+        }
+        states.set_committed(8); // producer 7's batch (8..=9) and 9's last (10..=11) are above
+        let blocks = CommittedBlocks {
+            committed_to: 8,
+            committed_end: 0,
+            newest_record: None,
+            latest: Vec::new(),
+        };
+        let bytes = encode_parts(8, 2, &blocks, states.committed_batches());
+        let mut decoded = ProducerSnapshot::decode(&bytes).unwrap();
+        decoded.producers.sort_unstable_by_key(|(id, _)| *id);
+        assert_eq!(decoded.producers, states.committed_part());
+        let ids: Vec<i64> = decoded.producers.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, vec![3, 9]);
+        assert_eq!(decoded.producers[1].1.len(), 2);
+        assert_eq!(
+            (decoded.offset, decoded.epoch, decoded.blocks),
+            (8, 2, blocks)
+        );
+    }
+
     /// Every byte flipped, every cut and every extra byte is refused with an error.
     #[test]
     fn any_damage_is_refused() {
@@ -365,7 +423,8 @@ mod tests {
                 Box::new(|s| s.producers[0].1[1].base_offset = 40),
                 "base offset",
             ),
-            (Box::new(|s| s.producers[1].0 = 4), "producer id"),
+            (Box::new(|s| s.producers[1].0 = 5), "producer id (twice)"),
+            (Box::new(|s| s.producers[1].0 = -4), "producer id"),
             (
                 Box::new(|s| s.producers[0].1[0].first_sequence = -1),
                 "first sequence",

@@ -354,23 +354,28 @@ impl ProducerStates {
         self.committed
     }
 
-    /// What a snapshot at the committed offset keeps: per producer (by id), its batches below
-    /// that offset, oldest first (at most [`BATCHES_PER_PRODUCER`]: only the last five below
-    /// the committed offset are kept). Producers with none there are left out.
-    pub fn committed_part(&self) -> Vec<(i64, Vec<BatchMeta>)> {
+    /// What a snapshot at the committed offset keeps: per producer, its batches below that
+    /// offset, oldest first (at most [`BATCHES_PER_PRODUCER`]: only the last five below the
+    /// committed offset are kept; none for a producer written only above it). In no order:
+    /// one pass over the state, nothing allocated, as the raft thread takes it.
+    pub fn committed_batches(
+        &self,
+    ) -> impl Iterator<Item = (i64, impl Iterator<Item = &BatchMeta> + '_)> + '_ {
         let committed = self.committed;
+        self.producers.iter().map(move |(&id, producer)| {
+            let below = producer
+                .batches
+                .iter()
+                .take_while(move |b| b.base_offset < committed);
+            (id, below)
+        })
+    }
+
+    /// [`Self::committed_batches`] collected, by producer id, producers with none left out.
+    pub fn committed_part(&self) -> Vec<(i64, Vec<BatchMeta>)> {
         let mut part: Vec<(i64, Vec<BatchMeta>)> = self
-            .producers
-            .iter()
-            .map(|(&id, producer)| {
-                let below: Vec<BatchMeta> = producer
-                    .batches
-                    .iter()
-                    .take_while(|b| b.base_offset < committed)
-                    .copied()
-                    .collect();
-                (id, below)
-            })
+            .committed_batches()
+            .map(|(id, below)| (id, below.copied().collect::<Vec<_>>()))
             .filter(|(_, below)| !below.is_empty())
             .collect();
         part.sort_unstable_by_key(|(id, _)| *id);

@@ -3,12 +3,13 @@
 //! time has passed, and at a graceful shutdown; written by a thread of its own so the raft
 //! thread never waits for the disk; read at start, where it must fit the log or is not used.
 
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::thread::JoinHandle;
 
 use engine::base::Offset;
 use engine::log::Log;
-use engine::producer_snapshot::ProducerSnapshot;
+use engine::producer_snapshot::{encode_parts, ProducerSnapshot};
 use engine::producer_snapshot_store::ProducerSnapshotStore;
 
 use super::*;
@@ -28,9 +29,11 @@ pub(super) struct Snapshots {
     last_at: Instant,
     appended_since: u64,
     every_bytes: u64,
-    /// Hands a snapshot's bytes to the writing thread; one waits at most (a newer one is not
-    /// taken while it does: the next high watermark tries again).
+    /// Hands a snapshot's bytes to the writing thread.
     to_writer: Option<SyncSender<Vec<u8>>>,
+    /// Set from the hand-over until the thread has written the file: no snapshot is taken
+    /// (encoded) meanwhile, so a slow disk costs the raft thread nothing more.
+    writing: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -43,6 +46,8 @@ impl Snapshots {
         segment_bytes: u64,
     ) -> Result<Self, NodeError> {
         let (to_writer, from_node) = sync_channel::<Vec<u8>>(1);
+        let writing = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&writing);
         let thread = std::thread::Builder::new()
             .name("producer-snapshot".into())
             .spawn(move || {
@@ -56,6 +61,7 @@ impl Snapshots {
                             "writing the producer-state snapshot failed: {error}"
                         );
                     }
+                    done.store(false, Ordering::Release);
                 }
             })
             .map_err(NodeError::SnapshotThread)?;
@@ -65,6 +71,7 @@ impl Snapshots {
             appended_since: 0,
             every_bytes: segment_bytes.clamp(1, MAX_SNAPSHOT_EVERY_BYTES),
             to_writer: Some(to_writer),
+            writing,
             thread: Some(thread),
         })
     }
@@ -78,24 +85,23 @@ impl Snapshots {
     /// the last one (which a start could then no longer use).
     fn due(&self, hw: Offset, log_start: Offset, now: Instant) -> bool {
         hw > self.last_offset
+            && !self.writing.load(Ordering::Acquire)
             && (self.appended_since >= self.every_bytes
                 || (self.appended_since > 0 && now.duration_since(self.last_at) >= SNAPSHOT_EVERY)
                 || log_start >= self.last_offset)
     }
 
-    /// Hands `snapshot` to the writing thread; false when the one before is still waiting.
-    fn offer(&mut self, snapshot: &ProducerSnapshot, now: Instant) -> bool {
+    /// Hands a snapshot at `offset` to the writing thread, which has written the one before
+    /// (see `writing`; only at a graceful shutdown may this wait for it).
+    fn hand_over(&mut self, offset: Offset, bytes: Vec<u8>, now: Instant) {
         let Some(to_writer) = &self.to_writer else {
-            return false;
+            return;
         };
-        match to_writer.try_send(snapshot.encode()) {
-            Ok(()) => {
-                self.last_offset = snapshot.offset;
-                self.last_at = now;
-                self.appended_since = 0;
-                true
-            }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        self.writing.store(true, Ordering::Release);
+        if to_writer.send(bytes).is_ok() {
+            self.last_offset = offset;
+            self.last_at = now;
+            self.appended_since = 0;
         }
     }
 
@@ -149,20 +155,15 @@ impl Node {
     }
 
     fn snapshot_producers(&mut self, hw: Offset, now: Instant) {
-        let Some(snapshot) = self.producer_snapshot(hw) else {
-            return;
-        };
-        if !self.snapshots.offer(&snapshot, now) {
-            debug!(
-                hw,
-                "a producer-state snapshot is still being written: the next one waits"
-            );
+        if let Some(bytes) = self.producer_snapshot(hw) {
+            self.snapshots.hand_over(hw, bytes, now);
         }
     }
 
-    /// The state at `hw`, when the producer state and the blocks are both committed exactly
-    /// there and the log holds the batch below it.
-    fn producer_snapshot(&self, hw: Offset) -> Option<ProducerSnapshot> {
+    /// The snapshot's bytes at `hw`, when the producer state and the blocks are both committed
+    /// exactly there and the log holds the batch below it. One pass over the state, on the
+    /// raft thread (docs/benchmarks.md, "Producer-state snapshot").
+    fn producer_snapshot(&self, hw: Offset) -> Option<Vec<u8>> {
         let producers = &self.idempotence.producers;
         let blocks = self.producer_ids.committed_blocks();
         if hw <= self.core.log_start_offset()
@@ -172,12 +173,13 @@ impl Node {
         {
             return None;
         }
-        Some(ProducerSnapshot {
-            offset: hw,
-            epoch: self.core.log_epoch_at(hw - 1)?,
-            blocks,
-            producers: producers.committed_part(),
-        })
+        let epoch = self.core.log_epoch_at(hw - 1)?;
+        Some(encode_parts(
+            hw,
+            epoch,
+            &blocks,
+            producers.committed_batches(),
+        ))
     }
 
     /// At a graceful shutdown: a last snapshot at the high watermark (if it moved), written
@@ -203,6 +205,7 @@ mod tests {
             appended_since: 0,
             every_bytes: 1 << 20,
             to_writer: None,
+            writing: Arc::new(AtomicBool::new(false)),
             thread: None,
         }
     }
@@ -227,6 +230,11 @@ mod tests {
         assert!(
             idle.due(11, 10, now),
             "the log start reached the last snapshot"
+        );
+        idle.writing.store(true, Ordering::Release);
+        assert!(
+            !idle.due(11, 10, now),
+            "not while the last one is being written"
         );
     }
 }
