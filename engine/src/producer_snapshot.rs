@@ -247,7 +247,7 @@ impl<'a> Reader<'a> {
         let newest = self.i64("the newest block record")?;
         in_range("newest block record", newest, -1, offset - 1)?;
         let count = self.count("the node count", MAX_COMMITTED_NODES)?;
-        let mut latest = Vec::with_capacity(count);
+        let mut latest = Vec::with_capacity(count.min(self.rest.len() / NODE_BYTES));
         for _ in 0..count {
             let node = self.i32("a node id")?;
             in_range("node id", node.into(), 0, i32::MAX.into())?;
@@ -297,7 +297,7 @@ impl<'a> Reader<'a> {
             in_range("last sequence", b.last_sequence.into(), 0, i32::MAX.into())?;
             let after = batches.last().map_or(0, |p| p.last_offset + 1);
             in_range("base offset", b.base_offset, after, offset - 1)?;
-            in_range("last offset", b.last_offset, b.base_offset, i64::MAX)?;
+            in_range("last offset", b.last_offset, b.base_offset, offset - 1)?;
             batches.push(b);
         }
         Ok(batches)
@@ -422,6 +422,16 @@ mod tests {
             (
                 Box::new(|s| s.producers[0].1[1].base_offset = 40),
                 "base offset",
+            ),
+            // A batch's end past the snapshot's offset (the fuzzer's i64::MAX overflowed the
+            // next batch's lower bound before this was checked).
+            (
+                Box::new(|s| s.producers[0].1[0].last_offset = i64::MAX),
+                "last offset",
+            ),
+            (
+                Box::new(|s| s.producers[1].1[0].last_offset = 40),
+                "last offset",
             ),
             (Box::new(|s| s.producers[1].0 = 5), "producer id (twice)"),
             (Box::new(|s| s.producers[1].0 = -4), "producer id"),

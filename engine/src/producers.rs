@@ -775,6 +775,24 @@ mod tests {
         (states, log)
     }
 
+    /// A state under two producers at most that knows only what the complete state of `log`
+    /// knows: each producer's epoch, and the tail of its batches.
+    fn only_forgets(states: &ProducerStates, log: &Log) -> Result<(), TestCaseError> {
+        prop_assert!(states.len() <= 2);
+        let complete = log.rebuilt(ProducerLimits::default()).views();
+        for (id, view) in states.views() {
+            let truth = &complete[&id];
+            prop_assert_eq!(view.producer_epoch, truth.producer_epoch);
+            prop_assert!(
+                truth.batches.ends_with(&view.batches),
+                "{:?} vs {:?}",
+                view,
+                truth
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
         /// A state restored from its committed part and fed the log from the committed offset
         /// on equals the state fed the whole log (the producer-state snapshot's promise); with
@@ -796,13 +814,7 @@ mod tests {
                 restored.append(batch, *base);
             }
             if small {
-                prop_assert!(restored.len() <= 2);
-                let complete = log.rebuilt(ProducerLimits::default()).views();
-                for (id, view) in restored.views() {
-                    let truth = &complete[&id];
-                    prop_assert_eq!(view.producer_epoch, truth.producer_epoch);
-                    prop_assert!(truth.batches.ends_with(&view.batches), "{:?} vs {:?}", view, truth);
-                }
+                only_forgets(&restored, &log)?;
             } else {
                 prop_assert_eq!(restored.views(), states.views());
                 for id in 0..5i64 {
@@ -837,13 +849,7 @@ mod tests {
         ) {
             let limits = ProducerLimits { max_producers: 2, max_uncommitted_per_producer: 4 };
             let (states, log) = run(&ops, limits);
-            prop_assert!(states.len() <= 2);
-            let complete = log.rebuilt(ProducerLimits::default()).views();
-            for (id, view) in states.views() {
-                let truth = &complete[&id];
-                prop_assert_eq!(view.producer_epoch, truth.producer_epoch);
-                prop_assert!(truth.batches.ends_with(&view.batches), "{:?} vs {:?}", view, truth);
-            }
+            only_forgets(&states, &log)?;
         }
     }
 }

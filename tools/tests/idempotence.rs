@@ -75,6 +75,18 @@ fn produce(client: &mut BlockingClient, batch: Bytes) -> (ErrorCode, i64) {
     (partition.error, partition.base_offset)
 }
 
+/// [`produce`], again while the node (just restarted) answers NOT_LEADER_OR_FOLLOWER, bounded.
+fn produce_once_it_leads(client: &mut BlockingClient, batch: Bytes) -> (ErrorCode, i64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let answer = produce(client, batch.clone());
+        if answer.0 != ErrorCode::NOT_LEADER_OR_FOLLOWER || Instant::now() > deadline {
+            return answer;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Retries every sequence not yet acknowledged on `addr`, in order and pipelined, until all are
 /// acknowledged (bounded in rounds and time); returns (sequence -> base offset).
 fn retry_until_acknowledged(
@@ -197,14 +209,7 @@ fn retries_after_a_leader_sigkill_write_each_record_once_and_the_checks_hold() {
     cluster.stop_all();
     let third = cluster.start_all_and_elect();
     let mut client = cluster.connect(third, TIMEOUT);
-    let deadline = Instant::now() + WAIT;
-    let replay = loop {
-        let answer = produce(&mut client, idempotent_batch(0, 58, false));
-        if answer.0 != ErrorCode::NOT_LEADER_OR_FOLLOWER || Instant::now() > deadline {
-            break answer;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let replay = produce_once_it_leads(&mut client, idempotent_batch(0, 58, false));
     assert_eq!(replay, (ErrorCode::NONE, acked[&58]), "after the restart");
     assert_eq!(
         produce(&mut client, idempotent_batch(0, 62, false)).0,
@@ -439,14 +444,7 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
         );
     }
     let mut client = cluster.connect(leader, TIMEOUT);
-    let deadline = Instant::now() + WAIT;
-    let retry = loop {
-        let answer = produce(&mut client, idempotent_batch(0, 4, false));
-        if answer.0 != ErrorCode::NOT_LEADER_OR_FOLLOWER || Instant::now() > deadline {
-            break answer;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let retry = produce_once_it_leads(&mut client, idempotent_batch(0, 4, false));
     assert_eq!(
         retry,
         (ErrorCode::NONE, acked[&4]),
