@@ -775,6 +775,19 @@ mod tests {
         (states, log)
     }
 
+    /// Two states that hold the same and answer alike, for every next batch a producer of the
+    /// model might send (as `truth` sees it).
+    fn answer_alike(states: &ProducerStates, truth: &ProducerStates) -> Result<(), TestCaseError> {
+        prop_assert_eq!(states.views(), truth.views());
+        for id in 0..5i64 {
+            for kind in 0..4u8 {
+                let batch = next_batch(truth, id, kind, 2);
+                prop_assert_eq!(states.check(&batch), truth.check(&batch));
+            }
+        }
+        Ok(())
+    }
+
     /// A state under two producers at most that knows only what the complete state of `log`
     /// knows: each producer's epoch, and the tail of its batches.
     fn only_forgets(states: &ProducerStates, log: &Log) -> Result<(), TestCaseError> {
@@ -816,13 +829,7 @@ mod tests {
             if small {
                 only_forgets(&restored, &log)?;
             } else {
-                prop_assert_eq!(restored.views(), states.views());
-                for id in 0..5i64 {
-                    for kind in 0..4u8 {
-                        let batch = next_batch(&states, id, kind, 2);
-                        prop_assert_eq!(restored.check(&batch), states.check(&batch));
-                    }
-                }
+                answer_alike(&restored, &states)?;
             }
         }
 
@@ -832,15 +839,7 @@ mod tests {
         ) {
             let limits = ProducerLimits::default();
             let (states, log) = run(&ops, limits);
-            let rebuilt = log.rebuilt(limits);
-            prop_assert_eq!(states.views(), rebuilt.views());
-            // And they answer alike, for every next batch a producer might send.
-            for id in 0..5i64 {
-                for kind in 0..4u8 {
-                    let batch = next_batch(&rebuilt, id, kind, 2);
-                    prop_assert_eq!(states.check(&batch), rebuilt.check(&batch));
-                }
-            }
+            answer_alike(&states, &log.rebuilt(limits))?;
         }
 
         #[test]
