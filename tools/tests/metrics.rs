@@ -57,6 +57,8 @@ const FAMILIES: &[(&str, &str)] = &[
     ("ringraft_startup_memlock_needed_bytes", "gauge"),
     ("ringraft_startup_registered_buffers", "gauge"),
     ("ringraft_startup_o_direct", "gauge"),
+    ("ringraft_producer_snapshot_offset", "gauge"),
+    ("ringraft_producer_snapshot_failures", "counter"),
 ];
 
 struct Scrape(BTreeMap<String, Value>);
@@ -254,6 +256,13 @@ fn metrics_are_scraped_parsed_and_move_under_load() {
     for (((id, _), b), a) in with_metrics.iter().zip(&before).zip(&after) {
         check_families(a, *id);
         let moved = |name: &str| (b.value(name), a.value(name));
+        // The first high watermark of a run takes a producer-state snapshot at once.
+        let snapshot = a.value("ringraft_producer_snapshot_offset");
+        assert!(
+            snapshot >= 1.0 && snapshot <= a.value("ringraft_raft_high_watermark"),
+            "node {id}: producer-state snapshot at {snapshot}"
+        );
+        assert_eq!(a.value("ringraft_producer_snapshot_failures"), 0.0);
         let (hw0, hw1) = moved("ringraft_raft_high_watermark");
         assert!(
             hw1 > last as f64 && hw1 > hw0,

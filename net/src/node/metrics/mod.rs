@@ -122,6 +122,10 @@ pub struct RaftMetrics {
     pub responses: Box<[LocalCounter]>,
     /// Leader only: the other voters' lags (empty elsewhere).
     pub replica_lags: Mutex<Vec<ReplicaLag>>,
+    /// Written by the producer-state snapshot thread (its only writer): the offset of the
+    /// newest snapshot it wrote this run (-1: none yet), and its failed writes.
+    pub producer_snapshot_offset: LocalGauge,
+    pub producer_snapshot_failures: LocalCounter,
 }
 
 /// The node's existing counters, as the metrics thread sees them.
@@ -188,6 +192,8 @@ impl Default for RaftMetrics {
                 .map(|_| LocalCounter::new())
                 .collect(),
             replica_lags: Mutex::new(Vec::new()),
+            producer_snapshot_offset: LocalGauge::new(-1),
+            producer_snapshot_failures: LocalCounter::new(),
         }
     }
 }

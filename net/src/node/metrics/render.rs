@@ -192,6 +192,19 @@ impl Collector for Scrape {
             None,
             r.unknown_voter_connections.get(),
         )?;
+        out.gauge(
+            "ringraft_producer_snapshot_offset",
+            "the committed offset of the newest producer-state snapshot written this run, -1 none",
+            None,
+            r.producer_snapshot_offset.get(),
+        )?;
+        out.counter(
+            "ringraft_producer_snapshot_failures",
+            "producer-state snapshots that could not be written (the node carries on; a start \
+             without one reads the whole log)",
+            None,
+            r.producer_snapshot_failures.get(),
+        )?;
         out.counter(
             "ringraft_raft_leader_changes",
             "times this node saw a new leader (etcd's leader_changes_seen)",

@@ -299,6 +299,7 @@ impl Node {
             snapshot_store,
             config.broker_id,
             config.segment_bytes,
+            Arc::clone(&metrics),
         )?;
         if let Some(cpu) = config.raft_cpu {
             engine::os::file::pin_current_thread(cpu)?;

@@ -30,7 +30,7 @@ pub(super) struct Snapshots {
     appended_since: u64,
     every_bytes: u64,
     /// Hands a snapshot's bytes to the writing thread.
-    to_writer: Option<SyncSender<Vec<u8>>>,
+    to_writer: Option<SyncSender<(Offset, Vec<u8>)>>,
     /// Set from the hand-over until the thread has written the file: no snapshot is taken
     /// (encoded) meanwhile, so a slow disk costs the raft thread nothing more.
     writing: Arc<AtomicBool>,
@@ -44,15 +44,17 @@ impl Snapshots {
         store: ProducerSnapshotStore,
         node: NodeId,
         segment_bytes: u64,
+        metrics: Arc<RaftMetrics>,
     ) -> Result<Self, NodeError> {
-        let (to_writer, from_node) = sync_channel::<Vec<u8>>(1);
+        let (to_writer, from_node) = sync_channel::<(Offset, Vec<u8>)>(1);
         let writing = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&writing);
         let thread = std::thread::Builder::new()
             .name("producer-snapshot".into())
             .spawn(move || {
-                for bytes in from_node {
+                for (offset, bytes) in from_node {
                     if let Err(error) = store.write(&bytes) {
+                        metrics.producer_snapshot_failures.add(1);
                         // Nothing acknowledged depends on the file: a start without it reads
                         // the whole log, as it would with none.
                         warn!(
@@ -60,6 +62,8 @@ impl Snapshots {
                             file = %store.path().display(),
                             "writing the producer-state snapshot failed: {error}"
                         );
+                    } else {
+                        metrics.producer_snapshot_offset.set(offset);
                     }
                     done.store(false, Ordering::Release);
                 }
@@ -98,7 +102,7 @@ impl Snapshots {
             return;
         };
         self.writing.store(true, Ordering::Release);
-        if to_writer.send(bytes).is_ok() {
+        if to_writer.send((offset, bytes)).is_ok() {
             self.last_offset = offset;
             self.last_at = now;
             self.appended_since = 0;
