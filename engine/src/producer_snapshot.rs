@@ -390,6 +390,61 @@ mod tests {
         );
     }
 
+    /// The largest snapshot a node can write (every bound at its limit) is exactly
+    /// [`MAX_BYTES`] and reads back; the smallest (no producer, no node) is the shortest that
+    /// reads, and one byte less is too short.
+    #[test]
+    fn the_largest_and_the_smallest_snapshot_read_back() {
+        let batches: Vec<BatchMeta> = (0..BATCHES_PER_PRODUCER as i64)
+            .map(|i| meta(0, 2 * i as i32, 2 * i))
+            .collect();
+        let largest = ProducerSnapshot {
+            offset: 20,
+            epoch: 1,
+            blocks: CommittedBlocks {
+                committed_to: 20,
+                committed_end: 1 << 40,
+                newest_record: Some(19),
+                latest: (0..MAX_COMMITTED_NODES as i32)
+                    .map(|n| (n, 1, i64::from(n) * 1000))
+                    .collect(),
+            },
+            producers: (0..DEFAULT_MAX_PRODUCERS as i64)
+                .map(|id| (id, batches.clone()))
+                .collect(),
+        };
+        let bytes = largest.encode();
+        assert_eq!(bytes.len(), MAX_BYTES);
+        assert_eq!(ProducerSnapshot::decode(&bytes).as_ref(), Ok(&largest));
+
+        let smallest = ProducerSnapshot {
+            offset: 1,
+            epoch: 0,
+            blocks: CommittedBlocks {
+                committed_to: 1,
+                committed_end: 0,
+                newest_record: None,
+                latest: Vec::new(),
+            },
+            producers: Vec::new(),
+        }
+        .encode();
+        assert_eq!(smallest.len(), HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4);
+        assert!(ProducerSnapshot::decode(&smallest).is_ok());
+        assert_eq!(
+            ProducerSnapshot::decode(&smallest[..smallest.len() - 1]),
+            Err(SnapshotError::TooShort {
+                len: smallest.len() - 1
+            })
+        );
+        let mut longest = bytes;
+        longest.push(0);
+        assert_eq!(
+            ProducerSnapshot::decode(&longest),
+            Err(SnapshotError::TooLong { len: MAX_BYTES + 1 })
+        );
+    }
+
     /// Every byte flipped, every cut and every extra byte is refused with an error.
     #[test]
     fn any_damage_is_refused() {
