@@ -201,6 +201,85 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::log::LogConfig;
+    use engine::producer_ids::CommittedBlocks;
+    use engine::record::RecordBatchBuilder;
+
+    /// A log with batches of two records: epoch 1 at offsets 0-5, epoch 3 at 6-11.
+    fn log_in(dir: &std::path::Path) -> Log {
+        let config = LogConfig {
+            preallocate: false,
+            ..LogConfig::default()
+        };
+        let mut log = Log::open(dir, config).unwrap();
+        for (base, epoch) in [(0, 1), (2, 1), (4, 1), (6, 3), (8, 3), (10, 3)] {
+            let mut builder = RecordBatchBuilder::new(base, epoch);
+            builder.append(0, None, Some(b"a"), &[]);
+            builder.append(0, None, Some(b"b"), &[]);
+            log.append(&[builder.build().freeze()]).unwrap();
+        }
+        log
+    }
+
+    fn snapshot_at(offset: Offset, epoch: i32) -> Vec<u8> {
+        ProducerSnapshot {
+            offset,
+            epoch,
+            blocks: CommittedBlocks {
+                committed_to: offset,
+                committed_end: 0,
+                newest_record: None,
+                latest: Vec::new(),
+            },
+            producers: Vec::new(),
+        }
+        .encode()
+    }
+
+    /// A snapshot is used only inside the log, in the epoch the log has there.
+    #[test]
+    fn only_a_snapshot_that_fits_the_log_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_in(dir.path());
+        let store = ProducerSnapshotStore::new(dir.path());
+        assert_eq!(load(&store, &log), Ok(None), "no file");
+        let cases = [
+            (8, 3, true),
+            (12, 3, true),
+            (6, 1, true),
+            (6, 3, false),
+            (8, 1, false),
+            (13, 3, false),
+            (0, 1, false),
+        ];
+        for (offset, epoch, used) in cases {
+            if offset == 0 {
+                // A snapshot at 0 never decodes: its offset must be above any log start.
+                let mut bytes = snapshot_at(1, epoch);
+                bytes[6..14].copy_from_slice(&0i64.to_be_bytes());
+                store.write(&bytes).unwrap();
+            } else {
+                store.write(&snapshot_at(offset, epoch)).unwrap();
+            }
+            match load(&store, &log) {
+                Ok(Some(snapshot)) => assert!(
+                    used && snapshot.offset == offset,
+                    "offset {offset} epoch {epoch} was used"
+                ),
+                Err(why) => assert!(!used, "offset {offset} epoch {epoch}: {why}"),
+                Ok(None) => panic!("offset {offset} epoch {epoch}: the file was not read"),
+            }
+        }
+        // A replica whose log started again at its leader's log start: the snapshot of the old
+        // log is below it.
+        let mut log = log;
+        log.reset_to(20, 5).unwrap();
+        for (offset, epoch) in [(12, 3), (20, 5)] {
+            store.write(&snapshot_at(offset, epoch)).unwrap();
+            let why = load(&store, &log).unwrap_err();
+            assert!(why.contains("outside the log's 20..=20"), "{why}");
+        }
+    }
 
     fn snapshots() -> Snapshots {
         Snapshots {
