@@ -22,13 +22,7 @@ fn full_state() -> ProducerStates {
     let mut offset = 0;
     for round in 0..BATCHES_PER_PRODUCER as i32 {
         for id in 0..DEFAULT_MAX_PRODUCERS as i64 {
-            let batch = Sequenced {
-                producer_id: id,
-                producer_epoch: 0,
-                base_sequence: round,
-                last_offset_delta: 0,
-            };
-            states.append(&batch, offset);
+            states.append(&Sequenced::new(id, 0, round, 1), offset);
             offset += 1;
         }
     }

@@ -361,13 +361,7 @@ mod tests {
         let mut states = ProducerStates::default();
         let mut offset = 0;
         for (id, sequence) in [(9, 0), (3, 0), (9, 1), (3, 1), (7, 0), (9, 2)] {
-            let batch = Sequenced {
-                producer_id: id,
-                producer_epoch: 0,
-                base_sequence: sequence,
-                last_offset_delta: 1,
-            };
-            states.append(&batch, offset);
+            states.append(&Sequenced::new(id, 0, sequence, 2), offset);
             offset += 2;
         }
         states.set_committed(8); // producer 7's batch (8..=9) and 9's last (10..=11) are above

@@ -48,6 +48,17 @@ pub struct Sequenced {
 }
 
 impl Sequenced {
+    /// A batch of `records` from a producer, its first sequence `base_sequence` (fewer than
+    /// one record makes a LastOffsetDelta below 0, which [`ProducerStates::check`] refuses).
+    pub fn new(producer_id: i64, producer_epoch: i16, base_sequence: i32, records: i32) -> Self {
+        Self {
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            last_offset_delta: records - 1,
+        }
+    }
+
     /// The batch's idempotence fields, or None for a batch without a producer id (-1), which is
     /// never checked.
     pub fn of(header: &BatchHeader) -> Option<Sequenced> {
@@ -438,12 +449,7 @@ mod tests {
     const P: i64 = 7;
 
     fn seq(producer_id: i64, epoch: i16, base_sequence: i32, records: i32) -> Sequenced {
-        Sequenced {
-            producer_id,
-            producer_epoch: epoch,
-            base_sequence,
-            last_offset_delta: records - 1,
-        }
+        Sequenced::new(producer_id, epoch, base_sequence, records)
     }
 
     /// A log of (batch, base offset), fed to a machine as it grows.

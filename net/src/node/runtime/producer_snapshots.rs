@@ -18,7 +18,7 @@ use super::*;
 /// many bytes, were appended since the last one: a start then replays at most about this much
 /// log (docs/benchmarks.md, "Producer-state rebuild at start"), and retention, which deletes
 /// whole segments, seldom passes the newest snapshot.
-pub(super) const MAX_SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
+const MAX_SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
 /// ... or once this long has passed with anything appended.
 const SNAPSHOT_EVERY: Duration = Duration::from_secs(300);
 
@@ -101,11 +101,15 @@ impl Snapshots {
         let Some(to_writer) = &self.to_writer else {
             return;
         };
+        // Set before the hand-over: the thread clears it once the file is written.
         self.writing.store(true, Ordering::Release);
         if to_writer.send((offset, bytes)).is_ok() {
             self.last_offset = offset;
             self.last_at = now;
             self.appended_since = 0;
+        } else {
+            // The thread is gone (it can only have panicked): no snapshot waits for it.
+            self.writing.store(false, Ordering::Release);
         }
     }
 
