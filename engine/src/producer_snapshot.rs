@@ -335,11 +335,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_snapshot_round_trips_and_an_empty_one_too() {
-        let snapshot = sample();
-        assert_eq!(ProducerSnapshot::decode(&snapshot.encode()), Ok(snapshot));
-        let empty = ProducerSnapshot {
+    /// No producer, no node, at offset 1: the smallest snapshot there is.
+    fn empty() -> ProducerSnapshot {
+        ProducerSnapshot {
             offset: 1,
             epoch: 0,
             blocks: CommittedBlocks {
@@ -349,8 +347,14 @@ mod tests {
                 latest: Vec::new(),
             },
             producers: Vec::new(),
-        };
-        assert_eq!(ProducerSnapshot::decode(&empty.encode()), Ok(empty));
+        }
+    }
+
+    #[test]
+    fn a_snapshot_round_trips_and_an_empty_one_too() {
+        let snapshot = sample();
+        assert_eq!(ProducerSnapshot::decode(&snapshot.encode()), Ok(snapshot));
+        assert_eq!(ProducerSnapshot::decode(&empty().encode()), Ok(empty()));
     }
 
     /// The bytes taken straight from a live state decode to its committed part: the batches
@@ -411,18 +415,7 @@ mod tests {
         assert_eq!(bytes.len(), MAX_BYTES);
         assert_eq!(ProducerSnapshot::decode(&bytes).as_ref(), Ok(&largest));
 
-        let smallest = ProducerSnapshot {
-            offset: 1,
-            epoch: 0,
-            blocks: CommittedBlocks {
-                committed_to: 1,
-                committed_end: 0,
-                newest_record: None,
-                latest: Vec::new(),
-            },
-            producers: Vec::new(),
-        }
-        .encode();
+        let smallest = empty().encode();
         assert_eq!(smallest.len(), HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4);
         assert!(ProducerSnapshot::decode(&smallest).is_ok());
         assert_eq!(
