@@ -1,16 +1,17 @@
 //! The producer-state snapshot file (IO): `<dir>/producer-state.snapshot`, whose bytes
 //! `crate::producer_snapshot` defines (docs/storage.md, "The producer-state snapshot").
 //!
-//! A write replaces the file atomically: `producer-state.snapshot.tmp`, fdatasync, rename,
-//! fsync of the directory; a crash leaves the old file or the new one. The file is an
+//! A write replaces the file atomically (`crate::os::file::replace_atomically`, as the
+//! recovery checkpoint is): `producer-state.snapshot.tmp`, fsync, rename, fsync of the
+//! directory; a crash leaves the old file or the new one. The file is an
 //! optimisation: a node without it (or with one it cannot use) reads its whole log at start, as
 //! before, so a failed write is reported and the node carries on.
 
-use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use crate::os::file::{fdatasync, fsync_dir, remove_if_present};
+use crate::os::file::{remove_if_present, replace_atomically};
 use crate::producer_snapshot::MAX_BYTES;
 
 /// The file's name inside the log directory.
@@ -50,19 +51,7 @@ impl ProducerSnapshotStore {
 
     /// Replaces the file with `bytes`, durably.
     pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
-        let temp = self.dir.join(TEMP_FILE_NAME);
-        let written = (|| {
-            let mut file = File::create(&temp)?;
-            file.write_all(bytes)?;
-            fdatasync(&file)?;
-            fs::rename(&temp, self.path())?;
-            fsync_dir(&self.dir)
-        })();
-        if written.is_err() {
-            // Best effort: the temporary file is only ever read by nobody.
-            let _ = remove_if_present(&temp);
-        }
-        written
+        replace_atomically(&self.dir, TEMP_FILE_NAME, FILE_NAME, bytes)
     }
 
     /// Removes the file and any temporary one left by a crash.

@@ -1,14 +1,13 @@
 //! The `recovery-checkpoint` file: the leader-epoch cache up to a recovery point, replaced
 //! atomically, so that opening the log scans only from that point to the end.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::base::{Epoch, Offset};
-use crate::os::file::fsync_dir;
+use crate::os::file::replace_atomically;
 
 pub const CHECKPOINT_FILE: &str = "recovery-checkpoint";
 const CHECKPOINT_TMP: &str = "recovery-checkpoint.tmp";
@@ -67,17 +66,10 @@ impl Checkpoint {
         Ok(Some(parsed))
     }
 
-    /// Atomic replace: write a temp file, fsync it, rename over the old one, fsync the directory.
+    /// Atomic replace ([`replace_atomically`]).
     pub fn store(&self, dir: &Path) -> std::io::Result<()> {
-        let tmp = dir.join(CHECKPOINT_TMP);
         let mut text = serde_json::to_string(self).map_err(std::io::Error::other)?;
         text.push('\n');
-        {
-            let mut file = File::create(&tmp)?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, Self::path(dir))?;
-        fsync_dir(dir)
+        replace_atomically(dir, CHECKPOINT_TMP, CHECKPOINT_FILE, text.as_bytes())
     }
 }

@@ -69,6 +69,25 @@ pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Replaces `dir/name` with `bytes` atomically and durably: writes `dir/temp_name`, fsyncs it,
+/// renames it over `dir/name`, fsyncs the directory. A crash leaves the old content or the new
+/// one; a failure removes the temporary file (best effort).
+pub fn replace_atomically(dir: &Path, temp_name: &str, name: &str, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let temp = dir.join(temp_name);
+    let written = (|| {
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, dir.join(name))?;
+        fsync_dir(dir)
+    })();
+    if written.is_err() {
+        let _ = remove_if_present(&temp);
+    }
+    written
+}
+
 /// Writes all of `buf` at `offset` (pwrite(2) until done). For O_DIRECT fds, `buf`, its length and
 /// `offset` must be block-aligned.
 pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {

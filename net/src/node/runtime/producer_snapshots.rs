@@ -122,32 +122,56 @@ impl Snapshots {
     }
 }
 
+/// Why a snapshot file is not used at start (the node then reads its whole log).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SnapshotUnused {
+    #[error("reading it: {0}")]
+    Read(std::io::Error),
+    #[error("{0}")]
+    Decode(#[from] engine::producer_snapshot::SnapshotError),
+    #[error(
+        "its offset {offset} is outside the log's {start}..={end} (retention went past it, or \
+         the log was reset or lost its tail)"
+    )]
+    Outside {
+        offset: Offset,
+        start: Offset,
+        end: Offset,
+    },
+    #[error("it names epoch {named} at offset {offset}, the log {found:?}")]
+    Epoch {
+        named: i32,
+        offset: Offset,
+        found: Option<i32>,
+    },
+}
+
 /// The snapshot in `store` if there is one and it fits `log`: its offset inside the log (above
 /// the start, at most the end) and the batch that ends just below it of the epoch it names.
-/// Ok(None): no file. Err: a file that is not used, and why.
+/// Ok(None): no file.
 pub(super) fn load(
     store: &ProducerSnapshotStore,
     log: &Log,
-) -> Result<Option<ProducerSnapshot>, String> {
-    let Some(bytes) = store.read().map_err(|e| format!("reading it: {e}"))? else {
+) -> Result<Option<ProducerSnapshot>, SnapshotUnused> {
+    let Some(bytes) = store.read().map_err(SnapshotUnused::Read)? else {
         return Ok(None);
     };
-    let snapshot = ProducerSnapshot::decode(&bytes).map_err(|e| e.to_string())?;
+    let snapshot = ProducerSnapshot::decode(&bytes)?;
     let (start, end) = (log.start_offset(), log.end_offset());
     if snapshot.offset <= start || snapshot.offset > end {
-        return Err(format!(
-            "its offset {} is outside the log's {start}..={end} (retention went past it, or the \
-             log was reset or lost its tail)",
-            snapshot.offset
-        ));
+        return Err(SnapshotUnused::Outside {
+            offset: snapshot.offset,
+            start,
+            end,
+        });
     }
-    let epoch = log.epoch_cache().epoch_at(snapshot.offset - 1);
-    if epoch != Some(snapshot.epoch) {
-        return Err(format!(
-            "it names epoch {} at offset {}, the log {epoch:?}",
-            snapshot.epoch,
-            snapshot.offset - 1
-        ));
+    let found = log.epoch_cache().epoch_at(snapshot.offset - 1);
+    if found != Some(snapshot.epoch) {
+        return Err(SnapshotUnused::Epoch {
+            named: snapshot.epoch,
+            offset: snapshot.offset - 1,
+            found,
+        });
     }
     Ok(Some(snapshot))
 }
@@ -173,15 +197,18 @@ impl Node {
     /// raft thread (docs/benchmarks.md, "Producer-state snapshot").
     fn producer_snapshot(&self, hw: Offset) -> Option<Vec<u8>> {
         let producers = &self.idempotence.producers;
-        let blocks = self.producer_ids.committed_blocks();
         if hw <= self.core.log_start_offset()
             || hw > self.core.log_end_offset()
             || producers.committed() != hw
-            || blocks.committed_to != hw
         {
             return None;
         }
         let epoch = self.core.log_epoch_at(hw - 1)?;
+        // Taken (copied, sorted) only once the cheap checks pass.
+        let blocks = self.producer_ids.committed_blocks();
+        if blocks.committed_to != hw {
+            return None;
+        }
         Some(encode_parts(
             hw,
             epoch,
@@ -246,7 +273,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = log_in(dir.path());
         let store = ProducerSnapshotStore::new(dir.path());
-        assert_eq!(load(&store, &log), Ok(None), "no file");
+        assert!(matches!(load(&store, &log), Ok(None)), "no file");
         let cases = [
             (8, 3, true),
             (12, 3, true),
@@ -280,7 +307,7 @@ mod tests {
         log.reset_to(20, 5).unwrap();
         for (offset, epoch) in [(12, 3), (20, 5)] {
             store.write(&snapshot_at(offset, epoch)).unwrap();
-            let why = load(&store, &log).unwrap_err();
+            let why = load(&store, &log).unwrap_err().to_string();
             assert!(why.contains("outside the log's 20..=20"), "{why}");
         }
     }
