@@ -10,6 +10,8 @@
 //!   [`producer_ids`]: producer ids unique across leaders.
 //! - [`quorum_state_store`]: the quorum-state file (election state), replaced atomically (IO).
 //! - [`raft`]: the sans-IO consensus core of KIP-595 (draft): inputs in, outputs out.
+//! - [`replica`]: the sans-IO replica around the core: the node's own decisions (idempotent
+//!   produce), stepped like the core by the node and the simulator alike.
 //! - [`stats`]: metric cells one thread writes and a scrape reads (counters, histograms).
 //! - `sim` (feature `sim`): the seeded deterministic simulator that drives many cores.
 
@@ -25,6 +27,7 @@ pub mod producers;
 pub mod quorum_state_store;
 pub mod raft;
 pub mod record;
+pub mod replica;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod stats;

@@ -530,6 +530,44 @@ fn fixed_batch_of_refresh_seeds() {
     eprintln!("{n} refresh seeds: {refreshes} refreshes to followers: no violation");
 }
 
+/// The whole replica (docs/simulation.md, "The whole replica"): two idempotent producers beside
+/// the client, their retries reaching new leaders, under every fault of the random runs, with
+/// retention, reassignment, lost observer disks and the runtime's ticking mixed across the
+/// seeds. Every acknowledged idempotent batch must be committed once, at the offsets each of
+/// its acknowledgements names.
+#[test]
+fn fixed_batch_of_whole_replica_seeds() {
+    let (first, n, events) = (50_000_000u64, 5_000u64, 1_500);
+    let (mut acks, mut retries, mut duplicates, mut reads) = (0, 0, 0, 0);
+    let set_up = |seed: u64, cfg: &mut SimConfig| {
+        cfg.idempotent_producers = 2;
+        cfg.retention = seed % 2 == 1;
+        cfg.reassign = seed % 3 == 1;
+        cfg.delete_state = seed % 5 == 4;
+        cfg.tick_before_input = seed % 4 == 2;
+    };
+    for s in random_seeds(first..first + n, events, (3, 2), set_up) {
+        acks += s.idempotent_acks;
+        retries += s.idempotent_retries;
+        duplicates += s.duplicates_suppressed;
+        reads += s.consumer_fetches;
+    }
+    // Guards against producers that stopped sending, retrying, or reaching a duplicate.
+    assert!(
+        acks >= 50 * n,
+        "{acks} idempotent acknowledgements in {n} seeds"
+    );
+    assert!(
+        retries >= acks / 2,
+        "{retries} retries for {acks} acknowledgements"
+    );
+    assert!(
+        duplicates * 5 >= n,
+        "{duplicates} duplicates recognised in {n} seeds"
+    );
+    eprintln!("{n} whole-replica seeds: {acks} idempotent acknowledgements, {retries} retries, {duplicates} duplicates recognised, {reads} consumer reads checked: no violation");
+}
+
 /// Runs seeds from `first` (3 voters + 2 observers, 1,500 events, as `shape` sets them up) with
 /// `bug` planted until one fails; panics unless that comes within `within` seeds and from one
 /// of `caught_by`.
@@ -596,6 +634,20 @@ fn planted_bugs_are_caught() {
         caught_within(bug, 30_000_000, within, caught_by, |cfg| {
             cfg.retention = true;
             cfg.reassign = true;
+        });
+    }
+    // The replica's idempotence (docs/protocol.md, "Idempotent producers").
+    let idempotence_cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 2] = [
+        (DuplicateAppended, 40, &[Invariant::IdempotentExactlyOnce]),
+        (
+            DuplicateAnsweredEarly,
+            400,
+            &[Invariant::AcknowledgedAppendKept],
+        ),
+    ];
+    for (bug, within, caught_by) in idempotence_cases {
+        caught_within(bug, 50_000_000, within, caught_by, |cfg| {
+            cfg.idempotent_producers = 2
         });
     }
     let first = 9_000_000;

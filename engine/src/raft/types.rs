@@ -462,6 +462,12 @@ pub enum PlantedBug {
     /// A log reset to its leader's log start votes and stands at once, with the voter set it
     /// had before (not waiting for the voter record at the start).
     ResetLogVotesAtOnce,
+    /// The replica's idempotence check skipped: a producer's retry of a batch already in the
+    /// log is appended again (docs/protocol.md, "Idempotent producers").
+    DuplicateAppended,
+    /// A retry's answer given at once from the replica's log, without waiting for the high
+    /// watermark to pass the original batch (which may still be truncated).
+    DuplicateAnsweredEarly,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are

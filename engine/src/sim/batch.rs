@@ -38,7 +38,22 @@ fn encode_record(offset_delta: i64, value: &[u8]) -> BytesMut {
 /// A RecordBatch v2 with `record_count` records whose values are `value` (u64 BE) followed by the
 /// record's index, so every batch of a run is different. BaseOffset and epoch are left 0.
 pub fn client_batch(value: u64, record_count: u32, timestamp: i64) -> BytesMut {
+    sequenced_batch(value, record_count, timestamp, None)
+}
+
+/// The idempotence fields of a producer's batch: producer id, producer epoch, base sequence.
+pub type ProducerFields = (i64, i16, i32);
+
+/// [`client_batch`], from an idempotent producer when `producer` is given (else with Kafka's
+/// "none" in the three fields).
+pub fn sequenced_batch(
+    value: u64,
+    record_count: u32,
+    timestamp: i64,
+    producer: Option<ProducerFields>,
+) -> BytesMut {
     assert!(record_count >= 1);
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
     let mut records = BytesMut::new();
     for i in 0..record_count {
         let mut v = Vec::with_capacity(12);
@@ -56,9 +71,9 @@ pub fn client_batch(value: u64, record_count: u32, timestamp: i64) -> BytesMut {
     batch.put_i32(record_count as i32 - 1); // LastOffsetDelta
     batch.put_i64(timestamp);
     batch.put_i64(timestamp + i64::from(record_count) - 1);
-    batch.put_i64(-1); // ProducerId
-    batch.put_i16(-1); // ProducerEpoch
-    batch.put_i32(-1); // BaseSequence
+    batch.put_i64(producer_id);
+    batch.put_i16(producer_epoch);
+    batch.put_i32(base_sequence);
     batch.put_i32(record_count as i32);
     batch.put_slice(&records);
     let crc = crc32c::crc32c(&batch[21..]);
@@ -108,5 +123,24 @@ mod tests {
         assert_eq!(fingerprint(&b), before);
         assert_eq!(stamped_header(&b), Some((77, 5)));
         assert_ne!(fingerprint(&client_batch(43, 3, 1000)), before);
+    }
+
+    /// The simulator's producer batches read back with their idempotence fields, as the
+    /// replica reads them.
+    #[test]
+    fn a_sequenced_batch_carries_its_producer_fields() {
+        let b = sequenced_batch(9, 2, 1000, Some((1_000, 3, 17)));
+        let header = crate::record::BatchHeader::read(&b).unwrap();
+        assert_eq!(
+            (
+                header.producer_id,
+                header.producer_epoch,
+                header.base_sequence,
+                header.last_offset_delta
+            ),
+            (1_000, 3, 17, 1)
+        );
+        let plain = crate::record::BatchHeader::read(&client_batch(9, 2, 1000)).unwrap();
+        assert_eq!(plain.producer_id, -1);
     }
 }

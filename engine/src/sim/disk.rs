@@ -267,6 +267,11 @@ impl SimDisk {
 
     /// Power loss: what recovery finds. Keeps a random prefix of the pending ops; the op at the
     /// cut, if an append, may leave a prefix of its batches (a torn write).
+    /// Log operations applied but not durable yet: what a crash now tears or loses.
+    pub fn unsynced_ops(&self) -> usize {
+        self.pending.len()
+    }
+
     pub fn crash(&mut self, rng: &mut SimRng, tear: bool) -> Vec<Batch> {
         let mut recovered = std::mem::take(&mut self.durable);
         let mut start = self.durable_start;

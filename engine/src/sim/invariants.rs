@@ -60,6 +60,10 @@ pub enum Invariant {
     ObserverRole,
     /// RaftCore::new refused the stored state of a cleanly recovered node.
     RestartFailed,
+    /// A batch of an idempotent producer is committed once, however often it was retried, and
+    /// every acknowledgement of it names the offsets of that one copy (docs/simulation.md,
+    /// "The whole replica").
+    IdempotentExactlyOnce,
     /// A graceful shutdown did not complete within the shutdown timeout (plus slack).
     ShutdownCompletes,
     /// After faults stop, a leader commits the client's appends and every node catches up.
@@ -182,6 +186,9 @@ pub struct Checker {
     leader_hw: Option<(Epoch, Offset)>,
     /// Client batches: fingerprint -> value.
     client_values: BTreeMap<u64, u64>,
+    /// The values of idempotent producers' batches, with the offsets they were first
+    /// acknowledged at.
+    idempotent_values: BTreeMap<u64, Option<(Offset, Offset)>>,
     pub acked: Vec<Acked>,
     /// Set when a node lost its persistent state (docs/simulation.md, "Invariants": rules go off).
     pub state_loss: bool,
@@ -214,6 +221,36 @@ impl Checker {
     pub fn register_client_batch(&mut self, bytes: &[u8], value: u64) {
         let previous = self.client_values.insert(fingerprint(bytes), value);
         assert!(previous.is_none(), "client values are unique");
+    }
+
+    /// A batch of an idempotent producer (retries send these same bytes again).
+    pub fn register_idempotent_batch(&mut self, bytes: &[u8], value: u64) {
+        self.register_client_batch(bytes, value);
+        self.idempotent_values.insert(value, None);
+    }
+
+    /// `node` acknowledged a (perhaps retried) idempotent batch: as any quorum acknowledgement,
+    /// and at the offsets of every earlier acknowledgement of the same batch.
+    pub fn on_idempotent_ack(&mut self, node: NodeId, ack: Acked, log: &[Batch]) -> Checked {
+        let offsets = (ack.base_offset, ack.last_offset);
+        let first = self
+            .idempotent_values
+            .get_mut(&ack.value)
+            .expect("a registered idempotent batch");
+        match *first {
+            Some(earlier) if earlier != offsets => {
+                return breach(
+                    Invariant::IdempotentExactlyOnce,
+                    format!(
+                        "node {node} acknowledged idempotent value {} at {}..={}, acknowledged before at {}..={}",
+                        ack.value, offsets.0, offsets.1, earlier.0, earlier.1
+                    ),
+                )
+            }
+            Some(_) => {}
+            None => *first = Some(offsets),
+        }
+        self.on_ack(node, ack, log, true)
     }
 
     /// A node lost its quorum-state file: its earlier votes no longer bind it.
@@ -461,6 +498,14 @@ impl Checker {
                 match self.client_values.get(&id.fingerprint) {
                     Some(&value) => {
                         if !self.committed_values.insert(value) {
+                            if self.idempotent_values.contains_key(&value) {
+                                return breach(
+                                    Invariant::IdempotentExactlyOnce,
+                                    format!(
+                                        "idempotent value {value} committed twice (again at {end})"
+                                    ),
+                                );
+                            }
                             return breach(
                                 Invariant::ConsistentCommittedData,
                                 format!("client value {value} committed twice (again at {end})"),

@@ -83,6 +83,9 @@ pub struct SimConfig {
     /// for producer ids, docs/protocol.md "Producer ids"): a follower or observer with a fetch
     /// outstanding sends a fresh one. Off: runs replay as before.
     pub refresh_fetches: bool,
+    /// Idempotent producers sending alongside the client (docs/simulation.md, "The whole
+    /// replica"). 0: no draw and no trace entry of theirs, so runs replay as before.
+    pub idempotent_producers: usize,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.
     pub plant: Option<crate::raft::PlantedBug>,
@@ -112,6 +115,7 @@ impl SimConfig {
             reassign: false,
             retention: false,
             refresh_fetches: false,
+            idempotent_producers: 0,
             plant: None,
             trace_len: 40,
         }
@@ -146,6 +150,9 @@ impl SimConfig {
             if on {
                 cmd.push_str(flag);
             }
+        }
+        if self.idempotent_producers > 0 {
+            cmd.push_str(&format!(" --producers {}", self.idempotent_producers));
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");
@@ -219,6 +226,14 @@ pub struct Summary {
     pub resets: u64,
     /// RefreshFetch steps to a following node (0 without `refresh_fetches`).
     pub refreshes: u64,
+    /// Crashes that tore or lost log writes not yet durable (the simulated disk's only storage
+    /// fault so far: docs/simulation.md, "Storage faults").
+    pub torn_tails: u64,
+    /// Acknowledgements the idempotent producers got, their retries, and the retries the
+    /// replicas recognised as duplicates (all 0 without `idempotent_producers`).
+    pub idempotent_acks: u64,
+    pub idempotent_retries: u64,
+    pub duplicates_suppressed: u64,
     pub trace_hash: u64,
 }
 

@@ -79,6 +79,11 @@ struct Cli {
     /// (`Input::RefreshFetch`, as a node that wants producer ids does).
     #[arg(long)]
     refresh_fetches: bool,
+    /// Idempotent producers sending beside the client: batches with producer ids and
+    /// sequences, retried to new leaders until acknowledged, each checked to be committed once
+    /// at the offsets every acknowledgement names (docs/simulation.md, "The whole replica").
+    #[arg(long, default_value_t = 0)]
+    producers: usize,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -100,6 +105,11 @@ struct Totals {
     voter_disks_lost: u64,
     retentions: u64,
     resets: u64,
+    torn_tails: u64,
+    idempotent_acks: u64,
+    idempotent_retries: u64,
+    duplicates_suppressed: u64,
+    consumer_reads: u64,
 }
 
 fn main() -> ExitCode {
@@ -141,6 +151,7 @@ fn seed_config(cli: &Cli, seed: u64) -> SimConfig {
     cfg.reassign = cli.reassign;
     cfg.retention = cli.retention;
     cfg.refresh_fetches = cli.refresh_fetches;
+    cfg.idempotent_producers = cli.producers;
     cfg
 }
 
@@ -157,7 +168,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_seed(cfg)));
         let Ok(outcome) = outcome else {
             outln!("PANIC at seed {seed} (message above)\nreplay: {replay}")?;
-            print_totals(&totals, 1)?;
+            print_totals(cli, &totals, 1)?;
             return Ok(ExitCode::FAILURE);
         };
         match outcome {
@@ -173,6 +184,11 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.voter_disks_lost += s.voter_disks_lost;
                 totals.retentions += s.retentions;
                 totals.resets += s.resets;
+                totals.torn_tails += s.torn_tails;
+                totals.idempotent_acks += s.idempotent_acks;
+                totals.idempotent_retries += s.idempotent_retries;
+                totals.duplicates_suppressed += s.duplicates_suppressed;
+                totals.consumer_reads += s.consumer_fetches;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
@@ -182,12 +198,12 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
             }
             Err(v) => {
                 outln!("{v}")?;
-                print_totals(&totals, 1)?;
+                print_totals(cli, &totals, 1)?;
                 return Ok(ExitCode::FAILURE);
             }
         }
     }
-    print_totals(&totals, 0)?;
+    print_totals(cli, &totals, 0)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -235,7 +251,9 @@ fn run_disruption_seeds(cli: &Cli) -> std::io::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
+/// The run's totals: a sentence, then one line of `key=value` pairs for scripts
+/// (docs/simulation.md, "Running it").
+fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
         "total: {} seeds passed, {} events, {} elections, {} commits, {} lies, {} AlterQuorum \
          requests, {} reassignments completed, {} voter changes committed, {} voter disks lost, \
@@ -251,6 +269,22 @@ fn print_totals(t: &Totals, violations: u64) -> std::io::Result<()> {
         t.voter_disks_lost,
         t.retentions,
         t.resets,
+    )?;
+    // storage_faults: crashes that tore or lost unsynced log writes, the simulated disk's only
+    // fault so far; repairs_or_halts: none of those needs one (recovery keeps the durable
+    // prefix), so it counts what no fault yet causes.
+    outln!(
+        "summary: replicas={} seeds={} events={} storage_faults={} repairs_or_halts=0 \
+         idempotent_acks={} idempotent_retries={} duplicates_suppressed={} \
+         consumer_reads_checked={} violations={violations}",
+        cli.voters + cli.observers,
+        t.seeds + violations,
+        t.events,
+        t.torn_tails,
+        t.idempotent_acks,
+        t.idempotent_retries,
+        t.duplicates_suppressed,
+        t.consumer_reads,
     )
 }
 
@@ -282,6 +316,7 @@ mod tests {
             cfg.retention = on(6);
             cfg.reassign = on(7);
             cfg.refresh_fetches = on(8);
+            cfg.idempotent_producers = (bits % 3) as usize;
             let replay = cfg.replay_command();
             let cli = parsed(&replay);
             assert_eq!((cli.seeds, cli.first_seed), (1, 41), "{replay}");
@@ -293,9 +328,10 @@ mod tests {
                     again.pre_vote,
                     again.retention,
                     again.reassign,
-                    again.refresh_fetches
+                    again.refresh_fetches,
+                    again.idempotent_producers
                 ),
-                (on(3), on(4), on(6), on(7), on(8)),
+                (on(3), on(4), on(6), on(7), on(8), (bits % 3) as usize),
                 "{replay}"
             );
         }

@@ -174,8 +174,7 @@ impl Simulation {
         // loss (its fetch timeout) could leave the stranger half the set.
         let quiet = self.reassign.in_flight.is_none()
             && self.nodes.iter().all(|n| {
-                n.core
-                    .as_ref()
+                n.core()
                     .and_then(|c| c.qs.leader())
                     .is_none_or(|l| l.requested_target.is_none())
             });

@@ -62,7 +62,7 @@ impl Simulation {
     /// What the liar knows of node `i` (None when it is down).
     pub fn target_view(&self, i: usize) -> Option<TargetView> {
         let node = &self.nodes[i];
-        let core = node.core.as_ref()?;
+        let core = node.core()?;
         Some(TargetView {
             node: node.id,
             cluster_id: CLUSTER_ID.to_owned(),

@@ -9,6 +9,7 @@ mod liveness;
 mod network;
 mod nodes;
 mod outputs;
+mod producers;
 mod reassigner;
 mod retention;
 mod scheduler;
@@ -31,6 +32,7 @@ use faults::Phase;
 use lies::LiarState;
 use network::Network;
 use nodes::SimNode;
+use producers::Producers;
 use reassigner::Reassigner;
 use scheduler::{Event, Scheduled};
 
@@ -43,6 +45,12 @@ pub struct Simulation {
     nodes: Vec<SimNode>,
     net: Network,
     client: Client,
+    producers: Producers,
+    /// Retries the replicas recognised as duplicates, over the replicas that stopped so far
+    /// (the running ones count theirs in [`Simulation::summary`]).
+    duplicates_suppressed: u64,
+    /// Crashes that found log operations not yet durable: the disk tore or lost them.
+    torn_tails: u64,
     consumers: Consumers,
     checker: Checker,
     phase: Phase,
@@ -115,6 +123,9 @@ impl Simulation {
                 next_value: 1,
                 ..Client::default()
             },
+            producers: Producers::default(),
+            duplicates_suppressed: 0,
+            torn_tails: 0,
             consumers: Consumers::default(),
             checker: Checker::default(),
             phase: Phase::Calm,
@@ -142,7 +153,7 @@ impl Simulation {
                 id: i as NodeId,
                 observer: i >= sim.cfg.voters,
                 bootstrap: Vec::new(),
-                core: None,
+                replica: None,
                 incarnation: 0,
                 disk: SimDisk::default(),
                 persisted: None,
@@ -176,6 +187,7 @@ impl Simulation {
             sim.schedule(1, Event::ClientTick);
         }
         sim.start_consumers();
+        sim.start_producers();
         if sim.cfg.faults {
             sim.phase = Phase::Faults;
             let first = sim.rng.range(300, 3_000);
@@ -266,7 +278,7 @@ impl Simulation {
             return Ok(());
         }
         let node = (self.handled / 4) as usize % self.nodes.len();
-        let Some(core) = self.nodes[node].core.as_ref() else {
+        let Some(core) = self.nodes[node].core() else {
             return Ok(()); // not running
         };
         if core.role() == Role::Follower {
@@ -336,6 +348,8 @@ impl Simulation {
             }
             Event::ClientDeliver { append_id } => self.client_deliver(append_id),
             Event::ClientTick => self.client_tick(),
+            Event::ProducerTick { producer } => self.producer_tick(producer),
+            Event::ProducerDeliver { attempt } => self.producer_deliver(attempt),
             Event::ConsumerTick { consumer } => self.consumer_tick(consumer),
             Event::ConsumerWatch { consumer, fetch_id } => self.consumer_watch(consumer, fetch_id),
             Event::FetchWatch {
@@ -359,8 +373,7 @@ impl Simulation {
             Event::Lie { period } => self.lie_tick(period),
             Event::KillIfLeader { node, epoch } => {
                 let leads = self.nodes[node]
-                    .core
-                    .as_ref()
+                    .core()
                     .is_some_and(|c| c.role() == Role::Leader && c.epoch() == epoch);
                 if leads && self.phase == Phase::Faults {
                     self.count_event("kill-new-leader", node as NodeId, i64::from(epoch), 0);
@@ -381,7 +394,7 @@ impl Simulation {
     pub fn current_leader(&self) -> Option<(NodeId, Epoch)> {
         self.nodes
             .iter()
-            .filter_map(|n| n.core.as_ref())
+            .filter_map(|n| n.core())
             .filter(|c| c.role() == Role::Leader)
             .map(|c| (c.node_id(), c.epoch()))
             .max_by_key(|&(_, e)| e)
@@ -389,7 +402,7 @@ impl Simulation {
 
     /// Node `id`'s core, None while it is down.
     fn core_of(&self, id: NodeId) -> Option<&RaftCore> {
-        self.nodes[id as usize].core.as_ref()
+        self.nodes[id as usize].core()
     }
 
     pub fn is_running(&self, id: NodeId) -> bool {
@@ -434,9 +447,7 @@ impl Simulation {
             .iter()
             .flat_map(|n| {
                 let persisted = n.persisted.as_ref().map(|s| s.epoch);
-                persisted
-                    .into_iter()
-                    .chain(n.core.as_ref().map(RaftCore::epoch))
+                persisted.into_iter().chain(n.core().map(RaftCore::epoch))
             })
             .max()
             .unwrap_or(0)
@@ -497,8 +508,7 @@ impl Simulation {
         }
         let target = fresh[LIVENESS_ACKS - 1] + 1;
         self.nodes.iter().all(|n| {
-            n.core
-                .as_ref()
+            n.core()
                 .and_then(RaftCore::high_watermark)
                 .is_some_and(|hw| hw >= target)
         })
@@ -600,6 +610,16 @@ impl Simulation {
             retentions: self.retentions,
             resets: self.resets,
             refreshes: self.refreshes,
+            torn_tails: self.torn_tails,
+            idempotent_acks: self.producers.acks,
+            idempotent_retries: self.producers.retries,
+            duplicates_suppressed: self.duplicates_suppressed
+                + self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.replica.as_ref())
+                    .map(|r| r.producing().counts().duplicates)
+                    .sum::<u64>(),
             trace_hash: self.trace.hash(),
         }
     }

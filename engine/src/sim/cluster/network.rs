@@ -62,7 +62,7 @@ pub(super) struct InertView {
 impl Simulation {
     pub(super) fn inert_view(&self, i: usize) -> Option<InertView> {
         let node = &self.nodes[i];
-        let core = node.core.as_ref()?;
+        let core = node.core()?;
         Some(InertView {
             incarnation: node.incarnation,
             epoch: core.epoch(),

@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 use crate::base::DirectoryId;
+use crate::producers::{ProducerStates, Sequenced};
 use crate::raft::{
     Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
     TimeMs,
 };
+use crate::replica::Replica;
 use crate::sim::disk::SimDisk;
 use crate::sim::invariants::{breach, Checked, Invariant};
 use crate::sim::trace::TraceEntry;
@@ -30,7 +32,8 @@ pub(super) struct SimNode {
     /// The nodes this observer's bootstrap servers are, when it starts without a voter set
     /// (`SimConfig::bootstrap_observers`); empty otherwise.
     pub(super) bootstrap: Vec<NodeId>,
-    pub(super) core: Option<RaftCore>,
+    /// The replica (the core and the node's decisions around it) while the node runs.
+    pub(super) replica: Option<Replica>,
     pub(super) incarnation: u32,
     pub(super) disk: SimDisk,
     pub(super) persisted: Option<ElectionState>,
@@ -71,6 +74,22 @@ pub(super) struct SimNode {
     pub(super) configured_voters: Option<Vec<NodeId>>,
 }
 
+/// The idempotent-producer state `log` implies from `start` on, as a node's start-up rebuild
+/// finds it.
+fn rebuilt_producers(log: &[Batch], start: Offset) -> ProducerStates {
+    let mut producers = ProducerStates::default();
+    for batch in log
+        .iter()
+        .filter(|b| b.base_offset >= start && !b.is_control)
+    {
+        let header = crate::record::BatchHeader::read(&batch.bytes).ok();
+        if let Some(sequenced) = header.as_ref().and_then(Sequenced::of) {
+            producers.append(&sequenced, batch.base_offset);
+        }
+    }
+    producers
+}
+
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
 /// (id, generation), never nil.
 pub(super) fn sim_directory(seed: u64, id: NodeId, generation: u64) -> DirectoryId {
@@ -79,7 +98,12 @@ pub(super) fn sim_directory(seed: u64, id: NodeId, generation: u64) -> Directory
 
 impl SimNode {
     pub(super) fn running(&self) -> bool {
-        self.core.is_some()
+        self.replica.is_some()
+    }
+
+    /// The running node's core, for read-only queries.
+    pub(super) fn core(&self) -> Option<&RaftCore> {
+        self.replica.as_ref().map(Replica::core)
     }
 }
 
@@ -91,7 +115,7 @@ impl Simulation {
             .unwrap_or_else(|| self.voter_ids());
         let seed = self.rng.next_u64();
         let node = &mut self.nodes[i];
-        assert!(node.core.is_none());
+        assert!(node.replica.is_none());
         let mut config = if node.bootstrap.is_empty() {
             core_config(node.id, &voters, seed)
         } else {
@@ -113,7 +137,11 @@ impl Simulation {
         node.ticked_at = 0;
         node.role = core.role();
         node.epoch = core.epoch();
-        node.core = Some(core);
+        // The producer state a node rebuilds from its log at start (the node reads its log
+        // from the log start; the batches below it here are only the shadow of what retention
+        // deleted).
+        let producers = rebuilt_producers(&node.disk.written, node.disk.written_start.0);
+        node.replica = Some(Replica::new(core, producers));
         node.tick_at = None;
         node.pending.clear();
         node.max_hw = None;
@@ -134,13 +162,19 @@ impl Simulation {
     pub fn kill(&mut self, i: usize) {
         let tear = true;
         let node = &mut self.nodes[i];
-        if node.core.take().is_none() {
+        let Some(replica) = node.replica.take() else {
             return;
+        };
+        self.duplicates_suppressed += replica.producing().counts().duplicates;
+        if node.disk.unsynced_ops() > 0 {
+            self.torn_tails += 1;
         }
         node.disk.crash(&mut self.rng, tear);
         node.pending.clear();
         // The client's connection to the node broke: its appends there have unknown outcomes.
         self.client.in_flight.retain(|_, a| a.node != i);
+        self.producers_lost_node(i);
+        let node = &mut self.nodes[i];
         node.tick_at = None;
         node.shutdown_since = None;
         node.role = Role::Unattached;
@@ -155,7 +189,7 @@ impl Simulation {
         if self.log_voter_config(i).contains(self.nodes[i].id) {
             self.voter_disks_lost += 1;
             let committed = self.current_leader().and_then(|(l, _)| {
-                let core = self.nodes[l as usize].core.as_ref()?;
+                let core = self.nodes[l as usize].core()?;
                 Some(core.qs.committed_voter_config().current.clone())
             });
             self.nodes[i].configured_voters = committed;
@@ -194,10 +228,13 @@ impl Simulation {
     /// The node stopped after ShutdownComplete: a clean close writes everything back.
     pub(super) fn stop_cleanly(&mut self, i: usize) {
         let node = &mut self.nodes[i];
-        node.core = None;
+        if let Some(replica) = node.replica.take() {
+            self.duplicates_suppressed += replica.producing().counts().duplicates;
+        }
         node.disk.close();
         node.pending.clear();
         self.client.in_flight.retain(|_, a| a.node != i);
+        self.producers_lost_node(i);
         self.consumers_lost_node(i);
         let node = &mut self.nodes[i];
         node.tick_at = None;
@@ -225,13 +262,13 @@ impl Simulation {
             return Ok(());
         }
         if self.cfg.reassign {
-            let voters = self.nodes[i].core.as_ref().map(|c| c.voters().to_vec());
+            let voters = self.nodes[i].core().map(|c| c.voters().to_vec());
             self.nodes[i].step_voters = voters.unwrap_or_default();
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.nodes[i]
-            .core
+            .replica
             .as_mut()
             .expect("only running nodes are stepped")
             .step(input, &mut out);

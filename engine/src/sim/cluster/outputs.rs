@@ -118,8 +118,7 @@ impl Simulation {
                 // before; the disk answers it empty, as the node's log does (docs/protocol.md,
                 // "Retention and the log start", rule 2).
                 let told = self.nodes[i]
-                    .core
-                    .as_ref()
+                    .core()
                     .map_or(0, |core| core.log_start_offset());
                 if from_offset < told {
                     let id = self.nodes[i].id;
@@ -144,6 +143,9 @@ impl Simulation {
                 Ok(())
             }
             Output::HighWatermark(hw) => self.observe_hw(i, hw),
+            Output::AppendDone { id: aid, result } if aid >= super::producers::ATTEMPT_ID_BASE => {
+                self.producer_done(i, aid, result)
+            }
             Output::AppendDone { id: aid, result } => self.client_done(i, aid, result),
             Output::ClientFetchDone { id: fid, result } => self.consumer_done(i, fid, result),
             Output::RoleChanged {
@@ -364,10 +366,7 @@ impl Simulation {
             let voters = self.hw_voters(i, hw);
             // A voter the leader's set binds to a directory its node lost holds what it held
             // then: the leader counted that (a stranger's fetches count for nothing since).
-            let bound = node
-                .core
-                .as_ref()
-                .map(|c| c.qs.voter_config().directories.clone());
+            let bound = node.core().map(|c| c.qs.voter_config().directories.clone());
             let voter_logs: Vec<&[Batch]> = voters
                 .iter()
                 .map(|&v| {
@@ -400,7 +399,7 @@ impl Simulation {
     /// the HW.
     pub(super) fn sweep(&mut self, i: usize) -> Checked {
         let node = &self.nodes[i];
-        let Some(core) = node.core.as_ref() else {
+        let Some(core) = node.core() else {
             return Ok(());
         };
         let id = node.id;
@@ -492,8 +491,7 @@ impl Simulation {
         }
         let node = &self.nodes[i];
         let now: Vec<_> = node
-            .core
-            .as_ref()
+            .core()
             .map_or_else(|| node.step_voters.clone(), |c| c.voters().to_vec());
         if hw == 0 || node.step_voters.is_empty() || node.step_voters == now {
             return now;

@@ -117,7 +117,7 @@ impl Simulation {
             // Cancel: the set the believed leader has in force.
             (15..=29, _) => {
                 let node = &self.nodes[self.reassign.believed_leader];
-                match node.core.as_ref().map(|c| c.voters().to_vec()) {
+                match node.core().map(|c| c.voters().to_vec()) {
                     Some(v) if !v.is_empty() => (v, false),
                     _ => return Ok(()),
                 }
@@ -289,7 +289,7 @@ impl Simulation {
     /// longer has (it lost its disk: a stranger under the voter's id), when there are any and
     /// some voter is left.
     fn repair_target(&self) -> Option<Vec<NodeId>> {
-        let core = self.nodes[self.reassign.believed_leader].core.as_ref()?;
+        let core = self.nodes[self.reassign.believed_leader].core()?;
         core.qs.leader()?;
         let config = core.qs.voter_config();
         let stranger = |id: &NodeId| {
@@ -322,7 +322,7 @@ impl Simulation {
         let Some((leader, _)) = self.current_leader() else {
             return false;
         };
-        let core = self.nodes[leader as usize].core.as_ref().expect("running");
+        let core = self.nodes[leader as usize].core().expect("running");
         let c = core.qs.committed_voter_config();
         c.target.is_none() && c.current == *target
     }
@@ -345,11 +345,7 @@ impl Simulation {
             return 0;
         };
         let n = &self.nodes[leader as usize];
-        let hw = n
-            .core
-            .as_ref()
-            .and_then(|c| c.high_watermark())
-            .unwrap_or(0);
+        let hw = n.core().and_then(|c| c.high_watermark()).unwrap_or(0);
         let records = voter_records(n.disk.written.iter().filter(|b| b.base_offset < hw))
             .expect("the simulated log holds only batches the cores wrote");
         let mut current: Vec<NodeId> = self.voter_ids();

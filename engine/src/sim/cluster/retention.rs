@@ -23,7 +23,7 @@ impl Simulation {
         self.schedule(delay, Event::RetentionTick);
         let i = self.rng.index(self.nodes.len());
         let node = &self.nodes[i];
-        let Some(core) = node.core.as_ref() else {
+        let Some(core) = node.core() else {
             return Ok(());
         };
         if node.disk.reset_pending() {

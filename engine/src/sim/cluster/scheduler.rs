@@ -36,6 +36,15 @@ pub(super) enum Event {
         append_id: u64,
     },
     ClientTick,
+    /// Idempotent producer `producer` takes its next turn (only with
+    /// `SimConfig::idempotent_producers`).
+    ProducerTick {
+        producer: usize,
+    },
+    /// A producer's attempt reaches the node it was sent to.
+    ProducerDeliver {
+        attempt: u64,
+    },
     /// Consumer `consumer` sends its next fetch.
     ConsumerTick {
         consumer: usize,
@@ -112,7 +121,7 @@ impl Simulation {
 
     pub(super) fn schedule_tick(&mut self, i: usize) {
         let node = &self.nodes[i];
-        let Some(core) = node.core.as_ref() else {
+        let Some(core) = node.core() else {
             return;
         };
         let Some(deadline) = core.next_deadline() else {

@@ -95,7 +95,7 @@ impl Simulation {
     /// The voter-set invariants for node `i` (running).
     pub(super) fn check_voter_set(&self, i: usize) -> Checked {
         let n = &self.nodes[i];
-        let Some(core) = n.core.as_ref() else {
+        let Some(core) = n.core() else {
             return Ok(());
         };
         let id = n.id;
@@ -161,7 +161,7 @@ impl Simulation {
     pub(super) fn voter_configs(&self) -> Vec<String> {
         self.nodes
             .iter()
-            .filter_map(|n| Some((n, n.core.as_ref()?)))
+            .filter_map(|n| Some((n, n.core()?)))
             .map(|(n, c)| {
                 let v = c.qs.voter_config();
                 // Which voters the set binds to a directory their node no longer has.

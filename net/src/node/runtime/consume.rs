@@ -313,7 +313,7 @@ impl Node {
                     MAX_TIMESTAMP => TimestampTarget::Max,
                     t => TimestampTarget::AtOrAfter(t),
                 };
-                return match self.core.consumer_offsets(epoch) {
+                return match self.replica.core().consumer_offsets(epoch) {
                     Err(refused) => Listing::Now(PartitionAnswer::error(refused.error_code())),
                     // Nothing committed: no record can be found.
                     Ok(p) if p.high_watermark <= p.log_start_offset => {
@@ -325,7 +325,7 @@ impl Node {
             // Another negative value names no offset at these versions.
             _ => return Listing::Now(PartitionAnswer::error(ErrorCode::INVALID_REQUEST)),
         };
-        Listing::Now(match self.core.list_offsets(epoch, spec) {
+        Listing::Now(match self.replica.core().list_offsets(epoch, spec) {
             Ok(listed) => PartitionAnswer {
                 error: ErrorCode::NONE,
                 timestamp: -1,
@@ -460,7 +460,8 @@ impl Node {
                                     Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
                                 }
                                 None => self
-                                    .core
+                                    .replica
+                                    .core()
                                     .offset_for_leader_epoch(
                                         epoch_or_none(p.current_leader_epoch),
                                         p.leader_epoch,

@@ -319,7 +319,7 @@ impl Node {
         self.step(Input::Request { id, from, request });
         if let Some((replica, epoch, wanted)) = ids_wanted {
             // After the step: a first fetch makes its observer one the leader tracks.
-            if epoch == self.core.epoch() {
+            if epoch == self.replica.core().epoch() {
                 self.producer_ids_asked(replica, wanted);
             }
         }
@@ -384,8 +384,8 @@ impl Node {
     /// On the leader, answering a fetch without error: keep the fetcher's endpoints, and return
     /// the broker list if the fetcher holds another version of it.
     fn broker_list_for(&mut self, fetch: &InboundFetch) -> Option<Bytes> {
-        let view = self.core.replica_view()?;
-        let voters = self.core.voters();
+        let view = self.replica.core().replica_view()?;
+        let voters = self.replica.core().voters();
         if let (true, Some(endpoints)) = (fetch.trusted, &fetch.extras.endpoints) {
             self.brokers.learn(fetch.replica, endpoints, voters, &view);
         }

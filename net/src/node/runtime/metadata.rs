@@ -64,7 +64,7 @@ impl Node {
         let allowed = self.access(conn, METADATA).is_ok();
         let topic_ops = request.include_topic_authorized_operations;
         let brokers = self.brokers_here(conn);
-        let leader = listed_leader(self.core.leader_id(), &brokers);
+        let leader = listed_leader(self.replica.core().leader_id(), &brokers);
         let ours = || {
             if allowed {
                 self.metadata_topic(conn, leader, topic_ops)
@@ -112,9 +112,9 @@ impl Node {
         leader: Option<NodeId>,
         include_operations: bool,
     ) -> MetadataTopic {
-        let epoch = self.core.epoch();
-        let voters = self.core.voters().to_vec();
-        let view = self.core.replica_view();
+        let epoch = self.replica.core().epoch();
+        let voters = self.replica.core().voters().to_vec();
+        let view = self.replica.core().replica_view();
         let isr = self.brokers.in_sync(leader, epoch, view.as_ref());
         let offline = voters
             .iter()
@@ -161,7 +161,7 @@ impl Node {
         let mut response = DescribeClusterResponse {
             endpoint_type: request.endpoint_type,
             cluster_id: self.config.cluster_id.clone(),
-            controller_id: self.core.leader_id().unwrap_or(-1),
+            controller_id: self.replica.core().leader_id().unwrap_or(-1),
             ..DescribeClusterResponse::default()
         };
         if let Err(error) = self.access(conn, DESCRIBE_CLUSTER) {
@@ -175,7 +175,7 @@ impl Node {
         }
         response.brokers = self.brokers_here(conn);
         response.controller_id =
-            listed_leader(self.core.leader_id(), &response.brokers).unwrap_or(-1);
+            listed_leader(self.replica.core().leader_id(), &response.brokers).unwrap_or(-1);
         if request.include_cluster_authorized_operations {
             response.cluster_authorized_operations =
                 self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS);

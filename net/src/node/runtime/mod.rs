@@ -28,6 +28,7 @@ use engine::raft::{
     LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, Sender, VoterEndpoint,
 };
 use engine::record::BatchView;
+use engine::replica::Replica;
 use tracing::{debug, info, warn};
 
 mod access;
@@ -132,7 +133,8 @@ pub struct Node {
     config: NodeConfig,
     _lock: DirLock,
     quorum_state: QuorumStateStore,
-    core: RaftCore,
+    /// The Raft core and the node's decisions around it (engine::replica).
+    replica: Replica,
     writer: Option<GroupCommitWriter>,
     ring: EventLoop,
     writer_watch: WatchId,
@@ -203,8 +205,6 @@ pub struct Node {
     /// Every broker's client endpoints, for Metadata and DescribeCluster (node/brokers.rs).
     brokers: BrokerDirectory,
     counters: NodeCounters,
-    /// Producer state and duplicates waiting (idempotence.rs).
-    idempotence: idempotence::Idempotence,
     /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
     producer_ids: producer_ids::ProducerIds,
     /// The producer-state snapshots: when the next is due, and their writing thread.
@@ -259,7 +259,7 @@ impl Node {
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
-        let (idempotence, producer_ids) =
+        let (producers, producer_ids) =
             Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
         info!(
             node = config.broker_id,
@@ -277,7 +277,7 @@ impl Node {
         // Without quorum.voters the core learns the voter set from these (FindQuorum).
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
         raft_config.directory_id = quorum_state.directory_id();
-        let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
+        let replica = Replica::new(RaftCore::new(raft_config, stored, snapshot, 0)?, producers);
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
         let writer = GroupCommitWriter::start(
@@ -381,7 +381,7 @@ impl Node {
             config,
             _lock: lock,
             quorum_state,
-            core,
+            replica,
             writer: Some(writer),
             ring,
             writer_watch,
@@ -426,7 +426,6 @@ impl Node {
             sasl,
             brokers,
             counters: NodeCounters::default(),
-            idempotence,
             producer_ids,
             snapshots,
             retention: retention::RetentionState::default(),
@@ -448,7 +447,7 @@ impl Node {
     /// replica lags, which walk the leader's progress, at most every `LAG_PUBLISH_MS`).
     fn publish_metrics(&mut self) {
         let m = &*self.metrics;
-        let core = &self.core;
+        let core = self.replica.core();
         let state = node_metrics::state_name(core.role(), core.is_observer());
         let index = node_metrics::STATES.iter().position(|s| *s == state);
         m.state.set(index.unwrap_or(0) as i64);
@@ -559,7 +558,8 @@ impl Node {
     fn poll_timeout(&self) -> Duration {
         let now = self.now_ms();
         let core_wait = self
-            .core
+            .replica
+            .core()
             .next_deadline()
             .map(|d| Duration::from_millis(d.saturating_sub(now)))
             .unwrap_or(Duration::from_millis(100));
@@ -770,7 +770,7 @@ impl Node {
 
     /// The role, for tests and logs.
     pub fn role(&self) -> Role {
-        self.core.role()
+        self.replica.core().role()
     }
 }
 
@@ -798,7 +798,7 @@ impl Node {
     fn count_records(&self, op: &LogOp) {
         if let LogOpKind::Append(batches) = &op.kind {
             let records: u64 = batches.iter().map(|b| u64::from(b.record_count)).sum();
-            if self.core.role() == Role::Leader {
+            if self.replica.core().role() == Role::Leader {
                 self.metrics.append_records.add(records);
             } else {
                 self.metrics.fetch_records.add(records);
@@ -894,7 +894,7 @@ impl CoreDriver for Node {
     }
 
     fn step_core(&mut self, input: Input, out: &mut Vec<Output>) {
-        self.core.step(input, out);
+        self.replica.step(input, out);
     }
 
     fn carry_out(&mut self, output: Output) {
@@ -930,7 +930,7 @@ impl CoreDriver for Node {
                     );
                 }
                 self.count_records(&op);
-                self.track_log_op(&op);
+                self.note_appended_for_snapshots(&op);
                 self.track_producer_id_blocks(&op);
                 self.writer().submit(writer_request(op))
             }
@@ -957,7 +957,6 @@ impl CoreDriver for Node {
             }
             Output::HighWatermark(hw) => {
                 debug!(hw, "high watermark");
-                self.on_high_watermark(hw);
                 self.commit_producer_id_blocks(hw);
                 self.maybe_snapshot_producers(hw);
             }
@@ -975,7 +974,6 @@ impl CoreDriver for Node {
                     leader_id,
                     "role changed"
                 );
-                self.on_role_for_idempotence(role);
                 self.note_role_for_metrics(role, (leader_id >= 0).then_some(leader_id));
             }
             Output::ShutdownComplete => self.shutdown_done = true,

@@ -2,7 +2,6 @@
 //! (docs/architecture.md, "Node runtime"). The handler of the Produce row of the API table.
 
 use super::arena::FrameArena;
-use super::idempotence::Admission;
 use super::*;
 use crate::wire::kafka::{visit_produce_partitions, ProduceHead};
 use crate::wire::{WireError, WireStr};
@@ -122,34 +121,20 @@ impl Node {
             if acks != Acks::None {
                 self.appends.insert(id, (produce_id, slot));
             }
-            match self.admit(conn, &view) {
-                Admission::Append => {
-                    let record_count = view.record_count();
-                    let batch = self.batch_copies.copy(view.bytes());
-                    self.step(Input::ClientAppend {
-                        id,
-                        batch,
-                        record_count,
-                        acks,
-                    });
-                }
-                Admission::Refuse(error) => {
-                    let result = AppendResult::Failed {
-                        error,
-                        leader_id: self.core.leader_id().unwrap_or(-1),
-                        leader_epoch: self.core.epoch(),
-                    };
-                    self.append_done(id, result);
-                }
-                Admission::Duplicate {
-                    base_offset,
-                    last_offset,
-                } => {
-                    if acks != Acks::None {
-                        self.answer_duplicate(id, base_offset, last_offset);
-                    }
-                }
+            // The replica decides what becomes of the batch (appended, refused, or answered as
+            // a duplicate: engine::replica::producing); the copy is what the core stamps. The
+            // node only tells the operator why a transactional client is refused.
+            if view.is_transactional() {
+                self.log_transactional_once(conn);
             }
+            let record_count = view.record_count();
+            let batch = self.batch_copies.copy(view.bytes());
+            self.step(Input::ClientAppend {
+                id,
+                batch,
+                record_count,
+                acks,
+            });
         }
         self.append_scratch = appends;
         if outstanding == 0 {
@@ -211,7 +196,7 @@ impl Node {
             header.correlation_id,
             header.api_version,
             &partitions,
-            self.core.log_start_offset(),
+            self.replica.core().log_start_offset(),
             &hint,
         );
         self.keep_slots(partitions);
@@ -282,7 +267,7 @@ impl Node {
             produce.correlation_id,
             produce.version,
             &produce.partitions,
-            self.core.log_start_offset(),
+            self.replica.core().log_start_offset(),
             &hint,
         );
         self.keep_slots(produce.partitions);
@@ -317,7 +302,7 @@ impl Node {
     /// without a Metadata round trip. A leader whose endpoint this node does not know yet is
     /// not named, as in Metadata: a client cannot go to it, and may not recover from trying.
     fn leader_hint(&self, conn: ConnId) -> LeaderHint {
-        let Some(leader_id) = self.core.leader_id() else {
+        let Some(leader_id) = self.replica.core().leader_id() else {
             return LeaderHint::default();
         };
         let leader = self
@@ -327,7 +312,7 @@ impl Node {
             .map(|broker| {
                 let named = LeaderIdAndEpoch {
                     leader_id,
-                    leader_epoch: self.core.epoch(),
+                    leader_epoch: self.replica.core().epoch(),
                 };
                 let endpoint = NodeEndpoint {
                     node_id: broker.node_id,

@@ -190,7 +190,7 @@ impl Node {
     /// (docs/protocol.md, "Retention and the log start").
     pub(super) fn carry_producer_id_block(&mut self, below: Offset) {
         let ledger = &self.producer_ids.ledger;
-        if self.core.role() != Role::Leader
+        if self.replica.core().role() != Role::Leader
             || ledger
                 .newest_committed_record()
                 .is_none_or(|record| record >= below)
@@ -208,7 +208,7 @@ impl Node {
         let Some(wanted) = self.producer_ids.ledger.wanted() else {
             return;
         };
-        if self.core.role() == Role::Leader {
+        if self.replica.core().role() == Role::Leader {
             self.grant_producer_ids(self.config.broker_id, wanted);
         } else if self.producer_ids.refreshed_for != Some(wanted) {
             self.producer_ids.refreshed_for = Some(wanted);
@@ -280,7 +280,7 @@ impl Node {
             // Every block record this log held at or above its high watermark went with it;
             // those below stay committed (docs/protocol.md, "Retention and the log start").
             LogOpKind::ResetTo { .. } => {
-                let hw = self.core.high_watermark().unwrap_or(0);
+                let hw = self.replica.core().high_watermark().unwrap_or(0);
                 self.producer_ids.ledger.truncate_to(hw);
             }
         }
@@ -301,18 +301,19 @@ impl Node {
     /// A replica's fetch asked for producer ids: granted if it is a voter or an observer the
     /// leader tracks (so made-up replica ids cannot fill the log with blocks).
     pub(super) fn producer_ids_asked(&mut self, replica: NodeId, wanted: BlockWanted) {
-        let known = self.core.voters().contains(&replica)
+        let known = self.replica.core().voters().contains(&replica)
             || self
-                .core
+                .replica
+                .core()
                 .replica_view()
                 .is_some_and(|view| view.observers.contains(&replica));
-        if known && self.core.role() == Role::Leader {
+        if known && self.replica.core().role() == Role::Leader {
             self.grant_producer_ids(replica, wanted);
         } else {
             debug!(
                 replica,
                 known,
-                role = ?self.core.role(),
+                role = ?self.replica.core().role(),
                 "producer ids asked for and not granted here"
             );
         }

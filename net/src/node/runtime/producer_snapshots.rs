@@ -177,11 +177,22 @@ pub(super) fn load(
 }
 
 impl Node {
+    /// The bytes a log operation appends count toward the next snapshot.
+    pub(super) fn note_appended_for_snapshots(&mut self, op: &LogOp) {
+        if let LogOpKind::Append(batches) = &op.kind {
+            self.snapshots
+                .appended(batches.iter().map(|b| b.bytes.len() as u64).sum());
+        }
+    }
+
     /// After the high watermark moved to `hw` (and the producer state and the blocks were told):
     /// takes a snapshot there when one is due.
     pub(super) fn maybe_snapshot_producers(&mut self, hw: Offset) {
         let now = self.woke;
-        if self.snapshots.due(hw, self.core.log_start_offset(), now) {
+        if self
+            .snapshots
+            .due(hw, self.replica.core().log_start_offset(), now)
+        {
             self.snapshot_producers(hw, now);
         }
     }
@@ -196,14 +207,14 @@ impl Node {
     /// exactly there and the log holds the batch below it. One pass over the state, on the
     /// raft thread (docs/benchmarks.md, "Producer-state snapshot").
     fn producer_snapshot(&self, hw: Offset) -> Option<Vec<u8>> {
-        let producers = &self.idempotence.producers;
-        if hw <= self.core.log_start_offset()
-            || hw > self.core.log_end_offset()
+        let producers = self.replica.producing().producers();
+        if hw <= self.replica.core().log_start_offset()
+            || hw > self.replica.core().log_end_offset()
             || producers.committed() != hw
         {
             return None;
         }
-        let epoch = self.core.log_epoch_at(hw - 1)?;
+        let epoch = self.replica.core().log_epoch_at(hw - 1)?;
         // Taken (copied, sorted) only once the cheap checks pass.
         let blocks = self.producer_ids.committed_blocks();
         if blocks.committed_to != hw {
@@ -220,7 +231,7 @@ impl Node {
     /// At a graceful shutdown: a last snapshot at the high watermark (if it moved), written
     /// before the node exits, so the next start replays nothing it need not.
     pub(super) fn finish_producer_snapshots(&mut self) {
-        if let Some(hw) = self.core.high_watermark() {
+        if let Some(hw) = self.replica.core().high_watermark() {
             if hw > self.snapshots.last_offset {
                 self.snapshot_producers(hw, Instant::now());
             }

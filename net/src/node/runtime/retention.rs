@@ -37,8 +37,13 @@ impl Node {
             return;
         }
         self.retention.due_ms = now_ms + self.config.retention_check_interval_ms;
-        let start = self.core.log_start_offset();
-        let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
+        let start = self.replica.core().log_start_offset();
+        let unpinned = self
+            .replica
+            .core()
+            .high_watermark()
+            .unwrap_or(start)
+            .max(start);
         self.retention.in_flight = true;
         self.writer().submit(WriterRequest::Retain {
             policy,
@@ -57,8 +62,13 @@ impl Node {
         }
         self.retention.roll_limit_due_ms = now_ms + ROLL_LIMIT_INTERVAL_MS;
         let limit = self.retention_limit();
-        let start = self.core.log_start_offset();
-        let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
+        let start = self.replica.core().log_start_offset();
+        let unpinned = self
+            .replica
+            .core()
+            .high_watermark()
+            .unwrap_or(start)
+            .max(start);
         if (limit, unpinned) == self.retention.roll_limits {
             return;
         }
@@ -74,11 +84,11 @@ impl Node {
     /// watermark, and the newest committed voter record), and the newest committed
     /// producer-id block record; never below the log start.
     fn retention_limit(&self) -> Offset {
-        let mut limit = self.core.retention_limit();
+        let mut limit = self.replica.core().retention_limit();
         if let Some(block) = self.newest_producer_id_block() {
             limit = limit.min(block);
         }
-        limit.max(self.core.log_start_offset())
+        limit.max(self.replica.core().log_start_offset())
     }
 
     /// A retention run finished: the log starts at `start`; the policy wanted `wanted`.
@@ -100,7 +110,7 @@ impl Node {
     /// The writer let the log's oldest segments go (a retention run, or a roll that reused the
     /// oldest one's file): the core's log start follows.
     pub(super) fn on_log_start_moved(&mut self, start: Offset) {
-        if start > self.core.log_start_offset() {
+        if start > self.replica.core().log_start_offset() {
             info!(
                 node = self.config.broker_id,
                 log_start = start,
