@@ -538,7 +538,7 @@ fn fixed_batch_of_refresh_seeds() {
 #[test]
 fn fixed_batch_of_whole_replica_seeds() {
     let (first, n, events) = (50_000_000u64, 5_000u64, 1_500);
-    let (mut acks, mut retries, mut duplicates, mut reads) = (0, 0, 0, 0);
+    let (mut acks, mut retries, mut duplicates, mut reads, mut ids) = (0, 0, 0, 0, 0);
     let set_up = |seed: u64, cfg: &mut SimConfig| {
         cfg.idempotent_producers = 2;
         cfg.retention = seed % 2 == 1;
@@ -551,6 +551,7 @@ fn fixed_batch_of_whole_replica_seeds() {
         retries += s.idempotent_retries;
         duplicates += s.duplicates_suppressed;
         reads += s.consumer_fetches;
+        ids += s.producer_ids_granted;
     }
     // Guards against producers that stopped sending, retrying, or reaching a duplicate.
     assert!(
@@ -565,7 +566,8 @@ fn fixed_batch_of_whole_replica_seeds() {
         duplicates * 5 >= n,
         "{duplicates} duplicates recognised in {n} seeds"
     );
-    eprintln!("{n} whole-replica seeds: {acks} idempotent acknowledgements, {retries} retries, {duplicates} duplicates recognised, {reads} consumer reads checked: no violation");
+    assert!(ids >= 2 * n, "{ids} producer ids handed out in {n} seeds");
+    eprintln!("{n} whole-replica seeds: {acks} idempotent acknowledgements, {retries} retries, {duplicates} duplicates recognised, {ids} producer ids handed out, {reads} consumer reads checked: no violation");
 }
 
 /// Runs seeds from `first` (3 voters + 2 observers, 1,500 events, as `shape` sets them up) with
@@ -637,8 +639,13 @@ fn planted_bugs_are_caught() {
         });
     }
     // The replica's idempotence (docs/protocol.md, "Idempotent producers").
-    let idempotence_cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 2] = [
+    let idempotence_cases: [(engine::raft::PlantedBug, u64, &[Invariant]); 3] = [
         (DuplicateAppended, 40, &[Invariant::IdempotentExactlyOnce]),
+        (
+            ProducerIdBlockOverlaps,
+            40,
+            &[Invariant::ProducerIdGrantedOnce],
+        ),
         (
             DuplicateAnsweredEarly,
             400,

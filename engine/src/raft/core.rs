@@ -301,7 +301,7 @@ impl RaftCore {
     }
 
     /// Wall-clock ms since the Unix epoch, if the driver gave the core its boot time.
-    fn wall_clock_ms(&self) -> Option<i64> {
+    pub(crate) fn wall_clock_ms(&self) -> Option<i64> {
         self.wall_clock_at(self.now)
     }
 

@@ -468,6 +468,10 @@ pub enum PlantedBug {
     /// A retry's answer given at once from the replica's log, without waiting for the high
     /// watermark to pass the original batch (which may still be truncated).
     DuplicateAnsweredEarly,
+    /// A producer-id block granted from the end of the committed blocks only, not past the
+    /// ones still uncommitted in the leader's log: two blocks granted in one commit window
+    /// overlap.
+    ProducerIdBlockOverlaps,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are

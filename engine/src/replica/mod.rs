@@ -1,42 +1,103 @@
 //! The replica: the sans-IO machine a node is, around the Raft core (docs/architecture.md,
-//! "Layers"). It is stepped with the core's inputs and answers with the core's outputs, in
-//! order, never re-entrantly, and decides what the core leaves to the node: today, idempotent
-//! produce ([`producing`]: which client batches are appended, refused or answered as
-//! duplicates, and the producer state every replica keeps from its log).
+//! "Layers"). It is stepped with [`Input`]s (the core's inputs and the requests it decides
+//! itself) and answers with [`Output`]s (the core's outputs and its own answers), in order,
+//! never re-entrantly. It decides what the core leaves to the node: today, idempotent produce
+//! ([`producing`]: which client batches are appended, refused or answered as duplicates, and the
+//! producer state every replica keeps from its log) and producer ids ([`producer_ids`]: the
+//! blocks reserved through the log, InitProducerId answered from them).
 //!
 //! The node (net) and the simulator (`sim`) drive the same `Replica`, so every decision here runs
 //! under the simulator's seeds (docs/simulation.md, "The whole replica").
 
+pub mod producer_ids;
 pub mod producing;
 #[cfg(test)]
 mod tests;
 
-use crate::producers::ProducerStates;
-use crate::raft::{AppendResult, ErrorCode, Input, Output, PlantedBug, RaftCore, Role};
+use std::collections::VecDeque;
 
+use crate::base::{Epoch, NodeId, Offset, TimeMs};
+use crate::producer_ids::{BlockWanted, ProducerIdLedger};
+use crate::producers::ProducerStates;
+use crate::raft::{self, AppendResult, ErrorCode, PlantedBug, RaftCore, Role};
+
+pub use producer_ids::{Grant, ProducerIds};
 pub use producing::{Admission, Producing, ProducingCounts};
+
+/// Everything a replica reacts to.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// One of the core's inputs (a client's append is checked first: [`producing`]).
+    Core(raft::Input),
+    /// A client's InitProducerId (authorized, not transactional: the node's checks), answered
+    /// exactly once with [`Output::ProducerId`] of the same `request`.
+    InitProducerId { request: u64 },
+    /// A FetchQuorumRecords of `replica` in `epoch`, from a connection that may speak for it and
+    /// of this cluster, carried a wish for a block of producer ids (stepped after the fetch
+    /// itself, so that a first fetch has made its observer one the leader tracks).
+    ProducerIdsWanted {
+        replica: NodeId,
+        epoch: Epoch,
+        wanted: BlockWanted,
+    },
+    /// Retention is held back below `below` by the newest committed producer-id block record:
+    /// a leader reserves a block for itself so that a newer record takes over
+    /// (docs/protocol.md, "Retention and the log start").
+    CarryProducerIdBlock { below: Offset },
+}
+
+impl From<raft::Input> for Input {
+    fn from(input: raft::Input) -> Self {
+        Input::Core(input)
+    }
+}
+
+/// Everything a replica asks its driver to do, in order.
+#[derive(Clone, Debug)]
+pub enum Output {
+    /// One of the core's outputs, or one the replica makes in the core's terms (a refused or
+    /// duplicate append's `AppendDone`, an `Alert`).
+    Core(raft::Output),
+    /// The answer to [`Input::InitProducerId`] `request`: a producer id never handed out before
+    /// by any replica, or a retriable error (COORDINATOR_LOAD_IN_PROGRESS).
+    ProducerId {
+        request: u64,
+        result: Result<i64, ErrorCode>,
+    },
+}
 
 /// A Raft core and the decisions of a node around it.
 pub struct Replica {
     core: RaftCore,
     producing: Producing,
+    producer_ids: ProducerIds,
+    /// The time of the last `Tick` (the core's clock).
+    now: TimeMs,
+    /// Inputs for the core the replica itself made while following the core's outputs
+    /// (`RefreshFetch`, a block record's `AppendControl`): stepped after the current list.
+    internal: VecDeque<raft::Input>,
     /// The core's outputs of the step being carried over (kept to reuse its allocation).
-    core_out: Vec<Output>,
-    /// Answers the replica adds after one core output (kept to reuse its allocation).
+    core_out: Vec<raft::Output>,
+    /// Answers the replica adds after one core output (kept to reuse their allocations).
     answers: Vec<producing::Answer>,
+    id_answers: Vec<producer_ids::IdAnswer>,
     planted: Option<PlantedBug>,
 }
 
 impl Replica {
-    /// A replica around `core`, with the producer state its log implies (rebuilt by the driver
-    /// from the log, or a snapshot and the log after it).
-    pub fn new(core: RaftCore, producers: ProducerStates) -> Self {
+    /// A replica around `core`, with the producer state and the producer-id ledger its log
+    /// implies (rebuilt by the driver from the log, or a snapshot and the log after it).
+    pub fn new(core: RaftCore, producers: ProducerStates, ledger: ProducerIdLedger) -> Self {
         let planted = core.config.planted;
         Self {
             core,
             producing: Producing::new(producers),
+            producer_ids: ProducerIds::new(ledger),
+            now: 0,
+            internal: VecDeque::new(),
             core_out: Vec::new(),
             answers: Vec::new(),
+            id_answers: Vec::new(),
             planted,
         }
     }
@@ -50,41 +111,126 @@ impl Replica {
         &self.producing
     }
 
+    pub fn producer_ids(&self) -> &ProducerIds {
+        &self.producer_ids
+    }
+
+    /// The newest offset retention may delete up to: the core's limit (the high watermark and
+    /// the newest committed voter record) and the newest committed producer-id block record
+    /// (a replica that starts from the log start learns from it where ids are free); never
+    /// below the log start.
+    pub fn retention_limit(&self) -> Offset {
+        let mut limit = self.core.retention_limit();
+        if let Some(block) = self.producer_ids.newest_committed_record() {
+            limit = limit.min(block);
+        }
+        limit.max(self.core.log_start_offset())
+    }
+
     /// Steps the replica with `input`; its outputs are appended to `out`, to be carried out in
     /// order. An output of the core is followed at once by the answers it makes due (a
     /// duplicate answered when the high watermark passes its original), so the driver sees
-    /// them in the order the replica decided them.
-    pub fn step(&mut self, input: Input, out: &mut Vec<Output>) {
-        let input = match input {
-            Input::ClientAppend {
+    /// them in the order the replica decided them; inputs the replica makes for the core are
+    /// stepped after the current list, as a driver's would be.
+    pub fn step(&mut self, input: impl Into<Input>, out: &mut Vec<Output>) {
+        let first = match input.into() {
+            Input::Core(input) => self.accept(input, out),
+            Input::InitProducerId { request } => {
+                if let Some(result) = self.producer_ids.init(request, self.now) {
+                    out.push(Output::ProducerId { request, result });
+                }
+                self.reserve_producer_ids(out);
+                None
+            }
+            Input::ProducerIdsWanted {
+                replica,
+                epoch,
+                wanted,
+            } => {
+                self.producer_ids_wanted(replica, epoch, wanted, out);
+                None
+            }
+            Input::CarryProducerIdBlock { below } => {
+                if self.core.role() == Role::Leader {
+                    if let Some(wanted) = self.producer_ids.carry_wanted(below) {
+                        let own = self.core.node_id();
+                        self.grant_producer_ids(own, wanted, out);
+                    }
+                }
+                None
+            }
+        };
+        if let Some(input) = first {
+            self.step_core(input, out);
+        }
+        // Bounded: each internal input is a reaction to an output, and a reaction to its own
+        // outputs is refused by the same checks (one grant per interval, one refresh per wish).
+        let mut rounds = 0;
+        while let Some(input) = self.internal.pop_front() {
+            rounds += 1;
+            assert!(rounds <= 64, "the replica keeps stepping its own inputs");
+            self.step_core(input, out);
+        }
+    }
+
+    /// A core input as the replica takes it: a client append is admitted first (None: answered
+    /// without the core).
+    fn accept(&mut self, input: raft::Input, out: &mut Vec<Output>) -> Option<raft::Input> {
+        match input {
+            raft::Input::ClientAppend {
                 id,
                 batch,
                 record_count,
                 acks,
             } => match self.admit(&batch) {
-                Admission::Append => Input::ClientAppend {
+                Admission::Append => Some(raft::Input::ClientAppend {
                     id,
                     batch,
                     record_count,
                     acks,
-                },
+                }),
                 refused_or_duplicate => {
-                    return self.answer_without_core(id, refused_or_duplicate, acks, out);
+                    self.answer_without_core(id, refused_or_duplicate, acks, out);
+                    None
                 }
             },
-            other => other,
-        };
+            raft::Input::Tick { now } => {
+                assert!(
+                    now >= self.now,
+                    "time never goes back: {now} after {}",
+                    self.now
+                );
+                self.now = now;
+                Some(raft::Input::Tick { now })
+            }
+            other => Some(other),
+        }
+    }
+
+    fn step_core(&mut self, input: raft::Input, out: &mut Vec<Output>) {
+        let ticked = matches!(input, raft::Input::Tick { .. });
         let mut core_out = std::mem::take(&mut self.core_out);
         debug_assert!(core_out.is_empty());
         self.core.step(input, &mut core_out);
         for output in core_out.drain(..) {
             self.follow(&output);
-            out.push(output);
+            out.push(Output::Core(output));
             for (id, result) in self.answers.drain(..) {
-                out.push(Output::AppendDone { id, result });
+                out.push(Output::Core(raft::Output::AppendDone { id, result }));
+            }
+            for (request, result) in self.id_answers.drain(..) {
+                out.push(Output::ProducerId { request, result });
             }
         }
         self.core_out = core_out;
+        if ticked {
+            // Requests past their deadline, and a wish to send (once per wish).
+            self.producer_ids.tend(self.now, &mut self.id_answers);
+            for (request, result) in self.id_answers.drain(..) {
+                out.push(Output::ProducerId { request, result });
+            }
+            self.reserve_producer_ids(out);
+        }
     }
 
     fn admit(&mut self, batch: &[u8]) -> Admission {
@@ -106,7 +252,7 @@ impl Replica {
         &mut self,
         id: u64,
         admission: Admission,
-        acks: crate::raft::Acks,
+        acks: raft::Acks,
         out: &mut Vec<Output>,
     ) {
         let result = match admission {
@@ -114,7 +260,7 @@ impl Replica {
             Admission::Duplicate {
                 base_offset,
                 last_offset,
-            } if acks != crate::raft::Acks::None => {
+            } if acks != raft::Acks::None => {
                 let hw = match self.planted {
                     // The planted bug: answered as if already committed.
                     Some(PlantedBug::DuplicateAnsweredEarly) => Some(last_offset + 1),
@@ -126,7 +272,7 @@ impl Replica {
             Admission::Append => unreachable!("appends go to the core"),
         };
         if let Some(result) = result {
-            out.push(Output::AppendDone { id, result });
+            out.push(Output::Core(raft::Output::AppendDone { id, result }));
         }
     }
 
@@ -139,32 +285,94 @@ impl Replica {
         }
     }
 
+    /// On the leader, reserves a block for itself when it needs one. Elsewhere the need rides
+    /// the replica's fetches (the driver reads [`ProducerIds::wanted`] into each): a fresh one
+    /// is sent at once rather than after the one parked at the leader (up to its MaxWait),
+    /// once per wish.
+    fn reserve_producer_ids(&mut self, out: &mut Vec<Output>) {
+        let Some(wanted) = self.producer_ids.wanted() else {
+            return;
+        };
+        if self.core.role() == Role::Leader {
+            let own = self.core.node_id();
+            self.grant_producer_ids(own, wanted, out);
+        } else if self.producer_ids.refresh_for_wish() {
+            self.internal.push_back(raft::Input::RefreshFetch);
+        }
+    }
+
+    /// A replica's fetch asked for producer ids: granted if it is a voter or an observer the
+    /// leader tracks (so made-up replica ids cannot fill the log with blocks), in this epoch.
+    fn producer_ids_wanted(
+        &mut self,
+        replica: NodeId,
+        epoch: Epoch,
+        wanted: BlockWanted,
+        out: &mut Vec<Output>,
+    ) {
+        let core = &self.core;
+        let known = core.voters().contains(&replica)
+            || core
+                .replica_view()
+                .is_some_and(|view| view.observers.contains(&replica));
+        if known && epoch == core.epoch() && core.role() == Role::Leader {
+            self.grant_producer_ids(replica, wanted, out);
+        }
+    }
+
+    /// On the leader: appends a block for `node` unless one is on its way to it.
+    fn grant_producer_ids(&mut self, node: NodeId, wanted: BlockWanted, out: &mut Vec<Output>) {
+        debug_assert_eq!(self.core.role(), Role::Leader);
+        match self.producer_ids.grant(node, wanted, self.now) {
+            Grant::Append(mut block) => {
+                if self.planted == Some(PlantedBug::ProducerIdBlockOverlaps) {
+                    block.first_id = self.producer_ids.committed_blocks().committed_end;
+                }
+                let timestamp_ms = self.core.wall_clock_ms().unwrap_or(0);
+                self.internal.push_back(raft::Input::AppendControl {
+                    batch: block.to_batch(0, 0, timestamp_ms),
+                });
+            }
+            Grant::NotNow => {}
+            Grant::Exhausted => out.push(Output::Core(raft::Output::Alert(format!(
+                "every producer id was reserved; node {node} gets no more: InitProducerId fails \
+                 there from now on; move idempotent producers to a new cluster"
+            )))),
+        }
+    }
+
     /// What one core output means for the replica's own state; the answers it makes due wait
-    /// in `self.answers` for the driver, right after that output.
-    fn follow(&mut self, output: &Output) {
+    /// in `self.answers` and `self.id_answers` for the driver, right after that output.
+    fn follow(&mut self, output: &raft::Output) {
+        use raft::Output as O;
         let gone = self.failed(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         match output {
-            Output::Log(op) => {
+            O::Log(op) => {
                 let hw = self.core.high_watermark();
                 self.producing.track(op, hw, gone, &mut self.answers);
+                self.producer_ids.track(op, hw);
             }
-            Output::HighWatermark(hw) => self.producing.committed(*hw, &mut self.answers),
-            Output::RoleChanged { role, .. } if *role != Role::Leader => {
+            O::HighWatermark(hw) => {
+                self.producing.committed(*hw, &mut self.answers);
+                let now = self.now;
+                self.producer_ids.committed(*hw, now, &mut self.id_answers);
+            }
+            O::RoleChanged { role, .. } if *role != Role::Leader => {
                 self.producing.resigned(gone, &mut self.answers)
             }
-            Output::RoleChanged { .. }
-            | Output::PersistElectionState(_)
-            | Output::Send { .. }
-            | Output::Respond { .. }
-            | Output::ReadLog { .. }
-            | Output::AppendDone { .. }
-            | Output::ClientFetchDone { .. }
-            | Output::ShutdownComplete
-            | Output::EndpointChanged(_)
-            | Output::ProbeEndpoint { .. }
-            | Output::Refused { .. }
-            | Output::Alert(_)
-            | Output::Fatal(_) => {}
+            O::RoleChanged { .. }
+            | O::PersistElectionState(_)
+            | O::Send { .. }
+            | O::Respond { .. }
+            | O::ReadLog { .. }
+            | O::AppendDone { .. }
+            | O::ClientFetchDone { .. }
+            | O::ShutdownComplete
+            | O::EndpointChanged(_)
+            | O::ProbeEndpoint { .. }
+            | O::Refused { .. }
+            | O::Alert(_)
+            | O::Fatal(_) => {}
         }
     }
 }

@@ -2,7 +2,7 @@
 //! from the log in the order the replica decides them.
 
 use super::*;
-use crate::raft::{Acks, LogOpKind, RaftConfig};
+use crate::raft::{Acks, Input, LogOpKind, Output, RaftConfig};
 use crate::record::RecordBatchBuilder;
 
 const P: i64 = 5;
@@ -12,6 +12,8 @@ struct Driver {
     replica: Replica,
     now: u64,
     last_seq: u64,
+    /// The answers to InitProducerId so far, in order.
+    ids: Vec<(u64, Result<i64, ErrorCode>)>,
 }
 
 impl Driver {
@@ -20,9 +22,14 @@ impl Driver {
         let core = RaftCore::new(config, None, crate::raft::LogSnapshot::default(), 0)
             .expect("core starts");
         let mut d = Self {
-            replica: Replica::new(core, ProducerStates::default()),
+            replica: Replica::new(
+                core,
+                ProducerStates::default(),
+                ProducerIdLedger::new(1, 77),
+            ),
             now: 0,
             last_seq: 0,
+            ids: Vec::new(),
         };
         for _ in 0..100 {
             if d.replica.core().role() == Role::Leader {
@@ -36,15 +43,23 @@ impl Driver {
         d
     }
 
-    fn step(&mut self, input: Input) -> Vec<Output> {
+    /// The core's outputs of one step (the InitProducerId answers go to `self.ids`).
+    fn step(&mut self, input: impl Into<super::Input>) -> Vec<Output> {
         let mut out = Vec::new();
         self.replica.step(input, &mut out);
-        for o in &out {
-            if let Output::Log(op) = o {
-                self.last_seq = self.last_seq.max(op.seq);
+        let mut core = Vec::new();
+        for o in out {
+            match o {
+                super::Output::Core(o) => {
+                    if let Output::Log(op) = &o {
+                        self.last_seq = self.last_seq.max(op.seq);
+                    }
+                    core.push(o);
+                }
+                super::Output::ProducerId { request, result } => self.ids.push((request, result)),
             }
         }
-        out
+        core
     }
 
     /// Everything logged so far becomes durable: the outputs of that step.
@@ -145,4 +160,44 @@ fn resigning_fails_the_waiting_duplicates() {
         "{out:?}"
     );
     assert_eq!(d.replica.producing().waiting(), 0);
+}
+
+/// InitProducerId on a leader with no ids yet: held while the replica reserves a block for
+/// itself through the log, answered from it once it commits, then at once; every id once.
+#[test]
+fn producer_ids_come_from_a_committed_block() {
+    let mut d = Driver::leading();
+    let out = d.step(super::Input::InitProducerId { request: 1 });
+    assert!(d.ids.is_empty(), "no block yet: the request waits");
+    let block = out.iter().any(|o| {
+        matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
+    });
+    assert!(
+        block,
+        "the leader appends a block record for itself: {out:?}"
+    );
+    assert_eq!(d.replica.producer_ids().waiting(), 1);
+    d.durable();
+    assert_eq!(d.ids, vec![(1, Ok(0))], "answered once the block commits");
+    d.step(super::Input::InitProducerId { request: 2 });
+    d.step(super::Input::InitProducerId { request: 3 });
+    assert_eq!(d.ids[1..], [(2, Ok(1)), (3, Ok(2))]);
+    assert_eq!(d.replica.producer_ids().handed_out(), 3);
+}
+
+/// A request held past its deadline is answered with the retriable error at the next tick.
+#[test]
+fn a_held_init_times_out_retriably() {
+    let mut d = Driver::leading();
+    d.step(super::Input::InitProducerId { request: 9 });
+    // The block is never made durable: the request waits until its deadline.
+    d.now += producer_ids::INIT_WAIT_MS - 1;
+    d.step(Input::Tick { now: d.now });
+    assert!(d.ids.is_empty());
+    d.now += 1;
+    d.step(Input::Tick { now: d.now });
+    assert_eq!(
+        d.ids,
+        vec![(9, Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS))]
+    );
 }

@@ -64,6 +64,9 @@ pub enum Invariant {
     /// every acknowledgement of it names the offsets of that one copy (docs/simulation.md,
     /// "The whole replica").
     IdempotentExactlyOnce,
+    /// No producer id is handed out twice, by one replica or two, across leaders and restarts
+    /// (docs/protocol.md, "Idempotent producers").
+    ProducerIdGrantedOnce,
     /// A graceful shutdown did not complete within the shutdown timeout (plus slack).
     ShutdownCompletes,
     /// After faults stop, a leader commits the client's appends and every node catches up.
@@ -189,6 +192,8 @@ pub struct Checker {
     /// The values of idempotent producers' batches, with the offsets they were first
     /// acknowledged at.
     idempotent_values: BTreeMap<u64, Option<(Offset, Offset)>>,
+    /// Every producer id handed out, with the node that handed it out.
+    producer_ids: BTreeMap<i64, NodeId>,
     pub acked: Vec<Acked>,
     /// Set when a node lost its persistent state (docs/simulation.md, "Invariants": rules go off).
     pub state_loss: bool,
@@ -251,6 +256,17 @@ impl Checker {
             None => *first = Some(offsets),
         }
         self.on_ack(node, ack, log, true)
+    }
+
+    /// `node` answered an InitProducerId with `producer_id`.
+    pub fn on_producer_id(&mut self, node: NodeId, producer_id: i64) -> Checked {
+        match self.producer_ids.insert(producer_id, node) {
+            None => Ok(()),
+            Some(earlier) => breach(
+                Invariant::ProducerIdGrantedOnce,
+                format!("node {node} handed out producer id {producer_id}, handed out before by node {earlier}"),
+            ),
+        }
     }
 
     /// A node lost its quorum-state file: its earlier votes no longer bind it.

@@ -234,6 +234,8 @@ pub struct Summary {
     pub idempotent_acks: u64,
     pub idempotent_retries: u64,
     pub duplicates_suppressed: u64,
+    /// Producer ids the replicas handed out to the producers (each checked unique).
+    pub producer_ids_granted: u64,
     pub trace_hash: u64,
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use engine::raft::{Input, Output};
+use engine::replica::{Input, Output};
 
 /// Inputs waiting for the core, and the output buffer reused between steps.
 #[derive(Debug, Default)]
@@ -25,9 +25,9 @@ pub(crate) trait CoreDriver {
 
     /// Steps `input`, then each input that carrying out the outputs produced, in arrival order.
     /// Called while outputs are being carried out, it only queues `input`.
-    fn step(&mut self, input: Input) {
+    fn step(&mut self, input: impl Into<Input>) {
         let queue = self.input_queue();
-        queue.waiting.push_back(input);
+        queue.waiting.push_back(input.into());
         if queue.busy {
             return;
         }
@@ -69,12 +69,12 @@ mod tests {
                 !self.in_step,
                 "the core was stepped while its outputs were carried out"
             );
-            let Input::Tick { now } = input else {
+            let Input::Core(engine::raft::Input::Tick { now }) = input else {
                 unreachable!()
             };
             self.current = now;
             for _ in 0..3 {
-                out.push(Output::ShutdownComplete);
+                out.push(Output::Core(engine::raft::Output::ShutdownComplete));
             }
             self.in_step = true;
         }
@@ -83,7 +83,7 @@ mod tests {
             let n = self.carried.iter().filter(|c| c.0 == self.current).count();
             self.carried.push((self.current, n));
             if self.current == 1 && n == 0 {
-                self.step(Input::Tick { now: 2 });
+                self.step(engine::raft::Input::Tick { now: 2 });
             }
             if n == 2 {
                 self.in_step = false; // the last output of this step
@@ -94,7 +94,7 @@ mod tests {
     #[test]
     fn inputs_produced_while_carrying_out_wait_for_the_rest_of_the_list() {
         let mut r = Recorder::default();
-        r.step(Input::Tick { now: 1 });
+        r.step(engine::raft::Input::Tick { now: 1 });
         assert_eq!(
             r.carried,
             vec![(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)],

@@ -109,6 +109,7 @@ struct Totals {
     idempotent_acks: u64,
     idempotent_retries: u64,
     duplicates_suppressed: u64,
+    producer_ids: u64,
     consumer_reads: u64,
 }
 
@@ -189,6 +190,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.idempotent_retries += s.idempotent_retries;
                 totals.duplicates_suppressed += s.duplicates_suppressed;
                 totals.consumer_reads += s.consumer_fetches;
+                totals.producer_ids += s.producer_ids_granted;
                 if cli.verbose || (seed - cli.first_seed) % every == 0 {
                     outln!(
                         "seed {seed}: {} events, {} elections, {} commits, {} offsets, {} lies, {} ms simulated, trace {:016x}",
@@ -276,7 +278,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
         "summary: replicas={} seeds={} events={} storage_faults={} repairs_or_halts=0 \
          idempotent_acks={} idempotent_retries={} duplicates_suppressed={} \
-         consumer_reads_checked={} violations={violations}",
+         producer_ids_granted={} consumer_reads_checked={} violations={violations}",
         cli.voters + cli.observers,
         t.seeds + violations,
         t.events,
@@ -284,6 +286,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
         t.idempotent_acks,
         t.idempotent_retries,
         t.duplicates_suppressed,
+        t.producer_ids,
         t.consumer_reads,
     )
 }

@@ -96,6 +96,7 @@ impl Simulation {
                     addressed_as: to,
                     correlation: self.liar.next_correlation,
                     request,
+                    wish: None,
                 }
             }
             Lie::Response {

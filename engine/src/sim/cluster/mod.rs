@@ -17,9 +17,7 @@ mod voter_checks;
 
 use std::collections::{BTreeMap, BinaryHeap};
 
-use crate::raft::{
-    Epoch, Input, NodeId, Offset, Output, RaftConfig, RaftCore, RequestId, Role, TimeMs,
-};
+use crate::raft::{Epoch, Input, NodeId, Offset, RaftConfig, RaftCore, RequestId, Role, TimeMs};
 
 use super::disk::SimDisk;
 use super::invariants::{Breach, Checked, Checker, Invariant};
@@ -66,7 +64,7 @@ pub struct Simulation {
     handled: u64,
     refreshes: u64,
     trace: Trace,
-    out: Vec<Output>,
+    out: Vec<crate::replica::Output>,
     /// Probability that a step is cut short by a crash between two of its outputs.
     mid_step_crash: f64,
     liar: LiarState,
@@ -350,6 +348,7 @@ impl Simulation {
             Event::ClientTick => self.client_tick(),
             Event::ProducerTick { producer } => self.producer_tick(producer),
             Event::ProducerDeliver { attempt } => self.producer_deliver(attempt),
+            Event::InitDeliver { producer } => self.init_deliver(producer),
             Event::ConsumerTick { consumer } => self.consumer_tick(consumer),
             Event::ConsumerWatch { consumer, fetch_id } => self.consumer_watch(consumer, fetch_id),
             Event::FetchWatch {
@@ -613,6 +612,7 @@ impl Simulation {
             torn_tails: self.torn_tails,
             idempotent_acks: self.producers.acks,
             idempotent_retries: self.producers.retries,
+            producer_ids_granted: self.producers.ids_granted,
             duplicates_suppressed: self.duplicates_suppressed
                 + self
                     .nodes

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use crate::producer_ids::BlockWanted;
 use crate::raft::{
     Correlation, ElectionState, Epoch, Input, NodeId, Request, Response, Role, Sender, TimeMs,
 };
+use crate::replica::Input as ReplicaInput;
 use crate::sim::invariants::{breach, Checked, Invariant};
 use crate::sim::liar::LIAR_ID;
 use crate::sim::trace::TraceEntry;
@@ -24,6 +26,8 @@ pub(super) enum Message {
         addressed_as: NodeId,
         correlation: Correlation,
         request: Request,
+        /// A FetchQuorumRecords' wish for producer ids (its tagged field on the wire).
+        wish: Option<BlockWanted>,
     },
     Response {
         from: NodeId,
@@ -173,6 +177,7 @@ impl Simulation {
                 addressed_as,
                 correlation,
                 request,
+                wish,
             } => {
                 let dest = to as usize;
                 if !self.link_up(from, to) {
@@ -207,6 +212,17 @@ impl Simulation {
                     Request::FetchQuorumRecords(f) => Some(f.max_wait_ms),
                     _ => None,
                 };
+                // As the node grants a wish: after the fetch itself, in the fetch's epoch.
+                let wish = match (&request, wish) {
+                    (Request::FetchQuorumRecords(f), Some(wanted)) => {
+                        Some(ReplicaInput::ProducerIdsWanted {
+                            replica: f.replica_id,
+                            epoch: f.leader_epoch,
+                            wanted,
+                        })
+                    }
+                    _ => None,
+                };
                 // The wake-up's tick first, so that only the pre-vote is judged.
                 if pre_vote && !self.tick_first(dest)? {
                     return Ok(());
@@ -236,6 +252,9 @@ impl Simulation {
                 )?;
                 if let Some(before) = before {
                     self.check_pre_vote_inert(dest, &before)?;
+                }
+                if let Some(wish) = wish.filter(|_| self.nodes[dest].running()) {
+                    self.step_node(dest, wish)?;
                 }
                 self.sweep(dest)
             }

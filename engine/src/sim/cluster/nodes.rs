@@ -3,12 +3,14 @@
 use std::collections::BTreeMap;
 
 use crate::base::DirectoryId;
+use crate::producer_ids::ProducerIdLedger;
 use crate::producers::{ProducerStates, Sequenced};
 use crate::raft::{
     Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
     TimeMs,
 };
-use crate::replica::Replica;
+use crate::replica::producer_ids::producer_id_block;
+use crate::replica::{Input as ReplicaInput, Replica};
 use crate::sim::disk::SimDisk;
 use crate::sim::invariants::{breach, Checked, Invariant};
 use crate::sim::trace::TraceEntry;
@@ -90,6 +92,21 @@ fn rebuilt_producers(log: &[Batch], start: Offset) -> ProducerStates {
     producers
 }
 
+/// The producer-id ledger of run `incarnation` of node `id`, from the block records of `log`
+/// from `start` on, as a node's start-up rebuild finds them.
+fn rebuilt_ledger(log: &[Batch], start: Offset, id: NodeId, incarnation: u64) -> ProducerIdLedger {
+    let mut ledger = ProducerIdLedger::new(id, incarnation);
+    for batch in log
+        .iter()
+        .filter(|b| b.base_offset >= start && b.is_control)
+    {
+        if let Some(block) = producer_id_block(&batch.bytes) {
+            ledger.on_append(batch.base_offset, block);
+        }
+    }
+    ledger
+}
+
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
 /// (id, generation), never nil.
 pub(super) fn sim_directory(seed: u64, id: NodeId, generation: u64) -> DirectoryId {
@@ -140,8 +157,13 @@ impl Simulation {
         // The producer state a node rebuilds from its log at start (the node reads its log
         // from the log start; the batches below it here are only the shadow of what retention
         // deleted).
-        let producers = rebuilt_producers(&node.disk.written, node.disk.written_start.0);
-        node.replica = Some(Replica::new(core, producers));
+        let start = node.disk.written_start.0;
+        let producers = rebuilt_producers(&node.disk.written, start);
+        // A new run of the node never uses a block reserved for an earlier one: its incarnation
+        // is new (derived, not drawn, so that it leaves the seeds' random streams alone).
+        let run = (u64::from(node.incarnation) << 32) | node.id as u64;
+        let ledger = rebuilt_ledger(&node.disk.written, start, node.id, run);
+        node.replica = Some(Replica::new(core, producers, ledger));
         node.tick_at = None;
         node.pending.clear();
         node.max_hw = None;
@@ -255,8 +277,9 @@ impl Simulation {
     }
 
     /// Steps node `i` and carries out its outputs in order, perhaps crashing between two of them.
-    pub(super) fn step_node(&mut self, i: usize, input: Input) -> Checked {
-        if let Input::Tick { now } = input {
+    pub(super) fn step_node(&mut self, i: usize, input: impl Into<ReplicaInput>) -> Checked {
+        let input = input.into();
+        if let ReplicaInput::Core(Input::Tick { now }) = input {
             self.nodes[i].ticked_at = now;
         } else if !self.tick_first(i)? {
             return Ok(());

@@ -17,7 +17,17 @@ use super::scheduler::Event;
 use super::{core_config, Simulation};
 
 impl Simulation {
-    pub(super) fn carry_out(&mut self, i: usize, output: Output) -> Checked {
+    /// Carries out one of the replica's outputs.
+    pub(super) fn carry_out(&mut self, i: usize, output: crate::replica::Output) -> Checked {
+        match output {
+            crate::replica::Output::Core(output) => self.carry_out_core(i, output),
+            crate::replica::Output::ProducerId { request, result } => {
+                self.producer_id_answered(i, request, result)
+            }
+        }
+    }
+
+    fn carry_out_core(&mut self, i: usize, output: Output) -> Checked {
         let id = self.nodes[i].id;
         match output {
             Output::PersistElectionState(state) => {
@@ -55,7 +65,16 @@ impl Simulation {
                     );
                 }
                 let from_incarnation = self.nodes[i].incarnation;
+                // The node's fetches carry its wish for producer ids (a tagged field).
+                let wish = match &request {
+                    Request::FetchQuorumRecords(_) => self.nodes[i]
+                        .replica
+                        .as_ref()
+                        .and_then(|r| r.producer_ids().wanted()),
+                    _ => None,
+                };
                 self.send(Message::Request {
+                    wish,
                     from: id,
                     from_incarnation,
                     to,

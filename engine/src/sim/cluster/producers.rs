@@ -1,5 +1,6 @@
-//! Idempotent producers (docs/simulation.md, "The whole replica"): each sends batches with its
-//! producer id, epoch and sequences, keeps at most five of them unacknowledged (Kafka's bound
+//! Idempotent producers (docs/simulation.md, "The whole replica"): each asks a random node for
+//! a producer id (InitProducerId, answered from the blocks the replicas reserve through the
+//! log), then sends batches with that id, epoch 0 and consecutive sequences, keeps at most five of them unacknowledged (Kafka's bound
 //! with idempotence), and retries every batch whose answer failed or never came, in sequence
 //! order, to the leader it believes in. Retries therefore reach new leaders, and duplicate both
 //! committed batches and batches still uncommitted; the replica must answer each with the
@@ -10,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::BytesMut;
 
 use crate::producers::BATCHES_PER_PRODUCER;
-use crate::raft::{Acks, AppendResult, Input, NodeId, TimeMs};
+use crate::raft::{Acks, AppendResult, ErrorCode, Input, NodeId, TimeMs};
+use crate::replica::Input as ReplicaInput;
 use crate::sim::batch::sequenced_batch;
 use crate::sim::invariants::{answered_once, breach, Acked, Checked, Invariant};
 
@@ -21,8 +23,11 @@ use super::Simulation;
 /// Append ids of the producers' attempts start here, apart from the plain client's (which are
 /// its values, counted from 1).
 pub(super) const ATTEMPT_ID_BASE: u64 = 1 << 62;
-/// The first producer's id; the others follow.
-const FIRST_PRODUCER_ID: i64 = 1_000;
+/// Request ids of the producers' InitProducerIds start here.
+const INIT_ID_BASE: u64 = 1 << 61;
+/// After an acknowledgement that leaves nothing unacknowledged, the chance that the producer
+/// starts over with a new producer id (as a restarted client does).
+const NEW_ID_CHANCE: f64 = 0.02;
 /// Batches one producer has unacknowledged at most, from the oldest: the replica recognises a
 /// retry among a producer's last five batches only.
 const WINDOW: u64 = BATCHES_PER_PRODUCER as u64;
@@ -49,8 +54,18 @@ struct Unacked {
     sends: u32,
 }
 
+/// An InitProducerId sent and not answered yet.
+struct InitAttempt {
+    request: u64,
+    node: usize,
+    incarnation: u32,
+    sent_at: TimeMs,
+}
+
 pub(super) struct Producer {
-    producer_id: i64,
+    /// None until an InitProducerId is answered (and after the producer starts over).
+    producer_id: Option<i64>,
+    init: Option<InitAttempt>,
     next_index: u64,
     next_sequence: i32,
     /// In sequence order.
@@ -73,13 +88,19 @@ pub(super) struct Producers {
     pub(super) retries: u64,
     /// Batches acknowledged (an acknowledgement of a retry counts again).
     pub(super) acks: u64,
+    next_init: u64,
+    /// InitProducerIds answered already (a second answer breaks the exactly-once contract).
+    inits_answered: BTreeSet<u64>,
+    /// Producer ids handed out.
+    pub(super) ids_granted: u64,
 }
 
 impl Simulation {
     pub(super) fn start_producers(&mut self) {
         for p in 0..self.cfg.idempotent_producers {
             self.producers.list.push(Producer {
-                producer_id: FIRST_PRODUCER_ID + p as i64,
+                producer_id: None,
+                init: None,
                 next_index: 0,
                 next_sequence: 0,
                 unacked: VecDeque::new(),
@@ -106,6 +127,9 @@ impl Simulation {
                 self.producers.attempts.remove(&gone.id);
             }
         }
+        if self.producers.list[p].producer_id.is_none() {
+            return self.ask_for_producer_id(p);
+        }
         let producer = &self.producers.list[p];
         let room = producer
             .unacked
@@ -123,7 +147,10 @@ impl Simulation {
         self.client.next_value += 1;
         let record_count = self.rng.range(1, 3) as u32;
         let producer = &mut self.producers.list[p];
-        let fields = (producer.producer_id, 0, producer.next_sequence);
+        let producer_id = producer
+            .producer_id
+            .expect("a producer with an id makes batches");
+        let fields = (producer_id, 0, producer.next_sequence);
         let bytes = sequenced_batch(value, record_count, self.now as i64, Some(fields));
         producer.next_sequence += record_count as i32;
         producer.unacked.push_back(Unacked {
@@ -281,7 +308,14 @@ impl Simulation {
                 let log = &self.nodes[i].disk.written;
                 self.checker.on_idempotent_ack(id, ack, log)?;
                 self.producers.acks += 1;
-                self.producers.list[p].unacked.retain(|b| b.index != index);
+                let producer = &mut self.producers.list[p];
+                producer.unacked.retain(|b| b.index != index);
+                if producer.unacked.is_empty() && self.rng.chance(NEW_ID_CHANCE) {
+                    // A new session of the client: a new id, sequences from 0.
+                    let producer = &mut self.producers.list[p];
+                    producer.producer_id = None;
+                    producer.next_sequence = 0;
+                }
             }
             AppendResult::Failed { leader_id, .. } => {
                 let producer = &mut self.producers.list[p];
@@ -290,6 +324,79 @@ impl Simulation {
                     _ => self.rng.index(self.nodes.len()),
                 };
             }
+        }
+        Ok(())
+    }
+
+    /// A producer without an id asks a random node for one (again after 4 s unanswered).
+    fn ask_for_producer_id(&mut self, p: usize) -> Checked {
+        let now = self.now;
+        if let Some(init) = &self.producers.list[p].init {
+            if now < init.sent_at + CLIENT_TIMEOUT_MS {
+                return Ok(());
+            }
+        }
+        let node = self.rng.index(self.nodes.len());
+        let request = INIT_ID_BASE + self.producers.next_init;
+        self.producers.next_init += 1;
+        self.producers.list[p].init = Some(InitAttempt {
+            request,
+            node,
+            incarnation: self.nodes[node].incarnation,
+            sent_at: now,
+        });
+        let latency = self.rng.range(1, 3);
+        self.schedule(latency, Event::InitDeliver { producer: p });
+        Ok(())
+    }
+
+    /// Producer `p`'s InitProducerId reaches its node, if that node still runs the incarnation
+    /// it was sent to.
+    pub(super) fn init_deliver(&mut self, p: usize) -> Checked {
+        let Some(init) = &self.producers.list[p].init else {
+            return Ok(());
+        };
+        let (request, node, incarnation) = (init.request, init.node, init.incarnation);
+        if !self.nodes[node].running() || self.nodes[node].incarnation != incarnation {
+            self.producers.list[p].init = None;
+            return Ok(());
+        }
+        self.count_event("init-producer-id", node as NodeId, request as i64, 0);
+        self.step_node(node, ReplicaInput::InitProducerId { request })?;
+        self.sweep(node)
+    }
+
+    /// Node `i` answered InitProducerId `request`: an id no replica handed out before.
+    pub(super) fn producer_id_answered(
+        &mut self,
+        i: usize,
+        request: u64,
+        result: Result<i64, ErrorCode>,
+    ) -> Checked {
+        let id = self.nodes[i].id;
+        answered_once(
+            &mut self.producers.inits_answered,
+            id,
+            "InitProducerId",
+            request,
+        )?;
+        if let Ok(producer_id) = result {
+            self.checker.on_producer_id(id, producer_id)?;
+            self.producers.ids_granted += 1;
+        }
+        let waiting = self.producers.list.iter().position(|p| {
+            p.init
+                .as_ref()
+                .is_some_and(|init| init.request == request && init.node == i)
+        });
+        let Some(p) = waiting else {
+            return Ok(()); // given up on
+        };
+        let producer = &mut self.producers.list[p];
+        producer.init = None;
+        if let Ok(producer_id) = result {
+            producer.producer_id = Some(producer_id);
+            producer.next_sequence = 0;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! their logs (`LogOpKind::ResetTo`), which the disk model keeps as a committed shadow prefix.
 
 use crate::raft::{Input, NodeId};
+use crate::replica::Input as ReplicaInput;
 use crate::sim::disk;
 use crate::sim::invariants::Checked;
 
@@ -23,15 +24,16 @@ impl Simulation {
         self.schedule(delay, Event::RetentionTick);
         let i = self.rng.index(self.nodes.len());
         let node = &self.nodes[i];
-        let Some(core) = node.core() else {
+        let Some(replica) = node.replica.as_ref() else {
             return Ok(());
         };
+        let core = replica.core();
         if node.disk.reset_pending() {
             return Ok(()); // the writer would apply it after the reset
         }
         // The writer's bound: the core's limit, and its own durable end (docs/storage.md,
         // "Retention").
-        let limit = core
+        let limit = replica
             .retention_limit()
             .min(disk::end_offset(&node.disk.durable));
         let hw = core.high_watermark();
@@ -54,12 +56,22 @@ impl Simulation {
             self.step_node(i, Input::LogStartMoved { start: new_start })?;
             self.sweep(i)?;
         }
-        // Held back by the voter record: carry it forward (only a leader acts on it).
+        // Held back by the voter record or the producer-id block record: carry them forward
+        // (only a leader acts on it), as the node does.
         if let Some(hw) = hw.filter(|&hw| limit < hw) {
             if self.phase != Phase::Calm || self.rng.chance(0.5) {
                 self.count_event("carry-voters", id as NodeId, hw, 0);
                 self.step_node(i, Input::CarryVoterRecord { below: hw })?;
                 self.sweep(i)?;
+                let pinned = self.nodes[i]
+                    .replica
+                    .as_ref()
+                    .and_then(|r| r.producer_ids().newest_committed_record())
+                    .is_some_and(|record| record < hw);
+                if pinned {
+                    self.step_node(i, ReplicaInput::CarryProducerIdBlock { below: hw })?;
+                    self.sweep(i)?;
+                }
             }
         }
         Ok(())

@@ -41,6 +41,10 @@ pub(super) enum Event {
     ProducerTick {
         producer: usize,
     },
+    /// A producer's InitProducerId reaches the node it was sent to.
+    InitDeliver {
+        producer: usize,
+    },
     /// A producer's attempt reaches the node it was sent to.
     ProducerDeliver {
         attempt: u64,

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use engine::log::{Log, LogError};
+use engine::producer_ids::ProducerIdLedger;
 use engine::producer_snapshot_store::ProducerSnapshotStore;
 use engine::producers::{ProducerLimits, ProducerStates, Sequenced};
 use engine::raft::Offset;
@@ -66,7 +67,7 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
                 continue;
             }
             if header.is_control() {
-                if let Some(block) = super::producer_ids::producer_id_block(&piece) {
+                if let Some(block) = engine::replica::producer_ids::producer_id_block(&piece) {
                     rebuilt.blocks.push((header.base_offset, block));
                 }
             } else if let Some(batch) = Sequenced::of(&header) {
@@ -87,7 +88,7 @@ impl Node {
         log: &Log,
         snapshots: &ProducerSnapshotStore,
         own_id: NodeId,
-    ) -> Result<(ProducerStates, super::producer_ids::ProducerIds), NodeError> {
+    ) -> Result<(ProducerStates, ProducerIdLedger), NodeError> {
         let started = Instant::now();
         let snapshot = match producer_snapshots::load(snapshots, log) {
             Ok(found) => found,
@@ -112,12 +113,12 @@ impl Node {
                     ),
                     ..Rebuilt::default()
                 };
-                let ids = super::producer_ids::ProducerIds::restored(own_id, snapshot.blocks);
+                let ids = super::producer_ids::new_ledger(own_id, Some(snapshot.blocks));
                 (rebuilt, ids, Some(from))
             }
             None => (
                 Rebuilt::default(),
-                super::producer_ids::ProducerIds::new(own_id),
+                super::producer_ids::new_ledger(own_id, None),
                 None,
             ),
         };
@@ -132,7 +133,7 @@ impl Node {
             "rebuilt the producer state from the log"
         );
         for (offset, block) in rebuilt.blocks {
-            ids.recovered(offset, block);
+            ids.on_append(offset, block);
         }
         Ok((rebuilt.producers, ids))
     }

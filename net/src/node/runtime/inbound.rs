@@ -319,9 +319,11 @@ impl Node {
         self.step(Input::Request { id, from, request });
         if let Some((replica, epoch, wanted)) = ids_wanted {
             // After the step: a first fetch makes its observer one the leader tracks.
-            if epoch == self.replica.core().epoch() {
-                self.producer_ids_asked(replica, wanted);
-            }
+            self.step(engine::replica::Input::ProducerIdsWanted {
+                replica,
+                epoch,
+                wanted,
+            });
         }
     }
 

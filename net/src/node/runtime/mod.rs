@@ -28,7 +28,7 @@ use engine::raft::{
     LogOpKind, NodeId, Output, RaftCore, Request, Response, Role, Sender, VoterEndpoint,
 };
 use engine::record::BatchView;
-use engine::replica::Replica;
+use engine::replica::{Output as ReplicaOutput, Replica};
 use tracing::{debug, info, warn};
 
 mod access;
@@ -205,8 +205,8 @@ pub struct Node {
     /// Every broker's client endpoints, for Metadata and DescribeCluster (node/brokers.rs).
     brokers: BrokerDirectory,
     counters: NodeCounters,
-    /// Producer-id blocks and the InitProducerIds waiting for one (producer_ids.rs).
-    producer_ids: producer_ids::ProducerIds,
+    /// The InitProducerIds the replica has not answered yet (producer_ids.rs).
+    init_requests: producer_ids::InitRequests,
     /// The producer-state snapshots: when the next is due, and their writing thread.
     snapshots: producer_snapshots::Snapshots,
     retention: retention::RetentionState,
@@ -259,7 +259,7 @@ impl Node {
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
-        let (producers, producer_ids) =
+        let (producers, ledger) =
             Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
         info!(
             node = config.broker_id,
@@ -277,7 +277,8 @@ impl Node {
         // Without quorum.voters the core learns the voter set from these (FindQuorum).
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
         raft_config.directory_id = quorum_state.directory_id();
-        let replica = Replica::new(RaftCore::new(raft_config, stored, snapshot, 0)?, producers);
+        let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
+        let replica = Replica::new(core, producers, ledger);
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
         let writer = GroupCommitWriter::start(
@@ -426,7 +427,7 @@ impl Node {
             sasl,
             brokers,
             counters: NodeCounters::default(),
-            producer_ids,
+            init_requests: producer_ids::InitRequests::default(),
             snapshots,
             retention: retention::RetentionState::default(),
             metrics,
@@ -540,7 +541,6 @@ impl Node {
             self.drain_writer();
             self.pump_lookups();
             self.expire_produces(self.now_ms());
-            self.tend_producer_ids(self.now_ms());
             self.tend_retention(self.now_ms());
             self.tend_probes();
             self.tend_sasl();
@@ -893,11 +893,21 @@ impl CoreDriver for Node {
         &mut self.inputs
     }
 
-    fn step_core(&mut self, input: Input, out: &mut Vec<Output>) {
+    fn step_core(&mut self, input: engine::replica::Input, out: &mut Vec<ReplicaOutput>) {
         self.replica.step(input, out);
     }
 
-    fn carry_out(&mut self, output: Output) {
+    fn carry_out(&mut self, output: ReplicaOutput) {
+        match output {
+            ReplicaOutput::Core(output) => self.carry_out_core(output),
+            ReplicaOutput::ProducerId { request, result } => self.init_answered(request, result),
+        }
+    }
+}
+
+impl Node {
+    /// Carries out one of the core's outputs (or one the replica made in the core's terms).
+    fn carry_out_core(&mut self, output: Output) {
         match output {
             Output::PersistElectionState(state) => {
                 if let Err(error) = self.quorum_state.write(&state) {
@@ -931,7 +941,6 @@ impl CoreDriver for Node {
                 }
                 self.count_records(&op);
                 self.note_appended_for_snapshots(&op);
-                self.track_producer_id_blocks(&op);
                 self.writer().submit(writer_request(op))
             }
             Output::ReadLog {
@@ -957,7 +966,6 @@ impl CoreDriver for Node {
             }
             Output::HighWatermark(hw) => {
                 debug!(hw, "high watermark");
-                self.commit_producer_id_blocks(hw);
                 self.maybe_snapshot_producers(hw);
             }
             Output::AppendDone { id, result } => self.append_done(id, result),

@@ -107,7 +107,7 @@ impl Node {
         // sees them.
         let extras = match request {
             Request::FetchQuorumRecords(_) => quorum::FetchRequestExtras {
-                producer_ids: self.producer_ids.wanted(),
+                producer_ids: self.replica.producer_ids().wanted(),
                 ..self.brokers.fetch_extras()
             },
             _ => quorum::FetchRequestExtras::default(),

@@ -216,7 +216,7 @@ impl Node {
         }
         let epoch = self.replica.core().log_epoch_at(hw - 1)?;
         // Taken (copied, sorted) only once the cheap checks pass.
-        let blocks = self.producer_ids.committed_blocks();
+        let blocks = self.replica.producer_ids().committed_blocks();
         if blocks.committed_to != hw {
             return None;
         }

@@ -47,7 +47,7 @@ impl Node {
         self.retention.in_flight = true;
         self.writer().submit(WriterRequest::Retain {
             policy,
-            limit: self.retention_limit(),
+            limit: self.replica.retention_limit(),
             unpinned,
         });
     }
@@ -61,7 +61,7 @@ impl Node {
             return;
         }
         self.retention.roll_limit_due_ms = now_ms + ROLL_LIMIT_INTERVAL_MS;
-        let limit = self.retention_limit();
+        let limit = self.replica.retention_limit();
         let start = self.replica.core().log_start_offset();
         let unpinned = self
             .replica
@@ -80,17 +80,6 @@ impl Node {
         });
     }
 
-    /// The newest offset retention may delete up to: the core's retention limit (the high
-    /// watermark, and the newest committed voter record), and the newest committed
-    /// producer-id block record; never below the log start.
-    fn retention_limit(&self) -> Offset {
-        let mut limit = self.replica.core().retention_limit();
-        if let Some(block) = self.newest_producer_id_block() {
-            limit = limit.min(block);
-        }
-        limit.max(self.replica.core().log_start_offset())
-    }
-
     /// A retention run finished: the log starts at `start`; the policy wanted `wanted`.
     pub(super) fn on_retained(&mut self, start: Offset, wanted: Offset) {
         self.retention.in_flight = false;
@@ -104,7 +93,7 @@ impl Node {
     /// (on the leader) so that the next run, or the next roll, can go further.
     pub(super) fn carry_pinned_records(&mut self, wanted: Offset) {
         self.step(Input::CarryVoterRecord { below: wanted });
-        self.carry_producer_id_block(wanted);
+        self.step(engine::replica::Input::CarryProducerIdBlock { below: wanted });
     }
 
     /// The writer let the log's oldest segments go (a retention run, or a roll that reused the
