@@ -188,7 +188,7 @@ impl Node {
             self.close(conn, "api not served on this listener");
             return;
         }
-        if !self.sasl_admits(conn, prefix.api_key) {
+        if !self.sasl_admits(conn, row) {
             // Kafka closes a connection that sends anything else before it authenticated.
             self.close(conn, "request before SASL authentication");
             return;

@@ -14,13 +14,14 @@
 
 use super::*;
 use crate::node::sasl_worker::{SaslWorker, StepDone, StepJob};
+use crate::security::authorizer::Authorization;
 use crate::security::credentials::CredentialStore;
 use crate::security::principal::KafkaPrincipal;
 use crate::security::sasl::{Mechanism, SaslError, SaslServer, SaslStep};
 use crate::wire::kafka::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-    ILLEGAL_SASL_STATE, SASL_AUTHENTICATE, SASL_AUTHENTICATE_SPEC, SASL_AUTHENTICATION_FAILED,
-    SASL_HANDSHAKE, UNSUPPORTED_SASL_MECHANISM,
+    ILLEGAL_SASL_STATE, SASL_AUTHENTICATE_SPEC, SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
 };
 
 /// A failed connection whose answer is still being sent when its delay is over waits this
@@ -208,13 +209,13 @@ impl Node {
         }
     }
 
-    /// Whether `conn` may make a request of api `key` now: on a SASL listener, before the
-    /// exchange is done, only ApiVersions and the SASL APIs (anything else closes the
-    /// connection, as Kafka does).
-    pub(super) fn sasl_admits(&self, conn: ConnId, key: i16) -> bool {
+    /// Whether `conn` may make a request of `row`'s API now: on a SASL listener, before the
+    /// exchange is done, only the APIs whose row needs no authorization, ApiVersions and the
+    /// SASL APIs (anything else closes the connection, as Kafka does).
+    pub(super) fn sasl_admits(&self, conn: ConnId, row: &ApiRow) -> bool {
         match self.sasl.phases.get(&conn) {
             None | Some(Phase::Authenticated) => true,
-            Some(_) => matches!(key, api::API_VERSIONS | SASL_HANDSHAKE | SASL_AUTHENTICATE),
+            Some(_) => row.authorization == Authorization::NoneNeeded,
         }
     }
 
