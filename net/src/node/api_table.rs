@@ -31,6 +31,18 @@ pub(crate) struct Asked<'a> {
     pub(crate) spec: &'static ApiSpec,
 }
 
+impl Asked<'_> {
+    /// The request's api key and version, as a log line names them.
+    pub(crate) fn at(&self) -> Option<(i16, i16)> {
+        named(self.header)
+    }
+}
+
+/// The api key and version of a request whose header was read, as a log line names them.
+pub(crate) fn named(header: &RequestHeader) -> Option<(i16, i16)> {
+    Some((header.api_key, header.api_version))
+}
+
 /// Takes one request whose header has been read (the reader is at its body). Most rows hand
 /// the body to their handler decoded, through `Node::decoded`.
 pub(crate) type Handler = fn(&mut Node, Asked<'_>, WireReader);

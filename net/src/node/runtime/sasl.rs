@@ -262,7 +262,7 @@ impl Node {
             Some(Phase::Exchange { .. } | Phase::Authenticated) => ILLEGAL_SASL_STATE,
             // Not a SASL listener (the row is not served there) or failed (nothing is read).
             Some(Phase::Failed { .. }) | None => {
-                return self.close(conn, "unexpected SaslHandshake")
+                return self.close_for_request(conn, asked.at(), "unexpected SaslHandshake", "")
             }
         };
         let seq = self.reserve_response(conn);
@@ -313,7 +313,9 @@ impl Node {
                 );
                 self.fail_authentication(conn);
             }
-            Some(Phase::Failed { .. }) | None => self.close(conn, "unexpected SaslAuthenticate"),
+            Some(Phase::Failed { .. }) | None => {
+                self.close_for_request(conn, asked.at(), "unexpected SaslAuthenticate", "")
+            }
         }
     }
 
