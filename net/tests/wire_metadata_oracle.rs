@@ -263,3 +263,74 @@ fn metadata_empty_lists_and_unnamed_topics_match_kafka() {
         vec![(ours, theirs.with_topics(topics))]
     });
 }
+
+/// A request for every topic (null; in v0, which has no null, an empty list) and one for no
+/// topic (an empty list, v1+), with the flags clients send by default, in every version the
+/// node advertises, byte for byte against Kafka's.
+#[test]
+fn null_and_empty_topic_lists_match_kafka_in_every_advertised_version() {
+    assert_same_as_kafka_in(versions(&METADATA_SPEC), |version| {
+        let request = |topics: Option<Vec<MetadataRequestTopic>>| MetadataRequest {
+            topics,
+            ..MetadataRequest::default()
+        };
+        let kafka = |topics: Option<Vec<KpRequestTopic>>| {
+            KpMetadataRequest::default()
+                .with_topics(topics)
+                .with_allow_auto_topic_creation(true)
+        };
+        let mut pairs = vec![(
+            request(None),
+            kafka(if version == 0 { Some(vec![]) } else { None }),
+        )];
+        if version >= 1 {
+            pairs.push((request(Some(vec![])), kafka(Some(vec![]))));
+        }
+        pairs
+    });
+}
+
+/// librdkafka (confluent-kafka's `AdminClient.list_topics()`) asks for every topic in a
+/// flexible version with the four zero bytes it reserves for an array's length where the
+/// compact length belongs, then its flags and tags: `00 00 00 00 01 00 00` in v12, as captured
+/// from confluent-kafka 2.16. Kafka reads a null array, flags and tags and ignores what is left;
+/// so must we, to the same request (docs/clients.md, "What Metadata says").
+#[test]
+fn librdkafkas_request_for_every_topic_reads_as_kafka_reads_it() {
+    use bytes::Bytes;
+    use kafka_protocol::protocol::Decodable;
+    use net::wire::WireReader;
+    let body = Bytes::from_static(&[0, 0, 0, 0, 1, 0, 0]);
+    for version in 9..=METADATA_SPEC.max_version {
+        let theirs = KpMetadataRequest::decode(&mut body.clone(), version).unwrap();
+        let ours = MetadataRequest::decode(&mut WireReader::new(body.clone()), version)
+            .unwrap_or_else(|e| panic!("v{version}: {e}"));
+        assert_eq!(ours.topics, None, "v{version}: every topic");
+        assert_eq!(theirs.topics, None, "v{version}");
+        assert_eq!(
+            (
+                ours.allow_auto_topic_creation,
+                ours.include_cluster_authorized_operations,
+                ours.include_topic_authorized_operations
+            ),
+            (
+                theirs.allow_auto_topic_creation,
+                theirs.include_cluster_authorized_operations,
+                theirs.include_topic_authorized_operations
+            ),
+            "v{version}"
+        );
+    }
+    // Anything short of a whole request is still refused.
+    for version in versions(&METADATA_SPEC) {
+        for cut in [0, 1] {
+            let short = Bytes::copy_from_slice(&body[..cut]);
+            if version >= 4 || cut == 0 {
+                assert!(
+                    MetadataRequest::decode(&mut WireReader::new(short), version).is_err(),
+                    "v{version}, {cut} bytes"
+                );
+            }
+        }
+    }
+}

@@ -1066,3 +1066,142 @@ impl Drop for Resume {
         }
     }
 }
+
+/// One request frame: `header` (v1 or v2 as `flexible`) then `body` as bytes, unchanged.
+fn raw_frame(api_key: i16, api_version: i16, flexible: bool, body: &[u8]) -> Vec<u8> {
+    let header = net::wire::RequestHeader {
+        api_key,
+        api_version,
+        correlation_id: 7,
+        client_id: Some("raw".into()),
+    };
+    let mut w = net::wire::WireWriter::with_capacity(64);
+    w.i32(0);
+    header.write(&mut w, flexible);
+    let mut frame = w.into_inner().to_vec();
+    frame.extend_from_slice(body);
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame
+}
+
+/// Sends `frame` on `stream` and reads one response frame's body (None: the node closed).
+fn exchange(stream: &mut std::net::TcpStream, frame: &[u8]) -> Option<bytes::Bytes> {
+    use std::io::{Read, Write};
+    stream.write_all(frame).ok()?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(bytes::Bytes::from(body))
+}
+
+/// Metadata for every topic (a null list; in v0 an empty one) lists `__cluster_metadata`, and
+/// for no topic (an empty list, v1+) lists none, in every version the node advertises; and
+/// librdkafka's own request for every topic (v12, captured from confluent-kafka 2.16, with
+/// bytes after its last field: docs/clients.md) is answered on a connection that stays open.
+#[test]
+fn metadata_for_every_topic_and_for_none_is_answered_in_every_advertised_version() {
+    use net::wire::kafka::METADATA_SPEC;
+    let (mut cluster, leader) = Cluster::started(1);
+    let mut client = cluster.connect(leader, TIMEOUT);
+    for version in METADATA_SPEC.min_version..=METADATA_SPEC.max_version {
+        let all = client
+            .metadata(version, None)
+            .unwrap_or_else(|e| panic!("v{version}, every topic: {e}"));
+        let names: Vec<_> = all.topics.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(names, [Some("__cluster_metadata".to_owned())], "v{version}");
+        assert_eq!(all.topics[0].partitions.len(), 1, "v{version}");
+        assert_eq!(all.brokers.len(), 1, "v{version}");
+        if version >= 1 {
+            let none = client
+                .metadata(version, Some(&[]))
+                .unwrap_or_else(|e| panic!("v{version}, no topic: {e}"));
+            assert!(none.topics.is_empty(), "v{version}: {none:?}");
+            assert_eq!(none.brokers.len(), 1, "v{version}");
+        }
+    }
+    drop(client);
+    let mut stream = std::net::TcpStream::connect_timeout(&cluster.addr(leader), TIMEOUT).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let librdkafka_all_topics = raw_frame(3, 12, true, &[0, 0, 0, 0, 1, 0, 0]);
+    for attempt in 0..2 {
+        let body = exchange(&mut stream, &librdkafka_all_topics)
+            .unwrap_or_else(|| panic!("attempt {attempt}: closed without an answer"));
+        let mut r = net::wire::WireReader::new(body);
+        let header = net::wire::ResponseHeader::read(&mut r, true).unwrap();
+        assert_eq!(header.correlation_id, 7);
+        let answer = MetadataResponse::decode(&mut r, 12).unwrap();
+        assert_eq!(answer.topics.len(), 1, "{answer:?}");
+        assert_eq!(answer.topics[0].name.as_deref(), Some("__cluster_metadata"));
+    }
+    drop(stream);
+    cluster.stop_all_cleanly();
+}
+
+/// confluent-kafka's `AdminClient.list_topics()` (Metadata v12 for every topic) sees the topic.
+#[test]
+fn confluent_kafka_lists_every_topic() {
+    let (mut cluster, leader) = Cluster::started(1);
+    let script = workspace().join("tools/tests/clients/list_topics_confluent.py");
+    let out = run(
+        &venv_python(),
+        &[script.to_str().unwrap(), &cluster.addr(leader).to_string()],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", cluster.stderr_tail(leader)));
+    let json: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(json["topics"]["__cluster_metadata"], 1, "{out}");
+    assert_eq!(json["brokers"], 1, "{out}");
+    cluster.stop_all_cleanly();
+}
+
+/// A connection closed because of its request is logged: one warning naming the peer, the
+/// api key and version and the reason; a client repeating it gets no more lines for a while.
+#[test]
+fn a_connection_closed_for_its_request_is_logged_once_per_reason_and_window() {
+    let (mut cluster, leader) = Cluster::started(1);
+    let addr = cluster.addr(leader);
+    let mut locals = Vec::new();
+    for _ in 0..5 {
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        locals.push(stream.local_addr().unwrap());
+        // ListGroups (16) is no API of ringraft's.
+        assert!(exchange(&mut stream, &raw_frame(16, 4, true, &[0, 0])).is_none());
+    }
+    // A Metadata v4 body cut short: the node has read the header, not the body.
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let bad_body_from = stream.local_addr().unwrap();
+    assert!(exchange(&mut stream, &raw_frame(3, 4, false, &[0, 0])).is_none());
+    // Stopped cleanly, the node has written everything it logged.
+    cluster.stop_all_cleanly();
+    let log = std::fs::read_to_string(cluster.stderr_path(leader)).unwrap();
+    let closes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("closed a connection because of its request"))
+        .collect();
+    let unknown: Vec<&&str> = closes
+        .iter()
+        .filter(|l| l.contains("unknown api key"))
+        .collect();
+    assert_eq!(unknown.len(), 1, "one line for five closes:\n{log}");
+    assert!(
+        unknown[0].contains(&locals[0].to_string())
+            && unknown[0].contains("api_key=16")
+            && unknown[0].contains("api_version=4")
+            && unknown[0].contains("WARN"),
+        "{}",
+        unknown[0]
+    );
+    let bad: Vec<&&str> = closes
+        .iter()
+        .filter(|l| l.contains("bad Metadata body"))
+        .collect();
+    assert_eq!(bad.len(), 1, "{log}");
+    assert!(
+        bad[0].contains(&bad_body_from.to_string()) && bad[0].contains("api_key=3"),
+        "{}",
+        bad[0]
+    );
+}

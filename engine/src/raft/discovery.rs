@@ -110,7 +110,27 @@ impl RaftCore {
             (RequestKind::FindQuorum, Response::FindQuorum(r)) => {
                 self.handle_find_quorum_response(f, r, out)
             }
-            _ => {} // a response of the wrong kind: ignore
+            // An answer of another API than the request's: no honest peer sends one, so it is
+            // reported (the node logs it once per peer and counts it with the refused
+            // messages), and the request is taken as failed, so it is retried as after a lost
+            // connection rather than waited for.
+            (
+                kind @ (RequestKind::Vote
+                | RequestKind::PreVote
+                | RequestKind::BeginQuorumEpoch
+                | RequestKind::EndQuorumEpoch
+                | RequestKind::Fetch { .. }
+                | RequestKind::FindQuorum),
+                response,
+            ) => {
+                let why = format!(
+                    "of the wrong kind: a {} answer to a {} request",
+                    response_name(&response),
+                    kind_name(kind)
+                );
+                self.distrust(from, why, out);
+                self.on_request_failure(correlation, f, out);
+            }
         }
     }
 
@@ -696,6 +716,31 @@ fn request_name(request: &Request) -> &'static str {
         Request::FindQuorum(_) => "FindQuorum",
         Request::DescribeQuorum(_) => "DescribeQuorum",
         Request::AlterQuorum(_) => "AlterQuorum",
+    }
+}
+
+fn response_name(response: &Response) -> &'static str {
+    match response {
+        Response::Vote(_) => "Vote",
+        Response::BeginQuorumEpoch(_) => "BeginQuorumEpoch",
+        Response::EndQuorumEpoch(_) => "EndQuorumEpoch",
+        Response::FetchQuorumRecords(_) => "FetchQuorumRecords",
+        Response::FindQuorum(_) => "FindQuorum",
+        Response::DescribeQuorum(_) => "DescribeQuorum",
+        Response::AlterQuorum(_) => "AlterQuorum",
+    }
+}
+
+/// The request an in-flight entry stands for, as a log line names it.
+fn kind_name(kind: RequestKind) -> &'static str {
+    match kind {
+        RequestKind::Vote => "Vote",
+        RequestKind::PreVote => "Vote (pre-vote)",
+        RequestKind::BeginQuorumEpoch => "BeginQuorumEpoch",
+        RequestKind::EndQuorumEpoch => "EndQuorumEpoch",
+        RequestKind::Fetch { .. } => "FetchQuorumRecords",
+        RequestKind::FindQuorum => "FindQuorum",
+        RequestKind::Probe => "FindQuorum (endpoint probe)",
     }
 }
 

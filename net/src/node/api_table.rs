@@ -1,10 +1,16 @@
 //! The APIs a node serves, one row each: the wire spec (key, version range, first flexible
-//! version) and the handler that takes the request once its header is read. The table drives
-//! both dispatch and the ApiVersions answer, so an API is served exactly when it is advertised.
-//! Adding an API is a message with its codec, a handler, and a row here (docs/architecture.md,
-//! "Adding an API").
+//! version), the handler that takes the request once its header is read, and the authorization
+//! it needs. The table drives dispatch, the ApiVersions answer and the access check, so an API
+//! is served exactly when it is advertised, and only as its row says; a key with no row is
+//! refused (docs/security.md, "The operation each API needs"). Adding an API is a message with
+//! its codec, a handler, and a row here (docs/architecture.md, "Adding an API").
 
 use super::runtime::Node;
+use crate::security::acl::Operation::{
+    Alter, ClusterAction, Describe, IdempotentWrite, Read, Write,
+};
+use crate::security::acl::ResourceType::{Cluster, Topic};
+use crate::security::authorizer::Authorization::{self, NoneNeeded, Required};
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
@@ -25,6 +31,18 @@ pub(crate) struct Asked<'a> {
     pub(crate) spec: &'static ApiSpec,
 }
 
+impl Asked<'_> {
+    /// The request's api key and version, as a log line names them.
+    pub(crate) fn at(&self) -> Option<(i16, i16)> {
+        named(self.header)
+    }
+}
+
+/// The api key and version of a request whose header was read, as a log line names them.
+pub(crate) fn named(header: &RequestHeader) -> Option<(i16, i16)> {
+    Some((header.api_key, header.api_version))
+}
+
 /// Takes one request whose header has been read (the reader is at its body). Most rows hand
 /// the body to their handler decoded, through `Node::decoded`.
 pub(crate) type Handler = fn(&mut Node, Asked<'_>, WireReader);
@@ -43,6 +61,8 @@ pub(crate) enum Scope {
     Client,
 }
 
+/// One API. No field has a default: a row that does not say what its API needs (its
+/// `authorization`) does not compile.
 pub(crate) struct ApiRow {
     pub(crate) spec: ApiSpec,
     pub(crate) handler: Handler,
@@ -50,20 +70,25 @@ pub(crate) struct ApiRow {
     /// Served only on listeners that use SASL (SASL_PLAINTEXT, SASL_SSL): SaslHandshake and
     /// SaslAuthenticate, which a PLAINTEXT or SSL listener neither advertises nor takes.
     pub(crate) sasl: bool,
+    /// The operation and resource kind a request needs (`Node::access` checks it), or
+    /// `NoneNeeded` for the handshake APIs, declared as such.
+    pub(crate) authorization: Authorization,
 }
 
-const fn quorum(spec: ApiSpec) -> ApiRow {
+/// The row of a quorum RPC: its authorization is declared at each call, as in any row.
+const fn quorum(spec: ApiSpec, authorization: Authorization) -> ApiRow {
     ApiRow {
         spec,
         handler: Node::handle_quorum_request,
         // The admin APIs are for operators' tools on any listener; ACLs guard them
-        // (DESCRIBE / ALTER on CLUSTER, net/src/security/authorizer.rs).
+        // (DESCRIBE / ALTER on CLUSTER).
         scope: if spec.key == api::DESCRIBE_QUORUM || spec.key == api::ALTER_QUORUM {
             Scope::Any
         } else {
             Scope::Quorum
         },
         sasl: false,
+        authorization,
     }
 }
 
@@ -74,6 +99,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         handler: Node::handle_produce,
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Write, Topic),
     },
     ApiRow {
         spec: METADATA_SPEC,
@@ -82,6 +108,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Describe, Topic),
     },
     ApiRow {
         spec: SASL_HANDSHAKE_SPEC,
@@ -95,6 +122,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Any,
         sasl: true,
+        authorization: NoneNeeded,
     },
     ApiRow {
         spec: API_VERSIONS_SPEC,
@@ -108,6 +136,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Any,
         sasl: false,
+        authorization: NoneNeeded,
     },
     ApiRow {
         spec: SASL_AUTHENTICATE_SPEC,
@@ -121,6 +150,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Any,
         sasl: true,
+        authorization: NoneNeeded,
     },
     ApiRow {
         spec: DESCRIBE_CLUSTER_SPEC,
@@ -134,12 +164,14 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Describe, Cluster),
     },
     ApiRow {
         spec: FETCH_SPEC,
         handler: |node, asked, r| node.decoded(asked, r, FetchRequest::decode, Node::handle_fetch),
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Read, Topic),
     },
     ApiRow {
         spec: LIST_OFFSETS_SPEC,
@@ -153,6 +185,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Read, Topic),
     },
     ApiRow {
         spec: OFFSET_FOR_LEADER_EPOCH_SPEC,
@@ -166,6 +199,7 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(Describe, Topic),
     },
     ApiRow {
         spec: INIT_PRODUCER_ID_SPEC,
@@ -179,19 +213,28 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         },
         scope: Scope::Client,
         sasl: false,
+        authorization: Required(IdempotentWrite, Cluster),
     },
-    quorum(api::QUORUM_APIS[0]),
-    quorum(api::QUORUM_APIS[1]),
-    quorum(api::QUORUM_APIS[2]),
-    quorum(api::QUORUM_APIS[3]),
-    quorum(api::QUORUM_APIS[4]),
-    quorum(api::QUORUM_APIS[5]),
-    quorum(api::ALTER_QUORUM_SPEC),
+    // The replicas' own RPCs: CLUSTER_ACTION, which a replica's own principal has without an
+    // ACL (net/src/node/runtime/access.rs).
+    quorum(api::QUORUM_APIS[0], Required(ClusterAction, Cluster)), // Vote
+    quorum(api::QUORUM_APIS[1], Required(ClusterAction, Cluster)), // BeginQuorumEpoch
+    quorum(api::QUORUM_APIS[2], Required(ClusterAction, Cluster)), // EndQuorumEpoch
+    quorum(api::QUORUM_APIS[3], Required(Describe, Cluster)),      // DescribeQuorum
+    quorum(api::QUORUM_APIS[4], Required(ClusterAction, Cluster)), // FetchQuorumRecords
+    quorum(api::QUORUM_APIS[5], Required(ClusterAction, Cluster)), // FindQuorum
+    quorum(api::ALTER_QUORUM_SPEC, Required(Alter, Cluster)),
 ];
 
 /// The row of api key `key`, if this node serves it.
 pub(crate) fn row(key: i16) -> Option<&'static ApiRow> {
     API_TABLE.iter().find(|row| row.spec.key == key)
+}
+
+/// What a request of api key `key` needs, from its row; None for a key with no row, which
+/// nothing may use.
+pub(crate) fn authorization(key: i16) -> Option<Authorization> {
+    row(key).map(|row| row.authorization)
 }
 
 impl ApiRow {
@@ -226,6 +269,65 @@ mod tests {
             row(api::ALTER_QUORUM).map(|r| (r.spec, r.scope)),
             Some((api::ALTER_QUORUM_SPEC, Scope::Any))
         );
+    }
+
+    /// The whole table's authorization, row by row: what docs/security.md ("The operation each
+    /// API needs") promises. A row added without its line here fails.
+    #[test]
+    fn every_row_declares_what_it_needs() {
+        let expected: &[(i16, Authorization)] = &[
+            (PRODUCE_SPEC.key, Required(Write, Topic)),
+            (FETCH_SPEC.key, Required(Read, Topic)),
+            (LIST_OFFSETS_SPEC.key, Required(Read, Topic)),
+            (METADATA_SPEC.key, Required(Describe, Topic)),
+            (OFFSET_FOR_LEADER_EPOCH_SPEC.key, Required(Describe, Topic)),
+            (
+                INIT_PRODUCER_ID_SPEC.key,
+                Required(IdempotentWrite, Cluster),
+            ),
+            (api::DESCRIBE_QUORUM, Required(Describe, Cluster)),
+            (DESCRIBE_CLUSTER_SPEC.key, Required(Describe, Cluster)),
+            (api::ALTER_QUORUM, Required(Alter, Cluster)),
+            (api::VOTE, Required(ClusterAction, Cluster)),
+            (api::BEGIN_QUORUM_EPOCH, Required(ClusterAction, Cluster)),
+            (api::END_QUORUM_EPOCH, Required(ClusterAction, Cluster)),
+            (api::FETCH_QUORUM_RECORDS, Required(ClusterAction, Cluster)),
+            (api::FIND_QUORUM, Required(ClusterAction, Cluster)),
+            (api::API_VERSIONS, NoneNeeded),
+            (SASL_HANDSHAKE_SPEC.key, NoneNeeded),
+            (SASL_AUTHENTICATE_SPEC.key, NoneNeeded),
+        ];
+        assert_eq!(
+            expected.len(),
+            API_TABLE.len(),
+            "a row without its line here"
+        );
+        for row in &API_TABLE {
+            let line = expected.iter().find(|(key, _)| *key == row.spec.key);
+            assert_eq!(
+                line.map(|(_, needs)| *needs),
+                Some(row.authorization),
+                "{}",
+                row.spec.name
+            );
+        }
+        // Only the handshake APIs go unchecked, and every one of them is on a row.
+        let unchecked: Vec<&str> = API_TABLE
+            .iter()
+            .filter(|row| row.authorization == NoneNeeded)
+            .map(|row| row.spec.name)
+            .collect();
+        assert_eq!(
+            unchecked,
+            ["SaslHandshake", "ApiVersions", "SaslAuthenticate"]
+        );
+        // A key with no row needs nothing *because* nothing may use it: no authorization at
+        // all, which `Node::access` refuses (access.rs).
+        for key in (-1..=100).chain(999..=1010) {
+            if row(key).is_none() {
+                assert_eq!(authorization(key), None, "api key {key}");
+            }
+        }
     }
 
     #[test]

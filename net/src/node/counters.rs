@@ -25,7 +25,8 @@ pub struct NodeCounters {
     pub fetch_batches: u64,
     /// Reads the core asked of the writer because a fetch fell behind the in-memory tail.
     pub log_reads: u64,
-    /// Peer messages the core refused on admission (docs/protocol.md, "Hostile input").
+    /// Peer messages the core refused (`Output::Refused`): on admission, or answers of the
+    /// wrong kind (docs/protocol.md, "Hostile input").
     pub refused: u64,
     /// Kafka Fetch partitions the core answered (consumers' reads, docs/clients.md).
     pub consumer_fetches: u64,

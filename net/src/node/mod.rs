@@ -5,6 +5,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 
 mod api_table;
 mod brokers;
+mod close_log;
 pub mod config;
 pub mod counters;
 pub mod lock;

@@ -1,7 +1,7 @@
 //! The authorizer: may this principal, from this host, do this operation on this resource?
 //! Kafka's ACL semantics (docs/security.md, "Principals and ACLs"), its configuration
-//! (`authorizer.acl.file`, `super.users`, `allow.everyone.if.no.acl.found`) and the operation
-//! each API needs.
+//! (`authorizer.acl.file`, `super.users`, `allow.everyone.if.no.acl.found`) and the kind of
+//! [`Authorization`] an API declares (each API's own is on its row of the node's API table).
 //!
 //! Pure logic but for reading the ACL file. The node loads an [`Authorizer`] at start-up, keeps
 //! it in an `Arc`, and on SIGHUP loads it again and swaps the `Arc` only if the new file is good
@@ -11,10 +11,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engine::raft::api_key::{
-    ALTER_QUORUM, BEGIN_QUORUM_EPOCH, DESCRIBE_QUORUM, END_QUORUM_EPOCH, FETCH_QUORUM_RECORDS,
-    FIND_QUORUM, VOTE,
-};
 use engine::raft::ErrorCode;
 
 use super::acl::{
@@ -22,51 +18,23 @@ use super::acl::{
     Resource, ResourceType,
 };
 use super::principal::KafkaPrincipal;
-use crate::wire::api::API_VERSIONS;
-use crate::wire::kafka::{
-    DESCRIBE_CLUSTER, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH,
-    PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE,
-};
 
 // ---------------------------------------------------------------------------------------------
 // What each API needs
 // ---------------------------------------------------------------------------------------------
 
-/// The APIs every connection may use whoever it is: ApiVersions, and the SASL exchange that
-/// establishes who it is.
-pub const ALWAYS_ALLOWED: [i16; 3] = [SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE];
-
-/// The operation, and the kind of resource it is checked on, that a request of `api_key` needs.
-/// A topic request is checked on each topic it names; a cluster request on `kafka-cluster`.
-/// None for the [`ALWAYS_ALLOWED`] APIs, and for a key this table does not know (the node
-/// serves only the APIs of its table; a test here lists every one).
-pub const fn required(api_key: i16) -> Option<(Operation, ResourceType)> {
-    use Operation::*;
-    use ResourceType::{Cluster, Topic};
-    match api_key {
-        PRODUCE => Some((Write, Topic)),
-        FETCH | LIST_OFFSETS => Some((Read, Topic)),
-        METADATA | OFFSET_FOR_LEADER_EPOCH => Some((Describe, Topic)),
-        INIT_PRODUCER_ID => Some((IdempotentWrite, Cluster)),
-        DESCRIBE_QUORUM | DESCRIBE_CLUSTER => Some((Describe, Cluster)),
-        ALTER_QUORUM => Some((Alter, Cluster)),
-        VOTE | BEGIN_QUORUM_EPOCH | END_QUORUM_EPOCH | FETCH_QUORUM_RECORDS | FIND_QUORUM => {
-            Some((ClusterAction, Cluster))
-        }
-        _ => None,
-    }
-}
-
-/// Whether `api_key` needs no authorization at all.
-pub const fn always_allowed(api_key: i16) -> bool {
-    let mut i = 0;
-    while i < ALWAYS_ALLOWED.len() {
-        if ALWAYS_ALLOWED[i] == api_key {
-            return true;
-        }
-        i += 1;
-    }
-    false
+/// What a request of one API needs before it is served. Every row of the node's API table
+/// (net/src/node/api_table.rs) declares one, so an API cannot be served without saying what it
+/// needs, and a key with no row is refused (docs/security.md, "The operation each API needs").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Authorization {
+    /// Nothing: a handshake API every connection may use whoever it is (ApiVersions, and the
+    /// SASL exchange that establishes who it is). These are also the only APIs a SASL
+    /// connection may use before it has authenticated.
+    NoneNeeded,
+    /// This operation on a resource of this kind: a topic request is checked on each topic it
+    /// names, a cluster request on `kafka-cluster`.
+    Required(Operation, ResourceType),
 }
 
 /// Kafka's error code for a request refused on a resource of this kind.
@@ -317,70 +285,6 @@ mod tests {
 
     fn topic(name: &str) -> Resource {
         Resource::topic(name)
-    }
-
-    #[test]
-    fn required_lists_every_api() {
-        let table: &[(i16, Option<(Operation, ResourceType)>)] = &[
-            (PRODUCE, Some((Write, ResourceType::Topic))),
-            (FETCH, Some((Read, ResourceType::Topic))),
-            (LIST_OFFSETS, Some((Read, ResourceType::Topic))),
-            (METADATA, Some((Describe, ResourceType::Topic))),
-            (
-                OFFSET_FOR_LEADER_EPOCH,
-                Some((Describe, ResourceType::Topic)),
-            ),
-            (
-                INIT_PRODUCER_ID,
-                Some((IdempotentWrite, ResourceType::Cluster)),
-            ),
-            (DESCRIBE_QUORUM, Some((Describe, ResourceType::Cluster))),
-            (DESCRIBE_CLUSTER, Some((Describe, ResourceType::Cluster))),
-            (ALTER_QUORUM, Some((Alter, ResourceType::Cluster))),
-            (VOTE, Some((ClusterAction, ResourceType::Cluster))),
-            (
-                BEGIN_QUORUM_EPOCH,
-                Some((ClusterAction, ResourceType::Cluster)),
-            ),
-            (
-                END_QUORUM_EPOCH,
-                Some((ClusterAction, ResourceType::Cluster)),
-            ),
-            (
-                FETCH_QUORUM_RECORDS,
-                Some((ClusterAction, ResourceType::Cluster)),
-            ),
-            (FIND_QUORUM, Some((ClusterAction, ResourceType::Cluster))),
-            (API_VERSIONS, None),
-            (SASL_HANDSHAKE, None),
-            (SASL_AUTHENTICATE, None),
-        ];
-        for &(key, needs) in table {
-            assert_eq!(required(key), needs, "api key {key}");
-            assert_eq!(always_allowed(key), needs.is_none(), "api key {key}");
-        }
-        // Every other key in Kafka's range and ringraft's private one is unknown here.
-        for key in (-1..=100).chain(999..=1010) {
-            if !table.iter().any(|&(k, _)| k == key) {
-                assert_eq!(required(key), None, "api key {key}");
-                assert!(!always_allowed(key), "api key {key}");
-            }
-        }
-        // Every API the wire layer defines has its row: a new one cannot slip in unchecked.
-        let specs = crate::wire::api::QUORUM_APIS.iter().chain([
-            &crate::wire::kafka::PRODUCE_SPEC,
-            &crate::wire::kafka::API_VERSIONS_SPEC,
-        ]);
-        for spec in specs {
-            assert!(
-                required(spec.key).is_some() || always_allowed(spec.key),
-                "{} has no authorization row",
-                spec.name
-            );
-        }
-        // Usable in a const table.
-        const PRODUCE_NEEDS: Option<(Operation, ResourceType)> = required(PRODUCE);
-        assert_eq!(PRODUCE_NEEDS, Some((Write, ResourceType::Topic)));
     }
 
     #[test]

@@ -545,3 +545,75 @@ fn describe_quorum_says_minus_one_for_what_it_does_not_know() {
         (-1, -1, -1)
     );
 }
+
+/// The `Output::Refused` reports of `out`: (request, peer, reason).
+fn refused(out: &[Output]) -> Vec<(Option<RequestId>, Option<NodeId>, String)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Refused {
+                request,
+                peer,
+                reason,
+            } => Some((*request, *peer, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An answer of another API than its request's is never dropped unseen: it is reported (as a
+/// refused response of that peer, which the node logs and counts), and the request is taken as
+/// failed, so the search goes on after the usual backoff instead of waiting for nothing.
+#[test]
+fn an_answer_of_the_wrong_kind_is_reported_and_its_request_taken_as_failed() {
+    let mut h = Harness::fresh(4);
+    let first = find_sends(&h.tick());
+    let (to, correlation) = first[0];
+    let wrong = Harness::vote_response(ErrorCode::NONE, 2, 3, true);
+    let out = h.respond(to, correlation, wrong);
+    assert_eq!(
+        refused(&out),
+        vec![(
+            None,
+            Some(to),
+            "a response of the wrong kind: a Vote answer to a FindQuorum request".to_owned()
+        )]
+    );
+    assert!(!has_fatal(&out));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Unattached, None, 0),
+        "nothing learned from it"
+    );
+    assert!(find_sends(&out).is_empty(), "retried only after a backoff");
+    let again = find_sends(&h.run_until(100));
+    assert_eq!(again.len(), 1, "the search goes on");
+    assert_ne!(again[0].0, to, "another bootstrap server");
+    // The same answer again is unmatched now (its request is gone): nothing happens.
+    let wrong = Harness::vote_response(ErrorCode::NONE, 2, 3, true);
+    assert!(h.respond(to, correlation, wrong).is_empty());
+}
+
+/// An observer's fetch answered with a FindQuorum: reported, nothing taken from it, and the
+/// fetch failed as if the connection had dropped (the observer looks for the quorum again).
+#[test]
+fn a_fetch_answered_with_another_api_is_reported_and_taken_as_failed() {
+    let (mut h, c) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
+    let out = h.respond(2, c, find_response(3, 9));
+    let reports = refused(&out);
+    assert_eq!(reports.len(), 1, "{out:?}");
+    assert_eq!((reports[0].0, reports[0].1), (None, Some(2)));
+    assert!(
+        reports[0]
+            .2
+            .contains("a FindQuorum answer to a FetchQuorumRecords request"),
+        "{}",
+        reports[0].2
+    );
+    assert!(!has_fatal(&out));
+    assert_eq!(
+        (h.core.role(), h.core.epoch(), h.core.leader_id()),
+        (Role::Unattached, 2, None),
+        "neither the answer's epoch nor its leader is taken"
+    );
+    assert_eq!(find_sends(&out).len(), 1, "as after a failed fetch");
+}

@@ -225,7 +225,7 @@ impl Collector for Scrape {
         )?;
         out.counter(
             "ringraft_raft_refused_messages",
-            "peer messages the core refused on admission",
+            "peer messages the core refused: on admission, or answers of the wrong kind",
             None,
             r.node.refused_messages.get(),
         )?;

@@ -176,21 +176,22 @@ impl Node {
         }
         let mut r = WireReader::new(bytes);
         let Ok(prefix) = RequestPrefix::read(&mut r) else {
-            self.close(conn, "short request");
+            self.close_for_request(conn, None, "short request", "");
             return;
         };
+        let at = Some((prefix.api_key, prefix.api_version));
         let Some(row) = api_table::row(prefix.api_key) else {
-            self.close(conn, "unknown api key");
+            self.close_for_request(conn, at, "unknown api key", "");
             return;
         };
         if !self.served_here(conn, row) {
             // Not advertised on this listener: a client that read ApiVersions never sends it.
-            self.close(conn, "api not served on this listener");
+            self.close_for_request(conn, at, "api not served on this listener", "");
             return;
         }
-        if !self.sasl_admits(conn, prefix.api_key) {
+        if !self.sasl_admits(conn, row) {
             // Kafka closes a connection that sends anything else before it authenticated.
-            self.close(conn, "request before SASL authentication");
+            self.close_for_request(conn, at, "request before SASL authentication", "");
             return;
         }
         let spec = &row.spec;
@@ -204,14 +205,17 @@ impl Node {
                 // connection, so it falls back (docs/protocol.md, "Pre-vote").
                 self.answer_unsupported_vote(conn, prefix.correlation_id);
             } else {
-                self.close(conn, "unsupported api version");
+                self.close_for_request(conn, at, "unsupported api version", "");
             }
             return;
         }
         let flexible = spec.is_flexible(prefix.api_version);
-        let Ok(header) = RequestHeader::read_rest(&mut r, prefix, flexible) else {
-            self.close(conn, "bad request header");
-            return;
+        let header = match RequestHeader::read_rest(&mut r, prefix, flexible) {
+            Ok(header) => header,
+            Err(error) => {
+                let detail = error.to_string();
+                return self.close_for_request(conn, at, "bad request header", &detail);
+            }
         };
         let asked = Asked {
             conn,
@@ -223,7 +227,7 @@ impl Node {
 
     /// Decodes a request's body at its version for `handle`. A body that does not decode
     /// closes the connection: the client no longer speaks the API it named.
-    pub(in crate::node) fn decoded<T, E>(
+    pub(in crate::node) fn decoded<T, E: std::fmt::Display>(
         &mut self,
         asked: Asked,
         mut r: WireReader,
@@ -232,7 +236,11 @@ impl Node {
     ) {
         match decode(&mut r, asked.header.api_version) {
             Ok(request) => handle(self, asked, request),
-            Err(_) => self.close(asked.conn, &format!("bad {} body", asked.spec.name)),
+            Err(error) => {
+                let why = format!("bad {} body", asked.spec.name);
+                let detail = error.to_string();
+                self.close_for_request(asked.conn, asked.at(), &why, &detail)
+            }
         }
     }
 
@@ -273,9 +281,9 @@ impl Node {
             match quorum::decode_request_with(spec.key, header.api_version, &mut r) {
                 Ok(decoded) => decoded,
                 Err(error) => {
-                    debug!(%error, "undecodable quorum request");
-                    self.close(conn, "bad quorum request body");
-                    return;
+                    let detail = error.to_string();
+                    let why = "bad quorum request body";
+                    return self.close_for_request(conn, asked.at(), why, &detail);
                 }
             };
         tracing::trace!(?request, "request");

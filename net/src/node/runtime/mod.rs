@@ -52,6 +52,7 @@ use produce::{PendingProduce, PRODUCE_TIMEOUT_TICK_MS};
 
 use super::api_table::{self, ApiRow, Asked, API_TABLE};
 use super::brokers::BrokerDirectory;
+use super::close_log::CloseLog;
 use super::config::NodeConfig;
 use super::config::{Listener, SecurityProtocol, SslSettings};
 use super::counters::{NodeCounters, NodeStatsLine};
@@ -170,6 +171,8 @@ pub struct Node {
     sessions: BTreeMap<ConnId, Session>,
     /// Senders whose refused messages were logged already (once each).
     refused_logged: BTreeSet<String>,
+    /// Which closes of a connection because of its request get a log line (rate-limited).
+    close_log: CloseLog,
     next_wire_correlation: i32,
     next_request_id: u64,
     requests: BTreeMap<u64, PendingRequest>,
@@ -404,6 +407,7 @@ impl Node {
             probed_addrs: BTreeMap::new(),
             sessions: BTreeMap::new(),
             refused_logged: BTreeSet::new(),
+            close_log: CloseLog::default(),
             next_wire_correlation: 1,
             next_request_id: 1,
             requests: BTreeMap::new(),
@@ -766,6 +770,36 @@ impl Node {
     fn close(&mut self, conn: ConnId, why: &str) {
         debug!(?conn, why, "closing connection");
         let _ = self.ring.close(conn);
+    }
+
+    /// Closes `conn` because of its request (`at`: its api key and version, when its header
+    /// was read that far) and says why in one warning line, at most one per reason every 10 s
+    /// (close_log.rs): the client itself only sees the connection drop.
+    fn close_for_request(&mut self, conn: ConnId, at: Option<(i16, i16)>, why: &str, detail: &str) {
+        if let Some(left_out) = self.close_log.admit(why, Instant::now()) {
+            let peer = self
+                .sessions
+                .get(&conn)
+                .map_or("an unknown address".to_owned(), |s| s.addr.to_string());
+            let (api_key, api_version) = at.unwrap_or((-1, -1));
+            let api = at
+                .and_then(|(key, _)| api_table::row(key))
+                .map_or("", |row| row.spec.name);
+            warn!(
+                node = self.config.broker_id,
+                %peer,
+                api_key,
+                api_version,
+                api,
+                reason = why,
+                detail,
+                left_out,
+                "closed a connection because of its request (one line per reason every 10 s; \
+                 left_out: closes of that reason since the last line); see docs/operations.md, \
+                 \"Warnings at run time\""
+            );
+        }
+        self.close(conn, why);
     }
 
     /// The role, for tests and logs.

@@ -48,12 +48,24 @@ impl Node {
         }
         let head = match ProduceHead::decode(&mut r, header.api_version) {
             Ok(head) => head,
-            Err(_) => return self.close(conn, "bad Produce body"),
+            Err(error) => {
+                return self.close_for_request(
+                    conn,
+                    api_table::named(header),
+                    "bad Produce body",
+                    &error.to_string(),
+                )
+            }
         };
         if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
             if head.acks == 0 {
                 // No response is read for acks=0: closing is how Kafka tells such a client.
-                return self.close(conn, "Produce not authorized");
+                return self.close_for_request(
+                    conn,
+                    api_table::named(header),
+                    "Produce not authorized",
+                    "acks=0",
+                );
             }
             return self.reject_produce(conn, header, r, error);
         }
@@ -84,7 +96,7 @@ impl Node {
             appends.clear();
             self.append_scratch = appends;
             self.keep_slots(partitions);
-            return self.close(conn, "bad Produce body");
+            return self.close_for_request(conn, api_table::named(header), "bad Produce body", "");
         }
         let outstanding = appends.len();
         let produce_id = self.next_produce_id;
@@ -149,10 +161,22 @@ impl Node {
     fn refuse_legacy_produce(&mut self, conn: ConnId, header: &RequestHeader, mut r: WireReader) {
         let request = match LegacyProduceRequest::decode(&mut r, header.api_version) {
             Ok(request) => request,
-            Err(_) => return self.close(conn, "bad Produce body"),
+            Err(error) => {
+                return self.close_for_request(
+                    conn,
+                    api_table::named(header),
+                    "bad Produce body",
+                    &error.to_string(),
+                )
+            }
         };
         if request.acks == 0 {
-            return self.close(conn, "Produce v0-2 is not accepted");
+            return self.close_for_request(
+                conn,
+                api_table::named(header),
+                "Produce v0-2 is not accepted",
+                "acks=0",
+            );
         }
         let seq = self.reserve_response(conn);
         let frame = encode_produce_response(
@@ -186,7 +210,7 @@ impl Node {
         });
         if read.is_err() {
             self.keep_slots(partitions);
-            return self.close(conn, "bad Produce body");
+            return self.close_for_request(conn, api_table::named(header), "bad Produce body", "");
         }
         let seq = self.reserve_response(conn);
         let hint = self.leader_hint_if_redirected(conn, &partitions);

@@ -14,13 +14,14 @@
 
 use super::*;
 use crate::node::sasl_worker::{SaslWorker, StepDone, StepJob};
+use crate::security::authorizer::Authorization;
 use crate::security::credentials::CredentialStore;
 use crate::security::principal::KafkaPrincipal;
 use crate::security::sasl::{Mechanism, SaslError, SaslServer, SaslStep};
 use crate::wire::kafka::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
-    ILLEGAL_SASL_STATE, SASL_AUTHENTICATE, SASL_AUTHENTICATE_SPEC, SASL_AUTHENTICATION_FAILED,
-    SASL_HANDSHAKE, UNSUPPORTED_SASL_MECHANISM,
+    ILLEGAL_SASL_STATE, SASL_AUTHENTICATE_SPEC, SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
 };
 
 /// A failed connection whose answer is still being sent when its delay is over waits this
@@ -208,13 +209,13 @@ impl Node {
         }
     }
 
-    /// Whether `conn` may make a request of api `key` now: on a SASL listener, before the
-    /// exchange is done, only ApiVersions and the SASL APIs (anything else closes the
-    /// connection, as Kafka does).
-    pub(super) fn sasl_admits(&self, conn: ConnId, key: i16) -> bool {
+    /// Whether `conn` may make a request of `row`'s API now: on a SASL listener, before the
+    /// exchange is done, only the APIs whose row needs no authorization, ApiVersions and the
+    /// SASL APIs (anything else closes the connection, as Kafka does).
+    pub(super) fn sasl_admits(&self, conn: ConnId, row: &ApiRow) -> bool {
         match self.sasl.phases.get(&conn) {
             None | Some(Phase::Authenticated) => true,
-            Some(_) => matches!(key, api::API_VERSIONS | SASL_HANDSHAKE | SASL_AUTHENTICATE),
+            Some(_) => row.authorization == Authorization::NoneNeeded,
         }
     }
 
@@ -261,7 +262,7 @@ impl Node {
             Some(Phase::Exchange { .. } | Phase::Authenticated) => ILLEGAL_SASL_STATE,
             // Not a SASL listener (the row is not served there) or failed (nothing is read).
             Some(Phase::Failed { .. }) | None => {
-                return self.close(conn, "unexpected SaslHandshake")
+                return self.close_for_request(conn, asked.at(), "unexpected SaslHandshake", "")
             }
         };
         let seq = self.reserve_response(conn);
@@ -312,7 +313,9 @@ impl Node {
                 );
                 self.fail_authentication(conn);
             }
-            Some(Phase::Failed { .. }) | None => self.close(conn, "unexpected SaslAuthenticate"),
+            Some(Phase::Failed { .. }) | None => {
+                self.close_for_request(conn, asked.at(), "unexpected SaslAuthenticate", "")
+            }
         }
     }
 

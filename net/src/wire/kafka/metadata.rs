@@ -169,7 +169,12 @@ impl MetadataRequest {
             request.include_topic_authorized_operations =
                 r.bool("include topic authorized operations")?;
         }
-        flex.read_end(r)?;
+        flex.read_tags(r)?;
+        // Bytes after the last field are ignored, as Kafka's broker ignores them (it never
+        // checks that a request was read to its end), and only here: librdkafka
+        // (confluent-kafka) asks for every topic in v9+ with the four zero bytes it reserved
+        // for the array's length, which reads as a null array, flags and tags, with bytes left
+        // over (docs/clients.md, "What Metadata says").
         Ok(request)
     }
 
