@@ -15,9 +15,9 @@
 //! A node that comes back with an empty directory gets a new one. A voter whose directory the
 //! log binds carries it as `voterDirectoryId` (docs/protocol.md, "Voter identity").
 //!
-//! A write replaces copy A durably (write `quorum-state.tmp`, fsync it, rename it over the
-//! copy, fsync the directory), then copy B the same way: a crash leaves each copy whole, old or
-//! new, and at most one copy in flight. Any fsync failure is [`QuorumStateError::SyncFailed`]:
+//! A write replaces copy A (write `quorum-state.tmp`, fsync it, rename it over the copy), then
+//! copy B the same way, then fsyncs the directory once: a copy's name only ever points at a
+//! whole fsynced record, so a crash leaves each copy whole, old or new. Any fsync failure is [`QuorumStateError::SyncFailed`]:
 //! after a failed fsync the kernel's view of the file is unknown, so the node must stop
 //! (fail-stop), not retry. The node acts on a state only once both copies hold it, so one copy
 //! alone always holds every state the node acted on: one damaged copy loses nothing.
@@ -758,8 +758,8 @@ impl QuorumStateStore {
         Ok(Some(record.election_state()))
     }
 
-    /// Replaces both copies with `state`, durably: copy A, then copy B. On `Ok` the new state
-    /// survives a crash and the damage of either copy.
+    /// Replaces both copies with `state`, durably ([`Self::write_copies`]). On `Ok` the new
+    /// state survives a crash and the damage of either copy.
     pub fn write(&mut self, state: &ElectionState) -> Result<(), QuorumStateError> {
         assert!(state.epoch >= 0, "negative epoch {}", state.epoch);
         assert!(state.leader_id >= -1 && state.voted_id >= -1);
@@ -795,23 +795,24 @@ impl QuorumStateStore {
         self.write_copies(&record.line)
     }
 
-    /// Copy A durably, then copy B durably: never both in flight at once.
+    /// Copy A, then copy B: each written to its temporary file, fsynced, and renamed over the
+    /// copy only then; one fsync of the directory at the end makes both renames durable. A
+    /// copy's name only ever points at a whole, fsynced record, so a crash anywhere leaves each
+    /// copy old or new and valid, in any combination, and [`decide`] takes the newer one. Three
+    /// fsyncs, where a full replace of each copy in turn would take four: a directory fsync
+    /// between them would only order the two renames, which the generations already do.
     fn write_copies(&self, line: &[u8]) -> Result<(), QuorumStateError> {
         assert!(
             !self.directory_id.is_zero(),
             "a directory id is drawn before a write"
         );
         for copy in [CopyName::A, CopyName::B] {
-            self.replace(copy, line)?;
+            let temp_path = self.dir.join(copy.temp_name());
+            let path = self.path_of(copy);
+            self.write_temp(&temp_path, line)?;
+            fs::rename(&temp_path, &path)
+                .map_err(|source| QuorumStateError::Write { path, source })?;
         }
-        Ok(())
-    }
-
-    fn replace(&self, copy: CopyName, line: &[u8]) -> Result<(), QuorumStateError> {
-        let temp_path = self.dir.join(copy.temp_name());
-        let path = self.path_of(copy);
-        self.write_temp(&temp_path, line)?;
-        fs::rename(&temp_path, &path).map_err(|source| QuorumStateError::Write { path, source })?;
         self.sync_directory()
     }
 
@@ -1122,8 +1123,8 @@ mod tests {
     fn a_write_cut_short_between_the_copies_is_completed_at_open() {
         let (dir, _) = written();
         let mut store = QuorumStateStore::open(dir.path(), 1, "c1").unwrap();
-        // Copy A's temp file and the directory sync, then copy B's temp sync fails.
-        SYNCS_LEFT.set(2);
+        // Copy A's temp file synced and renamed, then copy B's temp sync fails.
+        SYNCS_LEFT.set(1);
         store.sync = sync_then_fail;
         let error = store.write(&state(9)).unwrap_err();
         assert!(
