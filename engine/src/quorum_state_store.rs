@@ -17,9 +17,9 @@
 //!
 //! A write replaces copy A (write `quorum-state.tmp`, fsync it, rename it over the copy), then
 //! copy B the same way, then fsyncs the directory once: a copy's name only ever points at a
-//! whole fsynced record, so a crash leaves each copy whole, old or new. Any fsync failure is [`QuorumStateError::SyncFailed`]:
-//! after a failed fsync the kernel's view of the file is unknown, so the node must stop
-//! (fail-stop), not retry. The node acts on a state only once both copies hold it, so one copy
+//! whole fsynced record, so a crash leaves each copy whole, old or new. Any fsync failure is
+//! [`QuorumStateError::SyncFailed`]: after a failed fsync the kernel's view of the file is
+//! unknown, so the node must stop (fail-stop), not retry. The node acts on a state only once both copies hold it, so one copy
 //! alone always holds every state the node acted on: one damaged copy loses nothing.
 //!
 //! Opening reads both copies and decides with [`decide`] (pure): equal and valid, used; one
