@@ -249,7 +249,8 @@ fn checkpoint_limits_the_recovery_scan() {
     );
     assert_eq!(read_all(&log), written);
     drop(log);
-    // A lost or garbled checkpoint costs a full scan, not data.
+    // A lost or garbled checkpoint costs a full scan, not data (a changed bit too:
+    // log_recovery.rs, a_checkpoint_with_a_flipped_bit_is_refused_and_the_log_scanned).
     std::fs::write(dir.path().join(engine::log::CHECKPOINT_FILE), b"{not json").unwrap();
     let log = Log::open(dir.path(), config).unwrap();
     assert_eq!(log.recovery_start(), 0);

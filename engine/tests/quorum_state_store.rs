@@ -4,7 +4,10 @@ use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use engine::quorum_state_store::{QuorumStateError, QuorumStateStore, FILE_NAME, TEMP_FILE_NAME};
+use engine::base::sealed_line;
+use engine::quorum_state_store::{
+    CopyFault, QuorumStateError, QuorumStateStore, COPY_B_FILE_NAME, FILE_NAME, TEMP_FILE_NAME,
+};
 use engine::raft::ElectionState;
 
 fn state(epoch: i32, voted_id: i32, target: Option<Vec<i32>>) -> ElectionState {
@@ -151,17 +154,36 @@ fn hand_written_file_in_the_documented_format_reads() {
     );
 }
 
+/// Copy A's fault, when the read found no usable copy and no copy B (an earlier build's
+/// single file that cannot be read).
+fn lone_copy_fault(file: &QuorumStateStore) -> CopyFault {
+    match file.read() {
+        Err(QuorumStateError::NoUsableCopy {
+            a,
+            a_fault,
+            b_fault,
+            ..
+        }) => {
+            assert_eq!(a, file.path());
+            assert_eq!(b_fault, CopyFault::Missing);
+            a_fault
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
-fn every_truncation_is_reported_as_corrupt() {
+fn every_truncation_of_an_earlier_builds_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     for len in 0..GOOD.len() {
         let file = write_raw(dir.path(), &GOOD[..len]);
         let error = file.read().unwrap_err();
         assert!(
-            matches!(error, QuorumStateError::Corrupt { .. }),
+            matches!(error, QuorumStateError::NoUsableCopy { .. }),
             "len {len}: {error}"
         );
         assert!(error.to_string().contains(FILE_NAME), "{error}");
+        assert!(error.to_string().contains(COPY_B_FILE_NAME), "{error}");
     }
 }
 
@@ -208,18 +230,18 @@ fn corrupt_files_are_errors_naming_the_problem() {
     ];
     for (contents, reason) in cases {
         let file = write_raw(dir.path(), contents);
-        match file.read() {
-            Err(QuorumStateError::Corrupt { path, reason: got }) => {
-                assert_eq!(path, dir.path().join(FILE_NAME));
-                assert!(got.contains(reason), "{contents:?}: {got}");
-            }
+        match lone_copy_fault(&file) {
+            CopyFault::Malformed(got) => assert!(got.contains(reason), "{contents:?}: {got}"),
             other => panic!("{contents:?}: {other:?}"),
         }
     }
     let file = write_raw(dir.path(), "");
-    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+    assert!(matches!(lone_copy_fault(&file), CopyFault::Seal(_)));
     fs::write(dir.path().join(FILE_NAME), [0xff, 0xfe, b'\n']).unwrap();
-    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+    assert_eq!(
+        lone_copy_fault(&file),
+        CopyFault::Malformed("not UTF-8".into())
+    );
 }
 
 #[test]
@@ -227,18 +249,21 @@ fn unknown_data_version_is_its_own_error() {
     let dir = tempfile::tempdir().unwrap();
     // A newer format may change other fields too: the version is what gets reported.
     let newer = GOOD
-        .replace("\"data_version\":0", "\"data_version\":4")
+        .replace("\"data_version\":0", "\"data_version\":5")
         .replace("\"currentVoters\":[{\"voterId\":1},{\"voterId\":2}],", "");
     let file = write_raw(dir.path(), &newer);
     match file.read() {
         Err(QuorumStateError::UnknownVersion {
             found, supported, ..
         }) => {
-            assert_eq!(found, "4");
-            assert_eq!(supported, 3);
+            assert_eq!(found, "5");
+            assert_eq!(supported, 4);
         }
         other => panic!("{other:?}"),
     }
+    // Left as it was: a newer build's file is never rewritten.
+    assert_eq!(fs::read_to_string(file.path()).unwrap(), newer);
+    assert!(!dir.path().join(COPY_B_FILE_NAME).exists());
 }
 
 #[test]
@@ -282,11 +307,11 @@ fn another_nodes_file_is_refused() {
 }
 
 #[test]
-fn unreadable_file_is_a_read_error() {
+fn an_unreadable_lone_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     fs::create_dir(dir.path().join(FILE_NAME)).unwrap();
     let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
-    assert!(matches!(file.read(), Err(QuorumStateError::Read { .. })));
+    assert!(matches!(lone_copy_fault(&file), CopyFault::Unreadable(_)));
 }
 
 #[test]
@@ -353,6 +378,30 @@ mod properties {
             let _ = file.read();
         }
 
+        /// One changed byte of one sealed copy, anywhere, to anything: the state read is the
+        /// written one, and both copies hold it again after the open.
+        #[test]
+        fn one_changed_byte_of_one_copy_never_changes_the_state(
+            written in election_state(),
+            index in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            in_b in any::<bool>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+            file.write(&written).unwrap();
+            let good = fs::read(file.path()).unwrap();
+            let damaged = dir.path().join(if in_b { COPY_B_FILE_NAME } else { FILE_NAME });
+            let mut contents = good.clone();
+            let at = index.index(contents.len());
+            contents[at] = byte;
+            fs::write(&damaged, &contents).unwrap();
+            let reopened = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
+            prop_assert_eq!(reopened.read().unwrap(), Some(written));
+            prop_assert_eq!(fs::read(file.path()).unwrap(), good.clone());
+            prop_assert_eq!(fs::read(dir.path().join(COPY_B_FILE_NAME)).unwrap(), good);
+        }
+
         /// One changed byte of a valid file is caught or still yields a well-formed state; it
         /// never reads as another node's or cluster's state silently.
         #[test]
@@ -384,12 +433,13 @@ fn a_directory_keeps_its_id_and_an_empty_one_gets_a_new_one() {
         text.contains(&format!("\"directoryId\":\"{id}\"")),
         "{text}"
     );
-    assert!(text.contains("\"data_version\":3"), "{text}");
+    assert!(text.contains("\"data_version\":4"), "{text}");
     let reopened = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     assert_eq!(reopened.directory_id(), id, "kept across a restart");
     assert_eq!(reopened.read().unwrap(), Some(state(1, -1, None)));
     // The disk is lost: an empty directory under the same node id.
     fs::remove_file(dir.path().join(FILE_NAME)).unwrap();
+    fs::remove_file(dir.path().join(COPY_B_FILE_NAME)).unwrap();
     let wiped = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     assert!(!wiped.directory_id().is_zero());
     assert_ne!(wiped.directory_id(), id, "a new directory, a new id");
@@ -419,14 +469,15 @@ fn an_older_file_gets_an_id_written_back_at_open() {
         5,
         "the state itself unchanged"
     );
-    // A directoryId that is not one is corrupt, not replaced.
+    // A directoryId that is not one is damage, not replaced.
+    let dir = tempfile::tempdir().unwrap();
     let bad = GOOD.replace(
         ",\"data_version\":0",
         ",\"directoryId\":\"nope\",\"data_version\":2",
     );
     let file = write_raw(dir.path(), &bad);
     assert!(file.directory_id().is_zero());
-    assert!(matches!(file.read(), Err(QuorumStateError::Corrupt { .. })));
+    assert!(matches!(lone_copy_fault(&file), CopyFault::Malformed(_)));
 }
 
 /// Bound voters carry their directory in the file (docs/protocol.md, "Voter identity"), in
@@ -452,10 +503,20 @@ fn bound_voters_keep_their_directories_and_a_bad_one_is_corrupt() {
     );
     assert!(text.contains("{\"voterId\":2}"), "an unbound voter: {text}");
     assert_eq!(file.read().unwrap(), Some(bound));
-    let bad = text.replace(&d(3).to_string(), "not-a-directory-id");
-    let file = write_raw(dir.path(), &bad);
+    // A bad id under a matching checksum (resealed: a writer's bug, not damage) in both copies.
+    let object = sealed_line::unseal(text.as_bytes()).unwrap();
+    let bad = String::from_utf8(object)
+        .unwrap()
+        .replace(&d(3).to_string(), "not-a-directory-id");
+    let bad = sealed_line::seal(bad.as_bytes());
+    fs::write(dir.path().join(COPY_B_FILE_NAME), &bad).unwrap();
+    fs::write(dir.path().join(FILE_NAME), &bad).unwrap();
+    let file = QuorumStateStore::open(dir.path(), 1, "c").unwrap();
     match file.read() {
-        Err(QuorumStateError::Corrupt { reason, .. }) => {
+        Err(QuorumStateError::NoUsableCopy {
+            a_fault: CopyFault::Malformed(reason),
+            ..
+        }) => {
             assert!(reason.contains("voter 3"), "{reason}")
         }
         other => panic!("{other:?}"),

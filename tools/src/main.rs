@@ -243,8 +243,9 @@ fn dump_log(dir: &Path) -> Result<(), Failure> {
 /// through the node's own store (write, fsync, rename, fsync the directory). Holds the
 /// directory's lock throughout, so it refuses to run next to a live node.
 fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
-    let path = dir.join(engine::quorum_state_store::FILE_NAME);
-    if !path.is_file() {
+    use engine::quorum_state_store::{COPY_B_FILE_NAME, FILE_NAME};
+    let path = dir.join(FILE_NAME);
+    if !path.exists() && !dir.join(COPY_B_FILE_NAME).exists() {
         return Err(format!(
             "no quorum-state file in {}: not a node's log directory (log.dirs)",
             dir.display()
@@ -260,7 +261,12 @@ fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
         ),
         other => other.to_string(),
     })?;
-    let (cluster_id, node_id) = stored_identity(&path)?;
+    // The cluster and node id the copies name: the store checks them on every read, and a
+    // tool pointed at a directory knows neither. Opening repairs a damaged or older copy as
+    // the node's start would (with the same warning).
+    let (cluster_id, node_id) = engine::quorum_state_store::stored_identity(dir)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} disappeared", path.display()))?;
     let mut file =
         QuorumStateStore::open(dir, node_id, cluster_id.clone()).map_err(|e| e.to_string())?;
     let state = file
@@ -271,8 +277,10 @@ fn quorum_state(dir: &Path, reset_epoch: Option<i64>) -> Result<(), Failure> {
         .map_err(|e| format!("opening the log in {}: {e}", dir.display()))?;
     let last_epoch = log.last_epoch();
     outln!(
-        "quorum-state {}: cluster {cluster_id:?}  node {node_id}",
-        path.display()
+        "quorum-state {} (and {COPY_B_FILE_NAME}): cluster {cluster_id:?}  node {node_id}  \
+         generation {}",
+        path.display(),
+        file.generation()
     )?;
     print_election_state(&state)?;
     outln!(
@@ -327,27 +335,6 @@ fn checked_reset_epoch(epoch: i64) -> Result<i32, Failure> {
         .into());
     }
     Ok(epoch as i32)
-}
-
-/// The cluster and node id the file names: the store checks them on every read, and a tool
-/// pointed at a directory knows neither.
-fn stored_identity(path: &Path) -> Result<(String, i32), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read quorum-state file {}: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(text.trim_end())
-        .map_err(|e| format!("quorum-state file {} is corrupt: {e}", path.display()))?;
-    let cluster_id = value.get("clusterId").and_then(|v| v.as_str());
-    let node_id = value
-        .get("nodeId")
-        .and_then(|v| v.as_i64())
-        .and_then(|id| i32::try_from(id).ok());
-    match (cluster_id, node_id) {
-        (Some(cluster_id), Some(node_id)) => Ok((cluster_id.to_string(), node_id)),
-        _ => Err(format!(
-            "quorum-state file {} is corrupt: no clusterId or nodeId",
-            path.display()
-        )),
-    }
 }
 
 fn print_election_state(state: &ElectionState) -> std::io::Result<()> {

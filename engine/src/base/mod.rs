@@ -4,6 +4,7 @@
 
 mod epoch_cache;
 pub mod ids;
+pub mod sealed_line;
 
 pub use epoch_cache::{EpochCache, EpochCacheError};
 pub use ids::{DirectoryId, Epoch, NodeId, Offset, OffsetAndEpoch, TimeMs};

@@ -225,8 +225,8 @@ fn choose_start(dir: &Path, bases: &[Offset], interval: u64) -> Result<Start, Lo
     let checkpoint = match loaded {
         None => return Ok(full),
         Some(Err(reason)) => {
-            tracing::warn!(dir = %dir.display(), %reason, "unreadable recovery checkpoint: scanning the whole log (the open takes longer; nothing \
-                to do, a new checkpoint is written)");
+            tracing::warn!(dir = %dir.display(), %reason, "recovery checkpoint refused ({reason}): scanning the whole log instead (the open \
+                takes longer; nothing to do, a new checkpoint is written; if it repeats, check the disk)");
             return Ok(full);
         }
         Some(Ok(checkpoint)) => checkpoint,
