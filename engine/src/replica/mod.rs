@@ -127,6 +127,15 @@ impl Replica {
         limit.max(self.core.log_start_offset())
     }
 
+    /// The bounds a retention run or a roll gets: [`Self::retention_limit`], and the offset
+    /// below which records are committed and no longer pin anything (the high watermark, or
+    /// the log start before one is known).
+    pub fn retention_bounds(&self) -> (Offset, Offset) {
+        let start = self.core.log_start_offset();
+        let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
+        (self.retention_limit(), unpinned)
+    }
+
     /// Steps the replica with `input`; its outputs are appended to `out`, to be carried out in
     /// order. An output of the core is followed at once by the answers it makes due (a
     /// duplicate answered when the high watermark passes its original), so the driver sees

@@ -37,17 +37,11 @@ impl Node {
             return;
         }
         self.retention.due_ms = now_ms + self.config.retention_check_interval_ms;
-        let start = self.replica.core().log_start_offset();
-        let unpinned = self
-            .replica
-            .core()
-            .high_watermark()
-            .unwrap_or(start)
-            .max(start);
+        let (limit, unpinned) = self.replica.retention_bounds();
         self.retention.in_flight = true;
         self.writer().submit(WriterRequest::Retain {
             policy,
-            limit: self.replica.retention_limit(),
+            limit,
             unpinned,
         });
     }
@@ -61,14 +55,7 @@ impl Node {
             return;
         }
         self.retention.roll_limit_due_ms = now_ms + ROLL_LIMIT_INTERVAL_MS;
-        let limit = self.replica.retention_limit();
-        let start = self.replica.core().log_start_offset();
-        let unpinned = self
-            .replica
-            .core()
-            .high_watermark()
-            .unwrap_or(start)
-            .max(start);
+        let (limit, unpinned) = self.replica.retention_bounds();
         if (limit, unpinned) == self.retention.roll_limits {
             return;
         }
