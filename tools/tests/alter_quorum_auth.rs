@@ -55,7 +55,10 @@ fn alter_quorum_without_alter_on_the_cluster_gets_cluster_authorization_failed()
     }
     let leader = cluster.wait_for_leader(None);
     let mut client = cluster.connect(leader, TIMEOUT);
-    produce_one(&mut client, "before the refused AlterQuorum").unwrap();
+    let offset = produce_one(&mut client, "before the refused AlterQuorum").unwrap();
+    // Every node is up and replicating before each is asked: a majority elects and commits
+    // while the third may still be starting (it would refuse the connection).
+    cluster.wait_for_voters_at(leader, offset + 1);
     for id in 1..=3 {
         assert_eq!(
             alter_error(&cluster, id),
