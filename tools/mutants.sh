@@ -25,6 +25,7 @@ log_tests=(log_basic log_index log_reader log_recovery log_retention log_space l
 module_of() {
     case $1 in
         engine/src/raft/*) echo raft ;;
+        engine/src/replica/*) echo replica ;;
         engine/src/record/*) echo record ;;
         engine/src/log/* | engine/src/io/reader.rs) echo log ;;
         engine/src/io/*) echo writer ;;
@@ -49,6 +50,13 @@ case $module in
         [ ${#files[@]} -gt 0 ] || files=("engine/src/raft/*.rs")
         # The unit tests alone: a caught mutant is one a named test fails on (the simulator's
         # seeds would catch more, at about 20 s a mutant).
+        tests=()
+        ;;
+    replica)
+        package=ringraft-engine
+        [ ${#files[@]} -gt 0 ] || files=("engine/src/replica/*.rs")
+        # Its unit tests over a real core; the simulator's whole-replica seeds catch more, at
+        # far more time a mutant.
         tests=()
         ;;
     record)
@@ -78,7 +86,7 @@ case $module in
         tests=(transport_echo transport_tls transport_timers transport_abuse transport_teardown transport_setup)
         ;;
     *)
-        echo "mutants.sh: unknown module $module (raft, record, log, writer, wire, transport)" >&2
+        echo "mutants.sh: unknown module $module (raft, replica, record, log, writer, wire, transport)" >&2
         exit 2
         ;;
 esac
