@@ -70,13 +70,17 @@ impl Driver {
     }
 
     fn append(&mut self, id: u64, sequence: i32) -> Vec<Output> {
+        self.append_with(id, sequence, Acks::Quorum)
+    }
+
+    fn append_with(&mut self, id: u64, sequence: i32, acks: Acks) -> Vec<Output> {
         let mut b = RecordBatchBuilder::new(0, 0).producer(P, 0, sequence);
         b.append(1_000, None, Some(b"v"), &[]);
         self.step(Input::ClientAppend {
             id,
             batch: b.build(),
             record_count: 1,
-            acks: Acks::Quorum,
+            acks,
         })
     }
 }
@@ -200,4 +204,80 @@ fn a_held_init_times_out_retriably() {
         d.ids,
         vec![(9, Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS))]
     );
+}
+
+/// Retention stops at the newest committed producer-id block record (a replica that starts
+/// from the log start learns from it where ids are free), and the unpinned offset is the high
+/// watermark.
+#[test]
+fn retention_keeps_the_newest_committed_block_record() {
+    let mut d = Driver::leading();
+    let core_limit = d.replica.core().retention_limit();
+    assert_eq!(d.replica.retention_limit(), core_limit, "no block yet");
+    let out = d.step(super::Input::InitProducerId { request: 1 });
+    let block_at = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Log(op) => match &op.kind {
+                LogOpKind::Append(b) => b.iter().find(|b| b.is_control).map(|b| b.base_offset),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a block record appended");
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    // The voter record at the log's start pins the core's limit there: carry it forward, so
+    // that only the block record holds retention back.
+    d.step(Input::CarryVoterRecord { below: hw });
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    assert!(
+        d.replica.core().retention_limit() > block_at,
+        "the core's limit is past the block record: {}",
+        d.replica.core().retention_limit()
+    );
+    assert_eq!(
+        d.replica.producer_ids().newest_committed_record(),
+        Some(block_at)
+    );
+    assert_eq!(d.replica.retention_limit(), block_at);
+    assert_eq!(d.replica.retention_bounds(), (block_at, hw));
+}
+
+/// With acks=0 nobody reads an answer: a duplicate is neither answered nor kept waiting.
+#[test]
+fn an_acks_0_duplicate_is_dropped_unanswered() {
+    let mut d = Driver::leading();
+    d.append(1, 0);
+    assert!(d.append_with(2, 0, Acks::None).is_empty());
+    assert_eq!(d.replica.producing().waiting(), 0);
+    d.durable();
+    assert!(answers(&d.append_with(3, 0, Acks::None)).is_empty());
+    assert_eq!(d.replica.producing().counts().duplicates, 2);
+}
+
+/// A leader held back by its block record reserves a newer block for itself; elsewhere the
+/// carry does nothing.
+#[test]
+fn carrying_the_block_record_reserves_a_newer_block_on_the_leader_only() {
+    let mut d = Driver::leading();
+    d.step(super::Input::InitProducerId { request: 1 });
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    let appends_a_block = |out: &[Output]| {
+        out.iter().any(|o| {
+            matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
+        })
+    };
+    // Past the interval between two grants to one replica.
+    d.now += producer_ids::GRANT_INTERVAL_MS;
+    d.step(Input::Tick { now: d.now });
+    let out = d.step(super::Input::CarryProducerIdBlock { below: hw });
+    assert!(appends_a_block(&out), "{out:?}");
+    // Not held back (the record is at or above `below`): nothing, past the interval too.
+    d.now += producer_ids::GRANT_INTERVAL_MS;
+    d.step(Input::Tick { now: d.now });
+    let out = d.step(super::Input::CarryProducerIdBlock { below: 0 });
+    assert!(!appends_a_block(&out), "{out:?}");
 }
