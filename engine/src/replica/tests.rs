@@ -2,6 +2,7 @@
 //! from the log in the order the replica decides them.
 
 use super::*;
+use crate::producer_ids::BlockWanted;
 use crate::raft::{Acks, Input, LogOpKind, Output, RaftConfig};
 use crate::record::RecordBatchBuilder;
 
@@ -183,6 +184,7 @@ fn producer_ids_come_from_a_committed_block() {
     assert_eq!(d.replica.producer_ids().waiting(), 1);
     d.durable();
     assert_eq!(d.ids, vec![(1, Ok(0))], "answered once the block commits");
+    assert_eq!(d.replica.producer_ids().waiting(), 0);
     d.step(super::Input::InitProducerId { request: 2 });
     d.step(super::Input::InitProducerId { request: 3 });
     assert_eq!(d.ids[1..], [(2, Ok(1)), (3, Ok(2))]);
@@ -280,4 +282,31 @@ fn carrying_the_block_record_reserves_a_newer_block_on_the_leader_only() {
     d.step(Input::Tick { now: d.now });
     let out = d.step(super::Input::CarryProducerIdBlock { below: 0 });
     assert!(!appends_a_block(&out), "{out:?}");
+}
+
+/// A fetch's wish for producer ids is granted by the leader for a replica it knows, in its
+/// own epoch only.
+#[test]
+fn a_wish_is_granted_for_a_known_replica_in_the_leaders_epoch() {
+    let mut d = Driver::leading();
+    let epoch = d.replica.core().epoch();
+    let wanted = BlockWanted {
+        incarnation: 5,
+        have: -1,
+    };
+    let blocks = |out: &[Output]| {
+        out.iter()
+            .filter(|o| {
+                matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
+            })
+            .count()
+    };
+    let wish = |replica, epoch| super::Input::ProducerIdsWanted {
+        replica,
+        epoch,
+        wanted,
+    };
+    assert_eq!(blocks(&d.step(wish(9, epoch))), 0, "an unknown replica");
+    assert_eq!(blocks(&d.step(wish(1, epoch - 1))), 0, "an older epoch");
+    assert_eq!(blocks(&d.step(wish(1, epoch))), 1, "a voter in this epoch");
 }
