@@ -86,6 +86,15 @@ impl Driver {
     }
 }
 
+/// The appends among `out` that carry a control batch (a producer-id block record here).
+fn block_appends(out: &[Output]) -> usize {
+    out.iter()
+        .filter(|o| {
+            matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
+        })
+        .count()
+}
+
 /// The append answers (id, result) among `out`, in order.
 fn answers(out: &[Output]) -> Vec<(u64, AppendResult)> {
     out.iter()
@@ -174,11 +183,8 @@ fn producer_ids_come_from_a_committed_block() {
     let mut d = Driver::leading();
     let out = d.step(super::Input::InitProducerId { request: 1 });
     assert!(d.ids.is_empty(), "no block yet: the request waits");
-    let block = out.iter().any(|o| {
-        matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
-    });
     assert!(
-        block,
+        block_appends(&out) > 0,
         "the leader appends a block record for itself: {out:?}"
     );
     assert_eq!(d.replica.producer_ids().waiting(), 1);
@@ -267,11 +273,7 @@ fn carrying_the_block_record_reserves_a_newer_block_on_the_leader_only() {
     d.step(super::Input::InitProducerId { request: 1 });
     d.durable();
     let hw = d.replica.core().high_watermark().expect("committed");
-    let appends_a_block = |out: &[Output]| {
-        out.iter().any(|o| {
-            matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
-        })
-    };
+    let appends_a_block = |out: &[Output]| block_appends(out) > 0;
     // Past the interval between two grants to one replica.
     d.now += producer_ids::GRANT_INTERVAL_MS;
     d.step(Input::Tick { now: d.now });
@@ -294,13 +296,7 @@ fn a_wish_is_granted_for_a_known_replica_in_the_leaders_epoch() {
         incarnation: 5,
         have: -1,
     };
-    let blocks = |out: &[Output]| {
-        out.iter()
-            .filter(|o| {
-                matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control)))
-            })
-            .count()
-    };
+    let blocks = block_appends;
     let wish = |replica, epoch| super::Input::ProducerIdsWanted {
         replica,
         epoch,

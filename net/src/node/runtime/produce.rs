@@ -48,14 +48,7 @@ impl Node {
         }
         let head = match ProduceHead::decode(&mut r, header.api_version) {
             Ok(head) => head,
-            Err(error) => {
-                return self.close_for_request(
-                    conn,
-                    api_table::named(header),
-                    "bad Produce body",
-                    &error.to_string(),
-                )
-            }
+            Err(error) => return self.close_bad_produce(conn, header, &error.to_string()),
         };
         if let Err(error) = self.access(conn, PRODUCE_SPEC.key) {
             if head.acks == 0 {
@@ -96,7 +89,7 @@ impl Node {
             appends.clear();
             self.append_scratch = appends;
             self.keep_slots(partitions);
-            return self.close_for_request(conn, api_table::named(header), "bad Produce body", "");
+            return self.close_bad_produce(conn, header, "");
         }
         let outstanding = appends.len();
         let produce_id = self.next_produce_id;
@@ -161,14 +154,7 @@ impl Node {
     fn refuse_legacy_produce(&mut self, conn: ConnId, header: &RequestHeader, mut r: WireReader) {
         let request = match LegacyProduceRequest::decode(&mut r, header.api_version) {
             Ok(request) => request,
-            Err(error) => {
-                return self.close_for_request(
-                    conn,
-                    api_table::named(header),
-                    "bad Produce body",
-                    &error.to_string(),
-                )
-            }
+            Err(error) => return self.close_bad_produce(conn, header, &error.to_string()),
         };
         if request.acks == 0 {
             return self.close_for_request(
@@ -185,6 +171,11 @@ impl Node {
             &request.refusal(),
         );
         self.deliver(conn, seq, frame);
+    }
+
+    /// Closes `conn` for a Produce body that does not decode (logged, rate-limited).
+    fn close_bad_produce(&mut self, conn: ConnId, header: &RequestHeader, error: &str) {
+        self.close_for_request(conn, api_table::named(header), "bad Produce body", error)
     }
 
     /// Counts each partition's answer by error code (`ringraft_responses_total`).
@@ -210,7 +201,7 @@ impl Node {
         });
         if read.is_err() {
             self.keep_slots(partitions);
-            return self.close_for_request(conn, api_table::named(header), "bad Produce body", "");
+            return self.close_bad_produce(conn, header, "");
         }
         let seq = self.reserve_response(conn);
         let hint = self.leader_hint_if_redirected(conn, &partitions);
