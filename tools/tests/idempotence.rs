@@ -435,11 +435,21 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
     }
 
     let leader = cluster.start_all_and_elect();
+    // A majority may elect before the third node has logged its start-up rebuild.
+    let deadline = Instant::now() + WAIT;
     for node in &cluster.nodes {
-        let stderr = cluster.stderr_tail(node.id);
+        let rebuilt = loop {
+            let stderr = cluster.stderr_tail(node.id);
+            let second_run = stderr.split("rebuilt the producer state").nth(2);
+            match second_run {
+                Some(line) => break line.lines().next().unwrap_or_default().to_owned(),
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                None => panic!("node {} never logged its second rebuild: {stderr}", node.id),
+            }
+        };
         assert!(
-            stderr.contains("from_snapshot=Some("),
-            "node {} did not start from its snapshot: {stderr}",
+            rebuilt.contains("from_snapshot=Some("),
+            "node {} did not start from its snapshot: {rebuilt}",
             node.id
         );
     }
@@ -467,9 +477,10 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
                 .unwrap();
         assert!(
             snapshot.offset > fifth,
-            "node {}: the snapshot of the graceful stop is at {}, idem-5 at {fifth}",
+            "node {}: the snapshot of the graceful stop is at {}, idem-5 at {fifth}: {}",
             node.id,
-            snapshot.offset
+            snapshot.offset,
+            cluster.stderr_tail(node.id)
         );
         let written: Vec<i64> = read_log(&node.dir)
             .into_iter()

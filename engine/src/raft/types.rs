@@ -472,6 +472,10 @@ pub enum PlantedBug {
     /// ones still uncommitted in the leader's log: two blocks granted in one commit window
     /// overlap.
     ProducerIdBlockOverlaps,
+    /// Retention's limit ignores the producer-state snapshot: it deletes batches whose
+    /// producers a restarted replica then no longer knows (it cannot use a snapshot the log
+    /// start passed), and a retry of one is written again.
+    RetentionPassesSnapshot,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are

@@ -4,13 +4,16 @@
 //! never re-entrantly. It decides what the core leaves to the node: today, idempotent produce
 //! ([`producing`]: which client batches are appended, refused or answered as duplicates, and the
 //! producer state every replica keeps from its log) and producer ids ([`producer_ids`]: the
-//! blocks reserved through the log, InitProducerId answered from them).
+//! blocks reserved through the log, InitProducerId answered from them) and when retention runs
+//! ([`retention`]: what it may delete, and carrying forward the records that hold it back).
 //!
 //! The node (net) and the simulator (`sim`) drive the same `Replica`, so every decision here runs
 //! under the simulator's seeds (docs/simulation.md, "The whole replica").
 
 pub mod producer_ids;
 pub mod producing;
+pub mod retention;
+pub mod snapshots;
 #[cfg(test)]
 mod tests;
 
@@ -23,6 +26,8 @@ use crate::raft::{self, AppendResult, ErrorCode, PlantedBug, RaftCore, Role};
 
 pub use producer_ids::{Grant, ProducerIds};
 pub use producing::{Admission, Producing, ProducingCounts};
+pub use retention::{RetentionBounds, RetentionOrder, RetentionSchedule};
+pub use snapshots::SnapshotSchedule;
 
 /// Everything a replica reacts to.
 #[derive(Clone, Debug)]
@@ -40,10 +45,15 @@ pub enum Input {
         epoch: Epoch,
         wanted: BlockWanted,
     },
-    /// Retention is held back below `below` by the newest committed producer-id block record:
-    /// a leader reserves a block for itself so that a newer record takes over
-    /// (docs/protocol.md, "Retention and the log start").
-    CarryProducerIdBlock { below: Offset },
+    /// The retention run of [`Output::Retain`] ended: the log starts at `start`; the policy
+    /// would have let it start at `wanted` (further when records held it back).
+    Retained { start: Offset, wanted: Offset },
+    /// A roll could not reuse the oldest segment: retention is held back below `wanted` by a
+    /// record the log must keep.
+    RetentionHeldBack { wanted: Offset },
+    /// The producer-state snapshot of [`Output::WriteProducerSnapshot`] at `offset` was
+    /// written and synced (`ok`), or its write failed.
+    ProducerSnapshotWritten { offset: Offset, ok: bool },
 }
 
 impl From<raft::Input> for Input {
@@ -64,6 +74,15 @@ pub enum Output {
         request: u64,
         result: Result<i64, ErrorCode>,
     },
+    /// Apply retention now, within these bounds, and answer with [`Input::Retained`] (one run
+    /// at a time).
+    Retain(RetentionBounds),
+    /// The bounds the writer's rolls apply to the oldest segment between runs changed.
+    RollBounds(RetentionBounds),
+    /// Write the producer-state snapshot at `offset` (its file, replaced atomically and
+    /// synced; docs/storage.md, "The producer-state snapshot"), and answer with
+    /// [`Input::ProducerSnapshotWritten`]. One at a time.
+    WriteProducerSnapshot { offset: Offset, bytes: Vec<u8> },
 }
 
 /// A Raft core and the decisions of a node around it.
@@ -71,6 +90,10 @@ pub struct Replica {
     core: RaftCore,
     producing: Producing,
     producer_ids: ProducerIds,
+    retention: RetentionSchedule,
+    snapshots: SnapshotSchedule,
+    /// A snapshot taken while following a `HighWatermark` output, to go right after it.
+    snapshot_due: Option<(Offset, Vec<u8>)>,
     /// The time of the last `Tick` (the core's clock).
     now: TimeMs,
     /// Inputs for the core the replica itself made while following the core's outputs
@@ -93,6 +116,9 @@ impl Replica {
             core,
             producing: Producing::new(producers),
             producer_ids: ProducerIds::new(ledger),
+            retention: RetentionSchedule::new(None),
+            snapshots: SnapshotSchedule::new(snapshots::MAX_SNAPSHOT_EVERY_BYTES, None),
+            snapshot_due: None,
             now: 0,
             internal: VecDeque::new(),
             core_out: Vec::new(),
@@ -100,6 +126,37 @@ impl Replica {
             id_answers: Vec::new(),
             planted,
         }
+    }
+
+    /// Runs retention every `interval` ms (`log.retention.check.interval.ms`); without it (a
+    /// policy that keeps everything) retention never runs.
+    pub fn with_retention(mut self, interval: TimeMs) -> Self {
+        self.retention = RetentionSchedule::new(Some(interval));
+        self
+    }
+
+    /// Takes producer-state snapshots every `segment_bytes` of log (at most
+    /// [`snapshots::MAX_SNAPSHOT_EVERY_BYTES`]), having started from the one at `loaded`
+    /// (None: the driver read the whole log).
+    pub fn with_snapshots(mut self, segment_bytes: u64, loaded: Option<Offset>) -> Self {
+        self.snapshots = SnapshotSchedule::new(segment_bytes, loaded);
+        self
+    }
+
+    pub fn snapshots(&self) -> &SnapshotSchedule {
+        &self.snapshots
+    }
+
+    /// When the replica next needs a tick: the core's next deadline, or a retention run.
+    pub fn next_deadline(&self) -> Option<TimeMs> {
+        match (self.core.next_deadline(), self.retention.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn retention(&self) -> &RetentionSchedule {
+        &self.retention
     }
 
     /// The core, for read-only queries (role, offsets, the answers to ListOffsets, ...).
@@ -116,24 +173,34 @@ impl Replica {
     }
 
     /// The newest offset retention may delete up to: the core's limit (the high watermark and
-    /// the newest committed voter record) and the newest committed producer-id block record
-    /// (a replica that starts from the log start learns from it where ids are free); never
-    /// below the log start.
+    /// the newest committed voter record), the newest committed producer-id block record (a
+    /// replica that starts from the log start learns from it where ids are free) and the
+    /// newest written producer-state snapshot (a start uses it only while it is above the log
+    /// start); never below the log start.
     pub fn retention_limit(&self) -> Offset {
+        let start = self.core.log_start_offset();
         let mut limit = self.core.retention_limit();
         if let Some(block) = self.producer_ids.newest_committed_record() {
             limit = limit.min(block);
         }
-        limit.max(self.core.log_start_offset())
+        if self.planted != Some(PlantedBug::RetentionPassesSnapshot) {
+            limit = limit.min(self.snapshots.retention_limit(start));
+        }
+        limit.max(start)
     }
 
     /// The bounds a retention run or a roll gets: [`Self::retention_limit`], and the offset
     /// below which records are committed and no longer pin anything (the high watermark, or
     /// the log start before one is known).
-    pub fn retention_bounds(&self) -> (Offset, Offset) {
+    pub fn retention_bounds(&self) -> RetentionBounds {
         let start = self.core.log_start_offset();
         let unpinned = self.core.high_watermark().unwrap_or(start).max(start);
-        (self.retention_limit(), unpinned)
+        let limit = self.retention_limit();
+        assert!(
+            start <= limit && limit <= unpinned,
+            "retention bounds out of order: start {start}, limit {limit}, unpinned {unpinned}"
+        );
+        RetentionBounds { limit, unpinned }
     }
 
     /// Steps the replica with `input`; its outputs are appended to `out`, to be carried out in
@@ -159,13 +226,34 @@ impl Replica {
                 self.producer_ids_wanted(replica, epoch, wanted, out);
                 None
             }
-            Input::CarryProducerIdBlock { below } => {
-                if self.core.role() == Role::Leader {
-                    if let Some(wanted) = self.producer_ids.carry_wanted(below) {
-                        let own = self.core.node_id();
-                        self.grant_producer_ids(own, wanted, out);
-                    }
+            Input::Retained { start, wanted } => {
+                let bounds = self.retention.finished();
+                let before = self.core.log_start_offset();
+                assert!(
+                    start <= bounds.limit.max(before),
+                    "retention moved the log start to {start}, past its limit {}",
+                    bounds.limit
+                );
+                if wanted > self.snapshots.retention_limit(start) {
+                    self.snapshots.want();
                 }
+                if start > before {
+                    self.step_core(raft::Input::LogStartMoved { start }, out);
+                }
+                if wanted > start {
+                    self.carry_pinned_records(wanted, out);
+                }
+                None
+            }
+            Input::RetentionHeldBack { wanted } => {
+                if wanted > self.snapshots.retention_limit(self.core.log_start_offset()) {
+                    self.snapshots.want();
+                }
+                self.carry_pinned_records(wanted, out);
+                None
+            }
+            Input::ProducerSnapshotWritten { offset, ok } => {
+                self.snapshots.finished(offset, ok);
                 None
             }
         };
@@ -203,6 +291,10 @@ impl Replica {
                     None
                 }
             },
+            raft::Input::Shutdown => {
+                self.retention.stop();
+                Some(raft::Input::Shutdown)
+            }
             raft::Input::Tick { now } => {
                 assert!(
                     now >= self.now,
@@ -230,8 +322,20 @@ impl Replica {
             for (request, result) in self.id_answers.drain(..) {
                 out.push(Output::ProducerId { request, result });
             }
+            if let Some((offset, bytes)) = self.snapshot_due.take() {
+                out.push(Output::WriteProducerSnapshot { offset, bytes });
+            }
         }
         self.core_out = core_out;
+        if ticked {
+            // A snapshot retention waits for, on a log the high watermark no longer moves on.
+            if let Some(hw) = self.core.high_watermark() {
+                self.maybe_snapshot(hw);
+            }
+            if let Some((offset, bytes)) = self.snapshot_due.take() {
+                out.push(Output::WriteProducerSnapshot { offset, bytes });
+            }
+        }
         if ticked {
             // Requests past their deadline, and a wish to send (once per wish).
             self.producer_ids.tend(self.now, &mut self.id_answers);
@@ -239,7 +343,79 @@ impl Replica {
                 out.push(Output::ProducerId { request, result });
             }
             self.reserve_producer_ids(out);
+            let bounds = self.retention_bounds();
+            for order in self.retention.tend(self.now, bounds).into_iter().flatten() {
+                out.push(match order {
+                    RetentionOrder::Run(bounds) => Output::Retain(bounds),
+                    RetentionOrder::RollBounds(bounds) => Output::RollBounds(bounds),
+                });
+            }
         }
+    }
+
+    /// Retention is held back below `wanted` by a record the log must keep: the leader carries
+    /// the newest committed voter record and producer-id block record forward, so that the
+    /// next run, or the next roll, can go further (docs/protocol.md, "Retention and the log
+    /// start"). Elsewhere nothing happens.
+    fn carry_pinned_records(&mut self, wanted: Offset, out: &mut Vec<Output>) {
+        self.step_core(raft::Input::CarryVoterRecord { below: wanted }, out);
+        if self.core.role() == Role::Leader {
+            if let Some(block) = self.producer_ids.carry_wanted(wanted) {
+                let own = self.core.node_id();
+                self.grant_producer_ids(own, block, out);
+            }
+        }
+    }
+
+    /// Takes the producer-state snapshot at `hw` if one is due and can be taken there (it
+    /// waits in `snapshot_due` for the driver).
+    fn maybe_snapshot(&mut self, hw: Offset) {
+        let start = self.core.log_start_offset();
+        if self.snapshot_due.is_none() && self.snapshots.due(hw, start, self.now) {
+            if let Some(bytes) = self.producer_snapshot(hw, self.core.durable_end_offset()) {
+                self.snapshots.handed_over(hw, self.now);
+                self.snapshot_due = Some((hw, bytes));
+            }
+        }
+    }
+
+    /// The producer-state snapshot's bytes at `hw`, when the producer state and the blocks are
+    /// both committed exactly there and the log holds the batch below it, durably (up to
+    /// `durable_end`; a crash
+    /// that cut the log below the snapshot would make a start refuse it). One pass over the
+    /// state (docs/benchmarks.md, "Producer-state snapshot").
+    fn producer_snapshot(&self, hw: Offset, durable_end: Offset) -> Option<Vec<u8>> {
+        let producers = self.producing.producers();
+        if hw <= self.core.log_start_offset() || hw > durable_end || producers.committed() != hw {
+            return None;
+        }
+        let epoch = self.core.log_epoch_at(hw - 1)?;
+        // Taken (copied, sorted) only once the cheap checks pass.
+        let blocks = self.producer_ids.committed_blocks();
+        if blocks.committed_to != hw {
+            return None;
+        }
+        Some(crate::producer_snapshot::encode_parts(
+            hw,
+            epoch,
+            &blocks,
+            producers.committed_batches(),
+        ))
+    }
+
+    /// At a graceful shutdown, once the driver's writer has stopped with the log durable up to
+    /// `durable_end` (it may be past what the core was told): a last snapshot at the high
+    /// watermark (if it moved past the last one), so that the next start replays only what it
+    /// must. The driver writes it after the one being written, if any, before it exits, and
+    /// need not answer.
+    pub fn final_producer_snapshot(&mut self, durable_end: Offset) -> Option<(Offset, Vec<u8>)> {
+        let hw = self.core.high_watermark()?;
+        if hw <= self.snapshots.last_offset() {
+            return None;
+        }
+        let bytes = self.producer_snapshot(hw, durable_end.min(self.core.log_end_offset()))?;
+        self.snapshots.last_handed_over(hw);
+        Some((hw, bytes))
     }
 
     fn admit(&mut self, batch: &[u8]) -> Admission {
@@ -357,6 +533,10 @@ impl Replica {
         let gone = self.failed(ErrorCode::NOT_LEADER_OR_FOLLOWER);
         match output {
             O::Log(op) => {
+                if let raft::LogOpKind::Append(batches) = &op.kind {
+                    let bytes = batches.iter().map(|b| b.bytes.len() as u64).sum();
+                    self.snapshots.appended(bytes);
+                }
                 let hw = self.core.high_watermark();
                 self.producing.track(op, hw, gone, &mut self.answers);
                 self.producer_ids.track(op, hw);
@@ -365,6 +545,7 @@ impl Replica {
                 self.producing.committed(*hw, &mut self.answers);
                 let now = self.now;
                 self.producer_ids.committed(*hw, now, &mut self.id_answers);
+                self.maybe_snapshot(*hw);
             }
             O::RoleChanged { role, .. } if *role != Role::Leader => {
                 self.producing.resigned(gone, &mut self.answers)

@@ -15,22 +15,42 @@ struct Driver {
     last_seq: u64,
     /// The answers to InitProducerId so far, in order.
     ids: Vec<(u64, Result<i64, ErrorCode>)>,
+    /// The retention runs asked for so far, in order.
+    retains: Vec<RetentionBounds>,
+    /// The producer-state snapshots asked for so far, and how many of them are written.
+    snapshots: Vec<Offset>,
+    written_snapshots: usize,
+    /// Whether the snapshots are written as soon as they are asked for.
+    write_snapshots: bool,
 }
 
 impl Driver {
     fn leading() -> Self {
+        Self::leading_with(None)
+    }
+
+    /// A leading replica that runs retention every `retention` ms.
+    fn leading_with(retention: Option<u64>) -> Self {
         let config = RaftConfig::new(1, "c", vec![1]);
         let core = RaftCore::new(config, None, crate::raft::LogSnapshot::default(), 0)
             .expect("core starts");
+        let replica = Replica::new(
+            core,
+            ProducerStates::default(),
+            ProducerIdLedger::new(1, 77),
+        );
         let mut d = Self {
-            replica: Replica::new(
-                core,
-                ProducerStates::default(),
-                ProducerIdLedger::new(1, 77),
-            ),
+            replica: match retention {
+                Some(interval) => replica.with_retention(interval),
+                None => replica,
+            },
             now: 0,
             last_seq: 0,
             ids: Vec::new(),
+            retains: Vec::new(),
+            snapshots: Vec::new(),
+            written_snapshots: 0,
+            write_snapshots: true,
         };
         for _ in 0..100 {
             if d.replica.core().role() == Role::Leader {
@@ -58,6 +78,18 @@ impl Driver {
                     core.push(o);
                 }
                 super::Output::ProducerId { request, result } => self.ids.push((request, result)),
+                super::Output::Retain(bounds) => self.retains.push(bounds),
+                super::Output::RollBounds(_) => {}
+                super::Output::WriteProducerSnapshot { offset, .. } => self.snapshots.push(offset),
+            }
+        }
+        // Snapshot files are written at once (after the list, as a driver's answer would come).
+        if self.write_snapshots {
+            while self.written_snapshots < self.snapshots.len() {
+                let offset = self.snapshots[self.written_snapshots];
+                self.written_snapshots += 1;
+                let more = self.step(super::Input::ProducerSnapshotWritten { offset, ok: true });
+                core.extend(more);
             }
         }
         core
@@ -235,11 +267,14 @@ fn retention_keeps_the_newest_committed_block_record() {
         .expect("a block record appended");
     d.durable();
     let hw = d.replica.core().high_watermark().expect("committed");
-    // The voter record at the log's start pins the core's limit there: carry it forward, so
-    // that only the block record holds retention back.
-    d.step(Input::CarryVoterRecord { below: hw });
+    // The voter record at the log's start pins the core's limit there, and the first
+    // snapshot (at the first high watermark) the replica's: held back, the replica carries the
+    // record forward and takes a snapshot at the next high watermark, so that only the block
+    // record holds retention back.
+    d.step(super::Input::RetentionHeldBack { wanted: hw });
     d.durable();
     let hw = d.replica.core().high_watermark().expect("committed");
+    assert_eq!(d.replica.snapshots().written(), Some(hw));
     assert!(
         d.replica.core().retention_limit() > block_at,
         "the core's limit is past the block record: {}",
@@ -250,7 +285,13 @@ fn retention_keeps_the_newest_committed_block_record() {
         Some(block_at)
     );
     assert_eq!(d.replica.retention_limit(), block_at);
-    assert_eq!(d.replica.retention_bounds(), (block_at, hw));
+    assert_eq!(
+        d.replica.retention_bounds(),
+        RetentionBounds {
+            limit: block_at,
+            unpinned: hw
+        }
+    );
 }
 
 /// With acks=0 nobody reads an answer: a duplicate is neither answered nor kept waiting.
@@ -277,12 +318,12 @@ fn carrying_the_block_record_reserves_a_newer_block_on_the_leader_only() {
     // Past the interval between two grants to one replica.
     d.now += producer_ids::GRANT_INTERVAL_MS;
     d.step(Input::Tick { now: d.now });
-    let out = d.step(super::Input::CarryProducerIdBlock { below: hw });
+    let out = d.step(super::Input::RetentionHeldBack { wanted: hw });
     assert!(appends_a_block(&out), "{out:?}");
     // Not held back (the record is at or above `below`): nothing, past the interval too.
     d.now += producer_ids::GRANT_INTERVAL_MS;
     d.step(Input::Tick { now: d.now });
-    let out = d.step(super::Input::CarryProducerIdBlock { below: 0 });
+    let out = d.step(super::Input::RetentionHeldBack { wanted: 0 });
     assert!(!appends_a_block(&out), "{out:?}");
 }
 
@@ -305,4 +346,119 @@ fn a_wish_is_granted_for_a_known_replica_in_the_leaders_epoch() {
     assert_eq!(blocks(&d.step(wish(9, epoch))), 0, "an unknown replica");
     assert_eq!(blocks(&d.step(wish(1, epoch - 1))), 0, "an older epoch");
     assert_eq!(blocks(&d.step(wish(1, epoch))), 1, "a voter in this epoch");
+}
+
+/// Retention runs on the replica's schedule, one at a time: a run within the replica's bounds
+/// at the first tick, none while it is in the writer, the next an interval after; a finished
+/// run moves the core's log start (never past the bounds it was given: asserted); a shutdown
+/// stops the schedule.
+#[test]
+fn retention_runs_on_the_replicas_schedule_one_at_a_time() {
+    let mut d = Driver::leading_with(Some(1_000));
+    // The first run was asked for at the first tick; nothing was committed then.
+    assert_eq!(d.retains.len(), 1);
+    assert_eq!(d.replica.next_deadline(), d.replica.core().next_deadline());
+    d.now += 1_000;
+    d.step(Input::Tick { now: d.now });
+    assert_eq!(d.retains.len(), 1, "one run at a time");
+    d.step(super::Input::Retained {
+        start: 0,
+        wanted: 0,
+    });
+    let due = d.replica.retention().next_deadline();
+    assert!(due.is_some_and(|t| t <= d.now), "{due:?} at {}", d.now);
+    // Commit a few records; held back by the voter record at the start and by the first
+    // snapshot, the replica carries the record forward and takes a newer snapshot.
+    for sequence in 0..3 {
+        d.append(10 + sequence as u64, sequence);
+    }
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    d.step(super::Input::RetentionHeldBack { wanted: hw });
+    d.durable();
+    d.step(Input::Tick { now: d.now });
+    assert_eq!(d.retains.len(), 2, "due again after the interval");
+    let bounds = d.retains[1];
+    assert!(bounds.limit > 0, "{bounds:?}");
+    d.step(super::Input::Retained {
+        start: bounds.limit,
+        wanted: bounds.limit,
+    });
+    assert_eq!(d.replica.core().log_start_offset(), bounds.limit);
+    d.step(Input::Shutdown);
+    d.now += 10_000;
+    d.step(Input::Tick { now: d.now });
+    assert_eq!(d.retains.len(), 2, "no run after a shutdown began");
+}
+
+/// Retention never passes the newest written producer-state snapshot: a snapshot being written
+/// does not count, and retention held back by it asks for a newer one.
+#[test]
+fn retention_stays_below_the_newest_written_snapshot() {
+    let mut d = Driver::leading();
+    let first = d
+        .replica
+        .snapshots()
+        .written()
+        .expect("the first high watermark's");
+    d.write_snapshots = false;
+    d.append(1, 0);
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    d.step(Input::CarryVoterRecord { below: hw });
+    d.durable();
+    assert!(d.replica.core().retention_limit() > first);
+    assert_eq!(d.replica.retention_limit(), first - 1);
+    // Held back: the next high watermark takes a snapshot; written, it moves the limit.
+    let newer = |d: &mut Driver| {
+        let asked = d.snapshots.len();
+        let hw = d.replica.core().high_watermark().expect("committed");
+        d.step(super::Input::RetentionHeldBack { wanted: hw });
+        d.append(2 + asked as u64, asked as i32);
+        d.durable();
+        assert_eq!(d.snapshots.len(), asked + 1, "{:?}", d.snapshots);
+        assert_eq!(d.replica.retention_limit(), first - 1, "being written");
+        d.snapshots[asked]
+    };
+    let failed = newer(&mut d);
+    d.step(super::Input::ProducerSnapshotWritten {
+        offset: failed,
+        ok: false,
+    });
+    assert_eq!(d.replica.retention_limit(), first - 1, "a failed write");
+    let written = newer(&mut d);
+    d.step(super::Input::ProducerSnapshotWritten {
+        offset: written,
+        ok: true,
+    });
+    // The carried voter record may be what holds it now.
+    let core_limit = d.replica.core().retention_limit();
+    assert!(core_limit > first - 1);
+    assert_eq!(d.replica.retention_limit(), (written - 1).min(core_limit));
+}
+
+/// A run held back by pinned records (the policy wanted more than the bounds allowed) makes a
+/// leader carry the newest committed voter record forward.
+#[test]
+fn a_run_held_back_carries_the_voter_record_forward() {
+    let mut d = Driver::leading_with(Some(60_000));
+    d.append(1, 0);
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    let limit = d.replica.retention_limit();
+    assert!(limit < hw, "the voter record at the start pins retention");
+    let out = d.step(super::Input::Retained {
+        start: limit,
+        wanted: hw,
+    });
+    let voter_records = out
+        .iter()
+        .filter(|o| match o {
+            Output::Log(op) => {
+                matches!(&op.kind, LogOpKind::Append(b) if b.iter().any(|b| b.is_control))
+            }
+            _ => false,
+        })
+        .count();
+    assert_eq!(voter_records, 1, "{out:?}");
 }

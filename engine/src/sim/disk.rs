@@ -67,6 +67,9 @@ pub struct SimDisk {
     pending: VecDeque<Pending>,
     last_seq: u64,
     durable_seq: u64,
+    /// The producer-state snapshot file as the last completed write left it (replaced
+    /// atomically and synced: a crash keeps the old one or the new one).
+    pub producer_snapshot: Option<Vec<u8>>,
 }
 
 /// An op not yet durable; for a reset, the committed batches below its start (the shadow).
@@ -262,7 +265,9 @@ impl SimDisk {
         self.make_durable(self.last_seq);
         assert_eq!(self.durable, self.written);
         assert_eq!(self.durable_start, self.written_start);
+        let snapshot = self.producer_snapshot.take();
         *self = Self::with_log_from(std::mem::take(&mut self.durable), self.durable_start);
+        self.producer_snapshot = snapshot;
     }
 
     /// Power loss: what recovery finds. Keeps a random prefix of the pending ops; the op at the
@@ -293,7 +298,10 @@ impl SimDisk {
                 recovered.extend(batches.iter().take(torn).cloned());
             }
         }
+        // The snapshot file is written apart from the log, synced, and replaced atomically.
+        let snapshot = self.producer_snapshot.take();
         *self = Self::with_log_from(recovered.clone(), start);
+        self.producer_snapshot = snapshot;
         recovered
     }
 

@@ -224,6 +224,8 @@ pub struct Summary {
     /// `retention`).
     pub retentions: u64,
     pub resets: u64,
+    /// Producer-state snapshots the replicas had written (docs/simulation.md, "Retention").
+    pub producer_snapshots: u64,
     /// RefreshFetch steps to a following node (0 without `refresh_fetches`).
     pub refreshes: u64,
     /// Crashes that tore or lost log writes not yet durable (the simulated disk's only storage

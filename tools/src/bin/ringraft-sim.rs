@@ -105,6 +105,7 @@ struct Totals {
     voter_disks_lost: u64,
     retentions: u64,
     resets: u64,
+    producer_snapshots: u64,
     torn_tails: u64,
     idempotent_acks: u64,
     idempotent_retries: u64,
@@ -185,6 +186,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.voter_disks_lost += s.voter_disks_lost;
                 totals.retentions += s.retentions;
                 totals.resets += s.resets;
+                totals.producer_snapshots += s.producer_snapshots;
                 totals.torn_tails += s.torn_tails;
                 totals.idempotent_acks += s.idempotent_acks;
                 totals.idempotent_retries += s.idempotent_retries;
@@ -278,7 +280,8 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
     outln!(
         "summary: replicas={} seeds={} events={} storage_faults={} repairs_or_halts=0 \
          idempotent_acks={} idempotent_retries={} duplicates_suppressed={} \
-         producer_ids_granted={} consumer_reads_checked={} violations={violations}",
+         producer_ids_granted={} producer_snapshots={} consumer_reads_checked={} \
+         violations={violations}",
         cli.voters + cli.observers,
         t.seeds + violations,
         t.events,
@@ -287,6 +290,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
         t.idempotent_retries,
         t.duplicates_suppressed,
         t.producer_ids,
+        t.producer_snapshots,
         t.consumer_reads,
     )
 }

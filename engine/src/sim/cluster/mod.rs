@@ -13,6 +13,7 @@ mod producers;
 mod reassigner;
 mod retention;
 mod scheduler;
+mod snapshots;
 mod voter_checks;
 
 use std::collections::{BTreeMap, BinaryHeap};
@@ -59,6 +60,7 @@ pub struct Simulation {
     voter_disks_lost: u64,
     /// Log starts moved by retention, and logs reset to a leader's log start.
     retentions: u64,
+    producer_snapshots: u64,
     resets: u64,
     /// `refresh_fetches`: events handled, and RefreshFetch steps to a node that was following.
     handled: u64,
@@ -132,6 +134,7 @@ impl Simulation {
             elections: 0,
             voter_disks_lost: 0,
             retentions: 0,
+            producer_snapshots: 0,
             resets: 0,
             handled: 0,
             refreshes: 0,
@@ -197,9 +200,6 @@ impl Simulation {
         }
         if sim.cfg.reassign {
             sim.start_reassigner();
-        }
-        if sim.cfg.retention {
-            sim.start_retention();
         }
         Ok(sim)
     }
@@ -367,7 +367,17 @@ impl Simulation {
             }
             Event::PhaseChange => self.phase_change(),
             Event::ReassignTick => self.reassign_tick(),
-            Event::RetentionTick => self.retention_tick(),
+            Event::ProducerSnapshotWritten {
+                node,
+                incarnation,
+                offset,
+                bytes,
+            } => self.snapshot_written(node, incarnation, offset, bytes),
+            Event::RetentionDone {
+                node,
+                incarnation,
+                bounds,
+            } => self.retention_done(node, incarnation, bounds),
             Event::ReassignDeliver { timeout } => self.reassign_deliver(timeout),
             Event::Lie { period } => self.lie_tick(period),
             Event::KillIfLeader { node, epoch } => {
@@ -607,6 +617,7 @@ impl Simulation {
             voter_changes: self.committed_voter_changes(),
             voter_disks_lost: self.voter_disks_lost,
             retentions: self.retentions,
+            producer_snapshots: self.producer_snapshots,
             resets: self.resets,
             refreshes: self.refreshes,
             torn_tails: self.torn_tails,

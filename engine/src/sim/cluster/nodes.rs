@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 
 use crate::base::DirectoryId;
 use crate::producer_ids::ProducerIdLedger;
-use crate::producers::{ProducerStates, Sequenced};
+use crate::producer_snapshot::ProducerSnapshot;
+use crate::producers::{ProducerLimits, ProducerStates, Sequenced};
 use crate::raft::{
     Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
     TimeMs,
 };
 use crate::replica::producer_ids::producer_id_block;
 use crate::replica::{Input as ReplicaInput, Replica};
-use crate::sim::disk::SimDisk;
+use crate::sim::disk::{self, SimDisk};
 use crate::sim::invariants::{breach, Checked, Invariant};
 use crate::sim::trace::TraceEntry;
 use crate::sim::Violation;
@@ -76,35 +77,62 @@ pub(super) struct SimNode {
     pub(super) configured_voters: Option<Vec<NodeId>>,
 }
 
-/// The idempotent-producer state `log` implies from `start` on, as a node's start-up rebuild
-/// finds it.
-fn rebuilt_producers(log: &[Batch], start: Offset) -> ProducerStates {
-    let mut producers = ProducerStates::default();
-    for batch in log
-        .iter()
-        .filter(|b| b.base_offset >= start && !b.is_control)
-    {
-        let header = crate::record::BatchHeader::read(&batch.bytes).ok();
-        if let Some(sequenced) = header.as_ref().and_then(Sequenced::of) {
-            producers.append(&sequenced, batch.base_offset);
-        }
-    }
-    producers
-}
+/// The simulated log's "segment size": a producer-state snapshot is due after this many bytes
+/// of batches (a few dozen of the simulator's small batches).
+const SIM_SEGMENT_BYTES: u64 = 4_096;
 
-/// The producer-id ledger of run `incarnation` of node `id`, from the block records of `log`
-/// from `start` on, as a node's start-up rebuild finds them.
-fn rebuilt_ledger(log: &[Batch], start: Offset, id: NodeId, incarnation: u64) -> ProducerIdLedger {
-    let mut ledger = ProducerIdLedger::new(id, incarnation);
+/// The idempotence state a node's start-up rebuild finds (docs/storage.md, "The
+/// producer-state snapshot"): the producer state and the producer-id ledger of run `incarnation`
+/// of node `id`, from the snapshot on the disk when it fits the log (its offset above the log
+/// start, at most the end, in the epoch the log has below it) and the log from there on; else
+/// from the log start. Also the snapshot's offset when it was used.
+fn rebuilt_idempotence(
+    disk: &SimDisk,
+    id: NodeId,
+    incarnation: u64,
+) -> (ProducerStates, ProducerIdLedger, Option<Offset>) {
+    let log = &disk.written;
+    let start = disk.written_start.0;
+    let snapshot = disk
+        .producer_snapshot
+        .as_deref()
+        .and_then(|bytes| ProducerSnapshot::decode(bytes).ok())
+        .filter(|s| {
+            let below = log
+                .iter()
+                .find(|b| b.base_offset < s.offset && b.end_offset() >= s.offset);
+            s.offset > start
+                && s.offset <= disk::end_offset(log)
+                && below.is_some_and(|b| b.epoch == s.epoch && b.end_offset() == s.offset)
+        });
+    let (mut producers, mut ledger, from) = match snapshot {
+        Some(s) => (
+            ProducerStates::restored(ProducerLimits::default(), s.offset, s.producers),
+            ProducerIdLedger::restored(id, incarnation, s.blocks),
+            Some(s.offset),
+        ),
+        None => (
+            ProducerStates::default(),
+            ProducerIdLedger::new(id, incarnation),
+            None,
+        ),
+    };
     for batch in log
         .iter()
-        .filter(|b| b.base_offset >= start && b.is_control)
+        .filter(|b| b.base_offset >= from.unwrap_or(start))
     {
-        if let Some(block) = producer_id_block(&batch.bytes) {
-            ledger.on_append(batch.base_offset, block);
+        if batch.is_control {
+            if let Some(block) = producer_id_block(&batch.bytes) {
+                ledger.on_append(batch.base_offset, block);
+            }
+        } else {
+            let header = crate::record::BatchHeader::read(&batch.bytes).ok();
+            if let Some(sequenced) = header.as_ref().and_then(Sequenced::of) {
+                producers.append(&sequenced, batch.base_offset);
+            }
         }
     }
-    ledger
+    (producers, ledger, from)
 }
 
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
@@ -131,6 +159,7 @@ impl Simulation {
             .clone()
             .unwrap_or_else(|| self.voter_ids());
         let seed = self.rng.next_u64();
+        let retention = self.retention_interval();
         let node = &mut self.nodes[i];
         assert!(node.replica.is_none());
         let mut config = if node.bootstrap.is_empty() {
@@ -154,16 +183,19 @@ impl Simulation {
         node.ticked_at = 0;
         node.role = core.role();
         node.epoch = core.epoch();
-        // The producer state a node rebuilds from its log at start (the node reads its log
-        // from the log start; the batches below it here are only the shadow of what retention
-        // deleted).
-        let start = node.disk.written_start.0;
-        let producers = rebuilt_producers(&node.disk.written, start);
+        // The producer state a node rebuilds at start, from its snapshot and its log (the node
+        // reads its log from the log start at most; the batches below it here are only the
+        // shadow of what retention deleted).
         // A new run of the node never uses a block reserved for an earlier one: its incarnation
         // is new (derived, not drawn, so that it leaves the seeds' random streams alone).
         let run = (u64::from(node.incarnation) << 32) | node.id as u64;
-        let ledger = rebuilt_ledger(&node.disk.written, start, node.id, run);
-        node.replica = Some(Replica::new(core, producers, ledger));
+        let (producers, ledger, loaded) = rebuilt_idempotence(&node.disk, node.id, run);
+        let replica =
+            Replica::new(core, producers, ledger).with_snapshots(SIM_SEGMENT_BYTES, loaded);
+        node.replica = Some(match retention {
+            Some(interval) => replica.with_retention(interval),
+            None => replica,
+        });
         node.tick_at = None;
         node.pending.clear();
         node.max_hw = None;

@@ -24,6 +24,12 @@ impl Simulation {
             crate::replica::Output::ProducerId { request, result } => {
                 self.producer_id_answered(i, request, result)
             }
+            crate::replica::Output::Retain(bounds) => self.retention_asked(i, bounds),
+            // The simulated disk has no segments to roll: nothing to tell a writer.
+            crate::replica::Output::RollBounds(_) => Ok(()),
+            crate::replica::Output::WriteProducerSnapshot { offset, bytes } => {
+                self.snapshot_asked(i, offset, bytes)
+            }
         }
     }
 

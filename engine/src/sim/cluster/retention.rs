@@ -1,11 +1,15 @@
-//! Retention in the simulator (docs/simulation.md, "Retention"): now and then a running node
-//! deletes the front of its log up to what its core allows, as the node's writer does, and
-//! tells the core; a node whose retention the newest committed voter record holds back asks
-//! its core to carry that record forward. Followers that fall behind a leader's log start reset
-//! their logs (`LogOpKind::ResetTo`), which the disk model keeps as a committed shadow prefix.
+//! Retention in the simulator (docs/simulation.md, "Retention"): each replica runs retention on
+//! its own schedule (`replica::retention`, the node's), and the simulator carries out its
+//! `Output::Retain` as the node's writer does: it deletes the front of the log up to what the
+//! replica allows (whole batches, as whole segments would go, and never past the durable end),
+//! then answers `Input::Retained` with the start reached and the start the policy wanted, so
+//! that a replica held back by the newest committed voter or producer-id block record carries
+//! it forward. Followers that fall behind a leader's log start reset their logs
+//! (`LogOpKind::ResetTo`), which the disk model keeps as a committed shadow prefix.
 
-use crate::raft::{Input, NodeId};
-use crate::replica::Input as ReplicaInput;
+use crate::base::{Offset, TimeMs};
+use crate::raft::NodeId;
+use crate::replica::{Input as ReplicaInput, RetentionBounds};
 use crate::sim::disk;
 use crate::sim::invariants::Checked;
 
@@ -14,66 +18,77 @@ use super::scheduler::Event;
 use super::Simulation;
 
 impl Simulation {
-    pub(super) fn start_retention(&mut self) {
-        let first = self.rng.range(100, 1_000);
-        self.schedule(first, Event::RetentionTick);
+    /// The check interval of a replica's retention (only with `SimConfig::retention`).
+    pub(super) fn retention_interval(&mut self) -> Option<TimeMs> {
+        self.cfg.retention.then(|| self.rng.range(100, 1_000))
     }
 
-    pub(super) fn retention_tick(&mut self) -> Checked {
-        let delay = self.rng.range(30, 400);
-        self.schedule(delay, Event::RetentionTick);
-        let i = self.rng.index(self.nodes.len());
+    /// Node `i`'s replica asked for a retention run within `bounds`: the writer's answer comes
+    /// a little later (a crash in between loses it, as the node's would be).
+    pub(super) fn retention_asked(&mut self, i: usize, bounds: RetentionBounds) -> Checked {
+        let delay = self.rng.range(1, 20);
+        let incarnation = self.nodes[i].incarnation;
+        self.schedule(
+            delay,
+            Event::RetentionDone {
+                node: i,
+                incarnation,
+                bounds,
+            },
+        );
+        Ok(())
+    }
+
+    /// The writer's run for node `i`: deletes up to a batch boundary within the bounds and the
+    /// durable end, and says how far the policy wanted to go.
+    pub(super) fn retention_done(
+        &mut self,
+        i: usize,
+        incarnation: u32,
+        bounds: RetentionBounds,
+    ) -> Checked {
         let node = &self.nodes[i];
-        let Some(replica) = node.replica.as_ref() else {
-            return Ok(());
-        };
-        let core = replica.core();
-        if node.disk.reset_pending() {
-            return Ok(()); // the writer would apply it after the reset
+        if node.incarnation != incarnation || !node.running() {
+            return Ok(()); // the node went away: its next run asks again
         }
-        // The writer's bound: the core's limit, and its own durable end (docs/storage.md,
-        // "Retention").
-        let limit = replica
-            .retention_limit()
-            .min(disk::end_offset(&node.disk.durable));
-        let hw = core.high_watermark();
+        let hw = node.core().and_then(|core| core.high_watermark());
         let start = node.disk.written_start.0;
-        // A batch boundary in (start, limit]: the base of a random batch, as whole segments
-        // would leave.
-        let candidates: Vec<_> = node
-            .disk
-            .durable
-            .iter()
-            .map(|b| b.end_offset())
-            .filter(|&end| end > start && end <= limit)
-            .collect();
-        let id = node.id;
-        if !candidates.is_empty() && self.rng.chance(0.7) {
-            let new_start = candidates[self.rng.index(candidates.len())];
-            self.nodes[i].disk.retain(new_start);
-            self.retentions += 1;
-            self.count_event("retain", id as NodeId, new_start, 0);
-            self.step_node(i, Input::LogStartMoved { start: new_start })?;
-            self.sweep(i)?;
-        }
-        // Held back by the voter record or the producer-id block record: carry them forward
-        // (only a leader acts on it), as the node does.
-        if let Some(hw) = hw.filter(|&hw| limit < hw) {
-            if self.phase != Phase::Calm || self.rng.chance(0.5) {
-                self.count_event("carry-voters", id as NodeId, hw, 0);
-                self.step_node(i, Input::CarryVoterRecord { below: hw })?;
-                self.sweep(i)?;
-                let pinned = self.nodes[i]
-                    .replica
-                    .as_ref()
-                    .and_then(|r| r.producer_ids().newest_committed_record())
-                    .is_some_and(|record| record < hw);
-                if pinned {
-                    self.step_node(i, ReplicaInput::CarryProducerIdBlock { below: hw })?;
-                    self.sweep(i)?;
-                }
+        let mut reached = start;
+        // A reset not yet durable: the writer applies retention after it; nothing goes now.
+        if !node.disk.reset_pending() {
+            // The writer's own bound on top of the replica's: its durable end
+            // (docs/storage.md, "Retention").
+            let limit = bounds.limit.min(disk::end_offset(&node.disk.durable));
+            // A batch boundary in (start, limit]: the base of a random batch, as whole
+            // segments would leave.
+            let candidates: Vec<Offset> = node
+                .disk
+                .durable
+                .iter()
+                .map(|b| b.end_offset())
+                .filter(|&end| end > start && end <= limit)
+                .collect();
+            if !candidates.is_empty() && self.rng.chance(0.7) {
+                reached = candidates[self.rng.index(candidates.len())];
+                self.nodes[i].disk.retain(reached);
+                self.retentions += 1;
+                let id = self.nodes[i].id;
+                self.count_event("retain", id as NodeId, reached, 0);
             }
         }
-        Ok(())
+        // The policy would have gone up to the high watermark now and then (more often while
+        // faults run): a replica held back by a pinned record carries it forward.
+        let wanted = match hw.filter(|&hw| hw > reached && bounds.limit < hw) {
+            Some(hw) if self.phase != Phase::Calm || self.rng.chance(0.5) => hw,
+            _ => reached,
+        };
+        self.step_node(
+            i,
+            ReplicaInput::Retained {
+                start: reached,
+                wanted,
+            },
+        )?;
+        self.sweep(i)
     }
 }

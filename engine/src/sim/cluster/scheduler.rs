@@ -77,8 +77,21 @@ pub(super) enum Event {
     PhaseChange,
     /// The reassigner's next move (only with `SimConfig::reassign`).
     ReassignTick,
-    /// A node applies retention (only with `SimConfig::retention`).
-    RetentionTick,
+    /// The writer of `node` finished the retention run its replica asked for (only with
+    /// `SimConfig::retention`).
+    /// The producer-state snapshot `node` asked for is written (its file replaced), or its
+    /// write failed (`bytes` None: the old file stays).
+    ProducerSnapshotWritten {
+        node: usize,
+        incarnation: u32,
+        offset: crate::base::Offset,
+        bytes: Option<Vec<u8>>,
+    },
+    RetentionDone {
+        node: usize,
+        incarnation: u32,
+        bounds: crate::replica::RetentionBounds,
+    },
     /// The reassigner's request reaches the node it was sent to.
     ReassignDeliver {
         timeout: TimeMs,
@@ -125,10 +138,10 @@ impl Simulation {
 
     pub(super) fn schedule_tick(&mut self, i: usize) {
         let node = &self.nodes[i];
-        let Some(core) = node.core() else {
+        let Some(replica) = node.replica.as_ref() else {
             return;
         };
-        let Some(deadline) = core.next_deadline() else {
+        let Some(deadline) = replica.next_deadline() else {
             return;
         };
         let at = deadline.max(self.now + 1);

@@ -83,12 +83,12 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
 impl Node {
     /// Rebuilds the producer state and the producer-id blocks of node `own_id` from `log`
     /// before the node serves anything (start-up): from the producer-state snapshot in
-    /// `snapshots` when it fits the log, else from the log's start.
+    /// `snapshots` when it fits the log (its offset is returned too), else from the log's start.
     pub(super) fn rebuild_idempotence(
         log: &Log,
         snapshots: &ProducerSnapshotStore,
         own_id: NodeId,
-    ) -> Result<(ProducerStates, ProducerIdLedger), NodeError> {
+    ) -> Result<(ProducerStates, ProducerIdLedger, Option<Offset>), NodeError> {
         let started = Instant::now();
         let snapshot = match producer_snapshots::load(snapshots, log) {
             Ok(found) => found,
@@ -135,7 +135,7 @@ impl Node {
         for (offset, block) in rebuilt.blocks {
             ids.on_append(offset, block);
         }
-        Ok((rebuilt.producers, ids))
+        Ok((rebuilt.producers, ids, from))
     }
 
     /// The replica refused a transactional batch from `conn`: the operator's hint, once per

@@ -210,9 +210,8 @@ pub struct Node {
     counters: NodeCounters,
     /// The InitProducerIds the replica has not answered yet (producer_ids.rs).
     init_requests: producer_ids::InitRequests,
-    /// The producer-state snapshots: when the next is due, and their writing thread.
+    /// The producer-state snapshots' writing thread.
     snapshots: producer_snapshots::Snapshots,
-    retention: retention::RetentionState,
     /// What the raft thread publishes for `/metrics` (node/metrics), and the listener, if any.
     metrics: Arc<RaftMetrics>,
     metrics_server: Option<MetricsServer>,
@@ -262,7 +261,7 @@ impl Node {
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
-        let (producers, ledger) =
+        let (producers, ledger, loaded) =
             Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
         info!(
             node = config.broker_id,
@@ -281,7 +280,12 @@ impl Node {
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
         raft_config.directory_id = quorum_state.directory_id();
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
-        let replica = Replica::new(core, producers, ledger);
+        let replica =
+            Replica::new(core, producers, ledger).with_snapshots(config.segment_bytes, loaded);
+        let replica = match config.retention.keeps_everything() {
+            true => replica,
+            false => replica.with_retention(config.retention_check_interval_ms),
+        };
         // Signals first, so every thread spawned later shares the handler.
         let signals = ShutdownSignals::install().map_err(NodeError::Signals)?;
         let writer = GroupCommitWriter::start(
@@ -302,7 +306,6 @@ impl Node {
         let snapshots = producer_snapshots::Snapshots::start(
             snapshot_store,
             config.broker_id,
-            config.segment_bytes,
             Arc::clone(&metrics),
         )?;
         if let Some(cpu) = config.raft_cpu {
@@ -433,7 +436,6 @@ impl Node {
             counters: NodeCounters::default(),
             init_requests: producer_ids::InitRequests::default(),
             snapshots,
-            retention: retention::RetentionState::default(),
             metrics,
             metrics_server,
             election_started_ms: None,
@@ -544,8 +546,8 @@ impl Node {
             }
             self.drain_writer();
             self.pump_lookups();
+            self.tend_producer_snapshots();
             self.expire_produces(self.now_ms());
-            self.tend_retention(self.now_ms());
             self.tend_probes();
             self.tend_sasl();
             self.publish_metrics();
@@ -563,7 +565,6 @@ impl Node {
         let now = self.now_ms();
         let core_wait = self
             .replica
-            .core()
             .next_deadline()
             .map(|d| Duration::from_millis(d.saturating_sub(now)))
             .unwrap_or(Duration::from_millis(100));
@@ -582,7 +583,8 @@ impl Node {
             .min(Duration::from_millis(100))
     }
 
-    /// Lets queued sends (EndQuorumEpoch, last responses) go out, then stops the writer cleanly.
+    /// Lets queued sends (EndQuorumEpoch, last responses) go out and the writer's last
+    /// durability reports come in, then stops the writer cleanly.
     fn finish_shutdown(&mut self) {
         let until = Instant::now() + Duration::from_millis(200);
         let mut events = Vec::new();
@@ -596,7 +598,9 @@ impl Node {
             }
             events.clear();
         }
-        self.finish_producer_snapshots();
+        // The writer writes and syncs what it was given before it stops: the last producer-state
+        // snapshot is taken after, at a high watermark the log then holds durably.
+        let mut durable_end = None;
         if let Some(writer) = self.writer.take() {
             let stats = NodeStatsLine {
                 node: &self.counters,
@@ -604,8 +608,9 @@ impl Node {
                 writer: writer.stats(),
             };
             info!(target: "ringraft::stats", node = self.config.broker_id, "node stats: {stats}");
-            writer.shutdown();
+            durable_end = writer.shutdown().map(|log| log.durable_end_offset());
         }
+        self.finish_producer_snapshots(durable_end);
         info!(node = self.config.broker_id, "stopped");
     }
 
@@ -653,7 +658,9 @@ impl Node {
                 }
                 WriterEvent::Retained { start, wanted } => self.on_retained(start, wanted),
                 WriterEvent::LogStartMoved { start } => self.on_log_start_moved(start),
-                WriterEvent::RetentionHeldBack { wanted } => self.carry_pinned_records(wanted),
+                WriterEvent::RetentionHeldBack { wanted } => {
+                    self.step(engine::replica::Input::RetentionHeldBack { wanted })
+                }
                 WriterEvent::StorageAvailable { free_bytes } => {
                     info!(
                         node = self.config.broker_id,
@@ -935,6 +942,11 @@ impl CoreDriver for Node {
         match output {
             ReplicaOutput::Core(output) => self.carry_out_core(output),
             ReplicaOutput::ProducerId { request, result } => self.init_answered(request, result),
+            ReplicaOutput::Retain(bounds) => self.retain(bounds),
+            ReplicaOutput::RollBounds(bounds) => self.roll_bounds(bounds),
+            ReplicaOutput::WriteProducerSnapshot { offset, bytes } => {
+                self.write_producer_snapshot(offset, bytes)
+            }
         }
     }
 }
@@ -974,7 +986,6 @@ impl Node {
                     );
                 }
                 self.count_records(&op);
-                self.note_appended_for_snapshots(&op);
                 self.writer().submit(writer_request(op))
             }
             Output::ReadLog {
@@ -998,10 +1009,7 @@ impl Node {
                     });
                 }
             }
-            Output::HighWatermark(hw) => {
-                debug!(hw, "high watermark");
-                self.maybe_snapshot_producers(hw);
-            }
+            Output::HighWatermark(hw) => debug!(hw, "high watermark"),
             Output::AppendDone { id, result } => self.append_done(id, result),
             Output::ClientFetchDone { id, result } => self.client_fetch_done(id, result),
             Output::RoleChanged {

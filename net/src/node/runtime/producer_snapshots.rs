@@ -1,39 +1,25 @@
 //! The producer-state snapshot on the node (docs/storage.md, "The producer-state snapshot"):
-//! taken at the high watermark once enough log has been appended since the last one, or enough
-//! time has passed, and at a graceful shutdown; written by a thread of its own so the raft
-//! thread never waits for the disk; read at start, where it must fit the log or is not used.
+//! the replica decides when one is taken and encodes it (`engine::replica::snapshots`; retention
+//! never passes the newest one written); the node writes it on a thread of its own so the raft
+//! thread never waits for the disk, hands the outcome back to the replica, and reads the file
+//! at start, where it must fit the log or is not used.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use engine::base::Offset;
 use engine::log::Log;
-use engine::producer_snapshot::{encode_parts, ProducerSnapshot};
+use engine::producer_snapshot::ProducerSnapshot;
 use engine::producer_snapshot_store::ProducerSnapshotStore;
 
 use super::*;
 
-/// A snapshot is due once a segment's worth of batches (`log.segment.bytes`), at most this
-/// many bytes, were appended since the last one: a start then replays at most about this much
-/// log (docs/benchmarks.md, "Producer-state rebuild at start"), and retention, which deletes
-/// whole segments, seldom passes the newest snapshot.
-const MAX_SNAPSHOT_EVERY_BYTES: u64 = 64 << 20;
-/// ... or once this long has passed with anything appended.
-const SNAPSHOT_EVERY: Duration = Duration::from_secs(300);
-
-/// When the next snapshot is due, and the thread that writes them.
+/// The thread that writes the snapshots, and its answers.
 pub(super) struct Snapshots {
-    /// The offset of the last snapshot taken (0: none this run).
-    last_offset: Offset,
-    last_at: Instant,
-    appended_since: u64,
-    every_bytes: u64,
     /// Hands a snapshot's bytes to the writing thread.
     to_writer: Option<SyncSender<(Offset, Vec<u8>)>>,
-    /// Set from the hand-over until the thread has written the file: no snapshot is taken
-    /// (encoded) meanwhile, so a slow disk costs the raft thread nothing more.
-    writing: Arc<AtomicBool>,
+    /// The thread's answers: the offset written, and whether the write succeeded.
+    written: Receiver<(Offset, bool)>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -43,78 +29,62 @@ impl Snapshots {
     pub(super) fn start(
         store: ProducerSnapshotStore,
         node: NodeId,
-        segment_bytes: u64,
         metrics: Arc<RaftMetrics>,
     ) -> Result<Self, NodeError> {
-        let (to_writer, from_node) = sync_channel::<(Offset, Vec<u8>)>(1);
-        let writing = Arc::new(AtomicBool::new(false));
-        let done = Arc::clone(&writing);
+        // The replica hands over one snapshot at a time (the next waits for this one's answer),
+        // plus the last one at a graceful shutdown.
+        let (to_writer, from_node) = sync_channel::<(Offset, Vec<u8>)>(2);
+        let (answer, written) = sync_channel::<(Offset, bool)>(2);
         let thread = std::thread::Builder::new()
             .name("producer-snapshot".into())
             .spawn(move || {
                 for (offset, bytes) in from_node {
-                    if let Err(error) = store.write(&bytes) {
-                        metrics.producer_snapshot_failures.add(1);
-                        // Nothing acknowledged depends on the file: a start without it reads
-                        // the whole log, as it would with none.
-                        warn!(
-                            node,
-                            file = %store.path().display(),
-                            "writing the producer-state snapshot failed: {error}"
-                        );
-                    } else {
-                        metrics.producer_snapshot_offset.set(offset);
-                    }
-                    done.store(false, Ordering::Release);
+                    let ok = match store.write(&bytes) {
+                        Ok(()) => {
+                            metrics.producer_snapshot_offset.set(offset);
+                            true
+                        }
+                        Err(error) => {
+                            metrics.producer_snapshot_failures.add(1);
+                            // Nothing acknowledged depends on the file: the replica keeps
+                            // retention below the last one written.
+                            warn!(
+                                node,
+                                file = %store.path().display(),
+                                "writing the producer-state snapshot failed: {error}"
+                            );
+                            false
+                        }
+                    };
+                    // At most two wait (one handed over at a time, and the last at a graceful
+                    // shutdown), so this never blocks; a node that is gone waits for none.
+                    let _ = answer.send((offset, ok));
                 }
             })
             .map_err(NodeError::SnapshotThread)?;
         Ok(Self {
-            last_offset: 0,
-            last_at: Instant::now(),
-            appended_since: 0,
-            every_bytes: segment_bytes.clamp(1, MAX_SNAPSHOT_EVERY_BYTES),
             to_writer: Some(to_writer),
-            writing,
+            written,
             thread: Some(thread),
         })
     }
 
-    pub(super) fn appended(&mut self, bytes: u64) {
-        self.appended_since = self.appended_since.saturating_add(bytes);
+    /// Hands the snapshot at `offset` to the writing thread; false if the thread is gone (it
+    /// can only have panicked).
+    fn hand_over(&self, offset: Offset, bytes: Vec<u8>) -> bool {
+        self.to_writer
+            .as_ref()
+            .is_some_and(|to_writer| to_writer.try_send((offset, bytes)).is_ok())
     }
 
-    /// Whether a snapshot at `hw` is due, with the log starting at `log_start`: past the last
-    /// one, and after enough bytes or time, or once retention has moved the log start past
-    /// the last one (which a start could then no longer use).
-    fn due(&self, hw: Offset, log_start: Offset, now: Instant) -> bool {
-        hw > self.last_offset
-            && !self.writing.load(Ordering::Acquire)
-            && (self.appended_since >= self.every_bytes
-                || (self.appended_since > 0 && now.duration_since(self.last_at) >= SNAPSHOT_EVERY)
-                || log_start >= self.last_offset)
-    }
-
-    /// Hands a snapshot at `offset` to the writing thread, which has written the one before
-    /// (see `writing`; only at a graceful shutdown may this wait for it).
-    fn hand_over(&mut self, offset: Offset, bytes: Vec<u8>, now: Instant) {
-        let Some(to_writer) = &self.to_writer else {
-            return;
-        };
-        // Set before the hand-over: the thread clears it once the file is written.
-        self.writing.store(true, Ordering::Release);
-        if to_writer.send((offset, bytes)).is_ok() {
-            self.last_offset = offset;
-            self.last_at = now;
-            self.appended_since = 0;
-        } else {
-            // The thread is gone (it can only have panicked): no snapshot waits for it.
-            self.writing.store(false, Ordering::Release);
-        }
+    /// The next answer of the writing thread, if one came.
+    fn answer(&self) -> Option<(Offset, bool)> {
+        // Empty, or the thread is gone (it can only have panicked): nothing more comes.
+        self.written.try_recv().ok()
     }
 
     /// Waits for the writing thread to write what it was handed, then stops it.
-    pub(super) fn finish(&mut self) {
+    fn finish(&mut self) {
         self.to_writer = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -177,63 +147,32 @@ pub(super) fn load(
 }
 
 impl Node {
-    /// The bytes a log operation appends count toward the next snapshot.
-    pub(super) fn note_appended_for_snapshots(&mut self, op: &LogOp) {
-        if let LogOpKind::Append(batches) = &op.kind {
-            self.snapshots
-                .appended(batches.iter().map(|b| b.bytes.len() as u64).sum());
+    /// The replica asked for the snapshot at `offset` to be written.
+    pub(super) fn write_producer_snapshot(&mut self, offset: Offset, bytes: Vec<u8>) {
+        if !self.snapshots.hand_over(offset, bytes) {
+            self.step(engine::replica::Input::ProducerSnapshotWritten { offset, ok: false });
         }
     }
 
-    /// After the high watermark moved to `hw` (and the producer state and the blocks were told):
-    /// takes a snapshot there when one is due.
-    pub(super) fn maybe_snapshot_producers(&mut self, hw: Offset) {
-        let now = self.woke;
-        if self
-            .snapshots
-            .due(hw, self.replica.core().log_start_offset(), now)
-        {
-            self.snapshot_producers(hw, now);
+    /// Hands the writing thread's answers to the replica (on every turn of the loop).
+    pub(super) fn tend_producer_snapshots(&mut self) {
+        // Bounded: the thread answers at most what it was handed, one at a time.
+        for _ in 0..4 {
+            let Some((offset, ok)) = self.snapshots.answer() else {
+                return;
+            };
+            self.step(engine::replica::Input::ProducerSnapshotWritten { offset, ok });
         }
     }
 
-    fn snapshot_producers(&mut self, hw: Offset, now: Instant) {
-        if let Some(bytes) = self.producer_snapshot(hw) {
-            self.snapshots.hand_over(hw, bytes, now);
-        }
-    }
-
-    /// The snapshot's bytes at `hw`, when the producer state and the blocks are both committed
-    /// exactly there and the log holds the batch below it. One pass over the state, on the
-    /// raft thread (docs/benchmarks.md, "Producer-state snapshot").
-    fn producer_snapshot(&self, hw: Offset) -> Option<Vec<u8>> {
-        let producers = self.replica.producing().producers();
-        if hw <= self.replica.core().log_start_offset()
-            || hw > self.replica.core().log_end_offset()
-            || producers.committed() != hw
-        {
-            return None;
-        }
-        let epoch = self.replica.core().log_epoch_at(hw - 1)?;
-        // Taken (copied, sorted) only once the cheap checks pass.
-        let blocks = self.replica.producer_ids().committed_blocks();
-        if blocks.committed_to != hw {
-            return None;
-        }
-        Some(encode_parts(
-            hw,
-            epoch,
-            &blocks,
-            producers.committed_batches(),
-        ))
-    }
-
-    /// At a graceful shutdown: a last snapshot at the high watermark (if it moved), written
-    /// before the node exits, so the next start replays nothing it need not.
-    pub(super) fn finish_producer_snapshots(&mut self) {
-        if let Some(hw) = self.replica.core().high_watermark() {
-            if hw > self.snapshots.last_offset {
-                self.snapshot_producers(hw, Instant::now());
+    /// At a graceful shutdown, once the writer has stopped with its log durable up to
+    /// `durable_end` (None: it stopped on an error): the replica's last snapshot (if the high
+    /// watermark moved), written before the node exits, so the next start replays nothing it
+    /// need not.
+    pub(super) fn finish_producer_snapshots(&mut self, durable_end: Option<Offset>) {
+        if let Some(durable_end) = durable_end {
+            if let Some((offset, bytes)) = self.replica.final_producer_snapshot(durable_end) {
+                self.snapshots.hand_over(offset, bytes);
             }
         }
         self.snapshots.finish();
@@ -321,45 +260,5 @@ mod tests {
             let why = load(&store, &log).unwrap_err().to_string();
             assert!(why.contains("outside the log's 20..=20"), "{why}");
         }
-    }
-
-    fn snapshots() -> Snapshots {
-        Snapshots {
-            last_offset: 10,
-            last_at: Instant::now(),
-            appended_since: 0,
-            every_bytes: 1 << 20,
-            to_writer: None,
-            writing: Arc::new(AtomicBool::new(false)),
-            thread: None,
-        }
-    }
-
-    #[test]
-    fn a_snapshot_is_due_after_enough_bytes_or_time_and_only_past_the_last() {
-        let mut s = snapshots();
-        let now = s.last_at;
-        assert!(!s.due(11, 0, now));
-        s.appended((1 << 20) - 1);
-        assert!(!s.due(11, 0, now));
-        assert!(s.due(11, 0, now + SNAPSHOT_EVERY));
-        s.appended(1);
-        assert!(s.due(11, 0, now));
-        assert!(!s.due(10, 0, now), "not again at the same offset");
-        let idle = snapshots();
-        assert!(
-            !idle.due(11, 0, now + SNAPSHOT_EVERY * 2),
-            "nothing appended"
-        );
-        assert!(!idle.due(11, 9, now));
-        assert!(
-            idle.due(11, 10, now),
-            "the log start reached the last snapshot"
-        );
-        idle.writing.store(true, Ordering::Release);
-        assert!(
-            !idle.due(11, 10, now),
-            "not while the last one is being written"
-        );
     }
 }
