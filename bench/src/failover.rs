@@ -202,9 +202,10 @@ fn validate(args: &FailoverArgs) -> Result<(), String> {
                 .into(),
         );
     }
-    if args.recover_timeout_ms == 0 || args.settle_timeout_ms == 0 || args.request_timeout_ms == 0
-    {
-        return Err("--recover-timeout-ms, --settle-timeout-ms and --request-timeout-ms: above 0".into());
+    if args.recover_timeout_ms == 0 || args.settle_timeout_ms == 0 || args.request_timeout_ms == 0 {
+        return Err(
+            "--recover-timeout-ms, --settle-timeout-ms and --request-timeout-ms: above 0".into(),
+        );
     }
     Ok(())
 }
@@ -290,7 +291,11 @@ pub fn run(args: FailoverArgs) -> Result<(), String> {
     outln!(
         "failover: {VOTERS} voters {where_}; {} cycles of each of {}; load average {loadavg_start}",
         args.cycles,
-        args.faults.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+        args.faults
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     )
     .map_err(|e| crate::out::describe(&e))?;
     outln!("cycle kind               node  unavailable ms  longest gap ms  elections during/after undo")
@@ -529,7 +534,10 @@ fn run_cycle(
     apply(&mut nodes.cluster, kind, node)?;
     let held = if kind.hits_leader() {
         wait_for(
-            &format!("an acknowledgement from another node after node {node}'s {}", kind.name()),
+            &format!(
+                "an acknowledgement from another node after node {node}'s {}",
+                kind.name()
+            ),
             Duration::from_millis(args.recover_timeout_ms),
             || {
                 client.check()?;
@@ -561,8 +569,8 @@ fn run_cycle(
     let window = &acks[first_index..];
     let gap = unavailability(window, fault_at, kind.hits_leader().then_some(node))
         .ok_or("no acknowledgement on one side of the fault")?;
-    let longest = longest_gap(window, fault_at, settled_at)
-        .ok_or("no acknowledgement before the fault")?;
+    let longest =
+        longest_gap(window, fault_at, settled_at).ok_or("no acknowledgement before the fault")?;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     Ok(Cycle {
         cycle: number,
@@ -616,7 +624,8 @@ fn read_log(dir: &std::path::Path) -> Result<Vec<(i64, u64)>, String> {
 
 fn kind_report(kind: FaultKind, cycles: &[Cycle]) -> KindReport {
     let of_kind: Vec<&Cycle> = cycles.iter().filter(|c| c.kind == kind).collect();
-    let figures = |f: fn(&Cycle) -> f64| Summary::of(&of_kind.iter().map(|c| f(c)).collect::<Vec<_>>());
+    let figures =
+        |f: fn(&Cycle) -> f64| Summary::of(&of_kind.iter().map(|c| f(c)).collect::<Vec<_>>());
     KindReport {
         kind,
         cycles: of_kind.len(),

@@ -212,7 +212,9 @@ fn watch(shared: &Shared, index: usize) {
                     leader: (d.leader_id >= 0).then_some(d.leader_id),
                 };
                 shared.views.lock().unwrap()[index] = Some(view);
-                shared.max_epoch.fetch_max(d.leader_epoch, Ordering::Relaxed);
+                shared
+                    .max_epoch
+                    .fetch_max(d.leader_epoch, Ordering::Relaxed);
             }
             // No answer, or one without an epoch: the node is starting, down or cut off.
             Some(_) => client = None,
@@ -355,10 +357,18 @@ mod tests {
         let fresh = Duration::from_secs(1);
         assert_eq!(pick_leader(&[None, None], now, fresh), None);
         // Two followers name 1 in epoch 3; a candidate is at 4 without a leader.
-        let views = [view(10, 3, Some(1)), view(10, 3, Some(1)), view(10, 4, None)];
+        let views = [
+            view(10, 3, Some(1)),
+            view(10, 3, Some(1)),
+            view(10, 4, None),
+        ];
         assert_eq!(pick_leader(&views, now, fresh), Some((1, 3)));
         // Node 2 wins epoch 4: its own answer names it.
-        let views = [view(10, 3, Some(1)), view(10, 4, Some(2)), view(10, 4, None)];
+        let views = [
+            view(10, 3, Some(1)),
+            view(10, 4, Some(2)),
+            view(10, 4, None),
+        ];
         assert_eq!(pick_leader(&views, now, fresh), Some((2, 4)));
         // A stale answer from a later epoch does not count.
         let views = [view(10, 3, Some(1)), view(1500, 5, Some(3)), None];

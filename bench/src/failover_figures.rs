@@ -46,7 +46,10 @@ impl FaultKind {
 
     /// Whether the fault hits the leader (and is held until another node acknowledges).
     pub fn hits_leader(self) -> bool {
-        matches!(self, FaultKind::Kill | FaultKind::Stop | FaultKind::Partition)
+        matches!(
+            self,
+            FaultKind::Kill | FaultKind::Stop | FaultKind::Partition
+        )
     }
 
     /// Whether the fault needs the nodes in network namespaces (root).
@@ -281,11 +284,17 @@ mod tests {
     fn summaries_take_the_nearest_rank() {
         assert_eq!(Summary::of(&[]), None);
         let one = Summary::of(&[7.0]).unwrap();
-        assert_eq!((one.count, one.p50_ms, one.p99_ms, one.max_ms), (1, 7.0, 7.0, 7.0));
+        assert_eq!(
+            (one.count, one.p50_ms, one.p99_ms, one.max_ms),
+            (1, 7.0, 7.0, 7.0)
+        );
         // 1..=200 shuffled: p50 is the 100th, p99 the 198th.
         let samples: Vec<f64> = (1..=200).map(|i| ((i * 73) % 200 + 1) as f64).collect();
         let s = Summary::of(&samples).unwrap();
-        assert_eq!((s.count, s.p50_ms, s.p99_ms, s.max_ms), (200, 100.0, 198.0, 200.0));
+        assert_eq!(
+            (s.count, s.p50_ms, s.p99_ms, s.max_ms),
+            (200, 100.0, 198.0, 200.0)
+        );
         // Twenty samples: p99 is the max, p50 the 10th.
         let twenty: Vec<f64> = (1..=20).rev().map(f64::from).collect();
         let s = Summary::of(&twenty).unwrap();
@@ -313,6 +322,9 @@ mod tests {
         for kind in FaultKind::ALL {
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }
-        assert!("reboot".parse::<FaultKind>().unwrap_err().contains("follower-partition"));
+        assert!("reboot"
+            .parse::<FaultKind>()
+            .unwrap_err()
+            .contains("follower-partition"));
     }
 }
