@@ -241,11 +241,11 @@ fn produce(shared: &Shared, request_timeout: Duration) {
             sleep_unless_stopped(shared, PRODUCER_TICK);
             continue;
         };
-        let index = shared
-            .ids
-            .iter()
-            .position(|&id| id == leader)
-            .expect("watchers name nodes of the cluster");
+        // A leader id that is none of the cluster's (no node should name one) is no leader.
+        let Some(index) = shared.ids.iter().position(|&id| id == leader) else {
+            sleep_unless_stopped(shared, PRODUCER_TICK);
+            continue;
+        };
         let Ok(mut client) = BlockingClient::connect(shared.addrs[index], CONNECT_TIMEOUT) else {
             shared
                 .counters
