@@ -1,4 +1,4 @@
-//! `ringraft-bench failover`: a few cycles of every fault kind on a cluster in network
+//! `ringraft-bench failover`: one cycle of every fault kind on a cluster in network
 //! namespaces (root, as CI runs, as tools/tests/partition.rs needs), and a run interrupted with
 //! Ctrl-C. The report must be complete and consistent and every acknowledged record in every
 //! voter's log; no figure is held to a target (the machine is shared). Every run is bounded,
@@ -78,7 +78,7 @@ fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap_or_default()
 }
 
-/// Three cycles of each kind: every cycle measured, the summaries agree with the cycles and
+/// One cycle of each kind: every cycle measured, the summaries agree with the cycles and
 /// with the CSV, and each voter's log holds every acknowledged record once, at its offset.
 #[test]
 fn every_fault_kind_is_measured_and_no_acknowledged_record_is_lost() {
@@ -89,16 +89,18 @@ fn every_fault_kind_is_measured_and_no_acknowledged_record_is_lost() {
         out.path().join("report.json"),
         out.path().join("cycles.csv"),
     );
-    let cycles = 3usize;
+    // One cycle of each kind keeps the test at CI size; the figures come from the bench's own
+    // runs (docs/benchmarks.md, "Failover").
+    let cycles = 1usize;
     let mut child = spawn_bench(
         &temp,
         &[
             "--cycles",
-            "3",
+            "1",
             "--faults",
             &KINDS.join(","),
             "--hold-ms",
-            "2500",
+            "1500",
             "--calm-ms",
             "500",
             "--json",
