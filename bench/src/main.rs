@@ -4,7 +4,8 @@
 //! joins one with `--bootstrap-server`) and drives Produce load at its leader.
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
 //! node's log). `ringraft-bench consume ...` reads the log with Fetch, alone or beside the
-//! produce load.
+//! produce load. `ringraft-bench failover ...` measures how long the client waits for
+//! acknowledgements when the leader fails.
 //!
 //! Output goes through `out::line`: a closed stdout stops a run quietly, status 141
 //! (docs/operations.md).
@@ -17,6 +18,9 @@ mod catch_up;
 mod cluster_bench;
 mod consume_bench;
 mod consume_load;
+mod failover;
+mod failover_client;
+mod failover_figures;
 mod fetch_tally;
 mod idle_conns;
 mod log_bench;
@@ -52,6 +56,11 @@ enum Command {
     /// Consumers reading the log with Fetch (from the start by default), alone or beside the
     /// produce load, in phases on one cluster (started here, or `--bootstrap-server`).
     Consume(consume_bench::ConsumeArgs),
+    /// A local 3-voter cluster under acks=-1 load while the leader is killed, stopped or cut
+    /// off and a follower restarted or cut off, cycle after cycle: the client-seen
+    /// unavailability per fault kind and the elections the undoing caused (docs/benchmarks.md,
+    /// "Failover").
+    Failover(failover::FailoverArgs),
 }
 
 fn main() {
@@ -67,6 +76,7 @@ fn main() {
         Some(Command::Cluster(args)) => cluster_bench::run(args),
         Some(Command::Log(args)) => log_bench::run(args),
         Some(Command::Consume(args)) => consume_bench::run(args),
+        Some(Command::Failover(args)) => failover::run(args),
     };
     // A closed stdout is no failure of the run: status 141, no message (docs/operations.md).
     if out::closed() {
