@@ -225,7 +225,8 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
             }
         };
         let continues = match expected {
-            None => meta.end_offset() > from_offset,
+            // The first batch holds `from_offset` (no batch is skipped over).
+            None => meta.base_offset <= from_offset && meta.end_offset() > from_offset,
             Some(next) => meta.base_offset == next,
         };
         if !continues {
@@ -283,20 +284,48 @@ fn read_file(
     let io_err = || LogError::io("read", &file.path);
     file.ensure_indexed(index_interval_bytes)
         .map_err(io_err())?;
-    let mut position = file.index.lock().lookup(from_offset);
+    let hint = file.index.lock().lookup_hint(from_offset);
+    let (mut position, mut expected) = hint.unwrap_or_else(|| (0, file.base_offset()));
     let mut reader = file.chunk_reader(limit);
+    // Below `limit` (a batch boundary of written, synced batches) every batch continues the one
+    // before in offset order, from the hint's offset: the check covers the BaseOffset, which the
+    // batch CRC does not, so a changed one is refused rather than served at the wrong offset
+    // (docs/storage.md, "Header fields the CRC leaves out").
+    let corrupt = |position: u64, offset: Offset, reason: String| LogError::Corrupt {
+        path: file.path.clone(),
+        position,
+        offset,
+        reason,
+    };
     while position < limit {
         let header = reader.get(position, BATCH_HEADER_LEN).map_err(io_err())?;
-        let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
-            break;
+        let meta = match batch_meta::peek(&header) {
+            batch_meta::Peek::Header(meta) => meta,
+            other => {
+                let reason = format!("no batch header below the written end ({other:?})");
+                return Err(corrupt(position, expected, reason));
+            }
         };
+        if meta.base_offset != expected {
+            let reason = format!(
+                "batch at offset {} where {expected} was expected",
+                meta.base_offset
+            );
+            return Err(corrupt(position, expected, reason));
+        }
+        expected = meta.next_offset();
         if meta.last_offset >= from_offset {
             if !out.is_empty() && meta.len > *budget {
                 return Ok(true);
             }
             let batch = reader.get(position, meta.len).map_err(io_err())?;
             if batch.len() < meta.len {
-                break;
+                let reason = format!(
+                    "a {}-byte batch cut short by the written end ({} bytes)",
+                    meta.len,
+                    batch.len()
+                );
+                return Err(corrupt(position, meta.base_offset, reason));
             }
             *budget = budget.saturating_sub(meta.len);
             out.push(batch);
