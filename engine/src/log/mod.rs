@@ -453,7 +453,13 @@ impl Log {
                 }
                 self.grow_staging(batch.len());
             }
+            let last = self.epochs.entries().last().copied();
             self.epochs.assign(meta.epoch, meta.base_offset)?;
+            if self.epochs.entries().last().copied() != last {
+                // Readers check each batch's epoch against these (docs/storage.md, "Header
+                // fields the CRC leaves out"); a new entry covers no readable batch yet.
+                self.view.set_epochs(self.epochs.entries());
+            }
             let position = self.active.staging_position + self.active.staging.len() as u64;
             self.active.staging.extend_from_slice(batch);
             self.active.staged_batches += 1;
@@ -913,6 +919,7 @@ impl Log {
         self.remove_segments_after(target_base)?;
         self.reopen_as_active(target_base, position, new_end, walked_max)?;
         self.epochs.truncate_to(new_end);
+        self.view.set_epochs(self.epochs.entries());
         self.end_offset = new_end;
         self.durable_end_offset = new_end;
         Ok(new_end)
@@ -959,6 +966,7 @@ impl Log {
         let path = self.active_segment().file.path.clone();
         write_mark_synced(&mut self.active, &path, start, 0, start)?;
         self.epochs = EpochCache::from_entries(&epochs).expect("one entry");
+        self.view.set_epochs(self.epochs.entries());
         self.end_offset = start;
         self.durable_end_offset = start;
         Ok(())
@@ -1062,6 +1070,7 @@ impl Log {
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
         debug_assert_eq!(self.start_offset(), new_start);
         self.epochs.trim_front(new_start);
+        self.view.set_epochs(self.epochs.entries());
         if self.checkpoint.segment_base < new_start {
             // The recovery point was in a deleted segment: recovery would scan everything left.
             // Say so explicitly, from the new start, with the epoch that covers it: when nothing

@@ -150,7 +150,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     )?;
     Ok(Log {
         dir: dir.to_path_buf(),
-        view: new_view(&segments, &config),
+        view: new_view(&segments, &epochs, &config),
         config,
         segments,
         epochs,
@@ -200,7 +200,7 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
     Ok(Log {
         dir: dir.to_path_buf(),
         active,
-        view: new_view(&segments, &config),
+        view: new_view(&segments, &EpochCache::new(), &config),
         config,
         segments,
         epochs: EpochCache::new(),
@@ -215,11 +215,17 @@ fn create_empty(dir: &Path, config: LogConfig) -> Result<Log, LogError> {
 }
 
 /// The view readers on other threads start from: every segment as opened.
-fn new_view(segments: &BTreeMap<Offset, Segment>, config: &LogConfig) -> Arc<LogView> {
+fn new_view(
+    segments: &BTreeMap<Offset, Segment>,
+    epochs: &EpochCache,
+    config: &LogConfig,
+) -> Arc<LogView> {
     let files = segments
         .iter()
         .map(|(&base, segment)| (base, Arc::clone(&segment.file)));
-    Arc::new(LogView::new(files, config.index_interval_bytes))
+    let view = LogView::new(files, config.index_interval_bytes);
+    view.set_epochs(epochs.entries());
+    Arc::new(view)
 }
 
 /// Where the scan starts.

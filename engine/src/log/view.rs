@@ -16,7 +16,7 @@ use super::batch_meta::{self, BATCH_HEADER_LEN};
 use super::segment::SegmentFile;
 use super::timestamps::{self, LookupStep, SnapshotFile, TimestampLookup};
 use super::LogError;
-use crate::base::Offset;
+use crate::base::{Epoch, Offset};
 use crate::record::Batch;
 
 /// How often a read is retried when truncations keep racing it, before it returns nothing (the
@@ -39,6 +39,11 @@ struct ViewState {
     /// Bumped when a truncation begins, before any file is cut or removed.
     generation: u64,
     segments: BTreeMap<Offset, Arc<SegmentFile>>,
+    /// The leader-epoch cache's entries (epoch, start offset): every stored batch carries the
+    /// epoch of the entry covering its base offset, which a read checks (the batch CRC does not
+    /// cover the PartitionLeaderEpoch). Replaced whole when it changes (rarely: a new epoch, a
+    /// truncation, retention).
+    epochs: Arc<Vec<(Epoch, Offset)>>,
 }
 
 /// What one [`LogView::read`] did, besides its batches.
@@ -60,6 +65,7 @@ impl LogView {
             state: Mutex::new(ViewState {
                 generation: 0,
                 segments: segments.into_iter().collect(),
+                epochs: Arc::new(Vec::new()),
             }),
             index_interval_bytes,
             #[cfg(test)]
@@ -80,6 +86,11 @@ impl LogView {
     pub fn index_bytes(&self) -> u64 {
         let files: Vec<Arc<SegmentFile>> = self.state.lock().segments.values().cloned().collect();
         files.iter().map(|f| f.index.lock().heap_bytes()).sum()
+    }
+
+    /// The log's leader-epoch cache changed: reads check batches' epochs against `entries`.
+    pub(super) fn set_epochs(&self, entries: &[(Epoch, Offset)]) {
+        self.state.lock().epochs = Arc::new(entries.to_vec());
     }
 
     /// The truncation generation (how many truncations have begun).
@@ -122,7 +133,7 @@ impl LogView {
     ) -> Result<(Vec<Bytes>, ViewRead), LogError> {
         let mut outcome = ViewRead::default();
         for _ in 0..MAX_ATTEMPTS {
-            let (generation, files) = self.snapshot(from_offset);
+            let (generation, files, epochs) = self.snapshot(from_offset);
             #[cfg(test)]
             self.truncate_if_set_for_test();
             let result = read_files(
@@ -139,7 +150,7 @@ impl LogView {
                 continue;
             }
             let batches = result?;
-            let (batches, invalid) = validate_run(batches, from_offset);
+            let (batches, invalid) = validate_run(batches, from_offset, &epochs);
             outcome.invalid = invalid;
             return Ok((batches, outcome));
         }
@@ -185,7 +196,11 @@ impl LogView {
 
     /// The generation and, from the segment holding `from_offset` on, each file with the bytes
     /// of it written at this moment.
-    fn snapshot(&self, from_offset: Offset) -> (u64, Vec<(Arc<SegmentFile>, u64)>) {
+    #[allow(clippy::type_complexity)]
+    fn snapshot(
+        &self,
+        from_offset: Offset,
+    ) -> (u64, Vec<(Arc<SegmentFile>, u64)>, Arc<Vec<(Epoch, Offset)>>) {
         let state = self.state.lock();
         let start = state
             .segments
@@ -200,14 +215,19 @@ impl LogView {
                 .collect(),
             None => Vec::new(),
         };
-        (state.generation, files)
+        (state.generation, files, Arc::clone(&state.epochs))
     }
 }
 
-/// Keeps the leading run of batches whose framing and CRC-32C are intact ([`Batch::from_stored`]) and
-/// continue each other in offset order from the one holding `from_offset`; returns it and how many
-/// batches were dropped.
-fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
+/// Keeps the leading run of batches whose framing and CRC-32C are intact ([`Batch::from_stored`]),
+/// that continue each other in offset order from the one holding `from_offset`, and whose
+/// PartitionLeaderEpoch is the epoch `epochs` (the log's cache) gives their base offset; returns
+/// it and how many batches were dropped.
+fn validate_run(
+    batches: Vec<Bytes>,
+    from_offset: Offset,
+    epochs: &[(Epoch, Offset)],
+) -> (Vec<Bytes>, u32) {
     let total = batches.len();
     let mut kept = Vec::with_capacity(total);
     let mut expected: Option<Offset> = None;
@@ -236,6 +256,20 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
                 "a batch read from the log is out of order; read cut short (the fetch is retried): if \
                  it repeats, this disk returns damaged data; replace it and let the replica \
                  fetch its log again (docs/operations.md, \"Warnings at run time\")"
+            );
+            break;
+        }
+        let cached = epochs.partition_point(|&(_, start)| start <= meta.base_offset);
+        let cached = cached.checked_sub(1).map(|i| epochs[i].0);
+        if cached != Some(meta.epoch) {
+            tracing::warn!(
+                base_offset = meta.base_offset,
+                epoch = meta.epoch,
+                ?cached,
+                "a batch read from the log carries another PartitionLeaderEpoch than the log's \
+                 epoch cache gives its offset; read cut short (the fetch is retried): the header \
+                 was changed on disk; restore this replica from a peer (docs/operations.md, \
+                 \"Warnings at run time\")"
             );
             break;
         }
