@@ -676,3 +676,279 @@ fn valid_batch_at(
     let bytes = reader.get(position, meta.len)?;
     Ok(bytes.len() == meta.len && batch_meta::validate(&bytes).is_ok())
 }
+
+#[cfg(test)]
+mod tests {
+    //! Torn tail or corruption (docs/storage.md, "Torn tail or corruption: the durable mark"):
+    //! on real files, a log written one synced append at a time and left as a crash leaves it
+    //! (dropped without a clean stop), then damaged.
+
+    use std::os::unix::fs::FileExt;
+    use std::path::{Path, PathBuf};
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::record::batch_for_tests;
+
+    /// Small segments, so that a search of one reads little.
+    fn config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1 << 20,
+            ..LogConfig::default()
+        }
+    }
+
+    /// `count` batches of about 300 bytes, one synced append each, then `last_group` more in one
+    /// append (the write a crash may tear); the log is dropped without a clean stop.
+    fn crashed_log(dir: &Path, count: i64, last_group: i64) -> (Vec<Bytes>, PathBuf) {
+        let mut log = Log::open(dir, config()).unwrap();
+        let batch = |i: i64| batch_for_tests(i, &[1_000 + i], &[i as u8; 250]);
+        let mut written: Vec<Bytes> = (0..count).map(batch).collect();
+        for b in &written {
+            log.append(std::slice::from_ref(b)).unwrap();
+        }
+        let last: Vec<Bytes> = (count..count + last_group).map(batch).collect();
+        if !last.is_empty() {
+            log.append(&last).unwrap();
+        }
+        written.extend(last);
+        (written, dir.join(segment_file_name(0)))
+    }
+
+    fn position_of(written: &[Bytes], index: usize) -> u64 {
+        written[..index].iter().map(|b| b.len() as u64).sum()
+    }
+
+    fn write_at(path: &Path, position: u64, bytes: &[u8]) {
+        let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        file.write_all_at(bytes, position).unwrap();
+        file.sync_all().unwrap();
+    }
+
+    /// Every durable mark in the file, with where it lies.
+    fn marks_in(path: &Path) -> Vec<(u64, DurableMark)> {
+        let bytes = std::fs::read(path).unwrap();
+        bytes
+            .chunks(BLOCK)
+            .enumerate()
+            .filter_map(|(i, block)| DurableMark::decode(block).map(|m| ((i * BLOCK) as u64, m)))
+            .collect()
+    }
+
+    /// The user's case: a 4 KiB block of acknowledged (synced) batches zeroed in the newest
+    /// segment. Ok when the open refuses it, naming the damaged offsets, and leaves the file
+    /// as it was; Err says what it did instead.
+    fn zeroed_block_is_refused(dir: &Path) -> Result<(), String> {
+        let (written, path) = crashed_log(dir, 100, 0);
+        write_at(&path, 2 * BLOCK as u64, &[0u8; BLOCK]);
+        let before = std::fs::read(&path).unwrap();
+        // The first batch that the block damages.
+        let first = (0..written.len())
+            .find(|&i| position_of(&written, i + 1) > 2 * BLOCK as u64)
+            .unwrap() as i64;
+        match Log::open(dir, config()) {
+            Err(LogError::Corrupt { offset, reason, .. }) => {
+                if offset != first {
+                    return Err(format!("refused at offset {offset}, not {first}"));
+                }
+                if !reason.contains("durable mark")
+                    || !reason.contains(&format!("offsets {first} to 98"))
+                {
+                    return Err(format!("reason does not name the mark and range: {reason}"));
+                }
+            }
+            Err(other) => return Err(format!("another error: {other}")),
+            Ok(log) => return Err(format!("opened, cut at {}", log.end_offset())),
+        }
+        if std::fs::read(&path).unwrap() != before {
+            return Err("the segment was changed".into());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_zeroed_block_below_the_durable_mark_is_corruption_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        zeroed_block_is_refused(dir.path()).unwrap();
+        let message = Log::open(dir.path(), config()).err().unwrap().to_string();
+        assert!(
+            message.contains("Restore this replica from a peer"),
+            "{message}"
+        );
+    }
+
+    /// The planted bug: recovery that ignores the durable claims takes the hole for a torn tail
+    /// and cuts acknowledged batches away, and the test above catches it.
+    #[test]
+    fn the_planted_bug_of_ignoring_the_mark_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        IGNORE_DURABLE_CLAIMS.with(|ignore| ignore.set(true));
+        let outcome = zeroed_block_is_refused(dir.path());
+        IGNORE_DURABLE_CLAIMS.with(|ignore| ignore.set(false));
+        let error = outcome.unwrap_err();
+        assert!(error.starts_with("opened, cut at"), "{error}");
+    }
+
+    /// A write torn past what was durable (the last group's batches garbled, its mark landed,
+    /// or not) is cut as before, with a fresh mark for the new end; the log then appends and
+    /// reopens.
+    #[test]
+    fn a_torn_last_write_past_the_mark_is_cut() {
+        for mark_landed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let (written, path) = crashed_log(dir.path(), 50, 3);
+            let last_start = position_of(&written, 50);
+            write_at(&path, last_start + 120, &[0x5A; 400]);
+            if !mark_landed {
+                let mark_at = position_of(&written, 53).next_multiple_of(BLOCK as u64);
+                write_at(&path, mark_at, &[0u8; BLOCK]);
+            }
+            let log = Log::open(dir.path(), config()).unwrap();
+            assert_eq!(log.end_offset(), 50, "mark landed: {mark_landed}");
+            assert_eq!(log.read(0, 1 << 20).unwrap(), written[..50]);
+            let marks = marks_in(&path);
+            assert_eq!(marks.len(), 1, "{marks:?}");
+            assert_eq!(
+                (marks[0].1.durable_position, marks[0].1.durable_offset),
+                (last_start, 50)
+            );
+            drop(log);
+            let mut log = Log::open(dir.path(), config()).unwrap();
+            log.append(&[batch_for_tests(50, &[7], b"after")]).unwrap();
+            drop(log);
+            assert_eq!(Log::open(dir.path(), config()).unwrap().end_offset(), 51);
+        }
+    }
+
+    /// A recycled file keeps the marks of its earlier life, under another base: they say
+    /// nothing about this one. Nor does a mark found anywhere but where it was written. Here
+    /// the last write is torn and its mark lost, so recovery searches the file and meets both.
+    #[test]
+    fn a_mark_of_another_base_or_another_place_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = Log::open(dir.path(), config()).unwrap();
+        log.reset_to(1_000, 1).unwrap();
+        let written: Vec<Bytes> = (0..30)
+            .map(|i| batch_for_tests(1_000 + i, &[i], &[1; 250]))
+            .collect();
+        for b in &written[..27] {
+            log.append(std::slice::from_ref(b)).unwrap();
+        }
+        log.append(&written[27..]).unwrap();
+        drop(log);
+        let path = dir.path().join(segment_file_name(1_000));
+        let torn_at = position_of(&written, 27);
+        write_at(&path, torn_at + 100, &[0x5A; 300]);
+        let end = position_of(&written, 30).next_multiple_of(BLOCK as u64);
+        write_at(&path, end, &[0u8; BLOCK]);
+        let plant = |base: Offset, written_at: u64, lies_at: u64| {
+            let mut block = vec![0u8; BLOCK];
+            DurableMark {
+                segment_base: base,
+                mark_position: written_at,
+                durable_position: 50_000,
+                durable_offset: 5_000,
+            }
+            .encode_into(&mut block);
+            write_at(&path, lies_at, &block);
+        };
+        plant(500, end + 4 * BLOCK as u64, end + 4 * BLOCK as u64);
+        plant(1_000, end + 2 * BLOCK as u64, end + 8 * BLOCK as u64);
+        let log = Log::open(dir.path(), config()).unwrap();
+        assert_eq!(log.end_offset(), 1_027, "cut as a torn tail");
+    }
+
+    /// A truncation leaves no mark of what it cut: the blocks past the cut go with the
+    /// ftruncate, and the one mark left says where the log now ends, so a crash after it
+    /// opens at the cut and appends over it reopen.
+    #[test]
+    fn after_a_truncation_no_mark_of_the_cut_data_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, path) = crashed_log(dir.path(), 40, 0);
+        let mut log = Log::open(dir.path(), config()).unwrap();
+        assert!(marks_in(&path).iter().any(|(_, m)| m.durable_offset >= 39));
+        log.truncate_to(10).unwrap();
+        let marks = marks_in(&path);
+        assert_eq!(marks.len(), 1, "{marks:?}");
+        assert_eq!(marks[0].1.durable_offset, 10);
+        for i in 10..13 {
+            log.append(&[batch_for_tests(i, &[i], b"again")]).unwrap();
+        }
+        drop(log);
+        assert!(marks_in(&path).iter().all(|(_, m)| m.durable_offset <= 13));
+        assert_eq!(Log::open(dir.path(), config()).unwrap().end_offset(), 13);
+    }
+
+    /// After a clean stop the checkpoint and the stop's mark both say where the log ends: a
+    /// block zeroed below is refused, even with the mark gone (the checkpoint alone), and
+    /// the open falls back to a full scan only to find the damage.
+    #[test]
+    fn after_a_clean_stop_the_checkpoint_alone_refuses_a_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (written, path) = crashed_log(dir.path(), 100, 0);
+        let mut log = Log::open(dir.path(), config()).unwrap();
+        log.checkpoint_now().unwrap();
+        drop(log);
+        write_at(&path, 2 * BLOCK as u64, &[0u8; BLOCK]);
+        let end = position_of(&written, 100).next_multiple_of(BLOCK as u64);
+        write_at(&path, end, &[0u8; BLOCK]);
+        assert!(marks_in(&path).is_empty());
+        match Log::open(dir.path(), config()) {
+            Err(LogError::Corrupt { reason, .. }) => {
+                assert!(reason.contains("recovery checkpoint"), "{reason}")
+            }
+            Err(other) => panic!("{other}"),
+            Ok(log) => panic!("opened at {}", log.end_offset()),
+        }
+    }
+
+    /// The decision alone: a claim past the stop is corruption whatever the stop; at or below
+    /// it, an invalid batch is a torn tail and zeros the end; a claim at the stop with another
+    /// offset is an inconsistency; valid data after a bad batch is corruption regardless.
+    #[test]
+    fn judging_the_last_segments_stop() {
+        let outcome = |stop: ScanStop| ScanOutcome {
+            end_position: 1_000,
+            end_offset: 10,
+            stop,
+        };
+        let invalid = |followed| ScanStop::Invalid {
+            reason: "bad crc".into(),
+            followed_by_valid: followed,
+        };
+        let claim = |position, offset| {
+            Some(Claim {
+                position,
+                offset,
+                source: ClaimSource::Mark(8192),
+            })
+        };
+        let corrupt = |v: Verdict| matches!(v, Verdict::Corrupt(_));
+        assert!(corrupt(judge_last(
+            &outcome(ScanStop::Zeros),
+            claim(1_001, 11)
+        )));
+        assert!(corrupt(judge_last(
+            &outcome(invalid(false)),
+            claim(2_000, 20)
+        )));
+        assert!(corrupt(judge_last(
+            &outcome(ScanStop::Zeros),
+            claim(1_000, 11)
+        )));
+        assert!(corrupt(judge_last(&outcome(invalid(true)), None)));
+        assert_eq!(
+            judge_last(&outcome(invalid(false)), claim(1_000, 10)),
+            Verdict::TornTail("bad crc".into())
+        );
+        assert_eq!(
+            judge_last(&outcome(invalid(false)), None),
+            Verdict::TornTail("bad crc".into())
+        );
+        assert_eq!(
+            judge_last(&outcome(ScanStop::Mark), claim(900, 9)),
+            Verdict::End
+        );
+    }
+}
