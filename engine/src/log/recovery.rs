@@ -847,7 +847,7 @@ mod tests {
             DurableMark {
                 segment_base: base,
                 mark_position: written_at,
-                durable_position: 50_000,
+                durable_position: written_at - BLOCK as u64,
                 durable_offset: 5_000,
             }
             .encode_into(&mut block);
