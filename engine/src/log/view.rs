@@ -393,6 +393,90 @@ mod tests {
         (log, sixth)
     }
 
+    /// Damage to the header fields the batch CRC leaves out, in a sealed segment the open does
+    /// not scan (docs/storage.md, "Header fields the CRC leaves out"): each is refused on the
+    /// read path, never served at a wrong offset or with a wrong epoch. A changed BaseOffset or
+    /// Magic fails the read (the walk's offset order, the header check), with the index file
+    /// or without (then built only up to the damage); a changed BatchLength fails the CRC; a
+    /// changed PartitionLeaderEpoch disagrees with the epoch cache. The batches before the
+    /// damaged one are served as before.
+    #[test]
+    fn header_fields_the_crc_leaves_out_are_refused_when_read_from_a_sealed_segment() {
+        use crate::record::RecordBatchBuilder;
+        // (field, byte position in the header, change)
+        let damages: [(&str, usize, fn(&mut [u8])); 4] = [
+            ("BaseOffset", 0, |b| b[7] ^= 0x40),
+            ("BatchLength", 8, |b| b[11] ^= 0x04),
+            ("PartitionLeaderEpoch", 12, |b| b[15] ^= 0x02),
+            ("Magic", 16, |b| b[16] = 1),
+        ];
+        for (field, _, damage) in damages {
+            for keep_index_file in [true, false] {
+                let dir = tempfile::tempdir().unwrap();
+                let config = LogConfig {
+                    segment_bytes: 16 << 10,
+                    preallocate: false,
+                    ..LogConfig::default()
+                };
+                let mut log = Log::open(dir.path(), config.clone()).unwrap();
+                let batches: Vec<Bytes> = (0..60)
+                    .map(|i| {
+                        let mut builder = RecordBatchBuilder::new(i, if i < 5 { 1 } else { 3 });
+                        builder.append(1_000 + i, None, Some(&[i as u8; 500]), &[]);
+                        builder.build().freeze()
+                    })
+                    .collect();
+                for b in &batches {
+                    log.append(std::slice::from_ref(b)).unwrap();
+                }
+                assert!(log.segment_bases().len() >= 3);
+                log.checkpoint_now().unwrap();
+                drop(log);
+                // Batch 8 of the first, sealed segment.
+                let path = dir.path().join(crate::log::segment_file_name(0));
+                let at: u64 = batches[..8].iter().map(|b| b.len() as u64).sum();
+                let mut header = [0u8; 61];
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .unwrap();
+                use std::os::unix::fs::FileExt;
+                file.read_exact_at(&mut header, at).unwrap();
+                damage(&mut header);
+                file.write_all_at(&header, at).unwrap();
+                if !keep_index_file {
+                    std::fs::remove_file(crate::log::index_file::index_path(&path)).unwrap();
+                }
+                let log = Log::open(dir.path(), config).unwrap();
+                assert_eq!(log.recovery_start(), 60, "the open scanned no segment");
+                let view = log.view();
+                let case = format!("{field}, index file kept: {keep_index_file}");
+                for from in [0, 5, 8] {
+                    match view.read(from, 1 << 20) {
+                        Ok((got, outcome)) => {
+                            let expected: Vec<Bytes> = batches[from as usize..8].to_vec();
+                            assert_eq!(got, expected, "{case}, from {from}");
+                            assert!(outcome.invalid >= 1, "{case}, from {from}");
+                        }
+                        // The damaged batch, or (a wrong BatchLength) where the header
+                        // after it should start.
+                        Err(LogError::Corrupt { offset, .. }) => {
+                            assert!(offset == 8 || offset == 9, "{case}, from {from}: {offset}")
+                        }
+                        Err(other) => panic!("{case}, from {from}: {other}"),
+                    }
+                }
+                // Past the damage: the right batches or a refusal, never one at a wrong offset.
+                match view.read(9, 1 << 20) {
+                    Ok((got, _)) => assert_eq!(got, batches[9..9 + got.len()], "{case}"),
+                    Err(LogError::Corrupt { .. }) => {}
+                    Err(other) => panic!("{case}: {other}"),
+                }
+            }
+        }
+    }
+
     /// A read whose snapshot a truncation overtook is thrown away, counted, and made again on
     /// the view as the truncation left it.
     #[test]
