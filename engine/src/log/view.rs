@@ -395,22 +395,24 @@ mod tests {
 
     /// Damage to the header fields the batch CRC leaves out, in a sealed segment the open does
     /// not scan (docs/storage.md, "Header fields the CRC leaves out"): each is refused on the
-    /// read path, never served at a wrong offset or with a wrong epoch. A changed BaseOffset or
-    /// Magic fails the read (the walk's offset order, the header check), with the index file
-    /// or without (then built only up to the damage); a changed BatchLength fails the CRC; a
-    /// changed PartitionLeaderEpoch disagrees with the epoch cache. The batches before the
-    /// damaged one are served as before.
+    /// read path, never served at a wrong offset or with a wrong epoch. A changed BaseOffset,
+    /// Magic or BatchLength fails the read with `Corrupt` (the walk's offset order; the header
+    /// check; the next header not where the length says), with the index file or without (then
+    /// built only up to the damage); a changed PartitionLeaderEpoch disagrees with the epoch
+    /// cache and the read is cut before it. Past the damage: the right batches or a refusal.
     #[test]
     fn header_fields_the_crc_leaves_out_are_refused_when_read_from_a_sealed_segment() {
         use crate::record::RecordBatchBuilder;
         // (field, byte position in the header, change)
-        let damages: [(&str, usize, fn(&mut [u8])); 4] = [
-            ("BaseOffset", 0, |b| b[7] ^= 0x40),
-            ("BatchLength", 8, |b| b[11] ^= 0x04),
-            ("PartitionLeaderEpoch", 12, |b| b[15] ^= 0x02),
-            ("Magic", 16, |b| b[16] = 1),
+        // (field, change, the reason a refusing read gives; None: cut before it instead)
+        type Damage = (&'static str, fn(&mut [u8]), Option<&'static str>);
+        let damages: [Damage; 4] = [
+            ("BaseOffset", |b| b[7] ^= 0x40, Some("where 8 was expected")),
+            ("BatchLength", |b| b[11] ^= 0x04, Some("")),
+            ("PartitionLeaderEpoch", |b| b[15] ^= 0x02, None),
+            ("Magic", |b| b[16] = 1, Some("no batch header")),
         ];
-        for (field, _, damage) in damages {
+        for (field, damage, refusal) in damages {
             for keep_index_file in [true, false] {
                 let dir = tempfile::tempdir().unwrap();
                 let config = LogConfig {
@@ -453,18 +455,19 @@ mod tests {
                 let view = log.view();
                 let case = format!("{field}, index file kept: {keep_index_file}");
                 for from in [0, 5, 8] {
-                    match view.read(from, 1 << 20) {
-                        Ok((got, outcome)) => {
+                    match (view.read(from, 1 << 20), refusal) {
+                        (Ok((got, outcome)), None) => {
                             let expected: Vec<Bytes> = batches[from as usize..8].to_vec();
                             assert_eq!(got, expected, "{case}, from {from}");
                             assert!(outcome.invalid >= 1, "{case}, from {from}");
                         }
                         // The damaged batch, or (a wrong BatchLength) where the header
                         // after it should start.
-                        Err(LogError::Corrupt { offset, .. }) => {
-                            assert!(offset == 8 || offset == 9, "{case}, from {from}: {offset}")
+                        (Err(LogError::Corrupt { offset, reason, .. }), Some(why)) => {
+                            assert!(offset == 8 || offset == 9, "{case}, from {from}: {offset}");
+                            assert!(reason.contains(why), "{case}, from {from}: {reason}");
                         }
-                        Err(other) => panic!("{case}, from {from}: {other}"),
+                        (other, _) => panic!("{case}, from {from}: {other:?}"),
                     }
                 }
                 // Past the damage: the right batches or a refusal, never one at a wrong offset.
