@@ -467,7 +467,10 @@ mod tests {
                             assert!(offset == 8 || offset == 9, "{case}, from {from}: {offset}");
                             assert!(reason.contains(why), "{case}, from {from}: {reason}");
                         }
-                        (other, _) => panic!("{case}, from {from}: {other:?}"),
+                        (other, _) => {
+                            let other = other.map(|(got, outcome)| (got.len(), outcome));
+                            panic!("{case}, from {from}: batches and outcome {other:?}")
+                        }
                     }
                 }
                 // Past the damage: the right batches or a refusal, never one at a wrong offset.
