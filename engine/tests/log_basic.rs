@@ -378,28 +378,31 @@ fn segment_and_group_bounds_are_inclusive_and_a_huge_batch_fits() {
     assert!(regions.iter().all(|r| r.1 == 8192), "{regions:?}");
 }
 
-/// A group holds up to `max_group_bytes` exactly; the batch after that waits for the next
-/// group. A group's write counts its batches and its new bytes (not the partial block carried
+/// A group holds up to `max_group_bytes` less the block of its durable mark exactly
+/// (docs/storage.md, "Torn tail or corruption: the durable mark"); the batch after that waits for
+/// the next group. A group's write counts its batches and its new bytes (not the partial block carried
 /// over from the group before, which it rewrites).
 #[test]
 fn a_group_fills_to_its_capacity_exactly_and_counts_its_batches() {
     use engine::log::StageStop;
     let dir = tempfile::tempdir().unwrap();
-    let capacity = 3 * 4096;
+    let capacity = 4 * 4096;
     let config = LogConfig {
         max_group_bytes: capacity,
         ..unallocated()
     };
     let mut log = Log::open(dir.path(), config).unwrap();
     let mut batches: Vec<_> = (0..3).map(|i| batch(i, 1, 1, 3000)).collect();
-    let left = capacity - 3 * batches[0].len();
+    let data_capacity = capacity - 4096;
+    let left = data_capacity - 3 * batches[0].len();
     batches.push(batch_of_len(3, left));
     batches.push(batch(4, 1, 1, 10));
     let (staged, stop) = log.stage(&batches).unwrap();
     assert_eq!((staged, stop), (4, StageStop::GroupFull));
     let write = log.prepare_group_write().unwrap();
     assert_eq!(write.batches, 4);
-    assert_eq!(write.new_bytes, capacity);
+    assert_eq!(write.new_bytes, data_capacity);
+    assert_eq!(write.len, capacity, "the data and the mark's block");
     log.complete_group_write(&write);
 
     // The second group ends inside a block, which the third rewrites.
@@ -493,8 +496,8 @@ fn voter_records_from_an_offset() {
 }
 
 /// A batch of exactly `len` bytes at `base`.
-/// Groups of one block each: the first carries `zero_ahead_bytes` (64 KiB) of zeros right
-/// after itself; the next ones carry none while at least half of that is zeroed ahead of their
+/// Groups of one block each (and the block of their durable mark, so a write ends a block past
+/// its data): the first carries `zero_ahead_bytes` (64 KiB) of zeros right after itself; the next ones carry none while at least half of that is zeroed ahead of their
 /// end (the ninth ends exactly half a chunk short of the zeroed end: none yet); the tenth
 /// refills from the zeroed end, cut at the segment's end; past that, nothing is left to zero.
 /// A group larger than `zero_ahead_max_group_bytes` never carries one.
@@ -514,15 +517,15 @@ fn group_writes_carry_zero_fills_from_half_a_chunk_left_up_to_the_segment_end() 
         let b = batch_of_len(k, 4096);
         assert_eq!(log.stage(&[b]).unwrap().0, 1);
         let write = log.prepare_group_write().unwrap();
-        assert_eq!(write.file_offset + write.len as u64, 4096 * (k as u64 + 1));
+        assert_eq!(write.file_offset + write.len as u64, 4096 * (k as u64 + 2));
         fills.push(write.zero_fill);
         log.complete_group_write(&write);
     }
-    assert_eq!(fills[0], Some((4096, 64 << 10)));
+    assert_eq!(fills[0], Some((8192, 64 << 10)));
     assert!(fills[1..9].iter().all(Option::is_none), "{fills:?}");
     assert_eq!(
         fills[9],
-        Some((4096 + (64 << 10), (128 << 10) - 4096 - (64 << 10)))
+        Some((8192 + (64 << 10), (128 << 10) - 8192 - (64 << 10)))
     );
     assert!(fills[10..].iter().all(Option::is_none), "{fills:?}");
 
@@ -562,8 +565,10 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
         assert_eq!(log.zero_fill_idle().unwrap(), 0);
         chunks
     };
+    // The empty log's first block holds its durable mark: zeros from the next one.
     let first = fill_until_done(&mut log);
-    let expected: Vec<_> = (0..4).map(|i| (i * 64 * K, chunk)).collect();
+    let mut expected: Vec<_> = (0..4).map(|i| (4 * K + i * 64 * K, chunk)).collect();
+    expected[3].1 = chunk - 4096;
     assert_eq!(first, expected);
 
     // 100 KiB written: 156 KiB still zeroed ahead, more than half the distance.
@@ -603,7 +608,11 @@ fn idle_zero_fill_runs_ahead_in_chunks_and_refills_from_half_way() {
     let write = log.prepare_group_write().unwrap();
     assert_eq!(log.idle_zero_fill_due(), None);
     log.complete_group_write(&write);
-    assert_eq!(log.idle_zero_fill_due(), Some((4096, chunk)));
+    assert_eq!(
+        log.idle_zero_fill_due(),
+        Some((8192, chunk)),
+        "after the mark"
+    );
 
     for disabled in [
         LogConfig {
@@ -665,7 +674,8 @@ fn the_next_segment_is_due_from_half_the_active_one() {
 
 /// A truncation back into an older segment makes it the active one again, cut at the
 /// truncation point and, when segments are preallocated, grown back to `segment_bytes` (so
-/// appends over it find their blocks allocated); without preallocation it stays cut.
+/// appends over it find their blocks allocated); without preallocation it stays cut, followed
+/// by the block of the durable mark that says where it ends.
 #[test]
 fn truncation_into_an_older_segment_preallocates_it_again() {
     for preallocate in [true, false] {
@@ -683,7 +693,11 @@ fn truncation_into_an_older_segment_preallocates_it_again() {
         let first = dir.path().join(engine::log::segment_file_name(0));
         let len = std::fs::metadata(&first).unwrap().len();
         let kept: u64 = written[..5].iter().map(|b| b.len() as u64).sum();
-        let expected = if preallocate { 64 << 10 } else { kept };
+        let expected = if preallocate {
+            64 << 10
+        } else {
+            kept.next_multiple_of(4096) + 4096
+        };
         assert_eq!(len, expected, "preallocate {preallocate}");
         assert_eq!(read_all(&log), written[..5]);
     }

@@ -13,10 +13,19 @@ fn first_segment(dir: &Path) -> PathBuf {
     dir.join(format!("{:020}.log", 0))
 }
 
-/// A log of 20 batches (2 records each) with no checkpoint past offset 0, so the open scans it all.
+/// A log of 20 batches (2 records each) with no checkpoint past offset 0, so the open scans it
+/// all: 18 appends of one batch, then one of the last two together. Only that last write may be
+/// torn: each earlier one was synced before it (docs/storage.md, "Torn tail or corruption: the
+/// durable mark"), so damage to batches 0 to 17 is corruption.
 fn log_with_batches(dir: &Path) -> Vec<bytes::Bytes> {
     let mut log = Log::open(dir, LogConfig::default()).unwrap();
-    append_batches(&mut log, 20, 1, 2, 200)
+    let mut written = append_batches(&mut log, 18, 1, 2, 200);
+    let last: Vec<_> = (0..2)
+        .map(|i| log_support::batch(36 + 2 * i, 1, 2, 200))
+        .collect();
+    log.append(&last).unwrap();
+    written.extend(last);
+    written
 }
 
 fn position_of(written: &[bytes::Bytes], index: usize) -> u64 {

@@ -193,6 +193,13 @@ impl SparseIndex {
         self.hinted(hint, "lookup").map_or(0, |e| e.position)
     }
 
+    /// The position and base offset of a batch at or before the one holding `offset` (None when
+    /// none is indexed: the walk starts at the segment's first batch, at its base offset).
+    pub fn lookup_hint(&self, offset: Offset) -> Option<(u64, Offset)> {
+        let hint = self.last_where(|e| e.offset <= offset);
+        self.hinted(hint, "lookup").map(|e| (e.position, e.offset))
+    }
+
     /// Bytes the entries take on the heap (the vector's capacity).
     pub fn heap_bytes(&self) -> u64 {
         (self.entries.capacity() * std::mem::size_of::<IndexEntry>()) as u64

@@ -9,6 +9,7 @@
 
 mod batch_meta;
 mod checkpoint;
+mod durable_mark;
 mod index;
 mod index_file;
 mod recovery;
@@ -39,6 +40,7 @@ pub use view::{LogView, ViewRead};
 use crate::base::{Epoch, Offset};
 use crate::os::aligned::{align_down, align_up, AlignedBuf, BLOCK};
 use crate::os::file;
+use durable_mark::DurableMark;
 use index::{remove_if_present, SparseIndex};
 use segment::{Segment, SegmentFile};
 
@@ -111,8 +113,9 @@ pub enum LogError {
         source: std::io::Error,
     },
     #[error(
-        "corrupt log: {path} at byte {position} (offset {offset}): {reason}; valid data follows, \
-         so this is not a torn tail. Restore this replica from a peer."
+        "corrupt log: {path} at byte {position} (offset {offset}): {reason}. This is not a torn \
+         tail: cutting the log here would lose data that was on disk. Restore this replica from a \
+         peer."
     )]
     Corrupt {
         path: PathBuf,
@@ -443,13 +446,20 @@ impl Log {
             if segment_size > 0 && segment_size + batch.len() as u64 > self.config.segment_bytes {
                 return Ok((i, StageStop::NeedsRoll));
             }
-            if batch.len() > self.active.staging.remaining() {
+            // One block stays free for the group's durable mark (see prepare_group_write).
+            if batch.len() + BLOCK > self.active.staging.remaining() {
                 if self.active.staging.len() > self.active.written_len {
                     return Ok((i, StageStop::GroupFull));
                 }
                 self.grow_staging(batch.len());
             }
+            let last = self.epochs.entries().last().copied();
             self.epochs.assign(meta.epoch, meta.base_offset)?;
+            if self.epochs.entries().last().copied() != last {
+                // Readers check each batch's epoch against these (docs/storage.md, "Header
+                // fields the CRC leaves out"); a new entry covers no readable batch yet.
+                self.view.set_epochs(self.epochs.entries());
+            }
             let position = self.active.staging_position + self.active.staging.len() as u64;
             self.active.staging.extend_from_slice(batch);
             self.active.staged_batches += 1;
@@ -530,8 +540,27 @@ impl Log {
         let active = &mut self.active;
         let new_bytes = active.staging.len() - active.written_len;
         let data_len = active.staging.len();
-        let len = active.staging.pad_to_block();
+        let padded = active.staging.pad_to_block();
         let file_offset = active.staging_position;
+        // The group's durable mark, in the block after its data, in the same write (no extra
+        // IO): what was durable when this write is issued, never this write's own end, which a
+        // crash may tear (docs/storage.md, "Torn tail or corruption: the durable mark"). Staging
+        // always leaves that block free; the next group's write covers it.
+        let base = *self
+            .segments
+            .keys()
+            .next_back()
+            .expect("a log has a segment");
+        let durable_position = self.active_segment().file.readable_size();
+        let mark = DurableMark {
+            segment_base: base,
+            mark_position: file_offset + padded as u64,
+            durable_position,
+            durable_offset: self.durable_end_offset,
+        };
+        let active = &mut self.active;
+        mark.encode_into(&mut active.staging.as_mut_slice()[padded..padded + BLOCK]);
+        let len = padded + BLOCK;
         let write_end = file_offset + len as u64;
         let write = GroupWrite {
             fd: active.direct.as_raw_fd(),
@@ -850,6 +879,8 @@ impl Log {
         let buffers = self.active.take_buffers(&self.config);
         self.active = Active::new(direct, 0, buffers);
         self.active.zeroed_end = align_down(written);
+        let path = self.active_segment().file.path.clone();
+        write_mark_synced(&mut self.active, &path, base, 0, base)?;
         self.persist_sealed_index(sealed);
         self.store_checkpoint(base, base, 0)
     }
@@ -888,6 +919,7 @@ impl Log {
         self.remove_segments_after(target_base)?;
         self.reopen_as_active(target_base, position, new_end, walked_max)?;
         self.epochs.truncate_to(new_end);
+        self.view.set_epochs(self.epochs.entries());
         self.end_offset = new_end;
         self.durable_end_offset = new_end;
         Ok(new_end)
@@ -931,7 +963,10 @@ impl Log {
         self.segments.insert(start, segment);
         let buffers = self.active.take_buffers(&self.config);
         self.active = Active::new(direct, 0, buffers);
+        let path = self.active_segment().file.path.clone();
+        write_mark_synced(&mut self.active, &path, start, 0, start)?;
         self.epochs = EpochCache::from_entries(&epochs).expect("one entry");
+        self.view.set_epochs(self.epochs.entries());
         self.end_offset = start;
         self.durable_end_offset = start;
         Ok(())
@@ -1035,6 +1070,7 @@ impl Log {
         file::fsync_dir(&self.dir).map_err(LogError::io("fsync dir", &self.dir))?;
         debug_assert_eq!(self.start_offset(), new_start);
         self.epochs.trim_front(new_start);
+        self.view.set_epochs(self.epochs.entries());
         if self.checkpoint.segment_base < new_start {
             // The recovery point was in a deleted segment: recovery would scan everything left.
             // Say so explicitly, from the new start, with the epoch that covers it: when nothing
@@ -1159,6 +1195,9 @@ impl Log {
         direct.sync_all().map_err(LogError::io("fsync", &path))?;
         let buffers = self.active.take_buffers(&self.config);
         let mut active = Active::new(direct, position, buffers);
+        // The cut is the durable end now: a mark says so (the blocks past the cut, and any
+        // mark in them, went with the ftruncate).
+        write_mark_synced(&mut active, &path, base, position, end_offset)?;
         load_partial_block(&mut active, &segment.file.reader, position)
             .map_err(LogError::io("read", &path))?;
         self.active = active;
@@ -1218,6 +1257,9 @@ impl Log {
         );
         let base = self.active_base();
         let position = self.active_segment().size;
+        // Everything is durable here: the mark then covers the last group too.
+        let path = self.active_segment().file.path.clone();
+        write_mark_synced(&mut self.active, &path, base, position, self.end_offset)?;
         self.store_checkpoint(self.end_offset, base, position)
     }
 
@@ -1321,6 +1363,34 @@ fn load_partial_block(active: &mut Active, reader: &File, position: u64) -> std:
     }
     active.staging.set_len(tail);
     active.written_len = tail;
+    Ok(())
+}
+
+/// Writes a durable mark saying that segment `base` holds durable batches up to `position`
+/// (offset `offset`), in the block after them, and fdatasyncs it: for the moments the active
+/// segment's end is set other than by a group write (a roll, a truncation, a reset, an open, a
+/// clean stop). The caller has made those batches durable first. The block counts as written
+/// for zero-fill ahead, which must not wipe the mark.
+fn write_mark_synced(
+    active: &mut Active,
+    path: &Path,
+    base: Offset,
+    position: u64,
+    offset: Offset,
+) -> Result<(), LogError> {
+    let at = align_up(position);
+    let mut block = AlignedBuf::zeroed(BLOCK);
+    DurableMark {
+        segment_base: base,
+        mark_position: at,
+        durable_position: position,
+        durable_offset: offset,
+    }
+    .encode_into(&mut block.as_mut_slice()[..BLOCK]);
+    file::write_all_at(&active.direct, &block.as_full_slice()[..BLOCK], at)
+        .map_err(LogError::io("write durable mark", path))?;
+    file::fdatasync(&active.direct).map_err(LogError::io("fdatasync", path))?;
+    active.zeroed_end = active.zeroed_end.max(at + BLOCK as u64);
     Ok(())
 }
 

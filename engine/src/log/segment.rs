@@ -166,13 +166,25 @@ impl SegmentFile {
         let limit = self.readable_size();
         let mut reader = self.chunk_reader(limit);
         let mut position = 0;
+        let mut expected = self.base_offset();
         while position < limit {
             let header = reader.get(position, BATCH_HEADER_LEN)?;
             let Peek::Header(meta) = batch_meta::peek(&header) else {
                 break;
             };
+            // A header whose BaseOffset (which the batch CRC does not cover) does not continue
+            // the one before is never indexed: no hint names a wrong offset, and a read that
+            // walks there refuses it (docs/storage.md, "Header fields the CRC leaves out").
+            if meta.base_offset != expected {
+                tracing::warn!(path = %self.path.display(), position, offset = expected,
+                    found = meta.base_offset, "a batch header in this segment does not continue \
+                    the log (its BaseOffset is wrong): reads from here on are refused; restore \
+                    this replica from a peer");
+                break;
+            }
             built.note(meta.base_offset, position, meta.max_timestamp, interval);
             position += meta.len as u64;
+            expected = meta.next_offset();
         }
         Ok(built)
     }

@@ -16,7 +16,7 @@ use super::batch_meta::{self, BATCH_HEADER_LEN};
 use super::segment::SegmentFile;
 use super::timestamps::{self, LookupStep, SnapshotFile, TimestampLookup};
 use super::LogError;
-use crate::base::Offset;
+use crate::base::{Epoch, Offset};
 use crate::record::Batch;
 
 /// How often a read is retried when truncations keep racing it, before it returns nothing (the
@@ -39,6 +39,11 @@ struct ViewState {
     /// Bumped when a truncation begins, before any file is cut or removed.
     generation: u64,
     segments: BTreeMap<Offset, Arc<SegmentFile>>,
+    /// The leader-epoch cache's entries (epoch, start offset): every stored batch carries the
+    /// epoch of the entry covering its base offset, which a read checks (the batch CRC does not
+    /// cover the PartitionLeaderEpoch). Replaced whole when it changes (rarely: a new epoch, a
+    /// truncation, retention).
+    epochs: Arc<Vec<(Epoch, Offset)>>,
 }
 
 /// What one [`LogView::read`] did, besides its batches.
@@ -60,6 +65,7 @@ impl LogView {
             state: Mutex::new(ViewState {
                 generation: 0,
                 segments: segments.into_iter().collect(),
+                epochs: Arc::new(Vec::new()),
             }),
             index_interval_bytes,
             #[cfg(test)]
@@ -80,6 +86,11 @@ impl LogView {
     pub fn index_bytes(&self) -> u64 {
         let files: Vec<Arc<SegmentFile>> = self.state.lock().segments.values().cloned().collect();
         files.iter().map(|f| f.index.lock().heap_bytes()).sum()
+    }
+
+    /// The log's leader-epoch cache changed: reads check batches' epochs against `entries`.
+    pub(super) fn set_epochs(&self, entries: &[(Epoch, Offset)]) {
+        self.state.lock().epochs = Arc::new(entries.to_vec());
     }
 
     /// The truncation generation (how many truncations have begun).
@@ -122,7 +133,7 @@ impl LogView {
     ) -> Result<(Vec<Bytes>, ViewRead), LogError> {
         let mut outcome = ViewRead::default();
         for _ in 0..MAX_ATTEMPTS {
-            let (generation, files) = self.snapshot(from_offset);
+            let (generation, files, epochs) = self.snapshot(from_offset);
             #[cfg(test)]
             self.truncate_if_set_for_test();
             let result = read_files(
@@ -139,7 +150,7 @@ impl LogView {
                 continue;
             }
             let batches = result?;
-            let (batches, invalid) = validate_run(batches, from_offset);
+            let (batches, invalid) = validate_run(batches, from_offset, &epochs);
             outcome.invalid = invalid;
             return Ok((batches, outcome));
         }
@@ -185,7 +196,11 @@ impl LogView {
 
     /// The generation and, from the segment holding `from_offset` on, each file with the bytes
     /// of it written at this moment.
-    fn snapshot(&self, from_offset: Offset) -> (u64, Vec<(Arc<SegmentFile>, u64)>) {
+    #[allow(clippy::type_complexity)]
+    fn snapshot(
+        &self,
+        from_offset: Offset,
+    ) -> (u64, Vec<(Arc<SegmentFile>, u64)>, Arc<Vec<(Epoch, Offset)>>) {
         let state = self.state.lock();
         let start = state
             .segments
@@ -200,14 +215,19 @@ impl LogView {
                 .collect(),
             None => Vec::new(),
         };
-        (state.generation, files)
+        (state.generation, files, Arc::clone(&state.epochs))
     }
 }
 
-/// Keeps the leading run of batches whose framing and CRC-32C are intact ([`Batch::from_stored`]) and
-/// continue each other in offset order from the one holding `from_offset`; returns it and how many
-/// batches were dropped.
-fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
+/// Keeps the leading run of batches whose framing and CRC-32C are intact ([`Batch::from_stored`]),
+/// that continue each other in offset order from the one holding `from_offset`, and whose
+/// PartitionLeaderEpoch is the epoch `epochs` (the log's cache) gives their base offset; returns
+/// it and how many batches were dropped.
+fn validate_run(
+    batches: Vec<Bytes>,
+    from_offset: Offset,
+    epochs: &[(Epoch, Offset)],
+) -> (Vec<Bytes>, u32) {
     let total = batches.len();
     let mut kept = Vec::with_capacity(total);
     let mut expected: Option<Offset> = None;
@@ -225,7 +245,8 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
             }
         };
         let continues = match expected {
-            None => meta.end_offset() > from_offset,
+            // The first batch holds `from_offset` (no batch is skipped over).
+            None => meta.base_offset <= from_offset && meta.end_offset() > from_offset,
             Some(next) => meta.base_offset == next,
         };
         if !continues {
@@ -235,6 +256,20 @@ fn validate_run(batches: Vec<Bytes>, from_offset: Offset) -> (Vec<Bytes>, u32) {
                 "a batch read from the log is out of order; read cut short (the fetch is retried): if \
                  it repeats, this disk returns damaged data; replace it and let the replica \
                  fetch its log again (docs/operations.md, \"Warnings at run time\")"
+            );
+            break;
+        }
+        let cached = epochs.partition_point(|&(_, start)| start <= meta.base_offset);
+        let cached = cached.checked_sub(1).map(|i| epochs[i].0);
+        if cached != Some(meta.epoch) {
+            tracing::warn!(
+                base_offset = meta.base_offset,
+                epoch = meta.epoch,
+                ?cached,
+                "a batch read from the log carries another PartitionLeaderEpoch than the log's \
+                 epoch cache gives its offset; read cut short (the fetch is retried): the header \
+                 was changed on disk; restore this replica from a peer (docs/operations.md, \
+                 \"Warnings at run time\")"
             );
             break;
         }
@@ -283,20 +318,48 @@ fn read_file(
     let io_err = || LogError::io("read", &file.path);
     file.ensure_indexed(index_interval_bytes)
         .map_err(io_err())?;
-    let mut position = file.index.lock().lookup(from_offset);
+    let hint = file.index.lock().lookup_hint(from_offset);
+    let (mut position, mut expected) = hint.unwrap_or_else(|| (0, file.base_offset()));
     let mut reader = file.chunk_reader(limit);
+    // Below `limit` (a batch boundary of written, synced batches) every batch continues the one
+    // before in offset order, from the hint's offset: the check covers the BaseOffset, which the
+    // batch CRC does not, so a changed one is refused rather than served at the wrong offset
+    // (docs/storage.md, "Header fields the CRC leaves out").
+    let corrupt = |position: u64, offset: Offset, reason: String| LogError::Corrupt {
+        path: file.path.clone(),
+        position,
+        offset,
+        reason,
+    };
     while position < limit {
         let header = reader.get(position, BATCH_HEADER_LEN).map_err(io_err())?;
-        let batch_meta::Peek::Header(meta) = batch_meta::peek(&header) else {
-            break;
+        let meta = match batch_meta::peek(&header) {
+            batch_meta::Peek::Header(meta) => meta,
+            other => {
+                let reason = format!("no batch header below the written end ({other:?})");
+                return Err(corrupt(position, expected, reason));
+            }
         };
+        if meta.base_offset != expected {
+            let reason = format!(
+                "batch at offset {} where {expected} was expected",
+                meta.base_offset
+            );
+            return Err(corrupt(position, expected, reason));
+        }
+        expected = meta.next_offset();
         if meta.last_offset >= from_offset {
             if !out.is_empty() && meta.len > *budget {
                 return Ok(true);
             }
             let batch = reader.get(position, meta.len).map_err(io_err())?;
             if batch.len() < meta.len {
-                break;
+                let reason = format!(
+                    "a {}-byte batch cut short by the written end ({} bytes)",
+                    meta.len,
+                    batch.len()
+                );
+                return Err(corrupt(position, meta.base_offset, reason));
             }
             *budget = budget.saturating_sub(meta.len);
             out.push(batch);
@@ -328,6 +391,96 @@ mod tests {
             log.append(&[batch]).unwrap();
         }
         (log, sixth)
+    }
+
+    /// Damage to the header fields the batch CRC leaves out, in a sealed segment the open does
+    /// not scan (docs/storage.md, "Header fields the CRC leaves out"): each is refused on the
+    /// read path, never served at a wrong offset or with a wrong epoch. A changed BaseOffset,
+    /// Magic or BatchLength fails the read with `Corrupt` (the walk's offset order; the header
+    /// check; the next header not where the length says), with the index file or without (then
+    /// built only up to the damage); a changed PartitionLeaderEpoch disagrees with the epoch
+    /// cache and the read is cut before it. Past the damage: the right batches or a refusal.
+    #[test]
+    fn header_fields_the_crc_leaves_out_are_refused_when_read_from_a_sealed_segment() {
+        use crate::record::RecordBatchBuilder;
+        // (field, byte position in the header, change)
+        // (field, change, the reason a refusing read gives; None: cut before it instead)
+        type Damage = (&'static str, fn(&mut [u8]), Option<&'static str>);
+        let damages: [Damage; 4] = [
+            ("BaseOffset", |b| b[7] ^= 0x40, Some("where 8 was expected")),
+            ("BatchLength", |b| b[11] ^= 0x04, Some("")),
+            ("PartitionLeaderEpoch", |b| b[15] ^= 0x02, None),
+            ("Magic", |b| b[16] = 1, Some("no batch header")),
+        ];
+        for (field, damage, refusal) in damages {
+            for keep_index_file in [true, false] {
+                let dir = tempfile::tempdir().unwrap();
+                let config = LogConfig {
+                    segment_bytes: 16 << 10,
+                    preallocate: false,
+                    ..LogConfig::default()
+                };
+                let mut log = Log::open(dir.path(), config.clone()).unwrap();
+                let batches: Vec<Bytes> = (0..60)
+                    .map(|i| {
+                        let mut builder = RecordBatchBuilder::new(i, if i < 5 { 1 } else { 3 });
+                        builder.append(1_000 + i, None, Some(&[i as u8; 500]), &[]);
+                        builder.build().freeze()
+                    })
+                    .collect();
+                for b in &batches {
+                    log.append(std::slice::from_ref(b)).unwrap();
+                }
+                assert!(log.segment_bases().len() >= 3);
+                log.checkpoint_now().unwrap();
+                drop(log);
+                // Batch 8 of the first, sealed segment.
+                let path = dir.path().join(crate::log::segment_file_name(0));
+                let at: u64 = batches[..8].iter().map(|b| b.len() as u64).sum();
+                let mut header = [0u8; 61];
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .unwrap();
+                use std::os::unix::fs::FileExt;
+                file.read_exact_at(&mut header, at).unwrap();
+                damage(&mut header);
+                file.write_all_at(&header, at).unwrap();
+                if !keep_index_file {
+                    std::fs::remove_file(crate::log::index_file::index_path(&path)).unwrap();
+                }
+                let log = Log::open(dir.path(), config).unwrap();
+                assert_eq!(log.recovery_start(), 60, "the open scanned no segment");
+                let view = log.view();
+                let case = format!("{field}, index file kept: {keep_index_file}");
+                for from in [0, 5, 8] {
+                    match (view.read(from, 1 << 20), refusal) {
+                        (Ok((got, outcome)), None) => {
+                            let expected: Vec<Bytes> = batches[from as usize..8].to_vec();
+                            assert_eq!(got, expected, "{case}, from {from}");
+                            assert!(outcome.invalid >= 1, "{case}, from {from}");
+                        }
+                        // The damaged batch, or (a wrong BatchLength) where the header
+                        // after it should start.
+                        (Err(LogError::Corrupt { offset, reason, .. }), Some(why)) => {
+                            assert!(offset == 8 || offset == 9, "{case}, from {from}: {offset}");
+                            assert!(reason.contains(why), "{case}, from {from}: {reason}");
+                        }
+                        (other, _) => {
+                            let other = other.map(|(got, outcome)| (got.len(), outcome));
+                            panic!("{case}, from {from}: batches and outcome {other:?}")
+                        }
+                    }
+                }
+                // Past the damage: the right batches or a refusal, never one at a wrong offset.
+                match view.read(9, 1 << 20) {
+                    Ok((got, _)) => assert_eq!(got, batches[9..9 + got.len()], "{case}"),
+                    Err(LogError::Corrupt { .. }) => {}
+                    Err(other) => panic!("{case}: {other}"),
+                }
+            }
+        }
     }
 
     /// A read whose snapshot a truncation overtook is thrown away, counted, and made again on

@@ -94,6 +94,25 @@ pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
     file.write_all_at(buf, offset)
 }
 
+/// The first position at or after `offset` that holds data (lseek(2) SEEK_DATA): None when only
+/// holes follow. Filesystems report unwritten (fallocated) extents as holes, so a search of a
+/// preallocated segment skips its never-written space. Where SEEK_DATA is not supported, every
+/// position counts as data (`offset` itself).
+pub fn seek_data(file: &File, offset: u64) -> io::Result<Option<u64>> {
+    // SAFETY: plain syscall on a valid fd; the fd's own position is not used by the log (every
+    // read and write is positioned).
+    let at = unsafe { libc::lseek(file.as_raw_fd(), offset as libc::off_t, libc::SEEK_DATA) };
+    if at >= 0 {
+        return Ok(Some(at as u64));
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::ENXIO) => Ok(None),
+        Some(libc::EINVAL) => Ok(Some(offset)),
+        _ => Err(error),
+    }
+}
+
 /// Reads exactly `buf.len()` bytes at `offset`, or fewer at end of file. Returns the count read.
 pub fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let mut done = 0;
