@@ -476,32 +476,27 @@ fn apply(cluster: &mut Cluster, kind: FaultKind, id: i32) -> Result<(), String> 
                 .map(|_| ())
                 .ok_or_else(|| format!("node {id} outlived SIGKILL for {STOP_WAIT:?}"))
         }
-        FaultKind::Stop => {
-            let process = cluster
-                .node(id)
-                .process
-                .as_ref()
-                .ok_or_else(|| format!("node {id} is not running"))?;
-            process.signal(libc::SIGSTOP);
-            Ok(())
-        }
+        FaultKind::Stop => signal(cluster, id, libc::SIGSTOP),
         FaultKind::Partition | FaultKind::FollowerPartition => cluster.cut(id),
     }
+}
+
+/// Sends `sig` to node `id`'s running process.
+fn signal(cluster: &mut Cluster, id: i32, sig: libc::c_int) -> Result<(), String> {
+    let process = cluster
+        .node(id)
+        .process
+        .as_ref()
+        .ok_or_else(|| format!("node {id} is not running"))?;
+    process.signal(sig);
+    Ok(())
 }
 
 /// Undoes [`apply`]: a restart, SIGCONT, or the interface up.
 fn undo(cluster: &mut Cluster, kind: FaultKind, id: i32) -> Result<(), String> {
     match kind {
         FaultKind::Kill | FaultKind::FollowerRestart => cluster.start(id, &[], Stderr::File),
-        FaultKind::Stop => {
-            let process = cluster
-                .node(id)
-                .process
-                .as_ref()
-                .ok_or_else(|| format!("node {id} is not running"))?;
-            process.signal(libc::SIGCONT);
-            Ok(())
-        }
+        FaultKind::Stop => signal(cluster, id, libc::SIGCONT),
         FaultKind::Partition | FaultKind::FollowerPartition => cluster.heal(id),
     }
 }

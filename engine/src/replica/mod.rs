@@ -322,9 +322,7 @@ impl Replica {
             for (request, result) in self.id_answers.drain(..) {
                 out.push(Output::ProducerId { request, result });
             }
-            if let Some((offset, bytes)) = self.snapshot_due.take() {
-                out.push(Output::WriteProducerSnapshot { offset, bytes });
-            }
+            self.push_snapshot_due(out);
         }
         self.core_out = core_out;
         if ticked {
@@ -332,11 +330,7 @@ impl Replica {
             if let Some(hw) = self.core.high_watermark() {
                 self.maybe_snapshot(hw);
             }
-            if let Some((offset, bytes)) = self.snapshot_due.take() {
-                out.push(Output::WriteProducerSnapshot { offset, bytes });
-            }
-        }
-        if ticked {
+            self.push_snapshot_due(out);
             // Requests past their deadline, and a wish to send (once per wish).
             self.producer_ids.tend(self.now, &mut self.id_answers);
             for (request, result) in self.id_answers.drain(..) {
@@ -350,6 +344,13 @@ impl Replica {
                     RetentionOrder::RollBounds(bounds) => Output::RollBounds(bounds),
                 });
             }
+        }
+    }
+
+    /// Hands the snapshot taken while following an output (or a tick) to the driver.
+    fn push_snapshot_due(&mut self, out: &mut Vec<Output>) {
+        if let Some((offset, bytes)) = self.snapshot_due.take() {
+            out.push(Output::WriteProducerSnapshot { offset, bytes });
         }
     }
 

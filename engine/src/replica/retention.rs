@@ -110,11 +110,6 @@ impl RetentionSchedule {
             _ => None,
         }
     }
-
-    /// A run is in the writer.
-    pub fn in_flight(&self) -> bool {
-        self.in_flight.is_some()
-    }
 }
 
 #[cfg(test)]
