@@ -12,6 +12,7 @@
 
 pub mod producer_ids;
 pub mod producing;
+pub mod rebuild;
 pub mod retention;
 pub mod snapshots;
 #[cfg(test)]

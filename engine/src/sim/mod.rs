@@ -8,7 +8,7 @@
 //!
 //! [`RaftCore`]: crate::raft::RaftCore
 
-mod batch;
+pub(crate) mod batch;
 mod cluster;
 mod disk;
 mod disruption;
