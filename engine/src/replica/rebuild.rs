@@ -239,20 +239,37 @@ mod tests {
     #[test]
     fn batches_are_fed_in_order_from_where_the_rebuild_starts() {
         let batch = |producer: i64, seq: i32| {
-            Bytes::from(crate::sim::batch::sequenced_batch(1, 2, 0, Some((producer, 0, seq))))
+            Bytes::from(crate::sim::batch::sequenced_batch(
+                1,
+                2,
+                0,
+                Some((producer, 0, seq)),
+            ))
         };
         let mut r = ProducerRebuild::new(1, 7, Some(snapshot(10, 3)), 0);
         assert_eq!(r.from(), 10);
-        r.feed(8, 10, &batch(5, 0)).expect("below the snapshot: skipped");
-        r.feed(10, 12, &batch(6, 0)).expect("the first batch replayed");
+        r.feed(8, 10, &batch(5, 0))
+            .expect("below the snapshot: skipped");
+        r.feed(10, 12, &batch(6, 0))
+            .expect("the first batch replayed");
         let gap = r.feed(14, 16, &batch(6, 2));
         assert!(
-            matches!(gap, Err(FeedError::OutOfOrder { expected: 12, found: 14 })),
+            matches!(
+                gap,
+                Err(FeedError::OutOfOrder {
+                    expected: 12,
+                    found: 14
+                })
+            ),
             "{gap:?}"
         );
         r.feed(12, 14, &batch(6, 2)).expect("the next in order");
         let rebuilt = r.finish();
         assert_eq!((rebuilt.batches, rebuilt.snapshot), (2, Some(10)));
-        assert_eq!(rebuilt.producers.len(), 1, "only the producer above the snapshot");
+        assert_eq!(
+            rebuilt.producers.len(),
+            1,
+            "only the producer above the snapshot"
+        );
     }
 }
