@@ -49,6 +49,10 @@ pub enum Fault {
     Partition,
     /// Two nodes cut off from each other only, held, mended (root: network namespaces).
     Sever,
+    /// The node cut off from every other node but not from the clients (a sever from each),
+    /// held, mended: a leader isolated so keeps answering the clients while the others elect
+    /// a new one, the window issue 47 describes (root: network namespaces).
+    Isolate,
 }
 
 impl Fault {
@@ -59,11 +63,12 @@ impl Fault {
             Fault::Restart => "restart",
             Fault::Partition => "partition",
             Fault::Sever => "sever",
+            Fault::Isolate => "isolate",
         }
     }
 
     fn needs_namespaces(self) -> bool {
-        matches!(self, Fault::Partition | Fault::Sever)
+        matches!(self, Fault::Partition | Fault::Sever | Fault::Isolate)
     }
 }
 
@@ -165,7 +170,7 @@ fn faults(args: &CheckArgs) -> Result<Vec<Fault>, String> {
         None => {
             let mut all = vec![Fault::Kill, Fault::Pause, Fault::Restart];
             if is_root() {
-                all.extend([Fault::Partition, Fault::Sever]);
+                all.extend([Fault::Partition, Fault::Sever, Fault::Isolate]);
             }
             all
         }
@@ -175,7 +180,7 @@ fn faults(args: &CheckArgs) -> Result<Vec<Fault>, String> {
     }
     if faults.iter().any(|f| f.needs_namespaces()) && !is_root() {
         return Err(
-            "partition and sever cut nodes off in network namespaces, which needs root; \
+            "partition, sever and isolate cut nodes off in network namespaces, which needs root; \
              without it, use --faults kill,pause,restart"
                 .into(),
         );
@@ -291,6 +296,10 @@ fn apply(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Re
         }
         Fault::Partition => cluster.cut(id),
         Fault::Sever => cluster.sever(id, other.ok_or("a sever needs two nodes")?),
+        Fault::Isolate => cluster
+            .others(id)
+            .into_iter()
+            .try_for_each(|other| cluster.sever(id, other)),
     }
 }
 
@@ -306,6 +315,10 @@ fn undo(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Res
         }
         Fault::Partition => cluster.heal(id),
         Fault::Sever => cluster.mend(id, other.ok_or("a sever needs two nodes")?),
+        Fault::Isolate => cluster
+            .others(id)
+            .into_iter()
+            .try_for_each(|other| cluster.mend(id, other)),
     }
 }
 
@@ -540,8 +553,9 @@ fn nemesis(
             kind: kind.clone(),
             node,
         });
-        apply(&mut nodes.cluster, fault, node, other)?;
+        // Recorded before it is put, so that a fault put in part is undone too.
         nodes.applied.push((fault, node, other));
+        apply(&mut nodes.cluster, fault, node, other)?;
         let held = if fault == Fault::Restart {
             Ok(())
         } else {

@@ -193,6 +193,7 @@ impl Verdict {
         self.checks.iter().map(|c| c.violations).sum()
     }
 
+    #[cfg(test)]
     pub fn check(&self, name: &str) -> Option<&CheckResult> {
         self.checks.iter().find(|c| c.name == name)
     }
