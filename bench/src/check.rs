@@ -1,7 +1,8 @@
 //! The `check` subcommand: a correctness checker in the box (docs/testing.md, "The correctness
 //! checker"). A local 3-voter cluster, plain and idempotent producers (acks=-1, several
-//! requests in flight) and consumers running against it while a seeded nemesis kills, pauses,
-//! restarts and (as root, in network namespaces) cuts off and severs nodes; then every fault is
+//! requests in flight) and consumers running against it while a seeded nemesis kills, pauses and
+//! restarts nodes and, as root, cuts them off, severs and isolates them (network namespaces) and
+//! fills their disks (a small loop-mounted disk each); then every fault is
 //! undone, the producers stop, the log is read from its start to the high watermark, and the
 //! whole history is checked (check_history.rs, a pure function of the events). It prints a
 //! verdict per check with counts, writes the history as JSON lines and an SVG timeline
@@ -31,6 +32,12 @@ use net::client::BlockingClient;
 const VOTERS: usize = 3;
 /// Segments of 64 MiB: the nodes preallocate whole segments, and a run writes little.
 const SEGMENT_BYTES: u64 = 64 << 20;
+/// With the disk-full fault: the smallest segment a node takes (docs/configuration.md), so
+/// that the next one is allocated, and a full disk found, every few seconds of load.
+const SMALL_SEGMENT_BYTES: u64 = 1 << 20;
+/// Bytes a record takes in the log, at most (a one-record batch of a short value), for the
+/// size of the small disks.
+const LOG_BYTES_PER_RECORD: u64 = 160;
 const POLL: Duration = Duration::from_millis(20);
 /// Acknowledgements wanted after the last fault is undone before the producers stop: the
 /// cluster serves again.
@@ -53,6 +60,10 @@ pub enum Fault {
     /// held, mended: a leader isolated so keeps answering the clients while the others elect
     /// a new one, the window issue 47 describes (root: network namespaces).
     Isolate,
+    /// The node's disk filled by a ballast file (less than a segment left), held for
+    /// `--disk-full-hold-ms`, the ballast deleted (root: each node's log directory on a small
+    /// loop-mounted ext4 filesystem of its own, docs/operations.md "A full disk").
+    DiskFull,
 }
 
 impl Fault {
@@ -64,11 +75,16 @@ impl Fault {
             Fault::Partition => "partition",
             Fault::Sever => "sever",
             Fault::Isolate => "isolate",
+            Fault::DiskFull => "disk-full",
         }
     }
 
     fn needs_namespaces(self) -> bool {
         matches!(self, Fault::Partition | Fault::Sever | Fault::Isolate)
+    }
+
+    fn needs_root(self) -> bool {
+        self.needs_namespaces() || self == Fault::DiskFull
     }
 }
 
@@ -89,8 +105,8 @@ pub struct CheckArgs {
     /// last).
     #[arg(long, default_value_t = 60)]
     pub(crate) duration: u64,
-    /// The faults the nemesis picks from (comma-separated). partition and sever need root
-    /// (network namespaces); the default leaves them out when not run as root.
+    /// The faults the nemesis picks from (comma-separated). partition, sever, isolate and
+    /// disk-full need root; the default is every fault, less those when not run as root.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub(crate) faults: Option<Vec<Fault>>,
     /// The seed of the nemesis's schedule (default: from the clock; printed).
@@ -106,6 +122,11 @@ pub struct CheckArgs {
     pub(crate) calm_min_ms: u64,
     #[arg(long, default_value_t = 2000)]
     pub(crate) calm_max_ms: u64,
+    /// How long a full disk is held: a node finds its disk full only when it allocates its
+    /// next segment (when the active one is half full, docs/operations.md "A full disk"), so
+    /// longer than the other faults.
+    #[arg(long, default_value_t = 8000)]
+    pub(crate) disk_full_hold_ms: u64,
     /// Plain producers (a new record for every send).
     #[arg(long, default_value_t = 2)]
     pub(crate) producers: u32,
@@ -170,7 +191,12 @@ fn faults(args: &CheckArgs) -> Result<Vec<Fault>, String> {
         None => {
             let mut all = vec![Fault::Kill, Fault::Pause, Fault::Restart];
             if is_root() {
-                all.extend([Fault::Partition, Fault::Sever, Fault::Isolate]);
+                all.extend([
+                    Fault::Partition,
+                    Fault::Sever,
+                    Fault::Isolate,
+                    Fault::DiskFull,
+                ]);
             }
             all
         }
@@ -178,10 +204,11 @@ fn faults(args: &CheckArgs) -> Result<Vec<Fault>, String> {
     if faults.is_empty() {
         return Err("--faults: at least one".into());
     }
-    if faults.iter().any(|f| f.needs_namespaces()) && !is_root() {
+    if faults.iter().any(|f| f.needs_root()) && !is_root() {
         return Err(
-            "partition, sever and isolate cut nodes off in network namespaces, which needs root; \
-             without it, use --faults kill,pause,restart"
+            "partition, sever and isolate cut nodes off in network namespaces, and disk-full \
+             mounts a small disk per node, which need root; without it, use --faults \
+             kill,pause,restart"
                 .into(),
         );
     }
@@ -247,13 +274,117 @@ struct Nodes {
     cluster: Cluster,
     /// Faults in place: (fault, node, the other node of a sever).
     applied: Vec<(Fault, i32, Option<i32>)>,
+    /// Each node's small disk, with the disk-full fault: (node, disk).
+    disks: Vec<(i32, LoopDisk)>,
 }
 
 impl Nodes {
     fn undo_everything(&mut self) {
         for (fault, node, other) in std::mem::take(&mut self.applied) {
-            let _ = undo(&mut self.cluster, fault, node, other);
+            let _ = undo(self, fault, node, other);
         }
+    }
+
+    fn disk(&self, id: i32) -> Result<&LoopDisk, String> {
+        self.disks
+            .iter()
+            .find(|(node, _)| *node == id)
+            .map(|(_, disk)| disk)
+            .ok_or_else(|| format!("node {id} has no small disk"))
+    }
+}
+
+/// A node's log directory on an ext4 filesystem of its own, in a file, loop-mounted (as
+/// tools/tests/small_disk.rs does it; root). Unmounted and the file removed when dropped.
+struct LoopDisk {
+    image: PathBuf,
+    mount: PathBuf,
+}
+
+impl LoopDisk {
+    fn new(image: PathBuf, mount: &Path, bytes: u64) -> Result<LoopDisk, String> {
+        let run = |program: &str, args: &[&std::ffi::OsStr]| -> Result<(), String> {
+            let out = std::process::Command::new(program)
+                .args(args)
+                .output()
+                .map_err(|e| format!("cannot run {program} (e2fsprogs, mount): {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{program} {args:?}: {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let file = std::fs::File::create(&image)
+            .map_err(|e| format!("creating {}: {e}", image.display()))?;
+        file.set_len(bytes)
+            .map_err(|e| format!("sizing {}: {e}", image.display()))?;
+        run(
+            "mkfs.ext4",
+            &["-q".as_ref(), "-F".as_ref(), image.as_os_str()],
+        )?;
+        std::fs::create_dir_all(mount).map_err(|e| format!("{}: {e}", mount.display()))?;
+        let disk = LoopDisk {
+            image,
+            mount: mount.to_path_buf(),
+        };
+        run(
+            "mount",
+            &[
+                "-o".as_ref(),
+                "loop".as_ref(),
+                disk.image.as_os_str(),
+                mount.as_os_str(),
+            ],
+        )?;
+        Ok(disk)
+    }
+
+    fn ballast(&self) -> PathBuf {
+        self.mount.join("ballast")
+    }
+
+    /// Fills the disk but `leave` bytes with the ballast file.
+    fn fill(&self, leave: u64) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        let free = engine::os::file::free_bytes(&self.mount)
+            .map_err(|e| format!("statvfs of {}: {e}", self.mount.display()))?;
+        let path = self.ballast();
+        let file = std::fs::File::create(&path)
+            .map_err(|e| format!("creating {}: {e}", path.display()))?;
+        let len = libc::off_t::try_from(free.saturating_sub(leave)).unwrap_or(libc::off_t::MAX);
+        // SAFETY: a plain syscall on a file descriptor we own.
+        if len > 0 && unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } != 0 {
+            return Err(format!(
+                "fallocate of {}: {}",
+                path.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    fn empty(&self) -> Result<(), String> {
+        match std::fs::remove_file(self.ballast()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(format!("removing {}: {e}", self.ballast().display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        // Lazily: a node killed a moment ago may still hold files open.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.mount)
+            .status();
+        let _ = std::fs::remove_file(&self.image);
     }
 }
 
@@ -267,11 +398,21 @@ impl Drop for Nodes {
             }
         }
         self.undo_everything();
+        // The disks are unmounted once no node runs, before the cluster's directory goes.
+        for node in &mut self.cluster.nodes {
+            drop(node.process.take());
+        }
+        self.disks.clear();
     }
 }
 
-fn apply(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Result<(), String> {
+fn apply(nodes: &mut Nodes, fault: Fault, id: i32, other: Option<i32>) -> Result<(), String> {
     let not_running = || format!("node {id} is not running");
+    if fault == Fault::DiskFull {
+        // Less than a segment left: the next allocation fails (docs/operations.md).
+        return nodes.disk(id)?.fill(SMALL_SEGMENT_BYTES / 4);
+    }
+    let cluster = &mut nodes.cluster;
     match fault {
         Fault::Kill | Fault::Restart => {
             let signal = if fault == Fault::Kill {
@@ -300,10 +441,15 @@ fn apply(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Re
             .others(id)
             .into_iter()
             .try_for_each(|other| cluster.sever(id, other)),
+        Fault::DiskFull => unreachable!("filled above"),
     }
 }
 
-fn undo(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Result<(), String> {
+fn undo(nodes: &mut Nodes, fault: Fault, id: i32, other: Option<i32>) -> Result<(), String> {
+    if fault == Fault::DiskFull {
+        return nodes.disk(id)?.empty();
+    }
+    let cluster = &mut nodes.cluster;
     match fault {
         Fault::Kill => cluster.start(id, &[], Stderr::File),
         Fault::Restart => Ok(()),
@@ -319,6 +465,7 @@ fn undo(cluster: &mut Cluster, fault: Fault, id: i32, other: Option<i32>) -> Res
             .others(id)
             .into_iter()
             .try_for_each(|other| cluster.mend(id, other)),
+        Fault::DiskFull => unreachable!("emptied above"),
     }
 }
 
@@ -357,6 +504,7 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
     let result = (|| -> Result<(), String> {
         let bin = ringraft_binary(args.ringraft_bin.as_deref())?;
         let namespaces = faults.iter().any(|f| f.needs_namespaces());
+        let disk_full = faults.contains(&Fault::DiskFull);
         let settings = Settings {
             cluster_id: "ringraft-bench-check".into(),
             dir_prefix: "ringraft-check-".into(),
@@ -368,7 +516,11 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
                 ClusterSecurity::Plaintext => testkit::Security::Plaintext,
                 _ => testkit::Security::MutualTls,
             },
-            segment_bytes: Some(SEGMENT_BYTES),
+            segment_bytes: Some(if disk_full {
+                SMALL_SEGMENT_BYTES
+            } else {
+                SEGMENT_BYTES
+            }),
             ..Settings::new(&bin)
         };
         let cluster = if namespaces {
@@ -379,7 +531,26 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
         let mut nodes = Nodes {
             cluster,
             applied: Vec::new(),
+            disks: Vec::new(),
         };
+        if disk_full {
+            // Room for three times what the run can write, and 64 MiB at least; the image
+            // files are sparse.
+            let records = u64::from(args.producers + args.idempotent_producers)
+                * args.rate
+                * (args.duration + 120);
+            let bytes = (3 * records * LOG_BYTES_PER_RECORD).max(64 << 20);
+            for node in &nodes.cluster.nodes {
+                let image = nodes
+                    .cluster
+                    .root
+                    .path()
+                    .join(format!("disk-{}.img", node.id));
+                nodes
+                    .disks
+                    .push((node.id, LoopDisk::new(image, &node.dir, bytes)?));
+            }
+        }
         nodes.cluster.start_all(Stderr::File)?;
         nodes.cluster.wait_for_leader(&LeaderWait {
             fail_on_exit: true,
@@ -480,6 +651,22 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
         clients.check()?;
         nodes.undo_everything();
         let exits = nodes.cluster.stop_all(STOP_WAIT);
+        if disk_full {
+            // Whether the full disks were found (at a segment allocation, so not every time).
+            let found: usize = nodes
+                .cluster
+                .nodes
+                .iter()
+                .map(|n| {
+                    std::fs::read_to_string(nodes.cluster.stderr_path(n.id))
+                        .unwrap_or_default()
+                        .matches("disk full, this node takes no more appends")
+                        .count()
+                })
+                .sum();
+            outln!("disk-full: the nodes logged a full disk {found} times")
+                .map_err(|e| crate::out::describe(&e))?;
+        }
         if let Some((id, _)) = exits.iter().find(|(_, s)| !s.is_some_and(|s| s.success())) {
             return Err(format!(
                 "node {id} did not stop cleanly: {}\n{}",
@@ -555,11 +742,11 @@ fn nemesis(
         });
         // Recorded before it is put, so that a fault put in part is undone too.
         nodes.applied.push((fault, node, other));
-        apply(&mut nodes.cluster, fault, node, other)?;
-        let held = if fault == Fault::Restart {
-            Ok(())
-        } else {
-            sleep_checked(hold)
+        apply(nodes, fault, node, other)?;
+        let held = match fault {
+            Fault::Restart => Ok(()),
+            Fault::DiskFull => sleep_checked(Duration::from_millis(args.disk_full_hold_ms)),
+            _ => sleep_checked(hold),
         };
         nodes.undo_everything();
         recorder.push(|t_ms| Event::FaultEnd {

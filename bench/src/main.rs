@@ -68,7 +68,7 @@ enum Command {
     /// "Failover").
     Failover(failover::FailoverArgs),
     /// A correctness checker: a local 3-voter cluster under a nemesis (kill, pause, restart;
-    /// partition and sever as root) while plain and idempotent producers and consumers run,
+    /// partition, sever, isolate and disk-full as root) while plain and idempotent producers and consumers run,
     /// then the history checked as Jepsen's queue workload checks it: a verdict per check,
     /// the history (JSON lines) and an SVG timeline; exit 1 on any violation
     /// (docs/testing.md, "The correctness checker").

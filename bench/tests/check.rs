@@ -1,6 +1,6 @@
 //! `ringraft-bench check` (docs/testing.md, "The correctness checker"): a short run under the
-//! nemesis (as root, as CI runs: kill, pause, restart, partition and sever; without root the
-//! first three) must come out clean, with the history, the timeline and the verdict written and
+//! nemesis (as root, as CI runs: kill, pause, restart, partition, sever, isolate and
+//! disk-full; without root the first three) must come out clean, with the history, the timeline and the verdict written and
 //! consistent with each other; and a run with planted violations (a lost acknowledgement, a
 //! changed read) must fail and name them. The checks themselves are unit tests on synthetic
 //! histories (`cargo test -p ringraft-bench check_history`). Every run is bounded and must
