@@ -18,16 +18,17 @@ const CHART: f64 = 220.0;
 const LINE: f64 = 16.0;
 
 /// Colours per fault kind and per leader (node id), cycled.
-const FAULT_COLOURS: [(&str, &str); 6] = [
+const FAULT_COLOURS: [(&str, &str); 7] = [
     ("kill", "#d62728"),
     ("pause", "#ff7f0e"),
     ("restart", "#9467bd"),
     ("partition", "#1f77b4"),
     ("sever", "#17becf"),
     ("isolate", "#e377c2"),
+    ("disk-full", "#8c564b"),
 ];
 const NODE_COLOURS: [&str; 6] = [
-    "#2ca02c", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#1f77b4",
+    "#2ca02c", "#bcbd22", "#7f7f7f", "#17becf", "#9467bd", "#1f77b4",
 ];
 
 /// Windows (from, to) in ms where consecutive acknowledgements (sorted by time) are more than
@@ -103,7 +104,7 @@ pub fn render(events: &[Event], verdict: &Verdict, threshold_ms: f64, seed: Opti
             r#"<rect x="{legend_x}" y="30" width="10" height="10" fill="{colour}"/><text x="{}" y="39">{kind}</text>"#,
             legend_x + 13.0
         );
-        legend_x += 75.0;
+        legend_x += 70.0;
     }
     let _ = writeln!(
         svg,
