@@ -1034,3 +1034,113 @@ fn print_verdict(verdict: &Verdict) -> std::io::Result<()> {
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check_history::{CHANGED, LOST, UNSEEN};
+
+    /// Producer 0's records 0..3 acknowledged at offsets 0..3, read by one consumer, and the
+    /// final read.
+    fn clean() -> Vec<Event> {
+        let mut events = Vec::new();
+        let log: Vec<_> = (0..4).map(|i| (i as i64, Some(value_of(0, i)))).collect();
+        for seq in 0..4 {
+            events.push(Event::Send {
+                t_ms: seq as f64,
+                producer: 0,
+                seq,
+                idempotent: true,
+                node: 1,
+            });
+            events.push(Event::Ack {
+                t_ms: seq as f64 + 0.5,
+                producer: 0,
+                seq,
+                offset: seq as i64,
+                node: 1,
+            });
+        }
+        events.push(Event::Read {
+            t_ms: 5.0,
+            consumer: 0,
+            node: 1,
+            fetch_offset: 0,
+            high_watermark: 4,
+            records: log.clone(),
+        });
+        events.push(Event::Final {
+            t_ms: 6.0,
+            node: 1,
+            log_start: 0,
+            high_watermark: 4,
+            records: log,
+        });
+        events
+    }
+
+    fn failing(events: &[Event]) -> Vec<(&'static str, u64)> {
+        analyse(events)
+            .checks
+            .iter()
+            .filter(|c| c.violations > 0)
+            .map(|c| (c.name, c.violations))
+            .collect()
+    }
+
+    #[test]
+    fn each_plant_fails_its_checks_and_says_so() {
+        assert_eq!(failing(&clean()), vec![]);
+        let mut events = clean();
+        plant(&mut events, &[Plant::LostAck]).unwrap();
+        let found = failing(&events);
+        assert!(
+            found.contains(&(LOST, 1)) && found.contains(&(UNSEEN, 1)),
+            "{found:?}"
+        );
+        assert!(!found.iter().any(|(name, _)| *name == CHANGED), "{found:?}");
+        let mut events = clean();
+        plant(&mut events, &[Plant::ChangedRead]).unwrap();
+        assert_eq!(failing(&events), vec![(CHANGED, 1)]);
+        let planted = |events: &[Event]| {
+            events
+                .iter()
+                .filter(|e| matches!(e, Event::Planted { .. }))
+                .count()
+        };
+        assert_eq!(planted(&events), 1);
+        let mut events = clean();
+        plant(&mut events, &[Plant::LostAck, Plant::ChangedRead]).unwrap();
+        assert_eq!(planted(&events), 2);
+        // Nothing to plant on: refused, not silently skipped.
+        assert!(plant(&mut vec![], &[Plant::LostAck]).is_err());
+        assert!(plant(&mut vec![], &[Plant::ChangedRead]).is_err());
+    }
+
+    #[test]
+    fn a_history_goes_through_its_file_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let events = clean();
+        write_history(&path, &events).unwrap();
+        assert_eq!(read_history(&path).unwrap(), events);
+        std::fs::write(&path, "{\"type\":\"send\"}\n").unwrap();
+        let error = read_history(&path).unwrap_err();
+        assert!(error.contains("history.jsonl:1"), "{error}");
+    }
+
+    #[test]
+    fn the_schedule_is_the_seeds() {
+        let draws = |seed| {
+            let mut rng = Rng::new(seed);
+            (0..8).map(|_| rng.below(1000)).collect::<Vec<_>>()
+        };
+        assert_eq!(draws(47), draws(47));
+        assert_ne!(draws(47), draws(48));
+        let mut rng = Rng::new(0);
+        for _ in 0..1000 {
+            let d = rng.millis(500, 3000);
+            assert!((500..=3000).contains(&(d.as_millis() as u64)));
+        }
+    }
+}

@@ -719,3 +719,32 @@ fn consume(shared: &Shared, consumer: u32) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base: i64, values: &[&str], control: bool) -> Vec<u8> {
+        let mut builder = RecordBatchBuilder::new(base, 1).control(control);
+        for (i, v) in values.iter().enumerate() {
+            builder.append(i as i64, None, Some(v.as_bytes()), &[]);
+        }
+        builder.build().to_vec()
+    }
+
+    #[test]
+    fn records_are_taken_from_the_fetch_offset_on_with_control_records_as_none() {
+        let mut bytes = batch(5, &["a", "b", "c"], false);
+        bytes.extend(batch(8, &["ctl"], true));
+        bytes.extend(batch(9, &["d"], false));
+        let whole = bytes.len();
+        // An answer cut inside its last batch: that batch is left for the next fetch.
+        bytes.extend(&batch(10, &["e"], false)[..20]);
+        let bytes = Bytes::from(bytes);
+        let seen = records_of(&bytes, 6).unwrap();
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(seen, vec![(6, s("b")), (7, s("c")), (8, None), (9, s("d"))]);
+        assert_eq!(records_of(&bytes.slice(..whole), 0).unwrap().len(), 5);
+        assert_eq!(records_of(&Bytes::new(), 0).unwrap(), vec![]);
+    }
+}
