@@ -58,7 +58,7 @@ pub enum Fault {
     Sever,
     /// The node cut off from every other node but not from the clients (a sever from each),
     /// held, mended: a leader isolated so keeps answering the clients while the others elect
-    /// a new one, the window issue 47 describes (root: network namespaces).
+    /// a new one (root: network namespaces; docs/testing.md, "The correctness checker").
     Isolate,
     /// The node's disk filled by a ballast file (less than a segment left), held for
     /// `--disk-full-hold-ms`, the ballast deleted (root: each node's log directory on a small

@@ -11,11 +11,12 @@
 //!   the high watermark).
 //! - A record a consumer was given (Fetch, read_committed, below the high watermark the answer
 //!   names) is committed too: whatever node served it, the same record is at that offset
-//!   forever. A consumer may be shown a *stale* log (a deposed or newly elected leader's lower
-//!   high watermark: issue 47 notes that a leader cut off keeps answering Fetch until its
-//!   progress timeout), but never a record that later changes or disappears. Answers whose high
+//!   forever. A consumer may be shown a *stale* log (a newly elected leader's lower high
+//!   watermark, or a deposed one's: a leader cut off keeps answering Fetch until its progress
+//!   timeout), but never a record that later changes or disappears. Answers whose high
 //!   watermark is below what the consumer has already read are counted, not failed: the
-//!   current read model allows them (no leader lease yet).
+//!   current read model allows them (no leader lease yet; docs/testing.md, "The correctness
+//!   checker").
 //! - A consumer reading from its position is given every offset once, in order (control
 //!   records included: they take offsets too).
 //! - A producer's acknowledged records are in the log in the order it sent them. The checker's
