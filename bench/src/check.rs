@@ -166,6 +166,12 @@ pub struct CheckArgs {
     /// Check this history (written by an earlier run) instead of running a cluster.
     #[arg(long)]
     pub(crate) history_in: Option<PathBuf>,
+    /// The producers' acks. -1 is what the checks hold the cluster to; 1 (an acknowledgement
+    /// from the leader's own durable copy, before a majority has the record) shows the checker
+    /// failing on real losses when a leader is cut off (docs/testing.md, "The correctness
+    /// checker").
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true, hide = true)]
+    pub(crate) acks: i16,
     /// Plant a violation into the history before checking it (to show the checker fails).
     #[arg(long, value_enum, value_delimiter = ',', hide = true)]
     pub(crate) plant: Vec<Plant>,
@@ -218,6 +224,9 @@ fn faults(args: &CheckArgs) -> Result<Vec<Fault>, String> {
 fn validate(args: &CheckArgs) -> Result<(), String> {
     if args.duration == 0 || args.rate == 0 {
         return Err("--duration and --rate: above 0".into());
+    }
+    if args.acks != -1 && args.acks != 1 {
+        return Err("--acks: -1 or 1".into());
     }
     if !(1..=5).contains(&args.inflight) {
         return Err("--inflight: 1 to 5".into());
@@ -570,6 +579,7 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
             error: Mutex::new(None),
             request_timeout: Duration::from_millis(args.request_timeout_ms),
             inflight: args.inflight,
+            acks: args.acks,
             send_every: Duration::from_secs_f64(1.0 / args.rate as f64),
         };
         let counts = Counts {
@@ -583,10 +593,11 @@ fn run_cluster(args: &CheckArgs, faults: &[Fault], seed: u64) -> (Vec<Event>, Op
             "on 127.0.0.1"
         };
         outln!(
-            "check: {VOTERS} voters {where_}; {} plain and {} idempotent producers ({} in flight, \
-             {} records/s each), {} consumers; faults {} for {} s; seed {seed}",
+            "check: {VOTERS} voters {where_}; {} plain and {} idempotent producers (acks={}, {} in \
+             flight, {} records/s each), {} consumers; faults {} for {} s; seed {seed}",
             args.producers,
             args.idempotent_producers,
+            args.acks,
             args.inflight,
             args.rate,
             args.consumers,
@@ -771,9 +782,11 @@ fn nemesis(
     Ok(())
 }
 
-/// The final full read: from the leader, the log from its start until the high watermark is
-/// at or past `acked_end` (every acknowledged offset) and reached; recorded as an
-/// [`Event::Final`]. Returns the high watermark.
+/// The final full read: from the leader, the log from its start to its high watermark, once
+/// that is at or past `acked_end` (every acknowledged offset); recorded as an
+/// [`Event::Final`]. If it does not get there within `--settle-timeout-ms`, the log is read
+/// to the high watermark it has (the checks then report what is missing: records
+/// acknowledged that did not commit). Returns the high watermark.
 fn final_read(
     args: &CheckArgs,
     shared: &Shared,
@@ -781,7 +794,9 @@ fn final_read(
     acked_end: i64,
 ) -> Result<u64, String> {
     let _entered = host.map(|h| h.enter()).transpose()?;
-    let deadline = Instant::now() + Duration::from_millis(args.settle_timeout_ms);
+    let settle = Instant::now() + Duration::from_millis(args.settle_timeout_ms);
+    // After `settle`, as long again for a read short of `acked_end`.
+    let deadline = settle + Duration::from_millis(args.settle_timeout_ms);
     let mut last = String::from("no leader named");
     while Instant::now() < deadline {
         sleep_checked(POLL)?;
@@ -797,8 +812,20 @@ fn final_read(
             last = format!("node {leader} refused the connection");
             continue;
         };
-        match read_all(&mut client, acked_end) {
+        let at_least = if Instant::now() < settle {
+            acked_end
+        } else {
+            0
+        };
+        match read_all(&mut client, at_least) {
             Ok((log_start, high_watermark, records)) => {
+                if high_watermark < acked_end {
+                    outln!(
+                        "the final read: the high watermark stayed at {high_watermark}, below \
+                         the acknowledged end {acked_end}; read to it"
+                    )
+                    .map_err(|e| crate::out::describe(&e))?;
+                }
                 shared.recorder.push(|t_ms| Event::Final {
                     t_ms,
                     node: leader,

@@ -96,6 +96,8 @@ pub struct Shared {
     pub error: Mutex<Option<String>>,
     pub request_timeout: Duration,
     pub inflight: usize,
+    /// The producers' acks: -1, or 1 to show the checker failing on real losses.
+    pub acks: i16,
     /// Each producer's pause between sends (its rate).
     pub send_every: Duration,
 }
@@ -334,7 +336,8 @@ fn run_connection(
         if in_flight.len() < shared.inflight && now >= *next_send {
             if let Some((seq, batch)) = source.next() {
                 *next_send = (*next_send + shared.send_every).max(now);
-                let Ok(correlation) = client.send_produce(PRODUCE_VERSION, -1, batch) else {
+                let Ok(correlation) = client.send_produce(PRODUCE_VERSION, shared.acks, batch)
+                else {
                     // Not sent: the record may be sent again later (idempotent) or never.
                     source.answered(seq, false);
                     break Left::Closed;
