@@ -225,6 +225,7 @@ fn follower_fetch_response(iters: u64) -> Duration {
                 first_dirty_offset: -1,
                 last_caught_up_time_ms: -1,
                 log_start: None,
+                producer_state: None,
             });
         }
         let start = Instant::now();

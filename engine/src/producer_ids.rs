@@ -109,6 +109,11 @@ impl ProducerIdLedger {
 
     /// A ledger for a new run `incarnation` of node `own_id` that starts from `committed` (a
     /// snapshot's) and is then fed the log from `committed.committed_to` on.
+    /// The node and the run of it this ledger reserves blocks for.
+    pub fn identity(&self) -> (NodeId, u64) {
+        (self.own_id, self.incarnation)
+    }
+
     pub fn restored(own_id: NodeId, incarnation: u64, committed: CommittedBlocks) -> Self {
         assert!(committed.latest.len() <= MAX_REMEMBERED_NODES);
         assert!(committed.committed_end >= 0 && committed.committed_to >= 0);

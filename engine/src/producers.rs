@@ -304,6 +304,11 @@ impl ProducerStates {
 
     /// The log is committed below `offset` (the high watermark): batches there are never
     /// truncated, so only the last five of them are kept.
+    /// The bounds this state keeps to.
+    pub fn limits(&self) -> ProducerLimits {
+        self.limits
+    }
+
     pub fn set_committed(&mut self, offset: Offset) {
         if offset <= self.committed {
             return;

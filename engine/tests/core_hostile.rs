@@ -290,6 +290,7 @@ fn response(kind: u8, error: i16, f: &Fields, v: &TargetView) -> Response {
             first_dirty_offset: 0,
             last_caught_up_time_ms: f.timestamp,
             log_start: None,
+            producer_state: None,
         }),
     }
 }

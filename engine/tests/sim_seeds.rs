@@ -532,15 +532,17 @@ fn fixed_batch_of_refresh_seeds() {
 
 /// The whole replica (docs/simulation.md, "The whole replica"): two idempotent producers beside
 /// the client, their retries reaching new leaders, under every fault of the random runs, with
-/// retention, reassignment, lost observer disks and the runtime's ticking mixed across the
-/// seeds. Every acknowledged idempotent batch must be committed once, at the offsets each of
-/// its acknowledgements names.
+/// retention, reassignment, lost observer disks, producers that stall after a lost
+/// acknowledgement and the runtime's ticking mixed across the seeds. Every acknowledged
+/// idempotent batch must be committed once, at the offsets each of its acknowledgements names.
 #[test]
 fn fixed_batch_of_whole_replica_seeds() {
     let (first, n, events) = (50_000_000u64, 5_000u64, 1_500);
     let (mut acks, mut retries, mut duplicates, mut reads, mut ids) = (0, 0, 0, 0, 0);
+    let mut lost_acks = 0;
     let set_up = |seed: u64, cfg: &mut SimConfig| {
         cfg.idempotent_producers = 2;
+        cfg.producer_stalls = seed % 3 != 2;
         cfg.retention = seed % 2 == 1;
         cfg.reassign = seed % 3 == 1;
         cfg.delete_state = seed % 5 == 4;
@@ -552,8 +554,10 @@ fn fixed_batch_of_whole_replica_seeds() {
         duplicates += s.duplicates_suppressed;
         reads += s.consumer_fetches;
         ids += s.producer_ids_granted;
+        lost_acks += s.idempotent_lost_acks;
     }
-    // Guards against producers that stopped sending, retrying, or reaching a duplicate.
+    // Guards against producers that stopped sending, retrying, stalling, or reaching a
+    // duplicate.
     assert!(
         acks >= 50 * n,
         "{acks} idempotent acknowledgements in {n} seeds"
@@ -567,7 +571,11 @@ fn fixed_batch_of_whole_replica_seeds() {
         "{duplicates} duplicates recognised in {n} seeds"
     );
     assert!(ids >= 2 * n, "{ids} producer ids handed out in {n} seeds");
-    eprintln!("{n} whole-replica seeds: {acks} idempotent acknowledgements, {retries} retries, {duplicates} duplicates recognised, {ids} producer ids handed out, {reads} consumer reads checked: no violation");
+    assert!(
+        lost_acks >= n / 2,
+        "{lost_acks} lost acknowledgements in {n} seeds"
+    );
+    eprintln!("{n} whole-replica seeds: {acks} idempotent acknowledgements, {retries} retries, {lost_acks} of them after a stall, {duplicates} duplicates recognised, {ids} producer ids handed out, {reads} consumer reads checked: no violation");
 }
 
 /// Runs seeds from `first` (3 voters + 2 observers, 1,500 events, as `shape` sets them up) with
@@ -659,9 +667,8 @@ fn planted_bugs_are_caught() {
         });
     }
     // Retention past the producer-state snapshot: caught once producers stall after a lost
-    // acknowledgement, so that a retry comes after retention and a restart. Those seeds also
-    // find the reset gap (docs/storage.md), so they are not in the batches yet: this range is
-    // checked to pass without the bug up to the seed that catches it.
+    // acknowledgement, so that a retry comes after retention and a restart; the seeds before
+    // the one that catches it are checked to pass without it.
     let stalled = |cfg: &mut SimConfig| {
         cfg.idempotent_producers = 2;
         cfg.retention = true;

@@ -124,6 +124,7 @@ fn a_fetch_response_chain_crosses_the_wire_and_decodes() {
         first_dirty_offset: -1,
         last_caught_up_time_ms: -1,
         log_start: None,
+        producer_state: None,
     });
     // Four responses back to back: 4 x 303 pieces, more than one sendmsg's 1024 iovecs.
     for correlation_id in 77..81 {

@@ -54,6 +54,7 @@ impl RaftCore {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
+            producer_state: None,
         }
     }
 

@@ -106,6 +106,12 @@ pub struct FetchQuorumRecordsResponse {
     /// whose log ends below it (docs/protocol.md, "Retention and the log start"). A tagged
     /// field on the wire.
     pub log_start: Option<super::types::OffsetAndEpoch>,
+    /// With `log_start`: the leader's producer-state snapshot (its bytes, as written to its
+    /// file), at an offset above the log start, so that a fetcher that resets its log to the
+    /// start still knows the producers whose batches were deleted (docs/protocol.md,
+    /// "Retention and the log start"). Filled by the leader's replica, never by the core. A
+    /// tagged field on the wire.
+    pub producer_state: Option<bytes::Bytes>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,6 +338,7 @@ impl Request {
                     first_dirty_offset: -1,
                     last_caught_up_time_ms: -1,
                     log_start: None,
+                    producer_state: None,
                 })
             }
             Request::FindQuorum(_) => {

@@ -20,8 +20,11 @@ mod tests;
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
+
 use crate::base::{Epoch, NodeId, Offset, TimeMs};
 use crate::producer_ids::{BlockWanted, ProducerIdLedger};
+use crate::producer_snapshot::ProducerSnapshot;
 use crate::producers::ProducerStates;
 use crate::raft::{self, AppendResult, ErrorCode, PlantedBug, RaftCore, Role};
 
@@ -98,6 +101,14 @@ pub struct Replica {
     snapshots: SnapshotSchedule,
     /// A snapshot taken while following a `HighWatermark` output, to go right after it.
     snapshot_due: Option<(Offset, Vec<u8>)>,
+    /// The snapshot being written, and the newest one written (or loaded at start, or received
+    /// with a reset): the latter goes to a fetcher told to reset its log to the log start
+    /// (docs/protocol.md, "Retention and the log start").
+    writing_snapshot: Option<(Offset, Bytes)>,
+    shared_snapshot: Option<(Offset, Bytes)>,
+    /// The leader's snapshot that came with the fetch answer being stepped, for the reset the
+    /// core makes of it (taken or dropped within that step).
+    reset_state: Option<(ProducerSnapshot, Bytes)>,
     /// The time of the last `Tick` (the core's clock).
     now: TimeMs,
     /// Inputs for the core the replica itself made while following the core's outputs
@@ -123,6 +134,9 @@ impl Replica {
             retention: RetentionSchedule::new(None),
             snapshots: SnapshotSchedule::new(snapshots::MAX_SNAPSHOT_EVERY_BYTES, None),
             snapshot_due: None,
+            writing_snapshot: None,
+            shared_snapshot: None,
+            reset_state: None,
             now: 0,
             internal: VecDeque::new(),
             core_out: Vec::new(),
@@ -140,10 +154,11 @@ impl Replica {
     }
 
     /// Takes producer-state snapshots every `segment_bytes` of log (at most
-    /// [`snapshots::MAX_SNAPSHOT_EVERY_BYTES`]), having started from the one at `loaded`
-    /// (None: the driver read the whole log).
-    pub fn with_snapshots(mut self, segment_bytes: u64, loaded: Option<Offset>) -> Self {
-        self.snapshots = SnapshotSchedule::new(segment_bytes, loaded);
+    /// [`snapshots::MAX_SNAPSHOT_EVERY_BYTES`]), having started from the one at `loaded` (its
+    /// offset and its file's bytes; None: the driver read the whole log).
+    pub fn with_snapshots(mut self, segment_bytes: u64, loaded: Option<(Offset, Bytes)>) -> Self {
+        self.snapshots = SnapshotSchedule::new(segment_bytes, loaded.as_ref().map(|(o, _)| *o));
+        self.shared_snapshot = loaded;
         self
     }
 
@@ -272,6 +287,11 @@ impl Replica {
             }
             Input::ProducerSnapshotWritten { offset, ok } => {
                 self.snapshots.finished(offset, ok);
+                let written = self.writing_snapshot.take();
+                if ok {
+                    assert_eq!(written.as_ref().map(|(o, _)| *o), Some(offset));
+                    self.shared_snapshot = written;
+                }
                 None
             }
         };
@@ -313,6 +333,20 @@ impl Replica {
                 self.retention.stop();
                 Some(raft::Input::Shutdown)
             }
+            raft::Input::Response {
+                from,
+                correlation,
+                response: raft::Response::FetchQuorumRecords(mut r),
+            } => {
+                if let Some(bytes) = r.producer_state.take() {
+                    self.stash_reset_state(from, bytes, out);
+                }
+                Some(raft::Input::Response {
+                    from,
+                    correlation,
+                    response: raft::Response::FetchQuorumRecords(r),
+                })
+            }
             raft::Input::Tick { now } => {
                 assert!(
                     now >= self.now,
@@ -331,7 +365,8 @@ impl Replica {
         let mut core_out = std::mem::take(&mut self.core_out);
         debug_assert!(core_out.is_empty());
         self.core.step(input, &mut core_out);
-        for output in core_out.drain(..) {
+        for mut output in core_out.drain(..) {
+            self.share_snapshot(&mut output);
             self.follow(&output);
             out.push(Output::Core(output));
             for (id, result) in self.answers.drain(..) {
@@ -343,6 +378,8 @@ impl Replica {
             self.push_snapshot_due(out);
         }
         self.core_out = core_out;
+        // Used by the reset of this step, or of no use.
+        self.reset_state = None;
         if ticked {
             // A snapshot retention waits for, on a log the high watermark no longer moves on.
             if let Some(hw) = self.core.high_watermark() {
@@ -393,6 +430,7 @@ impl Replica {
         if self.snapshot_due.is_none() && self.snapshots.due(hw, start, self.now) {
             if let Some(bytes) = self.producer_snapshot(hw, self.core.durable_end_offset()) {
                 self.snapshots.handed_over(hw, self.now);
+                self.writing_snapshot = Some((hw, Bytes::copy_from_slice(&bytes)));
                 self.snapshot_due = Some((hw, bytes));
             }
         }
@@ -435,6 +473,66 @@ impl Replica {
         let bytes = self.producer_snapshot(hw, durable_end.min(self.core.log_end_offset()))?;
         self.snapshots.last_handed_over(hw);
         Some((hw, bytes))
+    }
+
+    /// A fetch answer from `from` carried the leader's producer-state snapshot (with its log
+    /// start): kept for the reset the core makes of the answer in this step, if it fits one.
+    /// Bytes that do not decode are reported and dropped (the reset then goes on without them).
+    fn stash_reset_state(&mut self, from: NodeId, bytes: Bytes, out: &mut Vec<Output>) {
+        match ProducerSnapshot::decode(&bytes) {
+            Ok(snapshot) => self.reset_state = Some((snapshot, bytes)),
+            Err(e) => out.push(Output::Core(raft::Output::Alert(format!(
+                "the producer-state snapshot node {from} sent with its log start is not used \
+                 ({e}): producers whose batches it deleted are unknown here"
+            )))),
+        }
+    }
+
+    /// On the leader, a fetch answered with the log start (the fetcher's log ends behind it)
+    /// carries the newest snapshot this replica has, so that the fetcher knows the producers
+    /// whose batches were deleted (docs/protocol.md, "Retention and the log start").
+    fn share_snapshot(&self, output: &mut raft::Output) {
+        let raft::Output::Respond {
+            response: raft::Response::FetchQuorumRecords(r),
+            ..
+        } = output
+        else {
+            return;
+        };
+        let (Some(start), Some((offset, bytes))) = (r.log_start, &self.shared_snapshot) else {
+            return;
+        };
+        // Retention stays below the newest written snapshot, so it is above the log start; one
+        // that is not (loaded at a start since passed) would not fit the fetcher's reset.
+        if *offset > start.offset {
+            r.producer_state = Some(bytes.clone());
+        }
+    }
+
+    /// The core reset the log to `start`: with the leader's snapshot above it, that is the
+    /// producer state and the committed blocks from now on, and the batches below its offset
+    /// (fetched next) are not fed again. True when it was used.
+    fn restore_at_reset(&mut self, start: Offset) -> bool {
+        let Some((snapshot, bytes)) = self.reset_state.take() else {
+            return false;
+        };
+        if snapshot.offset <= start {
+            return false;
+        }
+        let offset = snapshot.offset;
+        self.producing.restore(offset, snapshot.producers);
+        self.producer_ids.restore(offset, snapshot.blocks);
+        // Written to this replica's own file at once (a start uses it once the log reaches
+        // its offset), or, while another is being written, taken again past it soon.
+        if self.snapshot_due.is_none() && self.snapshots.can_hand_over(offset) {
+            self.snapshots.handed_over(offset, self.now);
+            self.writing_snapshot = Some((offset, bytes.clone()));
+            self.snapshot_due = Some((offset, bytes.to_vec()));
+        } else {
+            self.snapshots.restored(offset);
+        }
+        self.shared_snapshot = Some((offset, bytes));
+        true
     }
 
     fn admit(&mut self, batch: &[u8]) -> Admission {
@@ -555,6 +653,11 @@ impl Replica {
                 if let raft::LogOpKind::Append(batches) = &op.kind {
                     let bytes = batches.iter().map(|b| b.bytes.len() as u64).sum();
                     self.snapshots.appended(bytes);
+                }
+                if let raft::LogOpKind::ResetTo { start, .. } = op.kind {
+                    if self.restore_at_reset(start) {
+                        return;
+                    }
                 }
                 let hw = self.core.high_watermark();
                 self.producing.track(op, hw, gone, &mut self.answers);

@@ -54,6 +54,9 @@ pub struct ProducerIds {
     refreshed_for: Option<BlockWanted>,
     /// Ids handed out by this run of the replica.
     handed_out: u64,
+    /// Block records below this offset are the restored ledger's already (a reset that came
+    /// with the leader's snapshot: [`ProducerIds::restore`]).
+    replay_from: Offset,
 }
 
 impl ProducerIds {
@@ -64,7 +67,21 @@ impl ProducerIds {
             granted_at: BTreeMap::new(),
             refreshed_for: None,
             handed_out: 0,
+            replay_from: 0,
         }
+    }
+
+    /// The log was reset to a start below `offset`, with the leader's committed blocks there:
+    /// they replace this replica's (the same run of it, so the ids it holds stay its own), and
+    /// the block records below `offset` are not taken in again.
+    pub(super) fn restore(&mut self, offset: Offset, committed: CommittedBlocks) {
+        assert_eq!(
+            committed.committed_to, offset,
+            "blocks committed at the snapshot"
+        );
+        let (own_id, incarnation) = self.ledger.identity();
+        self.ledger = ProducerIdLedger::restored(own_id, incarnation, committed);
+        self.replay_from = offset;
     }
 
     /// What the committed blocks imply, for a producer-state snapshot.
@@ -177,7 +194,10 @@ impl ProducerIds {
     pub(super) fn track(&mut self, op: &LogOp, hw: Option<Offset>) {
         match &op.kind {
             LogOpKind::Append(batches) => {
-                for batch in batches.iter().filter(|b| b.is_control) {
+                let fed = batches
+                    .iter()
+                    .filter(|b| b.is_control && b.base_offset >= self.replay_from);
+                for batch in fed {
                     if let Some(block) = producer_id_block(&batch.bytes) {
                         self.ledger.on_append(batch.base_offset, block);
                     }

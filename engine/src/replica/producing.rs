@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::base::Offset;
-use crate::producers::{ProducerStates, SequenceCheck, Sequenced};
+use crate::producers::{BatchMeta, ProducerStates, SequenceCheck, Sequenced};
 use crate::raft::{AppendResult, ErrorCode, LogOp, LogOpKind, Role};
 use crate::record::BatchHeader;
 
@@ -80,6 +80,9 @@ pub struct Producing {
     /// (original end offset, append id) -> original base offset.
     waiting: BTreeMap<(Offset, u64), Offset>,
     counts: ProducingCounts,
+    /// Batches below this offset are the restored state's already, and are not fed again
+    /// (a reset that came with the leader's snapshot: [`Producing::restore`]).
+    replay_from: Offset,
 }
 
 /// An answer the replica owes the driver: (append id, its result).
@@ -95,6 +98,20 @@ impl Producing {
 
     pub fn producers(&self) -> &ProducerStates {
         &self.producers
+    }
+
+    /// The log was reset to a start below `offset`, with the leader's producer state there:
+    /// it replaces this replica's (it knows every producer of the committed log below
+    /// `offset`, this replica's included), and the batches below `offset`, which the reset
+    /// log fetches next, are not fed again.
+    pub(super) fn restore(&mut self, offset: Offset, producers: Vec<(i64, Vec<BatchMeta>)>) {
+        assert!(
+            self.waiting.is_empty(),
+            "a replica whose log is reset leads nothing"
+        );
+        let limits = self.producers.limits();
+        self.producers = ProducerStates::restored(limits, offset, producers);
+        self.replay_from = offset;
     }
 
     pub fn counts(&self) -> ProducingCounts {
@@ -158,7 +175,10 @@ impl Producing {
     ) {
         match &op.kind {
             LogOpKind::Append(batches) => {
-                for batch in batches.iter().filter(|b| !b.is_control) {
+                let fed = batches
+                    .iter()
+                    .filter(|b| !b.is_control && b.base_offset >= self.replay_from);
+                for batch in fed {
                     // The core's batches were validated when they came in.
                     let header = BatchHeader::read(&batch.bytes).ok();
                     if let Some(sequenced) = header.as_ref().and_then(Sequenced::of) {
@@ -166,7 +186,15 @@ impl Producing {
                     }
                 }
             }
-            LogOpKind::TruncateTo(offset) => self.forget_from(*offset, gone, answers),
+            LogOpKind::TruncateTo(offset) => {
+                // The restored state is committed: no truncation reaches below it.
+                assert!(
+                    *offset >= self.replay_from,
+                    "a truncation to {offset}, below the restored state's {}",
+                    self.replay_from
+                );
+                self.forget_from(*offset, gone, answers)
+            }
             // What the log held at or above its high watermark went with it; the state of the
             // committed batches below stays (the batches between them and the new start are
             // not replayed: docs/protocol.md, "Retention and the log start").

@@ -114,6 +114,20 @@ impl SnapshotSchedule {
         }
     }
 
+    /// Whether a snapshot at `offset` may be handed over now: past the last one, none being
+    /// written.
+    pub fn can_hand_over(&self, offset: Offset) -> bool {
+        offset > self.last_offset && self.writing.is_none()
+    }
+
+    /// The producer state was restored at `offset` (a reset with the leader's snapshot): no
+    /// snapshot at or below it can be taken, and one past it is wanted soon, so that a restart
+    /// finds the state in this replica's own file.
+    pub fn restored(&mut self, offset: Offset) {
+        self.last_offset = self.last_offset.max(offset);
+        self.wanted = true;
+    }
+
     /// Retention was held back (it wanted more than it was allowed): the next high watermark
     /// takes a snapshot, so that the next run can go past the current one.
     pub fn want(&mut self) {

@@ -504,3 +504,64 @@ fn a_roll_past_its_bounds_stops_the_replica() {
     d.durable();
     d.step(super::Input::Rolled { start: 1 });
 }
+
+/// A fetch behind the log start is answered with the log start and the newest written
+/// producer-state snapshot, so that the fetcher, reset to the start, still knows the producers
+/// whose batches retention deleted (docs/protocol.md, "Retention and the log start").
+#[test]
+fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
+    use crate::raft::{FetchQuorumRecordsRequest, Request, Response, Sender};
+    let mut d = Driver::leading_with(Some(60_000));
+    d.step(super::Input::Retained {
+        start: 0,
+        wanted: 0,
+    });
+    for sequence in 0..3 {
+        d.append(10 + sequence as u64, sequence);
+    }
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    d.step(super::Input::RetentionHeldBack { wanted: hw });
+    d.durable();
+    let written = d.replica.snapshots().written().expect("a snapshot written");
+    d.now += 60_000;
+    d.step(Input::Tick { now: d.now });
+    let start = d.retains.last().expect("a run asked for").limit;
+    assert!(start > 0 && start < written, "{start} {written}");
+    d.step(super::Input::Retained {
+        start,
+        wanted: start,
+    });
+    let epoch = d.replica.core().epoch();
+    let out = d.step(Input::Request {
+        id: 900,
+        from: Sender::Replica(7),
+        request: Request::FetchQuorumRecords(FetchQuorumRecordsRequest {
+            cluster_id: "c".into(),
+            replica_id: 7,
+            leader_epoch: epoch,
+            fetch_offset: 0,
+            last_fetched_epoch: 0,
+            is_follower: false,
+            max_wait_ms: 0,
+            durable_offset: -1,
+            replica_directory_id: Default::default(),
+        }),
+    });
+    let answer = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Respond {
+                id: 900,
+                response: Response::FetchQuorumRecords(r),
+            } => Some(r.clone()),
+            _ => None,
+        })
+        .expect("answered");
+    assert_eq!(answer.error, ErrorCode::OFFSET_OUT_OF_RANGE);
+    assert_eq!(answer.log_start.map(|s| s.offset), Some(start));
+    let bytes = answer.producer_state.expect("the snapshot rides along");
+    let snapshot = crate::producer_snapshot::ProducerSnapshot::decode(&bytes).expect("decodes");
+    assert_eq!(snapshot.offset, written);
+    assert_eq!(snapshot.producers.len(), 1, "producer {P} is in it");
+}

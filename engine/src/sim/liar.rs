@@ -209,6 +209,7 @@ pub fn response(d: &mut impl Draw, v: &TargetView) -> Response {
             first_dirty_offset: offset(d, v),
             last_caught_up_time_ms: timestamp(d),
             log_start: None,
+            producer_state: None,
         }),
         4 => Response::FindQuorum(FindQuorumResponse {
             error,

@@ -87,10 +87,8 @@ pub struct SimConfig {
     /// replica"). 0: no draw and no trace entry of theirs, so runs replay as before.
     pub idempotent_producers: usize,
     /// Now and then an acknowledgement never reaches its producer, which stalls for up to 3 s
-    /// before it retries (docs/simulation.md, "The whole replica"). Off: no draw, so runs replay
-    /// as before. Not yet in the default batches: it finds the gap docs/storage.md states (a
-    /// replica whose log was reset to its leader's start does not know the producers whose
-    /// batches were deleted, and writes their retries again once it leads).
+    /// before it retries (docs/simulation.md, "Producer stalls"). Off: no draw, so runs replay
+    /// as before.
     pub producer_stalls: bool,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.

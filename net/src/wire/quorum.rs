@@ -53,6 +53,9 @@ const TAG_VOTER_DIRECTORY_ID: u32 = 1;
 /// "Retention and the log start").
 const TAG_BROKER_LIST: u32 = 0;
 const TAG_LOG_START: u32 = 1;
+/// With the log start: the leader's producer-state snapshot, its file's bytes (checked by its
+/// own decoder: `engine::producer_snapshot`).
+const TAG_PRODUCER_STATE: u32 = 2;
 
 /// What a node adds to a FetchQuorumRecords request beside the core's fields. A node that
 /// does not know these tags skips them (KIP-482), so old and new nodes fetch from each other.
@@ -600,6 +603,7 @@ fn write_fetch_tail(
     w.present_tagged_fields(&[
         (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
         (TAG_LOG_START, log_start.as_ref().map(|p| &p[..])),
+        (TAG_PRODUCER_STATE, r.producer_state.as_deref()),
     ]);
 }
 
@@ -734,6 +738,10 @@ pub fn decode_response_with(
                 })?);
                 Ok(true)
             }
+            TAG_PRODUCER_STATE => {
+                response.producer_state = Some(payload);
+                Ok(true)
+            }
             _ => Ok(false),
         })?;
         r.finish()?;
@@ -793,6 +801,7 @@ fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsRespons
         first_dirty_offset: r.i64("first dirty offset")?,
         last_caught_up_time_ms: r.i64("last caught up time")?,
         log_start: None,
+        producer_state: None,
     })
 }
 
@@ -1062,6 +1071,20 @@ mod tests {
                 ..fetch_records_response()
             }),
         );
+        // ... and with them the leader's producer-state snapshot.
+        response_round_trip(
+            api::FETCH_QUORUM_RECORDS,
+            Response::FetchQuorumRecords(FetchQuorumRecordsResponse {
+                error: ErrorCode::OFFSET_OUT_OF_RANGE,
+                batches: vec![],
+                log_start: Some(OffsetAndEpoch {
+                    offset: 77,
+                    epoch: 2,
+                }),
+                producer_state: Some(Bytes::from_static(b"snapshot bytes")),
+                ..fetch_records_response()
+            }),
+        );
         let voter = |id| VoterEndpoint {
             voter_id: id,
             boot_timestamp: 5,
@@ -1161,6 +1184,7 @@ mod tests {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
+            producer_state: None,
         }
     }
 
@@ -1313,6 +1337,7 @@ mod tests {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
+            producer_state: None,
         });
         let chain = encode_response(&response, WireWriter::new());
         assert_eq!(chain.len(), 3);

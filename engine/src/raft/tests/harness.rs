@@ -416,6 +416,7 @@ impl Harness {
             first_dirty_offset: -1,
             last_caught_up_time_ms: -1,
             log_start: None,
+            producer_state: None,
         }
     }
 

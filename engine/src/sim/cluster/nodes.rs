@@ -170,6 +170,14 @@ impl Simulation {
         // is new (derived, not drawn, so that it leaves the seeds' random streams alone).
         let run = (u64::from(node.incarnation) << 32) | node.id as u64;
         let (producers, ledger, loaded) = rebuilt_idempotence(&node.disk, node.id, run);
+        let loaded = loaded.map(|offset| {
+            let file = node
+                .disk
+                .producer_snapshot
+                .as_deref()
+                .expect("a loaded file");
+            (offset, bytes::Bytes::copy_from_slice(file))
+        });
         let replica =
             Replica::new(core, producers, ledger).with_snapshots(SIM_SEGMENT_BYTES, loaded);
         node.replica = Some(match retention {

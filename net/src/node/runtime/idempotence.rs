@@ -58,16 +58,25 @@ fn replay(log: &Log, rebuild: &mut ProducerRebuild) -> Result<(), RebuildError> 
     Ok(())
 }
 
+/// What a start rebuilt for idempotent producers: the producer state, the producer-id ledger,
+/// and the snapshot used (its offset and its file's bytes), if one was.
+pub(super) struct Rebuilt {
+    pub(super) producers: ProducerStates,
+    pub(super) ledger: ProducerIdLedger,
+    pub(super) loaded: Option<(Offset, Bytes)>,
+}
+
 impl Node {
     /// Rebuilds the producer state and the producer-id blocks of node `own_id` from `log`
     /// before the node serves anything (start-up): from the producer-state snapshot in
     /// `snapshots` when it fits the log (its offset is returned too), else from the log's start
-    /// (`engine::replica::rebuild` decides; this reads).
+    /// (`engine::replica::rebuild` decides; this reads). With the snapshot's offset and
+    /// bytes, when one was used.
     pub(super) fn rebuild_idempotence(
         log: &Log,
         snapshots: &ProducerSnapshotStore,
         own_id: NodeId,
-    ) -> Result<(ProducerStates, ProducerIdLedger, Option<Offset>), NodeError> {
+    ) -> Result<Rebuilt, NodeError> {
         let started = Instant::now();
         let snapshot = match producer_snapshots::load(snapshots, log) {
             Ok(found) => found,
@@ -81,6 +90,7 @@ impl Node {
                 None
             }
         };
+        let (snapshot, file) = snapshot.unzip();
         let mut rebuild = ProducerRebuild::new(
             own_id,
             super::producer_ids::new_incarnation(),
@@ -97,7 +107,11 @@ impl Node {
             ms = started.elapsed().as_millis() as u64,
             "rebuilt the producer state from the log"
         );
-        Ok((rebuilt.producers, rebuilt.ledger, rebuilt.snapshot))
+        Ok(Rebuilt {
+            loaded: rebuilt.snapshot.zip(file),
+            producers: rebuilt.producers,
+            ledger: rebuilt.ledger,
+        })
     }
 
     /// The replica refused a transactional batch from `conn`: the operator's hint, once per

@@ -356,6 +356,8 @@ impl Node {
         let Some(pending) = self.requests.remove(&id) else {
             return; // the connection closed meanwhile
         };
+        let stripped = self.without_oversized_producer_state(response);
+        let response = stripped.as_ref().unwrap_or(response);
         self.metrics.response(pending.spec.key, response.error());
         if let Response::FetchQuorumRecords(fetch) = response {
             if !fetch.batches.is_empty() {
@@ -381,6 +383,31 @@ impl Node {
             }
         };
         self.deliver(pending.conn, pending.seq, chain);
+    }
+
+    /// The answer without the producer-state snapshot the replica put in it, if that would
+    /// make the frame larger than the fetcher may read (`socket.request.max.bytes`, the same
+    /// on every node of a cluster as the docs ask): the fetcher then resets without it
+    /// (docs/protocol.md, "Retention and the log start").
+    fn without_oversized_producer_state(&self, response: &Response) -> Option<Response> {
+        let Response::FetchQuorumRecords(answer) = response else {
+            return None;
+        };
+        let size = answer.producer_state.as_ref()?.len();
+        if size <= self.config.max_request_bytes / 2 {
+            return None;
+        }
+        warn!(
+            node = self.config.broker_id,
+            bytes = size,
+            max = self.config.max_request_bytes,
+            "the producer-state snapshot is too large to send with the log start: the fetcher \
+             resets its log without it and does not know the producers whose batches were \
+             deleted; raise socket.request.max.bytes on every node"
+        );
+        let mut answer = answer.clone();
+        answer.producer_state = None;
+        Some(Response::FetchQuorumRecords(answer))
     }
 
     /// Whether the fetch's endpoints may be taken as replica `replica`'s (node/brokers.rs).

@@ -261,8 +261,11 @@ impl Node {
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
-        let (producers, ledger, loaded) =
-            Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
+        let idempotence::Rebuilt {
+            producers,
+            ledger,
+            loaded,
+        } = Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,

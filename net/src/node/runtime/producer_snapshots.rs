@@ -104,12 +104,12 @@ pub(super) enum SnapshotUnused {
     Misfit(#[from] SnapshotMisfit),
 }
 
-/// The snapshot in `store` if there is one and it fits `log` (`engine::replica::rebuild`
-/// decides). Ok(None): no file.
+/// The snapshot in `store`, and the file's bytes, if there is one and it fits `log`
+/// (`engine::replica::rebuild` decides). Ok(None): no file.
 pub(super) fn load(
     store: &ProducerSnapshotStore,
     log: &Log,
-) -> Result<Option<ProducerSnapshot>, SnapshotUnused> {
+) -> Result<Option<(ProducerSnapshot, Bytes)>, SnapshotUnused> {
     let Some(bytes) = store.read().map_err(SnapshotUnused::Read)? else {
         return Ok(None);
     };
@@ -117,7 +117,7 @@ pub(super) fn load(
     check_snapshot(&snapshot, log.start_offset(), log.end_offset(), |offset| {
         log.epoch_cache().epoch_at(offset)
     })?;
-    Ok(Some(snapshot))
+    Ok(Some((snapshot, Bytes::from(bytes))))
 }
 
 impl Node {
@@ -217,7 +217,7 @@ mod tests {
                 store.write(&snapshot_at(offset, epoch)).unwrap();
             }
             match load(&store, &log) {
-                Ok(Some(snapshot)) => assert!(
+                Ok(Some((snapshot, _))) => assert!(
                     used && snapshot.offset == offset,
                     "offset {offset} epoch {epoch} was used"
                 ),
