@@ -505,12 +505,9 @@ fn a_roll_past_its_bounds_stops_the_replica() {
     d.step(super::Input::Rolled { start: 1 });
 }
 
-/// A fetch behind the log start is answered with the log start and the newest written
-/// producer-state snapshot, so that the fetcher, reset to the start, still knows the producers
-/// whose batches retention deleted (docs/protocol.md, "Retention and the log start").
-#[test]
-fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
-    use crate::raft::{FetchQuorumRecordsRequest, Request, Response, Sender};
+/// A leader that produced three batches of producer `P`, wrote a snapshot past them, and let
+/// retention move its log start below it.
+fn leader_past_a_snapshot() -> (Driver, Offset, Offset) {
     let mut d = Driver::leading_with(Some(60_000));
     d.step(super::Input::Retained {
         start: 0,
@@ -532,6 +529,16 @@ fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
         start,
         wanted: start,
     });
+    (d, start, written)
+}
+
+/// A fetch behind the log start is answered with the log start and the newest written
+/// producer-state snapshot, so that the fetcher, reset to the start, still knows the producers
+/// whose batches retention deleted (docs/protocol.md, "Retention and the log start").
+#[test]
+fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
+    use crate::raft::{FetchQuorumRecordsRequest, Request, Response, Sender};
+    let (mut d, start, written) = leader_past_a_snapshot();
     let epoch = d.replica.core().epoch();
     let out = d.step(Input::Request {
         id: 900,
@@ -564,4 +571,85 @@ fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
     let snapshot = crate::producer_snapshot::ProducerSnapshot::decode(&bytes).expect("decodes");
     assert_eq!(snapshot.offset, written);
     assert_eq!(snapshot.producers.len(), 1, "producer {P} is in it");
+}
+
+/// An observer behind the leader's log start resets its log with the leader's snapshot: it
+/// knows producer `P`, whose batches it never fetched, does not feed the batches below the
+/// snapshot again, and writes the snapshot as its own file.
+#[test]
+fn a_reset_takes_the_leaders_producer_state_with_it() {
+    use crate::quorum_state_store::ElectionState;
+    use crate::raft::{Request, Response, Sender};
+    let (mut leader, start, written) = leader_past_a_snapshot();
+    let epoch = leader.replica.core().epoch();
+    let stored = ElectionState {
+        epoch,
+        leader_id: 1,
+        voted_id: -1,
+        current_voters: vec![1],
+        ..Default::default()
+    };
+    let core = RaftCore::new(
+        RaftConfig::new(7, "c", vec![1]),
+        Some(stored),
+        crate::raft::LogSnapshot::default(),
+        0,
+    )
+    .expect("core starts");
+    let mut observer = Replica::new(core, ProducerStates::default(), ProducerIdLedger::new(7, 5))
+        .with_snapshots(1 << 20, None);
+    assert_eq!(observer.producing().producers().len(), 0);
+    let mut out = Vec::new();
+    observer.step(Input::Tick { now: leader.now }, &mut out);
+    let (correlation, request) = out
+        .iter()
+        .find_map(|o| match o {
+            super::Output::Core(Output::Send {
+                to: 1,
+                correlation,
+                request: request @ Request::FetchQuorumRecords(_),
+            }) => Some((*correlation, request.clone())),
+            _ => None,
+        })
+        .expect("the observer fetches from the leader");
+    let answer = leader
+        .step(Input::Request {
+            id: 901,
+            from: Sender::Replica(7),
+            request,
+        })
+        .into_iter()
+        .find_map(|o| match o {
+            Output::Respond { id: 901, response } => Some(response),
+            _ => None,
+        })
+        .expect("answered");
+    let Response::FetchQuorumRecords(r) = &answer else {
+        panic!("{answer:?}")
+    };
+    assert!(r.producer_state.is_some() && r.log_start.is_some());
+    let mut out = Vec::new();
+    observer.step(
+        Input::Response {
+            from: 1,
+            correlation,
+            response: answer,
+        },
+        &mut out,
+    );
+    let reset = out.iter().any(|o| {
+        matches!(o, super::Output::Core(Output::Log(op))
+            if matches!(op.kind, LogOpKind::ResetTo { start: s, .. } if s == start))
+    });
+    assert!(reset, "reset to the leader's start: {out:?}");
+    assert_eq!(
+        observer.producing().producers().len(),
+        1,
+        "producer {P} known"
+    );
+    assert!(
+        out.iter().any(|o| matches!(o,
+            super::Output::WriteProducerSnapshot { offset, .. } if *offset == written)),
+        "written as its own file: {out:?}"
+    );
 }
