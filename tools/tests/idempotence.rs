@@ -2,9 +2,9 @@
 //! keeps five batches in flight, the leader is SIGKILLed under it, every unanswered batch is
 //! retried on the new leader with the same sequence numbers, and every record is in every log
 //! exactly once, in order. Then the checks a client relies on: a gap, an old epoch, a
-//! transactional batch, and duplicates still recognised after the whole cluster restarts (the
-//! state rebuilt from the log). Real `ringraft serve` processes on 127.0.0.1; every wait is
-//! bounded.
+//! transactional batch, duplicates still recognised after the whole cluster restarts (the
+//! state rebuilt from the log), and on a voter whose log was reset behind the leader's log
+//! start. Real `ringraft serve` processes on 127.0.0.1; every wait is bounded.
 
 mod support;
 
@@ -525,5 +525,110 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
             && this_run.contains("from_snapshot=None"),
         "{this_run}"
     );
+    cluster.stop_all_cleanly();
+}
+
+/// A voter that slept through retention comes back behind the leader's log start and resets
+/// its log: the leader's producer-state snapshot comes with the reset (docs/protocol.md,
+/// "Retention and the log start", rule 6), the voter writes it as its own file, and once it
+/// leads, the producer's retry of a batch it never fetched is answered as the duplicate it
+/// is, not written again.
+#[test]
+fn a_voter_reset_behind_retention_keeps_the_producers_and_answers_their_retries() {
+    let mut cluster = Cluster::new_with(3, |s| {
+        s.segment_bytes = Some(1 << 20);
+        s.overrides = vec![
+            format!("retention.bytes={}", 2 << 20),
+            "log.retention.check.interval.ms=200".into(),
+        ];
+    });
+    let leader = cluster.start_all_and_elect();
+    let others: Vec<i32> = (1..=3).filter(|id| *id != leader).collect();
+    // The lower id sleeps: back and caught up, it ties with the other follower and heads the
+    // preferred successors (docs/protocol.md, section 5) when the leader stops.
+    let (sleeper, awake) = (others[0], others[1]);
+    cluster.node(sleeper).process = None; // SIGKILL
+    let mut client = cluster.connect(leader, TIMEOUT);
+    let mut acked: BTreeMap<i32, i64> = BTreeMap::new();
+    for (sequence, (error, base_offset)) in send_window(&mut client, &[0, 1, 2, 3, 4]) {
+        assert_eq!(error, ErrorCode::NONE, "sequence {sequence}");
+        acked.insert(sequence, base_offset);
+    }
+    // About 4.5 MB more, so that retention (2 MiB) deletes the segments that held them.
+    let filler = "f".repeat(30_000);
+    let mut end = 0;
+    for i in 0..150 {
+        end = produce_one(&mut client, &filler).expect("filler acknowledged") + 1;
+        if i % 10 == 9 {
+            cluster.wait_for_replicas_at(&[leader, awake], end);
+        }
+    }
+    drop(client);
+    cluster.wait_for_replicas_at(&[leader, awake], end);
+    let deadline = Instant::now() + WAIT;
+    while log_start(&log_dir(&cluster, leader)) <= acked[&4] {
+        assert!(
+            Instant::now() < deadline,
+            "retention never passed offset {}",
+            acked[&4]
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    cluster.start(sleeper, &[]);
+    cluster.wait_for_voters_at(leader, end);
+    let sleeper_dir = log_dir(&cluster, sleeper);
+    assert!(
+        log_start(&sleeper_dir) > acked[&4],
+        "node {sleeper} did not reset behind the leader's start: {}",
+        cluster.stderr_tail(sleeper)
+    );
+    let path = sleeper_dir.join(engine::producer_snapshot_store::FILE_NAME);
+    let deadline = Instant::now() + WAIT;
+    let snapshot = loop {
+        let found = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| engine::producer_snapshot::ProducerSnapshot::decode(&bytes).ok())
+            .filter(|s| s.offset > acked[&4]);
+        match found {
+            Some(snapshot) => break snapshot,
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            None => panic!("node {sleeper} wrote no snapshot past its reset"),
+        }
+    };
+    assert!(
+        snapshot.producers.iter().any(|(id, _)| *id == PID),
+        "node {sleeper}'s snapshot at {} lacks the producer",
+        snapshot.offset
+    );
+
+    // Both followers at the same end, the leader stops gracefully: the sleeper stands first.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut stopped = cluster.node(leader).process.take().expect("running");
+    stopped.signal(libc::SIGTERM);
+    assert!(
+        stopped.wait_exit(Duration::from_secs(10)).is_some(),
+        "the leader ignored SIGTERM"
+    );
+    let new_leader = cluster.wait_for_leader(Some(leader));
+    assert_eq!(
+        new_leader,
+        sleeper,
+        "the first preferred successor leads: {}",
+        cluster.quorum_report()
+    );
+    let mut client = cluster.connect(sleeper, TIMEOUT);
+    let retry = produce_once_it_leads(&mut client, idempotent_batch(0, 4, false));
+    assert_eq!(
+        retry,
+        (ErrorCode::NONE, acked[&4]),
+        "the retry on the reset voter"
+    );
+    assert_eq!(
+        produce(&mut client, idempotent_batch(0, 6, false)).0,
+        ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        "a gap on the reset voter"
+    );
+    drop(client);
     cluster.stop_all_cleanly();
 }
