@@ -405,9 +405,8 @@ fn a_retry_of_a_batch_retention_deleted_is_a_duplicate_after_a_restart() {
     assert_eq!(acked.len(), 5);
     // About 4.5 MB more, so that retention (2 MiB) deletes the segments that held them.
     // Every voter keeps up (at most ten records, 300 KB, behind): none falls behind the
-    // leader's log start and resets its log, which would leave it without the producer's state
-    // (a replica that resets to its leader's log start learns only the producers above it:
-    // docs/storage.md, "Retention and the state kept in the log"); under load, one did.
+    // leader's log start and resets its log, so that each restarts from a snapshot of its own
+    // (a reset is the subject of the next test).
     let filler = "f".repeat(30_000);
     let mut end = 0;
     for i in 0..150 {
