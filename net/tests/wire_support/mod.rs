@@ -115,6 +115,20 @@ our_messages!(
     SaslHandshakeResponse,
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
 );
 
 /// A fetch response goes out as a chain whose record pieces are the log's own buffers.

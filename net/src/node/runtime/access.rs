@@ -134,6 +134,9 @@ fn decide(
     };
     let resource = match resource_type {
         ResourceType::Topic => Resource::topic(METADATA_TOPIC),
+        // A group is named by the request: only `Node::access_group` (groups.rs) can check
+        // it, so a check without the name refuses (fail-closed).
+        ResourceType::Group => return Err(denied_error(ResourceType::Group)),
         _ => Resource::cluster(),
     };
     if authorizer.authorize(&asker.principal, asker.host, operation, &resource) {
