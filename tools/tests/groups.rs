@@ -1,0 +1,130 @@
+//! Consumer groups with real, unmodified clients (docs/clients.md, "Consumer groups"):
+//! kafka-python 3 subscribes in a group, commits and reads its committed offset back, and a
+//! second run of the group after the leader is SIGKILLed resumes exactly at that offset (the
+//! offset record was committed through the log, so the new leader rebuilt it). The clients
+//! come from `.ci/install-clients.sh` (a venv at target/venv); a missing one fails the test
+//! with that hint. Every wait is bounded; every process is killed when its guard drops.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::clients::{venv_python, workspace};
+use support::*;
+
+/// Every script run is bounded by this.
+const SCRIPT_LIMIT: Duration = Duration::from_secs(90);
+
+/// Runs `script MODE SERVERS N NAME` from the venv to its end (bounded), returning its JSON
+/// event lines; a script that fails or overruns fails the test with its stderr.
+fn run_script(script: &str, cluster: &Cluster, args: [&str; 3]) -> Vec<Value> {
+    let servers: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|&id| cluster.addr(id).to_string())
+        .collect();
+    let stderr_path = cluster
+        .root
+        .path()
+        .join(format!("{script}-{}-{}.stderr", args[0], args[2]));
+    let mut command = Command::new(venv_python());
+    command
+        .arg(workspace().join("tools/tests/clients").join(script))
+        .arg(args[0])
+        .arg(servers.join(","))
+        .arg(args[1])
+        .arg(args[2])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    testkit::kill_with_parent(&mut command);
+    let child = command.spawn().unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run .ci/install-clients.sh)",
+            venv_python().display()
+        )
+    });
+    let mut guard = ProcessGuard { child };
+    let deadline = Instant::now() + SCRIPT_LIMIT;
+    let status = loop {
+        if let Some(status) = guard.child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut out = String::new();
+    use std::io::Read;
+    if status.is_some() {
+        guard
+            .child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+    }
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{script} {args:?}: {status:?}\nstdout:\n{out}\nstderr:\n{stderr}"
+    );
+    out.lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// The offsets of the `consumed` events.
+fn consumed(events: &[Value]) -> Vec<i64> {
+    events
+        .iter()
+        .filter_map(|e| e.get("consumed"))
+        .map(|c| c[0].as_i64().unwrap())
+        .collect()
+}
+
+fn field(events: &[Value], name: &str) -> Value {
+    events
+        .iter()
+        .find_map(|e| e.get(name).cloned())
+        .unwrap_or_else(|| panic!("no {name} in {events:?}"))
+}
+
+/// kafka-python: produce 100 records; a group member reads 40 and commits after each poll;
+/// the leader is SIGKILLed and another elected; the group's next member finds the committed
+/// offset (`committed()`) and reads the other 60 from exactly there, nothing skipped.
+#[test]
+fn kafka_python_group_commits_survive_a_leader_kill() {
+    let (mut cluster, leader) = Cluster::started(3);
+    let produced = run_script("group_kafka_python.py", &cluster, ["produce", "100", "kpg"]);
+    let acked: Vec<i64> = produced
+        .iter()
+        .filter_map(|e| e.get("acked"))
+        .map(|a| a[0].as_i64().unwrap())
+        .collect();
+    assert_eq!(acked.len(), 100);
+    let first = run_script("group_kafka_python.py", &cluster, ["consume", "40", "g-kp"]);
+    assert_eq!(
+        field(&first, "committed_before"),
+        Value::Null,
+        "a new group"
+    );
+    let read = consumed(&first);
+    assert_eq!(read, acked[..40], "the first member reads from the start");
+    let committed = field(&first, "committed_after").as_i64().unwrap();
+    assert_eq!(committed, acked[39] + 1);
+    cluster.node(leader).process.take(); // SIGKILL via the guard
+    let successor = cluster.wait_for_leader(Some(leader));
+    assert_ne!(successor, leader);
+    let second = run_script("group_kafka_python.py", &cluster, ["consume", "60", "g-kp"]);
+    assert_eq!(
+        field(&second, "committed_before").as_i64(),
+        Some(committed),
+        "the new leader has the committed offset"
+    );
+    assert_eq!(consumed(&second), acked[40..], "resumed exactly there");
+    let after = field(&second, "committed_after").as_i64().unwrap();
+    assert_eq!(after, acked[99] + 1);
+}
