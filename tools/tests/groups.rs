@@ -128,3 +128,75 @@ fn kafka_python_group_commits_survive_a_leader_kill() {
     let after = field(&second, "committed_after").as_i64().unwrap();
     assert_eq!(after, acked[99] + 1);
 }
+
+/// confluent-kafka (librdkafka): a group consumer gets an assignment, each synchronous
+/// commit() returns, and a second member of the group resumes after the last commit.
+#[test]
+fn confluent_kafka_group_gets_an_assignment_and_commits() {
+    let (cluster, _) = Cluster::started(3);
+    let produced = run_script("group_kafka_python.py", &cluster, ["produce", "30", "ckg"]);
+    let acked: Vec<i64> = produced
+        .iter()
+        .filter_map(|e| e.get("acked"))
+        .map(|a| a[0].as_i64().unwrap())
+        .collect();
+    let first = run_script("group_confluent.py", &cluster, ["consume", "10", "g-ck"]);
+    assert_eq!(field(&first, "assigned"), serde_json::json!([0]));
+    assert_eq!(consumed(&first), acked[..10]);
+    let commits: Vec<i64> = first
+        .iter()
+        .filter_map(|e| e.get("committed"))
+        .map(|c| c.as_i64().unwrap())
+        .collect();
+    assert_eq!(commits.len(), 10, "every commit() returned");
+    assert_eq!(
+        field(&first, "committed_after").as_i64(),
+        Some(acked[9] + 1)
+    );
+    let second = run_script("group_confluent.py", &cluster, ["consume", "20", "g-ck"]);
+    assert_eq!(consumed(&second), acked[10..]);
+}
+
+/// kcat -G (librdkafka 2.0's balanced consumer, auto-commit): reads in a group, commits on
+/// exit, and the group's next run goes on from there.
+#[test]
+fn kcat_balanced_consumer_reads_and_resumes() {
+    let (cluster, _) = Cluster::started(3);
+    let produced = run_script("group_kafka_python.py", &cluster, ["produce", "30", "kcg"]);
+    let acked: Vec<i64> = produced
+        .iter()
+        .filter_map(|e| e.get("acked"))
+        .map(|a| a[0].as_i64().unwrap())
+        .collect();
+    let servers: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|&id| cluster.addr(id).to_string())
+        .collect();
+    let kcat_group = |count: usize| -> Vec<i64> {
+        let out = Command::new("timeout")
+            .args(["60", support::clients::kcat().to_str().unwrap()])
+            .args([
+                "-b",
+                &servers.join(","),
+                "-G",
+                "g-kcat",
+                "__cluster_metadata",
+            ])
+            .args(["-X", "auto.offset.reset=earliest", "-q", "-f", "%o\\n"])
+            .args(["-c", &count.to_string()])
+            .output()
+            .expect("kcat runs (run .ci/install-clients.sh)");
+        assert!(
+            out.status.success(),
+            "kcat -G: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    assert_eq!(kcat_group(12), acked[..12]);
+    assert_eq!(kcat_group(18), acked[12..]);
+}
