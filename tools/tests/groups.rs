@@ -3,13 +3,19 @@
 //! second run of the group after the leader is SIGKILLed resumes exactly at that offset (the
 //! offset record was committed through the log, so the new leader rebuilt it). The clients
 //! come from `.ci/install-clients.sh` (a venv at target/venv); a missing one fails the test
-//! with that hint. Every wait is bounded; every process is killed when its guard drops.
+//! with that hint. GROUP ACLs and NOT_COORDINATOR on followers are checked with the project's
+//! own client. Every wait is bounded; every process is killed when its guard drops.
 
 mod support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use engine::raft::ErrorCode;
+use net::wire::kafka::{
+    FindCoordinatorRequest, JoinGroupProtocol, JoinGroupRequest, OffsetCommitPartition,
+    OffsetCommitRequest, OffsetFetchGroup, OffsetFetchRequest, Topic, KEY_TYPE_GROUP,
+};
 use serde_json::Value;
 use support::clients::{venv_python, workspace};
 use support::*;
@@ -199,4 +205,139 @@ fn kcat_balanced_consumer_reads_and_resumes() {
     };
     assert_eq!(kcat_group(12), acked[..12]);
     assert_eq!(kcat_group(18), acked[12..]);
+}
+
+fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
+    OffsetCommitRequest {
+        group_id: group.into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        retention_time_ms: -1,
+        topics: vec![Topic {
+            name: "__cluster_metadata".into(),
+            partitions: vec![OffsetCommitPartition {
+                partition: 0,
+                committed_offset: offset,
+                committed_leader_epoch: -1,
+                committed_metadata: Some("m".into()),
+            }],
+        }],
+    }
+}
+
+/// GROUP ACLs, fail-closed: with READ and DESCRIBE on `group:ok` only, FindCoordinator,
+/// JoinGroup, OffsetCommit and OffsetFetch on `ok` go through and on `no` are refused
+/// GROUP_AUTHORIZATION_FAILED; a follower answers NOT_COORDINATOR and its FindCoordinator
+/// names the leader.
+#[test]
+fn group_acls_admit_the_named_group_only_and_followers_point_to_the_leader() {
+    let mut cluster = Cluster::new(3);
+    let acls = cluster.root.path().join("acls.txt");
+    std::fs::write(
+        &acls,
+        "allow User:ANONYMOUS CLUSTER_ACTION cluster:kafka-cluster from *\n\
+         allow User:ANONYMOUS DESCRIBE cluster:kafka-cluster from *\n\
+         allow User:ANONYMOUS READ topic:__cluster_metadata from *\n\
+         allow User:ANONYMOUS DESCRIBE topic:__cluster_metadata from *\n\
+         allow User:ANONYMOUS READ group:ok from *\n\
+         allow User:ANONYMOUS DESCRIBE group:ok from *\n",
+    )
+    .unwrap();
+    let acl_file = format!("authorizer.acl.file={}", acls.display());
+    for id in 1..=3 {
+        cluster.start(id, &[&acl_file]);
+    }
+    let leader = cluster.wait_for_leader(None);
+    let mut client = cluster.connect(leader, Duration::from_secs(10));
+    // FindCoordinator v4, both keys; the leader names itself once it lists its endpoint.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let find = |client: &mut net::client::BlockingClient| {
+        let request = FindCoordinatorRequest {
+            keys: vec!["ok".into(), "no".into()],
+            key_type: KEY_TYPE_GROUP,
+        };
+        client.call_at(4, &request).unwrap()
+    };
+    let mut found = find(&mut client);
+    while found.coordinators[0].error != ErrorCode::NONE && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        found = find(&mut client);
+    }
+    assert_eq!(found.coordinators[0].error, ErrorCode::NONE, "{found:?}");
+    assert_eq!(found.coordinators[0].node_id, leader);
+    assert_eq!(
+        found.coordinators[1].error,
+        ErrorCode::GROUP_AUTHORIZATION_FAILED
+    );
+    // JoinGroup v5: `ok` is admitted (and handed a member id), `no` refused.
+    let join = |group: &str| JoinGroupRequest {
+        group_id: group.into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        member_id: String::new(),
+        group_instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![JoinGroupProtocol {
+            name: "range".into(),
+            metadata: bytes::Bytes::from_static(b"m"),
+        }],
+        reason: None,
+    };
+    // A new leader answers COORDINATOR_LOAD_IN_PROGRESS until its epoch commits.
+    let mut joined = client.call_at(5, &join("ok")).unwrap();
+    while joined.error == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        joined = client.call_at(5, &join("ok")).unwrap();
+    }
+    assert_eq!(joined.error, ErrorCode::MEMBER_ID_REQUIRED, "{joined:?}");
+    assert!(!joined.member_id.is_empty());
+    let refused = client.call_at(5, &join("no")).unwrap();
+    assert_eq!(refused.error, ErrorCode::GROUP_AUTHORIZATION_FAILED);
+    // OffsetCommit v8 outside any membership, then OffsetFetch v8 of both groups.
+    let committed = client.call_at(8, &commit_request("ok", 5)).unwrap();
+    assert_eq!(committed.topics[0].partitions[0].error, ErrorCode::NONE);
+    let refused = client.call_at(8, &commit_request("no", 5)).unwrap();
+    assert_eq!(
+        refused.topics[0].partitions[0].error,
+        ErrorCode::GROUP_AUTHORIZATION_FAILED
+    );
+    let fetch = OffsetFetchRequest {
+        groups: ["ok", "no"]
+            .iter()
+            .map(|g| OffsetFetchGroup {
+                group_id: g.to_string(),
+                member_id: None,
+                member_epoch: -1,
+                topics: None,
+            })
+            .collect(),
+        require_stable: true,
+    };
+    let fetched = client.call_at(8, &fetch).unwrap();
+    assert_eq!(fetched.groups[0].error, ErrorCode::NONE);
+    assert_eq!(
+        fetched.groups[0].topics[0].partitions[0].committed_offset,
+        5
+    );
+    assert_eq!(
+        fetched.groups[1].error,
+        ErrorCode::GROUP_AUTHORIZATION_FAILED
+    );
+    // A follower: NOT_COORDINATOR for the group APIs, and it points to the leader.
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let mut other = cluster.connect(follower, Duration::from_secs(10));
+    let not_here = other.call_at(8, &commit_request("ok", 6)).unwrap();
+    assert_eq!(
+        not_here.topics[0].partitions[0].error,
+        ErrorCode::NOT_COORDINATOR
+    );
+    let mut found = find(&mut other);
+    while found.coordinators[0].node_id != leader && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        found = find(&mut other);
+    }
+    assert_eq!(found.coordinators[0].node_id, leader, "{found:?}");
+    drop((client, other));
+    cluster.stop_all_cleanly();
 }
