@@ -2,7 +2,8 @@
 //! the quorum RPCs (requests and responses, with the node's FetchQuorumRecords extras and broker
 //! list), ApiVersions, Produce (v3-10, and the v0-2 refusal path), Fetch, ListOffsets,
 //! OffsetForLeaderEpoch, InitProducerId, Metadata, DescribeCluster and the consumer-group APIs
-//! (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch),
+//! (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete),
 //! requests and responses in every version. They must return errors, never panic, and never allocate beyond what the
 //! input can hold. (The frame splitter has its own target, `wire_frame`.)
 //!
@@ -15,6 +16,9 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
+use net::wire::kafka::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+};
 use net::wire::kafka::{
     visit_produce_partitions, ApiVersionsRequest, DescribeClusterRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
@@ -128,15 +132,19 @@ fuzz_target!(|data: &[u8]| {
             let Some((&which, rest)) = input.split_first() else {
                 return;
             };
-            let (input, pick) = (Bytes::copy_from_slice(rest), which / 7);
-            match which % 7 {
+            let (input, pick) = (Bytes::copy_from_slice(rest), which / 11);
+            match which % 11 {
                 0 => request_and_response(pick, &input, FindCoordinatorRequest::decode),
                 1 => request_and_response(pick, &input, JoinGroupRequest::decode),
                 2 => request_and_response(pick, &input, SyncGroupRequest::decode),
                 3 => request_and_response(pick, &input, HeartbeatRequest::decode),
                 4 => request_and_response(pick, &input, LeaveGroupRequest::decode),
                 5 => request_and_response(pick, &input, OffsetCommitRequest::decode),
-                _ => request_and_response(pick, &input, OffsetFetchRequest::decode),
+                6 => request_and_response(pick, &input, OffsetFetchRequest::decode),
+                7 => request_and_response(pick, &input, ListGroupsRequest::decode),
+                8 => request_and_response(pick, &input, DescribeGroupsRequest::decode),
+                9 => request_and_response(pick, &input, DeleteGroupsRequest::decode),
+                _ => request_and_response(pick, &input, OffsetDeleteRequest::decode),
             }
         }
         _ => {

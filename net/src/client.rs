@@ -29,6 +29,11 @@ use crate::wire::kafka::{
     SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::kafka::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    DELETE_GROUPS_SPEC, DESCRIBE_GROUPS_SPEC, LIST_GROUPS_SPEC, OFFSET_DELETE_SPEC,
+};
+use crate::wire::kafka::{
     DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataRequestTopic,
     MetadataResponse, DESCRIBE_CLUSTER_SPEC, ENDPOINT_TYPE_BROKERS, METADATA_SPEC,
 };
@@ -196,6 +201,10 @@ client_requests! {
     LeaveGroupRequest => LeaveGroupResponse, WireError, LEAVE_GROUP_SPEC;
     OffsetCommitRequest => OffsetCommitResponse, WireError, OFFSET_COMMIT_SPEC;
     OffsetFetchRequest => OffsetFetchResponse, WireError, OFFSET_FETCH_SPEC;
+    ListGroupsRequest => ListGroupsResponse, WireError, LIST_GROUPS_SPEC;
+    DescribeGroupsRequest => DescribeGroupsResponse, WireError, DESCRIBE_GROUPS_SPEC;
+    DeleteGroupsRequest => DeleteGroupsResponse, WireError, DELETE_GROUPS_SPEC;
+    OffsetDeleteRequest => OffsetDeleteResponse, WireError, OFFSET_DELETE_SPEC;
 }
 
 impl ClientRequest for ApiVersionsRequest {

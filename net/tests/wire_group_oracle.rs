@@ -836,3 +836,268 @@ fn batched_counts_are_bounded() {
     let decoded = OffsetFetchRequest::decode(&mut WireReader::new(w.into_inner().freeze()), 8);
     assert!(decoded.is_err());
 }
+
+#[test]
+fn group_admin_specs_are_kafkas() {
+    assert_spec_matches::<kp::ListGroupsRequest, kp::ListGroupsResponse>(&LIST_GROUPS_SPEC, true);
+    assert_spec_matches::<kp::DescribeGroupsRequest, kp::DescribeGroupsResponse>(
+        &DESCRIBE_GROUPS_SPEC,
+        true,
+    );
+    assert_spec_matches::<kp::DeleteGroupsRequest, kp::DeleteGroupsResponse>(
+        &DELETE_GROUPS_SPEC,
+        true,
+    );
+    assert_spec_matches::<kp::OffsetDeleteRequest, kp::OffsetDeleteResponse>(
+        &OFFSET_DELETE_SPEC,
+        true,
+    );
+}
+
+#[test]
+fn list_groups_matches_kafka() {
+    assert_same_as_kafka_in(0..=5, |version| {
+        let request = ListGroupsRequest {
+            states_filter: if version >= 4 {
+                vec!["Stable".into(), "Empty".into()]
+            } else {
+                vec![]
+            },
+            types_filter: if version >= 5 {
+                vec!["classic".into()]
+            } else {
+                vec![]
+            },
+        };
+        vec![paired(request, |ours| {
+            let mut k = kp::ListGroupsRequest::default();
+            k.states_filter = ours.states_filter.iter().map(|s| text(s)).collect();
+            k.types_filter = ours.types_filter.iter().map(|s| text(s)).collect();
+            k
+        })]
+    });
+    assert_same_as_kafka_in(0..=5, |version| {
+        let response = ListGroupsResponse {
+            throttle_time_ms: if version >= 1 { 3 } else { 0 },
+            error: ErrorCode::NONE,
+            groups: vec![ListedGroup {
+                group_id: "g".into(),
+                protocol_type: "consumer".into(),
+                group_state: if version >= 4 {
+                    "Stable".into()
+                } else {
+                    String::new()
+                },
+                group_type: if version >= 5 {
+                    "classic".into()
+                } else {
+                    String::new()
+                },
+            }],
+        };
+        vec![paired(response, |ours| {
+            let mut k = kp::ListGroupsResponse::default();
+            k.throttle_time_ms = ours.throttle_time_ms;
+            k.error_code = ours.error.0;
+            k.groups = ours
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut kg = kp::list_groups_response::ListedGroup::default();
+                    kg.group_id = group(&g.group_id);
+                    kg.protocol_type = text(&g.protocol_type);
+                    kg.group_state = text(&g.group_state);
+                    kg.group_type = text(&g.group_type);
+                    kg
+                })
+                .collect();
+            k
+        })]
+    });
+}
+
+#[test]
+fn describe_groups_matches_kafka() {
+    assert_same_as_kafka_in(0..=6, |version| {
+        let request = DescribeGroupsRequest {
+            groups: vec!["a".into(), "b".into()],
+            include_authorized_operations: version >= 3,
+        };
+        vec![paired(request, |ours| {
+            let mut k = kp::DescribeGroupsRequest::default();
+            k.groups = ours.groups.iter().map(|g| group(g)).collect();
+            k.include_authorized_operations = ours.include_authorized_operations;
+            k
+        })]
+    });
+    assert_same_as_kafka_in(0..=6, |version| {
+        let response = DescribeGroupsResponse {
+            throttle_time_ms: if version >= 1 { 2 } else { 0 },
+            groups: vec![DescribedGroup {
+                error: ErrorCode::NONE,
+                error_message: None,
+                group_id: "g".into(),
+                group_state: "Stable".into(),
+                protocol_type: "consumer".into(),
+                protocol_data: "range".into(),
+                members: vec![DescribedMember {
+                    member_id: "m".into(),
+                    group_instance_id: if version >= 4 { Some("i".into()) } else { None },
+                    client_id: "c".into(),
+                    client_host: "/127.0.0.1".into(),
+                    member_metadata: Bytes::from_static(b"meta"),
+                    member_assignment: Bytes::from_static(b"as"),
+                }],
+                authorized_operations: if version >= 3 { 1 << 3 } else { i32::MIN },
+            }],
+        };
+        vec![paired(response, |ours| {
+            let mut k = kp::DescribeGroupsResponse::default();
+            k.throttle_time_ms = ours.throttle_time_ms;
+            k.groups = ours
+                .groups
+                .iter()
+                .map(|g| {
+                    let mut kg = kp::describe_groups_response::DescribedGroup::default();
+                    kg.error_code = g.error.0;
+                    kg.error_message = opt(&g.error_message);
+                    kg.group_id = group(&g.group_id);
+                    kg.group_state = text(&g.group_state);
+                    kg.protocol_type = text(&g.protocol_type);
+                    kg.protocol_data = text(&g.protocol_data);
+                    kg.authorized_operations = g.authorized_operations;
+                    kg.members = g
+                        .members
+                        .iter()
+                        .map(|m| {
+                            let mut km =
+                                kp::describe_groups_response::DescribedGroupMember::default();
+                            km.member_id = text(&m.member_id);
+                            km.group_instance_id = opt(&m.group_instance_id);
+                            km.client_id = text(&m.client_id);
+                            km.client_host = text(&m.client_host);
+                            km.member_metadata = m.member_metadata.clone();
+                            km.member_assignment = m.member_assignment.clone();
+                            km
+                        })
+                        .collect();
+                    kg
+                })
+                .collect();
+            k
+        })]
+    });
+}
+
+#[test]
+fn delete_groups_and_offset_delete_match_kafka() {
+    assert_same_as_kafka_in(0..=2, |_| {
+        vec![paired(
+            DeleteGroupsRequest {
+                groups: vec!["a".into(), "b".into()],
+            },
+            |ours| {
+                let mut k = kp::DeleteGroupsRequest::default();
+                k.groups_names = ours.groups.iter().map(|g| group(g)).collect();
+                k
+            },
+        )]
+    });
+    assert_same_as_kafka_in(0..=2, |_| {
+        vec![paired(
+            DeleteGroupsResponse {
+                throttle_time_ms: 1,
+                results: vec![
+                    ("a".into(), ErrorCode::NONE),
+                    ("b".into(), ErrorCode::NON_EMPTY_GROUP),
+                ],
+            },
+            |ours| {
+                let mut k = kp::DeleteGroupsResponse::default();
+                k.throttle_time_ms = ours.throttle_time_ms;
+                k.results = ours
+                    .results
+                    .iter()
+                    .map(|(g, e)| {
+                        let mut kr = kp::delete_groups_response::DeletableGroupResult::default();
+                        kr.group_id = group(g);
+                        kr.error_code = e.0;
+                        kr
+                    })
+                    .collect();
+                k
+            },
+        )]
+    });
+    assert_same_as_kafka_in(0..=0, |_| {
+        vec![paired(
+            OffsetDeleteRequest {
+                group_id: "g".into(),
+                topics: fetch_topics(2),
+            },
+            |ours| {
+                let mut k = kp::OffsetDeleteRequest::default();
+                k.group_id = group(&ours.group_id);
+                k.topics = ours
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let mut kt = kp::offset_delete_request::OffsetDeleteRequestTopic::default();
+                        kt.name = topic_name(&t.name);
+                        kt.partitions = t
+                            .partitions
+                            .iter()
+                            .map(|&p| {
+                                let mut kpp = kp::offset_delete_request::OffsetDeleteRequestPartition::default();
+                                kpp.partition_index = p;
+                                kpp
+                            })
+                            .collect();
+                        kt
+                    })
+                    .collect();
+                k
+            },
+        )]
+    });
+    assert_same_as_kafka_in(0..=0, |_| {
+        vec![paired(
+            OffsetDeleteResponse {
+                error: ErrorCode::NONE,
+                throttle_time_ms: 0,
+                topics: vec![Topic {
+                    name: "t".into(),
+                    partitions: vec![
+                        (0, ErrorCode::NONE),
+                        (1, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC),
+                    ],
+                }],
+            },
+            |ours| {
+                let mut k = kp::OffsetDeleteResponse::default();
+                k.error_code = ours.error.0;
+                k.throttle_time_ms = ours.throttle_time_ms;
+                k.topics = ours
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let mut kt = kp::offset_delete_response::OffsetDeleteResponseTopic::default();
+                        kt.name = topic_name(&t.name);
+                        kt.partitions = t
+                            .partitions
+                            .iter()
+                            .map(|&(p, e)| {
+                                let mut kpp = kp::offset_delete_response::OffsetDeleteResponsePartition::default();
+                                kpp.partition_index = p;
+                                kpp.error_code = e.0;
+                                kpp
+                            })
+                            .collect();
+                        kt
+                    })
+                    .collect();
+                k
+            },
+        )]
+    });
+}

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use engine::raft::ErrorCode;
 use net::wire::kafka::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+};
+use net::wire::kafka::{
     FindCoordinatorRequest, JoinGroupProtocol, JoinGroupRequest, OffsetCommitPartition,
     OffsetCommitRequest, OffsetFetchGroup, OffsetFetchRequest, Topic, KEY_TYPE_GROUP,
 };
@@ -340,4 +343,118 @@ fn group_acls_admit_the_named_group_only_and_followers_point_to_the_leader() {
     assert_eq!(found.coordinators[0].node_id, leader, "{found:?}");
     drop((client, other));
     cluster.stop_all_cleanly();
+}
+
+/// ListGroups, DescribeGroups, OffsetDelete and DeleteGroups through the project's client: a
+/// group with only committed offsets is listed Empty, its offset deleted and then the group;
+/// a group with a member is described with it and refuses deletion (NON_EMPTY_GROUP).
+#[test]
+fn groups_are_listed_described_and_deleted() {
+    let (cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, Duration::from_secs(15));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut committed = client.call_at(8, &commit_request("adm", 7)).unwrap();
+    while committed.topics[0].partitions[0].error == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        committed = client.call_at(8, &commit_request("adm", 7)).unwrap();
+    }
+    assert_eq!(committed.topics[0].partitions[0].error, ErrorCode::NONE);
+    // A member in group "busy" (JoinGroup v3: no MEMBER_ID_REQUIRED round; answered after the
+    // initial rebalance delay).
+    let joined = client
+        .call_at(
+            3,
+            &JoinGroupRequest {
+                group_id: "busy".into(),
+                session_timeout_ms: 30_000,
+                rebalance_timeout_ms: 30_000,
+                member_id: String::new(),
+                group_instance_id: None,
+                protocol_type: "consumer".into(),
+                protocols: vec![JoinGroupProtocol {
+                    name: "range".into(),
+                    metadata: bytes::Bytes::from_static(b"m"),
+                }],
+                reason: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(joined.error, ErrorCode::NONE, "{joined:?}");
+    assert_eq!(joined.leader, joined.member_id);
+    let list = |client: &mut net::client::BlockingClient| -> Vec<(String, String)> {
+        let request = ListGroupsRequest {
+            states_filter: vec![],
+            types_filter: vec![],
+        };
+        let listed = client.call_at(4, &request).unwrap();
+        assert_eq!(listed.error, ErrorCode::NONE);
+        listed
+            .groups
+            .into_iter()
+            .map(|g| (g.group_id, g.group_state))
+            .collect()
+    };
+    assert_eq!(
+        list(&mut client),
+        [
+            ("adm".to_string(), "Empty".to_string()),
+            ("busy".to_string(), "CompletingRebalance".to_string())
+        ]
+    );
+    let described = client
+        .call_at(
+            5,
+            &DescribeGroupsRequest {
+                groups: vec!["busy".into(), "adm".into(), "nope".into()],
+                include_authorized_operations: false,
+            },
+        )
+        .unwrap();
+    let busy = &described.groups[0];
+    assert_eq!(
+        (busy.error, busy.group_state.as_str()),
+        (ErrorCode::NONE, "CompletingRebalance")
+    );
+    assert_eq!(busy.protocol_data, "range");
+    assert_eq!(busy.members[0].member_id, joined.member_id);
+    assert_eq!(described.groups[1].group_state, "Empty");
+    assert_eq!(described.groups[2].group_state, "Dead");
+    // OffsetDelete of adm's offset, then the group itself; busy keeps its member.
+    let deleted = client
+        .call_at(
+            0,
+            &OffsetDeleteRequest {
+                group_id: "adm".into(),
+                topics: vec![Topic {
+                    name: "__cluster_metadata".into(),
+                    partitions: vec![0],
+                }],
+            },
+        )
+        .unwrap();
+    assert_eq!(deleted.error, ErrorCode::NONE);
+    assert_eq!(deleted.topics[0].partitions[0], (0, ErrorCode::NONE));
+    client.call_at(8, &commit_request("adm", 9)).unwrap();
+    let deleted = client
+        .call_at(
+            2,
+            &DeleteGroupsRequest {
+                groups: vec!["adm".into(), "busy".into(), "nope".into()],
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        deleted.results,
+        [
+            ("adm".to_string(), ErrorCode::NONE),
+            ("busy".to_string(), ErrorCode::NON_EMPTY_GROUP),
+            ("nope".to_string(), ErrorCode::GROUP_ID_NOT_FOUND),
+        ]
+    );
+    assert_eq!(
+        list(&mut client),
+        [("busy".to_string(), "CompletingRebalance".to_string())]
+    );
 }

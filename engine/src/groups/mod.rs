@@ -208,7 +208,8 @@ impl Groups {
         let Some(committed) = self.offsets.group(&group_id) else {
             return refuse(ErrorCode::GROUP_ID_NOT_FOUND);
         };
-        let offsets = match partitions {
+        let delete_group = partitions.is_none();
+        let offsets: Vec<PartitionOffset> = match partitions {
             None => Vec::new(),
             Some(partitions) => partitions
                 .into_iter()
@@ -222,10 +223,14 @@ impl Groups {
                 })
                 .collect(),
         };
+        if !delete_group && offsets.is_empty() {
+            // None of those partitions has an offset: nothing to write.
+            return refuse(ErrorCode::NONE);
+        }
         Decision::Append(GroupOffsetsRecord {
             group_id,
             commit_timestamp_ms: timestamp_ms,
-            delete_group: offsets.is_empty(),
+            delete_group,
             offsets,
         })
     }

@@ -637,6 +637,24 @@ fn commits_are_answered_when_committed() {
         panic!("an empty group with offsets is deleted through the log");
     };
     assert!(delete.delete_group && delete.offsets.is_empty());
+    // OffsetDelete of a partition with no offset writes nothing; of one with, a tombstone.
+    let none = GroupRequest::DeleteOffsets {
+        group_id: "g".into(),
+        partitions: vec![("other".into(), 3)],
+    };
+    assert_eq!(
+        groups.decide(6, none, 0, 0, &mut out),
+        Some(Decision::Answer(GroupReply::Written(ErrorCode::NONE)))
+    );
+    let one = GroupRequest::DeleteOffsets {
+        group_id: "g".into(),
+        partitions: vec![("__cluster_metadata".into(), 0)],
+    };
+    let Some(Decision::Append(tombstone)) = groups.decide(7, one, 0, 0, &mut out) else {
+        panic!("a committed partition's offset is deleted through the log");
+    };
+    assert!(!tombstone.delete_group);
+    assert_eq!(tombstone.offsets[0].offset, None);
 }
 
 /// One step of the random walk.

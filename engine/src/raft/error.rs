@@ -62,6 +62,7 @@ error_codes! {
     MEMBER_ID_REQUIRED = 79, "join again with the member id this answer hands out";
     GROUP_MAX_SIZE_REACHED = 81, "the group has as many members as it may";
     FENCED_INSTANCE_ID = 82, "another member took this group instance id";
+    GROUP_SUBSCRIBED_TO_TOPIC = 86, "the group has members consuming the topic";
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45, "the producer's batch does not follow its previous one (a gap, or a new epoch not at 0)";
     INVALID_PRODUCER_EPOCH = 47, "the producer's epoch is older than the one in the log (fenced)";
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, "transactional id authorization failed";

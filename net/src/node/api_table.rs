@@ -7,7 +7,7 @@
 
 use super::runtime::Node;
 use crate::security::acl::Operation::{
-    Alter, ClusterAction, Describe, IdempotentWrite, Read, Write,
+    Alter, ClusterAction, Delete, Describe, IdempotentWrite, Read, Write,
 };
 use crate::security::acl::ResourceType::{Cluster, Group, Topic};
 use crate::security::authorizer::Authorization::{self, NoneNeeded, Required};
@@ -22,6 +22,10 @@ use crate::wire::kafka::{
     INIT_PRODUCER_ID_SPEC, JOIN_GROUP_SPEC, LEAVE_GROUP_SPEC, LIST_OFFSETS_SPEC, METADATA_SPEC,
     OFFSET_COMMIT_SPEC, OFFSET_FETCH_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE_SPEC,
     SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC, SYNC_GROUP_SPEC,
+};
+use crate::wire::kafka::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+    DELETE_GROUPS_SPEC, DESCRIBE_GROUPS_SPEC, LIST_GROUPS_SPEC, OFFSET_DELETE_SPEC,
 };
 use crate::wire::{RequestHeader, WireReader};
 
@@ -96,7 +100,7 @@ const fn quorum(spec: ApiSpec, authorization: Authorization) -> ApiRow {
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 24] = [
+pub(crate) static API_TABLE: [ApiRow; 28] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
@@ -303,6 +307,62 @@ pub(crate) static API_TABLE: [ApiRow; 24] = [
         sasl: false,
         authorization: Required(Read, Group),
     },
+    ApiRow {
+        spec: DESCRIBE_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                DescribeGroupsRequest::decode,
+                Node::handle_describe_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: LIST_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                ListGroupsRequest::decode,
+                Node::handle_list_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: DELETE_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                DeleteGroupsRequest::decode,
+                Node::handle_delete_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Delete, Group),
+    },
+    ApiRow {
+        spec: OFFSET_DELETE_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                OffsetDeleteRequest::decode,
+                Node::handle_offset_delete,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Delete, Group),
+    },
     // The replicas' own RPCs: CLUSTER_ACTION, which a replica's own principal has without an
     // ACL (net/src/node/runtime/access.rs).
     quorum(api::QUORUM_APIS[0], Required(ClusterAction, Cluster)), // Vote
@@ -388,6 +448,10 @@ mod tests {
             (HEARTBEAT_SPEC.key, Required(Read, Group)),
             (LEAVE_GROUP_SPEC.key, Required(Read, Group)),
             (SYNC_GROUP_SPEC.key, Required(Read, Group)),
+            (DESCRIBE_GROUPS_SPEC.key, Required(Describe, Group)),
+            (LIST_GROUPS_SPEC.key, Required(Describe, Group)),
+            (DELETE_GROUPS_SPEC.key, Required(Delete, Group)),
+            (OFFSET_DELETE_SPEC.key, Required(Delete, Group)),
             (api::API_VERSIONS, NoneNeeded),
             (SASL_HANDSHAKE_SPEC.key, NoneNeeded),
             (SASL_AUTHENTICATE_SPEC.key, NoneNeeded),

@@ -129,6 +129,14 @@ our_messages!(
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
 );
 
 /// A fetch response goes out as a chain whose record pieces are the log's own buffers.

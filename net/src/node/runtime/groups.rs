@@ -18,6 +18,12 @@ use crate::wire::kafka::{
     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, Topic, FIND_COORDINATOR, HEARTBEAT,
     JOIN_GROUP, KEY_TYPE_GROUP, LEAVE_GROUP, OFFSET_COMMIT, OFFSET_FETCH, SYNC_GROUP,
 };
+use crate::wire::kafka::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    DescribedGroup, DescribedMember, ListGroupsRequest, ListGroupsResponse, ListedGroup,
+    OffsetDeleteRequest, OffsetDeleteResponse, DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS,
+    OFFSET_DELETE,
+};
 use engine::groups::{
     GroupAnswer, GroupLimits, GroupReply, GroupRequest, Groups, JoinAnswer, JoinGroup, Leaving,
     MemberRef, PartitionOffset, Protocol, SyncGroup,
@@ -33,6 +39,24 @@ enum Held {
     /// The response's topics: each partition's own error (refused here), or None for those
     /// the replica's answer covers.
     Commit(Vec<Topic<(i32, Option<ErrorCode>)>>),
+    /// The same shape for OffsetDelete.
+    DeleteOffsets(Vec<Topic<(i32, Option<ErrorCode>)>>),
+    /// One group of the DeleteGroups `parent` (index `index` of its results).
+    DeleteOne {
+        parent: u64,
+        index: usize,
+    },
+}
+
+/// A DeleteGroups whose groups are being deleted one record each: the results so far and how
+/// many are still to come.
+struct Deleting {
+    conn: ConnId,
+    seq: u64,
+    header: RequestHeader,
+    spec: &'static ApiSpec,
+    results: Vec<(String, Option<ErrorCode>)>,
+    left: usize,
 }
 
 struct WaitingGroup {
@@ -49,6 +73,7 @@ struct WaitingGroup {
 #[derive(Default)]
 pub(super) struct GroupRequests {
     waiting: BTreeMap<u64, WaitingGroup>,
+    deleting: BTreeMap<u64, Deleting>,
     next_request: u64,
 }
 
@@ -108,6 +133,12 @@ impl Node {
     }
 
     fn hold(&mut self, asked: Asked, seq: u64, held: Held, ask: GroupRequest) {
+        let request = self.hold_only(asked, seq, held);
+        self.step(ReplicaInput::Group { request, ask });
+    }
+
+    /// Keeps the request's connection under a new request id, stepping nothing yet.
+    fn hold_only(&mut self, asked: Asked, seq: u64, held: Held) -> u64 {
         let requests = &mut self.group_requests;
         let request = requests.next_request;
         requests.next_request += 1;
@@ -121,7 +152,7 @@ impl Node {
                 held,
             },
         );
-        self.step(ReplicaInput::Group { request, ask });
+        request
     }
 
     pub(in crate::node) fn handle_find_coordinator(
@@ -470,6 +501,12 @@ impl Node {
             .waiting
             .remove(&request)
             .expect("the replica answers each group request once");
+        if let Held::DeleteOne { parent, index } = w.held {
+            let GroupReply::Written(error) = reply else {
+                unreachable!("a group deletion answered with {reply:?}")
+            };
+            return self.group_deleted(parent, index, error);
+        }
         let asked = Asked {
             conn: w.conn,
             header: &w.header,
@@ -561,6 +598,33 @@ impl Node {
                 };
                 self.answer(asked, seq, |w, v| response.encode(w, v));
             }
+            (Held::DeleteOffsets(topics), GroupReply::Written(written)) => {
+                // A group with members keeps its offsets: Kafka's per-partition answer.
+                let (error, per_partition) = match written {
+                    ErrorCode::GROUP_ID_NOT_FOUND => (written, ErrorCode::NONE),
+                    ErrorCode::NON_EMPTY_GROUP => {
+                        (ErrorCode::NONE, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC)
+                    }
+                    other if other.is_none() => (ErrorCode::NONE, ErrorCode::NONE),
+                    other => (other, other),
+                };
+                let response = OffsetDeleteResponse {
+                    error,
+                    throttle_time_ms: 0,
+                    topics: topics
+                        .iter()
+                        .map(|t| Topic {
+                            name: t.name.clone(),
+                            partitions: t
+                                .partitions
+                                .iter()
+                                .map(|&(p, own)| (p, own.unwrap_or(per_partition)))
+                                .collect(),
+                        })
+                        .collect(),
+                };
+                self.answer(asked, seq, |w, v| response.encode(w, v));
+            }
             (Held::Commit(topics), GroupReply::Written(written)) => {
                 let response = OffsetCommitResponse {
                     throttle_time_ms: 0,
@@ -588,10 +652,259 @@ impl Node {
                     Held::Heartbeat => "Heartbeat",
                     Held::Leave => "LeaveGroup",
                     Held::Commit(_) => "OffsetCommit",
+                    Held::DeleteOffsets(_) => "OffsetDelete",
+                    Held::DeleteOne { .. } => "DeleteGroups",
                 };
                 unreachable!("a {kind} answered with {reply:?}")
             }
         }
+    }
+}
+
+impl Node {
+    pub(in crate::node) fn handle_list_groups(&mut self, asked: Asked, request: ListGroupsRequest) {
+        let seq = self.reserve_response(asked.conn);
+        let wants = |filter: &[String], value: &str| {
+            filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(value))
+        };
+        let (error, groups) = match self.replica.coordinator_status() {
+            // Clients ask every broker and merge: a node that does not lead has none.
+            Err(ErrorCode::NOT_COORDINATOR) => (ErrorCode::NONE, Vec::new()),
+            Err(error) => (error, Vec::new()),
+            Ok(()) => {
+                let groups = self.replica.groups();
+                let membership = groups.membership();
+                let mut listed: Vec<ListedGroup> = membership
+                    .list()
+                    .map(|(id, state, protocol_type)| ListedGroup {
+                        group_id: id.to_string(),
+                        protocol_type: protocol_type.unwrap_or_default().to_string(),
+                        group_state: state.name().to_string(),
+                        group_type: "classic".into(),
+                    })
+                    .collect();
+                for id in groups.offsets().groups() {
+                    if !membership.has_members(id) {
+                        listed.push(ListedGroup {
+                            group_id: id.to_string(),
+                            protocol_type: String::new(),
+                            group_state: "Empty".into(),
+                            group_type: "classic".into(),
+                        });
+                    }
+                }
+                listed.retain(|g| {
+                    wants(&request.states_filter, &g.group_state)
+                        && wants(&request.types_filter, &g.group_type)
+                        && self
+                            .access_group(asked.conn, LIST_GROUPS, &g.group_id)
+                            .is_ok()
+                });
+                listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+                (ErrorCode::NONE, listed)
+            }
+        };
+        let response = ListGroupsResponse {
+            throttle_time_ms: 0,
+            error,
+            groups,
+        };
+        self.answer(asked, seq, |w, version| response.encode(w, version));
+    }
+
+    pub(in crate::node) fn handle_describe_groups(
+        &mut self,
+        asked: Asked,
+        request: DescribeGroupsRequest,
+    ) {
+        let seq = self.reserve_response(asked.conn);
+        let status = self.replica.coordinator_status();
+        let version = asked.header.api_version;
+        let groups = request
+            .groups
+            .iter()
+            .map(|id| {
+                let refused = self
+                    .access_group(asked.conn, DESCRIBE_GROUPS, id)
+                    .err()
+                    .or(status.err());
+                let empty = |error: ErrorCode, state: &str| DescribedGroup {
+                    error,
+                    error_message: None,
+                    group_id: id.clone(),
+                    group_state: state.to_string(),
+                    protocol_type: String::new(),
+                    protocol_data: String::new(),
+                    members: Vec::new(),
+                    authorized_operations: i32::MIN,
+                };
+                if let Some(error) = refused {
+                    return empty(error, "");
+                }
+                let groups = self.replica.groups();
+                match groups.membership().describe(id) {
+                    Some(d) => DescribedGroup {
+                        error: ErrorCode::NONE,
+                        error_message: None,
+                        group_id: id.clone(),
+                        group_state: d.state.name().to_string(),
+                        protocol_type: d.protocol_type.unwrap_or_default(),
+                        protocol_data: d.protocol.unwrap_or_default(),
+                        members: d
+                            .members
+                            .into_iter()
+                            .map(|m| DescribedMember {
+                                member_id: m.member_id,
+                                group_instance_id: m.instance_id,
+                                client_id: m.client_id,
+                                client_host: m.client_host,
+                                member_metadata: m.metadata,
+                                member_assignment: m.assignment,
+                            })
+                            .collect(),
+                        authorized_operations: i32::MIN,
+                    },
+                    None if groups.offsets().group(id).is_some() => empty(ErrorCode::NONE, "Empty"),
+                    // Kafka's answer for a group it does not know: Dead, and from v6 an error.
+                    None if version >= 6 => empty(ErrorCode::GROUP_ID_NOT_FOUND, "Dead"),
+                    None => empty(ErrorCode::NONE, "Dead"),
+                }
+            })
+            .collect();
+        let response = DescribeGroupsResponse {
+            throttle_time_ms: 0,
+            groups,
+        };
+        self.answer(asked, seq, |w, version| response.encode(w, version));
+    }
+
+    pub(in crate::node) fn handle_delete_groups(
+        &mut self,
+        asked: Asked,
+        request: DeleteGroupsRequest,
+    ) {
+        let seq = self.reserve_response(asked.conn);
+        let requests = &mut self.group_requests;
+        let parent = requests.next_request;
+        requests.next_request += 1;
+        let results: Vec<(String, Option<ErrorCode>)> = request
+            .groups
+            .iter()
+            .map(|id| {
+                (
+                    id.clone(),
+                    self.access_group(asked.conn, DELETE_GROUPS, id).err(),
+                )
+            })
+            .collect();
+        let asks: Vec<(usize, String)> = results
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, refused))| refused.is_none())
+            .map(|(index, (id, _))| (index, id.clone()))
+            .collect();
+        self.group_requests.deleting.insert(
+            parent,
+            Deleting {
+                conn: asked.conn,
+                seq,
+                header: asked.header.clone(),
+                spec: asked.spec,
+                results,
+                left: asks.len(),
+            },
+        );
+        if asks.is_empty() {
+            return self.finish_deleting(parent);
+        }
+        for (index, group_id) in asks {
+            let request = self.hold_only(asked, seq, Held::DeleteOne { parent, index });
+            self.step(ReplicaInput::Group {
+                request,
+                ask: GroupRequest::Delete { group_id },
+            });
+        }
+    }
+
+    fn group_deleted(&mut self, parent: u64, index: usize, error: ErrorCode) {
+        let deleting = self
+            .group_requests
+            .deleting
+            .get_mut(&parent)
+            .expect("a deletion belongs to its DeleteGroups");
+        assert!(deleting.results[index].1.is_none(), "a group deleted twice");
+        deleting.results[index].1 = Some(error);
+        deleting.left -= 1;
+        if deleting.left == 0 {
+            self.finish_deleting(parent);
+        }
+    }
+
+    fn finish_deleting(&mut self, parent: u64) {
+        let d = self
+            .group_requests
+            .deleting
+            .remove(&parent)
+            .expect("a DeleteGroups waiting");
+        let response = DeleteGroupsResponse {
+            throttle_time_ms: 0,
+            results: d
+                .results
+                .into_iter()
+                .map(|(id, error)| (id, error.expect("every group answered")))
+                .collect(),
+        };
+        let asked = Asked {
+            conn: d.conn,
+            header: &d.header,
+            spec: d.spec,
+        };
+        self.answer(asked, d.seq, |w, version| response.encode(w, version));
+    }
+
+    pub(in crate::node) fn handle_offset_delete(
+        &mut self,
+        asked: Asked,
+        request: OffsetDeleteRequest,
+    ) {
+        let seq = self.reserve_response(asked.conn);
+        if let Err(error) = self.access_group(asked.conn, OFFSET_DELETE, &request.group_id) {
+            let response = OffsetDeleteResponse {
+                error,
+                throttle_time_ms: 0,
+                topics: Vec::new(),
+            };
+            return self.answer(asked, seq, |w, version| response.encode(w, version));
+        }
+        let mut partitions = Vec::new();
+        let topics: Vec<Topic<(i32, Option<ErrorCode>)>> = request
+            .topics
+            .into_iter()
+            .map(|t| {
+                let ours = t.name == METADATA_TOPIC;
+                let answered = t
+                    .partitions
+                    .iter()
+                    .map(|&p| {
+                        if ours && p == METADATA_PARTITION {
+                            partitions.push((t.name.clone(), p));
+                            (p, None)
+                        } else {
+                            (p, Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION))
+                        }
+                    })
+                    .collect();
+                Topic {
+                    name: t.name,
+                    partitions: answered,
+                }
+            })
+            .collect();
+        let ask = GroupRequest::DeleteOffsets {
+            group_id: request.group_id,
+            partitions,
+        };
+        self.hold(asked, seq, Held::DeleteOffsets(topics), ask);
     }
 }
 
