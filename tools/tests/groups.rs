@@ -138,17 +138,21 @@ fn kafka_python_group_commits_survive_a_leader_kill() {
     assert_eq!(after, acked[99] + 1);
 }
 
-/// confluent-kafka (librdkafka): a group consumer gets an assignment, each synchronous
-/// commit() returns, and a second member of the group resumes after the last commit.
+/// confluent-kafka (librdkafka): its producer asked for lz4 writes lz4 batches (librdkafka
+/// compresses only for a broker it takes for new enough, which the group APIs make it), a
+/// group consumer gets an assignment, each synchronous commit() returns, and a second member
+/// of the group resumes after the last commit.
 #[test]
 fn confluent_kafka_group_gets_an_assignment_and_commits() {
-    let (cluster, _) = Cluster::started(3);
-    let produced = run_script("group_kafka_python.py", &cluster, ["produce", "30", "ckg"]);
-    let acked: Vec<i64> = produced
+    let (mut cluster, _) = Cluster::started(3);
+    let produced = run_script("group_confluent.py", &cluster, ["produce", "30", "ckg"]);
+    let mut acked: Vec<i64> = produced
         .iter()
         .filter_map(|e| e.get("acked"))
         .map(|a| a[0].as_i64().unwrap())
         .collect();
+    acked.sort_unstable();
+    assert_eq!(acked.len(), 30);
     let first = run_script("group_confluent.py", &cluster, ["consume", "10", "g-ck"]);
     assert_eq!(field(&first, "assigned"), serde_json::json!([0]));
     assert_eq!(consumed(&first), acked[..10]);
@@ -164,6 +168,20 @@ fn confluent_kafka_group_gets_an_assignment_and_commits() {
     );
     let second = run_script("group_confluent.py", &cluster, ["consume", "20", "g-ck"]);
     assert_eq!(consumed(&second), acked[10..]);
+    cluster.stop_all_cleanly();
+    let compressions: Vec<engine::record::compression::Compression> =
+        read_batches(&cluster.nodes[0].dir)
+            .iter()
+            .filter(|b| !b.is_control())
+            .map(|b| b.compression())
+            .collect();
+    assert!(
+        !compressions.is_empty()
+            && compressions
+                .iter()
+                .all(|c| *c == engine::record::compression::Compression::Lz4),
+        "every data batch lz4: {compressions:?}"
+    );
 }
 
 /// kcat -G (librdkafka 2.0's balanced consumer, auto-commit): reads in a group, commits on
