@@ -476,3 +476,94 @@ fn groups_are_listed_described_and_deleted() {
         [("busy".to_string(), "CompletingRebalance".to_string())]
     );
 }
+
+/// Starts `script MODE SERVERS N NAME` from the venv; its JSON lines arrive on the channel as
+/// they are printed. The guard kills it.
+fn start_script(
+    script: &str,
+    cluster: &Cluster,
+    args: [&str; 3],
+) -> (ProcessGuard, std::sync::mpsc::Receiver<Value>) {
+    use std::io::BufRead;
+    let servers: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|&id| cluster.addr(id).to_string())
+        .collect();
+    let stderr_path = cluster.root.path().join(format!(
+        "{script}-{}-{}-{}.stderr",
+        args[0], args[1], args[2]
+    ));
+    let mut command = Command::new(venv_python());
+    command
+        .arg(workspace().join("tools/tests/clients").join(script))
+        .arg(args[0])
+        .arg(servers.join(","))
+        .arg(args[1])
+        .arg(args[2])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    testkit::kill_with_parent(&mut command);
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Ok(event) = serde_json::from_str::<Value>(&line) {
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (ProcessGuard { child }, rx)
+}
+
+/// The next assignment `rx` reports within `limit` (None: none came).
+fn next_assignment(rx: &std::sync::mpsc::Receiver<Value>, limit: Duration) -> Option<Value> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(event) = rx.recv_timeout(Duration::from_millis(200)) {
+            if let Some(assigned) = event.get("assigned") {
+                return Some(assigned.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Two kafka-python members of one group: the first takes the partition; when the second
+/// joins, the group rebalances and exactly one of them holds it; when the holder is SIGKILLed
+/// (no LeaveGroup), its session times out and the other gets the partition.
+#[test]
+fn two_kafka_python_members_rebalance_when_one_joins_and_when_one_dies() {
+    let (cluster, _) = Cluster::started(3);
+    let limit = Duration::from_secs(40);
+    let (a_guard, a) = start_script("group_kafka_python.py", &cluster, ["member", "80", "g-two"]);
+    assert_eq!(next_assignment(&a, limit), Some(serde_json::json!([0])));
+    let (b_guard, b) = start_script("group_kafka_python.py", &cluster, ["member", "80", "g-two"]);
+    let (Some(a_second), Some(b_first)) = (next_assignment(&a, limit), next_assignment(&b, limit))
+    else {
+        panic!("no rebalance when the second member joined");
+    };
+    let holds = |assigned: &Value| *assigned == serde_json::json!([0]);
+    assert!(
+        holds(&a_second) != holds(&b_first),
+        "exactly one holder: a {a_second}, b {b_first}"
+    );
+    // The holder dies; the survivor's next assignment (after the 10 s session) has it.
+    let survivor = if holds(&a_second) {
+        drop(a_guard);
+        b
+    } else {
+        drop(b_guard);
+        a
+    };
+    assert_eq!(
+        next_assignment(&survivor, limit),
+        Some(serde_json::json!([0])),
+        "the survivor takes the partition"
+    );
+}

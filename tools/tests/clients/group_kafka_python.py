@@ -7,12 +7,15 @@
                                           data record and {"committed": offset} after each
                                           synchronous commit, until TAKE records; then
                                           {"committed_after": offset} and {"done": 1}
+  member HOST:PORT,... SECONDS GROUP     subscribes in GROUP and polls for SECONDS, printing
+                                          {"assigned": [partitions]} at every assignment, then
+                                          closes (LeaveGroup) and prints {"done": 1}
 Every wait is bounded (60 s); a failure prints {"failed": why} and exits 1."""
 import json
 import sys
 import time
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 
 TOPIC = "__cluster_metadata"
 MODE, SERVERS, N, NAME = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]), sys.argv[4]
@@ -64,8 +67,30 @@ def consume():
     consumer.close()
 
 
+class Announce(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        say({"assigned": sorted(p.partition for p in assigned)})
+
+
+def member():
+    consumer = KafkaConsumer(bootstrap_servers=SERVERS, group_id=NAME,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=10000, heartbeat_interval_ms=500,
+                             request_timeout_ms=15000)
+    consumer.subscribe([TOPIC], listener=Announce())
+    end = time.monotonic() + N
+    while time.monotonic() < end:
+        consumer.poll(timeout_ms=200)
+    consumer.close()
+
+
 if MODE == "produce":
     produce()
+elif MODE == "member":
+    member()
 else:
     consume()
 say({"done": 1})
