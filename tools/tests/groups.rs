@@ -567,3 +567,50 @@ fn two_kafka_python_members_rebalance_when_one_joins_and_when_one_dies() {
         "the survivor takes the partition"
     );
 }
+
+/// kafkajs 2 (node, installed by .ci/install-clients.sh under target/node): a group consumer
+/// reads, commits as it goes and on disconnect, and the group's next run resumes after what
+/// the first consumed.
+#[test]
+fn kafkajs_group_reads_commits_and_resumes() {
+    let (cluster, _) = Cluster::started(3);
+    let produced = run_script("group_kafka_python.py", &cluster, ["produce", "30", "kjg"]);
+    let acked: Vec<i64> = produced
+        .iter()
+        .filter_map(|e| e.get("acked"))
+        .map(|a| a[0].as_i64().unwrap())
+        .collect();
+    let servers: Vec<String> = [1, 2, 3]
+        .iter()
+        .map(|&id| cluster.addr(id).to_string())
+        .collect();
+    let modules = workspace().join("target/node/node_modules");
+    assert!(
+        modules.join("kafkajs").exists(),
+        "{} has no kafkajs: run .ci/install-clients.sh",
+        modules.display()
+    );
+    let run = |take: usize| -> Vec<i64> {
+        let out = Command::new("timeout")
+            .args(["90", "node"])
+            .arg(workspace().join("tools/tests/clients/group_kafkajs.js"))
+            .args(["consume", &servers.join(","), &take.to_string(), "g-kj"])
+            .env("NODE_PATH", &modules)
+            .output()
+            .expect("node runs (run .ci/install-clients.sh)");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "kafkajs: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events: Vec<Value> = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        consumed(&events)
+    };
+    assert_eq!(run(12), acked[..12]);
+    assert_eq!(run(18), acked[12..]);
+}
