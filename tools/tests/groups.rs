@@ -614,3 +614,34 @@ fn kafkajs_group_reads_commits_and_resumes() {
     assert_eq!(run(12), acked[..12]);
     assert_eq!(run(18), acked[12..]);
 }
+
+/// confluent-kafka's AdminClient: list_consumer_groups lists a group that has only committed
+/// offsets (Empty), describe_consumer_groups describes it, delete_consumer_groups deletes it.
+#[test]
+fn confluent_admin_client_lists_describes_and_deletes_a_group() {
+    let (cluster, leader) = Cluster::started(3);
+    let mut client = cluster.connect(leader, Duration::from_secs(15));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut committed = client.call_at(8, &commit_request("g-admin", 3)).unwrap();
+    while committed.topics[0].partitions[0].error == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+        committed = client.call_at(8, &commit_request("g-admin", 3)).unwrap();
+    }
+    assert_eq!(committed.topics[0].partitions[0].error, ErrorCode::NONE);
+    let events = run_script(
+        "group_admin_confluent.py",
+        &cluster,
+        ["list", "x", "g-admin"],
+    );
+    assert_eq!(
+        field(&events, "listed"),
+        serde_json::json!([["g-admin", "EMPTY"]])
+    );
+    assert_eq!(
+        field(&events, "described"),
+        serde_json::json!(["g-admin", "EMPTY", 0])
+    );
+    assert_eq!(field(&events, "deleted"), serde_json::json!("g-admin"));
+}
