@@ -214,4 +214,24 @@ mod tests {
             Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
         );
     }
+
+    /// A group row checked without the group's name (only `Node::access_group` has it) is
+    /// refused whenever ACLs are loaded, even ones that grant every group: fail-closed.
+    #[test]
+    fn a_group_row_without_its_group_is_refused() {
+        let every_group = Authorizer::new(
+            parse_acl_file("allow User:* ALL group:* from *").unwrap(),
+            Vec::new(),
+            false,
+        );
+        let join = api_table::authorization(crate::wire::kafka::JOIN_GROUP);
+        let fetch = api_table::authorization(crate::wire::kafka::OFFSET_FETCH);
+        for key in [join, fetch] {
+            assert_eq!(
+                decide(key, &asker("alice", false), Some(&every_group)),
+                Err(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+            );
+            assert_eq!(decide(key, &asker("alice", false), None), Ok(()));
+        }
+    }
 }
