@@ -5,7 +5,9 @@
 //! `ringraft-bench log --dir DIR ...` measures the storage engine alone (GroupCommitWriter on one
 //! node's log). `ringraft-bench consume ...` reads the log with Fetch, alone or beside the
 //! produce load. `ringraft-bench failover ...` measures how long the client waits for
-//! acknowledgements when the leader fails.
+//! acknowledgements when the leader fails. `ringraft-bench check ...` runs a cluster under a
+//! nemesis with producers and consumers and checks the history (docs/testing.md, "The
+//! correctness checker").
 //!
 //! Output goes through `out::line`: a closed stdout stops a run quietly, status 141
 //! (docs/operations.md).
@@ -15,6 +17,10 @@ extern crate cli_out;
 use cli_out as out;
 
 mod catch_up;
+mod check;
+mod check_clients;
+mod check_history;
+mod check_svg;
 mod cluster_bench;
 mod consume_bench;
 mod consume_load;
@@ -61,6 +67,12 @@ enum Command {
     /// unavailability per fault kind and the elections the undoing caused (docs/benchmarks.md,
     /// "Failover").
     Failover(failover::FailoverArgs),
+    /// A correctness checker: a local 3-voter cluster under a nemesis (kill, pause, restart;
+    /// partition, sever, isolate and disk-full as root) while plain and idempotent producers and consumers run,
+    /// then the history checked as Jepsen's queue workload checks it: a verdict per check,
+    /// the history (JSON lines) and an SVG timeline; exit 1 on any violation
+    /// (docs/testing.md, "The correctness checker").
+    Check(check::CheckArgs),
 }
 
 fn main() {
@@ -77,6 +89,7 @@ fn main() {
         Some(Command::Log(args)) => log_bench::run(args),
         Some(Command::Consume(args)) => consume_bench::run(args),
         Some(Command::Failover(args)) => failover::run(args),
+        Some(Command::Check(args)) => check::run(args),
     };
     // A closed stdout is no failure of the run: status 141, no message (docs/operations.md).
     if out::closed() {

@@ -691,6 +691,12 @@ impl RaftCore {
         });
     }
 
+    /// Can this node's vote count: named by the set its log implies (a voter or one of the
+    /// reassignment's target), under its own directory?
+    pub(crate) fn may_vote(&self) -> bool {
+        self.qs.named_by_set(self.qs.local_id()) && !self.qs.bound_elsewhere()
+    }
+
     pub(crate) fn enter_unattached(&mut self, epoch: Epoch, out: &mut Vec<Output>) -> bool {
         let transition = self.qs.become_unattached(epoch, out);
         if !self.take_up(transition, false, out) {

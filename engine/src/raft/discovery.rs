@@ -225,6 +225,14 @@ impl RaftCore {
             // has it (docs/protocol.md, "The voter set lives in the log").
             if leader_id >= 0 && leader_id != me {
                 self.enter_follower(epoch, leader_id, out);
+            } else if !self.may_vote() {
+                // A node that cannot vote has no use for an epoch without a leader, and one
+                // it adopted could outlive every voter that knew it (a candidate whose disk
+                // was lost): it would then wait for ever for a leader of that epoch while the
+                // cluster goes on in an older one. It stays where it is and asks again; the
+                // epoch's leader, once elected, is named by a later answer (docs/protocol.md
+                // section 8).
+                return Common::Retry;
             } else {
                 self.enter_unattached(epoch, out);
             }

@@ -208,6 +208,9 @@ impl RaftCore {
             let ok = if req.leader_id >= 0 && req.leader_id != me && self.qs.is_voter(req.leader_id)
             {
                 self.enter_follower(req.leader_epoch, req.leader_id, out)
+            } else if !self.may_vote() {
+                // No leaderless epoch for a node that cannot vote (docs/protocol.md section 8).
+                true
             } else {
                 self.enter_unattached(req.leader_epoch, out)
             };

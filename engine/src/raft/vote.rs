@@ -154,7 +154,14 @@ impl RaftCore {
             Role::Unattached | Role::Prospective if self.qs.has_vote_to_give() => {
                 self.candidate_log_ok(&req) && self.enter_voted(req.candidate_id, out)
             }
-            Role::Voted | Role::Prospective => vote == Some(req.candidate_id),
+            // A re-grant meets the first grant's log condition again (Raft 5.4.1 asks both):
+            // the candidate's first request may have counted records it had not yet synced,
+            // and a candidate that crashed and came back in the same epoch without them must
+            // not be elected on the vote its longer log won (docs/protocol.md section 3,
+            // rule 6).
+            Role::Voted | Role::Prospective => {
+                vote == Some(req.candidate_id) && self.candidate_log_ok(&req)
+            }
             // Leader, Candidate, Resigned (never in its own epoch) and Follower refuse.
             _ => false,
         };

@@ -12,6 +12,7 @@
 
 pub mod producer_ids;
 pub mod producing;
+pub mod rebuild;
 pub mod retention;
 pub mod snapshots;
 #[cfg(test)]
@@ -52,6 +53,9 @@ pub enum Input {
     /// A roll could not reuse the oldest segment: retention is held back below `wanted` by a
     /// record the log must keep.
     RetentionHeldBack { wanted: Offset },
+    /// A roll reused the oldest segment's file (within the bounds of [`Output::RollBounds`]):
+    /// the log now starts at `start`.
+    Rolled { start: Offset },
     /// The producer-state snapshot of [`Output::WriteProducerSnapshot`] at `offset` was
     /// written and synced (`ok`), or its write failed.
     ProducerSnapshotWritten { offset: Offset, ok: bool },
@@ -282,6 +286,20 @@ impl Replica {
                 }
                 if wanted > start {
                     self.carry_pinned_records(wanted, out);
+                }
+                None
+            }
+            Input::Rolled { start } => {
+                let before = self.core.log_start_offset();
+                let limit = self.retention.roll_limit_sent();
+                assert!(
+                    start <= limit.max(before),
+                    "a roll moved the log start to {start}, past every limit it was given \
+                     ({limit})"
+                );
+                // A report that crossed a reset, or a repeat, moves nothing.
+                if start > before {
+                    self.step_core(raft::Input::LogStartMoved { start }, out);
                 }
                 None
             }

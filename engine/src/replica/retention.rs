@@ -42,6 +42,9 @@ pub struct RetentionSchedule {
     roll_due: TimeMs,
     /// The bounds last sent for the rolls.
     roll_bounds: RetentionBounds,
+    /// The highest limit ever sent for the rolls: a roll may apply any bounds it was sent
+    /// (newer ones may be on their way to it), never more.
+    roll_limit_sent: Offset,
 }
 
 impl RetentionSchedule {
@@ -58,6 +61,7 @@ impl RetentionSchedule {
             stopped: false,
             roll_due: 0,
             roll_bounds: RetentionBounds::default(),
+            roll_limit_sent: 0,
         }
     }
 
@@ -79,6 +83,7 @@ impl RetentionSchedule {
             self.roll_due = now + ROLL_LIMIT_INTERVAL_MS;
             if bounds != self.roll_bounds {
                 self.roll_bounds = bounds;
+                self.roll_limit_sent = self.roll_limit_sent.max(bounds.limit);
                 orders[0] = Some(RetentionOrder::RollBounds(bounds));
             }
         }
@@ -95,6 +100,11 @@ impl RetentionSchedule {
         self.in_flight
             .take()
             .expect("a retention run ended that was never asked for")
+    }
+
+    /// The highest limit ever sent for the rolls (0: none sent).
+    pub fn roll_limit_sent(&self) -> Offset {
+        self.roll_limit_sent
     }
 
     /// No run starts from now on (a graceful shutdown began).

@@ -17,6 +17,8 @@ struct Driver {
     ids: Vec<(u64, Result<i64, ErrorCode>)>,
     /// The retention runs asked for so far, in order.
     retains: Vec<RetentionBounds>,
+    /// The bounds sent for the rolls so far, in order.
+    roll_bounds: Vec<RetentionBounds>,
     /// The producer-state snapshots asked for so far, and how many of them are written.
     snapshots: Vec<Offset>,
     written_snapshots: usize,
@@ -50,6 +52,7 @@ impl Driver {
             last_seq: 0,
             ids: Vec::new(),
             retains: Vec::new(),
+            roll_bounds: Vec::new(),
             snapshots: Vec::new(),
             written_snapshots: 0,
             write_snapshots: true,
@@ -82,7 +85,7 @@ impl Driver {
                 }
                 super::Output::ProducerId { request, result } => self.ids.push((request, result)),
                 super::Output::Retain(bounds) => self.retains.push(bounds),
-                super::Output::RollBounds(_) => {}
+                super::Output::RollBounds(bounds) => self.roll_bounds.push(bounds),
                 super::Output::WriteProducerSnapshot { offset, .. } => self.snapshots.push(offset),
                 super::Output::Group { request, reply } => self.groups.push((request, reply)),
             }
@@ -521,4 +524,43 @@ fn an_offset_commit_is_answered_when_its_record_commits() {
     // A single voter commits at once on durability, or answers NOT_COORDINATOR if it
     // resigned first: never both, never nothing.
     assert_eq!(d.groups.iter().filter(|(r, _)| *r == 10).count(), 1);
+}
+
+/// A roll's new log start reaches the core through the replica, which checks it against the
+/// bounds it sent for the rolls; a repeat or a start behind the core's moves nothing.
+#[test]
+fn a_roll_moves_the_log_start_within_the_bounds_it_was_given() {
+    let mut d = Driver::leading_with(Some(60_000));
+    d.step(super::Input::Retained {
+        start: 0,
+        wanted: 0,
+    });
+    for sequence in 0..3 {
+        d.append(10 + sequence as u64, sequence);
+    }
+    d.durable();
+    let hw = d.replica.core().high_watermark().expect("committed");
+    d.step(super::Input::RetentionHeldBack { wanted: hw });
+    d.durable();
+    d.now += retention::ROLL_LIMIT_INTERVAL_MS;
+    d.step(Input::Tick { now: d.now });
+    let limit = d.roll_bounds.last().expect("bounds sent").limit;
+    assert!(limit > 0, "{:?}", d.roll_bounds);
+    d.step(super::Input::Rolled { start: limit });
+    assert_eq!(d.replica.core().log_start_offset(), limit);
+    d.step(super::Input::Rolled { start: limit - 1 });
+    assert_eq!(
+        d.replica.core().log_start_offset(),
+        limit,
+        "nothing moves back"
+    );
+}
+
+#[test]
+#[should_panic(expected = "past every limit it was given")]
+fn a_roll_past_its_bounds_stops_the_replica() {
+    let mut d = Driver::leading_with(Some(60_000));
+    d.append(10, 0);
+    d.durable();
+    d.step(super::Input::Rolled { start: 1 });
 }

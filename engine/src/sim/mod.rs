@@ -8,7 +8,7 @@
 //!
 //! [`RaftCore`]: crate::raft::RaftCore
 
-mod batch;
+pub(crate) mod batch;
 mod cluster;
 mod disk;
 mod disruption;
@@ -86,6 +86,12 @@ pub struct SimConfig {
     /// Idempotent producers sending alongside the client (docs/simulation.md, "The whole
     /// replica"). 0: no draw and no trace entry of theirs, so runs replay as before.
     pub idempotent_producers: usize,
+    /// Now and then an acknowledgement never reaches its producer, which stalls for up to 3 s
+    /// before it retries (docs/simulation.md, "The whole replica"). Off: no draw, so runs replay
+    /// as before. Not yet in the default batches: it finds the gap docs/storage.md states (a
+    /// replica whose log was reset to its leader's start does not know the producers whose
+    /// batches were deleted, and writes their retries again once it leads).
+    pub producer_stalls: bool,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.
     pub plant: Option<crate::raft::PlantedBug>,
@@ -116,6 +122,7 @@ impl SimConfig {
             retention: false,
             refresh_fetches: false,
             idempotent_producers: 0,
+            producer_stalls: false,
             plant: None,
             trace_len: 40,
         }
@@ -153,6 +160,9 @@ impl SimConfig {
         }
         if self.idempotent_producers > 0 {
             cmd.push_str(&format!(" --producers {}", self.idempotent_producers));
+        }
+        if self.producer_stalls {
+            cmd.push_str(" --producer-stalls");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");
@@ -236,6 +246,8 @@ pub struct Summary {
     pub idempotent_acks: u64,
     pub idempotent_retries: u64,
     pub duplicates_suppressed: u64,
+    /// Acknowledgements the producers never heard (each followed by a stall of the producer).
+    pub idempotent_lost_acks: u64,
     /// Producer ids the replicas handed out to the producers (each checked unique).
     pub producer_ids_granted: u64,
     pub trace_hash: u64,

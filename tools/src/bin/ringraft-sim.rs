@@ -84,6 +84,11 @@ struct Cli {
     /// at the offsets every acknowledgement names (docs/simulation.md, "The whole replica").
     #[arg(long, default_value_t = 0)]
     producers: usize,
+    /// Now and then an acknowledgement never reaches its producer, which stalls for up to 3 s
+    /// before it retries (its retry then comes after retention and restarts; docs/simulation.md,
+    /// "The whole replica")
+    #[arg(long)]
+    producer_stalls: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -109,6 +114,7 @@ struct Totals {
     torn_tails: u64,
     idempotent_acks: u64,
     idempotent_retries: u64,
+    idempotent_lost_acks: u64,
     duplicates_suppressed: u64,
     producer_ids: u64,
     consumer_reads: u64,
@@ -154,6 +160,7 @@ fn seed_config(cli: &Cli, seed: u64) -> SimConfig {
     cfg.retention = cli.retention;
     cfg.refresh_fetches = cli.refresh_fetches;
     cfg.idempotent_producers = cli.producers;
+    cfg.producer_stalls = cli.producer_stalls;
     cfg
 }
 
@@ -190,6 +197,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.torn_tails += s.torn_tails;
                 totals.idempotent_acks += s.idempotent_acks;
                 totals.idempotent_retries += s.idempotent_retries;
+                totals.idempotent_lost_acks += s.idempotent_lost_acks;
                 totals.duplicates_suppressed += s.duplicates_suppressed;
                 totals.consumer_reads += s.consumer_fetches;
                 totals.producer_ids += s.producer_ids_granted;
@@ -279,7 +287,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
     // prefix), so it counts what no fault yet causes.
     outln!(
         "summary: replicas={} seeds={} events={} storage_faults={} repairs_or_halts=0 \
-         idempotent_acks={} idempotent_retries={} duplicates_suppressed={} \
+         idempotent_acks={} idempotent_retries={} idempotent_lost_acks={} duplicates_suppressed={} \
          producer_ids_granted={} producer_snapshots={} consumer_reads_checked={} \
          violations={violations}",
         cli.voters + cli.observers,
@@ -288,6 +296,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
         t.torn_tails,
         t.idempotent_acks,
         t.idempotent_retries,
+        t.idempotent_lost_acks,
         t.duplicates_suppressed,
         t.producer_ids,
         t.producer_snapshots,
@@ -308,10 +317,10 @@ mod tests {
     }
 
     /// Every replay command a failing seed prints runs that seed again under the same flags:
-    /// parsed back, it gives the same configuration, for all 512 settings of its nine flags.
+    /// parsed back, it gives the same configuration, for all 1,024 settings of its ten flags.
     #[test]
     fn a_replay_command_gives_back_its_configuration() {
-        for bits in 0u32..512 {
+        for bits in 0u32..1024 {
             let on = |i: u32| bits & (1 << i) != 0;
             let mut cfg = SimConfig::random(41, 300, 5, 2);
             cfg.bootstrap_observers = on(0);
@@ -324,6 +333,7 @@ mod tests {
             cfg.reassign = on(7);
             cfg.refresh_fetches = on(8);
             cfg.idempotent_producers = (bits % 3) as usize;
+            cfg.producer_stalls = cfg.idempotent_producers > 0 && on(9);
             let replay = cfg.replay_command();
             let cli = parsed(&replay);
             assert_eq!((cli.seeds, cli.first_seed), (1, 41), "{replay}");
@@ -336,9 +346,18 @@ mod tests {
                     again.retention,
                     again.reassign,
                     again.refresh_fetches,
-                    again.idempotent_producers
+                    again.idempotent_producers,
+                    again.producer_stalls
                 ),
-                (on(3), on(4), on(6), on(7), on(8), (bits % 3) as usize),
+                (
+                    on(3),
+                    on(4),
+                    on(6),
+                    on(7),
+                    on(8),
+                    (bits % 3) as usize,
+                    (bits % 3) > 0 && on(9)
+                ),
                 "{replay}"
             );
         }

@@ -37,6 +37,42 @@ fn observer_adopts_leader_from_find_quorum() {
     assert!(!r.is_follower, "observers fetch with is_follower = false");
 }
 
+/// An observer takes no epoch without a leader: a candidate's epoch it adopted could outlive
+/// every voter that knew it (the candidate lost its disk) and leave it waiting for ever while
+/// the cluster goes on in the older epoch (seed 60916122 of `--bootstrap-observers
+/// --delete-state`). It asks again, and follows the epoch once an answer names its leader.
+#[test]
+fn an_observer_takes_no_epoch_without_a_leader() {
+    let mut h = Harness::fresh(4);
+    let finds = find_sends(&h.tick());
+    h.respond(finds[0].0, finds[0].1, find_response(2, 3));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Follower, 3));
+    let out = h.run_until(h.now + 2_000);
+    assert_eq!(h.core.role(), Role::Unattached, "its leader went quiet");
+    let finds = find_sends(&out);
+    assert_eq!(finds.len(), 1);
+    let out = h.respond(finds[0].0, finds[0].1, find_response(-1, 4));
+    assert!(persisted(&out).is_empty(), "nothing stored: {out:?}");
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
+    let out = h.run_until(h.now + 1_000);
+    let finds = find_sends(&out);
+    assert!(!finds.is_empty(), "asks again after the backoff");
+    h.respond(finds[0].0, finds[0].1, find_response(1, 4));
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Follower, Some(1), 4)
+    );
+}
+
+/// A voter does adopt a newer epoch without a leader: it may vote in it.
+#[test]
+fn a_voter_adopts_an_epoch_without_a_leader() {
+    let (mut h, c) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    let r = Harness::fetch_error_response(-1, 3, -1, ErrorCode::NOT_LEADER_OR_FOLLOWER);
+    h.respond(2, c, Response::FetchQuorumRecords(r));
+    assert_eq!((h.core.role(), h.core.epoch()), (Role::Unattached, 3));
+}
+
 /// An observer that found its leader through FindQuorum leaves no FindQuorum retry behind: when
 /// that leader stops answering, it asks again at once.
 #[test]

@@ -551,3 +551,20 @@ fn the_leader_asks_for_a_tick_when_a_voter_falls_silent() {
     );
     assert_eq!(h.core.next_deadline(), Some(1_500 + c.fetch_timeout_ms));
 }
+
+/// An EndQuorumEpoch of a newer epoch without a leader moves no observer (it cannot vote in
+/// that epoch, and one that never gets a leader would leave it waiting for ever: docs/protocol.md
+/// section 8); a voter takes the epoch up.
+#[test]
+fn an_end_quorum_epoch_without_a_leader_moves_no_observer() {
+    let (mut h, _) = Harness::follower(4, VOTERS, 2, 2, log(0, &[]));
+    let (_, out) = h.request(3, end_from(3, -1, 9, &[1, 2, 3]));
+    assert!(persisted(&out).is_empty(), "nothing stored: {out:?}");
+    assert_eq!(
+        (h.core.role(), h.core.leader_id(), h.core.epoch()),
+        (Role::Follower, Some(2), 2)
+    );
+    let (mut v, _) = Harness::follower(1, VOTERS, 2, 2, log(0, &[]));
+    v.request(3, end_from(3, -1, 9, &[2, 3]));
+    assert_eq!(v.core.epoch(), 9, "a voter may vote in it");
+}

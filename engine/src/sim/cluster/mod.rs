@@ -623,6 +623,7 @@ impl Simulation {
             torn_tails: self.torn_tails,
             idempotent_acks: self.producers.acks,
             idempotent_retries: self.producers.retries,
+            idempotent_lost_acks: self.producers.lost_acks,
             producer_ids_granted: self.producers.ids_granted,
             duplicates_suppressed: self.duplicates_suppressed
                 + self

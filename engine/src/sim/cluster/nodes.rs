@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use crate::base::DirectoryId;
 use crate::producer_ids::ProducerIdLedger;
 use crate::producer_snapshot::ProducerSnapshot;
-use crate::producers::{ProducerLimits, ProducerStates, Sequenced};
+use crate::producers::ProducerStates;
 use crate::raft::{
     Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
     TimeMs,
 };
-use crate::replica::producer_ids::producer_id_block;
+use crate::replica::rebuild::{check_snapshot, ProducerRebuild};
 use crate::replica::{Input as ReplicaInput, Replica};
 use crate::sim::disk::{self, SimDisk};
 use crate::sim::invariants::{breach, Checked, Invariant};
@@ -81,11 +81,10 @@ pub(super) struct SimNode {
 /// of batches (a few dozen of the simulator's small batches).
 const SIM_SEGMENT_BYTES: u64 = 4_096;
 
-/// The idempotence state a node's start-up rebuild finds (docs/storage.md, "The
-/// producer-state snapshot"): the producer state and the producer-id ledger of run `incarnation`
-/// of node `id`, from the snapshot on the disk when it fits the log (its offset above the log
-/// start, at most the end, in the epoch the log has below it) and the log from there on; else
-/// from the log start. Also the snapshot's offset when it was used.
+/// The producer state and producer-id ledger a start of node `id` (run `incarnation`) rebuilds
+/// from its disk, as the node does (`engine::replica::rebuild`): from the producer-state
+/// snapshot when it decodes and fits the log, else from the log's start. With the snapshot's
+/// offset, if one was used.
 fn rebuilt_idempotence(
     disk: &SimDisk,
     id: NodeId,
@@ -98,41 +97,22 @@ fn rebuilt_idempotence(
         .as_deref()
         .and_then(|bytes| ProducerSnapshot::decode(bytes).ok())
         .filter(|s| {
-            let below = log
-                .iter()
-                .find(|b| b.base_offset < s.offset && b.end_offset() >= s.offset);
-            s.offset > start
-                && s.offset <= disk::end_offset(log)
-                && below.is_some_and(|b| b.epoch == s.epoch && b.end_offset() == s.offset)
+            check_snapshot(s, start, disk::end_offset(log), |offset| {
+                log.iter()
+                    .find(|b| b.base_offset <= offset && offset < b.end_offset())
+                    .map(|b| b.epoch)
+            })
+            .is_ok()
         });
-    let (mut producers, mut ledger, from) = match snapshot {
-        Some(s) => (
-            ProducerStates::restored(ProducerLimits::default(), s.offset, s.producers),
-            ProducerIdLedger::restored(id, incarnation, s.blocks),
-            Some(s.offset),
-        ),
-        None => (
-            ProducerStates::default(),
-            ProducerIdLedger::new(id, incarnation),
-            None,
-        ),
-    };
-    for batch in log
-        .iter()
-        .filter(|b| b.base_offset >= from.unwrap_or(start))
-    {
-        if batch.is_control {
-            if let Some(block) = producer_id_block(&batch.bytes) {
-                ledger.on_append(batch.base_offset, block);
-            }
-        } else {
-            let header = crate::record::BatchHeader::read(&batch.bytes).ok();
-            if let Some(sequenced) = header.as_ref().and_then(Sequenced::of) {
-                producers.append(&sequenced, batch.base_offset);
-            }
-        }
+    let mut rebuild = ProducerRebuild::new(id, incarnation, snapshot, start);
+    let from = rebuild.from();
+    for batch in log.iter().filter(|b| b.end_offset() > from) {
+        rebuild
+            .feed(batch.base_offset, batch.end_offset(), &batch.bytes)
+            .expect("the simulator writes well-formed batches");
     }
-    (producers, ledger, from)
+    let rebuilt = rebuild.finish();
+    (rebuilt.producers, rebuilt.ledger, rebuilt.snapshot)
 }
 
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every

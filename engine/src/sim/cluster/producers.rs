@@ -33,6 +33,14 @@ const NEW_ID_CHANCE: f64 = 0.02;
 const WINDOW: u64 = BATCHES_PER_PRODUCER as u64;
 /// Attempts one producer has in flight at most.
 const MAX_IN_FLIGHT: usize = 3;
+/// The chance that an acknowledgement never reaches the producer (its connection dropped after
+/// the node answered), which then stalls for [`STALL_MS`] before it sends again (a client
+/// that reconnects slowly, or pauses for a garbage collection). Its retry then comes after
+/// retention may have deleted the batch, and after the leader may have restarted: the replica
+/// must still recognise it (docs/simulation.md, "The whole replica").
+const LOST_ACK_CHANCE: f64 = 0.02;
+/// How long a producer whose acknowledgement was lost stalls, in ms.
+const STALL_MS: (u64, u64) = (200, 3_000);
 
 /// One send of a batch.
 struct Attempt {
@@ -74,6 +82,8 @@ pub(super) struct Producer {
     /// When its last attempt reaches its node: attempts arrive in the order they were sent, as
     /// on a producer's one connection (a reordered pipeline is refused OUT_OF_ORDER_SEQUENCE).
     last_delivery: TimeMs,
+    /// It sends nothing before this (an acknowledgement of it was lost).
+    stalled_until: TimeMs,
 }
 
 #[derive(Default)]
@@ -88,6 +98,8 @@ pub(super) struct Producers {
     pub(super) retries: u64,
     /// Batches acknowledged (an acknowledgement of a retry counts again).
     pub(super) acks: u64,
+    /// Acknowledgements the producers never heard (each followed by a stall).
+    pub(super) lost_acks: u64,
     next_init: u64,
     /// InitProducerIds answered already (a second answer breaks the exactly-once contract).
     inits_answered: BTreeSet<u64>,
@@ -106,6 +118,7 @@ impl Simulation {
                 unacked: VecDeque::new(),
                 believed_leader: 0,
                 last_delivery: 0,
+                stalled_until: 0,
             });
             self.schedule(1 + p as TimeMs, Event::ProducerTick { producer: p });
         }
@@ -126,6 +139,9 @@ impl Simulation {
                 let gone = batch.attempt.take().expect("checked");
                 self.producers.attempts.remove(&gone.id);
             }
+        }
+        if now < self.producers.list[p].stalled_until {
+            return Ok(());
         }
         if self.producers.list[p].producer_id.is_none() {
             return self.ask_for_producer_id(p);
@@ -307,6 +323,14 @@ impl Simulation {
                 };
                 let log = &self.nodes[i].disk.written;
                 self.checker.on_idempotent_ack(id, ack, log)?;
+                if self.cfg.producer_stalls && self.rng.chance(LOST_ACK_CHANCE) {
+                    // Checked, but never heard: the batch waits to be sent again, after the
+                    // stall.
+                    let stall = self.rng.range(STALL_MS.0, STALL_MS.1);
+                    self.producers.list[p].stalled_until = self.now + stall;
+                    self.producers.lost_acks += 1;
+                    return Ok(());
+                }
                 self.producers.acks += 1;
                 let producer = &mut self.producers.list[p];
                 producer.unacked.retain(|b| b.index != index);

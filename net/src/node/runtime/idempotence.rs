@@ -8,10 +8,10 @@ use std::time::Instant;
 use engine::log::{Log, LogError};
 use engine::producer_ids::ProducerIdLedger;
 use engine::producer_snapshot_store::ProducerSnapshotStore;
-use engine::producers::{ProducerLimits, ProducerStates, Sequenced};
+use engine::producers::ProducerStates;
 use engine::raft::Offset;
-use engine::record::control::ProducerIdBlock;
 use engine::record::{BatchHeader, RecordError};
+use engine::replica::rebuild::{FeedError, ProducerRebuild};
 
 use super::*;
 
@@ -25,31 +25,16 @@ pub enum RebuildError {
     Read { offset: Offset, source: LogError },
     #[error("the batch at offset {offset} does not parse: {source}")]
     Batch { offset: Offset, source: RecordError },
+    #[error("the batch at offset {offset}: {source}")]
+    Feed { offset: Offset, source: FeedError },
     #[error("the log ends at offset {offset}, before its end offset {end}")]
     EndsEarly { offset: Offset, end: Offset },
 }
 
-/// What a rebuild read, for the start-up log line.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct RebuildStats {
-    pub(super) batches: u64,
-    pub(super) bytes: u64,
-}
-
-/// What the log implies for idempotent producers: the producer state, and the producer-id
-/// blocks with their offsets.
-#[derive(Default)]
-pub(super) struct Rebuilt {
-    pub(super) producers: ProducerStates,
-    pub(super) blocks: Vec<(Offset, ProducerIdBlock)>,
-    pub(super) stats: RebuildStats,
-}
-
-/// Feeds `rebuilt` the log's batch headers from `from` (a batch boundary) to its end, oldest
-/// first: the producer state and the block records they imply.
-fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildError> {
+/// Feeds `rebuild` the log's batches from where it starts to the log's end, oldest first.
+fn replay(log: &Log, rebuild: &mut ProducerRebuild) -> Result<(), RebuildError> {
     let end = log.end_offset();
-    let mut offset = from;
+    let mut offset = rebuild.from();
     while offset < end {
         let pieces = log
             .read(offset, REBUILD_READ_BYTES)
@@ -60,21 +45,14 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
         for piece in pieces {
             let header = BatchHeader::read(&piece)
                 .map_err(|source| RebuildError::Batch { offset, source })?;
-            offset = header.base_offset + i64::from(header.last_offset_delta) + 1;
-            if header.base_offset < from {
-                // A batch across `from` (a snapshot's offset is a high watermark, so a batch
-                // boundary, but the read would return it whole): the snapshot holds it.
-                continue;
-            }
-            if header.is_control() {
-                if let Some(block) = engine::replica::producer_ids::producer_id_block(&piece) {
-                    rebuilt.blocks.push((header.base_offset, block));
-                }
-            } else if let Some(batch) = Sequenced::of(&header) {
-                rebuilt.producers.append(&batch, header.base_offset);
-            }
-            rebuilt.stats.batches += 1;
-            rebuilt.stats.bytes += piece.len() as u64;
+            let base = header.base_offset;
+            offset = base + i64::from(header.last_offset_delta) + 1;
+            rebuild
+                .feed(base, offset, &piece)
+                .map_err(|source| RebuildError::Feed {
+                    offset: base,
+                    source,
+                })?;
         }
     }
     Ok(())
@@ -83,7 +61,8 @@ fn replay(log: &Log, from: Offset, rebuilt: &mut Rebuilt) -> Result<(), RebuildE
 impl Node {
     /// Rebuilds the producer state and the producer-id blocks of node `own_id` from `log`
     /// before the node serves anything (start-up): from the producer-state snapshot in
-    /// `snapshots` when it fits the log (its offset is returned too), else from the log's start.
+    /// `snapshots` when it fits the log (its offset is returned too), else from the log's start
+    /// (`engine::replica::rebuild` decides; this reads).
     pub(super) fn rebuild_idempotence(
         log: &Log,
         snapshots: &ProducerSnapshotStore,
@@ -102,40 +81,23 @@ impl Node {
                 None
             }
         };
-        let (mut rebuilt, mut ids, from) = match snapshot {
-            Some(snapshot) => {
-                let from = snapshot.offset;
-                let rebuilt = Rebuilt {
-                    producers: ProducerStates::restored(
-                        ProducerLimits::default(),
-                        from,
-                        snapshot.producers,
-                    ),
-                    ..Rebuilt::default()
-                };
-                let ids = super::producer_ids::new_ledger(own_id, Some(snapshot.blocks));
-                (rebuilt, ids, Some(from))
-            }
-            None => (
-                Rebuilt::default(),
-                super::producer_ids::new_ledger(own_id, None),
-                None,
-            ),
-        };
-        replay(log, from.unwrap_or(log.start_offset()), &mut rebuilt)?;
+        let mut rebuild = ProducerRebuild::new(
+            own_id,
+            super::producer_ids::new_incarnation(),
+            snapshot,
+            log.start_offset(),
+        );
+        replay(log, &mut rebuild)?;
+        let rebuilt = rebuild.finish();
         info!(
-            batches = rebuilt.stats.batches,
-            bytes = rebuilt.stats.bytes,
-            from_snapshot = ?from,
+            batches = rebuilt.batches,
+            bytes = rebuilt.bytes,
+            from_snapshot = ?rebuilt.snapshot,
             producers = rebuilt.producers.len(),
-            producer_id_blocks = rebuilt.blocks.len(),
             ms = started.elapsed().as_millis() as u64,
             "rebuilt the producer state from the log"
         );
-        for (offset, block) in rebuilt.blocks {
-            ids.on_append(offset, block);
-        }
-        Ok((rebuilt.producers, ids, from))
+        Ok((rebuilt.producers, rebuilt.ledger, rebuilt.snapshot))
     }
 
     /// The replica refused a transactional batch from `conn`: the operator's hint, once per

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::wire::kafka::{InitProducerIdRequest, InitProducerIdResponse, INIT_PRODUCER_ID};
-use engine::producer_ids::{CommittedBlocks, ProducerIdLedger, FIRST_PRODUCER_EPOCH};
+use engine::producer_ids::FIRST_PRODUCER_EPOCH;
 use engine::replica::Input as ReplicaInput;
 
 /// An InitProducerId the replica has not answered yet.
@@ -28,21 +28,13 @@ pub(super) struct InitRequests {
     next_request: u64,
 }
 
-fn new_incarnation() -> u64 {
+/// The incarnation of a new run of the node, drawn at random: a restarted node never uses a
+/// block reserved for an earlier run of it.
+pub(super) fn new_incarnation() -> u64 {
     let mut bytes = [0u8; 8];
     // No randomness means no safe incarnation: a fixed value could repeat a former run's.
     getrandom::fill(&mut bytes).expect("the OS random source is available");
     u64::from_le_bytes(bytes)
-}
-
-/// The ledger of a new run of node `own_id` (an incarnation drawn at random: a restarted node
-/// never uses a block reserved for an earlier run of it), from the blocks a producer-state
-/// snapshot says are committed, if any.
-pub(super) fn new_ledger(own_id: NodeId, committed: Option<CommittedBlocks>) -> ProducerIdLedger {
-    match committed {
-        Some(committed) => ProducerIdLedger::restored(own_id, new_incarnation(), committed),
-        None => ProducerIdLedger::new(own_id, new_incarnation()),
-    }
 }
 
 impl Node {

@@ -11,6 +11,7 @@ use engine::base::Offset;
 use engine::log::Log;
 use engine::producer_snapshot::ProducerSnapshot;
 use engine::producer_snapshot_store::ProducerSnapshotStore;
+use engine::replica::rebuild::{check_snapshot, SnapshotMisfit};
 
 use super::*;
 
@@ -99,26 +100,12 @@ pub(super) enum SnapshotUnused {
     Read(std::io::Error),
     #[error("{0}")]
     Decode(#[from] engine::producer_snapshot::SnapshotError),
-    #[error(
-        "its offset {offset} is outside the log's {start}..={end} (retention went past it, or \
-         the log was reset or lost its tail)"
-    )]
-    Outside {
-        offset: Offset,
-        start: Offset,
-        end: Offset,
-    },
-    #[error("it names epoch {named} at offset {offset}, the log {found:?}")]
-    Epoch {
-        named: i32,
-        offset: Offset,
-        found: Option<i32>,
-    },
+    #[error("{0}")]
+    Misfit(#[from] SnapshotMisfit),
 }
 
-/// The snapshot in `store` if there is one and it fits `log`: its offset inside the log (above
-/// the start, at most the end) and the batch that ends just below it of the epoch it names.
-/// Ok(None): no file.
+/// The snapshot in `store` if there is one and it fits `log` (`engine::replica::rebuild`
+/// decides). Ok(None): no file.
 pub(super) fn load(
     store: &ProducerSnapshotStore,
     log: &Log,
@@ -127,22 +114,9 @@ pub(super) fn load(
         return Ok(None);
     };
     let snapshot = ProducerSnapshot::decode(&bytes)?;
-    let (start, end) = (log.start_offset(), log.end_offset());
-    if snapshot.offset <= start || snapshot.offset > end {
-        return Err(SnapshotUnused::Outside {
-            offset: snapshot.offset,
-            start,
-            end,
-        });
-    }
-    let found = log.epoch_cache().epoch_at(snapshot.offset - 1);
-    if found != Some(snapshot.epoch) {
-        return Err(SnapshotUnused::Epoch {
-            named: snapshot.epoch,
-            offset: snapshot.offset - 1,
-            found,
-        });
-    }
+    check_snapshot(&snapshot, log.start_offset(), log.end_offset(), |offset| {
+        log.epoch_cache().epoch_at(offset)
+    })?;
     Ok(Some(snapshot))
 }
 

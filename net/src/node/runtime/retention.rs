@@ -38,15 +38,14 @@ impl Node {
     }
 
     /// The writer let the log's oldest segments go (a roll that reused the oldest one's file):
-    /// the core's log start follows.
+    /// the replica checks it against the bounds it gave and moves the core's log start.
     pub(super) fn on_log_start_moved(&mut self, start: Offset) {
-        if self.log_start_moving(start) {
-            self.step(Input::LogStartMoved { start });
-        }
+        self.log_start_moving(start);
+        self.step(engine::replica::Input::Rolled { start });
     }
 
-    /// Says so when the log's start moves to `start` (true then).
-    fn log_start_moving(&self, start: Offset) -> bool {
+    /// Says so when the log's start moves to `start`.
+    fn log_start_moving(&self, start: Offset) {
         let moving = start > self.replica.core().log_start_offset();
         if moving {
             info!(
@@ -55,6 +54,5 @@ impl Node {
                 "retention let the log's oldest segments go"
             );
         }
-        moving
     }
 }
