@@ -17,6 +17,7 @@
 
 pub mod base;
 pub mod fail_stop;
+pub mod groups;
 pub mod io;
 pub mod log;
 pub mod os;

@@ -1,12 +1,14 @@
 //! Arbitrary bytes into every message decoder a node exposes to the network: request headers,
 //! the quorum RPCs (requests and responses, with the node's FetchQuorumRecords extras and broker
 //! list), ApiVersions, Produce (v3-10, and the v0-2 refusal path), Fetch, ListOffsets,
-//! OffsetForLeaderEpoch, InitProducerId, Metadata and DescribeCluster, requests and responses in
-//! every version. They must return errors, never panic, and never allocate beyond what the
+//! OffsetForLeaderEpoch, InitProducerId, Metadata, DescribeCluster and the consumer-group APIs
+//! (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+//! ListGroups, DescribeGroups, DeleteGroups, OffsetDelete),
+//! requests and responses in every version. They must return errors, never panic, and never allocate beyond what the
 //! input can hold. (The frame splitter has its own target, `wire_frame`.)
 //!
 //! The first byte picks the decoder (low 4 bits) and its version (high 4 bits); the rest is
-//! the input.
+//! the input (for the group APIs, mode 11, the next byte picks the API and its version).
 
 #![no_main]
 
@@ -15,10 +17,14 @@ use libfuzzer_sys::fuzz_target;
 use net::client::ClientRequest;
 use net::wire::api::ApiSpec;
 use net::wire::kafka::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+};
+use net::wire::kafka::{
     visit_produce_partitions, ApiVersionsRequest, DescribeClusterRequest, FetchRequest,
-    InitProducerIdRequest, LegacyProduceRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceHead, ProduceRequest, ProduceResponse,
-    PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
+    FindCoordinatorRequest, HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, LegacyProduceRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceHead,
+    ProduceRequest, ProduceResponse, SyncGroupRequest, PRODUCE_MIN_ACCEPTED, PRODUCE_SPEC,
 };
 use net::wire::{api, quorum, RequestHeader, WireReader};
 
@@ -122,6 +128,25 @@ fuzz_target!(|data: &[u8]| {
         8 => request_and_response(pick, &input, InitProducerIdRequest::decode),
         9 => request_and_response(pick, &input, MetadataRequest::decode),
         10 => request_and_response(pick, &input, DescribeClusterRequest::decode),
+        11 => {
+            let Some((&which, rest)) = input.split_first() else {
+                return;
+            };
+            let (input, pick) = (Bytes::copy_from_slice(rest), which / 11);
+            match which % 11 {
+                0 => request_and_response(pick, &input, FindCoordinatorRequest::decode),
+                1 => request_and_response(pick, &input, JoinGroupRequest::decode),
+                2 => request_and_response(pick, &input, SyncGroupRequest::decode),
+                3 => request_and_response(pick, &input, HeartbeatRequest::decode),
+                4 => request_and_response(pick, &input, LeaveGroupRequest::decode),
+                5 => request_and_response(pick, &input, OffsetCommitRequest::decode),
+                6 => request_and_response(pick, &input, OffsetFetchRequest::decode),
+                7 => request_and_response(pick, &input, ListGroupsRequest::decode),
+                8 => request_and_response(pick, &input, DescribeGroupsRequest::decode),
+                9 => request_and_response(pick, &input, DeleteGroupsRequest::decode),
+                _ => request_and_response(pick, &input, OffsetDeleteRequest::decode),
+            }
+        }
         _ => {
             let flexible = mode & 0x80 != 0;
             let _ = RequestHeader::read(&mut WireReader::new(input), flexible);

@@ -29,8 +29,20 @@ use crate::wire::kafka::{
     SASL_HANDSHAKE_SPEC,
 };
 use crate::wire::kafka::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    DELETE_GROUPS_SPEC, DESCRIBE_GROUPS_SPEC, LIST_GROUPS_SPEC, OFFSET_DELETE_SPEC,
+};
+use crate::wire::kafka::{
     DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataRequestTopic,
     MetadataResponse, DESCRIBE_CLUSTER_SPEC, ENDPOINT_TYPE_BROKERS, METADATA_SPEC,
+};
+use crate::wire::kafka::{
+    FindCoordinatorRequest, FindCoordinatorResponse, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    SyncGroupRequest, SyncGroupResponse, FIND_COORDINATOR_SPEC, HEARTBEAT_SPEC, JOIN_GROUP_SPEC,
+    LEAVE_GROUP_SPEC, OFFSET_COMMIT_SPEC, OFFSET_FETCH_SPEC, SYNC_GROUP_SPEC,
 };
 use crate::wire::quorum::{self, METADATA_PARTITION, METADATA_TOPIC};
 use crate::wire::WireError;
@@ -182,6 +194,17 @@ client_requests! {
     DescribeClusterRequest => DescribeClusterResponse, WireError, DESCRIBE_CLUSTER_SPEC;
     SaslHandshakeRequest => SaslHandshakeResponse, SaslCodecError, SASL_HANDSHAKE_SPEC;
     SaslAuthenticateRequest => SaslAuthenticateResponse, SaslCodecError, SASL_AUTHENTICATE_SPEC;
+    FindCoordinatorRequest => FindCoordinatorResponse, WireError, FIND_COORDINATOR_SPEC;
+    JoinGroupRequest => JoinGroupResponse, WireError, JOIN_GROUP_SPEC;
+    SyncGroupRequest => SyncGroupResponse, WireError, SYNC_GROUP_SPEC;
+    HeartbeatRequest => HeartbeatResponse, WireError, HEARTBEAT_SPEC;
+    LeaveGroupRequest => LeaveGroupResponse, WireError, LEAVE_GROUP_SPEC;
+    OffsetCommitRequest => OffsetCommitResponse, WireError, OFFSET_COMMIT_SPEC;
+    OffsetFetchRequest => OffsetFetchResponse, WireError, OFFSET_FETCH_SPEC;
+    ListGroupsRequest => ListGroupsResponse, WireError, LIST_GROUPS_SPEC;
+    DescribeGroupsRequest => DescribeGroupsResponse, WireError, DESCRIBE_GROUPS_SPEC;
+    DeleteGroupsRequest => DeleteGroupsResponse, WireError, DELETE_GROUPS_SPEC;
+    OffsetDeleteRequest => OffsetDeleteResponse, WireError, OFFSET_DELETE_SPEC;
 }
 
 impl ClientRequest for ApiVersionsRequest {

@@ -34,6 +34,9 @@ impl ControlRecordType {
     /// ringraft's own: producer ids reserved for one node (docs/protocol.md, "Idempotent
     /// producers").
     pub const PRODUCER_ID_BLOCK: Self = Self(101);
+    /// ringraft's own: a consumer group's committed offsets (docs/storage.md, "Committed
+    /// offsets"; `crate::groups::offsets`).
+    pub const GROUP_OFFSETS: Self = Self(102);
 
     /// The version of the key layout ringraft writes.
     pub const KEY_VERSION: i16 = 0;
@@ -337,7 +340,7 @@ impl ControlRecord {
     }
 }
 
-fn control_batch(
+pub(crate) fn control_batch(
     control_type: ControlRecordType,
     value: &[u8],
     base_offset: i64,
@@ -350,7 +353,7 @@ fn control_batch(
     builder.build()
 }
 
-fn single_control_value(
+pub(crate) fn single_control_value(
     batch: &BatchView,
     expected: ControlRecordType,
 ) -> Result<bytes::Bytes, RecordError> {

@@ -23,6 +23,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use crate::base::{Epoch, NodeId, Offset, TimeMs};
+use crate::groups::{Decision, GroupLimits, GroupReply, GroupRequest, Groups};
 use crate::producer_ids::{BlockWanted, ProducerIdLedger};
 use crate::producer_snapshot::ProducerSnapshot;
 use crate::producers::ProducerStates;
@@ -61,6 +62,10 @@ pub enum Input {
     /// The producer-state snapshot of [`Output::WriteProducerSnapshot`] at `offset` was
     /// written and synced (`ok`), or its write failed.
     ProducerSnapshotWritten { offset: Offset, ok: bool },
+    /// A consumer-group request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+    /// DeleteGroups, OffsetDelete; authorized and checked by the node), answered exactly once
+    /// with [`Output::Group`] of the same `request` (docs/protocol.md, "Consumer groups").
+    Group { request: u64, ask: GroupRequest },
 }
 
 impl From<raft::Input> for Input {
@@ -90,6 +95,8 @@ pub enum Output {
     /// synced; docs/storage.md, "The producer-state snapshot"), and answer with
     /// [`Input::ProducerSnapshotWritten`]. One at a time.
     WriteProducerSnapshot { offset: Offset, bytes: Vec<u8> },
+    /// The answer to [`Input::Group`] `request`.
+    Group { request: u64, reply: GroupReply },
 }
 
 /// A Raft core and the decisions of a node around it.
@@ -119,6 +126,9 @@ pub struct Replica {
     /// Answers the replica adds after one core output (kept to reuse their allocations).
     answers: Vec<producing::Answer>,
     id_answers: Vec<producer_ids::IdAnswer>,
+    /// The group coordinator (leading) and every replica's committed offsets.
+    groups: Groups,
+    group_replies: Vec<(u64, GroupReply)>,
     planted: Option<PlantedBug>,
 }
 
@@ -142,8 +152,34 @@ impl Replica {
             core_out: Vec::new(),
             answers: Vec::new(),
             id_answers: Vec::new(),
+            groups: Groups::new(GroupLimits::default(), String::new()),
+            group_replies: Vec::new(),
             planted,
         }
+    }
+
+    /// With this group coordinator (its limits, its member-id prefix, the offsets the driver
+    /// rebuilt from the log).
+    pub fn with_groups(mut self, groups: Groups) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    /// Whether this replica coordinates groups now: the leader, once its epoch's first record
+    /// committed (then every offset record below it is committed and applied here); else
+    /// NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS on a leader still loading.
+    pub fn coordinator_status(&self) -> Result<(), ErrorCode> {
+        if self.core.role() != Role::Leader {
+            return Err(ErrorCode::NOT_COORDINATOR);
+        }
+        if self.core.high_watermark().is_none() {
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        Ok(())
     }
 
     /// Runs retention every `interval` ms (`log.retention.check.interval.ms`); without it (a
@@ -168,10 +204,14 @@ impl Replica {
 
     /// When the replica next needs a tick: the core's next deadline, or a retention run.
     pub fn next_deadline(&self) -> Option<TimeMs> {
-        match (self.core.next_deadline(), self.retention.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.core.next_deadline(),
+            self.retention.next_deadline(),
+            self.groups.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     pub fn retention(&self) -> &RetentionSchedule {
@@ -294,6 +334,10 @@ impl Replica {
                 }
                 None
             }
+            Input::Group { request, ask } => {
+                self.group_request(request, ask, out);
+                None
+            }
         };
         if let Some(input) = first {
             self.step_core(input, out);
@@ -375,6 +419,7 @@ impl Replica {
             for (request, result) in self.id_answers.drain(..) {
                 out.push(Output::ProducerId { request, result });
             }
+            self.push_group_replies(out);
             self.push_snapshot_due(out);
         }
         self.core_out = core_out;
@@ -392,12 +437,81 @@ impl Replica {
                 out.push(Output::ProducerId { request, result });
             }
             self.reserve_producer_ids(out);
+            if self.core.role() == Role::Leader {
+                self.groups.tick(self.now, &mut self.group_replies);
+                self.push_group_replies(out);
+            }
             let bounds = self.retention_bounds();
             for order in self.retention.tend(self.now, bounds).into_iter().flatten() {
                 out.push(match order {
                     RetentionOrder::Run(bounds) => Output::Retain(bounds),
                     RetentionOrder::RollBounds(bounds) => Output::RollBounds(bounds),
                 });
+            }
+        }
+    }
+
+    fn push_group_replies(&mut self, out: &mut Vec<Output>) {
+        for (request, reply) in self.group_replies.drain(..) {
+            out.push(Output::Group { request, reply });
+        }
+    }
+
+    /// A consumer-group request: decided by the coordinator when this replica is one; an
+    /// offset record it writes is appended here (directly, so its offset is known) and
+    /// answered when it commits (docs/protocol.md, "Consumer groups").
+    fn group_request(&mut self, request: u64, ask: GroupRequest, out: &mut Vec<Output>) {
+        if let Err(error) = self.coordinator_status() {
+            let reply = match ask {
+                GroupRequest::Join(_) => GroupReply::Membership(crate::groups::GroupAnswer::Join(
+                    crate::groups::JoinAnswer::failed(error),
+                )),
+                GroupRequest::Sync(_) => {
+                    GroupReply::Membership(crate::groups::GroupAnswer::Sync(Err(error)))
+                }
+                GroupRequest::Heartbeat(_) => {
+                    GroupReply::Membership(crate::groups::GroupAnswer::Heartbeat(error))
+                }
+                GroupRequest::Leave { .. } => {
+                    GroupReply::Membership(crate::groups::GroupAnswer::Leave(Err(error)))
+                }
+                GroupRequest::Commit { .. }
+                | GroupRequest::Delete { .. }
+                | GroupRequest::DeleteOffsets { .. } => GroupReply::Written(error),
+            };
+            out.push(Output::Group { request, reply });
+            return;
+        }
+        let timestamp_ms = self.core.wall_clock_ms().unwrap_or(0);
+        let decision = self.groups.decide(
+            request,
+            ask,
+            self.now,
+            timestamp_ms,
+            &mut self.group_replies,
+        );
+        self.push_group_replies(out);
+        match decision {
+            None => {}
+            Some(Decision::Answer(reply)) => out.push(Output::Group { request, reply }),
+            Some(Decision::Append(record)) => {
+                let at = self.core.log_end_offset();
+                self.step_core(
+                    raft::Input::AppendControl {
+                        batch: record.to_batch(0, 0, timestamp_ms),
+                    },
+                    out,
+                );
+                if self.core.log_end_offset() > at {
+                    self.groups.appended(request, at);
+                } else {
+                    // Refused (the bound on bytes not yet durable, a full disk, a handover):
+                    // the client retries.
+                    out.push(Output::Group {
+                        request,
+                        reply: GroupReply::Written(ErrorCode::REQUEST_TIMED_OUT),
+                    });
+                }
             }
         }
     }
@@ -662,15 +776,18 @@ impl Replica {
                 let hw = self.core.high_watermark();
                 self.producing.track(op, hw, gone, &mut self.answers);
                 self.producer_ids.track(op, hw);
+                self.groups.track(op, hw, &mut self.group_replies);
             }
             O::HighWatermark(hw) => {
                 self.producing.committed(*hw, &mut self.answers);
                 let now = self.now;
                 self.producer_ids.committed(*hw, now, &mut self.id_answers);
+                self.groups.committed(*hw, &mut self.group_replies);
                 self.maybe_snapshot(*hw);
             }
             O::RoleChanged { role, .. } if *role != Role::Leader => {
-                self.producing.resigned(gone, &mut self.answers)
+                self.producing.resigned(gone, &mut self.answers);
+                self.groups.resigned(&mut self.group_replies);
             }
             O::RoleChanged { .. }
             | O::PersistElectionState(_)

@@ -24,6 +24,8 @@ struct Driver {
     written_snapshots: usize,
     /// Whether the snapshots are written as soon as they are asked for.
     write_snapshots: bool,
+    /// The answers to group requests so far, in order.
+    groups: Vec<(u64, crate::groups::GroupReply)>,
 }
 
 impl Driver {
@@ -54,6 +56,7 @@ impl Driver {
             snapshots: Vec::new(),
             written_snapshots: 0,
             write_snapshots: true,
+            groups: Vec::new(),
         };
         for _ in 0..100 {
             if d.replica.core().role() == Role::Leader {
@@ -84,6 +87,7 @@ impl Driver {
                 super::Output::Retain(bounds) => self.retains.push(bounds),
                 super::Output::RollBounds(bounds) => self.roll_bounds.push(bounds),
                 super::Output::WriteProducerSnapshot { offset, .. } => self.snapshots.push(offset),
+                super::Output::Group { request, reply } => self.groups.push((request, reply)),
             }
         }
         // Snapshot files are written at once (after the list, as a driver's answer would come).
@@ -464,6 +468,62 @@ fn a_run_held_back_carries_the_voter_record_forward() {
         })
         .count();
     assert_eq!(voter_records, 1, "{out:?}");
+}
+
+/// An OffsetCommit on the leader is written as a control record and answered only once it
+/// commits; OffsetFetch then sees it, and a replica that stops leading answers NOT_COORDINATOR.
+#[test]
+fn an_offset_commit_is_answered_when_its_record_commits() {
+    use crate::groups::{GroupReply, GroupRequest, MemberRef, PartitionOffset};
+    let mut d = Driver::leading();
+    d.durable();
+    assert_eq!(d.replica.coordinator_status(), Ok(()));
+    let commit = |offset| GroupRequest::Commit {
+        who: MemberRef {
+            group_id: "g".into(),
+            generation: None,
+            member_id: None,
+            instance_id: None,
+        },
+        offsets: vec![PartitionOffset {
+            topic: "__cluster_metadata".into(),
+            partition: 0,
+            offset: Some(offset),
+            leader_epoch: Some(1),
+            metadata: None,
+        }],
+    };
+    let end = d.replica.core().log_end_offset();
+    let out = d.step(super::Input::Group {
+        request: 9,
+        ask: commit(42),
+    });
+    assert!(d.groups.is_empty(), "not answered before it commits");
+    let appended = out.iter().any(|o| {
+        matches!(o, Output::Log(op) if matches!(&op.kind, LogOpKind::Append(b)
+            if b[0].base_offset == end && b[0].is_control))
+    });
+    assert!(
+        appended,
+        "the commit is a control batch at the log end: {out:?}"
+    );
+    assert!(d.replica.groups().offsets().group("g").is_none());
+    d.durable();
+    assert_eq!(d.groups, vec![(9, GroupReply::Written(ErrorCode::NONE))]);
+    let committed = d.replica.groups().offsets().group("g").unwrap();
+    assert_eq!(committed.values().next().unwrap().offset, 42);
+    // Shutting down resigns: a commit in flight then is answered NOT_COORDINATOR.
+    d.step(super::Input::Group {
+        request: 10,
+        ask: commit(43),
+    });
+    d.step(Input::Shutdown);
+    d.durable();
+    let last = d.groups.last().unwrap();
+    assert_eq!(last.0, 10);
+    // A single voter commits at once on durability, or answers NOT_COORDINATOR if it
+    // resigned first: never both, never nothing.
+    assert_eq!(d.groups.iter().filter(|(r, _)| *r == 10).count(), 1);
 }
 
 /// A roll's new log start reaches the core through the replica, which checks it against the

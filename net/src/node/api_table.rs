@@ -7,18 +7,25 @@
 
 use super::runtime::Node;
 use crate::security::acl::Operation::{
-    Alter, ClusterAction, Describe, IdempotentWrite, Read, Write,
+    Alter, ClusterAction, Delete, Describe, IdempotentWrite, Read, Write,
 };
-use crate::security::acl::ResourceType::{Cluster, Topic};
+use crate::security::acl::ResourceType::{Cluster, Group, Topic};
 use crate::security::authorizer::Authorization::{self, NoneNeeded, Required};
 use crate::transport::ConnId;
 use crate::wire::api::{self, ApiSpec};
 use crate::wire::kafka::{
-    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, SaslAuthenticateRequest,
-    SaslHandshakeRequest, API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, FETCH_SPEC,
-    INIT_PRODUCER_ID_SPEC, LIST_OFFSETS_SPEC, METADATA_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC,
-    PRODUCE_SPEC, SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC,
+    ApiVersionsRequest, DescribeClusterRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetFetchRequest,
+    OffsetForLeaderEpochRequest, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    API_VERSIONS_SPEC, DESCRIBE_CLUSTER_SPEC, FETCH_SPEC, FIND_COORDINATOR_SPEC, HEARTBEAT_SPEC,
+    INIT_PRODUCER_ID_SPEC, JOIN_GROUP_SPEC, LEAVE_GROUP_SPEC, LIST_OFFSETS_SPEC, METADATA_SPEC,
+    OFFSET_COMMIT_SPEC, OFFSET_FETCH_SPEC, OFFSET_FOR_LEADER_EPOCH_SPEC, PRODUCE_SPEC,
+    SASL_AUTHENTICATE_SPEC, SASL_HANDSHAKE_SPEC, SYNC_GROUP_SPEC,
+};
+use crate::wire::kafka::{
+    DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest, OffsetDeleteRequest,
+    DELETE_GROUPS_SPEC, DESCRIBE_GROUPS_SPEC, LIST_GROUPS_SPEC, OFFSET_DELETE_SPEC,
 };
 use crate::wire::{RequestHeader, WireReader};
 
@@ -93,7 +100,7 @@ const fn quorum(spec: ApiSpec, authorization: Authorization) -> ApiRow {
 }
 
 /// Every API this node serves, in the order ApiVersions lists them.
-pub(crate) static API_TABLE: [ApiRow; 17] = [
+pub(crate) static API_TABLE: [ApiRow; 28] = [
     ApiRow {
         spec: PRODUCE_SPEC,
         handler: Node::handle_produce,
@@ -215,6 +222,147 @@ pub(crate) static API_TABLE: [ApiRow; 17] = [
         sasl: false,
         authorization: Required(IdempotentWrite, Cluster),
     },
+    // Consumer groups (docs/protocol.md, "Consumer groups"): the group named in the request is
+    // the resource; READ to take part and commit, DESCRIBE to look (docs/security.md).
+    ApiRow {
+        spec: OFFSET_COMMIT_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                OffsetCommitRequest::decode,
+                Node::handle_offset_commit,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Read, Group),
+    },
+    ApiRow {
+        spec: OFFSET_FETCH_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                OffsetFetchRequest::decode,
+                Node::handle_offset_fetch,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: FIND_COORDINATOR_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                FindCoordinatorRequest::decode,
+                Node::handle_find_coordinator,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: JOIN_GROUP_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(asked, r, JoinGroupRequest::decode, Node::handle_join_group)
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Read, Group),
+    },
+    ApiRow {
+        spec: HEARTBEAT_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(asked, r, HeartbeatRequest::decode, Node::handle_heartbeat)
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Read, Group),
+    },
+    ApiRow {
+        spec: LEAVE_GROUP_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                LeaveGroupRequest::decode,
+                Node::handle_leave_group,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Read, Group),
+    },
+    ApiRow {
+        spec: SYNC_GROUP_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(asked, r, SyncGroupRequest::decode, Node::handle_sync_group)
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Read, Group),
+    },
+    ApiRow {
+        spec: DESCRIBE_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                DescribeGroupsRequest::decode,
+                Node::handle_describe_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: LIST_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                ListGroupsRequest::decode,
+                Node::handle_list_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Describe, Group),
+    },
+    ApiRow {
+        spec: DELETE_GROUPS_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                DeleteGroupsRequest::decode,
+                Node::handle_delete_groups,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Delete, Group),
+    },
+    ApiRow {
+        spec: OFFSET_DELETE_SPEC,
+        handler: |node, asked, r| {
+            node.decoded(
+                asked,
+                r,
+                OffsetDeleteRequest::decode,
+                Node::handle_offset_delete,
+            )
+        },
+        scope: Scope::Client,
+        sasl: false,
+        authorization: Required(Delete, Group),
+    },
     // The replicas' own RPCs: CLUSTER_ACTION, which a replica's own principal has without an
     // ACL (net/src/node/runtime/access.rs).
     quorum(api::QUORUM_APIS[0], Required(ClusterAction, Cluster)), // Vote
@@ -293,6 +441,17 @@ mod tests {
             (api::END_QUORUM_EPOCH, Required(ClusterAction, Cluster)),
             (api::FETCH_QUORUM_RECORDS, Required(ClusterAction, Cluster)),
             (api::FIND_QUORUM, Required(ClusterAction, Cluster)),
+            (OFFSET_COMMIT_SPEC.key, Required(Read, Group)),
+            (OFFSET_FETCH_SPEC.key, Required(Describe, Group)),
+            (FIND_COORDINATOR_SPEC.key, Required(Describe, Group)),
+            (JOIN_GROUP_SPEC.key, Required(Read, Group)),
+            (HEARTBEAT_SPEC.key, Required(Read, Group)),
+            (LEAVE_GROUP_SPEC.key, Required(Read, Group)),
+            (SYNC_GROUP_SPEC.key, Required(Read, Group)),
+            (DESCRIBE_GROUPS_SPEC.key, Required(Describe, Group)),
+            (LIST_GROUPS_SPEC.key, Required(Describe, Group)),
+            (DELETE_GROUPS_SPEC.key, Required(Delete, Group)),
+            (OFFSET_DELETE_SPEC.key, Required(Delete, Group)),
             (api::API_VERSIONS, NoneNeeded),
             (SASL_HANDSHAKE_SPEC.key, NoneNeeded),
             (SASL_AUTHENTICATE_SPEC.key, NoneNeeded),

@@ -67,7 +67,8 @@ pub enum WireError {
     },
 }
 
-/// A cursor over one frame.
+/// A cursor over one frame (a clone looks ahead without moving this one).
+#[derive(Clone)]
 pub struct WireReader {
     buf: Bytes,
     pos: usize,

@@ -2,7 +2,7 @@
 producer (acks=all, lz4; librdkafka asks any one broker for its producer id, which every
 ringraft node hands out) sends COUNT records PREFIX-0.. to __cluster_metadata-0, one every few
 milliseconds, while a consumer assigned the partition reads it from the beginning (librdkafka
-needs a group.id even for a manual assignment; no group coordinator is ever asked). The events
+needs a group.id even for a manual assignment; nothing is committed). The events
 it prints and the run: produce_consume_common.py.
 With IDEMPOTENT=0 in the environment the producer is not idempotent.
 Usage: python produce_consume_confluent.py HOST:PORT,... COUNT PREFIX"""

@@ -115,6 +115,9 @@ pub struct NodeConfig {
     pub metrics_listener: Option<(String, u16)>,
     /// `log.format`: how log lines are written.
     pub log_format: LogFormat,
+    /// The group coordinator's bounds (`group.*`, `offset.metadata.max.bytes`;
+    /// docs/configuration.md).
+    pub group_limits: engine::groups::GroupLimits,
 }
 
 /// `log.format`: text (human-readable lines) or json (one JSON object per line).
@@ -338,6 +341,41 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "how often retention looks for segments to delete",
     ),
     (
+        "group.coordinator.max.groups",
+        Some("1000"),
+        "consumer groups with members the coordinator (the leader) holds at once, and groups with committed offsets it accepts commits for; one more is answered COORDINATOR_NOT_AVAILABLE (a ringraft bound, Kafka has none)",
+    ),
+    (
+        "group.max.size",
+        Some("1000"),
+        "members of one consumer group; one more is answered GROUP_MAX_SIZE_REACHED",
+    ),
+    (
+        "group.coordinator.max.members",
+        Some("10000"),
+        "members of every consumer group together (a ringraft bound)",
+    ),
+    (
+        "group.min.session.timeout.ms",
+        Some("6000"),
+        "shortest session timeout a member may ask for",
+    ),
+    (
+        "group.max.session.timeout.ms",
+        Some("1800000"),
+        "longest session timeout a member may ask for",
+    ),
+    (
+        "group.initial.rebalance.delay.ms",
+        Some("3000"),
+        "how long the first rebalance of an empty group waits for more members",
+    ),
+    (
+        "offset.metadata.max.bytes",
+        Some("4096"),
+        "largest metadata string of one committed offset",
+    ),
+    (
         "socket.request.max.bytes",
         Some("104857600"),
         "largest frame accepted",
@@ -476,6 +514,25 @@ impl NodeConfig {
                 .map(|rate| (rate > 0).then_some(rate))?,
             log_sync_mode: props.parse_or_default("log.sync.mode", parse_sync_mode)?,
             metrics_listener: props.parse_or_default("metrics.listener", parse_metrics_listener)?,
+            group_limits: engine::groups::GroupLimits {
+                max_groups: props
+                    .parse_or_default("group.coordinator.max.groups", parse_positive)?
+                    as usize,
+                max_group_size: props.parse_or_default("group.max.size", parse_positive)? as usize,
+                max_members: props
+                    .parse_or_default("group.coordinator.max.members", parse_positive)?
+                    as usize,
+                min_session_timeout_ms: props
+                    .parse_or_default("group.min.session.timeout.ms", parse_positive)?,
+                max_session_timeout_ms: props
+                    .parse_or_default("group.max.session.timeout.ms", parse_positive)?,
+                initial_rebalance_delay_ms: props
+                    .parse_or_default("group.initial.rebalance.delay.ms", parse_u64)?,
+                max_metadata_bytes: props
+                    .parse_or_default("offset.metadata.max.bytes", parse_u64)?
+                    as usize,
+                ..engine::groups::GroupLimits::default()
+            },
             log_format: props.parse_or_default("log.format", parse_log_format)?,
         };
         config.check_relations()?;

@@ -134,6 +134,9 @@ fn decide(
     };
     let resource = match resource_type {
         ResourceType::Topic => Resource::topic(METADATA_TOPIC),
+        // A group is named by the request: only `Node::access_group` (groups.rs) can check
+        // it, so a check without the name refuses (fail-closed).
+        ResourceType::Group => return Err(denied_error(ResourceType::Group)),
         _ => Resource::cluster(),
     };
     if authorizer.authorize(&asker.principal, asker.host, operation, &resource) {
@@ -210,5 +213,25 @@ mod tests {
             decide(produce, &replica, Some(&nobody)),
             Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
         );
+    }
+
+    /// A group row checked without the group's name (only `Node::access_group` has it) is
+    /// refused whenever ACLs are loaded, even ones that grant every group: fail-closed.
+    #[test]
+    fn a_group_row_without_its_group_is_refused() {
+        let every_group = Authorizer::new(
+            parse_acl_file("allow User:* ALL group:* from *").unwrap(),
+            Vec::new(),
+            false,
+        );
+        let join = api_table::authorization(crate::wire::kafka::JOIN_GROUP);
+        let fetch = api_table::authorization(crate::wire::kafka::OFFSET_FETCH);
+        for key in [join, fetch] {
+            assert_eq!(
+                decide(key, &asker("alice", false), Some(&every_group)),
+                Err(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+            );
+            assert_eq!(decide(key, &asker("alice", false), None), Ok(()));
+        }
     }
 }

@@ -34,6 +34,7 @@ use tracing::{debug, info, warn};
 mod access;
 mod arena;
 mod consume;
+mod groups;
 mod idempotence;
 mod inbound;
 mod listening;
@@ -118,6 +119,8 @@ pub enum NodeError {
     SaslWorker(std::io::Error),
     #[error("rebuilding the producer state from the log: {0}")]
     Producers(#[from] idempotence::RebuildError),
+    #[error("reading the group offsets from the log: {0}")]
+    GroupOffsets(idempotence::RebuildError),
     #[error("starting the producer-state snapshot thread: {0}")]
     SnapshotThread(std::io::Error),
     #[error(
@@ -210,6 +213,8 @@ pub struct Node {
     counters: NodeCounters,
     /// The InitProducerIds the replica has not answered yet (producer_ids.rs).
     init_requests: producer_ids::InitRequests,
+    /// The group requests the replica has not answered yet (groups.rs).
+    group_requests: groups::GroupRequests,
     /// The producer-state snapshots' writing thread.
     snapshots: producer_snapshots::Snapshots,
     /// What the raft thread publishes for `/metrics` (node/metrics), and the listener, if any.
@@ -266,6 +271,8 @@ impl Node {
             ledger,
             loaded,
         } = Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
+        // And every committed offset of the consumer groups (groups.rs).
+        let group_offsets = groups::replay_group_offsets(&log).map_err(NodeError::GroupOffsets)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,
@@ -283,8 +290,12 @@ impl Node {
         raft_config.bootstrap_servers = config.bootstrap_servers.len();
         raft_config.directory_id = quorum_state.directory_id();
         let core = RaftCore::new(raft_config, stored, snapshot, 0)?;
-        let replica =
-            Replica::new(core, producers, ledger).with_snapshots(config.segment_bytes, loaded);
+        let replica = Replica::new(core, producers, ledger)
+            .with_snapshots(config.segment_bytes, loaded)
+            .with_groups(groups::new_groups(
+                config.group_limits.clone(),
+                group_offsets,
+            ));
         let replica = match config.retention.keeps_everything() {
             true => replica,
             false => replica.with_retention(config.retention_check_interval_ms),
@@ -438,6 +449,7 @@ impl Node {
             brokers,
             counters: NodeCounters::default(),
             init_requests: producer_ids::InitRequests::default(),
+            group_requests: groups::GroupRequests::default(),
             snapshots,
             metrics,
             metrics_server,
@@ -950,6 +962,7 @@ impl CoreDriver for Node {
             ReplicaOutput::WriteProducerSnapshot { offset, bytes } => {
                 self.write_producer_snapshot(offset, bytes)
             }
+            ReplicaOutput::Group { request, reply } => self.group_answered(request, reply),
         }
     }
 }

@@ -92,6 +92,17 @@ impl Flex {
         }
     }
 
+    /// BYTES (or COMPACT_BYTES): null is refused.
+    pub(in crate::wire) fn read_bytes(
+        &self,
+        r: &mut WireReader,
+        field: &'static str,
+    ) -> Result<Bytes, WireError> {
+        let at = r.position();
+        self.read_nullable_bytes(r, field)?
+            .ok_or(WireError::UnexpectedNull { field, at })
+    }
+
     pub(in crate::wire) fn read_tags(&self, r: &mut WireReader) -> Result<(), WireError> {
         if self.0 {
             r.skip_tagged_fields()?;
@@ -206,6 +217,10 @@ impl Flex {
         } else {
             w.nullable_bytes(v)
         }
+    }
+
+    pub(in crate::wire) fn write_bytes(&self, w: &mut WireWriter, v: &[u8]) {
+        self.write_nullable_bytes(w, Some(v))
     }
 
     pub(in crate::wire) fn write_tags(&self, w: &mut WireWriter) {
