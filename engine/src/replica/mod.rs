@@ -768,14 +768,15 @@ impl Replica {
                     let bytes = batches.iter().map(|b| b.bytes.len() as u64).sum();
                     self.snapshots.appended(bytes);
                 }
-                if let raft::LogOpKind::ResetTo { start, .. } = op.kind {
-                    if self.restore_at_reset(start) {
-                        return;
-                    }
-                }
                 let hw = self.core.high_watermark();
-                self.producing.track(op, hw, gone, &mut self.answers);
-                self.producer_ids.track(op, hw);
+                // A reset that came with the leader's snapshot restores the producer state and
+                // the blocks from it; the offsets of the groups follow every change.
+                let restored = matches!(op.kind,
+                    raft::LogOpKind::ResetTo { start, .. } if self.restore_at_reset(start));
+                if !restored {
+                    self.producing.track(op, hw, gone, &mut self.answers);
+                    self.producer_ids.track(op, hw);
+                }
                 self.groups.track(op, hw, &mut self.group_replies);
             }
             O::HighWatermark(hw) => {
