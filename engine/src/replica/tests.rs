@@ -707,6 +707,17 @@ fn a_reset_takes_the_leaders_producer_state_with_it() {
         1,
         "producer {P} known"
     );
+    let leader_blocks = leader.replica.producer_ids().committed_blocks();
+    let blocks = observer.producer_ids().committed_blocks();
+    assert_eq!(
+        blocks.committed_to, written,
+        "the blocks restored at the snapshot"
+    );
+    assert_eq!(
+        (blocks.committed_end, blocks.newest_record),
+        (leader_blocks.committed_end, leader_blocks.newest_record),
+        "the leader's committed blocks"
+    );
     assert!(
         out.iter().any(|o| matches!(o,
             super::Output::WriteProducerSnapshot { offset, .. } if *offset == written)),
