@@ -1166,8 +1166,8 @@ fn a_connection_closed_for_its_request_is_logged_once_per_reason_and_window() {
         let mut stream = std::net::TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
         stream.set_read_timeout(Some(TIMEOUT)).unwrap();
         locals.push(stream.local_addr().unwrap());
-        // ListGroups (16) is no API of ringraft's.
-        assert!(exchange(&mut stream, &raw_frame(16, 4, true, &[0, 0])).is_none());
+        // EndTxn (26) is no API of ringraft's (no transactions).
+        assert!(exchange(&mut stream, &raw_frame(26, 3, true, &[0, 0])).is_none());
     }
     // A Metadata v4 body cut short: the node has read the header, not the body.
     let mut stream = std::net::TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
@@ -1188,8 +1188,8 @@ fn a_connection_closed_for_its_request_is_logged_once_per_reason_and_window() {
     assert_eq!(unknown.len(), 1, "one line for five closes:\n{log}");
     assert!(
         unknown[0].contains(&locals[0].to_string())
-            && unknown[0].contains("api_key=16")
-            && unknown[0].contains("api_version=4")
+            && unknown[0].contains("api_key=26")
+            && unknown[0].contains("api_version=3")
             && unknown[0].contains("WARN"),
         "{}",
         unknown[0]
