@@ -219,7 +219,9 @@ fn planted_violations_are_reported() {
     let count = |name: &str| found.iter().find(|(n, _)| n == name).unwrap().1;
     assert_eq!(count("lost"), 1, "{found:?}");
     assert_eq!(count("unseen"), 1, "{found:?}");
-    assert_eq!(count("changed"), 1, "{found:?}");
+    // One changed read can be found more than once: each later read of that offset, and the
+    // final read, disagree with it.
+    assert!(count("changed") >= 1, "{found:?}");
     for name in [
         "duplicated",
         "skipped",

@@ -577,11 +577,19 @@ fn a_voter_reset_behind_retention_keeps_the_producers_and_answers_their_retries(
     cluster.start(sleeper, &[]);
     cluster.wait_for_voters_at(leader, end);
     let sleeper_dir = log_dir(&cluster, sleeper);
-    assert!(
-        log_start(&sleeper_dir) > acked[&4],
-        "node {sleeper} did not reset behind the leader's start: {}",
-        cluster.stderr_tail(sleeper)
-    );
+    // A reset removes the whole log before it starts the new one: no segment for a moment.
+    let deadline = Instant::now() + WAIT;
+    while !segment_bases(&sleeper_dir)
+        .first()
+        .is_some_and(|start| *start > acked[&4])
+    {
+        assert!(
+            Instant::now() < deadline,
+            "node {sleeper} did not reset behind the leader's start: {}",
+            cluster.stderr_tail(sleeper)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let path = sleeper_dir.join(engine::producer_snapshot_store::FILE_NAME);
     let deadline = Instant::now() + WAIT;
     let snapshot = loop {
