@@ -38,7 +38,14 @@ fn snapshot_of(states: &ProducerStates) -> Vec<u8> {
         newest_record: None,
         latest: Vec::new(),
     };
-    encode_parts(states.committed(), 1, &blocks, states.committed_batches())
+    encode_parts(
+        states.committed(),
+        1,
+        &blocks,
+        states.committed_batches(),
+        std::iter::empty(),
+    )
+    .expect("no offsets")
 }
 
 fn bench(c: &mut Criterion) {
@@ -65,6 +72,7 @@ fn bench(c: &mut Criterion) {
                     latest: Vec::new(),
                 },
                 producers: black_box(&states).committed_part(),
+                groups: Some(Vec::new()),
             };
             black_box(snapshot.encode())
         })

@@ -3,29 +3,53 @@
 //! start reads the log from there instead of from its start, and keeps what retention deleted.
 //! Logic only: `crate::producer_snapshot_store` reads and writes the file.
 //!
+//! Since version 2 it also holds the consumer groups' committed offsets as of the same offset,
+//! so that retention, which never deletes past the newest written snapshot, never deletes the
+//! only record of an offset (docs/storage.md, "Committed offsets").
+//!
 //! Layout, big-endian: magic `RRPS`, version (i16), offset (i64), the epoch of the batch that
 //! ends at offset - 1 (i32), the blocks (committed end i64, newest record offset i64 or -1, a
 //! count i32 and per node: node i32, incarnation i64, first id i64, ascending), the producers
-//! (a count i32 and per producer, in any order, each id once: id i64, a batch count i8 and per batch: epoch i16, first sequence i32,
-//! last sequence i32, base offset i64, last offset i64), then the CRC-32C of all before it.
+//! (a count i32 and per producer, in any order, each id once: id i64, a batch count i8 and per
+//! batch: epoch i16, first sequence i32, last sequence i32, base offset i64, last offset i64),
+//! in version 2 the committed offsets (a count i32 and per offset, ascending by group, topic
+//! and partition: group string, topic string, partition i32, offset i64, leader epoch i32 or
+//! -1, metadata nullable string, commit timestamp i64; a string is an int16 length, -1 for
+//! null, and UTF-8 bytes), then the CRC-32C of all before it. Version 1 (no offsets) is still
+//! read.
 
 use thiserror::Error;
 
 use crate::base::{Epoch, Offset};
+use crate::groups::offsets::{Committed, StoredOffset};
 use crate::producer_ids::{CommittedBlocks, MAX_COMMITTED_NODES};
 use crate::producers::{BatchMeta, BATCHES_PER_PRODUCER, DEFAULT_MAX_PRODUCERS};
 
 const MAGIC: &[u8; 4] = b"RRPS";
-/// The version this build writes and reads.
-pub const VERSION: i16 = 1;
+/// The version this build writes (it reads this one and [`VERSION_WITHOUT_GROUPS`]).
+pub const VERSION: i16 = 2;
+/// The first version, without the groups' committed offsets.
+pub const VERSION_WITHOUT_GROUPS: i16 = 1;
+/// Committed offsets one snapshot holds at most (a node holds far fewer:
+/// `group.coordinator.max.groups` groups, one partition each).
+pub const MAX_GROUP_OFFSETS: usize = 100_000;
+/// Bytes of the committed offsets' section at most, its count included: a store past it (long
+/// group ids and metadata strings, in many groups) is not snapshotted, and retention waits
+/// (docs/storage.md, "Committed offsets").
+pub const MAX_GROUPS_BYTES: usize = 64 << 20;
 /// Bytes of the fixed part before the blocks' entries, and per entry.
 const HEAD_BYTES: usize = 4 + 2 + 8 + 4;
 const BLOCKS_HEAD_BYTES: usize = 8 + 8 + 4;
 const NODE_BYTES: usize = 4 + 8 + 8;
 const PRODUCER_HEAD_BYTES: usize = 8 + 1;
 const BATCH_BYTES: usize = 2 + 4 + 4 + 8 + 8;
+/// Per committed offset, besides its three strings' bytes: three lengths, partition, offset,
+/// leader epoch, commit timestamp.
+const GROUP_OFFSET_BYTES: usize = 3 * 2 + 4 + 8 + 4 + 8;
 /// The largest snapshot this build writes or reads: every bound at its limit.
-pub const MAX_BYTES: usize = HEAD_BYTES
+pub const MAX_BYTES: usize = MAX_PRODUCER_BYTES + MAX_GROUPS_BYTES;
+/// All but the committed offsets' section at their largest, the checksum included.
+const MAX_PRODUCER_BYTES: usize = HEAD_BYTES
     + BLOCKS_HEAD_BYTES
     + MAX_COMMITTED_NODES * NODE_BYTES
     + 4
@@ -43,6 +67,10 @@ pub struct ProducerSnapshot {
     pub blocks: CommittedBlocks,
     /// Per producer (by id), its batches below `offset`, oldest first.
     pub producers: Vec<(i64, Vec<BatchMeta>)>,
+    /// The consumer groups' committed offsets below `offset`, ascending by group, topic and
+    /// partition; None in a version 1 snapshot, which did not keep them (a start then reads
+    /// them from the whole log).
+    pub groups: Option<Vec<StoredOffset>>,
 }
 
 /// Why the bytes are not a snapshot this build can use.
@@ -62,12 +90,28 @@ pub enum SnapshotError {
     Truncated { what: &'static str },
     #[error("{what} out of range: {value}")]
     Range { what: &'static str, value: i64 },
-    #[error("{extra} bytes after the last producer")]
-    Trailing { extra: usize },
+    #[error("{extra} bytes after the last {what}")]
+    Trailing { extra: usize, what: &'static str },
+    #[error("{what} is not UTF-8")]
+    Utf8 { what: &'static str },
+    #[error("the committed offsets are not in ascending order at group {group:?}")]
+    GroupOrder { group: String },
+}
+
+/// Why a state cannot be snapshotted.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SnapshotTooLarge {
+    #[error(
+        "{entries} committed offsets in {bytes} bytes; a snapshot holds at most \
+         {MAX_GROUP_OFFSETS} in {MAX_GROUPS_BYTES} bytes"
+    )]
+    Groups { entries: usize, bytes: usize },
 }
 
 impl ProducerSnapshot {
-    pub fn encode(&self) -> Vec<u8> {
+    /// The bytes of this snapshot (a version 1 one, without offsets, is written as version 2
+    /// with none).
+    pub fn encode(&self) -> Result<Vec<u8>, SnapshotTooLarge> {
         encode_parts(
             self.offset,
             self.epoch,
@@ -75,6 +119,13 @@ impl ProducerSnapshot {
             self.producers
                 .iter()
                 .map(|(id, batches)| (*id, batches.iter())),
+            self.groups.iter().flatten().map(|e| {
+                (
+                    e.group_id.as_str(),
+                    (e.topic.as_str(), e.partition),
+                    &e.committed,
+                )
+            }),
         )
     }
 
@@ -96,7 +147,7 @@ impl ProducerSnapshot {
             return Err(SnapshotError::Magic { found: magic });
         }
         let version = r.i16("the version")?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_WITHOUT_GROUPS {
             return Err(SnapshotError::Version { found: version });
         }
         let computed = crc32c::crc32c(body);
@@ -115,9 +166,18 @@ impl ProducerSnapshot {
             in_range("producer id", id, 0, i64::MAX)?;
             producers.push((id, r.batches(offset)?));
         }
+        let groups = match version {
+            VERSION_WITHOUT_GROUPS => None,
+            _ => Some(r.group_offsets()?),
+        };
         if !r.rest.is_empty() {
             return Err(SnapshotError::Trailing {
                 extra: r.rest.len(),
+                what: if groups.is_some() {
+                    "committed offset"
+                } else {
+                    "producer"
+                },
             });
         }
         let mut ids: Vec<i64> = producers.iter().map(|(id, _)| *id).collect();
@@ -133,19 +193,24 @@ impl ProducerSnapshot {
             epoch,
             blocks,
             producers,
+            groups,
         })
     }
 }
 
 /// A snapshot's bytes, its producers taken from `producers` in the order given (each id once;
-/// one with no batches is left out): the raft thread encodes straight from the live state
-/// ([`crate::producers::ProducerStates::committed_batches`]) without collecting it first.
-pub fn encode_parts<'a, B>(
+/// one with no batches is left out) and its committed offsets from `groups` (ascending by
+/// group, topic and partition, each once): the raft thread encodes straight from the live
+/// state ([`crate::producers::ProducerStates::committed_batches`],
+/// [`crate::groups::OffsetStore::entries`]) without collecting it first. Refused when the
+/// offsets pass the section's bounds.
+pub fn encode_parts<'a, 'g, B>(
     offset: Offset,
     epoch: Epoch,
     blocks: &CommittedBlocks,
     producers: impl Iterator<Item = (i64, B)>,
-) -> Vec<u8>
+    groups: impl Iterator<Item = (&'g str, (&'g str, i32), &'g Committed)>,
+) -> Result<Vec<u8>, SnapshotTooLarge>
 where
     B: Iterator<Item = &'a BatchMeta>,
 {
@@ -190,9 +255,45 @@ where
     }
     assert!(count <= DEFAULT_MAX_PRODUCERS);
     out[count_at..count_at + 4].copy_from_slice(&(count as i32).to_be_bytes());
+    let groups_at = out.len();
+    out.extend_from_slice(&0i32.to_be_bytes());
+    let mut entries = 0usize;
+    for (group, (topic, partition), c) in groups {
+        put_string(&mut out, Some(group));
+        put_string(&mut out, Some(topic));
+        out.extend_from_slice(&partition.to_be_bytes());
+        out.extend_from_slice(&c.offset.to_be_bytes());
+        out.extend_from_slice(&c.leader_epoch.unwrap_or(-1).to_be_bytes());
+        put_string(&mut out, c.metadata.as_deref());
+        out.extend_from_slice(&c.commit_timestamp_ms.to_be_bytes());
+        entries += 1;
+        let bytes = out.len() - groups_at;
+        if entries > MAX_GROUP_OFFSETS || bytes > MAX_GROUPS_BYTES {
+            return Err(SnapshotTooLarge::Groups { entries, bytes });
+        }
+    }
+    out[groups_at..groups_at + 4].copy_from_slice(&(entries as i32).to_be_bytes());
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_be_bytes());
-    out
+    Ok(out)
+}
+
+/// The order of a snapshot's committed offsets.
+fn offset_key(e: &StoredOffset) -> (&str, &str, i32) {
+    (&e.group_id, &e.topic, e.partition)
+}
+
+/// An int16 length (-1: null) and the UTF-8 bytes; every string the store holds fits one
+/// (group ids, topics and metadata are refused past 32,767 bytes before they are committed).
+fn put_string(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => {
+            let len = i16::try_from(s.len()).expect("a committed string fits an int16 length");
+            out.extend_from_slice(&len.to_be_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
+    }
 }
 
 fn in_range(what: &'static str, value: i64, min: i64, max: i64) -> Result<(), SnapshotError> {
@@ -270,6 +371,64 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// An int16 length (-1: null) and UTF-8 bytes.
+    fn string(&mut self, what: &'static str) -> Result<Option<String>, SnapshotError> {
+        let len = self.i16(what)?;
+        in_range(what, len.into(), -1, i16::MAX.into())?;
+        if len < 0 {
+            return Ok(None);
+        }
+        let bytes = self.take(len as usize, what)?;
+        let s = std::str::from_utf8(bytes).map_err(|_| SnapshotError::Utf8 { what })?;
+        Ok(Some(s.to_string()))
+    }
+
+    /// The committed offsets' section (version 2): each key once, in ascending order.
+    fn group_offsets(&mut self) -> Result<Vec<StoredOffset>, SnapshotError> {
+        let count = self.count("the committed offset count", MAX_GROUP_OFFSETS)?;
+        let mut entries: Vec<StoredOffset> =
+            Vec::with_capacity(count.min(self.rest.len() / GROUP_OFFSET_BYTES));
+        for _ in 0..count {
+            let group_id = self.string("a group id")?.ok_or(SnapshotError::Range {
+                what: "group id length",
+                value: -1,
+            })?;
+            let topic = self.string("a topic")?.ok_or(SnapshotError::Range {
+                what: "topic length",
+                value: -1,
+            })?;
+            let partition = self.i32("a partition")?;
+            in_range("partition", partition.into(), 0, i32::MAX.into())?;
+            let offset = self.i64("a committed offset")?;
+            in_range("committed offset", offset, 0, i64::MAX)?;
+            let leader_epoch = self.i32("a leader epoch")?;
+            in_range("leader epoch", leader_epoch.into(), -1, i32::MAX.into())?;
+            let metadata = self.string("a metadata string")?;
+            let commit_timestamp_ms = self.i64("a commit timestamp")?;
+            let entry = StoredOffset {
+                group_id,
+                topic,
+                partition,
+                committed: Committed {
+                    offset,
+                    leader_epoch: (leader_epoch >= 0).then_some(leader_epoch),
+                    metadata,
+                    commit_timestamp_ms,
+                },
+            };
+            if entries
+                .last()
+                .is_some_and(|last| offset_key(last) >= offset_key(&entry))
+            {
+                return Err(SnapshotError::GroupOrder {
+                    group: entry.group_id,
+                });
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
     fn batches(&mut self, offset: Offset) -> Result<Vec<BatchMeta>, SnapshotError> {
         let count = self.take(1, "a batch count")?[0];
         in_range("batch count", count.into(), 1, BATCHES_PER_PRODUCER as i64)?;
@@ -332,6 +491,31 @@ mod tests {
                 (5, vec![meta(0, 0, 0), meta(0, 2, 10)]),
                 (i64::MAX, vec![meta(2, i32::MAX - 1, 30)]),
             ],
+            groups: Some(vec![
+                stored("a", "__cluster_metadata", 0, 7, Some("m")),
+                stored("a", "t", 3, 0, None),
+                stored("b", "__cluster_metadata", 0, i64::MAX, Some("")),
+            ]),
+        }
+    }
+
+    fn stored(
+        group: &str,
+        topic: &str,
+        partition: i32,
+        offset: Offset,
+        metadata: Option<&str>,
+    ) -> StoredOffset {
+        StoredOffset {
+            group_id: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+            committed: Committed {
+                offset,
+                leader_epoch: metadata.map(|m| m.len() as i32),
+                metadata: metadata.map(str::to_string),
+                commit_timestamp_ms: -5 + offset.min(1 << 40),
+            },
         }
     }
 
@@ -347,14 +531,113 @@ mod tests {
                 latest: Vec::new(),
             },
             producers: Vec::new(),
+            groups: Some(Vec::new()),
         }
     }
 
     #[test]
     fn a_snapshot_round_trips_and_an_empty_one_too() {
         let snapshot = sample();
-        assert_eq!(ProducerSnapshot::decode(&snapshot.encode()), Ok(snapshot));
-        assert_eq!(ProducerSnapshot::decode(&empty().encode()), Ok(empty()));
+        assert_eq!(
+            ProducerSnapshot::decode(&snapshot.encode().unwrap()),
+            Ok(snapshot)
+        );
+        assert_eq!(
+            ProducerSnapshot::decode(&empty().encode().unwrap()),
+            Ok(empty())
+        );
+    }
+
+    /// A version 1 file (written before the committed offsets were kept) still reads, as a
+    /// snapshot that does not know the offsets.
+    #[test]
+    fn a_version_1_snapshot_reads_without_offsets() {
+        let mut without = sample();
+        without.groups = Some(Vec::new());
+        let v2 = without.encode().unwrap();
+        // Version 1: the same bytes without the offsets' count, under its own checksum.
+        let mut v1 = v2[..v2.len() - 8].to_vec();
+        v1[4..6].copy_from_slice(&VERSION_WITHOUT_GROUPS.to_be_bytes());
+        let crc = crc32c::crc32c(&v1);
+        v1.extend_from_slice(&crc.to_be_bytes());
+        without.groups = None;
+        assert_eq!(ProducerSnapshot::decode(&v1), Ok(without));
+        // A version 1 file with an offsets section is one with trailing bytes.
+        let mut wrong = v2[..v2.len() - 4].to_vec();
+        wrong[4..6].copy_from_slice(&VERSION_WITHOUT_GROUPS.to_be_bytes());
+        let crc = crc32c::crc32c(&wrong);
+        wrong.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            ProducerSnapshot::decode(&wrong),
+            Err(SnapshotError::Trailing {
+                extra: 4,
+                what: "producer"
+            })
+        );
+    }
+
+    fn entries(v: &[StoredOffset]) -> Vec<(&str, (&str, i32), &Committed)> {
+        v.iter()
+            .map(|e| {
+                (
+                    e.group_id.as_str(),
+                    (e.topic.as_str(), e.partition),
+                    &e.committed,
+                )
+            })
+            .collect()
+    }
+
+    /// Committed offsets past the section's bounds are refused when the snapshot is made, not
+    /// written as a file no start could read.
+    #[test]
+    fn offsets_past_the_sections_bounds_are_not_snapshotted() {
+        let blocks = empty().blocks;
+        let many: Vec<StoredOffset> = (0..=MAX_GROUP_OFFSETS)
+            .map(|i| stored(&format!("{i:06}"), "t", 0, 1, None))
+            .collect();
+        let too_many = encode_parts(
+            1,
+            0,
+            &blocks,
+            std::iter::empty::<(i64, std::slice::Iter<BatchMeta>)>(),
+            entries(&many).into_iter(),
+        );
+        assert!(
+            matches!(too_many, Err(SnapshotTooLarge::Groups { entries, .. }) if entries == MAX_GROUP_OFFSETS + 1),
+            "{too_many:?}"
+        );
+        let fits = encode_parts(
+            1,
+            0,
+            &blocks,
+            std::iter::empty::<(i64, std::slice::Iter<BatchMeta>)>(),
+            entries(&many[..MAX_GROUP_OFFSETS]).into_iter(),
+        )
+        .unwrap();
+        assert_eq!(
+            ProducerSnapshot::decode(&fits)
+                .unwrap()
+                .groups
+                .unwrap()
+                .len(),
+            MAX_GROUP_OFFSETS
+        );
+        let long = "x".repeat(i16::MAX as usize);
+        let big: Vec<StoredOffset> = (0..MAX_GROUPS_BYTES / (3 * long.len()) + 1)
+            .map(|i| stored(&format!("{i:04}{}", &long[4..]), &long, 0, 1, Some(&long)))
+            .collect();
+        let too_big = encode_parts(
+            1,
+            0,
+            &blocks,
+            std::iter::empty::<(i64, std::slice::Iter<BatchMeta>)>(),
+            entries(&big).into_iter(),
+        );
+        assert!(
+            matches!(too_big, Err(SnapshotTooLarge::Groups { bytes, .. }) if bytes > MAX_GROUPS_BYTES),
+            "{too_big:?}"
+        );
     }
 
     /// The bytes taken straight from a live state decode to its committed part: the batches
@@ -375,7 +658,14 @@ mod tests {
             newest_record: None,
             latest: Vec::new(),
         };
-        let bytes = encode_parts(8, 2, &blocks, states.committed_batches());
+        let bytes = encode_parts(
+            8,
+            2,
+            &blocks,
+            states.committed_batches(),
+            std::iter::empty(),
+        )
+        .unwrap();
         let mut decoded = ProducerSnapshot::decode(&bytes).unwrap();
         decoded.producers.sort_unstable_by_key(|(id, _)| *id);
         assert_eq!(decoded.producers, states.committed_part());
@@ -388,9 +678,10 @@ mod tests {
         );
     }
 
-    /// The largest snapshot a node can write (every bound at its limit) is exactly
-    /// [`MAX_BYTES`] and reads back; the smallest (no producer, no node) is the shortest that
-    /// reads, and one byte less is too short.
+    /// The largest producer part a node can write (every bound at its limit) reads back; the
+    /// smallest snapshot (no producer, no node, no offset) reads, one byte less is too short
+    /// (a version 1 file, 4 bytes shorter still, is the shortest there is), and one past
+    /// [`MAX_BYTES`] too long.
     #[test]
     fn the_largest_and_the_smallest_snapshot_read_back() {
         let batches: Vec<BatchMeta> = (0..BATCHES_PER_PRODUCER as i64)
@@ -410,24 +701,24 @@ mod tests {
             producers: (0..DEFAULT_MAX_PRODUCERS as i64)
                 .map(|id| (id, batches.clone()))
                 .collect(),
+            groups: Some(Vec::new()),
         };
-        let bytes = largest.encode();
-        assert_eq!(bytes.len(), MAX_BYTES);
+        let bytes = largest.encode().unwrap();
+        assert_eq!(bytes.len(), MAX_PRODUCER_BYTES + 4);
         assert_eq!(ProducerSnapshot::decode(&bytes).as_ref(), Ok(&largest));
 
-        let smallest = empty().encode();
-        assert_eq!(smallest.len(), HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4);
+        let smallest = empty().encode().unwrap();
+        assert_eq!(smallest.len(), HEAD_BYTES + BLOCKS_HEAD_BYTES + 4 + 4 + 4);
         assert!(ProducerSnapshot::decode(&smallest).is_ok());
+        assert!(ProducerSnapshot::decode(&smallest[..smallest.len() - 1]).is_err());
         assert_eq!(
-            ProducerSnapshot::decode(&smallest[..smallest.len() - 1]),
+            ProducerSnapshot::decode(&smallest[..smallest.len() - 5]),
             Err(SnapshotError::TooShort {
-                len: smallest.len() - 1
+                len: smallest.len() - 5
             })
         );
-        let mut longest = bytes;
-        longest.push(0);
         assert_eq!(
-            ProducerSnapshot::decode(&longest),
+            ProducerSnapshot::decode(&vec![0; MAX_BYTES + 1]),
             Err(SnapshotError::TooLong { len: MAX_BYTES + 1 })
         );
     }
@@ -435,7 +726,7 @@ mod tests {
     /// Every byte flipped, every cut and every extra byte is refused with an error.
     #[test]
     fn any_damage_is_refused() {
-        let bytes = sample().encode();
+        let bytes = sample().encode().unwrap();
         for i in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[i] ^= 0x40;
@@ -495,24 +786,46 @@ mod tests {
                 "node id (not ascending)",
             ),
             (Box::new(|s| s.epoch = -1), "epoch"),
+            (
+                Box::new(|s| s.groups.as_mut().unwrap()[1].partition = -1),
+                "partition",
+            ),
+            (
+                Box::new(|s| s.groups.as_mut().unwrap()[0].committed.offset = -1),
+                "committed offset",
+            ),
         ];
         for (change, what) in cases {
             let mut snapshot = sample();
             change(&mut snapshot);
-            match ProducerSnapshot::decode(&snapshot.encode()) {
+            match ProducerSnapshot::decode(&snapshot.encode().unwrap()) {
                 Err(SnapshotError::Range { what: found, .. }) => assert_eq!(found, what),
                 other => panic!("{what}: {other:?}"),
             }
+        }
+        // The same key twice, or out of order.
+        for (a, b) in [(0, 0), (1, 0)] {
+            let mut snapshot = sample();
+            let groups = snapshot.groups.as_mut().unwrap();
+            groups[2] = groups[a].clone();
+            groups.swap(2, b);
+            assert!(
+                matches!(
+                    ProducerSnapshot::decode(&snapshot.encode().unwrap()),
+                    Err(SnapshotError::GroupOrder { .. })
+                ),
+                "{a} {b}"
+            );
         }
     }
 
     #[test]
     fn another_version_or_file_is_named_as_such() {
-        let mut bytes = sample().encode();
-        bytes[5] = 2;
+        let mut bytes = sample().encode().unwrap();
+        bytes[5] = 3;
         assert_eq!(
             ProducerSnapshot::decode(&bytes),
-            Err(SnapshotError::Version { found: 2 })
+            Err(SnapshotError::Version { found: 3 })
         );
         bytes[0] = b'X';
         assert!(matches!(

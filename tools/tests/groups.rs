@@ -247,6 +247,117 @@ fn commit_request(group: &str, offset: i64) -> OffsetCommitRequest {
     }
 }
 
+/// Asks `request` of whichever node leads until the answer is not one a client retries
+/// (a follower's NOT_COORDINATOR, a new leader's COORDINATOR_LOAD_IN_PROGRESS), bounded.
+fn on_the_coordinator<R: net::client::ClientRequest>(
+    cluster: &mut Cluster,
+    version: i16,
+    request: &R,
+    error_of: impl Fn(&R::Response) -> ErrorCode,
+) -> R::Response {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut slot = None;
+    loop {
+        assert!(Instant::now() < deadline, "no coordinator answered");
+        let Some(client) = leader_client(cluster, &mut slot) else {
+            continue;
+        };
+        match client.call_at(version, request) {
+            Ok(answer) => match error_of(&answer) {
+                ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => {
+                    slot = None;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                _ => return answer,
+            },
+            Err(_) => slot = None,
+        }
+    }
+}
+
+/// A group's committed offset outlives the segment that held its record: retention deletes
+/// that segment on every node, every node is SIGKILLed and started again, and the new leader
+/// still answers OffsetFetch with the offset. The producer-state snapshot keeps the committed
+/// offsets, and retention never passes the newest written one (docs/storage.md, "Committed
+/// offsets"); before it did, the offset was lost with its segment.
+#[test]
+fn a_committed_offset_outlives_its_records_segment_and_a_restart_of_every_node() {
+    let mut cluster = Cluster::new_with(3, |s| {
+        s.segment_bytes = Some(1 << 20);
+        s.overrides = vec![
+            "retention.bytes=2097152".to_string(),
+            "log.retention.check.interval.ms=200".to_string(),
+        ];
+    });
+    cluster.start_all();
+    let committed = on_the_coordinator(&mut cluster, 8, &commit_request("keep", 4242), |r| {
+        r.topics[0].partitions[0].error
+    });
+    assert_eq!(committed.topics[0].partitions[0].error, ErrorCode::NONE);
+    // Records of 30 KB, about 34 to a segment, until every node's log starts past the record
+    // acknowledged after the commit (so past the commit's record).
+    let value = "r".repeat(30_000);
+    let mut slot = None;
+    let mut after_commit = None;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut produced = 0;
+    loop {
+        let starts: Vec<i64> = [1, 2, 3]
+            .iter()
+            .map(|&id| {
+                segment_bases(&log_dir(&cluster, id))
+                    .first()
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        if after_commit.is_some_and(|a| starts.iter().all(|&s| s > a)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "log starts {starts:?} never all passed {after_commit:?} ({produced} produced)"
+        );
+        for _ in 0..10 {
+            let Some(client) = leader_client(&mut cluster, &mut slot) else {
+                continue;
+            };
+            match produce_one(client, &value) {
+                Ok(offset) => {
+                    after_commit.get_or_insert(offset);
+                    produced += 1;
+                }
+                Err(_) => slot = None,
+            }
+        }
+    }
+    drop(slot);
+    for id in [1, 2, 3] {
+        cluster.node(id).process.take(); // SIGKILL via the guard
+    }
+    cluster.start_all();
+    let fetch = OffsetFetchRequest {
+        groups: vec![OffsetFetchGroup {
+            group_id: "keep".into(),
+            member_id: None,
+            member_epoch: -1,
+            topics: None,
+        }],
+        require_stable: true,
+    };
+    let fetched = on_the_coordinator(&mut cluster, 8, &fetch, |r| r.groups[0].error);
+    assert_eq!(fetched.groups[0].error, ErrorCode::NONE);
+    let offset = fetched.groups[0]
+        .topics
+        .first()
+        .map(|t| t.partitions[0].committed_offset);
+    assert_eq!(
+        offset,
+        Some(4242),
+        "the offset whose record retention deleted, after {produced} records: {fetched:?}"
+    );
+}
+
 /// GROUP ACLs, fail-closed: with READ and DESCRIBE on `group:ok` only, FindCoordinator,
 /// JoinGroup, OffsetCommit and OffsetFetch on `ok` go through and on `no` are refused
 /// GROUP_AUTHORIZATION_FAILED; a follower answers NOT_COORDINATOR and its FindCoordinator

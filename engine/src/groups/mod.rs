@@ -19,7 +19,7 @@ pub use membership::{
     GroupAnswer, GroupDescription, GroupLimits, GroupState, JoinAnswer, JoinGroup, JoinedMember,
     Leaving, MemberDescription, MemberRef, Membership, Protocol, SyncAnswer, SyncGroup,
 };
-pub use offsets::{Committed, GroupOffsetsRecord, OffsetStore, PartitionOffset};
+pub use offsets::{Committed, GroupOffsetsRecord, OffsetStore, PartitionOffset, StoredOffset};
 
 /// A request the coordinator decides (a read-only one, OffsetFetch or a listing, is a query of
 /// [`Groups`] instead).
@@ -258,6 +258,20 @@ impl Groups {
             lost.into_values()
                 .map(|request| (request, GroupReply::Written(ErrorCode::NOT_COORDINATOR))),
         );
+    }
+
+    /// A reset to the leader's log start came with its snapshot at `offset`: the committed
+    /// offsets below it are `entries`, and the records from it on are fetched next. A
+    /// follower has no request waiting for a record. The snapshot may be older than what the
+    /// store applied (an earlier reset took a newer leader's snapshot, and the next leader's
+    /// newest is older): the records from `offset` on are fetched again all the same, so
+    /// both ways end in the same state, and this one matches the producer state's.
+    pub fn restore(&mut self, offset: Offset, entries: Vec<offsets::StoredOffset>) {
+        assert!(
+            self.writing.is_empty(),
+            "a replica reset to its leader's log start waits for no commit"
+        );
+        self.offsets = OffsetStore::restored(offset, entries);
     }
 
     /// The high watermark moved to `hw`: records below it apply, and their requests are

@@ -218,6 +218,16 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// One committed offset as the producer-state snapshot keeps it (docs/storage.md, "The
+/// producer-state snapshot").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredOffset {
+    pub group_id: String,
+    pub topic: String,
+    pub partition: i32,
+    pub committed: Committed,
+}
+
 /// Every group's committed offsets, fed every log change in order.
 #[derive(Clone, Debug, Default)]
 pub struct OffsetStore {
@@ -301,6 +311,37 @@ impl OffsetStore {
             // went with it (docs/protocol.md, "Retention and the log start").
             LogOpKind::ResetTo { .. } => self.truncate_to(hw.unwrap_or(0)),
         }
+    }
+
+    /// A store that applied every record below `offset`, holding `entries` (a snapshot's,
+    /// docs/storage.md, "The producer-state snapshot"); the records from `offset` on are fed
+    /// to it as the log replays.
+    pub fn restored(offset: Offset, entries: Vec<StoredOffset>) -> Self {
+        let mut committed: BTreeMap<String, BTreeMap<(String, i32), Committed>> = BTreeMap::new();
+        for e in entries {
+            committed
+                .entry(e.group_id)
+                .or_default()
+                .insert((e.topic, e.partition), e.committed);
+        }
+        Self {
+            committed,
+            uncommitted: VecDeque::new(),
+            committed_to: offset,
+        }
+    }
+
+    /// Every record below this offset was applied (the high watermark it last learned, or
+    /// the snapshot it was restored from).
+    pub fn committed_to(&self) -> Offset {
+        self.committed_to
+    }
+
+    /// The applied offsets, in (group, topic, partition) order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &(String, i32), &Committed)> {
+        self.committed
+            .iter()
+            .flat_map(|(g, offsets)| offsets.iter().map(move |(k, c)| (g.as_str(), k, c)))
     }
 
     /// A group's committed offsets (None: it has none).

@@ -560,18 +560,28 @@ impl Replica {
         if hw <= self.core.log_start_offset() || hw > durable_end || producers.committed() != hw {
             return None;
         }
+        let offsets = self.groups.offsets();
+        if offsets.committed_to() != hw {
+            return None;
+        }
         let epoch = self.core.log_epoch_at(hw - 1)?;
         // Taken (copied, sorted) only once the cheap checks pass.
         let blocks = self.producer_ids.committed_blocks();
         if blocks.committed_to != hw {
             return None;
         }
-        Some(crate::producer_snapshot::encode_parts(
+        // Offsets past the section's bounds are not snapshotted: retention then stays below
+        // the last snapshot, and keeps their records (docs/storage.md, "Committed offsets").
+        crate::producer_snapshot::encode_parts(
             hw,
             epoch,
             &blocks,
             producers.committed_batches(),
-        ))
+            offsets
+                .entries()
+                .map(|(g, (t, p), c)| (g, (t.as_str(), *p), c)),
+        )
+        .ok()
     }
 
     /// At a graceful shutdown, once the driver's writer has stopped with the log durable up to
@@ -636,6 +646,11 @@ impl Replica {
         let offset = snapshot.offset;
         self.producing.restore(offset, snapshot.producers);
         self.producer_ids.restore(offset, snapshot.blocks);
+        // A version 1 snapshot did not keep the offsets: this replica then learns only those
+        // committed in the records it fetches (docs/storage.md, "Committed offsets").
+        if let Some(groups) = snapshot.groups {
+            self.groups.restore(offset, groups);
+        }
         // Written to this replica's own file at once (a start uses it once the log reaches
         // its offset), or, while another is being written, taken again past it soon.
         if self.snapshot_due.is_none() && self.snapshots.can_hand_over(offset) {
@@ -769,8 +784,9 @@ impl Replica {
                     self.snapshots.appended(bytes);
                 }
                 let hw = self.core.high_watermark();
-                // A reset that came with the leader's snapshot restores the producer state and
-                // the blocks from it; the offsets of the groups follow every change.
+                // A reset that came with the leader's snapshot restores the producer state, the
+                // blocks and the groups' committed offsets from it; the offsets follow every
+                // change besides.
                 let restored = matches!(op.kind,
                     raft::LogOpKind::ResetTo { start, .. } if self.restore_at_reset(start));
                 if !restored {

@@ -1,6 +1,6 @@
 //! The producer state a replica starts with (docs/storage.md, "The producer-state snapshot"):
 //! the snapshot when it fits the log, then the batches after it (or the whole log without one)
-//! replayed into the producer state and the producer-id ledger. The node and the simulator read
+//! replayed into the producer state, the producer-id ledger and the groups' committed offsets. The node and the simulator read
 //! their logs differently but decide the same way here, so a start the seeds prove is the start
 //! the node makes.
 
@@ -8,6 +8,7 @@ use bytes::Bytes;
 use thiserror::Error;
 
 use crate::base::{Epoch, NodeId, Offset};
+use crate::groups::offsets::{group_offsets_record, OffsetStore};
 use crate::producer_ids::ProducerIdLedger;
 use crate::producer_snapshot::ProducerSnapshot;
 use crate::producers::{ProducerLimits, ProducerStates, Sequenced};
@@ -77,8 +78,12 @@ pub enum FeedError {
 pub struct ProducerRebuild {
     producers: ProducerStates,
     ledger: ProducerIdLedger,
-    /// The first offset replayed: the snapshot's, or the log's start.
+    offsets: OffsetStore,
+    /// The first offset replayed: the snapshot's, or the log's start (also with a version 1
+    /// snapshot, which did not keep the committed offsets: they are read from the whole log).
     from: Offset,
+    /// Batches below this offset are the snapshot's producers' and blocks' already.
+    producers_from: Offset,
     snapshot: Option<Offset>,
     /// The offset the next batch must start at (batches come in order, without gaps).
     next: Option<Offset>,
@@ -90,6 +95,9 @@ pub struct ProducerRebuild {
 pub struct Rebuilt {
     pub producers: ProducerStates,
     pub ledger: ProducerIdLedger,
+    /// The committed offsets (the snapshot's), and the records after them waiting for the
+    /// high watermark the replica learns.
+    pub offsets: OffsetStore,
     /// The snapshot's offset, when the rebuild started from one.
     pub snapshot: Option<Offset>,
     /// Batches and bytes replayed, for the start-up log line.
@@ -106,19 +114,25 @@ impl ProducerRebuild {
         snapshot: Option<ProducerSnapshot>,
         log_start: Offset,
     ) -> Self {
-        let (producers, ledger, from, snapshot) = match snapshot {
+        let (producers, ledger, offsets, from, snapshot) = match snapshot {
             Some(s) => {
                 assert!(s.offset > log_start, "a snapshot at or below the log start");
+                let (offsets, from) = match s.groups {
+                    Some(groups) => (OffsetStore::restored(s.offset, groups), s.offset),
+                    None => (OffsetStore::default(), log_start),
+                };
                 (
                     ProducerStates::restored(ProducerLimits::default(), s.offset, s.producers),
                     ProducerIdLedger::restored(own_id, incarnation, s.blocks),
-                    s.offset,
+                    offsets,
+                    from,
                     Some(s.offset),
                 )
             }
             None => (
                 ProducerStates::default(),
                 ProducerIdLedger::new(own_id, incarnation),
+                OffsetStore::default(),
                 log_start,
                 None,
             ),
@@ -126,7 +140,9 @@ impl ProducerRebuild {
         Self {
             producers,
             ledger,
+            offsets,
             from,
+            producers_from: snapshot.unwrap_or(log_start),
             snapshot,
             next: None,
             batches: 0,
@@ -140,8 +156,10 @@ impl ProducerRebuild {
     }
 
     /// The batch of the log at `base_offset`, up to `end_offset` (exclusive): its producer's
-    /// batch or its producer-id block taken in. A batch below [`ProducerRebuild::from`] (a read
-    /// that returns the batch across it whole) is the snapshot's already and is skipped.
+    /// batch, its producer-id block or its committed offsets taken in. A batch below
+    /// [`ProducerRebuild::from`] (a read that returns the batch across it whole) is the
+    /// snapshot's already and is skipped; so are the producers and blocks below the snapshot
+    /// when a version 1 one makes the rebuild read the whole log for the offsets.
     pub fn feed(
         &mut self,
         base_offset: Offset,
@@ -163,11 +181,14 @@ impl ProducerRebuild {
         }
         self.next = Some(end_offset);
         let header = BatchHeader::read(batch)?;
+        let producers = base_offset >= self.producers_from;
         if header.is_control() {
-            if let Some(block) = producer_id_block(batch) {
+            if let Some(record) = group_offsets_record(batch) {
+                self.offsets.on_append(base_offset, record);
+            } else if let Some(block) = producer_id_block(batch).filter(|_| producers) {
                 self.ledger.on_append(base_offset, block);
             }
-        } else if let Some(sequenced) = Sequenced::of(&header) {
+        } else if let Some(sequenced) = Sequenced::of(&header).filter(|_| producers) {
             self.producers.append(&sequenced, base_offset);
         }
         self.batches += 1;
@@ -179,6 +200,7 @@ impl ProducerRebuild {
         Rebuilt {
             producers: self.producers,
             ledger: self.ledger,
+            offsets: self.offsets,
             snapshot: self.snapshot,
             batches: self.batches,
             bytes: self.bytes,
@@ -202,6 +224,7 @@ mod tests {
                 latest: Vec::new(),
             },
             producers: Vec::new(),
+            groups: Some(Vec::new()),
         }
     }
 
@@ -270,6 +293,78 @@ mod tests {
             rebuilt.producers.len(),
             1,
             "only the producer above the snapshot"
+        );
+    }
+
+    /// A version 1 snapshot did not keep the committed offsets: the rebuild reads the whole log
+    /// for them, and takes the producers' batches in only from the snapshot on (those below are
+    /// the snapshot's). A current one restores them and replays from its offset.
+    #[test]
+    fn a_version_1_snapshot_reads_the_offsets_from_the_whole_log() {
+        use crate::groups::offsets::{GroupOffsetsRecord, PartitionOffset};
+        let commit = |offset: Offset| GroupOffsetsRecord {
+            group_id: "g".into(),
+            commit_timestamp_ms: 5,
+            delete_group: false,
+            offsets: vec![PartitionOffset {
+                topic: "t".into(),
+                partition: 0,
+                offset: Some(offset),
+                leader_epoch: None,
+                metadata: None,
+            }],
+        };
+        let producer = |seq: i32| {
+            Bytes::from(crate::sim::batch::sequenced_batch(
+                1,
+                1,
+                0,
+                Some((6, 0, seq)),
+            ))
+        };
+        let log: Vec<(Offset, Bytes)> = vec![
+            (0, commit(7).to_batch(0, 3, 0).freeze()),
+            (1, producer(0)),
+            (2, producer(1)),
+            (3, commit(9).to_batch(3, 3, 0).freeze()),
+        ];
+        let replay = |mut r: ProducerRebuild| {
+            let from = r.from();
+            for (base, bytes) in log.iter().filter(|(b, _)| *b >= from) {
+                r.feed(*base, base + 1, bytes).expect("in order");
+            }
+            r.finish()
+        };
+        let mut v1 = snapshot(2, 3);
+        v1.groups = None;
+        v1.producers = vec![(6, Vec::new())];
+        let r = ProducerRebuild::new(1, 7, Some(v1), 0);
+        assert_eq!(r.from(), 0, "the whole log, for the offsets");
+        let mut rebuilt = replay(r);
+        assert_eq!(rebuilt.offsets.uncommitted(), 2, "both commit records");
+        rebuilt.offsets.on_committed(4);
+        assert_eq!(
+            rebuilt.offsets.group("g").unwrap()[&("t".into(), 0)].offset,
+            9
+        );
+        assert_eq!(rebuilt.batches, 4);
+        rebuilt.producers.set_committed(4);
+        let producers = rebuilt.producers.committed_part();
+        let batches: usize = producers.iter().map(|(_, b)| b.len()).sum();
+        assert_eq!(
+            batches, 1,
+            "only the batch at 2, above the snapshot: {producers:?}"
+        );
+
+        let current = snapshot(2, 3);
+        let r = ProducerRebuild::new(1, 7, Some(current), 0);
+        assert_eq!(r.from(), 2);
+        let mut rebuilt = replay(r);
+        assert_eq!(rebuilt.offsets.uncommitted(), 1, "the record at 3 only");
+        rebuilt.offsets.on_committed(4);
+        assert_eq!(
+            rebuilt.offsets.group("g").unwrap()[&("t".into(), 0)].offset,
+            9
         );
     }
 }

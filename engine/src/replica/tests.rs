@@ -474,25 +474,10 @@ fn a_run_held_back_carries_the_voter_record_forward() {
 /// commits; OffsetFetch then sees it, and a replica that stops leading answers NOT_COORDINATOR.
 #[test]
 fn an_offset_commit_is_answered_when_its_record_commits() {
-    use crate::groups::{GroupReply, GroupRequest, MemberRef, PartitionOffset};
+    use crate::groups::GroupReply;
     let mut d = Driver::leading();
     d.durable();
     assert_eq!(d.replica.coordinator_status(), Ok(()));
-    let commit = |offset| GroupRequest::Commit {
-        who: MemberRef {
-            group_id: "g".into(),
-            generation: None,
-            member_id: None,
-            instance_id: None,
-        },
-        offsets: vec![PartitionOffset {
-            topic: "__cluster_metadata".into(),
-            partition: 0,
-            offset: Some(offset),
-            leader_epoch: Some(1),
-            metadata: None,
-        }],
-    };
     let end = d.replica.core().log_end_offset();
     let out = d.step(super::Input::Group {
         request: 9,
@@ -565,13 +550,48 @@ fn a_roll_past_its_bounds_stops_the_replica() {
     d.step(super::Input::Rolled { start: 1 });
 }
 
-/// A leader that produced three batches of producer `P`, wrote a snapshot past them, and let
-/// retention move its log start below it.
+/// An OffsetCommit of `offset` for group "g" (no member, as a consumer that only commits).
+fn commit(offset: Offset) -> crate::groups::GroupRequest {
+    use crate::groups::{GroupRequest, MemberRef, PartitionOffset};
+    GroupRequest::Commit {
+        who: MemberRef {
+            group_id: "g".into(),
+            generation: None,
+            member_id: None,
+            instance_id: None,
+        },
+        offsets: vec![PartitionOffset {
+            topic: "__cluster_metadata".into(),
+            partition: 0,
+            offset: Some(offset),
+            leader_epoch: Some(1),
+            metadata: None,
+        }],
+    }
+}
+
+/// Group "g"'s committed offset on `replica`, if it has one.
+fn committed_offset(replica: &Replica) -> Option<Offset> {
+    let offsets = replica.groups().offsets().group("g")?;
+    Some(offsets[&("__cluster_metadata".to_string(), 0)].offset)
+}
+
+/// The committed offset of group "g" in a leader past a snapshot ([`leader_past_a_snapshot`]).
+const COMMITTED: Offset = 42;
+
+/// A leader that committed offset [`COMMITTED`] for group "g" and produced three batches of
+/// producer `P`, wrote a snapshot past them, and let retention move its log start below it
+/// (and past the commit's record).
 fn leader_past_a_snapshot() -> (Driver, Offset, Offset) {
     let mut d = Driver::leading_with(Some(60_000));
     d.step(super::Input::Retained {
         start: 0,
         wanted: 0,
+    });
+    let commit_at = d.replica.core().log_end_offset();
+    d.step(super::Input::Group {
+        request: 1,
+        ask: commit(COMMITTED),
     });
     for sequence in 0..3 {
         d.append(10 + sequence as u64, sequence);
@@ -584,12 +604,51 @@ fn leader_past_a_snapshot() -> (Driver, Offset, Offset) {
     d.now += 60_000;
     d.step(Input::Tick { now: d.now });
     let start = d.retains.last().expect("a run asked for").limit;
-    assert!(start > 0 && start < written, "{start} {written}");
+    assert!(
+        start > commit_at && start < written,
+        "{commit_at} {start} {written}"
+    );
     d.step(super::Input::Retained {
         start,
         wanted: start,
     });
+    assert_eq!(committed_offset(&d.replica), Some(COMMITTED));
     (d, start, written)
+}
+
+/// The producer-state snapshot keeps the groups' committed offsets, so retention, which never
+/// passes the newest written snapshot, never deletes the only record of one: a start from the
+/// snapshot and the log after retention still knows it (docs/storage.md, "Committed offsets").
+#[test]
+fn a_commit_whose_record_retention_deleted_is_in_the_snapshot_a_start_uses() {
+    use crate::producer_snapshot::ProducerSnapshot;
+    use crate::replica::rebuild::ProducerRebuild;
+    let (d, start, written) = leader_past_a_snapshot();
+    let (offset, bytes) = d.replica.shared_snapshot.clone().expect("written");
+    assert_eq!(offset, written);
+    let snapshot = ProducerSnapshot::decode(&bytes).expect("decodes");
+    let groups = snapshot
+        .groups
+        .clone()
+        .expect("a current snapshot keeps the offsets");
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        (groups[0].group_id.as_str(), groups[0].committed.offset),
+        ("g", COMMITTED)
+    );
+    // A start: the snapshot fits the log from `start`, and nothing below it is replayed.
+    let rebuild = ProducerRebuild::new(1, 78, Some(snapshot.clone()), start);
+    assert_eq!(rebuild.from(), written);
+    let rebuilt = rebuild.finish();
+    let restored = rebuilt.offsets.group("g").expect("the group is known");
+    assert_eq!(
+        restored[&("__cluster_metadata".to_string(), 0)].offset,
+        COMMITTED
+    );
+    // A version 1 snapshot (no offsets) makes the start read the whole log for them.
+    let mut old = snapshot;
+    old.groups = None;
+    assert_eq!(ProducerRebuild::new(1, 78, Some(old), start).from(), start);
 }
 
 /// A fetch behind the log start is answered with the log start and the newest written
@@ -722,5 +781,10 @@ fn a_reset_takes_the_leaders_producer_state_with_it() {
         out.iter().any(|o| matches!(o,
             super::Output::WriteProducerSnapshot { offset, .. } if *offset == written)),
         "written as its own file: {out:?}"
+    );
+    assert_eq!(
+        committed_offset(&observer),
+        Some(COMMITTED),
+        "the group's offset, whose record retention deleted"
     );
 }

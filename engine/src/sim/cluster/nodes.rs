@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 
 use crate::base::DirectoryId;
-use crate::producer_ids::ProducerIdLedger;
+use crate::groups::{GroupLimits, Groups};
 use crate::producer_snapshot::ProducerSnapshot;
-use crate::producers::ProducerStates;
 use crate::raft::{
     Batch, Correlation, ElectionState, Epoch, Input, NodeId, Offset, RaftCore, RequestId, Role,
     TimeMs,
 };
-use crate::replica::rebuild::{check_snapshot, ProducerRebuild};
+use crate::replica::rebuild::{check_snapshot, ProducerRebuild, Rebuilt};
 use crate::replica::{Input as ReplicaInput, Replica};
 use crate::sim::disk::{self, SimDisk};
 use crate::sim::invariants::{breach, Checked, Invariant};
@@ -81,15 +80,11 @@ pub(super) struct SimNode {
 /// of batches (a few dozen of the simulator's small batches).
 const SIM_SEGMENT_BYTES: u64 = 4_096;
 
-/// The producer state and producer-id ledger a start of node `id` (run `incarnation`) rebuilds
-/// from its disk, as the node does (`engine::replica::rebuild`): from the producer-state
-/// snapshot when it decodes and fits the log, else from the log's start. With the snapshot's
-/// offset, if one was used.
-fn rebuilt_idempotence(
-    disk: &SimDisk,
-    id: NodeId,
-    incarnation: u64,
-) -> (ProducerStates, ProducerIdLedger, Option<Offset>) {
+/// The producer state, producer-id ledger and committed offsets a start of node `id` (run
+/// `incarnation`) rebuilds from its disk, as the node does (`engine::replica::rebuild`): from
+/// the producer-state snapshot when it decodes and fits the log, else from the log's start.
+/// With the snapshot's offset, if one was used.
+fn rebuilt_state(disk: &SimDisk, id: NodeId, incarnation: u64) -> Rebuilt {
     let log = &disk.written;
     let start = disk.written_start.0;
     let snapshot = disk
@@ -111,8 +106,7 @@ fn rebuilt_idempotence(
             .feed(batch.base_offset, batch.end_offset(), &batch.bytes)
             .expect("the simulator writes well-formed batches");
     }
-    let rebuilt = rebuild.finish();
-    (rebuilt.producers, rebuilt.ledger, rebuilt.snapshot)
+    rebuild.finish()
 }
 
 /// The directory id of node `id`'s `generation`-th disk in a run of `seed`: distinct for every
@@ -169,8 +163,8 @@ impl Simulation {
         // A new run of the node never uses a block reserved for an earlier one: its incarnation
         // is new (derived, not drawn, so that it leaves the seeds' random streams alone).
         let run = (u64::from(node.incarnation) << 32) | node.id as u64;
-        let (producers, ledger, loaded) = rebuilt_idempotence(&node.disk, node.id, run);
-        let loaded = loaded.map(|offset| {
+        let rebuilt = rebuilt_state(&node.disk, node.id, run);
+        let loaded = rebuilt.snapshot.map(|offset| {
             let file = node
                 .disk
                 .producer_snapshot
@@ -178,8 +172,11 @@ impl Simulation {
                 .expect("a loaded file");
             (offset, bytes::Bytes::copy_from_slice(file))
         });
-        let replica =
-            Replica::new(core, producers, ledger).with_snapshots(SIM_SEGMENT_BYTES, loaded);
+        let groups =
+            Groups::new(GroupLimits::default(), String::new()).with_offsets(rebuilt.offsets);
+        let replica = Replica::new(core, rebuilt.producers, rebuilt.ledger)
+            .with_snapshots(SIM_SEGMENT_BYTES, loaded)
+            .with_groups(groups);
         node.replica = Some(match retention {
             Some(interval) => replica.with_retention(interval),
             None => replica,

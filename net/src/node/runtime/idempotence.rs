@@ -58,11 +58,13 @@ fn replay(log: &Log, rebuild: &mut ProducerRebuild) -> Result<(), RebuildError> 
     Ok(())
 }
 
-/// What a start rebuilt for idempotent producers: the producer state, the producer-id ledger,
-/// and the snapshot used (its offset and its file's bytes), if one was.
+/// What a start rebuilt for idempotent producers and consumer groups: the producer state, the
+/// producer-id ledger, the committed offsets, and the snapshot used (its offset and its file's
+/// bytes), if one was.
 pub(super) struct Rebuilt {
     pub(super) producers: ProducerStates,
     pub(super) ledger: ProducerIdLedger,
+    pub(super) offsets: engine::groups::OffsetStore,
     pub(super) loaded: Option<(Offset, Bytes)>,
 }
 
@@ -104,13 +106,16 @@ impl Node {
             bytes = rebuilt.bytes,
             from_snapshot = ?rebuilt.snapshot,
             producers = rebuilt.producers.len(),
+            groups = rebuilt.offsets.group_count(),
+            offset_records = rebuilt.offsets.uncommitted(),
             ms = started.elapsed().as_millis() as u64,
-            "rebuilt the producer state from the log"
+            "rebuilt the producer state and the committed offsets from the log"
         );
         Ok(Rebuilt {
             loaded: rebuilt.snapshot.zip(file),
             producers: rebuilt.producers,
             ledger: rebuilt.ledger,
+            offsets: rebuilt.offsets,
         })
     }
 

@@ -117,10 +117,8 @@ pub enum NodeError {
     Credentials(crate::security::credentials::CredentialError),
     #[error("starting the SASL worker thread: {0}")]
     SaslWorker(std::io::Error),
-    #[error("rebuilding the producer state from the log: {0}")]
+    #[error("rebuilding the producer state and the committed offsets from the log: {0}")]
     Producers(#[from] idempotence::RebuildError),
-    #[error("reading the group offsets from the log: {0}")]
-    GroupOffsets(idempotence::RebuildError),
     #[error("starting the producer-state snapshot thread: {0}")]
     SnapshotThread(std::io::Error),
     #[error(
@@ -266,13 +264,13 @@ impl Node {
             log.voter_records_from(stored.as_ref().map_or(0, |s| s.applied_offset))?;
         // Before serving: a new leader must know every producer the log holds.
         let snapshot_store = ProducerSnapshotStore::new(&config.log_dir);
+        // And every committed offset of the consumer groups, in the same pass.
         let idempotence::Rebuilt {
             producers,
             ledger,
+            offsets: group_offsets,
             loaded,
         } = Node::rebuild_idempotence(&log, &snapshot_store, config.broker_id)?;
-        // And every committed offset of the consumer groups (groups.rs).
-        let group_offsets = groups::replay_group_offsets(&log).map_err(NodeError::GroupOffsets)?;
         info!(
             node = config.broker_id,
             end_offset = snapshot.end_offset,

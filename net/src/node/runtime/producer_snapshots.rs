@@ -187,8 +187,10 @@ mod tests {
                 latest: Vec::new(),
             },
             producers: Vec::new(),
+            groups: Some(Vec::new()),
         }
         .encode()
+        .expect("no offsets")
     }
 
     /// A snapshot is used only inside the log, in the epoch the log has there.
