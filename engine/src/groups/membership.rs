@@ -47,6 +47,11 @@ pub struct GroupLimits {
     pub max_metadata_bytes: usize,
     /// Bytes of one member's protocol metadata, or of one assignment.
     pub max_member_bytes: usize,
+    /// `offsets.retention.minutes`, in ms: how long an idle group's offsets are kept
+    /// (`super::expiry`).
+    pub offsets_retention_ms: TimeMs,
+    /// `offsets.retention.check.interval.ms`: how often the coordinator looks for them.
+    pub offsets_retention_check_interval_ms: TimeMs,
 }
 
 impl Default for GroupLimits {
@@ -60,6 +65,8 @@ impl Default for GroupLimits {
             initial_rebalance_delay_ms: 3_000,
             max_metadata_bytes: 4_096,
             max_member_bytes: 1 << 20,
+            offsets_retention_ms: 7 * 24 * 3_600_000,
+            offsets_retention_check_interval_ms: 600_000,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! [`Groups`] joins the two as the replica steps them: requests in, answers out, the offset
 //! commits written through the log and answered once committed.
 
+pub mod expiry;
 pub mod membership;
 pub mod offsets;
 #[cfg(test)]
@@ -78,6 +79,7 @@ pub type Replies = Vec<(u64, GroupReply)>;
 pub struct Groups {
     membership: Membership,
     offsets: OffsetStore,
+    expiry: expiry::OffsetExpiry,
     /// Offset of each appended record -> the request waiting for it to commit.
     writing: BTreeMap<Offset, u64>,
     scratch: membership::Answers,
@@ -86,6 +88,10 @@ pub struct Groups {
 impl Groups {
     pub fn new(limits: GroupLimits, member_id_prefix: String) -> Self {
         Self {
+            expiry: expiry::OffsetExpiry::new(
+                limits.offsets_retention_ms,
+                limits.offsets_retention_check_interval_ms,
+            ),
             membership: Membership::new(limits, member_id_prefix),
             offsets: OffsetStore::default(),
             writing: BTreeMap::new(),
@@ -123,6 +129,18 @@ impl Groups {
         out: &mut Replies,
     ) -> Option<Decision> {
         let mut answers = std::mem::take(&mut self.scratch);
+        let membership_of = match &ask {
+            GroupRequest::Join(j) => Some(j.group_id.clone()),
+            GroupRequest::Sync(s) => Some(s.group_id.clone()),
+            GroupRequest::Heartbeat(who) => Some(who.group_id.clone()),
+            GroupRequest::Leave { group_id, .. } => Some(group_id.clone()),
+            GroupRequest::Commit { .. }
+            | GroupRequest::Delete { .. }
+            | GroupRequest::DeleteOffsets { .. } => None,
+        };
+        let had_members = membership_of
+            .as_ref()
+            .is_some_and(|g| self.membership.has_members(g));
         let decision = match ask {
             GroupRequest::Join(join) => {
                 self.membership.join(request, join, now, &mut answers);
@@ -160,7 +178,27 @@ impl Groups {
                 .map(|(id, answer)| (id, GroupReply::Membership(answer))),
         );
         self.scratch = answers;
+        // A group that had members just now is not idle (its last member may have left);
+        // requests for groups without members leave no trace (they would grow the map).
+        if let Some(group_id) = membership_of {
+            if had_members || self.membership.has_members(&group_id) {
+                self.expiry.busy(&group_id, now);
+            }
+        }
         decision
+    }
+
+    /// This replica began coordinating at `now` (it leads).
+    pub fn led(&mut self, now: TimeMs) {
+        self.expiry.led(now);
+    }
+
+    /// The records that expire idle groups' offsets, when a check is due at `now` (the
+    /// leader's wall clock `wall_ms`); the replica appends them (docs/storage.md, "Committed
+    /// offsets").
+    pub fn expire(&mut self, now: TimeMs, wall_ms: i64) -> Vec<GroupOffsetsRecord> {
+        self.expiry
+            .expire(now, wall_ms, &self.membership, &self.offsets)
     }
 
     fn commit(&self, who: MemberRef, offsets: Vec<PartitionOffset>, timestamp_ms: i64) -> Decision {
@@ -290,6 +328,7 @@ impl Groups {
     /// answered NOT_COORDINATOR (a commit may still commit under the next leader; the client
     /// commits again, at least once).
     pub fn resigned(&mut self, out: &mut Replies) {
+        self.expiry.resigned();
         let mut answers = std::mem::take(&mut self.scratch);
         self.membership.resign(&mut answers);
         out.extend(
@@ -307,7 +346,10 @@ impl Groups {
 
     /// When the membership next needs a tick.
     pub fn next_deadline(&self) -> Option<TimeMs> {
-        self.membership.next_deadline()
+        [self.membership.next_deadline(), self.expiry.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Time passed (on the leader).

@@ -358,6 +358,11 @@ impl OffsetStore {
         self.committed.len()
     }
 
+    /// Whether a record of `group_id` is appended but not committed yet.
+    pub fn has_uncommitted(&self, group_id: &str) -> bool {
+        self.uncommitted.iter().any(|(_, r)| r.group_id == group_id)
+    }
+
     /// Records appended but not committed yet.
     pub fn uncommitted(&self) -> usize {
         self.uncommitted.len()

@@ -769,3 +769,117 @@ proptest! {
         prop_assert_eq!(h.m.member_count(), 0);
     }
 }
+
+/// Idle groups' offsets expire through the log (docs/storage.md, "Committed offsets"): only
+/// on the coordinator, only once the commit and the group's last member (or the coordinator's
+/// start) are both a retention time ago, never while the group has members or a commit in
+/// flight; a group whose every offset expires is deleted whole.
+#[test]
+fn idle_groups_offsets_expire_once_retention_has_passed_since_commit_and_last_member() {
+    const RETENTION: TimeMs = 1_000;
+    let mut groups = Groups::new(
+        GroupLimits {
+            offsets_retention_ms: RETENTION,
+            offsets_retention_check_interval_ms: 100,
+            ..limits()
+        },
+        "n1".into(),
+    );
+    let offset = |topic: &str, offset| PartitionOffset {
+        topic: topic.into(),
+        partition: 0,
+        offset: Some(offset),
+        leader_epoch: None,
+        metadata: None,
+    };
+    let commit = |group: &str, timestamp_ms, offsets| GroupOffsetsRecord {
+        group_id: group.into(),
+        commit_timestamp_ms: timestamp_ms,
+        delete_group: false,
+        offsets,
+    };
+    groups
+        .offsets
+        .apply(commit("idle", 0, vec![offset("a", 1)]));
+    groups
+        .offsets
+        .apply(commit("mixed", 0, vec![offset("old", 2)]));
+    groups
+        .offsets
+        .apply(commit("mixed", 1_500, vec![offset("new", 3)]));
+    groups
+        .offsets
+        .apply(commit("busy", 0, vec![offset("a", 4)]));
+    groups
+        .offsets
+        .apply(commit("pending", 0, vec![offset("a", 5)]));
+    // A commit of "pending" appended and not committed yet.
+    let record = commit("pending", 2_500, vec![offset("a", 6)]);
+    let batch = crate::raft::Batch::from_stored(record.to_batch(50, 1, 0).freeze()).unwrap();
+    let mut out = Vec::new();
+    groups.track(
+        &LogOp {
+            seq: 1,
+            kind: LogOpKind::Append(vec![batch]),
+        },
+        Some(50),
+        &mut out,
+    );
+    assert!(groups.expire(5_000, 10_000).is_empty(), "not coordinating");
+    assert_eq!(groups.next_deadline(), None);
+    groups.led(0);
+    assert_eq!(groups.next_deadline(), Some(100));
+    // "busy" gets a static member at 50.
+    let join = join_of("busy", None, Some("i1"), &["range"]);
+    groups.decide(1, GroupRequest::Join(join), 50, 0, &mut out);
+    assert!(groups.membership().has_members("busy"));
+    assert!(groups.expire(99, 2_000).is_empty(), "not due");
+    assert!(
+        groups.expire(100, 2_000).is_empty(),
+        "a retention since the coordinator began has not passed"
+    );
+    let records = groups.expire(1_000, 2_000);
+    let by_group: BTreeMap<&str, &GroupOffsetsRecord> =
+        records.iter().map(|r| (r.group_id.as_str(), r)).collect();
+    assert_eq!(
+        by_group.keys().copied().collect::<Vec<_>>(),
+        ["idle", "mixed"],
+        "busy has a member, pending a commit in flight"
+    );
+    assert!(by_group["idle"].delete_group && by_group["idle"].offsets.is_empty());
+    let mixed = by_group["mixed"];
+    assert!(!mixed.delete_group);
+    assert_eq!(mixed.offsets.len(), 1);
+    assert_eq!(
+        (mixed.offsets[0].topic.as_str(), mixed.offsets[0].offset),
+        ("old", None),
+        "only the offset committed a retention ago"
+    );
+    assert_eq!(mixed.commit_timestamp_ms, 2_000);
+    // The last member of "busy" leaves at 1,200: its offsets expire a retention later.
+    let leave = GroupRequest::Leave {
+        group_id: "busy".into(),
+        members: vec![Leaving {
+            member_id: None,
+            instance_id: Some("i1".into()),
+        }],
+    };
+    groups.decide(2, leave, 1_200, 0, &mut out);
+    assert!(!groups.membership().has_members("busy"));
+    for (record, hw) in records.iter().zip(60..) {
+        groups.offsets.apply(record.clone());
+        groups.offsets.on_committed(hw);
+    }
+    let early = groups.expire(2_100, 2_400);
+    assert!(early.is_empty(), "busy until 1,200: {early:?}");
+    let records = groups.expire(2_200, 2_400);
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].group_id.as_str(), records[0].delete_group),
+        ("busy", true)
+    );
+    // A coordinator that resigned expires nothing.
+    groups.resigned(&mut out);
+    assert_eq!(groups.next_deadline(), None);
+    assert!(groups.expire(100_000, 100_000).is_empty());
+}

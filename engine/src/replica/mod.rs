@@ -440,6 +440,7 @@ impl Replica {
             if self.core.role() == Role::Leader {
                 self.groups.tick(self.now, &mut self.group_replies);
                 self.push_group_replies(out);
+                self.expire_group_offsets(out);
             }
             let bounds = self.retention_bounds();
             for order in self.retention.tend(self.now, bounds).into_iter().flatten() {
@@ -495,23 +496,49 @@ impl Replica {
             None => {}
             Some(Decision::Answer(reply)) => out.push(Output::Group { request, reply }),
             Some(Decision::Append(record)) => {
-                let at = self.core.log_end_offset();
-                self.step_core(
-                    raft::Input::AppendControl {
-                        batch: record.to_batch(0, 0, timestamp_ms),
-                    },
-                    out,
-                );
-                if self.core.log_end_offset() > at {
-                    self.groups.appended(request, at);
-                } else {
+                match self.append_group_record(&record, timestamp_ms, out) {
+                    Some(at) => self.groups.appended(request, at),
                     // Refused (the bound on bytes not yet durable, a full disk, a handover):
                     // the client retries.
-                    out.push(Output::Group {
+                    None => out.push(Output::Group {
                         request,
                         reply: GroupReply::Written(ErrorCode::REQUEST_TIMED_OUT),
-                    });
+                    }),
                 }
+            }
+        }
+    }
+
+    /// Appends a group offsets record through the core (directly, so its offset is known):
+    /// its offset, or None when the core refused it.
+    fn append_group_record(
+        &mut self,
+        record: &crate::groups::GroupOffsetsRecord,
+        timestamp_ms: i64,
+        out: &mut Vec<Output>,
+    ) -> Option<Offset> {
+        let at = self.core.log_end_offset();
+        self.step_core(
+            raft::Input::AppendControl {
+                batch: record.to_batch(0, 0, timestamp_ms),
+            },
+            out,
+        );
+        (self.core.log_end_offset() > at).then_some(at)
+    }
+
+    /// On the coordinator, when a check is due: the records that expire idle groups' offsets
+    /// (`crate::groups::expiry`). One the core refuses is decided again at the next check.
+    fn expire_group_offsets(&mut self, out: &mut Vec<Output>) {
+        if self.coordinator_status().is_err() {
+            return;
+        }
+        let Some(wall_ms) = self.core.wall_clock_ms() else {
+            return;
+        };
+        for record in self.groups.expire(self.now, wall_ms) {
+            if self.append_group_record(&record, wall_ms, out).is_none() {
+                break;
             }
         }
     }
@@ -806,8 +833,8 @@ impl Replica {
                 self.producing.resigned(gone, &mut self.answers);
                 self.groups.resigned(&mut self.group_replies);
             }
-            O::RoleChanged { .. }
-            | O::PersistElectionState(_)
+            O::RoleChanged { .. } => self.groups.led(self.now),
+            O::PersistElectionState(_)
             | O::Send { .. }
             | O::Respond { .. }
             | O::ReadLog { .. }

@@ -2,6 +2,7 @@
 //! from the log in the order the replica decides them.
 
 use super::*;
+use crate::groups::{GroupLimits, Groups};
 use crate::producer_ids::BlockWanted;
 use crate::raft::{Acks, Input, LogOpKind, Output, RaftConfig};
 use crate::record::RecordBatchBuilder;
@@ -35,14 +36,26 @@ impl Driver {
 
     /// A leading replica that runs retention every `retention` ms.
     fn leading_with(retention: Option<u64>) -> Self {
-        let config = RaftConfig::new(1, "c", vec![1]);
+        Self::leading_grouped(
+            retention,
+            0,
+            Groups::new(GroupLimits::default(), String::new()),
+        )
+    }
+
+    /// A leading replica with this group coordinator, booted at wall-clock `boot_timestamp`
+    /// ms (0: no wall clock).
+    fn leading_grouped(retention: Option<u64>, boot_timestamp: i64, groups: Groups) -> Self {
+        let mut config = RaftConfig::new(1, "c", vec![1]);
+        config.boot_timestamp = boot_timestamp;
         let core = RaftCore::new(config, None, crate::raft::LogSnapshot::default(), 0)
             .expect("core starts");
         let replica = Replica::new(
             core,
             ProducerStates::default(),
             ProducerIdLedger::new(1, 77),
-        );
+        )
+        .with_groups(groups);
         let mut d = Self {
             replica: match retention {
                 Some(interval) => replica.with_retention(interval),
@@ -364,7 +377,15 @@ fn retention_runs_on_the_replicas_schedule_one_at_a_time() {
     let mut d = Driver::leading_with(Some(1_000));
     // The first run was asked for at the first tick; nothing was committed then.
     assert_eq!(d.retains.len(), 1);
-    assert_eq!(d.replica.next_deadline(), d.replica.core().next_deadline());
+    let others = [
+        d.replica.core().next_deadline(),
+        d.replica.groups().next_deadline(),
+    ];
+    assert_eq!(
+        d.replica.next_deadline(),
+        others.into_iter().flatten().min(),
+        "no retention deadline while a run is in the writer"
+    );
     d.now += 1_000;
     d.step(Input::Tick { now: d.now });
     assert_eq!(d.retains.len(), 1, "one run at a time");
@@ -509,6 +530,54 @@ fn an_offset_commit_is_answered_when_its_record_commits() {
     // A single voter commits at once on durability, or answers NOT_COORDINATOR if it
     // resigned first: never both, never nothing.
     assert_eq!(d.groups.iter().filter(|(r, _)| *r == 10).count(), 1);
+}
+
+/// On the leader, an idle group's offset expires after `offsets.retention.minutes`: the
+/// replica appends the group's DeleteGroup record at the check, and every offset of the group
+/// is gone once it commits (docs/storage.md, "Committed offsets").
+#[test]
+fn an_idle_groups_offset_expires_through_the_log() {
+    use crate::groups::GroupReply;
+    let limits = GroupLimits {
+        offsets_retention_ms: 60_000,
+        offsets_retention_check_interval_ms: 1_000,
+        ..GroupLimits::default()
+    };
+    let mut d =
+        Driver::leading_grouped(None, 1_700_000_000_000, Groups::new(limits, String::new()));
+    d.durable();
+    d.step(super::Input::Group {
+        request: 9,
+        ask: commit(42),
+    });
+    d.durable();
+    assert_eq!(d.groups, vec![(9, GroupReply::Written(ErrorCode::NONE))]);
+    assert_eq!(committed_offset(&d.replica), Some(42));
+    let commit_at = d.now;
+    let mut appended_at = None;
+    for _ in 0..200 {
+        d.now += 1_000;
+        let end = d.replica.core().log_end_offset();
+        let out = d.step(Input::Tick { now: d.now });
+        if block_appends(&out) > 0 {
+            appended_at = Some((d.now, end));
+            break;
+        }
+    }
+    let (at, offset) = appended_at.expect("an expiry record appended");
+    assert!(
+        at >= commit_at + 60_000 && at <= commit_at + 62_000,
+        "at the first check a retention after the commit: {at} (commit at {commit_at})"
+    );
+    assert_eq!(
+        committed_offset(&d.replica),
+        Some(42),
+        "not before the record commits"
+    );
+    d.durable();
+    assert!(d.replica.core().high_watermark().unwrap() > offset);
+    assert_eq!(committed_offset(&d.replica), None);
+    assert_eq!(d.replica.groups().offsets().group_count(), 0);
 }
 
 /// A roll's new log start reaches the core through the replica, which checks it against the

@@ -376,6 +376,16 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "largest metadata string of one committed offset",
     ),
     (
+        "offsets.retention.minutes",
+        Some("10080"),
+        "how long the committed offsets of a group without members are kept after their commit (and after the group's last member left, or the leader took over); then the leader deletes them through the log",
+    ),
+    (
+        "offsets.retention.check.interval.ms",
+        Some("600000"),
+        "how often the leader looks for expired committed offsets",
+    ),
+    (
         "socket.request.max.bytes",
         Some("104857600"),
         "largest frame accepted",
@@ -531,6 +541,10 @@ impl NodeConfig {
                 max_metadata_bytes: props
                     .parse_or_default("offset.metadata.max.bytes", parse_u64)?
                     as usize,
+                offsets_retention_ms: props
+                    .parse_or_default("offsets.retention.minutes", parse_minutes_as_ms)?,
+                offsets_retention_check_interval_ms: props
+                    .parse_or_default("offsets.retention.check.interval.ms", parse_positive)?,
                 ..engine::groups::GroupLimits::default()
             },
             log_format: props.parse_or_default("log.format", parse_log_format)?,
@@ -694,6 +708,13 @@ fn parse_positive(v: &str) -> Result<u64, String> {
         0 => Err("must be greater than 0".into()),
         n => Ok(n),
     }
+}
+
+/// A positive number of minutes, in milliseconds.
+fn parse_minutes_as_ms(v: &str) -> Result<u64, String> {
+    parse_positive(v)?
+        .checked_mul(60_000)
+        .ok_or_else(|| "too large (its milliseconds overflow)".to_string())
 }
 
 fn parse_node_id(v: &str) -> Result<NodeId, String> {
