@@ -64,6 +64,9 @@ pub enum Invariant {
     /// every acknowledgement of it names the offsets of that one copy (docs/simulation.md,
     /// "The whole replica").
     IdempotentExactlyOnce,
+    /// A replica that applied the log past the high watermark at which an offset commit was
+    /// acknowledged holds that offset or a later one (docs/simulation.md, "Committed offsets").
+    GroupOffsetKept,
     /// No producer id is handed out twice, by one replica or two, across leaders and restarts
     /// (docs/protocol.md, "Idempotent producers").
     ProducerIdGrantedOnce,

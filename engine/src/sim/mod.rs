@@ -90,6 +90,10 @@ pub struct SimConfig {
     /// before it retries (docs/simulation.md, "Producer stalls"). Off: no draw, so runs replay
     /// as before.
     pub producer_stalls: bool,
+    /// A committer sends OffsetCommits for two groups alongside the client, and every replica's
+    /// committed offsets are checked against the acknowledged ones (docs/simulation.md,
+    /// "Committed offsets"). Off: no draw, so runs replay as before.
+    pub group_commits: bool,
     /// A bug planted in every core, to show an invariant catches it (docs/simulation.md,
     /// "Planted bugs"). None in every real run.
     pub plant: Option<crate::raft::PlantedBug>,
@@ -121,6 +125,7 @@ impl SimConfig {
             refresh_fetches: false,
             idempotent_producers: 0,
             producer_stalls: false,
+            group_commits: false,
             plant: None,
             trace_len: 40,
         }
@@ -161,6 +166,9 @@ impl SimConfig {
         }
         if self.producer_stalls {
             cmd.push_str(" --producer-stalls");
+        }
+        if self.group_commits {
+            cmd.push_str(" --group-commits");
         }
         if !self.faults {
             cmd.push_str("  # (scripted scenario: replay with its test instead)");
@@ -246,6 +254,8 @@ pub struct Summary {
     pub duplicates_suppressed: u64,
     /// Acknowledgements the producers never heard (each followed by a stall of the producer).
     pub idempotent_lost_acks: u64,
+    /// Offset commits acknowledged (0 without `group_commits`).
+    pub group_commits_acked: u64,
     /// Producer ids the replicas handed out to the producers (each checked unique).
     pub producer_ids_granted: u64,
     pub trace_hash: u64,

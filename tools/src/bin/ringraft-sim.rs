@@ -89,6 +89,10 @@ struct Cli {
     /// "The whole replica")
     #[arg(long)]
     producer_stalls: bool,
+    /// A committer sends OffsetCommits for two groups, and every replica's committed offsets
+    /// are checked against the acknowledged ones (docs/simulation.md, "Committed offsets")
+    #[arg(long)]
+    group_commits: bool,
     /// Events shown before a violation.
     #[arg(long, default_value_t = 40)]
     trace: usize,
@@ -115,6 +119,7 @@ struct Totals {
     idempotent_acks: u64,
     idempotent_retries: u64,
     idempotent_lost_acks: u64,
+    group_commits: u64,
     duplicates_suppressed: u64,
     producer_ids: u64,
     consumer_reads: u64,
@@ -161,6 +166,7 @@ fn seed_config(cli: &Cli, seed: u64) -> SimConfig {
     cfg.refresh_fetches = cli.refresh_fetches;
     cfg.idempotent_producers = cli.producers;
     cfg.producer_stalls = cli.producer_stalls;
+    cfg.group_commits = cli.group_commits;
     cfg
 }
 
@@ -198,6 +204,7 @@ fn run(cli: &Cli) -> std::io::Result<ExitCode> {
                 totals.idempotent_acks += s.idempotent_acks;
                 totals.idempotent_retries += s.idempotent_retries;
                 totals.idempotent_lost_acks += s.idempotent_lost_acks;
+                totals.group_commits += s.group_commits_acked;
                 totals.duplicates_suppressed += s.duplicates_suppressed;
                 totals.consumer_reads += s.consumer_fetches;
                 totals.producer_ids += s.producer_ids_granted;
@@ -289,7 +296,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
         "summary: replicas={} seeds={} events={} storage_faults={} repairs_or_halts=0 \
          idempotent_acks={} idempotent_retries={} idempotent_lost_acks={} duplicates_suppressed={} \
          producer_ids_granted={} producer_snapshots={} consumer_reads_checked={} \
-         violations={violations}",
+         group_commits_acked={} violations={violations}",
         cli.voters + cli.observers,
         t.seeds + violations,
         t.events,
@@ -301,6 +308,7 @@ fn print_totals(cli: &Cli, t: &Totals, violations: u64) -> std::io::Result<()> {
         t.producer_ids,
         t.producer_snapshots,
         t.consumer_reads,
+        t.group_commits,
     )
 }
 
@@ -334,11 +342,13 @@ mod tests {
             cfg.refresh_fetches = on(8);
             cfg.idempotent_producers = (bits % 3) as usize;
             cfg.producer_stalls = cfg.idempotent_producers > 0 && on(9);
+            cfg.group_commits = on(2) != on(9);
             let replay = cfg.replay_command();
             let cli = parsed(&replay);
             assert_eq!((cli.seeds, cli.first_seed), (1, 41), "{replay}");
             let again = seed_config(&cli, cli.first_seed);
             assert_eq!(again.replay_command(), replay);
+            assert_eq!(again.group_commits, on(2) != on(9), "{replay}");
             assert_eq!(
                 (
                     again.liar,

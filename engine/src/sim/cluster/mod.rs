@@ -2,6 +2,7 @@
 //! and the event loop that drives them in one deterministic order.
 
 mod clients;
+mod committer;
 mod consumers;
 mod faults;
 mod lies;
@@ -45,6 +46,7 @@ pub struct Simulation {
     net: Network,
     client: Client,
     producers: Producers,
+    committer: committer::Committer,
     /// Retries the replicas recognised as duplicates, over the replicas that stopped so far
     /// (the running ones count theirs in [`Simulation::summary`]).
     duplicates_suppressed: u64,
@@ -124,6 +126,7 @@ impl Simulation {
                 ..Client::default()
             },
             producers: Producers::default(),
+            committer: committer::Committer::default(),
             duplicates_suppressed: 0,
             torn_tails: 0,
             consumers: Consumers::default(),
@@ -189,6 +192,7 @@ impl Simulation {
         }
         sim.start_consumers();
         sim.start_producers();
+        sim.start_committer();
         if sim.cfg.faults {
             sim.phase = Phase::Faults;
             let first = sim.rng.range(300, 3_000);
@@ -348,6 +352,8 @@ impl Simulation {
             Event::ClientTick => self.client_tick(),
             Event::ProducerTick { producer } => self.producer_tick(producer),
             Event::ProducerDeliver { attempt } => self.producer_deliver(attempt),
+            Event::CommitterTick => self.committer_tick(),
+            Event::CommitDeliver { request } => self.commit_deliver(request),
             Event::InitDeliver { producer } => self.init_deliver(producer),
             Event::ConsumerTick { consumer } => self.consumer_tick(consumer),
             Event::ConsumerWatch { consumer, fetch_id } => self.consumer_watch(consumer, fetch_id),
@@ -624,6 +630,7 @@ impl Simulation {
             idempotent_acks: self.producers.acks,
             idempotent_retries: self.producers.retries,
             idempotent_lost_acks: self.producers.lost_acks,
+            group_commits_acked: self.committer.acks,
             producer_ids_granted: self.producers.ids_granted,
             duplicates_suppressed: self.duplicates_suppressed
                 + self

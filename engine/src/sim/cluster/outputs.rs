@@ -30,14 +30,9 @@ impl Simulation {
             crate::replica::Output::WriteProducerSnapshot { offset, bytes } => {
                 self.snapshot_asked(i, offset, bytes)
             }
-            // The simulator steps no group request yet: an answer is one to nothing asked.
-            crate::replica::Output::Group { request, .. } => crate::sim::invariants::breach(
-                crate::sim::invariants::Invariant::ExactlyOnceContract,
-                format!(
-                    "node {} answered group request {request}, never made",
-                    self.nodes[i].id
-                ),
-            ),
+            crate::replica::Output::Group { request, reply } => {
+                self.group_answered(i, request, reply)
+            }
         }
     }
 

@@ -49,6 +49,12 @@ pub(super) enum Event {
     ProducerDeliver {
         attempt: u64,
     },
+    /// The group committer takes its next turn (only with `SimConfig::group_commits`).
+    CommitterTick,
+    /// An offset commit reaches the node it was sent to.
+    CommitDeliver {
+        request: u64,
+    },
     /// Consumer `consumer` sends its next fetch.
     ConsumerTick {
         consumer: usize,
