@@ -12,6 +12,7 @@ mod fetch;
 mod fetch_retry_kinds;
 mod fetch_survivors;
 mod high_watermark;
+mod lease;
 mod hostile;
 mod init;
 mod observer_pacing;
