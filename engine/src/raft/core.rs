@@ -5,7 +5,7 @@
 use super::admission::{Receiver, EPOCH_WARNING, MAX_PEER_EPOCH};
 use super::endpoints::EndpointTable;
 use super::epoch_state::{CandidateState, EpochState};
-use super::leader::{Lease, LeaderState};
+use super::leader::{LeaderState, Lease};
 use super::log_state::LogState;
 use super::quorum_state::{InitError, QuorumState, TransitionError};
 use super::requests::{Outbound, RequestKind, Retry};

@@ -56,10 +56,7 @@ impl RaftCore {
             log_start: None,
             producer_state: None,
             // The follower echoes it in its next fetch; only a leader's counts.
-            lease_stamp: self
-                .qs
-                .leader()
-                .and_then(|_| i64::try_from(self.now).ok()),
+            lease_stamp: self.qs.leader().and_then(|_| i64::try_from(self.now).ok()),
         }
     }
 

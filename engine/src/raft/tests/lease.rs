@@ -11,8 +11,12 @@ const VOTERS: &[NodeId] = &[1, 2, 3];
 /// Node 1 elected leader of epoch 2 among `VOTERS` with the lease on, its LeaderChange (offset
 /// 0) durable.
 fn leader() -> Harness {
-    let mut h = Harness::new(with_lease(1, VOTERS), Some(stored(2, -1, 1, VOTERS)), log(0, &[]))
-        .elected(2);
+    let mut h = Harness::new(
+        with_lease(1, VOTERS),
+        Some(stored(2, -1, 1, VOTERS)),
+        log(0, &[]),
+    )
+    .elected(2);
     h.durable_all();
     h
 }
@@ -77,7 +81,11 @@ fn a_leader_serves_clients_only_while_a_majority_echoed_within_the_lease() {
     h.tick();
     // Voter 2 fetches without an echo: the high watermark is known, the lease is not.
     let answer = fetch_echoing(&mut h, 2, None);
-    assert_eq!(answer.lease_stamp, Some(100), "the answer carries the leader's clock");
+    assert_eq!(
+        answer.lease_stamp,
+        Some(100),
+        "the answer carries the leader's clock"
+    );
     assert_eq!(h.core.high_watermark(), Some(1));
     assert!(!serves(&h), "no echo yet: a newer leader could exist");
     assert_eq!(
@@ -91,13 +99,20 @@ fn a_leader_serves_clients_only_while_a_majority_echoed_within_the_lease() {
     fetch_echoing(&mut h, 2, Some(100));
     assert_eq!(h.core.lease(), Lease::Until(1_900));
     assert!(serves(&h));
-    assert_eq!(consumer_error(&consumer_fetch(&mut h, 2, 0), 2).0, ErrorCode::NONE);
+    assert_eq!(
+        consumer_error(&consumer_fetch(&mut h, 2, 0), 2).0,
+        ErrorCode::NONE
+    );
     h.now = 1_899;
     h.tick();
     assert!(serves(&h), "still within the lease");
     h.now = 1_900;
     h.tick();
-    assert_eq!(h.core.role(), Role::Leader, "check-quorum has not resigned it yet");
+    assert_eq!(
+        h.core.role(),
+        Role::Leader,
+        "check-quorum has not resigned it yet"
+    );
     assert!(!serves(&h), "the lease ran out");
     assert_eq!(
         consumer_error(&consumer_fetch(&mut h, 3, 0), 3).0,
@@ -123,7 +138,8 @@ fn a_parked_consumer_answered_after_the_lease_ran_out_is_refused() {
     assert!(serves(&h));
     let out = consumer_fetch(&mut h, 5, 5_000);
     assert!(
-        !out.iter().any(|o| matches!(o, Output::ClientFetchDone { .. })),
+        !out.iter()
+            .any(|o| matches!(o, Output::ClientFetchDone { .. })),
         "parked"
     );
     // The first tick after its wait (500 ms at most) comes after the lease's end (1,800).
@@ -148,15 +164,26 @@ fn echoes_this_leadership_did_not_make_are_ignored() {
     fetch_echoing(&mut h, 2, Some(400));
     assert_eq!(h.core.lease(), Lease::Until(2_200));
     fetch_echoing(&mut h, 2, Some(300));
-    assert_eq!(h.core.lease(), Lease::Until(2_200), "a stamp never moves back");
+    assert_eq!(
+        h.core.lease(),
+        Lease::Until(2_200),
+        "a stamp never moves back"
+    );
 }
 
 #[test]
 fn a_follower_echoes_the_stamp_of_the_last_answer_it_took() {
-    let mut h = Harness::new(with_lease(1, VOTERS), Some(stored(3, 2, -1, VOTERS)), log(0, &[]));
+    let mut h = Harness::new(
+        with_lease(1, VOTERS),
+        Some(stored(3, 2, -1, VOTERS)),
+        log(0, &[]),
+    );
     let out = h.tick();
     let first = fetch_sends(&out);
-    assert_eq!(first[0].2.lease_echo, None, "nothing taken yet in this role");
+    assert_eq!(
+        first[0].2.lease_echo, None,
+        "nothing taken yet in this role"
+    );
     let mut answer = Harness::fetch_response(2, 3, Vec::new(), -1);
     answer.lease_stamp = Some(77);
     let out = h.respond(2, first[0].1, Response::FetchQuorumRecords(answer));
@@ -171,7 +198,11 @@ fn a_restarted_voter_refuses_pre_votes_and_does_not_stand_for_a_fetch_timeout() 
         (stored(3, -1, 2, VOTERS), "a voter that voted"),
         (stored(3, -1, -1, VOTERS), "an unattached voter"),
     ] {
-        let mut h = Harness::new(with_lease(1, VOTERS), Some(stored_state.clone()), log(0, &[]));
+        let mut h = Harness::new(
+            with_lease(1, VOTERS),
+            Some(stored_state.clone()),
+            log(0, &[]),
+        );
         let out = h.tick();
         assert!(recipients(&out, |r| matches!(r, Request::Vote(_))).is_empty());
         let mut stood_at = None;
@@ -186,7 +217,10 @@ fn a_restarted_voter_refuses_pre_votes_and_does_not_stand_for_a_fetch_timeout() 
             let granted = vote_answer(&out).vote_granted;
             assert_eq!(granted, at >= 2_000, "{what} at {at} ms");
         }
-        assert!(stood_at.is_none_or(|t| t >= 2_000), "{what} stood at {stood_at:?}");
+        assert!(
+            stood_at.is_none_or(|t| t >= 2_000),
+            "{what} stood at {stood_at:?}"
+        );
         // Without the lease it answers as before: at once.
         let mut c = config(1, VOTERS);
         c.lease = false;

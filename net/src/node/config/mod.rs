@@ -1134,7 +1134,10 @@ mod tests {
         let mut map = base();
         map.insert("quorum.prevote.enable".into(), "false".into());
         let line = assert_refused(&map, "quorum.prevote.enable=true");
-        assert!(line.contains("quorum.lease.enable") && !line.contains('\n'), "{line}");
+        assert!(
+            line.contains("quorum.lease.enable") && !line.contains('\n'),
+            "{line}"
+        );
         map.insert("quorum.lease.enable".into(), "false".into());
         assert!(!NodeConfig::from_map(&map).unwrap().raft_config(1).lease);
         let mut map = base();
@@ -1142,7 +1145,13 @@ mod tests {
         map.insert("quorum.lease.clock.drift.percent".into(), "10".into());
         assert_refused(&map, "quorum.lease.clock.drift.percent");
         map.insert("quorum.lease.clock.drift.percent".into(), "9".into());
-        assert_eq!(NodeConfig::from_map(&map).unwrap().raft_config(1).lease_ms(), 1001);
+        assert_eq!(
+            NodeConfig::from_map(&map)
+                .unwrap()
+                .raft_config(1)
+                .lease_ms(),
+            1001
+        );
         for bad in ["0", "51", "x"] {
             map.insert("quorum.lease.clock.drift.percent".into(), bad.into());
             assert_refused(&map, "1 to 50");
