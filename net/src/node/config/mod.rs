@@ -1152,10 +1152,12 @@ mod tests {
                 .lease_ms(),
             1001
         );
-        for bad in ["0", "51", "x"] {
+        for bad in ["0", "51"] {
             map.insert("quorum.lease.clock.drift.percent".into(), bad.into());
             assert_refused(&map, "1 to 50");
         }
+        map.insert("quorum.lease.clock.drift.percent".into(), "x".into());
+        assert_refused(&map, "quorum.lease.clock.drift.percent");
     }
 
     #[test]
