@@ -108,6 +108,7 @@ fn fetch(replica: NodeId, offset: Offset) -> Request {
         max_wait_ms: 500,
         durable_offset: offset,
         replica_directory_id: Default::default(),
+        lease_echo: None,
     })
 }
 
@@ -226,6 +227,7 @@ fn follower_fetch_response(iters: u64) -> Duration {
                 last_caught_up_time_ms: -1,
                 log_start: None,
                 producer_state: None,
+                lease_stamp: None,
             });
         }
         let start = Instant::now();

@@ -248,6 +248,7 @@ fn request(kind: u8, f: &Fields, v: &TargetView) -> Request {
             max_wait_ms: f.max_wait_ms,
             durable_offset: offset(&f.other_offset, v),
             replica_directory_id: Default::default(),
+            lease_echo: None,
         }),
         4 => Request::FindQuorum(FindQuorumRequest {
             cluster_id,
@@ -291,6 +292,7 @@ fn response(kind: u8, error: i16, f: &Fields, v: &TargetView) -> Response {
             last_caught_up_time_ms: f.timestamp,
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         }),
     }
 }

@@ -74,6 +74,7 @@ fn a_fetch_response_chain_crosses_the_wire_and_decodes() {
         max_wait_ms: 500,
         durable_offset: -1,
         replica_directory_id: Default::default(),
+        lease_echo: None,
     });
     let mut w = WireWriter::new();
     RequestHeader {
@@ -125,6 +126,7 @@ fn a_fetch_response_chain_crosses_the_wire_and_decodes() {
         last_caught_up_time_ms: -1,
         log_start: None,
         producer_state: None,
+        lease_stamp: None,
     });
     // Four responses back to back: 4 x 303 pieces, more than one sendmsg's 1024 iovecs.
     for correlation_id in 77..81 {

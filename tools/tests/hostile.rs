@@ -579,6 +579,7 @@ fn fetches_from_ten_thousand_made_up_replica_ids_leave_the_leader_flat() {
                     max_wait_ms: 0,
                     durable_offset: -1,
                     replica_directory_id: Default::default(),
+                    lease_echo: None,
                 },
             )));
         }

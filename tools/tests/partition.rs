@@ -188,7 +188,8 @@ fn a_follower_partitioned_away_and_healed_causes_no_election() {
 /// its return that epoch ends the leader's. What the test above guards against, observed.
 #[test]
 fn without_pre_vote_the_same_partition_unseats_the_leader() {
-    let outcome = partition_one_follower(&["quorum.prevote.enable=false"]);
+    let outcome =
+        partition_one_follower(&["quorum.prevote.enable=false", "quorum.lease.enable=false"]);
     let (_, epoch_after) = outcome.after[0];
     assert!(
         outcome.after.iter().all(|seen| seen.1 == epoch_after),

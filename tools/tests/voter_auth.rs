@@ -113,6 +113,7 @@ fn spoofed_fetch(epoch: i32, log_end: i64) -> Request {
         max_wait_ms: 0,
         durable_offset: log_end,
         replica_directory_id: Default::default(),
+        lease_echo: None,
     })
 }
 

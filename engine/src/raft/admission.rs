@@ -353,6 +353,7 @@ mod tests {
                 max_wait_ms: 0,
                 durable_offset: -1,
                 replica_directory_id: Default::default(),
+                lease_echo: None,
             });
             assert!(
                 admit_request(&fetch, Sender::Unverified, ME).is_ok(),
@@ -442,6 +443,7 @@ mod tests {
             max_wait_ms: 0,
             durable_offset: -1,
             replica_directory_id: Default::default(),
+            lease_echo: None,
         });
         assert_eq!(
             admit_request(&fetch, Sender::NotAReplica, ME)

@@ -20,6 +20,11 @@ impl RaftCore {
         if let Err(error) = self.check_append(&bytes, record_count, false) {
             return self.fail_append(id, acks, error, out);
         }
+        if !self.lease_holds() {
+            // A newer leader may exist: a write acknowledged here with acks 0 or 1 would be
+            // cut (docs/consistency.md, "Produce").
+            return self.fail_append(id, acks, ErrorCode::NOT_LEADER_OR_FOLLOWER, out);
+        }
         let (base_offset, end_offset) = self.append_stamped(bytes, record_count, false, out);
         if acks != Acks::None {
             self.leading().appends.push_back(PendingAppend {

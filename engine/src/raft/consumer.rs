@@ -37,7 +37,7 @@ impl RaftCore {
         current_leader_epoch: Option<Epoch>,
     ) -> Result<PartitionOffsets, ReadRefused> {
         let leader_epoch = self.qs.epoch();
-        if self.qs.leader().is_none() {
+        if !self.leads_for_clients() {
             return Err(self.not_leader());
         }
         let leader_id = self.qs.local_id();
@@ -108,6 +108,7 @@ impl RaftCore {
 
     /// Who a non-leader points a consumer to: the leader it fetches from (a follower's, or the
     /// one a prospective kept); nobody otherwise (a resigned leader is no longer one).
+    /// A leader whose lease ran out names nobody: a newer leader may exist, unknown to it.
     fn not_leader(&self) -> ReadRefused {
         let leader_id = self.qs.fetching_from().unwrap_or(-1);
         ReadRefused::NotLeader {
@@ -240,6 +241,11 @@ impl RaftCore {
         batches: Vec<Batch>,
         out: &mut Vec<Output>,
     ) {
+        // Checked again when the answer is made, not only when the fetch came: a parked fetch
+        // or a log read may end after the lease did (docs/consistency.md, "The leader lease").
+        if !self.leads_for_clients() {
+            return self.consumer_not_leader(id, out);
+        }
         out.push(Output::ClientFetchDone {
             id,
             result: ClientFetchResult {

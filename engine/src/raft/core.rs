@@ -5,14 +5,14 @@
 use super::admission::{Receiver, EPOCH_WARNING, MAX_PEER_EPOCH};
 use super::endpoints::EndpointTable;
 use super::epoch_state::{CandidateState, EpochState};
-use super::leader::LeaderState;
+use super::leader::{LeaderState, Lease};
 use super::log_state::LogState;
 use super::quorum_state::{InitError, QuorumState, TransitionError};
 use super::requests::{Outbound, RequestKind, Retry};
 use super::rng::SplitMix64;
 use super::types::{
-    AppendResult, ElectionState, Epoch, Input, LogSnapshot, NodeId, Offset, Output, RaftConfig,
-    TimeMs,
+    AppendResult, ElectionState, Epoch, Input, LogSnapshot, NodeId, Offset, Output, PlantedBug,
+    RaftConfig, TimeMs,
 };
 use super::{ErrorCode, Role};
 
@@ -62,6 +62,11 @@ pub struct RaftCore {
     /// node fetches as an observer until its own log says the same (it becomes a non-voter only
     /// through a voter record in its own log). Cleared by every role change.
     pub(crate) fetch_as_observer: bool,
+    /// A node that restarted from a stored election state refuses pre-votes, and does not
+    /// stand, before this time (a fetch timeout after its start): before the restart it may
+    /// have echoed a leader's lease stamp, and it no longer knows when (docs/consistency.md,
+    /// "The leader lease"). None: first boot, or the lease is off.
+    pub(crate) restart_quiet_until: Option<TimeMs>,
 }
 
 impl RaftCore {
@@ -81,6 +86,15 @@ impl RaftCore {
                 "log start offset outside 0..=end offset",
             ));
         }
+        if config.lease && !config.pre_vote {
+            // The lease rests on voters refusing pre-votes while they hear from a live leader;
+            // without pre-vote a candidate asks for votes at once (docs/consistency.md).
+            return Err(InitError::InvalidConfig(
+                "the leader lease needs pre-vote (turn both on, or the lease off)",
+            ));
+        }
+        let restart_quiet_until =
+            (config.lease && stored.is_some()).then(|| now.saturating_add(config.fetch_timeout_ms));
         let (mut qs, initial_persist) = QuorumState::restore(&config, stored, &log)?;
         if config.planted == Some(super::types::PlantedBug::ApplyOnCommit) {
             qs.plant_apply_on_commit(now);
@@ -117,6 +131,7 @@ impl RaftCore {
             leaving_sat_out: false,
             storage_full: false,
             fetch_as_observer: false,
+            restart_quiet_until,
         })
     }
 
@@ -332,7 +347,8 @@ impl RaftCore {
                 // A leader that restarted: tell the others at once so that they need not wait
                 // for their fetch timeout (successors by id: progress was lost with the crash).
                 let others = resigned.successors.clone();
-                self.role_deadline = Some(self.election_deadline());
+                let deadline = self.election_deadline();
+                self.role_deadline = Some(self.after_restart_quiet(deadline));
                 for v in others {
                     self.send_end_quorum_epoch(v, out);
                 }
@@ -344,13 +360,62 @@ impl RaftCore {
                     // First boot (restart rule 7) or a lone voter: campaign on the first tick.
                     self.role_deadline = Some(self.now);
                 } else {
-                    self.role_deadline = Some(self.election_deadline());
+                    let deadline = self.election_deadline();
+                    self.role_deadline = Some(self.after_restart_quiet(deadline));
                 }
             }
             EpochState::Leader { .. } | EpochState::Prospective { .. } => {
                 unreachable!("restore never yields {:?}", self.qs.role())
             }
         }
+    }
+
+    /// `deadline`, or the end of the quiet time after a restart if later: a restarted voter
+    /// does not stand before it (docs/consistency.md, "The leader lease").
+    fn after_restart_quiet(&self, deadline: TimeMs) -> TimeMs {
+        self.restart_quiet_until
+            .map_or(deadline, |quiet| deadline.max(quiet))
+    }
+
+    /// Whether this node answers clients as leader now (docs/consistency.md): it leads, and
+    /// with the lease on, its lease runs and its high watermark is known in its epoch (until
+    /// then it could only answer with the one it learned before, perhaps behind a write its
+    /// predecessor acknowledged). Consumers' fetches, ListOffsets, OffsetForLeaderEpoch,
+    /// Metadata, Produce and the group coordinator all ask this.
+    pub fn leads_for_clients(&self) -> bool {
+        let Some(leader) = self.qs.leader() else {
+            return false;
+        };
+        self.lease_holds() && (!self.config.lease || leader.high_watermark.is_some())
+    }
+
+    /// The lease is off, or this leader's runs now (docs/consistency.md, "The leader lease").
+    /// True for a node that does not lead: the role is checked on its own.
+    pub(crate) fn lease_holds(&self) -> bool {
+        if !self.config.lease
+            || self.config.planted == Some(PlantedBug::LeaseIgnored)
+            || self.qs.leader().is_none()
+        {
+            return true;
+        }
+        self.lease().valid_at(self.now)
+    }
+
+    /// The lease of this node's leadership (`Lease::None` when it does not lead).
+    pub fn lease(&self) -> Lease {
+        self.qs.leader().map_or(Lease::None, |l| {
+            l.lease(self.qs.majority(), self.config.lease_ms())
+        })
+    }
+
+    /// The leader to name to clients (Metadata, FindCoordinator, NOT_LEADER_OR_FOLLOWER
+    /// hints): the one this node names, except itself while it leads without answering
+    /// clients (a newer leader may exist).
+    pub fn client_leader_id(&self) -> Option<NodeId> {
+        if self.qs.leader().is_some() && !self.leads_for_clients() {
+            return None;
+        }
+        self.leader_id()
     }
 
     /// Randomized election timeout: election timeout plus up to the jitter maximum.

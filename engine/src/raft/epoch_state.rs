@@ -92,6 +92,9 @@ pub(crate) enum EpochState {
         /// party named it): while that is within the fetch timeout the leader is live, and
         /// pre-votes are refused.
         heard_at: Option<TimeMs>,
+        /// The leader's lease stamp in the answer heard at `heard_at` (None: none yet), echoed
+        /// in every fetch (docs/consistency.md, "The leader lease").
+        lease_stamp: Option<i64>,
     },
     /// Led this epoch and gave it up (or restarted after leading it): never leads or votes in
     /// it again.

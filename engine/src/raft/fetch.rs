@@ -55,6 +55,8 @@ impl RaftCore {
             last_caught_up_time_ms: -1,
             log_start: None,
             producer_state: None,
+            // The follower echoes it in its next fetch; only a leader's counts.
+            lease_stamp: self.qs.leader().and_then(|_| i64::try_from(self.now).ok()),
         }
     }
 
@@ -123,6 +125,8 @@ impl RaftCore {
         let now = self.now;
         if as_voter {
             self.leading().note_contact(req.replica_id, now);
+            self.leading()
+                .note_echo(req.replica_id, req.lease_echo, now);
         }
         let leo = self.log.end_offset();
         if self.fetch_behind_log_start(req.fetch_offset, req.last_fetched_epoch) {
@@ -467,6 +471,7 @@ impl RaftCore {
             max_wait_ms: i32::try_from(self.config.fetch_max_wait_ms).unwrap_or(i32::MAX),
             durable_offset: durable,
             replica_directory_id: self.config.directory_id,
+            lease_echo: self.qs.lease_stamp(),
         });
         let epoch = self.qs.epoch();
         self.outbound.send(
@@ -583,7 +588,7 @@ impl RaftCore {
             matches!(self.qs.state(), EpochState::Follower { leader, .. } if *leader == f.to)
         );
         self.role_deadline = Some(self.now + self.config.fetch_timeout_ms);
-        self.qs.note_leader_heard(self.now);
+        self.qs.note_leader_heard(self.now, r.lease_stamp);
         self.stand_when_due = false;
         self.outbound.reset_backoff(f.to);
         if let Some(start) = behind_log_start {

@@ -28,6 +28,10 @@ pub(crate) struct ReplicaProgress {
     pub(crate) last_records_ms: Option<TimeMs>,
     /// The log directory id its last fetch named (ZERO: none yet).
     pub(crate) directory_id: DirectoryId,
+    /// The newest lease stamp this voter echoed in this leadership (None: none yet): the
+    /// leader's clock when it made an answer the voter took (docs/consistency.md, "The leader
+    /// lease").
+    pub(crate) lease_stamp: Option<TimeMs>,
 }
 
 impl ReplicaProgress {
@@ -40,6 +44,28 @@ impl ReplicaProgress {
             leader_end_at_last_fetch: -1,
             last_records_ms: None,
             directory_id: DirectoryId::ZERO,
+            lease_stamp: None,
+        }
+    }
+}
+
+/// How long a leader may answer clients as leader (docs/consistency.md, "The leader lease").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// A lone voter: no other node can be elected without it.
+    Unbounded,
+    /// Until this time (the leader's clock), unless fresher echoes renew it.
+    Until(TimeMs),
+    /// Fewer voters than a majority (with the leader) echoed a stamp of this leadership.
+    None,
+}
+
+impl Lease {
+    pub fn valid_at(self, now: TimeMs) -> bool {
+        match self {
+            Lease::Unbounded => true,
+            Lease::Until(until) => now < until,
+            Lease::None => false,
         }
     }
 }
@@ -219,6 +245,38 @@ impl LeaderState {
             p.last_fetch_ms = Some(now);
             self.endorsed.insert(replica_id);
         }
+    }
+
+    /// Voter `replica_id` echoed `echo` (a fetch's `lease_echo`) at `now`. Only a stamp this
+    /// leadership made counts: one from before it began (another incarnation's clock) or
+    /// after `now` (no answer of ours says so) is ignored, and a stamp never moves back.
+    pub(crate) fn note_echo(&mut self, replica_id: NodeId, echo: Option<i64>, now: TimeMs) {
+        let Some(stamp) = echo.and_then(|e| TimeMs::try_from(e).ok()) else {
+            return;
+        };
+        if stamp < self.since_ms || stamp > now {
+            return;
+        }
+        if let Some(p) = self.voters.get_mut(&replica_id) {
+            p.lease_stamp = p.lease_stamp.max(Some(stamp));
+        }
+    }
+
+    /// The lease (docs/consistency.md, "The leader lease"): `lease_ms` from the newest stamp
+    /// that voters making a majority with the leader have all echoed (the leader counts as
+    /// echoing now). A voter's echo shows it took an answer made at the stamp, so it refuses
+    /// pre-votes for a fetch timeout of its own clock from after the stamp.
+    pub(crate) fn lease(&self, majority: usize, lease_ms: u64) -> Lease {
+        let needed_others = majority.saturating_sub(1);
+        if needed_others == 0 {
+            return Lease::Unbounded;
+        }
+        let mut stamps: Vec<TimeMs> = self.voters.values().filter_map(|p| p.lease_stamp).collect();
+        if stamps.len() < needed_others {
+            return Lease::None;
+        }
+        stamps.sort_unstable_by(|a, b| b.cmp(a));
+        Lease::Until(stamps[needed_others - 1].saturating_add(lease_ms))
     }
 
     /// Records a valid fetch, as the voter of that id when `as_voter` (it is, from the

@@ -85,6 +85,11 @@ pub struct FetchQuorumRecordsRequest {
     /// Tagged field 4: the requester's log directory id (ZERO = not given; docs/protocol.md,
     /// "Directory ids").
     pub replica_directory_id: DirectoryId,
+    /// Tagged field 5: the leader's `lease_stamp` from the last answer this follower took from
+    /// it in this epoch (None: none yet). The leader's lease counts it, not the time it got
+    /// this request: this follower refuses pre-votes for a fetch timeout from when it got
+    /// that answer, which is after the stamp (docs/consistency.md, "The leader lease").
+    pub lease_echo: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +117,9 @@ pub struct FetchQuorumRecordsResponse {
     /// "Retention and the log start"). Filled by the leader's replica, never by the core. A
     /// tagged field on the wire.
     pub producer_state: Option<bytes::Bytes>,
+    /// Tagged field 3: the leader's clock when it made this answer, for the follower to echo in
+    /// its next fetch (`FetchQuorumRecordsRequest::lease_echo`). Opaque to the follower.
+    pub lease_stamp: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -339,6 +347,7 @@ impl Request {
                     last_caught_up_time_ms: -1,
                     log_start: None,
                     producer_state: None,
+                    lease_stamp: None,
                 })
             }
             Request::FindQuorum(_) => {
@@ -429,6 +438,7 @@ mod tests {
                 max_wait_ms: 500,
                 durable_offset: 9,
                 replica_directory_id: Default::default(),
+                lease_echo: None,
             }),
             Request::FindQuorum(FindQuorumRequest {
                 cluster_id: "c".into(),

@@ -48,6 +48,7 @@ pub use self::core::RaftCore;
 pub use consumer::UNDEFINED_EPOCH_END;
 pub use discovery::NAMED_LEADER_UNKNOWINGLY;
 pub use error::ErrorCode;
+pub use leader::Lease;
 pub use message::*;
 pub use quorum_state::{InitError, QuorumState, TransitionError};
 pub use types::*;

@@ -140,7 +140,7 @@ impl RaftCore {
         if error.is_none() {
             // Straight from the leader: it is live (the pre-vote rule, docs/protocol.md,
             // "Pre-vote"; the fetch timer still waits for a fetch answer).
-            self.qs.note_leader_heard(self.now);
+            self.qs.note_leader_heard(self.now, None);
         }
         if !self.stopped || error.is_none() {
             self.respond_announcement(Announcement::Begin, id, error, out);

@@ -194,6 +194,7 @@ impl QuorumState {
                 leader: stored.leader_id,
                 sent_durable: -1,
                 heard_at: None,
+                lease_stamp: None,
             };
         }
         let changed = qs.election_state() != stored;
@@ -420,9 +421,27 @@ impl QuorumState {
         }
     }
     /// A follower heard from its leader directly at `now` (a fetch answer, BeginQuorumEpoch).
-    pub(crate) fn note_leader_heard(&mut self, now: TimeMs) {
-        if let EpochState::Follower { heard_at, .. } = &mut self.state {
+    /// A fetch answer's lease stamp is kept for the fetches that follow (a BeginQuorumEpoch
+    /// carries none and keeps the one there is: the stamp is older than `now` either way).
+    pub(crate) fn note_leader_heard(&mut self, now: TimeMs, stamp: Option<i64>) {
+        if let EpochState::Follower {
+            heard_at,
+            lease_stamp,
+            ..
+        } = &mut self.state
+        {
             *heard_at = Some(now);
+            if stamp.is_some() {
+                *lease_stamp = stamp;
+            }
+        }
+    }
+    /// The lease stamp a follower echoes to its leader (docs/consistency.md, "The leader
+    /// lease").
+    pub(crate) fn lease_stamp(&self) -> Option<i64> {
+        match self.state {
+            EpochState::Follower { lease_stamp, .. } => lease_stamp,
+            _ => None,
         }
     }
     /// When a follower last heard from its leader directly.
@@ -785,6 +804,7 @@ impl QuorumState {
             leader,
             sent_durable: -1,
             heard_at: None,
+            lease_stamp: None,
         };
         Ok(self.commit(next, out))
     }

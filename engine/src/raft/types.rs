@@ -429,6 +429,16 @@ pub struct RaftConfig {
     /// epoch, and stands only if a majority would. False: it stands at once, as before pre-vote
     /// existed. Either way the node answers other voters' pre-votes.
     pub pre_vote: bool,
+    /// The leader lease (`quorum.lease.enable`, docs/consistency.md, "The leader lease"): a
+    /// leader answers clients as leader only while voters that make a majority with it echoed
+    /// one of its answers within `lease_ms()`. Needs `pre_vote` (the lease rests on voters
+    /// refusing pre-votes while they hear from a live leader): `RaftCore::new` refuses it
+    /// without. False: a leader answers until it resigns, as before the lease.
+    pub lease: bool,
+    /// The bound on clock drift the lease assumes (`quorum.lease.clock.drift.percent`): over
+    /// any interval, two nodes' clocks measure elapsed times that differ by at most this
+    /// percentage. The lease runs for `fetch_timeout_ms × (100 − drift) / 100`.
+    pub lease_drift_percent: u64,
     /// How many bootstrap servers (`bootstrap.servers`) the driver can reach. The core sends
     /// FindQuorum to server `i` as node [`bootstrap_server_id`]`(i)` when it knows no voter it
     /// can reach (an observer that has not learned the voter set yet, or their endpoints).
@@ -476,6 +486,9 @@ pub enum PlantedBug {
     /// producers a restarted replica then no longer knows (it cannot use a snapshot the log
     /// start passed), and a retry of one is written again.
     RetentionPassesSnapshot,
+    /// The lease check removed: a leader answers consumers (and ListOffsets, Metadata) as
+    /// leader after its lease ran out, while a newer leader may already commit.
+    LeaseIgnored,
 }
 
 /// The pseudo node id under which the core addresses bootstrap server `index`. Real node ids are
@@ -494,7 +507,17 @@ pub fn bootstrap_server_index(id: NodeId) -> Option<usize> {
     }
 }
 
+/// The clock-drift bound the lease assumes unless configured (docs/consistency.md, "Clocks").
+pub const DEFAULT_LEASE_DRIFT_PERCENT: u64 = 10;
+
 impl RaftConfig {
+    /// How long a leader's lease runs from the oldest stamp a majority echoed:
+    /// `fetch_timeout_ms × (100 − drift) / 100` (docs/consistency.md, "The leader lease").
+    pub fn lease_ms(&self) -> u64 {
+        let keep = 100u64.saturating_sub(self.lease_drift_percent.min(100));
+        self.fetch_timeout_ms.saturating_mul(keep) / 100
+    }
+
     /// Kafka's final defaults (docs/protocol.md section 1, "Defaults").
     pub fn new(node_id: NodeId, cluster_id: impl Into<String>, voters: Vec<NodeId>) -> Self {
         Self {
@@ -521,6 +544,8 @@ impl RaftConfig {
             boot_timestamp: 0,
             voter_endpoints: Vec::new(),
             pre_vote: true,
+            lease: true,
+            lease_drift_percent: DEFAULT_LEASE_DRIFT_PERCENT,
             bootstrap_servers: 0,
             directory_id: DirectoryId::ZERO,
             planted: None,

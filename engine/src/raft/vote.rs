@@ -68,8 +68,14 @@ impl RaftCore {
     /// "Pre-vote")? A follower: a successful fetch answer or a BeginQuorumEpoch from its leader.
     /// The leader: fetches from a majority of the voters (itself included), as check-quorum
     /// counts them.
+    /// A voter that restarted counts as hearing one for a fetch timeout after its start (with
+    /// the lease on: it may have echoed a lease stamp just before; docs/consistency.md, "The
+    /// leader lease").
     pub(crate) fn heard_from_live_leader(&self) -> bool {
         let window = self.config.fetch_timeout_ms;
+        if self.restart_quiet_until.is_some_and(|t| self.now < t) {
+            return true;
+        }
         match self.qs.state() {
             EpochState::Follower { .. } => self
                 .qs

@@ -179,6 +179,10 @@ impl Replica {
         if self.core.high_watermark().is_none() {
             return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
         }
+        // Its lease ran out: a newer leader may coordinate (docs/consistency.md).
+        if !self.core.leads_for_clients() {
+            return Err(ErrorCode::NOT_COORDINATOR);
+        }
         Ok(())
     }
 

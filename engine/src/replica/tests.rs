@@ -741,6 +741,7 @@ fn a_fetch_behind_the_log_start_gets_the_written_snapshot() {
             max_wait_ms: 0,
             durable_offset: -1,
             replica_directory_id: Default::default(),
+            lease_echo: None,
         }),
     });
     let answer = out

@@ -51,6 +51,11 @@ pub enum Invariant {
     /// gap, no duplicate, never past the high watermark; diverging and out-of-range answers
     /// never cut committed data.
     ConsumerReadCommitted,
+    /// A consumer's read is not stale beyond the model (docs/consistency.md): the high
+    /// watermark it is answered with is at least the end of every append acknowledged with
+    /// acks=-1 before the fetch was sent, and never below one the same consumer was answered
+    /// with before (monotonic reads). What the leader lease guarantees.
+    ConsumerReadFresh,
     /// Respond / AppendDone / ClientFetchDone / ShutdownComplete not exactly once, or for an
     /// unknown id (a consumer fetch also never left unanswered).
     ExactlyOnceContract,
@@ -198,6 +203,8 @@ pub struct Checker {
     /// Every producer id handed out, with the node that handed it out.
     producer_ids: BTreeMap<i64, NodeId>,
     pub acked: Vec<Acked>,
+    /// The end of the highest append acknowledged with acks=-1 so far (0: none).
+    pub acked_end: Offset,
     /// Set when a node lost its persistent state (docs/simulation.md, "Invariants": rules go off).
     pub state_loss: bool,
     /// Off: skip the two rules that watch the mechanism (MajorityReachedHighWatermark,
@@ -658,7 +665,38 @@ impl Checker {
                     ),
                 );
             }
+            self.acked_end = self.acked_end.max(ack.last_offset + 1);
             self.acked.push(ack);
+        }
+        Ok(())
+    }
+
+    /// A consumer's fetch sent when `acked_end` was the end of the acknowledged appends was
+    /// answered by `node` with high watermark `hw`; `seen` is the highest the consumer was
+    /// answered with before (docs/consistency.md, "Fetch").
+    pub fn on_read_answered(
+        &self,
+        consumer: usize,
+        node: NodeId,
+        hw: Offset,
+        acked_end: Offset,
+        seen: Offset,
+    ) -> Checked {
+        if hw < acked_end && !self.state_loss {
+            return breach(
+                Invariant::ConsumerReadFresh,
+                format!(
+                    "node {node} answered consumer {consumer} with high watermark {hw}, below {acked_end}, the end of an append acknowledged before the fetch was sent (a stale read)"
+                ),
+            );
+        }
+        if hw < seen && !self.state_loss {
+            return breach(
+                Invariant::ConsumerReadFresh,
+                format!(
+                    "node {node} answered consumer {consumer} with high watermark {hw}, below {seen}, one it was answered with before (reads went backwards)"
+                ),
+            );
         }
         Ok(())
     }

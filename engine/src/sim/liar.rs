@@ -164,6 +164,7 @@ pub fn request(d: &mut impl Draw, v: &TargetView) -> Request {
             max_wait_ms: max_wait_ms(d),
             durable_offset: offset(d, v),
             replica_directory_id: Default::default(),
+            lease_echo: None,
         }),
         4 => Request::FindQuorum(FindQuorumRequest {
             cluster_id: cluster_id(d, v),
@@ -210,6 +211,7 @@ pub fn response(d: &mut impl Draw, v: &TargetView) -> Response {
             last_caught_up_time_ms: timestamp(d),
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         }),
         4 => Response::FindQuorum(FindQuorumResponse {
             error,

@@ -44,6 +44,9 @@ const TAG_PRODUCER_IDS_WANTED: u32 = 3;
 /// Tagged field of FetchQuorumRecords requests: the fetcher's log directory id (docs/protocol.md,
 /// "Directory ids"); omitted when unknown.
 const TAG_FETCH_DIRECTORY_ID: u32 = 4;
+/// Tagged field of FetchQuorumRecords requests: the lease stamp of the last answer the fetcher
+/// took from the leader (i64; docs/consistency.md, "The leader lease"); omitted when none.
+const TAG_LEASE_ECHO: u32 = 5;
 /// Tagged fields of Vote requests (docs/protocol.md, "Voter identity"): the candidate's log
 /// directory, and the directory its voter set binds the receiver to; each omitted when unknown.
 const TAG_CANDIDATE_DIRECTORY_ID: u32 = 0;
@@ -56,6 +59,9 @@ const TAG_LOG_START: u32 = 1;
 /// With the log start: the leader's producer-state snapshot, its file's bytes (checked by its
 /// own decoder: `engine::producer_snapshot`).
 const TAG_PRODUCER_STATE: u32 = 2;
+/// The leader's clock when it made the answer (i64), for the follower to echo
+/// (docs/consistency.md, "The leader lease"); omitted when none.
+const TAG_LEASE_STAMP: u32 = 3;
 
 /// What a node adds to a FetchQuorumRecords request beside the core's fields. A node that
 /// does not know these tags skips them (KIP-482), so old and new nodes fetch from each other.
@@ -313,6 +319,7 @@ fn write_fetch_tags(
             t.i64(wanted.have);
         })
     });
+    let echo = r.lease_echo.map(i64::to_be_bytes);
     w.present_tagged_fields(&[
         (TAG_DURABLE_OFFSET, durable.as_ref().map(|d| &d[..])),
         (TAG_CLIENT_ENDPOINTS, endpoints.as_deref()),
@@ -322,6 +329,7 @@ fn write_fetch_tags(
             TAG_FETCH_DIRECTORY_ID,
             directory_tag(&r.replica_directory_id),
         ),
+        (TAG_LEASE_ECHO, echo.as_ref().map(|e| &e[..])),
     ]);
 }
 
@@ -405,6 +413,7 @@ pub fn decode_request_with(
                 max_wait_ms: r.i32("max wait ms")?,
                 durable_offset: -1,
                 replica_directory_id: DirectoryId::ZERO,
+                lease_echo: None,
             };
             let mut endpoints = None;
             let mut known = None;
@@ -420,6 +429,10 @@ pub fn decode_request_with(
                     }
                     TAG_FETCH_DIRECTORY_ID => {
                         fetch.replica_directory_id = read_directory_id(payload)?;
+                    }
+                    TAG_LEASE_ECHO => {
+                        fetch.lease_echo =
+                            Some(WireReader::whole(payload, |r| r.i64("lease echo"))?);
                     }
                     TAG_PRODUCER_IDS_WANTED => {
                         producer_ids = Some(WireReader::whole(payload, |r| {
@@ -600,10 +613,12 @@ fn write_fetch_tail(
         payload[8..].copy_from_slice(&start.epoch.to_be_bytes());
         payload
     });
+    let stamp = r.lease_stamp.map(i64::to_be_bytes);
     w.present_tagged_fields(&[
         (TAG_BROKER_LIST, broker_list.map(|list| &list[..])),
         (TAG_LOG_START, log_start.as_ref().map(|p| &p[..])),
         (TAG_PRODUCER_STATE, r.producer_state.as_deref()),
+        (TAG_LEASE_STAMP, stamp.as_ref().map(|s| &s[..])),
     ]);
 }
 
@@ -742,6 +757,10 @@ pub fn decode_response_with(
                 response.producer_state = Some(payload);
                 Ok(true)
             }
+            TAG_LEASE_STAMP => {
+                response.lease_stamp = Some(WireReader::whole(payload, |r| r.i64("lease stamp"))?);
+                Ok(true)
+            }
             _ => Ok(false),
         })?;
         r.finish()?;
@@ -802,6 +821,7 @@ fn decode_fetch_response(r: &mut WireReader) -> Result<FetchQuorumRecordsRespons
         last_caught_up_time_ms: r.i64("last caught up time")?,
         log_start: None,
         producer_state: None,
+        lease_stamp: None,
     })
 }
 
@@ -1082,6 +1102,7 @@ mod tests {
                     epoch: 2,
                 }),
                 producer_state: Some(Bytes::from_static(b"snapshot bytes")),
+                lease_stamp: Some(987_654),
                 ..fetch_records_response()
             }),
         );
@@ -1164,6 +1185,7 @@ mod tests {
             max_wait_ms: 500,
             durable_offset: 77,
             replica_directory_id: DirectoryId([7; 16]),
+            lease_echo: Some(123_456),
         }
     }
 
@@ -1185,6 +1207,7 @@ mod tests {
             last_caught_up_time_ms: -1,
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         }
     }
 
@@ -1338,6 +1361,7 @@ mod tests {
             last_caught_up_time_ms: -1,
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         });
         let chain = encode_response(&response, WireWriter::new());
         assert_eq!(chain.len(), 3);

@@ -10,7 +10,19 @@ pub(crate) const CLUSTER: &str = "test-cluster";
 pub(crate) fn config(id: NodeId, voters: &[NodeId]) -> RaftConfig {
     let mut c = RaftConfig::new(id, CLUSTER, voters.to_vec());
     c.seed = 42;
+    // The tests of other rules drive a leader without followers' echoes, and restart nodes
+    // that then answer pre-votes at once: the lease has its own tests (`lease.rs`), which
+    // turn it on (`with_lease`).
+    c.lease = false;
     c
+}
+
+/// `config` with the leader lease on, as nodes run by default (docs/consistency.md).
+pub(crate) fn with_lease(id: NodeId, voters: &[NodeId]) -> RaftConfig {
+    RaftConfig {
+        lease: true,
+        ..config(id, voters)
+    }
 }
 
 pub(crate) fn stored(
@@ -136,6 +148,9 @@ impl Harness {
     /// that time a candidacy as Kafka's suites do (pre-vote has its own, `pre_vote.rs`).
     pub(crate) fn without_pre_vote(mut self) -> Self {
         self.core.config.pre_vote = false;
+        // The lease rests on pre-vote (docs/consistency.md): off with it.
+        self.core.config.lease = false;
+        self.core.restart_quiet_until = None;
         self
     }
 
@@ -350,6 +365,7 @@ impl Harness {
             max_wait_ms: 500,
             durable_offset: durable,
             replica_directory_id: Default::default(),
+            lease_echo: None,
         })
     }
 
@@ -417,6 +433,7 @@ impl Harness {
             last_caught_up_time_ms: -1,
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         }
     }
 

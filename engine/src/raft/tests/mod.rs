@@ -14,6 +14,7 @@ mod fetch_survivors;
 mod high_watermark;
 mod hostile;
 mod init;
+mod lease;
 mod observer_pacing;
 mod pre_vote;
 mod quorum_epoch;

@@ -497,6 +497,7 @@ fn a_single_voter_stands_at_once() {
 fn without_pre_vote_the_fetch_timeout_starts_a_candidacy_as_before() {
     let mut c = config(1, VOTERS);
     c.pre_vote = false;
+    c.lease = false;
     let mut h = Harness::new(c, Some(stored(3, 2, -1, VOTERS)), log(0, &[]));
     h.tick();
     let out = h.run_until(2_000);

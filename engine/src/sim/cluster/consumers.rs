@@ -23,6 +23,9 @@ pub(super) struct ConsumerFetch {
     node: usize,
     incarnation: u32,
     position: Offset,
+    /// The end of the appends acknowledged (acks=-1) when it was sent: the answer's high
+    /// watermark must reach it (ConsumerReadFresh).
+    acked_end: Offset,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -35,6 +38,8 @@ pub(super) struct SimConsumer {
     /// The epoch of the last batch handed over.
     last_epoch: Option<Epoch>,
     in_flight: Option<ConsumerFetch>,
+    /// The highest high watermark it was answered with (monotonic reads).
+    seen_hw: Offset,
 }
 
 #[derive(Default)]
@@ -66,6 +71,13 @@ impl Simulation {
         if consumer.in_flight.is_some() {
             return Ok(());
         }
+        // With reads checked (tick_before_input): now and then a metadata refresh that lands
+        // on a node with a stale view sends the consumer to any node, a deposed leader
+        // included, while the producers go where the leader is (docs/simulation.md, "Reads").
+        if self.cfg.tick_before_input && self.rng.chance(0.05) {
+            self.consumers.all[c].believed_leader = self.rng.index(self.nodes.len());
+        }
+        let consumer = &self.consumers.all[c];
         let node = consumer.believed_leader;
         if !self.nodes[node].running() {
             self.consumer_looks_elsewhere(c);
@@ -80,7 +92,9 @@ impl Simulation {
             node,
             incarnation,
             position: fetch.fetch_offset,
+            acked_end: self.checker.acked_end,
         });
+
         self.consumers.fetches += 1;
         self.schedule(
             CONSUMER_ANSWER_BOUND_MS,
@@ -190,7 +204,21 @@ impl Simulation {
                     r.high_watermark,
                     &r.batches,
                 )?;
+                // Freshness rests on the lease, which rests on clocks: checked when every core
+                // reads the present before each input, as the node runtime does
+                // (docs/simulation.md, "Reads"). Without, a core handles a message with the
+                // clock of its last deadline, a clock that jumps by more than any drift bound.
+                if self.cfg.tick_before_input {
+                    self.checker.on_read_answered(
+                        c,
+                        node_id,
+                        r.high_watermark,
+                        fetch.acked_end,
+                        self.consumers.all[c].seen_hw,
+                    )?;
+                }
                 let consumer = &mut self.consumers.all[c];
+                consumer.seen_hw = consumer.seen_hw.max(r.high_watermark);
                 consumer.known_epoch = Some(r.leader_epoch);
                 if let Some(last) = r.batches.last() {
                     consumer.position = last.end_offset();

@@ -144,6 +144,8 @@ impl Simulation {
             c
         };
         config.pre_vote = self.cfg.pre_vote;
+        // The lease rests on pre-vote (docs/consistency.md, "The leader lease").
+        config.lease = self.cfg.pre_vote;
         config.planted = self.cfg.plant;
         config.directory_id = node.directory;
         let snapshot = node.disk.snapshot();

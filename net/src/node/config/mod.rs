@@ -94,6 +94,10 @@ pub struct NodeConfig {
     pub retry_backoff_max_ms: u64,
     /// `quorum.prevote.enable`: stand for election through a pre-vote round first.
     pub pre_vote: bool,
+    /// `quorum.lease.enable`: the leader lease (docs/consistency.md, "The leader lease").
+    pub lease: bool,
+    /// `quorum.lease.clock.drift.percent`: the clock-drift bound the lease assumes.
+    pub lease_drift_percent: u64,
     /// `quorum.observer.fetch.interval.ms`: as leader, answer an observer whose last answer
     /// gave it everything there was with records at most once per this many ms
     /// (docs/protocol.md, "Observer fetch pacing").
@@ -316,6 +320,16 @@ pub const KEYS: &[(&str, Option<&str>, &str)] = &[
         "ask the other voters for pre-votes (no epoch raised, nothing persisted) before standing for election; false: stand at once",
     ),
     (
+        "quorum.lease.enable",
+        Some("true"),
+        "the leader lease: a leader answers clients as leader only while a majority echoed one of its fetch answers within the lease (docs/consistency.md); needs quorum.prevote.enable",
+    ),
+    (
+        "quorum.lease.clock.drift.percent",
+        Some("10"),
+        "how far two nodes' clocks may disagree on an elapsed time, in percent (1-50); the lease runs quorum.fetch.timeout.ms x (1 - drift)",
+    ),
+    (
         "quorum.observer.fetch.interval.ms",
         Some("10"),
         "as leader, answer an observer whose last answer gave it everything there was with records at most once per this many ms, so that one answer carries what many would (0: at once)",
@@ -503,6 +517,9 @@ impl NodeConfig {
             retry_backoff_max_ms: props
                 .parse_or_default("quorum.retry.backoff.max.ms", parse_positive)?,
             pre_vote: props.parse_or_default("quorum.prevote.enable", parse_bool)?,
+            lease: props.parse_or_default("quorum.lease.enable", parse_bool)?,
+            lease_drift_percent: props
+                .parse_or_default("quorum.lease.clock.drift.percent", parse_drift_percent)?,
             observer_fetch_interval_ms: props
                 .parse_or_default("quorum.observer.fetch.interval.ms", parse_u64)?,
             segment_bytes: props.parse_or_default("log.segment.bytes", parse_segment_bytes)?,
@@ -561,9 +578,38 @@ impl NodeConfig {
                 reason: format!("below quorum.retry.backoff.ms ({})", self.retry_backoff_ms),
             });
         }
+        self.check_lease()?;
         if self.voters.is_empty() && self.bootstrap_servers.is_empty() {
             return Err(ConfigError::Missing {
                 key: "quorum.voters",
+            });
+        }
+        Ok(())
+    }
+
+    /// The lease's inequalities (docs/consistency.md, "The leader lease"): it rests on pre-vote,
+    /// and it must outlast the wait between a follower's fetches (twice the fetch wait), or
+    /// a quiet cluster would refuse its clients between two fetches.
+    fn check_lease(&self) -> Result<(), ConfigError> {
+        if !self.lease {
+            return Ok(());
+        }
+        if !self.pre_vote {
+            return Err(ConfigError::BadValue {
+                key: "quorum.lease.enable".into(),
+                value: "true".into(),
+                reason: "the lease needs quorum.prevote.enable=true (set quorum.lease.enable=false to run without pre-vote)".into(),
+            });
+        }
+        let lease_ms = self.raft_config(0).lease_ms();
+        let needed = 2 * engine::raft::RaftConfig::new(0, "", Vec::new()).fetch_max_wait_ms;
+        if lease_ms < needed {
+            return Err(ConfigError::BadValue {
+                key: "quorum.fetch.timeout.ms".into(),
+                value: self.fetch_timeout_ms.to_string(),
+                reason: format!(
+                    "with quorum.lease.enable the lease, quorum.fetch.timeout.ms x (100 - quorum.lease.clock.drift.percent) / 100 = {lease_ms} ms, must be at least {needed} ms (twice the fetch wait)"
+                ),
             });
         }
         Ok(())
@@ -606,6 +652,8 @@ impl NodeConfig {
         raft.retry_backoff_ms = self.retry_backoff_ms;
         raft.retry_backoff_max_ms = self.retry_backoff_max_ms;
         raft.pre_vote = self.pre_vote;
+        raft.lease = self.lease;
+        raft.lease_drift_percent = self.lease_drift_percent;
         raft.observer_fetch_interval_ms = self.observer_fetch_interval_ms;
         raft.seed = seed;
         // FindQuorum advertises `advertised.listeners`; the configured voters' endpoints are
@@ -790,6 +838,14 @@ fn is_wildcard(host: &str) -> bool {
 
 fn optional_path(v: &str) -> Result<Option<PathBuf>, String> {
     Ok(Some(v.trim()).filter(|p| !p.is_empty()).map(PathBuf::from))
+}
+
+/// A clock-drift bound in percent: 1 to 50 (docs/consistency.md, "Clocks").
+fn parse_drift_percent(v: &str) -> Result<u64, String> {
+    match parse_u64(v)? {
+        n @ 1..=50 => Ok(n),
+        _ => Err("a percentage from 1 to 50".into()),
+    }
 }
 
 fn parse_bool(v: &str) -> Result<bool, String> {
@@ -1088,10 +1144,48 @@ mod tests {
         config.listeners.all[0].name.to_ascii_lowercase()
     }
 
+    /// The lease is on by default with a 10% drift bound; a config that breaks its
+    /// inequalities is refused with one line naming the keys.
+    #[test]
+    fn lease_config_and_its_inequalities() {
+        let config = NodeConfig::from_map(&base()).unwrap();
+        let raft = config.raft_config(1);
+        assert!(raft.lease && raft.lease_drift_percent == 10);
+        assert_eq!(raft.lease_ms(), 1800);
+        let mut map = base();
+        map.insert("quorum.prevote.enable".into(), "false".into());
+        let line = assert_refused(&map, "quorum.prevote.enable=true");
+        assert!(
+            line.contains("quorum.lease.enable") && !line.contains('\n'),
+            "{line}"
+        );
+        map.insert("quorum.lease.enable".into(), "false".into());
+        assert!(!NodeConfig::from_map(&map).unwrap().raft_config(1).lease);
+        let mut map = base();
+        map.insert("quorum.fetch.timeout.ms".into(), "1100".into());
+        map.insert("quorum.lease.clock.drift.percent".into(), "10".into());
+        assert_refused(&map, "quorum.lease.clock.drift.percent");
+        map.insert("quorum.lease.clock.drift.percent".into(), "9".into());
+        assert_eq!(
+            NodeConfig::from_map(&map)
+                .unwrap()
+                .raft_config(1)
+                .lease_ms(),
+            1001
+        );
+        for bad in ["0", "51"] {
+            map.insert("quorum.lease.clock.drift.percent".into(), bad.into());
+            assert_refused(&map, "1 to 50");
+        }
+        map.insert("quorum.lease.clock.drift.percent".into(), "x".into());
+        assert_refused(&map, "quorum.lease.clock.drift.percent");
+    }
+
     #[test]
     fn pre_vote_can_be_turned_off() {
         let mut map = base();
         map.insert("quorum.prevote.enable".into(), "false".into());
+        map.insert("quorum.lease.enable".into(), "false".into());
         let config = NodeConfig::from_map(&map).unwrap();
         assert!(!config.pre_vote && !config.raft_config(1).pre_vote);
         map.insert("quorum.prevote.enable".into(), "TRUE".into());

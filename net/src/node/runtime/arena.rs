@@ -155,6 +155,7 @@ mod tests {
             last_caught_up_time_ms: -1,
             log_start: None,
             producer_state: None,
+            lease_stamp: None,
         };
         let chain = FrameArena::default().fetch_frame(5, true, &answer, None);
         let frame: Vec<u8> = chain.iter().flat_map(|piece| piece.to_vec()).collect();

@@ -162,7 +162,7 @@ impl Node {
     ) {
         let seq = self.reserve_response(asked.conn);
         let brokers = self.brokers_here(asked.conn);
-        let leader = listed_leader(self.replica.core().leader_id(), &brokers)
+        let leader = listed_leader(self.replica.core().client_leader_id(), &brokers)
             .and_then(|id| brokers.iter().find(|b| b.node_id == id));
         let coordinators = request
             .keys

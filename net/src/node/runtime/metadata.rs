@@ -64,7 +64,7 @@ impl Node {
         let allowed = self.access(conn, METADATA).is_ok();
         let topic_ops = request.include_topic_authorized_operations;
         let brokers = self.brokers_here(conn);
-        let leader = listed_leader(self.replica.core().leader_id(), &brokers);
+        let leader = listed_leader(self.replica.core().client_leader_id(), &brokers);
         let ours = || {
             if allowed {
                 self.metadata_topic(conn, leader, topic_ops)
@@ -175,7 +175,7 @@ impl Node {
         }
         response.brokers = self.brokers_here(conn);
         response.controller_id =
-            listed_leader(self.replica.core().leader_id(), &response.brokers).unwrap_or(-1);
+            listed_leader(self.replica.core().client_leader_id(), &response.brokers).unwrap_or(-1);
         if request.include_cluster_authorized_operations {
             response.cluster_authorized_operations =
                 self.authorized_operations(conn, &Resource::cluster(), &CLUSTER_OPERATIONS);

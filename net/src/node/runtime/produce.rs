@@ -317,7 +317,7 @@ impl Node {
     /// without a Metadata round trip. A leader whose endpoint this node does not know yet is
     /// not named, as in Metadata: a client cannot go to it, and may not recover from trying.
     fn leader_hint(&self, conn: ConnId) -> LeaderHint {
-        let Some(leader_id) = self.replica.core().leader_id() else {
+        let Some(leader_id) = self.replica.core().client_leader_id() else {
             return LeaderHint::default();
         };
         let leader = self
