@@ -337,7 +337,18 @@ fn three_voters_elect_replicate_and_survive_leader_failure() {
     // The leader dies: another one takes over in a higher epoch and keeps committing.
     let first_epoch = c.node(first).core.as_ref().unwrap().epoch();
     c.kill(first);
-    c.run_until(20_000, |c| c.leader().is_some_and(|l| l != first));
+    // ... and answers clients once its high watermark is known in its epoch and its lease
+    // runs (docs/consistency.md): an append before then is refused.
+    c.run_until(20_000, |c| {
+        c.leader().is_some_and(|l| {
+            l != first
+                && c.nodes
+                    .iter()
+                    .find(|n| n.id == l)
+                    .and_then(|n| n.core.as_ref())
+                    .is_some_and(|core| core.leads_for_clients())
+        })
+    });
     let second = c.leader().unwrap();
     assert!(c.node(second).core.as_ref().unwrap().epoch() > first_epoch);
     let more: Vec<u64> = (51..=60).collect();
