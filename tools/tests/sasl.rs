@@ -253,6 +253,21 @@ fn refusal(result: Result<(), ClientError>) -> (ErrorCode, String) {
     }
 }
 
+/// [`produce_one`] to a leader that DescribeQuorum names, which answers clients only a moment
+/// later (once its high watermark is known in its epoch and its lease runs:
+/// docs/consistency.md): NOT_LEADER_OR_FOLLOWER until then, asked again (bounded).
+fn produce_once_leading(client: &mut BlockingClient, value: &str) -> Result<i64, String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match produce_one(client, value) {
+            Err(e) if e.contains("NOT_LEADER_OR_FOLLOWER") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The first partition's error of a Produce answer.
 fn produce_error(client: &mut BlockingClient, value: &str) -> ErrorCode {
     let response = client.produce(9, -1, batch(value)).unwrap().unwrap();
@@ -297,7 +312,7 @@ fn three_voters_with_acls_serve_scram_and_plain_users_over_sasl_ssl() {
         let mut client = cluster
             .login(leader_addr, mechanism, alice, alice_password)
             .unwrap_or_else(|e| panic!("{mechanism}: {e}\n{}", cluster.tails()));
-        let offset = produce_one(&mut client, &format!("alice-{mechanism}"))
+        let offset = produce_once_leading(&mut client, &format!("alice-{mechanism}"))
             .unwrap_or_else(|e| panic!("{mechanism}: produce: {e}"));
         assert!(offset > last_offset, "{mechanism}: offset {offset}");
         last_offset = offset;
