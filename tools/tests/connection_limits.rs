@@ -39,6 +39,9 @@ fn clients_that_fill_a_listener_do_not_shut_the_voters_out() {
         cluster.start(id, &[&limit]);
     }
     let leader = cluster.wait_for_leader(None);
+    // Every voter up and fetching (its listeners open): two suffice for an election, and the
+    // third may still be starting (CI of 664375b: connection refused at the filled node).
+    cluster.wait_for_voters_at(leader, 1);
     let mut others = (1..=3).filter(|&id| id != leader);
     let (filled, restarted) = (others.next().unwrap(), others.next().unwrap());
     let killed = leader;
